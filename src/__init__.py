@@ -1,0 +1,1 @@
+"""mcq-consistency: how reliably language models answer multiple-choice benchmarks."""

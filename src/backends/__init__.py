@@ -1,0 +1,38 @@
+"""Backends: build one from its `model` config node. Heavy libraries are imported only for the backend chosen."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from src.backends.base import Backend, LabelScores, OptionScores, Request, SamplingParams
+from src.errors import UserError
+
+__all__ = ["Backend", "LabelScores", "OptionScores", "Request", "SamplingParams", "load_backend"]
+
+BACKENDS = ("hf", "simulated")
+_HF_PACKAGES = {"torch", "transformers", "accelerate", "safetensors", "tokenizers", "tqdm", "gguf", "huggingface_hub"}
+
+
+def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
+    """The backend that `model_cfg["backend"]` names, built from the rest of the node.
+
+    `chat` (from the prompt config) asks the backend to wrap prompts in the model's chat template.
+    """
+    kind = model_cfg.get("backend")
+    if kind == "hf":
+        try:
+            from src.backends.hf import HFBackend
+        except ModuleNotFoundError as err:
+            if err.name and err.name.split(".")[0] in _HF_PACKAGES:
+                raise UserError(f"model.backend=hf needs {err.name}: pip install torch transformers accelerate gguf "
+                                f"(CPU-only torch: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from None
+            raise
+        return HFBackend.from_config(model_cfg, chat=chat)
+    if kind == "simulated":
+        from src.backends.simulated import SimulatedBackend
+
+        options = {k: v for k, v in model_cfg.items() if k != "backend"}
+        try:
+            return SimulatedBackend(**options)
+        except (TypeError, ValueError) as err:
+            raise UserError(f"model config for backend simulated: {err}; check the keys under model") from None
+    raise UserError(f"model.backend={kind!r} is not a backend; choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,58 @@
+"""The one small batched interface every backend implements: a list of requests in, a list of results out.
+
+Backends never see Hydra or MLflow; `src.backends.load_backend` builds one from its config node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt to answer, with what scoring needs to know about the displayed options."""
+
+    prompt: str  # fully rendered prompt (chat template not yet applied)
+    labels: tuple[str, ...]  # displayed labels in slot order, e.g. ("A", "B", "C", "D")
+    options: tuple[str, ...]  # displayed option texts in slot order (cloze scoring, option-text parsing)
+    seed: int  # per (question, variant) seed; repetition r samples with a stream derived from (seed, r)
+    correct_slot: int | None = None  # read only by oracle backends (simulated); real backends must ignore it
+    key: str = ""  # stable trial identity "question_id/variant_id", for oracle seeding and logs
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """Next-token probabilities of each displayed label, renormalised over the labels."""
+
+    probs: tuple[float, ...]  # one per displayed label, sums to 1
+    mass: float  # total probability the label tokens held before renormalising, in [0, 1]
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    """Log-likelihood of each displayed option text as the continuation of the prompt (cloze / acc, acc_norm)."""
+
+    loglik: tuple[float, ...]  # sum of token log-probs, one per displayed option
+    loglik_norm: tuple[float, ...]  # loglik divided by the option's length in bytes (lm-eval's acc_norm)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int = 1  # samples per prompt (repetitions)
+    temperature: float = 0.0  # 0 = greedy: every sample is the greedy answer
+    top_k: int | None = None
+    top_p: float = 1.0
+    max_new_tokens: int = 3
+
+
+class Backend(Protocol):
+    identity: str  # everything that changes outputs: path/revision/file hash; part of the response cache key
+
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        """`params.n` raw completions per request, in repetition order."""
+
+    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
+        """One forward pass per prompt; probabilities of the displayed labels as the next token."""
+
+    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        """Log-likelihood of each displayed option text as the continuation."""

@@ -1,0 +1,85 @@
+"""Oracle backends for tests and plumbing: no weights, deterministic, and with a known ground truth."""
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable, Sequence
+
+from .base import LabelScores, OptionScores, Request, SamplingParams
+
+
+def _rng(seed: int, key: str, repetition: int) -> random.Random:
+    return random.Random(f"sim|{seed}|{key}|{repetition}")
+
+
+class SimulatedBackend:
+    """Each trial is right with probability `success_rate`, otherwise a uniformly random wrong label,
+    and with probability `invalid_rate` an unparseable answer. Seeded per (question, variant, repetition).
+
+    Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
+    """
+
+    def __init__(self, *, success_rate: float = 0.8, invalid_rate: float = 0.0, seed: int = 0, name: str = "simulated"):
+        if not 0.0 <= success_rate <= 1.0:
+            raise ValueError("success_rate must be in [0, 1]")
+        self.success_rate = success_rate
+        self.invalid_rate = invalid_rate
+        self.seed = seed
+        self.identity = f"simulated(success_rate={success_rate},invalid_rate={invalid_rate})"
+
+    def _answer(self, req: Request, repetition: int) -> int | None:
+        rng = _rng(req.seed, req.key, repetition)
+        if rng.random() < self.invalid_rate:
+            return None
+        n = len(req.labels)
+        if req.correct_slot is None or rng.random() < self.success_rate:
+            return req.correct_slot if req.correct_slot is not None else rng.randrange(n)
+        return rng.choice([s for s in range(n) if s != req.correct_slot])
+
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        out = []
+        for req in requests:
+            reps = [0] * params.n if params.temperature == 0 else range(params.n)
+            out.append([self._render(req, self._answer(req, r)) for r in reps])
+        return out
+
+    @staticmethod
+    def _render(req: Request, slot: int | None) -> str:
+        return "I cannot tell." if slot is None else req.labels[slot]
+
+    def _peaked(self, req: Request, n: int) -> list[float]:
+        """A distribution whose argmax is the simulated greedy answer (uniform when it is INVALID)."""
+        slot = self._answer(req, 0)
+        if slot is None:
+            return [1.0 / n] * n
+        rest = 0.4 / (n - 1)
+        return [0.6 if s == slot else rest for s in range(n)]
+
+    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
+        return [LabelScores(tuple(self._peaked(r, len(r.labels))), 0.9) for r in requests]
+
+    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        out = []
+        for r in requests:
+            ll = tuple(math.log(p) for p in self._peaked(r, len(r.options)))
+            out.append(OptionScores(ll, tuple(x / max(1, len(o.encode())) for x, o in zip(ll, r.options))))
+        return out
+
+
+class ScriptedBackend:
+    """Answers from a callable `(request, repetition) -> raw text`: makes runner tests three lines long."""
+
+    def __init__(self, script: Callable[[Request, int], str], identity: str = "scripted"):
+        self.script = script
+        self.identity = identity
+
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        return [[self.script(r, k) for k in range(params.n)] for r in requests]
+
+    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
+        raise NotImplementedError("ScriptedBackend only generates")
+
+    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        raise NotImplementedError("ScriptedBackend only generates")
+
+

@@ -1,0 +1,122 @@
+"""Benchmark registry: config `benchmark` name -> loader of `Question`s, plus few-shot pools.
+
+    >>> qs = load_benchmark("synthetic", path=None, data_dir="unused", seed=1, limit=3)
+    >>> [q.id for q in qs]
+    ['synthetic/1/0', 'synthetic/1/1', 'synthetic/1/2']
+
+Every loader reads its files as they are (see each module's docstring for the format, ids and
+subjects), checks every question (`validate.py`), and reports bad input as a one-line
+`UserError` naming the file, the line or record, and what to do.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..errors import UserError
+from ..questions import Question
+from .arc import arc_fewshot_loader, arc_loader
+from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
+from .generic import load_generic
+from .medical import load_medmcqa, medqa_loader
+from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
+from .synthetic import load_synthetic, synthetic_fewshot
+from .truthfulqa import truthfulqa_loader
+from .validate import check_unique_ids
+
+Loader = Callable[..., list[Question]]  # (*, path, data_dir, split, seed, options) -> questions
+FewshotLoader = Callable[..., list[Question]]  # (*, path, data_dir, subject) -> questions
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A registry entry: how to load the questions, the few-shot pool (None: the data has none)
+    and the `options` keys the loader understands."""
+
+    load: Loader
+    fewshot: FewshotLoader | None = None
+    options: tuple[str, ...] = ()
+
+
+GENERIC_OPTIONS = ("question_column", "options_column", "option_columns", "answer_column", "id_column",
+                   "subject_column", "delimiter")
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "synthetic": Benchmark(load_synthetic, synthetic_fewshot, ("n_questions",)),
+    "mmlu": Benchmark(load_mmlu, mmlu_fewshot, ("subjects",)),
+    "mmlu_redux": Benchmark(load_mmlu_redux, mmlu_fewshot, ("subjects", "only_ok")),
+    "arc_challenge": Benchmark(arc_loader("arc_challenge"), arc_fewshot_loader("arc_challenge")),
+    "arc_easy": Benchmark(arc_loader("arc_easy"), arc_fewshot_loader("arc_easy")),
+    "truthfulqa_mc1": Benchmark(truthfulqa_loader("mc1"), None, ("version", "shuffle")),
+    "truthfulqa_mc2": Benchmark(truthfulqa_loader("mc2"), None, ("version", "shuffle")),
+    "medqa": Benchmark(medqa_loader("medqa")),
+    "medqa_4": Benchmark(medqa_loader("medqa_4")),
+    "medmcqa": Benchmark(load_medmcqa),
+    "commonsenseqa": Benchmark(load_commonsenseqa),
+    "hellaswag": Benchmark(load_hellaswag),
+    "winogrande": Benchmark(load_winogrande),
+    "generic": Benchmark(load_generic, None, GENERIC_OPTIONS),
+}
+
+
+def _benchmark(name: str) -> Benchmark:
+    if name not in BENCHMARKS:
+        raise UserError(f"config key benchmark: unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
+    return BENCHMARKS[name]
+
+
+def _checked_options(name: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    options = dict(options or {})
+    known = BENCHMARKS[name].options
+    for key in options:
+        if key not in known:
+            allowed = f"it takes {', '.join(known)}" if known else "it takes none"
+            raise UserError(f"config key benchmark.options.{key}: {name} has no such option ({allowed}); remove it")
+    return options
+
+
+def load_benchmark(
+    name: str,
+    *,
+    path: str | None,
+    data_dir: str,
+    split: str | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Question]:
+    """The questions of benchmark `name`, in file order; `limit` keeps the first N after filtering.
+
+    `path=None` reads the default file under `data_dir`; `split=None` the benchmark's default
+    split; `seed` only matters to `synthetic` (and TruthfulQA's `shuffle` option).
+    """
+    benchmark = _benchmark(name)
+    options = _checked_options(name, options)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UserError(f"config key benchmark.limit: {limit!r} is not a positive whole number; set it to N >= 1 or null for all")
+    questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options)
+    if not questions:
+        raise UserError(f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
+                        "check the file, benchmark.options and benchmark.split")
+    check_unique_ids(questions, path or f"{data_dir} ({name})")
+    return questions[:limit] if limit is not None else questions
+
+
+def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subject: str | None = None) -> list[Question]:
+    """Questions to draw few-shot examples from (MMLU dev, ARC Train, ...), never the test questions.
+
+    A given `path` is read with the benchmark's own format (for benchmarks whose data has no
+    such split); its questions are labelled split "fewshot".
+    """
+    benchmark = _benchmark(name)
+    if benchmark.fewshot is not None:
+        return benchmark.fewshot(path=path, data_dir=data_dir, subject=subject)
+    if path is None:
+        raise UserError(f"benchmark {name} has no few-shot split in the data; give a few-shot file in "
+                        f"{name}'s format or use zero-shot prompts")
+    pool = benchmark.load(path=path, data_dir=data_dir, split=None, seed=0, options={})
+    return [dataclasses.replace(q, split="fewshot") for q in pool if subject is None or q.subject == subject]
+
+
+__all__ = ["BENCHMARKS", "Benchmark", "load_benchmark", "load_fewshot_pool"]

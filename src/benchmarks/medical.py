@@ -1,0 +1,81 @@
+"""Medical QA: MedQA USMLE test with 5 options (`medqa`) or 4 (`medqa_4`), and MedMCQA dev (`medmcqa`).
+
+MedQA: `{data_dir}/medqa/test.jsonl` and `{data_dir}/medqa/4_options/phrases_no_exclude_test.jsonl`,
+records `{"question", "options": {"A": ...}, "answer_idx": "C", "answer", "meta_info"}`.
+Ids `medqa/<n>` / `medqa_4/<n>`, n = 0-based record number (line number - 1). Subject is
+meta_info ("step1" or "step2&3"; the one typo "stfep2&3" in the 4-option file is read as
+"step2&3", the raw value is in `metadata["meta_info"]`).
+
+MedMCQA: `{data_dir}/medmcqa/validation.jsonl`, records `{"question", "choices": ["A. ...", ...],
+"answer": 0}`; the "A. " prefixes are removed (only a prefix whose letter matches the position).
+Ids `medmcqa/<n>`, no subject (this reduced export has none).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from ..questions import Question
+from .files import iter_jsonl, read_text, require_fields, resolve_path
+from .validate import LETTERS, answer_from_label, checked_question, choose_split, record_error, where
+
+MEDQA_FILES = {"medqa": "medqa/test.jsonl", "medqa_4": "medqa/4_options/phrases_no_exclude_test.jsonl"}
+META_INFO_TYPOS = {"stfep2&3": "step2&3"}
+_PREFIX = re.compile(r"([A-Z])\.\s*")
+
+
+def medqa_loader(name: str) -> Callable[..., list[Question]]:
+    """The loader for `medqa` (5 options) or `medqa_4`."""
+
+    def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+        split = choose_split(split, ("test",), name)
+        file = resolve_path(path, data_dir, MEDQA_FILES[name])
+        questions = []
+        for n, (line, record) in enumerate(iter_jsonl(file, read_text(file))):
+            qid = f"{name}/{n}"
+            place = where(file, line, qid)
+            require_fields(record, ("question", "options"), place)
+            if not isinstance(record["options"], dict):
+                raise record_error(place, "'options' is not an object like {\"A\": \"...\"}")
+            labels = [str(label) for label in record["options"]]
+            answer = answer_from_label(record.get("answer_idx"), labels, place)
+            meta_info = record.get("meta_info")
+            metadata = {"labels": tuple(labels), "answer_text": record.get("answer"), "meta_info": meta_info}
+            questions.append(checked_question(
+                place, id=qid, question=record["question"], options=record["options"].values(), answer=answer,
+                subject=META_INFO_TYPOS.get(meta_info, meta_info), split=split, metadata=metadata))
+        return questions
+
+    load.__name__ = f"load_{name}"
+    return load
+
+
+def strip_label_prefix(text: str, position: int) -> str:
+    """'B. Glucose' at position 1 -> 'Glucose'; a prefix with another letter is left alone.
+
+    >>> strip_label_prefix("A. Impulse", 0), strip_label_prefix("A. Impulse", 1)
+    ('Impulse', 'A. Impulse')
+    """
+    match = _PREFIX.match(text) if isinstance(text, str) else None
+    if match and position < len(LETTERS) and match.group(1) == LETTERS[position]:
+        return text[match.end():]
+    return text
+
+
+def load_medmcqa(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+    split = choose_split(split, ("validation",), "medmcqa")
+    file = resolve_path(path, data_dir, "medmcqa/validation.jsonl")
+    questions = []
+    for n, (line, record) in enumerate(iter_jsonl(file, read_text(file))):
+        qid = f"medmcqa/{n}"
+        place = where(file, line, qid)
+        require_fields(record, ("question", "choices"), place)
+        if not isinstance(record["choices"], list):
+            raise record_error(place, "'choices' is not a list")
+        answer = record.get("answer")
+        if isinstance(answer, str) and answer.strip().isdigit():
+            answer = int(answer)
+        choices = [strip_label_prefix(c, i) for i, c in enumerate(record["choices"])]
+        questions.append(checked_question(place, id=qid, question=record["question"], options=choices,
+                                          answer=answer, split=split))
+    return questions

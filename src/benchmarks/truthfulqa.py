@@ -1,0 +1,105 @@
+"""TruthfulQA multiple choice (mc_task.json): `truthfulqa_mc1` and `truthfulqa_mc2`.
+
+Option `version`: "v1" (default; `{data_dir}/truthfulqa/v1`, 817 questions, the set in HF
+`truthful_qa` and lm-eval) or "2025" (`{data_dir}/truthfulqa`, 790). `benchmark.path` may name
+an mc_task.json or the folder holding it.
+
+- mc1: the mc1_targets, exactly one marked 1; `answer` is its index.
+- mc2: a `Question` has one answer index, but mc2 has several true answers. Here options are
+  all mc2_targets in file order, `answer` is the first true one, and `metadata["correct_set"]`
+  holds every true index (the mc2 score needs the set; accuracy on `answer` alone is mc1-like).
+
+The 2025 file holds empty answer strings ("" from a trailing ";" in TruthfulQA.csv: 17 mc1 and
+22 mc2 questions, 5 of them marked true in mc2); they are dropped, counted in
+`metadata["empty_options_dropped"]`. v1 has none.
+
+In the files the true answers always come first (mc1: answer is always option 0). Options stay
+in file order unless option `shuffle: true`, which permutes them per question, seeded by
+(seed, question id), and keeps `metadata["original_order"]` (new position -> file position).
+Ids: `truthfulqa_mc1/v1/<index>`. Subject: the Category from TruthfulQA.csv beside the JSON,
+matched by question text (None when that file is absent); `metadata["type"]` is its Type.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import UserError
+from ..questions import Question
+from .files import iter_csv, load_json, read_text, resolve_path
+from .validate import checked_question, choose_split, record_error, where
+
+VERSIONS = {"v1": "truthfulqa/v1", "2025": "truthfulqa"}
+
+
+def _categories(csv_file: Path) -> dict[str, tuple[str, str]]:
+    """Stripped question text -> (Category, Type) from TruthfulQA.csv, when present."""
+    if not csv_file.is_file():
+        return {}
+    rows = iter_csv(csv_file, read_text(csv_file))
+    _, header = next(rows, (1, []))
+    if not {"Question", "Category", "Type"} <= set(header):
+        return {}
+    col = {name: header.index(name) for name in ("Question", "Category", "Type")}
+    return {cells[col["Question"]].strip(): (cells[col["Category"]], cells[col["Type"]])
+            for _, cells in rows if len(cells) == len(header)}
+
+
+def shuffled(question: Question, seed: int) -> Question:
+    """The question with options permuted by `Random(f"{seed}/{id}")`; `original_order[new] = old`."""
+    order = list(range(question.n_options))
+    random.Random(f"{seed}/{question.id}").shuffle(order)
+    metadata = dict(question.metadata, original_order=tuple(order))
+    if "correct_set" in metadata:
+        metadata["correct_set"] = tuple(sorted(order.index(i) for i in metadata["correct_set"]))
+    return dataclasses.replace(question, options=tuple(question.options[i] for i in order),
+                               answer=order.index(question.answer), metadata=metadata)
+
+
+def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
+    """The loader for `truthfulqa_mc1` (task "mc1") or `truthfulqa_mc2` (task "mc2")."""
+    name = f"truthfulqa_{task}"
+
+    def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+        choose_split(split, ("test",), name)
+        version = str(options.get("version", "v1"))
+        if version not in VERSIONS:
+            raise UserError(f"config key benchmark.options.version: {name} has no version {version!r}; "
+                            f"choose one of {', '.join(VERSIONS)}")
+        file = resolve_path(path, data_dir, f"{VERSIONS[version]}/mc_task.json", kind="file or folder")
+        if file.is_dir():
+            file = resolve_path(file / "mc_task.json", data_dir, None)
+        records = load_json(file, read_text(file))
+        if not isinstance(records, list):
+            raise UserError(f"{file}: expected a JSON list of questions, got {type(records).__name__}; "
+                            "point benchmark.path at TruthfulQA's mc_task.json")
+        categories = _categories(file.parent / "TruthfulQA.csv")
+        questions = []
+        for index, record in enumerate(records):
+            qid = f"{name}/{version}/{index}"
+            place = where(file, record=qid)
+            targets = record.get(f"{task}_targets") if isinstance(record, dict) else None
+            if not isinstance(targets, dict):
+                raise record_error(place, f"the record has no {task}_targets object")
+            texts = [text for text in targets if str(text).strip()]
+            marks = [targets[text] for text in texts]
+            true = [i for i, mark in enumerate(marks) if mark == 1]
+            if task == "mc1" and len(true) > 1:
+                raise record_error(place, f"mc1_targets marks {len(true)} answers true; mc1 needs exactly one")
+            category, kind = categories.get(str(record.get("question", "")).strip(), (None, None))
+            metadata: dict[str, Any] = {"version": version}
+            if len(texts) < len(targets):
+                metadata["empty_options_dropped"] = len(targets) - len(texts)
+            if kind is not None:
+                metadata["type"] = kind
+            if task == "mc2":
+                metadata["correct_set"] = tuple(true)
+            question = checked_question(place, id=qid, question=record.get("question"), options=texts,
+                                        answer=true[0] if true else None, subject=category, metadata=metadata)
+            questions.append(shuffled(question, seed) if options.get("shuffle") else question)
+        return questions
+
+    load.__name__ = f"load_{name}"
+    return load

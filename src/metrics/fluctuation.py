@@ -1,0 +1,186 @@
+"""Answer-fluctuation family (answer-fluctuation paper, eqs 1-9) and PriDe accuracy.
+
+Input: the records table plus `perm_set` (name of the permutation set, e.g. "cyclic") and `perm_pos`
+(position of the order in its set, 0 = the reference order m_1). Repetition 0 only. Answers are option
+identities; INVALID is its own answer (agrees with INVALID, never correct). Each metric is computed per
+question and averaged over questions, then logged per set as `<name>@<perm_set>`.
+"""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pandas as pd
+
+from .answers import answer_keys, first_repetition
+
+PRIDE_SET = "cyclic"  # PriDe estimates its position prior from cyclic permutations (Zheng et al. 2024)
+
+
+def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.sort_values(["question_id", "perm_pos"], kind="stable")
+
+
+def _has_probs(rows: pd.DataFrame) -> bool:
+    return "label_probs" in rows.columns and bool(rows["label_probs"].map(_is_vector).all())
+
+
+def _is_vector(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and len(value) > 0
+
+
+def _renormalised(probs) -> np.ndarray:
+    p = np.clip(np.asarray(probs, dtype=float), 0.0, None)
+    return p / p.sum()
+
+
+def answer_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
+    """`fr`, `aacc`, `sacc`, `wacc`, `bacc`, `sensg`, `one_minus_sensg` over one permutation set's rows.
+
+    >>> rows = pd.DataFrame({"question_id": "q", "perm_pos": [0, 1], "parsed_label": ["A", "B"],
+    ...     "chosen_option": [0, 1], "correct_option": 0})
+    >>> answer_fluctuation(rows)["sacc"], answer_fluctuation(rows)["wacc"]
+    (0.5, 0.0)
+    """
+    rows = _ordered(rows)
+    answers = pd.Series(answer_keys(rows), index=rows.index)
+    question = rows["question_id"]
+    reference = answers.groupby(question.to_numpy()).transform("first")
+    frame = pd.DataFrame(
+        {
+            "question_id": question.to_numpy(),
+            "agree": (answers == reference).to_numpy(),
+            "right": (answers.to_numpy() == pd.to_numeric(rows["correct_option"]).to_numpy()),
+        }
+    )
+    frame["reference_right"] = frame["right"].groupby(frame["question_id"]).transform("first")
+    per_question = frame.groupby("question_id").agg(
+        all_agree=("agree", "all"),
+        agree_share=("agree", "mean"),
+        aacc=("right", "mean"),
+        bacc=("right", "any"),
+        reference_right=("reference_right", "first"),
+    )
+    fr = 1.0 - per_question["all_agree"].astype(float)
+    sacc = per_question["reference_right"] * per_question["agree_share"]
+    wacc = (per_question["reference_right"] & per_question["all_agree"]).astype(float)
+    bacc = per_question["bacc"].astype(float)
+    sensg = bacc - wacc
+    return {
+        "fr": float(fr.mean()),
+        "aacc": float(per_question["aacc"].mean()),
+        "sacc": float(sacc.mean()),
+        "wacc": float(wacc.mean()),
+        "bacc": float(bacc.mean()),
+        "sensg": float(sensg.mean()),
+        "one_minus_sensg": float(1.0 - sensg.mean()),
+    }
+
+
+def probability_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
+    """`prob_mass`, `one_minus_brier`, `one_minus_entropy` over one permutation set's rows ({} without label_probs).
+
+    `label_probs` are in displayed-label order; the correct label of each order is the slot showing
+    `correct_option`. Entropy is normalised by log2 |L|, so orders with a single label are left out of it.
+    """
+    if rows.empty or not _has_probs(rows):
+        return {}
+    mass, brier, entropy = [], [], []
+    for probs, order, correct in zip(rows["label_probs"], rows["option_order"], rows["correct_option"]):
+        p = _renormalised(probs)
+        target = np.zeros_like(p)
+        target[list(order).index(int(correct))] = 1.0
+        mass.append(float(p @ target))
+        brier.append(float(((target - p) ** 2).sum()))
+        nonzero = p[p > 0]
+        entropy.append(float(-(nonzero * np.log2(nonzero)).sum() / math.log2(len(p))) if len(p) > 1 else np.nan)
+    per_row = pd.DataFrame(
+        {"question_id": rows["question_id"].to_numpy(), "mass": mass, "brier": brier, "entropy": entropy}
+    )
+    per_question = per_row.groupby("question_id")[["mass", "brier", "entropy"]].mean()
+    out = {"prob_mass": float(per_question["mass"].mean()), "one_minus_brier": float(1.0 - per_question["brier"].mean())}
+    if per_question["entropy"].notna().any():
+        out["one_minus_entropy"] = float(1.0 - per_question["entropy"].mean())
+    return out
+
+
+def _pride_rows(records: pd.DataFrame, perm_set: str) -> pd.DataFrame:
+    rows = first_repetition(records)
+    return rows[rows["perm_set"] == perm_set]
+
+
+def _n_calibration(n_questions: int, share: float) -> int:
+    return max(1, round(share * n_questions))
+
+
+def _pride_problem(rows: pd.DataFrame, perm_set: str, share: float) -> str | None:
+    """Why PriDe cannot be computed on these rows, or None."""
+    if rows.empty or not _has_probs(rows):
+        return f"pride_acc needs label_probs on the '{perm_set}' permutation set"
+    n_questions = rows["question_id"].nunique()
+    if _n_calibration(n_questions, share) >= n_questions:
+        return f"pride_acc needs more questions than the {_n_calibration(n_questions, share)} it calibrates on"
+    return None
+
+
+def pride_acc(
+    records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0
+) -> float:
+    """PriDe accuracy (Zheng et al. 2024) as METRICS.md defines it.
+
+    A seeded `calibration_share` of the questions (at least one, drawn with `random.Random(seed)` from
+    the sorted question ids) estimate a label-position prior: per question, the mean of log p(label)
+    over its `perm_set` orders, softmaxed; priors are averaged over calibration questions. Every other
+    question is predicted as argmax_l(log p(l | x) - log prior(l)) on its reference order (perm_pos 0)
+    and scored. Priors are kept per label count |L|; a question whose |L| no calibration question has
+    is scored without debiasing. Raises ValueError when label_probs or questions are missing.
+    """
+    rows = _ordered(_pride_rows(records, perm_set))
+    problem = _pride_problem(rows, perm_set, calibration_share)
+    if problem:
+        raise ValueError(problem)
+    question_ids = sorted(rows["question_id"].unique())
+    n_calibration = _n_calibration(len(question_ids), calibration_share)
+    calibration = set(random.Random(seed).sample(question_ids, n_calibration))
+    priors: dict[int, list[np.ndarray]] = {}
+    scored = []
+    for question_id, group in rows.groupby("question_id", sort=True):
+        logp = np.log(np.clip(np.stack([_renormalised(p) for p in group["label_probs"]]), 1e-12, None))
+        if question_id in calibration:
+            mean_logp = logp.mean(axis=0)
+            prior = np.exp(mean_logp - mean_logp.max())
+            priors.setdefault(logp.shape[1], []).append(prior / prior.sum())
+        else:
+            first = group.iloc[0]
+            scored.append((logp[0], list(first["option_order"]), int(first["correct_option"])))
+    mean_prior = {size: np.mean(found, axis=0) for size, found in priors.items()}
+    hits = []
+    for logp, order, correct in scored:
+        prior = mean_prior.get(len(logp))
+        debiased = logp if prior is None else logp - np.log(prior)
+        hits.append(order[int(np.argmax(debiased))] == correct)
+    return float(np.mean(hits))
+
+
+def fluctuation_metrics(
+    records: pd.DataFrame, *, pride_share: float = 0.05, pride_seed: int = 0
+) -> dict[str, float]:
+    """Every fluctuation metric per permutation set (`wacc@cyclic`, ...), `full_fr` and `pride_acc@cyclic`.
+
+    {} without a `perm_set` column. Probability metrics appear only for sets whose rows all carry
+    label_probs; `pride_acc@cyclic` only with label_probs on a cyclic set of at least two questions.
+    """
+    if "perm_set" not in records.columns or records.empty:
+        return {}
+    rows = first_repetition(records)
+    rows = rows[rows["perm_set"].notna()]
+    out: dict[str, float] = {}
+    for perm_set, group in rows.groupby("perm_set", sort=True):
+        for name, value in {**answer_fluctuation(group), **probability_fluctuation(group)}.items():
+            out[f"{name}@{perm_set}"] = value
+    if "fr@full" in out:
+        out["full_fr"] = out["fr@full"]
+    if _pride_problem(_pride_rows(rows, PRIDE_SET), PRIDE_SET, pride_share) is None:
+        out[f"pride_acc@{PRIDE_SET}"] = pride_acc(rows, calibration_share=pride_share, seed=pride_seed)
+    return out

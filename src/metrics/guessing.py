@@ -1,0 +1,79 @@
+"""Guessing theory for repetition trials (CoRA paper appendix A, eqs 8-10; non-determinism paper section 3.1).
+
+`T` is the chance that a guesser with success rate r gets p or more of M trials right; `msgr` inverts it
+(the minimum success guessing rate that makes p-of-M likely at level `conf`); `p_star` is the SURE threshold.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+DEFAULT_K = 5  # the paper's Table 7 setting; k only matters when the consistency level is below 1/k
+
+
+def T(p: int, *, M: int, r: float) -> float:  # noqa: N802 - the paper's name
+    """P(Binomial(M, r) >= p) (eq. 10).
+
+    >>> round(T(10, M=10, r=0.2), 7)
+    1e-07
+    >>> T(0, M=10, r=0.2)
+    1.0
+    """
+    if p <= 0:
+        return 1.0
+    if p > M:
+        return 0.0
+    return min(1.0, math.fsum(math.comb(M, j) * r**j * (1.0 - r) ** (M - j) for j in range(p, M + 1)))
+
+
+def msgr(p: int, *, M: int, k: int, conf: float = 0.999, tol: float = 1e-12) -> float:
+    """Minimum success guessing rate: the smallest r >= 1/k with T(p; M, r) >= conf.
+
+    T is increasing in r, so bisection on [1/k, 1] finds it; the returned r always satisfies the bound.
+
+    >>> round(msgr(10, M=10, k=5), 4), round(msgr(9, M=10, k=5), 3)
+    (0.9999, 0.995)
+    """
+    if not 0 < conf <= 1:
+        raise ValueError(f"conf must be in (0, 1], got {conf}")
+    if p > M:
+        raise ValueError(f"no guessing rate gives {p} right answers out of M={M} trials")
+    lo, hi = 1.0 / k, 1.0
+    if T(p, M=M, r=lo) >= conf:
+        return lo
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if T(p, M=M, r=mid) >= conf:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def p_star(*, R: int, consistency: float = 0.99, k: int = DEFAULT_K, conf: float = 0.999) -> int:  # noqa: N803
+    """SURE threshold: the smallest p with MSGR(p; R, k, conf) >= consistency.
+
+    >>> p_star(R=10)
+    9
+    """
+    for p in range(R + 1):
+        if msgr(p, M=R, k=k, conf=conf) >= consistency:
+            return p
+    raise ValueError(
+        f"consistency={consistency} is out of reach with R={R} repetitions (MSGR({R}) = {msgr(R, M=R, k=k, conf=conf):.6f}); "
+        "lower the consistency level or raise R"
+    )
+
+
+def can_stop(counts: Mapping[object, int] | Iterable[int], *, R: int, p_star: int) -> bool:  # noqa: N803
+    """True once more trials cannot change SURE/UNSURE: SURE reached, SURE out of reach, or R trials made.
+
+    `counts` holds how often each answer (INVALID included) was given so far, as a mapping or a list.
+
+    >>> can_stop({"A": 9}, R=10, p_star=9), can_stop([1, 1], R=10, p_star=9), can_stop([1, 1, 1], R=10, p_star=9)
+    (True, False, True)
+    """
+    values = list(counts.values()) if isinstance(counts, Mapping) else list(counts)
+    made = sum(values)
+    n_max = max(values, default=0)
+    return made >= R or n_max >= p_star or n_max + (R - made) < p_star

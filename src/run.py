@@ -1,0 +1,153 @@
+"""Entry point: `python -m src.run [overrides]` or `python -m src.run -m key=a,b ...` for a sweep.
+
+Wires config -> benchmark -> variants -> prompts -> backend -> records -> metrics -> MLflow. Each step is a
+plain function in its own module; this file only connects them.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import UserError
+
+log = logging.getLogger("src.run")
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+SCORING_MODES = ("generate", "logprob", "cloze")
+
+
+def check_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
+    """Catch an unknown config-group choice (e.g. `benchmark=mmlux`) before Hydra prints a multi-line error."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key.startswith(("+", "~", "hydra")) or "." in key or "/" in key:
+            continue
+        group = conf_dir / key
+        if group.is_dir():
+            known = sorted(p.stem for p in group.glob("*.yaml"))
+            for choice in value.split(","):
+                if choice and choice not in known and not choice.startswith(("choice(", "glob(", "range(")):
+                    raise UserError(f"config key {key}: unknown choice {choice!r}; choose one of {', '.join(known)}")
+
+
+def check_config(cfg: DictConfig) -> None:
+    if cfg.scoring not in SCORING_MODES:
+        raise UserError(f"config key scoring: {cfg.scoring!r} is not one of {', '.join(SCORING_MODES)}")
+    if cfg.temperature < 0:
+        raise UserError(f"config key temperature: {cfg.temperature} must be >= 0 (0 = greedy)")
+    if cfg.repetitions < 1:
+        raise UserError(f"config key repetitions: {cfg.repetitions} must be >= 1")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise UserError(f"config key limit: {cfg.limit} must be a positive integer or null (all questions)")
+
+
+def build_items(cfg: DictConfig, questions, template):
+    """Every variant of every question, rendered into a backend request."""
+    from .backends.base import Request
+    from .benchmarks import load_fewshot_pool
+    from .fewshot import pick_fewshot
+    from .prompts import labels_for, render
+    from .trials import Item, trial_seed
+    from .variants import make_variants
+
+    bench = cfg.benchmark
+    pool = lru_cache(maxsize=None)(lambda subject: tuple(load_fewshot_pool(
+        bench.name, data_dir=cfg.data_dir, subject=subject)))
+    evaluated = {q.id for q in questions}
+    variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
+    items = []
+    for q in questions:
+        shots = pick_fewshot(pool, q, k=cfg.fewshot, seed=cfg.seed, exclude=evaluated)
+        shot_pairs = [(s, make_variants({"name": "original"}, s, seed=cfg.seed)[0]) for s in shots]
+        for v in make_variants(variant_cfg, q, seed=cfg.seed):
+            labels = labels_for(v.n_options, template.label_style)
+            prompt = render(template, q, v, fewshot=shot_pairs)
+            items.append(Item(q, v, Request(prompt=prompt, labels=labels, options=v.option_texts,
+                                            seed=trial_seed(cfg.seed, q.id, v.variant_id), correct_slot=v.correct_slot,
+                                            key=f"{q.id}/{v.variant_id}")))
+    return items
+
+
+def execute(cfg: DictConfig) -> dict:
+    """Run one job; returns its metrics. Raises UserError for bad input or config."""
+    import mlflow
+
+    from . import tracking
+    from .backends import load_backend
+    from .backends.base import SamplingParams
+    from .benchmarks import load_benchmark
+    from .metrics import compute_metrics
+    from .prompts import PromptTemplate
+    from .trials import answer_items, prompt_hash, to_records
+
+    check_config(cfg)
+    tracking.check_tracking(cfg.tracking.uri)
+    bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
+    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
+                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
+    items = build_items(cfg, questions, template)
+    log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
+
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    backend = load_backend({**model_cfg, "seed": cfg.seed}, chat=bool(cfg.prompt.get("chat", False)))
+
+    mlflow.set_tracking_uri(cfg.tracking.uri)
+    exp_id = tracking.experiment_id(mlflow, cfg.tracking.experiment, cfg.tracking.uri)
+    out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    with mlflow.start_run(experiment_id=exp_id, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{cfg.temperature}") as run:
+        start = time.perf_counter()
+        params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                                max_new_tokens=cfg.max_new_tokens)
+        answers = answer_items(backend, items, scoring=cfg.scoring, params=params,
+                               cloze_normalise=bool(cfg.get("cloze_normalise", True)))
+        records = to_records(items, answers, run_info={
+            "run_id": run.info.run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
+            "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
+            "scoring": cfg.scoring})
+        metrics = compute_metrics(records)
+        metrics["seconds"] = time.perf_counter() - start
+        artifacts = out_dir / "artifacts"  # exactly what MLflow receives
+        artifacts.mkdir(parents=True, exist_ok=True)
+        records.to_parquet(artifacts / "records.parquet", index=False)
+        (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        tracking.log_run(
+            mlflow,
+            params=tracking.flatten(OmegaConf.to_container(cfg, resolve=True)),
+            metrics=metrics,
+            tags={"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
+                  "temperature": str(cfg.temperature), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
+                  "prompt_hash": prompt_hash(template.template), "backend": backend.identity[:5000]},
+            artifacts_dir=artifacts)
+    summary = {k: metrics[k] for k in ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate") if k in metrics}
+    print(json.dumps({"run_id": run.info.run_id, **{k: round(v, 4) for k, v in summary.items()}}))
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        execute(cfg)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
+
+
+def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

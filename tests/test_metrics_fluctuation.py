@@ -1,0 +1,117 @@
+"""Fluctuation family: hand-computed permutation sets, probability metrics, PriDe, and the |R| = 2 claim."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from .records_factory import cyclic_orders, permuted, records
+
+from src.metrics import answer_fluctuation, compute_metrics, fluctuation_metrics, pride_acc, probability_fluctuation
+
+IDENTITY, REVERSED = (0, 1, 2, 3), (3, 2, 1, 0)
+
+
+def oi_table():
+    return records(
+        permuted("q1", "oi", [IDENTITY, REVERSED], [0, 0])  # stable and right
+        + permuted("q2", "oi", [IDENTITY, REVERSED], [0, 3])  # right, then flips
+        + permuted("q3", "oi", [IDENTITY, REVERSED], [2, 0])  # wrong, then right
+        + permuted("q4", "oi", [IDENTITY, REVERSED], [None, None])  # INVALID twice: agrees, never right
+    )
+
+
+def test_hand_computed_oi_set():
+    m = fluctuation_metrics(oi_table())
+    expected = {"fr": 0.5, "aacc": 0.5, "sacc": 0.375, "wacc": 0.25, "bacc": 0.75, "sensg": 0.5, "one_minus_sensg": 0.5}
+    assert m == pytest.approx({f"{name}@oi": value for name, value in expected.items()})
+
+
+def test_answers_are_compared_by_option_identity_not_letter():
+    # the same letter "A" on the reversed order is option 3: a change of answer
+    m = answer_fluctuation(records(permuted("q", "oi", [IDENTITY, REVERSED], [0, 3])))
+    assert m["fr"] == 1.0
+    m = answer_fluctuation(records(permuted("q", "oi", [IDENTITY, REVERSED], [1, 1])))  # letters B then C
+    assert m["fr"] == 0.0 and m["aacc"] == 0.0
+
+
+def test_cyclic_set_hand_computed():
+    m = answer_fluctuation(records(permuted("q", "cyclic", cyclic_orders(3), [0, 0, 1], correct_option=0)))
+    assert m == pytest.approx({"fr": 1.0, "aacc": 2 / 3, "sacc": 2 / 3, "wacc": 0.0, "bacc": 1.0, "sensg": 1.0,
+                               "one_minus_sensg": 0.0})
+
+
+def test_wacc_equals_sacc_only_for_one_order_and_halves_the_gap_for_two():
+    # The paper (section 3.4) says WAcc and SAcc "are equal if |R| = 2". By their eqs 3 and 7 they are not:
+    # m1 = a, m2 != m1 gives SAcc = 1/2, WAcc = 0. What holds: equal at |R| = 1, SAcc = (1[m1=a] + WAcc)/2 at |R| = 2.
+    m = fluctuation_metrics(oi_table())
+    assert m["sacc@oi"] != m["wacc@oi"]
+    first_right = np.mean([1, 1, 0, 0])
+    assert m["sacc@oi"] == pytest.approx((first_right + m["wacc@oi"]) / 2)
+    single = fluctuation_metrics(records(permuted("q1", "original", [IDENTITY], [0]) + permuted("q2", "original", [IDENTITY], [1])))
+    assert single["sacc@original"] == single["wacc@original"] == single["aacc@original"] == 0.5
+    assert single["fr@original"] == 0.0
+
+
+def test_probability_metrics_hand_computed():
+    rows = permuted("q", "oi", [(0, 1), (1, 0)], [0, 1], correct_option=0, probs=[[0.4, 0.1], [0.3, 0.7]])  # first renormalises to 0.8/0.2
+    m = probability_fluctuation(records(rows))
+    entropy = lambda p: -sum(x * math.log2(x) for x in p)  # noqa: E731
+    assert m["prob_mass"] == pytest.approx((0.8 + 0.7) / 2)  # the correct option sits in slot 0, then slot 1
+    assert m["one_minus_brier"] == pytest.approx(1 - (0.08 + 0.18) / 2)
+    assert m["one_minus_entropy"] == pytest.approx(1 - (entropy([0.8, 0.2]) + entropy([0.3, 0.7])) / 2)
+
+
+def test_probability_metrics_need_probabilities_on_every_row():
+    rows = permuted("q", "oi", [IDENTITY, REVERSED], [0, 0], probs=[[0.7, 0.1, 0.1, 0.1], None])
+    m = fluctuation_metrics(records(rows))
+    assert "fr@oi" in m and not any(name.startswith(("prob_mass", "one_minus_brier", "one_minus_entropy")) for name in m)
+
+
+def test_full_set_gives_full_fr():
+    orders = list(itertools.permutations(range(3)))
+    rows = permuted("q1", "full", orders, [0] * 6) + permuted("q2", "full", orders, [0] * 5 + [2])
+    m = fluctuation_metrics(records(rows))
+    assert m["full_fr"] == m["fr@full"] == 0.5
+
+
+def biased_model_rows(n_questions=20, bias=(3.0, 0.0, 0.0, 0.0), knowledge=2.0):
+    """Label logits = position bias + knowledge on the correct option; answers follow argmax."""
+    rows = []
+    for i in range(n_questions):
+        correct = 1 + i % 3 if i % 5 else 0
+        probs, answers = [], []
+        for order in cyclic_orders(4):
+            logits = np.array(bias) + knowledge * (np.array(order) == correct)
+            p = np.exp(logits) / np.exp(logits).sum()
+            probs.append(list(p))
+            answers.append(order[int(np.argmax(p))])
+        rows += permuted(f"q{i:02d}", "cyclic", cyclic_orders(4), answers, correct_option=correct, probs=probs)
+    return records(rows)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pride_removes_a_position_bias(seed):
+    table = biased_model_rows()
+    plain = fluctuation_metrics(table)
+    reference_accuracy = np.mean([1 if i % 5 == 0 else 0 for i in range(20)])  # the bias wins unless the answer is A
+    assert plain["sacc@cyclic"] <= reference_accuracy
+    assert pride_acc(table, seed=seed) == 1.0
+    assert plain["pride_acc@cyclic"] == 1.0
+
+
+def test_pride_needs_probabilities_and_enough_questions():
+    no_probs = records(permuted("q1", "cyclic", cyclic_orders(4), [0] * 4) + permuted("q2", "cyclic", cyclic_orders(4), [0] * 4))
+    with pytest.raises(ValueError, match="label_probs"):
+        pride_acc(no_probs)
+    assert "pride_acc@cyclic" not in fluctuation_metrics(no_probs)
+    one = biased_model_rows(n_questions=1)
+    with pytest.raises(ValueError, match="more questions"):
+        pride_acc(one)
+
+
+def test_family_only_with_perm_set_column_and_chosen_automatically():
+    table = oi_table()
+    assert fluctuation_metrics(table.drop(columns=["perm_set", "perm_pos"])) == {}
+    m = compute_metrics(table)
+    assert m["wacc@oi"] == 0.25 and m["invalid_rate"] == 0.25
+    assert "fr@oi" not in compute_metrics(table.drop(columns=["perm_set", "perm_pos"]))

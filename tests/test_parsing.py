@@ -1,0 +1,85 @@
+"""parse_answer on completions that real models emit: the CoRA first-token rule, its fallbacks, and INVALID."""
+from __future__ import annotations
+
+import pytest
+
+from src.parsing import parse_answer
+
+ABCD = ("A", "B", "C", "D")
+NUM = ("1", "2", "3", "4")
+NINE = tuple("ABCDEFGHI")
+CAPITALS = ("Lyon", "Paris", "Marseille", "Nice")
+
+CASES = [
+    # (raw completion, labels, options, expected slot or None = INVALID)
+    # -- the CoRA rule: first token of the first line, punctuation stripped
+    ("B", ABCD, None, 1),
+    ("B.", ABCD, None, 1),
+    ("(B)", ABCD, None, 1),
+    ("**B**", ABCD, None, 1),
+    ("'C' (without quotes)", ABCD, None, 2),
+    ('"D"\n\nStep 1: the question asks ...', ABCD, None, 3),
+    ("B) Paris", ABCD, CAPITALS, 1),
+    ("B)Paris", ABCD, CAPITALS, 1),
+    ("A. Lyon is in France but it is not the capital.", ABCD, CAPITALS, 0),
+    ("\n\n  C\nExplanation: Marseille is a port.", ABCD, CAPITALS, 2),
+    ("  \"A\"", ABCD, None, 0),
+    ("[D]", ABCD, None, 3),
+    ("C: Marseille", ABCD, CAPITALS, 2),
+    ("b", ABCD, None, 1),
+    ("b) Paris", ABCD, CAPITALS, 1),
+    ("B\n\nOption A is wrong because Lyon is not the capital.", ABCD, CAPITALS, 1),
+    ("** B**", ABCD, None, 1),
+    # -- numeric labels
+    ("2", NUM, None, 1),
+    ("(3)", NUM, None, 2),
+    ("4. Nice", NUM, CAPITALS, 3),
+    ("Answer: 1", NUM, None, 0),
+    # -- fallbacks when the model ignores the format
+    ("Answer: B", ABCD, None, 1),
+    ("**Answer:** (C)", ABCD, None, 2),
+    ("The answer is B", ABCD, None, 1),
+    ("The correct answer is D) Nice.", ABCD, CAPITALS, 3),
+    ("Sure! The answer is: A", ABCD, None, 0),
+    ("Final answer:\n\nC", ABCD, None, 2),
+    ("I think the answer is B.", NINE, None, 1),
+    ("Option C is correct because Marseille ...", ABCD, CAPITALS, 2),
+    ("I would choose (A).", ABCD, None, 0),
+    ("Answer: b.", ABCD, None, 1),
+    # -- the option text instead of a letter
+    ("Paris", ABCD, CAPITALS, 1),
+    ("paris.", ABCD, CAPITALS, 1),
+    ("The answer is Paris", ABCD, CAPITALS, 1),
+    ("5", ABCD, ("3", "4", "5", "6"), 2),
+    # -- INVALID
+    ("", ABCD, None, None),
+    ("   \n\n", ABCD, None, None),
+    ("E", ABCD, None, None),
+    ("(E) none of these", ABCD, None, None),
+    ("The answer is E.", ABCD, None, None),
+    ("5", NUM, None, None),
+    ("A or B", ABCD, None, None),
+    ("**A** or **B**", ABCD, None, None),
+    ("A, C", ABCD, None, None),
+    ("A/B", ABCD, None, None),
+    ("The answer is A or B.", ABCD, None, None),
+    ("Either A or C could be right.", ABCD, None, None),
+    ("I'm sorry, but I can't help with that.", ABCD, None, None),
+    ("I cannot answer this question.", NINE, None, None),
+    ("As an AI language model, I do not have opinions.", ABCD, None, None),
+    ("the", ABCD, CAPITALS, None),
+    ("a cat sat on the mat", ABCD, None, None),
+    ("Rome", ABCD, CAPITALS, None),
+    ("Paris", ABCD, ("Paris", "Paris", "Lyon", "Nice"), None),  # two slots show the text
+]
+
+
+@pytest.mark.parametrize(("raw", "labels", "options", "expected"), CASES, ids=[repr(c[0])[:40] for c in CASES])
+def test_parse_answer(raw, labels, options, expected):
+    assert parse_answer(raw, labels, options) == expected
+
+
+def test_result_is_a_shown_slot_or_none():
+    for raw, labels, options, _ in CASES:
+        got = parse_answer(raw, labels, options)
+        assert got is None or 0 <= got < len(labels)
