@@ -13,9 +13,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import hydra
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import UserError
+from .sweep_callback import read_sweep_info
 
 log = logging.getLogger("src.run")
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -45,6 +47,21 @@ def check_config(cfg: DictConfig) -> None:
         raise UserError(f"config key repetitions: {cfg.repetitions} must be >= 1")
     if cfg.limit is not None and cfg.limit < 1:
         raise UserError(f"config key limit: {cfg.limit} must be a positive integer or null (all questions)")
+
+
+_LOADED: dict[str, object] = {}  # the last backend built in this process, by its config
+
+
+def reuse_backend(model_cfg: dict, *, chat: bool):
+    """Jobs of a sweep that run in one process (the basic launcher) share a loaded model: with the model axis
+    outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model."""
+    from .backends import load_backend
+
+    key = json.dumps([model_cfg, chat], sort_keys=True, default=str)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_backend(model_cfg, chat=chat)
+    return _LOADED[key]
 
 
 def build_items(cfg: DictConfig, questions, template):
@@ -79,9 +96,9 @@ def execute(cfg: DictConfig) -> dict:
     import mlflow
 
     from . import tracking
-    from .backends import load_backend
     from .backends.base import SamplingParams
     from .benchmarks import load_benchmark
+    from .cache import ResponseCache
     from .metrics import compute_metrics
     from .prompts import PromptTemplate
     from .trials import answer_items, prompt_hash, to_records
@@ -96,23 +113,31 @@ def execute(cfg: DictConfig) -> dict:
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
 
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    backend = load_backend({**model_cfg, "seed": cfg.seed}, chat=bool(cfg.prompt.get("chat", False)))
+    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)))
+    cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
     mlflow.set_tracking_uri(cfg.tracking.uri)
     exp_id = tracking.experiment_id(mlflow, cfg.tracking.experiment, cfg.tracking.uri)
-    out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-    with mlflow.start_run(experiment_id=exp_id, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{cfg.temperature}") as run:
+    hydra_cfg = hydra.core.hydra_config.HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    sweep_tags = {}
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        info = read_sweep_info(hydra_cfg.sweep.dir)
+        sweep_tags = {"sweep_id": info.get("sweep_id", ""), "mlflow.parentRunId": info.get("parent_run_id", "")}
+        sweep_tags = {k: v for k, v in sweep_tags.items() if v}
+    with mlflow.start_run(experiment_id=exp_id, tags=sweep_tags or None, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{cfg.temperature}") as run:
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)
         answers = answer_items(backend, items, scoring=cfg.scoring, params=params,
-                               cloze_normalise=bool(cfg.get("cloze_normalise", True)))
+                               cloze_normalise=bool(cfg.cloze_normalise), cache=cache)
         records = to_records(items, answers, run_info={
             "run_id": run.info.run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
             "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
             "scoring": cfg.scoring})
         metrics = compute_metrics(records)
         metrics["seconds"] = time.perf_counter() - start
+        metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
         artifacts = out_dir / "artifacts"  # exactly what MLflow receives
         artifacts.mkdir(parents=True, exist_ok=True)
         records.to_parquet(artifacts / "records.parquet", index=False)

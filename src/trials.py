@@ -4,12 +4,14 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from .backends.base import Backend, Request, SamplingParams
+from .cache import ResponseCache, request_key
 from .parsing import parse_answer
 from .questions import Question
 from .records import COLUMNS
@@ -60,33 +62,84 @@ def _draw(probs: Sequence[float], temperature: float, rng: random.Random) -> int
     return rng.choices(range(len(probs)), weights=weights)[0]
 
 
-def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, params: SamplingParams,
-                 cloze_normalise: bool = True) -> list[list[Answer]]:
-    """`params.n` answers per item, in repetition order."""
-    requests = [it.request for it in items]
+def _lookup(cache: ResponseCache | None, keys: list[str]) -> dict[str, Any]:
+    return cache.get_many(keys) if cache is not None else {}
+
+
+def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, params: SamplingParams,
+                  cloze_normalise: bool, cache: ResponseCache | None) -> list[list[Answer]]:
+    """Answers for one chunk of requests: cached results first, the backend for the rest, then stored."""
+    identity = backend.identity
+    oracle = bool(getattr(backend, "seeded_scores", False))  # answers depend on the trial, not just the prompt
     if scoring == "generate":
-        outs = backend.generate(requests, params)
-        return [[Answer(text, parse_answer(text, r.labels, r.options)) for text in texts]
-                for r, texts in zip(requests, outs)]
-    if scoring == "logprob":
+        greedy = params.temperature == 0
+        settings = {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
+                    "max_new_tokens": params.max_new_tokens}
+        reps = [None] if greedy else list(range(params.n))  # greedy: one answer serves every repetition
+        keys = [[request_key(identity, scoring, r, settings, k, seeded=oracle or not greedy) for k in reps] for r in reqs]
+        found = _lookup(cache, [k for ks in keys for k in ks])
+        todo = [i for i, ks in enumerate(keys) if not all(k in found for k in ks)]
+        if todo:
+            outs = backend.generate([reqs[i] for i in todo], replace(params, n=len(reps)))
+            fresh = {k: t for i, texts in zip(todo, outs) for k, t in zip(keys[i], texts)}
+            found.update(fresh)
+            if cache is not None:
+                cache.put_many(fresh.items())
+        done = set(todo)
         answers = []
-        for r, sc in zip(requests, backend.score_labels(requests)):
-            greedy = max(range(len(sc.probs)), key=sc.probs.__getitem__)
+        for i, (r, ks) in enumerate(zip(reqs, keys)):
+            texts = [found[k] for k in ks] * (params.n if greedy else 1)
+            answers.append([Answer(t, parse_answer(t, r.labels, r.options), cache_hit=i not in done) for t in texts])
+        return answers
+
+    keys = [request_key(identity, scoring, r, {}, None, seeded=oracle) for r in reqs]
+    found = _lookup(cache, keys)
+    todo = [i for i, k in enumerate(keys) if k not in found]
+    if todo:
+        todo_reqs = [reqs[i] for i in todo]
+        if scoring == "logprob":
+            fresh = [[list(sc.probs), sc.mass] for sc in backend.score_labels(todo_reqs)]
+        else:
+            fresh = [[list(sc.loglik), list(sc.loglik_norm)] for sc in backend.score_options(todo_reqs)]
+        found.update({keys[i]: v for i, v in zip(todo, fresh)})
+        if cache is not None:
+            cache.put_many((keys[i], v) for i, v in zip(todo, fresh))
+    done = set(todo)
+    answers = []
+    for i, (r, k) in enumerate(zip(reqs, keys)):
+        hit = i not in done
+        if scoring == "logprob":
+            probs, mass = tuple(found[k][0]), found[k][1]
+            greedy_slot = max(range(len(probs)), key=probs.__getitem__)
             row = []
-            for k in range(params.n):
-                slot = greedy if params.temperature == 0 else _draw(sc.probs, params.temperature, random.Random(f"{r.seed}|{k}"))
-                row.append(Answer(_scores_text(r.labels, sc.probs), slot, sc.probs, sc.mass))
+            for rep in range(params.n):
+                slot = greedy_slot if params.temperature == 0 else _draw(probs, params.temperature, random.Random(f"{r.seed}|{rep}"))
+                row.append(Answer(_scores_text(r.labels, probs), slot, probs, mass, cache_hit=hit))
             answers.append(row)
-        return answers
-    if scoring == "cloze":
-        answers = []
-        for r, sc in zip(requests, backend.score_options(requests)):
-            values = sc.loglik_norm if cloze_normalise else sc.loglik
+        else:
+            loglik, norm = tuple(found[k][0]), tuple(found[k][1])
+            values = norm if cloze_normalise else loglik
             best = max(range(len(values)), key=values.__getitem__)
-            a = Answer(_scores_text(r.labels, values), best, option_loglik=sc.loglik, option_loglik_norm=sc.loglik_norm)
-            answers.append([a] * params.n)
-        return answers
-    raise ValueError(f"unknown scoring {scoring!r}")
+            answers.append([Answer(_scores_text(r.labels, values), best, option_loglik=loglik,
+                                   option_loglik_norm=norm, cache_hit=hit)] * params.n)
+    return answers
+
+
+def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, params: SamplingParams,
+                 cloze_normalise: bool = True, cache: ResponseCache | None = None, chunk_size: int = 64,
+                 progress: bool = True) -> list[list[Answer]]:
+    """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, so a killed
+    run loses at most one chunk."""
+    if scoring not in ("generate", "logprob", "cloze"):
+        raise ValueError(f"unknown scoring {scoring!r}")
+    answers: list[list[Answer]] = []
+    with tqdm(total=len(items), unit="prompt", desc=f"{scoring}", disable=not progress, dynamic_ncols=True) as bar:
+        for start in range(0, len(items), chunk_size):
+            chunk = [it.request for it in items[start:start + chunk_size]]
+            answers.extend(_answer_chunk(backend, chunk, scoring=scoring, params=params,
+                                         cloze_normalise=cloze_normalise, cache=cache))
+            bar.update(len(chunk))
+    return answers
 
 
 def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any]) -> pd.DataFrame:

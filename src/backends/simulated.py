@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 import random
 from typing import Callable, Sequence
 
@@ -19,15 +20,20 @@ class SimulatedBackend:
     Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
     """
 
-    def __init__(self, *, success_rate: float = 0.8, invalid_rate: float = 0.0, seed: int = 0, name: str = "simulated"):
+    seeded_scores = True  # answers depend on the trial's seed and key, not only on the prompt
+
+    def __init__(self, *, success_rate: float = 0.8, invalid_rate: float = 0.0, delay_s: float = 0.0,
+                 name: str = "simulated"):
         if not 0.0 <= success_rate <= 1.0:
             raise ValueError("success_rate must be in [0, 1]")
         self.success_rate = success_rate
         self.invalid_rate = invalid_rate
-        self.seed = seed
+        self.delay_s = delay_s  # seconds per request: makes interruption tests and progress bars observable
         self.identity = f"simulated(success_rate={success_rate},invalid_rate={invalid_rate})"
 
     def _answer(self, req: Request, repetition: int) -> int | None:
+        if self.delay_s and repetition == 0:
+            time.sleep(self.delay_s)
         rng = _rng(req.seed, req.key, repetition)
         if rng.random() < self.invalid_rate:
             return None
@@ -68,6 +74,8 @@ class SimulatedBackend:
 
 class ScriptedBackend:
     """Answers from a callable `(request, repetition) -> raw text`: makes runner tests three lines long."""
+
+    seeded_scores = True
 
     def __init__(self, script: Callable[[Request, int], str], identity: str = "scripted"):
         self.script = script

@@ -1,0 +1,107 @@
+"""A float copy of a GGUF model on disk, so that de-quantising (~30 s) happens once per file, not once per run.
+
+Layout under the models cache root ($MCQ_CACHE_DIR/models, else ~/.cache/mcq-consistency/models):
+
+    sha256.json            file hashes keyed by (real path, size, mtime): a 100 MB file is hashed once
+    gguf/                  GGUF files that packages assemble from chunks (gemma3_270m)
+    <sha256[:16]>/         save_pretrained output (safetensors + tokenizer) of the de-quantised model
+
+A conversion writes into a temporary sibling folder and renames it into place, so a killed
+conversion never leaves a half-written cache that a later run would trust.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_MARKER = "mcq_gguf_source.json"  # written last inside the temp folder: its presence means the copy is whole
+
+
+def models_root() -> Path:
+    base = os.environ.get("MCQ_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "mcq-consistency"
+    return root.expanduser() / "models"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file, remembered in `sha256.json` under (real path, size, mtime) so it is computed once."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+    index_file = models_root() / "sha256.json"
+    index = _read_json(index_file)
+    if key in index:
+        return index[key]
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    index = _read_json(index_file)  # re-read: another process may have added entries meanwhile
+    index[key] = sha
+    _write_json_atomic(index_file, index)
+    return sha
+
+
+def float_copy_dir(gguf_path: str | os.PathLike) -> Path:
+    return models_root() / file_sha256(gguf_path)[:16]
+
+
+def ensure_float_copy(gguf_path: str | os.PathLike) -> Path:
+    """The folder holding the float32 safetensors copy of `gguf_path` (and its tokenizer), converting it if absent."""
+    gguf_path = Path(gguf_path).resolve()
+    target = float_copy_dir(gguf_path)
+    if (target / _MARKER).exists():
+        return target
+    if target.exists():  # no marker: left by an older, interrupted layout; never trusted
+        shutil.rmtree(target, ignore_errors=True)
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.perf_counter()
+    log.info("converting %s to float32 once; cached at %s", gguf_path.name, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+        # save_pretrained refuses a quantizer-loaded model; the weights are already plain float32 tensors.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        _write_json_atomic(tmp / _MARKER, {"gguf_file": gguf_path.name, "sha256": file_sha256(gguf_path),
+                                           "converted_s": round(time.perf_counter() - started, 1)})
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process finished first: its copy is as good as ours
+            if not (target / _MARKER).exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+    os.replace(tmp, path)

