@@ -61,6 +61,10 @@ class PromptTemplate:
     label_style: str = "A."  # "A." | "(A)" | "1."
     chat: bool = False  # wrap in the tokenizer's chat template (done by the backend)
     fewshot_template: str | None = None  # one solved example, fields from FEWSHOT_FIELDS; needed for few-shot
+    # scoring=cloze ranks option texts as continuations (lm-eval's acc/acc_norm): the prompt shows no choices,
+    # and a solved example ends with the right option's text instead of its label.
+    cloze_template: str = "{fewshot}Question: {question}\nAnswer:"
+    cloze_fewshot_template: str = "Question: {question}\nAnswer: {answer}\n\n"
 
     def __post_init__(self) -> None:
         labels_for(1, self.label_style)
@@ -68,6 +72,9 @@ class PromptTemplate:
         if self.fewshot_template is not None:
             _check_fields(self.fewshot_template, "prompt.fewshot_template", allowed=FEWSHOT_FIELDS,
                           required=(*REQUIRED_FIELDS, "answer"))
+        _check_fields(self.cloze_template, "prompt.cloze_template", allowed=TEMPLATE_FIELDS, required=("question",))
+        _check_fields(self.cloze_fewshot_template, "prompt.cloze_fewshot_template", allowed=FEWSHOT_FIELDS,
+                      required=("question", "answer"))
 
     @classmethod
     def from_config(cls, node: Mapping[str, Any]) -> "PromptTemplate":
@@ -84,17 +91,24 @@ class PromptTemplate:
 
 
 def render(template: PromptTemplate, question: Question, variant: Variant, *,
-           fewshot: Sequence[tuple[Question, Variant]] = ()) -> str:
-    """The prompt for `variant` of `question`, after the solved `fewshot` examples (each rendered with its variant)."""
-    if fewshot and template.fewshot_template is None:
+           fewshot: Sequence[tuple[Question, Variant]] = (), cloze: bool = False) -> str:
+    """The prompt for `variant` of `question`, after the solved `fewshot` examples (each rendered with its variant).
+
+    With `cloze=True` the prompt is the cloze template: the options are not shown (they are scored as
+    continuations), so every variant of a question gets the same prompt text.
+    """
+    body, example = (template.cloze_template, template.cloze_fewshot_template) if cloze else \
+        (template.template, template.fewshot_template)
+    if fewshot and example is None:
         raise UserError(f"prompt {template.name!r} has no fewshot_template: set prompt.fewshot_template or use 0 shots")
-    if fewshot and "{fewshot}" not in template.template:
+    if fewshot and "{fewshot}" not in body:
         raise UserError(f"prompt {template.name!r} has no {{fewshot}} field: add it to prompt.template or use 0 shots")
-    examples = "".join(
-        template.fewshot_template.format(**_fields(template, q, v), answer=labels_for(v.n_options, template.label_style)[v.correct_slot])
-        for q, v in fewshot
-    )
-    return template.template.format(**_fields(template, question, variant), fewshot=examples)
+
+    def answer(v: Variant) -> str:
+        return v.option_texts[v.correct_slot] if cloze else labels_for(v.n_options, template.label_style)[v.correct_slot]
+
+    examples = "".join(example.format(**_fields(template, q, v), answer=answer(v)) for q, v in fewshot)
+    return body.format(**_fields(template, question, variant), fewshot=examples)
 
 
 def _fields(template: PromptTemplate, question: Question, variant: Variant) -> dict[str, Any]:

@@ -21,6 +21,18 @@ label_mass                                 float?  probability the labels held b
 option_loglik, option_loglik_norm          list[float]?  cloze scores per displayed option
 prompt_hash                                str   sha256 of the exact prompt, first 16 hex chars
 cache_hit                                  bool  answered from the response cache
+fmt                                        str   answer format: mcq | true_false | multi_select
+variant_level                              int?  REVAS option-count level n (options shown); None outside revas_option_count
+perm_sets                                  list[str]  permutation-set memberships "set:pos" (pos 0 = reference order); [] otherwise
+asked_option                               int?  true_false: original option asked about; misleading_replaced: option replaced by a filler
+parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
+chosen_options                             list[int]?  multi_select: original options behind parsed_labels
+
+Formats other than mcq reuse the columns as follows. true_false: n_options 1, option_order [asked option],
+correct_label and parsed_label "Yes"/"No", label_probs [p(Yes), p(No)], correct_option the question's right
+option, chosen_option the asked option on "Yes" and None on "No". multi_select: parsed_label the named labels
+joined ("A, C"), chosen_option None, correct only when exactly the right option is named.
+REVAS orders have variant_id "<prefix>_<j>", j = 0 their reference order (the first order shown).
 """
 from __future__ import annotations
 
@@ -29,4 +41,5 @@ COLUMNS = (
     "repetition", "temperature", "seed", "scoring", "n_options", "option_order", "correct_label",
     "correct_option", "raw_output", "parsed_label", "chosen_option", "correct", "label_probs", "label_mass",
     "option_loglik", "option_loglik_norm", "prompt_hash", "cache_hit",
+    "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options",
 )

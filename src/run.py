@@ -69,6 +69,7 @@ def build_items(cfg: DictConfig, questions, template):
     from .backends.base import Request
     from .benchmarks import load_fewshot_pool
     from .fewshot import pick_fewshot
+    from .formats import request_for
     from .prompts import labels_for, render
     from .trials import Item, trial_seed
     from .variants import make_variants
@@ -78,13 +79,28 @@ def build_items(cfg: DictConfig, questions, template):
         bench.name, data_dir=cfg.data_dir, subject=subject)))
     evaluated = {q.id for q in questions}
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
+    if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
+        # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
+        from .assess import read_run_records
+        from .variants.revas import wrong_answers
+
+        source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
+        if not evaluated & set(source["question_id"].astype(str)):
+            raise UserError(f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
+                            f"{cfg.benchmark.name} questions; give a run on the same benchmark and limit")
+        variant_cfg["source_answers"] = wrong_answers(source)
+        log.info("misleading replacement: %d of the source run's questions were answered wrong",
+                 len(variant_cfg["source_answers"]))
     items = []
     for q in questions:
         shots = pick_fewshot(pool, q, k=cfg.fewshot, seed=cfg.seed, exclude=evaluated)
         shot_pairs = [(s, make_variants({"name": "original"}, s, seed=cfg.seed)[0]) for s in shots]
         for v in make_variants(variant_cfg, q, seed=cfg.seed):
+            if v.fmt != "mcq":  # true/false and select-all prompts: zero-shot, from src/formats.py
+                items.append(Item(q, v, request_for(template, q, v, seed=trial_seed(cfg.seed, q.id, v.variant_id))))
+                continue
             labels = labels_for(v.n_options, template.label_style)
-            prompt = render(template, q, v, fewshot=shot_pairs)
+            prompt = render(template, q, v, fewshot=shot_pairs, cloze=cfg.scoring == "cloze")
             items.append(Item(q, v, Request(prompt=prompt, labels=labels, options=v.option_texts,
                                             seed=trial_seed(cfg.seed, q.id, v.variant_id), correct_slot=v.correct_slot,
                                             key=f"{q.id}/{v.variant_id}")))
@@ -113,7 +129,8 @@ def execute(cfg: DictConfig) -> dict:
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
 
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)))
+    # Cloze scores option texts as plain continuations (as lm-eval does): no chat wrapping around them.
+    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring != "cloze")
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
     mlflow.set_tracking_uri(cfg.tracking.uri)

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from .backends.base import Backend, Request, SamplingParams
 from .cache import ResponseCache, request_key
+from .formats import parse_for, request_format
 from .parsing import parse_answer
 from .questions import Question
 from .records import COLUMNS
@@ -48,6 +49,7 @@ class Answer:
     option_loglik: tuple[float, ...] | None = None
     option_loglik_norm: tuple[float, ...] | None = None
     cache_hit: bool = False
+    slots: tuple[int, ...] | None = None  # multi_select: every displayed slot named; None = INVALID
 
 
 def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
@@ -60,6 +62,15 @@ def _draw(probs: Sequence[float], temperature: float, rng: random.Random) -> int
     top = max(logits)
     weights = [math.exp(x - top) for x in logits]
     return rng.choices(range(len(probs)), weights=weights)[0]
+
+
+def _parsed(request: Request, text: str, *, cache_hit: bool) -> Answer:
+    """A generated answer parsed by its request's format: a label, Yes/No, or a set of labels."""
+    fmt = request_format(request)
+    if fmt == "mcq":
+        return Answer(text, parse_answer(text, request.labels, request.options), cache_hit=cache_hit)
+    slot, slots = parse_for(fmt, text, request.labels)
+    return Answer(text, slot, cache_hit=cache_hit, slots=slots)
 
 
 def _lookup(cache: ResponseCache | None, keys: list[str]) -> dict[str, Any]:
@@ -89,39 +100,70 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
         answers = []
         for i, (r, ks) in enumerate(zip(reqs, keys)):
             texts = [found[k] for k in ks] * (params.n if greedy else 1)
-            answers.append([Answer(t, parse_answer(t, r.labels, r.options), cache_hit=i not in done) for t in texts])
+            answers.append([_parsed(r, t, cache_hit=i not in done) for t in texts])
         return answers
 
+    if scoring == "cloze":
+        return _cloze_chunk(backend, reqs, n=params.n, cloze_normalise=cloze_normalise, cache=cache, oracle=oracle)
     keys = [request_key(identity, scoring, r, {}, None, seeded=oracle) for r in reqs]
     found = _lookup(cache, keys)
     todo = [i for i, k in enumerate(keys) if k not in found]
     if todo:
-        todo_reqs = [reqs[i] for i in todo]
-        if scoring == "logprob":
-            fresh = [[list(sc.probs), sc.mass] for sc in backend.score_labels(todo_reqs)]
-        else:
-            fresh = [[list(sc.loglik), list(sc.loglik_norm)] for sc in backend.score_options(todo_reqs)]
+        fresh = [[list(sc.probs), sc.mass] for sc in backend.score_labels([reqs[i] for i in todo])]
         found.update({keys[i]: v for i, v in zip(todo, fresh)})
         if cache is not None:
             cache.put_many((keys[i], v) for i, v in zip(todo, fresh))
     done = set(todo)
     answers = []
     for i, (r, k) in enumerate(zip(reqs, keys)):
-        hit = i not in done
-        if scoring == "logprob":
-            probs, mass = tuple(found[k][0]), found[k][1]
-            greedy_slot = max(range(len(probs)), key=probs.__getitem__)
-            row = []
-            for rep in range(params.n):
-                slot = greedy_slot if params.temperature == 0 else _draw(probs, params.temperature, random.Random(f"{r.seed}|{rep}"))
-                row.append(Answer(_scores_text(r.labels, probs), slot, probs, mass, cache_hit=hit))
-            answers.append(row)
-        else:
-            loglik, norm = tuple(found[k][0]), tuple(found[k][1])
-            values = norm if cloze_normalise else loglik
-            best = max(range(len(values)), key=values.__getitem__)
-            answers.append([Answer(_scores_text(r.labels, values), best, option_loglik=loglik,
-                                   option_loglik_norm=norm, cache_hit=hit)] * params.n)
+        probs, mass = tuple(found[k][0]), found[k][1]
+        greedy_slot = max(range(len(probs)), key=probs.__getitem__)
+        row = []
+        for rep in range(params.n):
+            slot = greedy_slot if params.temperature == 0 else _draw(probs, params.temperature, random.Random(f"{r.seed}|{rep}"))
+            row.append(Answer(_scores_text(r.labels, probs), slot, probs, mass, cache_hit=i not in done))
+        answers.append(row)
+    return answers
+
+
+def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_normalise: bool,
+                 cache: ResponseCache | None, oracle: bool) -> list[list[Answer]]:
+    """Cloze scores per (prompt, option text) pair: an option's log-likelihood does not depend on the other
+    options shown, so the variants of a question (same cloze prompt, reordered or reduced options) share the
+    work, and each pair is computed once per model."""
+    def key(r: Request, text: str) -> str:
+        return request_key(backend.identity, "cloze", Request(r.prompt, (), (text,), r.seed, key=r.key), {}, None,
+                           seeded=oracle)
+
+    keys = [[key(r, t) for t in r.options] for r in reqs]
+    found = _lookup(cache, [k for ks in keys for k in ks])
+    todo = [i for i, ks in enumerate(keys) if not all(k in found for k in ks)]
+    fresh: dict[str, list[float]] = {}
+    if oracle:  # an oracle's scores depend on the whole request (which slot is right), not on pairs
+        for i, sc in zip(todo, backend.score_options([reqs[i] for i in todo])):
+            fresh.update({k: [a, b] for k, a, b in zip(keys[i], sc.loglik, sc.loglik_norm)})
+    elif todo:
+        groups: dict[str, dict[str, None]] = {}  # prompt -> option texts still to score, in first-seen order
+        for i in todo:
+            for text, k in zip(reqs[i].options, keys[i]):
+                if k not in found:
+                    groups.setdefault(reqs[i].prompt, {})[text] = None
+        group_reqs = [Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0)
+                      for prompt, texts in groups.items()]
+        for gr, sc in zip(group_reqs, backend.score_options(group_reqs)):
+            fresh.update({key(gr, t): [a, b] for t, a, b in zip(gr.options, sc.loglik, sc.loglik_norm)})
+    found.update(fresh)
+    if cache is not None:
+        cache.put_many(fresh.items())
+    done = set(todo)
+    answers = []
+    for i, (r, ks) in enumerate(zip(reqs, keys)):
+        loglik = tuple(found[k][0] for k in ks)
+        norm = tuple(found[k][1] for k in ks)
+        values = norm if cloze_normalise else loglik
+        best = max(range(len(values)), key=values.__getitem__)
+        answers.append([Answer(_scores_text(r.labels, values), best, option_loglik=loglik, option_loglik_norm=norm,
+                               cache_hit=i not in done)] * n)
     return answers
 
 
@@ -132,6 +174,14 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
     run loses at most one chunk."""
     if scoring not in ("generate", "logprob", "cloze"):
         raise ValueError(f"unknown scoring {scoring!r}")
+    generated = [i for i, it in enumerate(items) if it.variant.fmt == "multi_select"] if scoring != "generate" else []
+    if generated:  # a set of labels can only be written out: select-all items are generated under any scoring
+        kwargs = dict(params=params, cloze_normalise=cloze_normalise, cache=cache, chunk_size=chunk_size, progress=progress)
+        picked = set(generated)
+        rest = [i for i in range(len(items)) if i not in picked]
+        found = dict(zip(rest, answer_items(backend, [items[i] for i in rest], scoring=scoring, **kwargs)))
+        found.update(zip(generated, answer_items(backend, [items[i] for i in generated], scoring="generate", **kwargs)))
+        return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
     with tqdm(total=len(items), unit="prompt", desc=f"{scoring}", disable=not progress, dynamic_ncols=True) as bar:
         for start in range(0, len(items), chunk_size):
@@ -153,14 +203,42 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
                 **run_info,
                 "question_id": q.id, "subject": q.subject, "variant_kind": v.kind, "variant_id": v.variant_id,
                 "repetition": k, "n_options": v.n_options, "option_order": list(v.option_order),
-                "correct_label": it.request.labels[v.correct_slot], "correct_option": v.option_order[v.correct_slot],
+                "correct_label": it.request.labels[v.correct_slot],
                 "raw_output": a.raw_output, "parsed_label": parsed,
-                "chosen_option": None if a.slot is None else v.option_order[a.slot],
                 "correct": a.slot == v.correct_slot,
                 "label_probs": None if a.label_probs is None else list(a.label_probs), "label_mass": a.label_mass,
                 "option_loglik": None if a.option_loglik is None else list(a.option_loglik),
                 "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
                 "prompt_hash": prompt_hash(it.request.prompt), "cache_hit": a.cache_hit,
+                **_format_columns(it, a),
             })
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64"})
+    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "variant_level": "Int64",
+                         "asked_option": "Int64"})
+
+
+def _format_columns(it: Item, a: Answer) -> dict[str, Any]:
+    """The columns that depend on the variant's answer format, and the variant's level and memberships.
+
+    mcq: the chosen option is the one behind the parsed label. true_false: the label is Yes/No, the chosen
+    option is the asked one on Yes and null on No. multi_select: the parsed labels are the set named
+    ("A, C" in parsed_label), chosen_option is null, the trial is correct when the set is exactly the
+    correct option, and scoring is "generate" whatever the run's (see `answer_items`).
+    """
+    v, labels = it.variant, it.request.labels
+    columns: dict[str, Any] = {"fmt": v.fmt, "variant_level": v.level, "asked_option": v.asked_option,
+                               "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
+                               "parsed_labels": None, "chosen_options": None}
+    if v.fmt == "true_false":
+        columns.update(correct_option=it.question.answer, chosen_option=v.asked_option if a.slot == 0 else None)
+    elif v.fmt == "multi_select":
+        named = a.slots
+        columns.update(scoring="generate", correct_option=v.option_order[v.correct_slot], chosen_option=None,
+                       parsed_label=None if named is None else ", ".join(labels[s] for s in named),
+                       correct=named is not None and set(named) == set(v.correct_slots),
+                       parsed_labels=None if named is None else [labels[s] for s in named],
+                       chosen_options=None if named is None else [v.option_order[s] for s in named])
+    else:
+        columns.update(correct_option=v.option_order[v.correct_slot],
+                       chosen_option=None if a.slot is None else v.option_order[a.slot])
+    return columns

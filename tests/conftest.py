@@ -34,11 +34,12 @@ def run_cli(tmp_path):
     return run
 
 
-def mlflow_runs(uri: str, experiment: str = "mcq-consistency"):
-    """All finished runs of an experiment as MLflow Run objects."""
+def mlflow_runs(uri: str, experiment: str = "mcq-consistency", *, kind: str = "job"):
+    """The job runs of an experiment (kind="job"), or its sweep parent runs (kind="sweep"), as MLflow Runs."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     assert exp is not None, f"no experiment {experiment!r} in {uri}"
-    return client, client.search_runs([exp.experiment_id])
+    runs = client.search_runs([exp.experiment_id])
+    return client, [r for r in runs if r.data.tags.get("kind", "job") == kind]

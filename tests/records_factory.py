@@ -43,6 +43,8 @@ def trial(
         "chosen_option": answer, "correct": parsed is not None and parsed == correct_label,
         "label_probs": None if probs is None else list(probs), "label_mass": None if probs is None else 1.0,
         "option_loglik": None, "option_loglik_norm": None, "prompt_hash": "0" * 16, "cache_hit": False,
+        "fmt": "mcq", "variant_level": None, "perm_sets": [], "asked_option": None, "parsed_labels": None,
+        "chosen_options": None,
     }
     row.update(extra)
     return row

@@ -72,7 +72,7 @@ def test_every_benchmark_runs_in_one_multirun(run_cli):
 
 def test_records_columns_and_option_maps(run_cli):
     run_cli("model=simulated", "model.success_rate=0.7", "model.invalid_rate=0.1", "benchmark=synthetic",
-            "benchmark.n_questions=15", "variants=cora", "repetitions=3", "temperature=0.7")
+            "benchmark.n_questions=15", "variants=cora", "repetitions=3", "temperature=0.7", "scoring=generate")
     client, (run,) = mlflow_runs(run_cli.store_uri)
     records, _ = load_artifacts(client, run)
     from src.records import COLUMNS

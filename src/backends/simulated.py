@@ -18,6 +18,11 @@ class SimulatedBackend:
     and with probability `invalid_rate` an unparseable answer. Seeded per (question, variant, repetition).
 
     Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
+
+    Answer formats (a request's `fmt`, see src/formats.py): a true/false request's labels are ("Yes", "No"),
+    so it says the right one with probability `success_rate`; a multi-select request gets a set of labels:
+    the single answer above, plus the correct label with probability `success_rate`, plus each other
+    label with probability (1 - success_rate) / 2.
     """
 
     seeded_scores = True  # answers depend on the trial's seed and key, not only on the prompt
@@ -42,12 +47,32 @@ class SimulatedBackend:
             return req.correct_slot if req.correct_slot is not None else rng.randrange(n)
         return rng.choice([s for s in range(n) if s != req.correct_slot])
 
+    def _selection(self, req: Request, repetition: int) -> list[int] | None:
+        """A multi-select answer: the slots named, or None (INVALID)."""
+        first = self._answer(req, repetition)
+        if first is None:
+            return None
+        rng = _rng(req.seed, req.key + "/select", repetition)
+        chosen = {first}
+        for slot in range(len(req.labels)):
+            p = self.success_rate if slot == req.correct_slot else (1.0 - self.success_rate) / 2
+            if rng.random() < p:
+                chosen.add(slot)
+        return sorted(chosen)
+
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         out = []
         for req in requests:
             reps = [0] * params.n if params.temperature == 0 else range(params.n)
-            out.append([self._render(req, self._answer(req, r)) for r in reps])
+            if getattr(req, "fmt", "mcq") == "multi_select":
+                out.append([self._render_set(req, self._selection(req, r)) for r in reps])
+            else:
+                out.append([self._render(req, self._answer(req, r)) for r in reps])
         return out
+
+    @staticmethod
+    def _render_set(req: Request, slots: list[int] | None) -> str:
+        return "I cannot tell." if slots is None else ", ".join(req.labels[s] for s in slots)
 
     @staticmethod
     def _render(req: Request, slot: int | None) -> str:

@@ -7,6 +7,8 @@ A family that lacks its inputs returns {} or leaves out what it cannot compute, 
 from __future__ import annotations
 
 import inspect
+import math
+import re
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -16,6 +18,7 @@ from .cora import BMCA_LEVELS, cora_bootstrap, cora_metrics, mcqa_metrics, respo
 from .fluctuation import answer_fluctuation, fluctuation_metrics, pride_acc, probability_fluctuation
 from .guessing import T, can_stop, msgr, p_star
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
+from .revas import REVAS_KINDS, order_outcomes, revas_metrics, sc_distribution
 from .subjects import by_subject, flatten_by_subject
 
 MetricFamily = Callable[[pd.DataFrame], dict[str, float]]
@@ -25,7 +28,16 @@ METRIC_FAMILIES: dict[str, MetricFamily] = {
     "cora": cora_metrics,
     "repetition": repetition_metrics,
     "fluctuation": fluctuation_metrics,
+    "revas": revas_metrics,
 }
+# CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
+CORA_ALTERED_KINDS = frozenset({"shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled", "decoupled_nota",
+                                "decoupled_nota_shuffled"})
+# Per-subject breakdown (`<name>/<subject>`): the headline metrics of each family
+HEADLINE_METRICS = ("mcqa", "mcqa_plus", "bmca_1.0", "cora", "rws", "st", "acc_mean", "sc_mean", "acc_h", "nota_acc",
+                    "nota_acc_h", "tf_correct_yes", "tf_distractor_no", "recall_correct", "misleading_fix_rate",
+                    "full_fr")
+HEADLINE_PREFIXES = ("acc@", "acc_h@", "wacc@", "aacc@")
 
 REQUIRED_COLUMNS = ("question_id", "variant_kind", "variant_id", "repetition", "parsed_label", "chosen_option", "correct")
 
@@ -34,9 +46,11 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     """The families whose inputs the records hold.
 
     - `mcqa`: an `original` variant exists;
-    - `cora`: more than one variant kind, one of them `original`;
+    - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
+      REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
     - `repetition`: max(repetition) >= 1;
-    - `fluctuation`: the records have a `perm_set` column (added by the permutation-set generator).
+    - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
+    - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced).
     """
     if records.empty:
         return []
@@ -44,13 +58,63 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     chosen = []
     if ORIGINAL in kinds:
         chosen.append("mcqa")
-        if len(kinds) > 1:
+        if kinds & CORA_ALTERED_KINDS:
             chosen.append("cora")
     if int(records["repetition"].max()) >= 1:
         chosen.append("repetition")
-    if "perm_set" in records.columns:
+    if "perm_set" in records.columns or _has_memberships(records):
         chosen.append("fluctuation")
+    if kinds & set(REVAS_KINDS):
+        chosen.append("revas")
     return chosen
+
+
+def _memberships(value) -> list[str]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [str(item) for item in value]
+
+
+def _has_memberships(records: pd.DataFrame) -> bool:
+    return "perm_sets" in records.columns and bool(records["perm_sets"].map(lambda v: len(_memberships(v)) > 0).any())
+
+
+def tidy_permutations(records: pd.DataFrame) -> pd.DataFrame:
+    """The tidy rows the fluctuation family reads: one row per (trial, permutation set it belongs to), with
+    `perm_set` and `perm_pos` parsed from the records' `perm_sets` ("cyclic:2"). Records that already have a
+    `perm_set` column, or no memberships, are returned as they are.
+
+    >>> df = pd.DataFrame({"question_id": ["q"], "perm_sets": [["original:0", "cyclic:0"]]})
+    >>> tidy_permutations(df)[["perm_set", "perm_pos"]].values.tolist()
+    [['original', 0], ['cyclic', 0]]
+    """
+    if "perm_set" in records.columns or not _has_memberships(records):
+        return records
+    members = records["perm_sets"].map(_memberships)
+    rows = records[members.map(len) > 0].assign(_membership=members).explode("_membership")
+    split = rows["_membership"].str.rsplit(":", n=1)
+    rows = rows.assign(perm_set=split.str[0], perm_pos=split.str[1].astype(int)).drop(columns="_membership")
+    return rows.reset_index(drop=True)
+
+
+def _metric_subject(subject: str) -> str:
+    """A subject as MLflow accepts it inside a metric name ("step2&3" -> "step2_3")."""
+    return re.sub(r"[^\w.\- ]", "_", str(subject))
+
+
+def subject_metrics(records: pd.DataFrame, families: Sequence[str], options: dict[str, Any]) -> dict[str, float]:
+    """`<headline metric>/<subject>` for each subject of the records (none without subjects); NaN values left out."""
+    def headline(rows: pd.DataFrame) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for name in families:
+            fn = METRIC_FAMILIES[name]
+            data = tidy_permutations(rows) if name == "fluctuation" else rows
+            found.update(fn(data, **{key: value for key, value in options.items() if key in _keyword_options(fn)}))
+        return {key: value for key, value in found.items()
+                if (key in HEADLINE_METRICS or key.startswith(HEADLINE_PREFIXES)) and not math.isnan(value)}
+
+    breakdown = by_subject(records, headline)
+    return flatten_by_subject({_metric_subject(subject): values for subject, values in breakdown.items()})
 
 
 def _keyword_options(fn: Callable) -> set[str]:
@@ -60,7 +124,8 @@ def _keyword_options(fn: Callable) -> set[str]:
 
 
 def compute_metrics(
-    records: pd.DataFrame, *, families: Sequence[str] | None = None, bootstrap: bool = False, **options: Any
+    records: pd.DataFrame, *, families: Sequence[str] | None = None, bootstrap: bool = False, by_subjects: bool = True,
+    **options: Any
 ) -> dict[str, float]:
     """All metrics of the chosen families (default: `applicable_families`) plus run-level counts.
 
@@ -69,7 +134,9 @@ def compute_metrics(
     `options` go to every family (and to `cora_bootstrap`) whose keyword-only parameters name them,
     e.g. `consistency=0.95`, `bmca_levels=(0.5, 1.0)`. `bootstrap=True` adds the CoRA variant-slot
     bootstrap (`n_resamples`, `k_slots`, `seed`) when the `cora` family is computed; it is opt-in because
-    10,000 resamples cost about a second on a large run.
+    10,000 resamples cost about a second on a large run. The fluctuation family reads `tidy_permutations(records)`.
+    With subjects in the records (`by_subjects`), the headline metrics are also logged per subject as
+    `<name>/<subject>` (HEADLINE_METRICS, HEADLINE_PREFIXES).
 
     >>> df = pd.DataFrame({"question_id": ["q1", "q2"], "variant_kind": "original", "variant_id": "original",
     ...     "repetition": 0, "parsed_label": ["A", None], "chosen_option": [0, None], "correct": [True, False]})
@@ -98,7 +165,10 @@ def compute_metrics(
     for name in chosen:
         fn = METRIC_FAMILIES[name]
         wanted = _keyword_options(fn)
-        out.update(fn(records, **{key: value for key, value in options.items() if key in wanted}))
+        data = tidy_permutations(records) if name == "fluctuation" else records
+        out.update(fn(data, **{key: value for key, value in options.items() if key in wanted}))
+    if by_subjects:
+        out.update(subject_metrics(records, chosen, options))
     if bootstrap and "cora" in chosen:
         wanted = _keyword_options(cora_bootstrap)
         out.update(cora_bootstrap(records, **{key: value for key, value in options.items() if key in wanted}))
@@ -127,5 +197,10 @@ __all__ = [
     "question_outcomes",
     "repetition_metrics",
     "response_consistency",
+    "revas_metrics",
     "rws_st_string",
+    "order_outcomes",
+    "sc_distribution",
+    "subject_metrics",
+    "tidy_permutations",
 ]

@@ -1,0 +1,146 @@
+"""`python -m src.assess --experiment NAME [--tracking-uri URI]`: the answer-fluctuation assessment protocol.
+
+Reads the finished runs of an MLflow experiment, groups their metrics into (model, benchmark) points (a
+later run's value wins when several runs log the same metric), writes the R^2 table of every permutation-set
+metric against `full_fr`, original accuracy and both (the paper's Table 1), and the stability study of
+every point that asked all orders (`perm_full` / `perm_all` records), then logs them as CSV and Markdown
+artifacts of a new run tagged `kind=assessment` in the same experiment.
+
+Also home of `read_run_records`, the one reader of a run's records.parquet (used by revas_misleading).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import UserError
+
+ASSESSMENT_TAG = ("kind", "assessment")
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+
+
+def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
+    """The records table a finished run logged; UserError naming `key` when the run or its records are missing."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
+                        f"(tracking.uri must point at its store)") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, "records.parquet", tmp)
+        except (MlflowException, OSError):
+            raise UserError(f"config key {key}: run {run_id} has no records.parquet artifact; give a run of src.run "
+                            f"that finished") from None
+        return pd.read_parquet(path)
+
+
+def _metric_name(mlflow_name: str) -> str:
+    from .tracking import MLFLOW_AT
+
+    return mlflow_name.replace(MLFLOW_AT, "@")
+
+
+def _runs(client, experiment_id: str) -> list:
+    runs = client.search_runs([experiment_id], filter_string="attributes.status = 'FINISHED'", max_results=50_000)
+    key, value = ASSESSMENT_TAG
+    return [r for r in runs if r.data.tags.get(key) != value and "model" in r.data.tags and "benchmark" in r.data.tags]
+
+
+def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str) -> tuple[dict[str, str], int]:
+    """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability study."""
+    from .metrics import tidy_permutations
+    from .metrics.assessment import STABILITY_METRICS, markdown, points_from_runs, r2_table, r2_wide, stability
+
+    points = points_from_runs([{
+        "model": r.data.tags["model"], "benchmark": r.data.tags["benchmark"], "start_time": r.info.start_time,
+        "metrics": {_metric_name(k): v for k, v in r.data.metrics.items()}} for r in runs])
+    files = {"points.csv": points.to_csv(index=False)}
+    n_full = int(points["full_fr"].notna().sum()) if "full_fr" in points.columns else 0
+    if n_full >= min_points:
+        table = r2_table(points, min_points=min_points)
+        files["r2.csv"] = table.to_csv(index=False)
+        titles = {"full_fr": "(a) target: full fluctuation rate", "accuracy": "(b) target: accuracy on the original order",
+                  "both": "(c) targets: full fluctuation rate and original accuracy"}
+        parts = [f"# R^2 of metrics on permutation subsets ({n_full} (model, benchmark) points)\n"]
+        for target, wide in r2_wide(table).items():
+            parts.append(f"## {titles[target]}\n\n{markdown(wide)}\n")
+        files["r2.md"] = "\n".join(parts)
+    stable = []
+    for r in runs:
+        if "fr_at_full" not in r.data.metrics:
+            continue
+        records = tidy_permutations(read_run_records(r.info.run_id, tracking_uri))
+        result = stability(records, n_draws=draws, seed=seed)
+        stable.append(result.assign(model=r.data.tags["model"], benchmark=r.data.tags["benchmark"], run_id=r.info.run_id))
+    if stable:
+        table = pd.concat(stable, ignore_index=True)
+        files["stability.csv"] = table.to_csv(index=False)
+        parts = [f"# Stability: std over {draws} random draws of permutations\n"]
+        for draw, group in table.groupby("draw", sort=False):
+            wide = group.pivot_table(index=["benchmark", "model"], columns="metric", values="std", sort=True)
+            wide = wide.reindex(columns=[m for m in STABILITY_METRICS if m in wide.columns])
+            wide.index = [f"{b} / {m}" for b, m in wide.index]
+            wide.index.name = "benchmark / model"
+            parts.append(f"## random {'pairs' if draw == 'pairs' else '|L|-tuples'}\n\n{markdown(wide, digits=4)}\n")
+        files["stability.md"] = "\n".join(parts)
+    if len(files) == 1:
+        raise UserError(f"--experiment: {len(points)} (model, benchmark) points, {n_full} with full_fr; the R^2 table "
+                        f"needs {min_points} and the stability study one perm_full/perm_all run: run variants=perm_all first")
+    return files, len(points)
+
+
+def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100, seed: int = 0,
+           min_points: int = 3) -> dict:
+    """Build and log the assessment of `experiment`; returns {"run_id", "files", "n_points"}."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from . import tracking
+
+    tracking.check_tracking(tracking_uri)
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise UserError(f"--experiment: no experiment {experiment!r} at {tracking_uri}; check the name or --tracking-uri")
+    runs = _runs(client, exp.experiment_id)
+    files, n_points = build_tables(runs, draws=draws, seed=seed, min_points=min_points, tracking_uri=tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)
+    with tempfile.TemporaryDirectory() as tmp, mlflow.start_run(
+            experiment_id=exp.experiment_id, run_name="assessment", tags=dict([ASSESSMENT_TAG])) as run:
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text)
+        mlflow.log_artifacts(tmp)
+        mlflow.log_params({"draws": draws, "seed": seed, "min_points": min_points, "n_source_runs": len(runs)})
+        mlflow.log_metric("n_points", n_points)
+    return {"run_id": run.info.run_id, "files": sorted(files), "n_points": n_points}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m src.assess", description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", required=True, help="MLflow experiment whose runs are the points")
+    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    parser.add_argument("--draws", type=int, default=100, help="random pairs / |L|-tuples in the stability study")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the stability draws")
+    parser.add_argument("--min-points", type=int, default=3, help="fewest (model, benchmark) points for an R^2")
+    args = parser.parse_args(argv)
+    try:
+        result = assess(args.experiment, args.tracking_uri, draws=args.draws, seed=args.seed, min_points=args.min_points)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

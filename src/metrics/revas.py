@@ -1,0 +1,248 @@
+"""REVAS family (REVAS paper, sections 3-4): consistency over re-orders, option counts, NOTA, true/false,
+multi-select and misleading-option replacement.
+
+Reads repetition 0. Orders of one displayed list are told apart by the trailing `_<j>` of `variant_id`
+(j = 0: the reference order, the first shown). Answers are option identities, INVALID its own answer.
+What each variant set logs:
+
+- reorders (kinds `original` + `reorder`, base level): `sc_mean`, `acc_h`, `sc_bin_<j>_of_<k>_share`
+  and `sc_bin_<j>_of_<k>_acc` (the paper's Table 2: share of questions whose most frequent answer has j
+  of k votes, and the share of those whose unique most frequent answer is right; no accuracy for j = 1,
+  where no answer repeats: the paper's N/A);
+- option counts (`variant_level` n): `acc@n` (reference order), `sc_mean@n`, `acc_h@n`;
+- `nota_replaces_correct`: `nota_acc` (reference order), `nota_acc_h` (every order);
+- `true_false`: `tf_correct_yes` (share of correct options affirmed) and `tf_distractor_no` (share of
+  distractors denied, per question, then averaged) on the paper's subset: the questions answered right on
+  every reorder of the same run (sc = 1 and right), with `tf_subset_share` its share of the questions.
+  The same over every question is logged as `tf_correct_yes_all` / `tf_distractor_no_all`, the only tf
+  names a run without reorders (`with_reorder: false`) has. With label probabilities (scoring=logprob)
+  `conf_correct` (mean p(Yes) on the correct option), `conf_distractor` (mean over questions of the
+  highest p(Yes) among distractors) and `conf_ratio` = conf_distractor / conf_correct, same subset
+  rule and `_all` names. p(Yes) is renormalised over {Yes, No}.
+- `multi_select`, on the questions whose original-order answer was a wrong option (INVALID left out:
+  it names no misleading option): `multi_rate` (named two or more labels), `recall_correct` (named the
+  correct option), `recall_misleading` (named the option it chose before);
+- `misleading_replaced`: `misleading_fix_rate`, share of those questions now answered right.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
+
+# variant kinds written by src/variants/revas.py
+REORDER = "reorder"
+REVAS_KINDS = ("reorder", "more_options", "fewer_options", "nota_replaces_correct", "true_false", "multi_select",
+               "misleading_replaced")
+_POSITION = re.compile(r"_(\d+)$")
+
+
+def _column(rows: pd.DataFrame, name: str, default) -> pd.Series:
+    return rows[name] if name in rows.columns else pd.Series(default, index=rows.index, dtype=object)
+
+
+def _fmt(rows: pd.DataFrame) -> pd.Series:
+    return _column(rows, "fmt", "mcq").fillna("mcq")
+
+
+def _positions(rows: pd.DataFrame) -> np.ndarray:
+    """j of each row's variant_id "<prefix>_<j>" (0 when it has none, e.g. "original")."""
+    return np.array([int(m.group(1)) if (m := _POSITION.search(str(v))) else 0 for v in rows["variant_id"]], dtype=int)
+
+
+def _as_list(value) -> list:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return list(value)
+
+
+def order_outcomes(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per question over its orders (one row each): k, n_max, sc, acc_h, ref_right, mode_right.
+
+    `mode_right`: the correct option is the one most frequent answer (no tie).
+
+    >>> rows = pd.DataFrame({"question_id": "q", "variant_id": ["r_0", "r_1", "r_2", "r_3"],
+    ...     "parsed_label": ["A", "B", "A", "C"], "chosen_option": [0, 1, 0, 2], "correct": [True, False, True, False]})
+    >>> o = order_outcomes(rows).loc["q"]
+    >>> int(o.k), int(o.n_max), float(o.sc), bool(o.acc_h), bool(o.ref_right), bool(o.mode_right)
+    (4, 2, 0.5, False, True, True)
+    """
+    frame = pd.DataFrame({"question_id": rows["question_id"].to_numpy(), "answer": answer_keys(rows),
+                          "correct": correct_flags(rows), "pos": _positions(rows)})
+    counts = frame.groupby(["question_id", "answer"]).size()
+    n_max = counts.groupby(level="question_id").max()
+    n_modes = counts.eq(counts.groupby(level="question_id").transform("max")).groupby(level="question_id").sum()
+    grouped = frame.groupby("question_id")
+    out = pd.DataFrame({
+        "k": grouped.size(),
+        "n_max": n_max,
+        "acc_h": grouped["correct"].all(),
+        "ref_right": frame.sort_values("pos", kind="stable").groupby("question_id")["correct"].first(),
+        "n_correct": grouped["correct"].sum(),
+    })
+    out["sc"] = out["n_max"] / out["k"]
+    out["mode_right"] = (out["n_correct"] == out["n_max"]) & (out["n_correct"] > 0) & (n_modes == 1)
+    return out
+
+
+def sc_distribution(rows: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 2 from one group of orders: per (k, j) the share of questions with sc = j/k and the
+    accuracy of their most frequent answer (NaN for j = 1 or an empty bin)."""
+    outcomes = order_outcomes(rows)
+    table = []
+    for k, group in outcomes.groupby("k"):
+        for j in range(int(k), 0, -1):
+            in_bin = group[group["n_max"] == j]
+            acc = float(in_bin["mode_right"].mean()) if len(in_bin) and (j > 1 or k == 1) else float("nan")
+            table.append({"k": int(k), "j": j, "share": len(in_bin) / len(group), "acc": acc, "n": len(in_bin)})
+    return pd.DataFrame(table, columns=["k", "j", "share", "acc", "n"])
+
+
+def _reorder_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The base-level orders: kinds original/reorder in mcq format, at no level or the A-option level."""
+    level = pd.to_numeric(_column(rows, "variant_level", None), errors="coerce")
+    base = level.isna() | (level == pd.to_numeric(rows["n_options"], errors="coerce"))
+    return rows[rows["variant_kind"].isin([ORIGINAL, REORDER]) & (_fmt(rows) == "mcq") & base]
+
+
+def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`sc_mean`, `acc_h` and the sc bins over the base-level orders; {} without any `reorder` row."""
+    group = _reorder_rows(rows)
+    if not (group["variant_kind"] == REORDER).any():
+        return {}
+    outcomes = order_outcomes(group)
+    out = {"sc_mean": float(outcomes["sc"].mean()), "acc_h": float(outcomes["acc_h"].mean())}
+    for row in sc_distribution(group).itertuples():
+        out[f"sc_bin_{row.j}_of_{row.k}_share"] = float(row.share)
+        if not math.isnan(row.acc):
+            out[f"sc_bin_{row.j}_of_{row.k}_acc"] = float(row.acc)
+    return out
+
+
+def level_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`acc@n`, `sc_mean@n`, `acc_h@n` for each option-count level n."""
+    level = pd.to_numeric(_column(rows, "variant_level", None), errors="coerce")
+    leveled = rows[level.notna() & (_fmt(rows) == "mcq")]
+    out: dict[str, float] = {}
+    for n, group in leveled.groupby(level[leveled.index].astype(int), sort=True):
+        outcomes = order_outcomes(group)
+        out[f"acc@{n}"] = float(outcomes["ref_right"].mean())
+        out[f"sc_mean@{n}"] = float(outcomes["sc"].mean())
+        out[f"acc_h@{n}"] = float(outcomes["acc_h"].mean())
+    return out
+
+
+def nota_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`nota_acc` on the reference order and `nota_acc_h` over every order of the NOTA-replaces-correct set."""
+    group = rows[rows["variant_kind"] == "nota_replaces_correct"]
+    if group.empty:
+        return {}
+    outcomes = order_outcomes(group)
+    return {"nota_acc": float(outcomes["ref_right"].mean()), "nota_acc_h": float(outcomes["acc_h"].mean())}
+
+
+def _true_false_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    tf = rows[_fmt(rows) == "true_false"]
+    asked = pd.to_numeric(_column(tf, "asked_option", None), errors="coerce")
+    if asked.isna().any():  # hand-built tables: the one option shown is the one asked
+        asked = asked.fillna(tf["option_order"].map(lambda order: _as_list(order)[0]).astype(float))
+    p_yes = [(_as_list(p)[0] / sum(_as_list(p))) if len(_as_list(p)) == 2 and sum(_as_list(p)) > 0 else np.nan
+             for p in _column(tf, "label_probs", None)]
+    return pd.DataFrame({
+        "question_id": tf["question_id"].to_numpy(),
+        "is_correct": (asked.to_numpy() == pd.to_numeric(tf["correct_option"]).to_numpy()),
+        "right": correct_flags(tf),
+        "p_yes": np.asarray(p_yes, dtype=float),
+    })
+
+
+def _tf_scores(frame: pd.DataFrame, suffix: str) -> dict[str, float]:
+    if frame.empty:
+        return {}
+    correct, distractors = frame[frame["is_correct"]], frame[~frame["is_correct"]]
+    out = {}
+    if len(correct):
+        out[f"tf_correct_yes{suffix}"] = float(correct.groupby("question_id")["right"].mean().mean())
+    if len(distractors):
+        out[f"tf_distractor_no{suffix}"] = float(distractors.groupby("question_id")["right"].mean().mean())
+    if len(correct) and len(distractors) and frame["p_yes"].notna().all():
+        cc = float(correct.groupby("question_id")["p_yes"].mean().mean())
+        cd = float(distractors.groupby("question_id")["p_yes"].max().mean())
+        out[f"conf_correct{suffix}"] = cc
+        out[f"conf_distractor{suffix}"] = cd
+        if cc > 0:
+            out[f"conf_ratio{suffix}"] = cd / cc
+    return out
+
+
+def true_false_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """tf_* and conf_* on the sc = 1 and right subset (needs reorders in the run) and `_all` over every question."""
+    if not (_fmt(rows) == "true_false").any():
+        return {}
+    frame = _true_false_frame(rows)
+    out = _tf_scores(frame, "_all")
+    group = _reorder_rows(rows)
+    if (group["variant_kind"] == REORDER).any():
+        outcomes = order_outcomes(group[group["question_id"].isin(frame["question_id"])])
+        consistent = set(outcomes.index[outcomes["acc_h"]])
+        out["tf_subset_share"] = len(consistent) / frame["question_id"].nunique()
+        out.update(_tf_scores(frame[frame["question_id"].isin(consistent)], ""))
+    return out
+
+
+def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`multi_rate`, `recall_correct`, `recall_misleading` over the questions answered with a wrong option on
+    their original order; {} when there is none."""
+    multi = rows[_fmt(rows) == "multi_select"]
+    if multi.empty:
+        return {}
+    original = rows[(rows["variant_kind"] == ORIGINAL) & (_fmt(rows) == "mcq")]
+    keys = pd.Series(answer_keys(original), index=original["question_id"].to_numpy())
+    right = pd.Series(correct_flags(original), index=original["question_id"].to_numpy())
+    misleading = keys[(keys >= 0) & ~right]
+    misleading = misleading[~misleading.index.duplicated()]
+    multi = multi[multi["question_id"].isin(misleading.index)]
+    if multi.empty:
+        return {}
+    named = [_as_list(v) for v in _column(multi, "chosen_options", None)]
+    per_row = pd.DataFrame({
+        "question_id": multi["question_id"].to_numpy(),
+        "multi": [len(v) >= 2 for v in named],
+        "correct": [int(c) in {int(x) for x in v} for c, v in zip(multi["correct_option"], named)],
+        "misleading": [int(misleading[q]) in {int(x) for x in v} for q, v in zip(multi["question_id"], named)],
+    }).groupby("question_id").mean()
+    return {"multi_rate": float(per_row["multi"].mean()), "recall_correct": float(per_row["correct"].mean()),
+            "recall_misleading": float(per_row["misleading"].mean())}
+
+
+def misleading_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`misleading_fix_rate`: share of the re-asked (originally wrong) questions now answered right."""
+    group = rows[rows["variant_kind"] == "misleading_replaced"]
+    if group.empty:
+        return {}
+    per_question = pd.Series(correct_flags(group), index=group["question_id"].to_numpy()).groupby(level=0).mean()
+    return {"misleading_fix_rate": float(per_question.mean())}
+
+
+def revas_metrics(records: pd.DataFrame) -> dict[str, float]:
+    """Every REVAS metric the records support (see the module docstring); {} for none.
+
+    >>> rows = pd.DataFrame({"question_id": ["q"] * 2, "variant_kind": ["original", "reorder"],
+    ...     "variant_id": ["reorder_0", "reorder_1"], "repetition": 0, "n_options": 2,
+    ...     "parsed_label": ["A", "A"], "chosen_option": [0, 1], "correct": [True, False]})
+    >>> m = revas_metrics(rows)
+    >>> m["sc_mean"], m["acc_h"], m["sc_bin_1_of_2_share"]
+    (0.5, 0.0, 1.0)
+    """
+    if records.empty:
+        return {}
+    rows = first_repetition(records)
+    out: dict[str, float] = {}
+    for part in (reorder_metrics, level_metrics, nota_metrics, true_false_metrics, multi_select_metrics,
+                 misleading_metrics):
+        out.update(part(rows))
+    return dict(sorted(out.items()))

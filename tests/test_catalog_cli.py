@@ -1,0 +1,146 @@
+"""End to end through the CLI with the simulated model: every REVAS and permutation set logs its metrics,
+the misleading second stage reads a finished run, the assessment CLI logs its tables, and the repetition
+family matches binomial theory."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, mlflow_runs, needs_data
+
+REVAS_SETS = {
+    "revas_reorder": ["mcqa", "sc_mean", "acc_h", "sc_bin_5_of_5_share", "sc_bin_5_of_5_acc", "acc_h/step1"],
+    "revas_option_count": [f"{name}@{n}" for n in (2, 3, 5, 6, 8, 10) for name in ("acc", "sc_mean", "acc_h")],
+    "revas_nota": ["nota_acc", "nota_acc_h"],
+    "revas_true_false": ["tf_correct_yes", "tf_distractor_no", "tf_correct_yes_all", "tf_distractor_no_all",
+                         "tf_subset_share", "conf_correct", "conf_distractor", "conf_ratio"],
+    "revas_multi_select": ["multi_rate", "recall_correct", "recall_misleading"],
+}
+PERM_SETS = ("original", "oi", "cyclic", "random2", "randomL", "full")
+FLUCTUATION = ("fr", "aacc", "sacc", "wacc", "bacc", "sensg", "one_minus_sensg", "prob_mass", "one_minus_brier")
+PERM_METRICS = {f"perm_{s}": [f"{m}@{s}" for m in FLUCTUATION] for s in PERM_SETS}
+PERM_METRICS["perm_full"] += ["full_fr"]
+PERM_METRICS["perm_cyclic"] += ["pride_acc@cyclic"]
+PERM_METRICS["perm_all"] = [f"{m}@{s}" for s in PERM_SETS for m in FLUCTUATION] + ["full_fr", "pride_acc@cyclic", "mcqa"]
+GROUPS = {"revas": REVAS_SETS, "permutations": PERM_METRICS}
+
+
+def logged(run) -> set[str]:
+    from src.tracking import MLFLOW_AT
+
+    return {name.replace(MLFLOW_AT, "@") for name in run.data.metrics}
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_every_set_logs_its_metrics(run_cli, group):
+    """One multirun per group (one process), scoring=logprob so that probability metrics appear too."""
+    expected = GROUPS[group]
+    run_cli("model=simulated", "benchmark=medqa", f"variants={','.join(expected)}", "limit=30", "scoring=logprob",
+            f"cache.path={run_cli.tmp}/cache.db", multirun=True)
+    client, runs = mlflow_runs(run_cli.store_uri)
+    by_set = {r.data.tags["variants"]: r for r in runs if "variants" in r.data.tags}
+    assert set(expected) <= set(by_set)
+    for name, metrics in expected.items():
+        run = by_set[name]
+        assert run.info.status == "FINISHED", name
+        missing = set(metrics) - logged(run)
+        assert not missing, f"{name} did not log {sorted(missing)}"
+        assert run.data.metrics["n_questions"] == 30, name
+        if name.startswith("perm_") or name == "revas_reorder":
+            assert "cora" not in run.data.metrics, name  # reorders are not a CoRA divergent set
+    records = _records(client, by_set["perm_all" if group == "permutations" else "revas_option_count"])
+    if group == "permutations":
+        assert len(records) == 30 * 120 and records.perm_sets.map(len).min() >= 1
+    else:
+        assert len(records) == 30 * (5 + 6 + 8 + 10 + 3 + 2)
+        assert set(records.variant_level.dropna().astype(int)) == {2, 3, 5, 6, 8, 10}
+
+
+def _records(client, run):
+    import pandas as pd
+
+    return pd.read_parquet(Path(client.download_artifacts(run.info.run_id, "records.parquet")))
+
+
+@needs_data
+@pytest.mark.slow
+def test_misleading_second_stage_reads_the_source_run(run_cli):
+    out = run_cli("model=simulated", "benchmark=medqa", "variants=revas_true_false", "limit=30", "scoring=generate",
+                  f"cache.path={run_cli.tmp}/cache.db")
+    source_id = json.loads(out.stdout.strip().splitlines()[-1])["run_id"]
+    client, (source,) = mlflow_runs(run_cli.store_uri)
+    assert {"tf_correct_yes_all", "tf_distractor_no_all"} <= logged(source)  # Yes/No parsed from generated text
+    source_records = _records(client, source)
+    original = source_records[(source_records.variant_kind == "original")]
+    wrong = original[original.parsed_label.notna() & ~original.correct.astype(bool)]
+    run_cli("model=simulated", "benchmark=medqa", "variants=revas_misleading", f"variants.source_run={source_id}",
+            "limit=30", f"cache.path={run_cli.tmp}/cache.db")
+    client, runs = mlflow_runs(run_cli.store_uri)
+    (second,) = [r for r in runs if r.data.tags["variants"] == "revas_misleading"]
+    assert "misleading_fix_rate" in logged(second)
+    records = _records(client, second)
+    assert set(records.question_id) == set(wrong.question_id) and len(records) == len(wrong)
+    chosen = dict(zip(wrong.question_id, wrong.chosen_option))
+    assert all(int(a) == int(chosen[q]) for q, a in zip(records.question_id, records.asked_option))
+    assert all(order[int(a)] == -2 for order, a in zip(records.option_order, records.asked_option))
+
+    bad = run_cli("model=simulated", "benchmark=medqa", "variants=revas_misleading", "limit=30", check=False)
+    assert bad.returncode == 2 and "variants.source_run" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+@needs_data
+@pytest.mark.slow
+def test_assessment_cli_logs_r2_and_stability_tables(run_cli):
+    for rate in (0.99, 0.95, 0.9):
+        run_cli("model=simulated", f"model.name=sim{rate}", f"model.success_rate={rate}", "benchmark=mmlu",
+                "variants=perm_all", "limit=12", "scoring=logprob", f"cache.path={run_cli.tmp}/cache.db")
+    cmd = [sys.executable, "-m", "src.assess", "--experiment", "mcq-consistency", "--tracking-uri", run_cli.store_uri,
+           "--draws", "4"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["n_points"] == 3
+    client, runs = mlflow_runs(run_cli.store_uri)
+    (assessment,) = [r for r in runs if r.data.tags.get("kind") == "assessment"]
+    local = Path(client.download_artifacts(assessment.info.run_id, ""))
+    assert {"points.csv", "r2.csv", "r2.md", "stability.csv", "stability.md"} <= {p.name for p in local.iterdir()}
+    assert "(c) targets: full fluctuation rate and original accuracy" in (local / "r2.md").read_text()
+    import pandas as pd
+
+    table = pd.read_csv(local / "r2.csv")
+    assert set(table.target) == {"full_fr", "accuracy", "both"}
+    assert table.loc[(table.perm_set == "cyclic") & (table.metric == "wacc"), "r2"].notna().all()
+    stability = pd.read_csv(local / "stability.csv")
+    assert set(stability.draw) == {"pairs", "tuples"} and len(stability.run_id.unique()) == 3
+
+    missing = subprocess.run([*cmd[:4], "nope", *cmd[5:]], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "no experiment 'nope'" in missing.stderr
+
+
+@needs_data
+@pytest.mark.slow
+def test_repetitions_match_binomial_theory(run_cli):
+    """st ~ P(Bin(10, 0.8) >= 9); rws ~ P(sure right) / P(sure): a wrong label repeated 9 times is ~1e-9."""
+    run_cli("model=simulated", "model.success_rate=0.8", "benchmark=mmlu", "limit=300", "repetitions=10",
+            "temperature=0.7", "scoring=generate", f"cache.path={run_cli.tmp}/cache.db")
+    _, (run,) = mlflow_runs(run_cli.store_uri)
+    from src.metrics import p_star
+
+    threshold = p_star(R=10, consistency=0.99, k=4)
+    assert threshold == 9
+
+    def tail(p):
+        return sum(math.comb(10, j) * p ** j * (1 - p) ** (10 - j) for j in range(threshold, 11))
+
+    sure_right, sure_wrong = tail(0.8), 3 * tail(0.2 / 3)
+    m = run.data.metrics
+    assert abs(m["st"] - (sure_right + sure_wrong)) <= 0.05
+    assert abs(m["rws"] - sure_right / (sure_right + sure_wrong)) <= 0.05
+    assert abs(m["acc_mean"] - 0.8) <= 0.03
