@@ -120,7 +120,18 @@ def execute(cfg: DictConfig) -> dict:
     from .trials import answer_items, prompt_hash, to_records
 
     check_config(cfg)
-    tracking.check_tracking(cfg.tracking.uri)
+    uri = tracking.job_tracking_uri(cfg.tracking)
+    tracking.check_tracking(uri)  # fail before any compute when the store is unreachable
+    mlflow.set_tracking_uri(uri)
+    exp_id = tracking.with_retries(lambda: tracking.experiment_id(mlflow, cfg.tracking.experiment, uri))
+    job_hash = tracking.config_hash(OmegaConf.to_container(cfg, resolve=True))
+    if cfg.resume:
+        done = tracking.with_retries(lambda: tracking.finished_run(mlflow, exp_id, job_hash))
+        if done is not None:  # a rerun of an interrupted sweep skips the jobs that finished
+            log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
+            print(json.dumps({"run_id": done.info.run_id, "skipped": "already finished"}))
+            return dict(done.data.metrics)
+        tracking.with_retries(lambda: tracking.mark_interrupted(mlflow, exp_id, job_hash))
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
     questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
                                data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
@@ -133,16 +144,16 @@ def execute(cfg: DictConfig) -> dict:
     backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring != "cloze")
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
-    mlflow.set_tracking_uri(cfg.tracking.uri)
-    exp_id = tracking.experiment_id(mlflow, cfg.tracking.experiment, cfg.tracking.uri)
     hydra_cfg = hydra.core.hydra_config.HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
-    sweep_tags = {}
+    sweep_tags = {"config_hash": job_hash, "kind": "job"}
+    if cfg.tracking.offline:
+        sweep_tags["offline_target"] = cfg.tracking.uri  # where `python -m src.sync` uploads it
     if hydra_cfg.mode == RunMode.MULTIRUN:
         info = read_sweep_info(hydra_cfg.sweep.dir)
-        sweep_tags = {"sweep_id": info.get("sweep_id", ""), "mlflow.parentRunId": info.get("parent_run_id", "")}
-        sweep_tags = {k: v for k, v in sweep_tags.items() if v}
-    with mlflow.start_run(experiment_id=exp_id, tags=sweep_tags or None, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{cfg.temperature}") as run:
+        sweep_tags.update({k: v for k, v in (("sweep_id", info.get("sweep_id")),
+                                             ("mlflow.parentRunId", info.get("parent_run_id"))) if v})
+    with mlflow.start_run(experiment_id=exp_id, tags=sweep_tags, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{cfg.temperature}") as run:
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)

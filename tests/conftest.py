@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +15,27 @@ DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data"))
 needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark files absent: {DATA_DIR} (../shared/data) not found")
 
 
+@pytest.fixture(scope="session")
+def empty_mlflow_db(tmp_path_factory) -> Path:
+    """An MLflow SQLite store with its tables made: creating them (migrations) costs seconds per store."""
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
+    return db
+
+
 @pytest.fixture
-def run_cli(tmp_path):
-    """Run `python -m src.run ARGS` with its MLflow store and outputs inside tmp_path."""
+def run_cli(tmp_path, empty_mlflow_db):
+    """Run `python -m src.run ARGS` with its MLflow store, response cache and outputs inside tmp_path."""
+    (tmp_path / "mlruns").mkdir(exist_ok=True)
+    shutil.copyfile(empty_mlflow_db, tmp_path / "mlruns" / "mlflow.db")
 
     def run(*args: str, multirun: bool = False, timeout: int = 600, check: bool = True) -> subprocess.CompletedProcess:
         own_store = any(a.startswith("tracking.uri=") for a in args)
         store = [] if own_store else [f"tracking.uri=sqlite:///{tmp_path}/mlruns/mlflow.db"]
+        if not any(a.startswith("cache.") for a in args):
+            store.append(f"cache.path={tmp_path}/cache.db")
         dirs = [f"hydra.sweep.dir={tmp_path}/multirun"] if multirun else [f"hydra.run.dir={tmp_path}/out"]
         cmd = [sys.executable, "-m", "src.run", *(["-m"] if multirun else []), *args, *store, *dirs]
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
