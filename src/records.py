@@ -19,6 +19,9 @@ correct                                    bool  parsed_label == correct_label (
 label_probs                                list[float]?  next-token probs of the displayed labels, renormalised (logprob scoring)
 label_mass                                 float?  probability the labels held before renormalising
 option_loglik, option_loglik_norm          list[float]?  cloze scores per displayed option
+answer_dist                                list[float]?  exact first-token sampling (logprob at a temperature): the
+                                                         tempered first-token probability of each displayed label,
+                                                         then of anything else (INVALID) last; the draws come from it
 prompt_hash                                str   sha256 of the exact prompt, first 16 hex chars
 cache_hit                                  bool  answered from the response cache
 fmt                                        str   answer format: mcq | true_false | multi_select
@@ -41,5 +44,5 @@ COLUMNS = (
     "repetition", "temperature", "seed", "scoring", "n_options", "option_order", "correct_label",
     "correct_option", "raw_output", "parsed_label", "chosen_option", "correct", "label_probs", "label_mass",
     "option_loglik", "option_loglik_norm", "prompt_hash", "cache_hit",
-    "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options",
+    "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
 )

@@ -153,7 +153,7 @@ def execute(cfg: DictConfig) -> dict:
         info = read_sweep_info(hydra_cfg.sweep.dir)
         sweep_tags.update({k: v for k, v in (("sweep_id", info.get("sweep_id")),
                                              ("mlflow.parentRunId", info.get("parent_run_id"))) if v})
-    with mlflow.start_run(experiment_id=exp_id, tags=sweep_tags, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{cfg.temperature}") as run:
+    with mlflow.start_run(experiment_id=exp_id, tags=sweep_tags, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run:
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)
@@ -176,7 +176,7 @@ def execute(cfg: DictConfig) -> dict:
             params=tracking.flatten(OmegaConf.to_container(cfg, resolve=True)),
             metrics=metrics,
             tags={"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
-                  "temperature": str(cfg.temperature), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
+                  "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
                   "prompt_hash": prompt_hash(template.template), "backend": backend.identity[:5000]},
             artifacts_dir=artifacts)
     summary = {k: metrics[k] for k in ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate") if k in metrics}

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -48,6 +47,7 @@ class Answer:
     label_mass: float | None = None
     option_loglik: tuple[float, ...] | None = None
     option_loglik_norm: tuple[float, ...] | None = None
+    answer_dist: tuple[float, ...] | None = None  # exact first-token sampling: labels then INVALID
     cache_hit: bool = False
     slots: tuple[int, ...] | None = None  # multi_select: every displayed slot named; None = INVALID
 
@@ -56,12 +56,18 @@ def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
     return " ".join(f"{lab}:{v:.4f}" for lab, v in zip(labels, values))
 
 
-def _draw(probs: Sequence[float], temperature: float, rng: random.Random) -> int:
-    """Sample a slot from label probabilities sharpened/flattened by temperature."""
-    logits = [math.log(max(p, 1e-300)) / temperature for p in probs]
-    top = max(logits)
-    weights = [math.exp(x - top) for x in logits]
-    return rng.choices(range(len(probs)), weights=weights)[0]
+def draw_answers(dist: Sequence[float], *, seed: int, n: int) -> list[int | None]:
+    """`n` answers drawn from a first-token answer distribution (labels, then INVALID last): a slot, or None for
+    INVALID. Repetition r draws with its own stream seeded from (seed, r), so it does not depend on n.
+
+    >>> draw_answers([0.0, 1.0, 0.0], seed=1, n=2), draw_answers([0.0, 0.0, 1.0], seed=1, n=1)
+    ([1, 1], [None])
+    """
+    out: list[int | None] = []
+    for rep in range(n):
+        k = random.Random(f"{seed}|{rep}").choices(range(len(dist)), weights=dist)[0]
+        out.append(None if k == len(dist) - 1 else k)
+    return out
 
 
 def _parsed(request: Request, text: str, *, cache_hit: bool) -> Answer:
@@ -105,24 +111,51 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
 
     if scoring == "cloze":
         return _cloze_chunk(backend, reqs, n=params.n, cloze_normalise=cloze_normalise, cache=cache, oracle=oracle)
-    keys = [request_key(identity, scoring, r, {}, None, seeded=oracle) for r in reqs]
+    return _logprob_chunk(backend, reqs, params=params, cache=cache, oracle=oracle)
+
+
+def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: SamplingParams, cache: ResponseCache | None,
+                   oracle: bool) -> list[list[Answer]]:
+    """Label scores; at temperature 0 every repetition is the best label. At a temperature, exact first-token
+    sampling: one pass gives the first token's distribution under temperature/top-k/top-p over the whole
+    vocabulary (labels + INVALID), and the R answers are drawn from it with each trial's seed. The cache keeps
+    the temperature-1 scores (shared with greedy runs) and, under the sampling settings, the tempered part;
+    the draws are cheap and made again on every run."""
+    identity = backend.identity
+    sampled = params.temperature > 0
+    plain_keys = [request_key(identity, "logprob", r, {}, None, seeded=oracle) for r in reqs]
+    settings = {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
+                "first_token": "exact"}
+    keys = [request_key(identity, "logprob", r, settings, None, seeded=oracle) for r in reqs] if sampled else plain_keys
     found = _lookup(cache, keys)
-    todo = [i for i, k in enumerate(keys) if k not in found]
+    first: dict[str, int] = {}  # identical prompts in a chunk (a variant that repeats another) are scored once
+    for i, k in enumerate(keys):
+        if k not in found:
+            first.setdefault(k, i)
+    todo = list(first.values())
     if todo:
-        fresh = [[list(sc.probs), sc.mass] for sc in backend.score_labels([reqs[i] for i in todo])]
-        found.update({keys[i]: v for i, v in zip(todo, fresh)})
+        asked = [reqs[i] for i in todo]
+        scored = (backend.score_labels(asked, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
+                  if sampled else backend.score_labels(asked))
+        fresh = {keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist)] if sampled else [])
+                 for i, sc in zip(todo, scored)}
+        found.update(fresh)
         if cache is not None:
-            cache.put_many((keys[i], v) for i, v in zip(todo, fresh))
-    done = set(todo)
+            plain = {plain_keys[i]: value[:2] for i, value in zip(todo, fresh.values())} if sampled else {}
+            cache.put_many([*fresh.items(), *plain.items()])
+    done = {keys[i] for i in todo}
     answers = []
-    for i, (r, k) in enumerate(zip(reqs, keys)):
+    for r, k in zip(reqs, keys):
         probs, mass = tuple(found[k][0]), found[k][1]
-        greedy_slot = max(range(len(probs)), key=probs.__getitem__)
-        row = []
-        for rep in range(params.n):
-            slot = greedy_slot if params.temperature == 0 else _draw(probs, params.temperature, random.Random(f"{r.seed}|{rep}"))
-            row.append(Answer(_scores_text(r.labels, probs), slot, probs, mass, cache_hit=i not in done))
-        answers.append(row)
+        hit = k not in done
+        if not sampled:
+            best = max(range(len(probs)), key=probs.__getitem__)
+            answers.append([Answer(_scores_text(r.labels, probs), best, probs, mass, cache_hit=hit)] * params.n)
+            continue
+        dist = tuple(found[k][2])
+        text = _scores_text((*r.labels, "INVALID"), dist)
+        answers.append([Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit)
+                        for slot in draw_answers(dist, seed=r.seed, n=params.n)])
     return answers
 
 
@@ -209,6 +242,7 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
                 "label_probs": None if a.label_probs is None else list(a.label_probs), "label_mass": a.label_mass,
                 "option_loglik": None if a.option_loglik is None else list(a.option_loglik),
                 "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
+                "answer_dist": None if a.answer_dist is None else list(a.answer_dist),
                 "prompt_hash": prompt_hash(it.request.prompt), "cache_hit": a.cache_hit,
                 **_format_columns(it, a),
             })

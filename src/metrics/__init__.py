@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from .answers import INVALID, ORIGINAL, correct_flags, invalid_mask
+from .expected import expected_metrics, outcome_probs
 from .cora import BMCA_LEVELS, cora_bootstrap, cora_metrics, mcqa_metrics, response_consistency
 from .fluctuation import answer_fluctuation, fluctuation_metrics, pride_acc, probability_fluctuation
 from .guessing import T, can_stop, msgr, p_star
@@ -29,6 +30,7 @@ METRIC_FAMILIES: dict[str, MetricFamily] = {
     "repetition": repetition_metrics,
     "fluctuation": fluctuation_metrics,
     "revas": revas_metrics,
+    "expected": expected_metrics,
 }
 # CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
 CORA_ALTERED_KINDS = frozenset({"shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled", "decoupled_nota",
@@ -50,7 +52,8 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
       REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
     - `repetition`: max(repetition) >= 1;
     - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
-    - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced).
+    - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);
+    - `expected`: max(repetition) >= 1 and an `answer_dist` (exact first-token sampling) in the records.
     """
     if records.empty:
         return []
@@ -66,6 +69,8 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
         chosen.append("fluctuation")
     if kinds & set(REVAS_KINDS):
         chosen.append("revas")
+    if "repetition" in chosen and "answer_dist" in records.columns and records["answer_dist"].notna().any():
+        chosen.append("expected")
     return chosen
 
 
@@ -187,6 +192,7 @@ __all__ = [
     "compute_metrics",
     "cora_bootstrap",
     "cora_metrics",
+    "expected_metrics",
     "flatten_by_subject",
     "fluctuation_metrics",
     "mcqa_metrics",
@@ -200,6 +206,7 @@ __all__ = [
     "revas_metrics",
     "rws_st_string",
     "order_outcomes",
+    "outcome_probs",
     "sc_distribution",
     "subject_metrics",
     "tidy_permutations",

@@ -1,0 +1,87 @@
+"""`python -m src.compare --experiment NAME [--sweep-id ID] [filters] [--diff RUN_A RUN_B] [--out DIR]`.
+
+Reads the finished job runs of an MLflow experiment and/or sweep, builds the papers' comparison tables and plots,
+writes report.md, report.html (self-contained), tables/*.csv and plots/*.png to --out (default
+reports/<experiment>), and logs that folder as the artifacts of a run tagged kind=comparison.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from .load import DEFAULT_URI, _as_list, load_runs
+from .report import build_sections, diff_section, header_lines, log_comparison, write
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m src.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", help="MLflow experiment (a sweep's tracking.experiment, e.g. smoke)")
+    parser.add_argument("--sweep-id", help="only the jobs of this multirun (tag sweep_id; printed in the parent run)")
+    parser.add_argument("--benchmark", action="append", help="keep these benchmarks (repeat or comma-separate)")
+    parser.add_argument("--model", action="append", help="keep these models (repeat or comma-separate)")
+    parser.add_argument("--variants", action="append", help="keep these variant sets (repeat or comma-separate)")
+    parser.add_argument("--diff", nargs=2, metavar=("RUN_A", "RUN_B"),
+                        help="add the per-question disagreements between two runs (read from their records)")
+    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    parser.add_argument("--out", type=Path, help="report folder (default reports/<experiment>)")
+    parser.add_argument("--no-mlflow", action="store_true", help="write the report only; log no comparison run")
+    args = parser.parse_args(argv)
+    if not (args.experiment or args.sweep_id or args.diff):
+        parser.error("give --experiment and/or --sweep-id (or --diff RUN_A RUN_B)")
+    return args
+
+
+def compare(args: argparse.Namespace) -> dict:
+    filters = {"benchmark": ", ".join(_as_list(args.benchmark)), "model": ", ".join(_as_list(args.model)),
+               "variants": ", ".join(_as_list(args.variants))}
+    runs, sections = None, []
+    if args.experiment or args.sweep_id:
+        runs = load_runs(tracking_uri=args.tracking_uri, experiment=args.experiment, sweep_id=args.sweep_id,
+                         benchmarks=args.benchmark, models=args.model, variants=args.variants)
+        sections = build_sections(runs)
+    if args.diff:
+        sections.append(diff_section(args.tracking_uri, *args.diff))
+    name = args.experiment or (f"sweep-{args.sweep_id}" if args.sweep_id else f"diff-{args.diff[0][:8]}-{args.diff[1][:8]}")
+    out_dir = args.out or Path("reports") / name
+    title = f"Model comparison: {name}"
+    written = write(sections, out_dir, header=header_lines(runs, filters=filters), title=title)
+    result = {"out": str(out_dir), "files": len(written),
+              "tables": sum(len(s.tables) for s in sections), "plots": sum(len(s.plots) for s in sections),
+              "skipped": [n for s in sections for n in s.notes]}
+    if not args.no_mlflow:
+        if runs is not None:
+            experiment_id = runs.table["experiment_id"].iloc[0]
+        else:
+            from mlflow.tracking import MlflowClient
+
+            experiment_id = MlflowClient(tracking_uri=args.tracking_uri).get_run(args.diff[0]).info.experiment_id
+        tags = {"compared_experiment": args.experiment or "", "compared_sweep_id": args.sweep_id or ""}
+        params = {**{f"filter.{k}": v for k, v in filters.items() if v},
+                  "n_runs": len(runs.table) if runs is not None else 0, "out": str(out_dir)}
+        if args.diff:
+            params["diff"] = " ".join(args.diff)
+        result["run_id"] = log_comparison(out_dir, tracking_uri=args.tracking_uri, experiment_id=experiment_id,
+                                          name=f"comparison-{name}", tags={k: v for k, v in tags.items() if v},
+                                          params=params)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        result = compare(args)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    print(json.dumps({k: v for k, v in result.items() if k != "skipped"}))
+    for note in result["skipped"]:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"report: {Path(result['out']) / 'report.html'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Read the job runs of an experiment and/or sweep from MLflow into one table: a row per run, a column per metric.
+
+Only finished job runs count: sweep parents (`kind=sweep`), assessments and earlier comparisons are left out, as
+are runs still running or failed (counted, so the report can say so). Metric names come back in their METRICS.md
+spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pandas as pd
+
+from ..errors import UserError
+
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
+# Run-level columns; every other column of the table is a metric
+ID_COLUMNS = ("run_id", "experiment_id", "experiment", "sweep_id", "start_time", "model", "benchmark", "variants",
+              "temperature", "scoring", "prompt", "fewshot", "repetitions", "limit", "seed")
+# What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
+# in the same table column (see tables.conditions)
+CONDITION_KEYS = ("variants", "temperature", "fewshot", "scoring", "prompt", "repetitions", "limit", "seed")
+
+
+@dataclass
+class Runs:
+    """The selected job runs (`table`), where they came from, and what was left out."""
+
+    table: pd.DataFrame
+    tracking_uri: str
+    experiments: dict[str, str]  # experiment id -> name
+    sweep_id: str | None = None
+    skipped: list[str] = field(default_factory=list)  # one line per run left out, and why
+
+    @property
+    def metric_columns(self) -> list[str]:
+        return [c for c in self.table.columns if c not in ID_COLUMNS]
+
+
+def metric_name(mlflow_name: str) -> str:
+    from ..tracking import MLFLOW_AT
+
+    return mlflow_name.replace(MLFLOW_AT, "@")
+
+
+def _number(value, cast):
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        return math.nan if cast is float else None
+
+
+def _row(run, experiments: dict[str, str]) -> dict:
+    tags, params = run.data.tags, run.data.params
+    row = {
+        "run_id": run.info.run_id,
+        "experiment_id": run.info.experiment_id,
+        "experiment": experiments.get(run.info.experiment_id, run.info.experiment_id),
+        "sweep_id": tags.get("sweep_id"),
+        "start_time": run.info.start_time or 0,
+        "model": tags.get("model") or params.get("model.name"),
+        "benchmark": tags.get("benchmark") or params.get("benchmark.name"),
+        "variants": tags.get("variants") or params.get("variants.name"),
+        "temperature": _number(tags.get("temperature", params.get("temperature")), float),
+        "scoring": tags.get("scoring") or params.get("scoring"),
+        "prompt": params.get("prompt.name"),
+        "fewshot": _number(params.get("fewshot"), int),
+        "repetitions": _number(params.get("repetitions"), int),
+        "limit": params.get("limit"),
+        "seed": _number(params.get("seed"), int),
+    }
+    row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
+    return row
+
+
+def _as_list(values: Sequence[str] | None) -> list[str]:
+    """["a,b", "c"] -> ["a", "b", "c"]: filters may be repeated or comma-separated."""
+    return [part.strip() for value in values or () for part in str(value).split(",") if part.strip()]
+
+
+def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None, sweep_id: str | None = None,
+              benchmarks: Sequence[str] | None = None, models: Sequence[str] | None = None,
+              variants: Sequence[str] | None = None) -> Runs:
+    """The finished job runs of `experiment` and/or `sweep_id`, filtered by benchmark, model and variant set.
+
+    UserError (exit 2) when the experiment does not exist or nothing is selected.
+    """
+    from mlflow.tracking import MlflowClient
+
+    from .. import tracking
+
+    if not experiment and not sweep_id:
+        raise UserError("--experiment or --sweep-id: give at least one of them")
+    tracking.check_tracking(tracking_uri)
+    db = tracking.sqlite_path(tracking_uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"--tracking-uri: no MLflow database at {db}; run a sweep first or point --tracking-uri at it")
+    client = MlflowClient(tracking_uri=tracking_uri)
+    if experiment:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise UserError(f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
+                            f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri")
+        experiments = {exp.experiment_id: exp.name}
+    else:
+        experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+    query = f"tags.sweep_id = '{sweep_id}'" if sweep_id else ""
+    found = client.search_runs(list(experiments), filter_string=query, max_results=50_000)
+    rows, skipped = [], []
+    for run in found:
+        if run.data.tags.get("kind", "job") in NOT_JOBS or "model" not in run.data.tags:
+            continue
+        if run.info.status != "FINISHED":
+            skipped.append(f"run {run.info.run_id} ({run.data.tags.get('model')}, {run.data.tags.get('benchmark')}) "
+                           f"is {run.info.status}: left out")
+            continue
+        rows.append(_row(run, experiments))
+    table = pd.DataFrame(rows)
+    where = " and ".join(part for part in (f"experiment {experiment!r}" if experiment else "",
+                                           f"sweep {sweep_id!r}" if sweep_id else "") if part)
+    if table.empty:
+        raise UserError(f"--experiment/--sweep-id: no finished job runs in {where} at {tracking_uri}; "
+                        f"run the sweep first (python -m src.run -m ...)")
+    for column, wanted, flag in (("benchmark", benchmarks, "--benchmark"), ("model", models, "--model"),
+                                 ("variants", variants, "--variants")):
+        wanted = _as_list(wanted)
+        if wanted:
+            table = table[table[column].isin(wanted)]
+            if table.empty:
+                raise UserError(f"{flag}: no finished job run of {where} has {column} in {', '.join(wanted)}")
+    table = table.sort_values("start_time", kind="stable").reset_index(drop=True)
+    empty = [c for c in table.columns if c not in ID_COLUMNS and table[c].isna().all()]
+    table = table.drop(columns=empty)  # metrics only the filtered-out runs logged
+    used = {e: experiments[e] for e in table["experiment_id"].unique()}
+    return Runs(table=table, tracking_uri=tracking_uri, experiments=used, sweep_id=sweep_id, skipped=skipped)
+
+
+def load_records(run_id: str, tracking_uri: str) -> pd.DataFrame:
+    """The records.parquet a run logged (UserError naming --diff when the run or its records are missing)."""
+    import os
+
+    from ..assess import read_run_records
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
+    return read_run_records(run_id, tracking_uri, key="--diff")
+
+
+def run_label(tracking_uri: str, run_id: str) -> str:
+    """"model / benchmark / variants / T=..." of a run, for headings."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
+    except MlflowException:
+        raise UserError(f"--diff: no MLflow run {run_id!r} at {tracking_uri}; give two run ids "
+                        f"(MLflow UI, or the run_id a job prints)") from None
+    return f"{tags.get('model')} / {tags.get('benchmark')} / {tags.get('variants')} / T={tags.get('temperature')}"

@@ -1,0 +1,180 @@
+"""The papers' comparison plots as PNG bytes (matplotlib, Agg; no pyplot state, so safe in any process).
+
+Each function takes the rows one plot needs (from `tables`) and returns `Plot`s; a plot without data is left
+out and the caller says why in the report.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .load import CONDITION_KEYS
+from .tables import (REPETITION_SHARES, condition_groups, bmca_levels, condition_label, has, latest, option_levels,
+                     repetition_runs, revas_runs, slug, varying)
+
+QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the repetition paper's section 4.4
+    (0.98, 0.98, "USEFUL", "right", "top"),
+    (0.02, 0.98, "RELIABLE but inconsistent", "left", "top"),
+    (0.98, 0.02, "CONSISTENT but unreliable", "right", "bottom"),
+    (0.02, 0.02, "USELESS", "left", "bottom"),
+)
+SHARE_COLOURS = {"sure_right": "#1a7f37", "unsure_right": "#8fd19e", "unsure_wrong": "#f4a3a3", "sure_wrong": "#b42318"}
+MAX_MARKER_AREA = 600.0  # points^2 of a marker at acc_mean = 1
+
+
+@dataclass
+class Plot:
+    title: str
+    name: str  # file stem
+    png: bytes
+    caption: str = ""
+
+
+def _figure(width: float = 6.4, height: float = 4.8):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _series(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Legend label per run: the model, plus the condition keys that vary."""
+    if not keys:
+        return rows["model"].astype(str)
+    return rows.apply(lambda r: f"{r['model']} ({condition_label(r, keys)})", axis=1)
+
+
+def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
+    """Per benchmark: x = S/T, y = RWS, marker area proportional to acc_mean, one path per model across
+    temperatures, quadrant lines at 0.5 with the repetition paper's labels."""
+    plots, notes = [], []
+    rows_with = repetition_runs(runs)
+    if rows_with.empty:
+        return plots, ["consistency plot: no run logged `st` (needs repetitions > 1)"]
+    for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+        fig = _figure()
+        ax = fig.add_subplot()
+        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.axvline(0.5, color="grey", lw=0.8, ls="--")
+        for x, y, text, ha, va in QUADRANTS:
+            ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold",
+                    zorder=1)
+        undefined = []
+        for i, (model, path) in enumerate(rows.groupby("model", sort=True)):
+            path = path.sort_values("temperature")
+            colour = f"C{i % 10}"
+            defined = path[has(path, "rws")]
+            undefined += [f"{model} T={t:g}" for t in path.loc[~has(path, "rws"), "temperature"]]
+            if defined.empty:
+                continue
+            ax.plot(defined["st"], defined["rws"], "-", color=colour, lw=1.2, alpha=0.8, zorder=2)
+            ax.scatter(defined["st"], defined["rws"], s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
+                       color=colour, alpha=0.5, edgecolors=colour, label=model, zorder=3, clip_on=False)
+            for _, r in defined.iterrows():
+                ax.annotate(f"T={r['temperature']:g}", (r["st"], r["rws"]), textcoords="offset points", xytext=(6, 6),
+                            fontsize=8, color=colour)
+        ax.set(xlim=(-0.06, 1.06), ylim=(-0.06, 1.06), xlabel="S/T (share of questions SURE)",
+               ylabel="RWS (right when SURE)", title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""))
+        if ax.get_legend_handles_labels()[0]:
+            legend = ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, markerscale=0.4,
+                               title="model (area ∝ acc mean)", title_fontsize=8)
+            legend.get_frame().set_linewidth(0.5)
+        caption = "path = one model across temperatures; marker area ∝ mean accuracy over the repetitions"
+        if undefined:
+            caption += f". Not plotted (nothing SURE, RWS undefined): {', '.join(undefined)}"
+        plots.append(Plot(title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
+                          name=slug("consistency", benchmark, label), png=_png(fig), caption=caption))
+    return plots, notes
+
+
+def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
+    """Per benchmark: one stacked bar per model x temperature with the four SURE/UNSURE right/wrong shares."""
+    plots = []
+    rows_with = repetition_runs(runs)
+    if rows_with.empty:
+        return plots, ["SURE/UNSURE bars: no run logged `st` (needs repetitions > 1)"]
+    for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+        rows = rows.sort_values(["model", "temperature"])
+        fig = _figure(max(4.8, 0.6 * len(rows) + 2.5), 4.2)
+        ax = fig.add_subplot()
+        positions = range(len(rows))
+        bottom = pd.Series(0.0, index=rows.index)
+        for name, metric in REPETITION_SHARES:
+            values = rows[metric].fillna(0.0) if metric in rows.columns else pd.Series(0.0, index=rows.index)
+            ax.bar(positions, values, bottom=bottom, color=SHARE_COLOURS[metric], label=name, width=0.7)
+            bottom += values
+        ax.set_xticks(list(positions), [f"{m}\nT={t:g}" for m, t in zip(rows["model"], rows["temperature"])],
+                      fontsize=7, rotation=30, ha="right")
+        ax.set(ylim=(0, 1), ylabel="share of questions",
+               title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""))
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+        plots.append(Plot(title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
+                          name=slug("sure_unsure", benchmark, label), png=_png(fig)))
+    return plots, []
+
+
+def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
+    """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition)."""
+    plots = []
+    rows_with = runs[runs[[c for c in bmca_levels(runs.columns)]].notna().any(axis=1)] \
+        if bmca_levels(runs.columns) else runs.iloc[0:0]
+    if rows_with.empty:
+        return plots, ["BMCA(c) curves: no run logged bmca_<c> (needs variants=cora or cora_same_size)"]
+    for benchmark, rows in rows_with.groupby("benchmark", sort=True):
+        keys = varying(rows, CONDITION_KEYS)
+        rows = latest(rows, ["model", *keys])
+        labels = _series(rows, keys)
+        levels = bmca_levels(rows.columns)
+        fig = _figure()
+        ax = fig.add_subplot()
+        for (_, r), label in sorted(zip(rows.iterrows(), labels), key=lambda item: item[1]):
+            xs = [float(c[5:]) for c in levels if pd.notna(r.get(c))]
+            ys = [r[c] for c in levels if pd.notna(r.get(c))]
+            ax.plot(xs, ys, "o-", label=label, ms=4)
+        ax.set(xlabel="consistency level c", ylabel="BMCA(c): share of questions with RC ≥ c", ylim=(-0.02, 1.02),
+               title=f"BMCA(c): {benchmark}")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+        plots.append(Plot(title=f"BMCA(c) curves: {benchmark}", name=slug("bmca", benchmark), png=_png(fig),
+                          caption="the higher and flatter, the more of a model's answers survive every variant"))
+    return plots, []
+
+
+def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
+    """Per benchmark: REVAS accuracy (solid) and Acc-H (dashed) against the number of options shown."""
+    plots, notes = [], []
+    rows_with = revas_runs(runs)
+    rows_with = rows_with[[bool(option_levels(c for c in rows_with.columns if pd.notna(r.get(c))))
+                           for _, r in rows_with.iterrows()]] if not rows_with.empty else rows_with
+    if rows_with.empty:
+        return plots, ["accuracy vs number of options: no acc@n metrics (needs variants=revas_option_count)"]
+    for benchmark, rows in rows_with.groupby("benchmark", sort=True):
+        keys = varying(rows, [k for k in CONDITION_KEYS if k != "variants"])
+        labels = _series(rows, keys)
+        fig = _figure()
+        ax = fig.add_subplot()
+        for i, ((_, r), label) in enumerate(sorted(zip(rows.iterrows(), labels), key=lambda item: item[1])):
+            levels = [n for n in option_levels(rows.columns) if pd.notna(r.get(f"acc@{n}"))]
+            colour = f"C{i % 10}"
+            ax.plot(levels, [r[f"acc@{n}"] for n in levels], "o-", color=colour, label=f"{label}: Acc")
+            hard = [n for n in levels if pd.notna(r.get(f"acc_h@{n}"))]
+            if hard:
+                ax.plot(hard, [r[f"acc_h@{n}"] for n in hard], "s--", color=colour, alpha=0.7, label=f"{label}: Acc-H")
+        ax.set(xlabel="number of options shown", ylabel="accuracy", ylim=(-0.02, 1.02),
+               title=f"Accuracy vs number of options: {benchmark}")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+        plots.append(Plot(title=f"Accuracy vs number of options: {benchmark}", name=slug("options", benchmark),
+                          png=_png(fig), caption="Acc on the reference order (solid), Acc-H = right on every order "
+                                                 "(dashed)"))
+    return plots, notes
+

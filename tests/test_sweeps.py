@@ -1,0 +1,197 @@
+"""Every committed sweep composes, expands to the documented number of jobs with the model axis outermost, and
+every job's config is valid (its prompts render on the real data); the smoke sweep runs under the basic, joblib
+and submitit launchers with the same metrics."""
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from .conftest import DATA_DIR, REPO, mlflow_runs, needs_data
+from .smoke_store import run_sweep, smoke_store  # noqa: F401 - smoke_store is a fixture
+
+SWEEPS = REPO / "sweeps"
+EXPECTED_JOBS = {"smoke": 24, "cora": 8, "repetition": 12, "fluctuation": 8, "revas": 16}
+RUNTIME_METRICS = {"seconds", "cache_hit_rate"}  # properties of how a job ran, not of the answers
+
+
+def sweep_names() -> list[str]:
+    return sorted(p.stem for p in SWEEPS.glob("*.yaml"))
+
+
+def expand(name: str, cli: list[str] = ()) -> tuple[list[list[str]], dict]:
+    """The jobs' override lists as Hydra's basic sweeper makes them (sweep file params, then command line)."""
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        cfg = compose(config_name=name, return_hydra_config=True)
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params)
+    overrides = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + list(cli))
+    (jobs,) = BasicSweeper.split_arguments(overrides, None)
+    return jobs, params
+
+
+@functools.lru_cache(maxsize=None)
+def job_configs(name: str, extra: tuple[str, ...] = ()) -> list:
+    """Every job's composed config, in job order."""
+    jobs, _ = expand(name)
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        return [compose(config_name=name, overrides=[*job, *extra]) for job in jobs]
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)  # sweep files find conf/ through `hydra.searchpath: file://conf`
+
+
+def test_every_sweep_is_expected():
+    assert sweep_names() == sorted(EXPECTED_JOBS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
+def test_sweep_expands_to_its_job_count_with_the_model_outermost(name):
+    header = (SWEEPS / f"{name}.yaml").read_text().splitlines()[0]
+    assert header.startswith("# ") and len(header) > 30, f"{name}.yaml needs a header comment saying what it reproduces"
+    jobs, params = expand(name)
+    choices = [len(str(v).split(",")) for v in params.values()]
+    assert len(jobs) == math.prod(choices) == EXPECTED_JOBS[name]
+    model_key = next(iter(params))
+    assert model_key.startswith("model"), f"{name}: the first sweep axis must be the model, not {model_key}"
+    models = [next(o for o in job if o.startswith(model_key + "=")) for job in jobs]
+    changes = sum(a != b for a, b in zip(models, models[1:]))
+    assert changes == len(set(models)) - 1, f"{name}: jobs of one model are not consecutive: {models}"
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        cfg = compose(config_name=name, return_hydra_config=True)
+    assert cfg.tracking.experiment == name
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
+
+
+def test_a_command_line_axis_keeps_the_model_outermost():
+    jobs, _ = expand("repetition", ["model=simulated,smollm2_135m", "seed=0,1"])
+    assert len(jobs) == 2 * 2 * 3 * 2
+    assert [j[0] for j in jobs[:12]] == ["model=simulated"] * 12 and jobs[0][-1] == "seed=0" and jobs[1][-1] == "seed=1"
+
+
+def _check_job_config(cfg) -> None:
+    from src.prompts import PromptTemplate
+    from src.run import check_config
+
+    container = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    check_config(cfg)
+    template = PromptTemplate.from_config(container["prompt"])
+    if container["fewshot"]:
+        assert "{fewshot}" in template.template and template.fewshot_template, "few-shot jobs need a few-shot prompt"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
+def test_every_job_config_composes_and_is_valid(name):
+    for cfg in job_configs(name):
+        _check_job_config(cfg)
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(set(EXPECTED_JOBS) - {"smoke"}))
+def test_every_job_renders_its_prompts_on_the_data(name):
+    """Each distinct (benchmark, variant set, shots, prompt) of a study builds its prompts for 2 questions:
+    loaders, variants, few-shot pools and templates fit together before anyone spends GPU hours."""
+    from src.benchmarks import load_benchmark
+    from src.prompts import PromptTemplate
+    from src.run import build_items
+
+    seen = set()
+    for cfg in job_configs(name, (f"data_dir={DATA_DIR}", "limit=2")):
+        key = (cfg.benchmark.name, cfg.variants.name, cfg.fewshot, cfg.prompt.template)
+        if key in seen:
+            continue
+        seen.add(key)
+        bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
+        questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
+                                   data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+        template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
+        items = build_items(cfg, questions, template)
+        assert items, f"{name} {key[:3]}: no prompts"
+        if cfg.fewshot:
+            assert items[0].request.prompt.count("Answer:") == cfg.fewshot + 1, f"{name} {key[:3]}: shots missing"
+
+
+def test_cora_sweep_keeps_the_papers_prompt():
+    """The few-shot CoRA template is conf/prompt/cora.yaml's with only the {fewshot} slot added."""
+    sweep = OmegaConf.load(SWEEPS / "cora.yaml")
+    paper = OmegaConf.load(REPO / "conf" / "prompt" / "cora.yaml")
+    assert sweep.prompt.template.replace("{fewshot}", "") == paper.template
+    shots = {cfg.benchmark.name: cfg.fewshot for cfg in job_configs("cora")}
+    assert shots == {"medqa": 0, "mmlu": 5, "arc_challenge": 25, "truthfulqa_mc1": 0}  # the paper, section 6
+
+
+@pytest.mark.parametrize("launcher", ["slurm_gpu"])
+def test_cluster_launcher_config_composes(launcher):
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        cfg = compose(config_name="smoke", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.endswith("SlurmLauncher") and cfg.hydra.launcher.gpus_per_node == 1
+
+
+def test_ray_launcher_config_names_the_ray_launcher():
+    text = (REPO / "conf" / "hydra" / "launcher" / "ray_cluster.yaml").read_text()
+    assert re.search(r"^defaults:\n  - ray\n", text, re.M) and "address: auto" in text
+
+
+# ---------------------------------------------------------------- the smoke sweep under three launchers
+
+def _job_metrics(uri: str, experiment: str) -> dict[tuple, dict[str, float]]:
+    _, runs = mlflow_runs(uri, experiment)
+    return {(r.data.tags["model"], r.data.tags["benchmark"], r.data.tags["variants"], r.data.tags["temperature"]):
+            {k: v for k, v in r.data.metrics.items() if k not in RUNTIME_METRICS} for r in runs}
+
+
+@needs_data
+def test_joblib_launcher_logs_the_same_metrics(smoke_store):
+    """The smoke sweep's CoRA jobs (8 of its 24; the whole sweep takes a minute more and gives the same) in
+    parallel processes writing to one SQLite store: every job logged, the same metrics as the basic launcher,
+    one parent run and one sweep_id."""
+    store = smoke_store
+    proc = run_sweep(store, "smoke_joblib", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "variants=cora")
+    assert "database is locked" not in proc.stderr
+    basic, parallel = _job_metrics(store.uri, "smoke"), _job_metrics(store.uri, "smoke_joblib")
+    assert len(basic) == EXPECTED_JOBS["smoke"] and len(parallel) == 8 and set(parallel) <= set(basic)
+    for key in parallel:
+        assert basic[key] == parallel[key], f"{key}: joblib metrics differ"
+    _, parents = mlflow_runs(store.uri, "smoke_joblib", kind="sweep")
+    assert len(parents) == 1
+    _, runs = mlflow_runs(store.uri, "smoke_joblib")
+    assert {r.data.tags["sweep_id"] for r in runs} == {parents[0].data.tags["sweep_id"]}
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parents[0].info.run_id}
+
+
+@needs_data
+def test_submitit_local_launcher_runs_a_two_job_sweep(smoke_store):
+    """The submitit path (Slurm's code path, with submitit's local executor): 2 jobs in their own processes."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    store = smoke_store
+    run_sweep(store, "smoke_submitit", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
+              "model.success_rate=0.9", "benchmark=arc_challenge", "variants=cora", "temperature=0.0,0.7")
+    submitted = _job_metrics(store.uri, "smoke_submitit")
+    basic = _job_metrics(store.uri, "smoke")
+    assert len(submitted) == 2
+    for key, metrics in submitted.items():
+        assert metrics == basic[key]
+    assert (store.root / "smoke_submitit" / ".submitit").is_dir()
+
+
+@needs_data
+def test_smoke_metric_names_are_stable_across_runs(smoke_store):
+    """MLflow's compare view lines runs up by metric name: runs of one variant set on one benchmark log the same
+    names, apart from values that are undefined (NaN is not logged: RWS with nothing SURE, empty sc bins)."""
+    _, runs = mlflow_runs(smoke_store.uri, "smoke")
+    by_set: dict[tuple, list[set]] = {}
+    for r in runs:
+        by_set.setdefault((r.data.tags["variants"], r.data.tags["benchmark"]), []).append(set(r.data.metrics))
+    for key, names in by_set.items():
+        common, union = set.intersection(*names), set.union(*names)
+        optional = {n for n in union - common if n == "rws" or re.fullmatch(r"sc_bin_\d+_of_\d+_acc", n)}
+        assert union - common == optional, f"{key}: names logged by only some runs: {sorted(union - common)}"
+        assert all("@" not in n for n in union), f"{key}: '@' must be logged as '_at_'"
+
