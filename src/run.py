@@ -139,7 +139,7 @@ def execute(cfg: DictConfig) -> dict:
     items = build_items(cfg, questions, template)
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
 
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
     # Cloze scores option texts as plain continuations (as lm-eval does): no chat wrapping around them.
     backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring != "cloze")
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None

@@ -10,7 +10,6 @@ import doctest
 import math
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pandas as pd
 import pytest

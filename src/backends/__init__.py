@@ -8,7 +8,7 @@ from src.errors import UserError
 
 __all__ = ["Backend", "LabelScores", "OptionScores", "Request", "SamplingParams", "load_backend"]
 
-BACKENDS = ("hf", "simulated")
+BACKENDS = ("hf", "vllm", "openai", "simulated")
 _HF_PACKAGES = {"torch", "transformers", "accelerate", "safetensors", "tokenizers", "tqdm", "gguf", "huggingface_hub"}
 
 
@@ -27,6 +27,18 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
                                 f"(CPU-only torch: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from None
             raise
         return HFBackend.from_config(model_cfg, chat=chat)
+    if kind == "vllm":
+        from src.backends.vllm_backend import VLLMBackend  # imports vllm itself only when the model loads
+
+        return VLLMBackend.from_config(dict(model_cfg), chat=chat)
+    if kind == "openai":
+        from src.backends.openai_backend import OpenAIBackend
+
+        options = {k: v for k, v in model_cfg.items() if k != "backend"}
+        try:
+            return OpenAIBackend(**options, chat=chat) if "chat" not in options else OpenAIBackend(**options)
+        except TypeError as err:
+            raise UserError(f"model config for backend openai: {err}; check the keys under model") from None
     if kind == "simulated":
         from src.backends.simulated import SimulatedBackend
 

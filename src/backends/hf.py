@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 CONFIG_KEYS = frozenset({
     "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
     "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
+    "scoring",  # which scoring the config is meant for: read by the runner, not the backend
 })
 
 

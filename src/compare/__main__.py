@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from .load import DEFAULT_URI, _as_list, load_runs
+from .load import DEFAULT_URI, as_list, load_runs
 from .report import build_sections, diff_section, header_lines, log_comparison, write
 
 
@@ -35,8 +35,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def compare(args: argparse.Namespace) -> dict:
-    filters = {"benchmark": ", ".join(_as_list(args.benchmark)), "model": ", ".join(_as_list(args.model)),
-               "variants": ", ".join(_as_list(args.variants))}
+    filters = {"benchmark": ", ".join(as_list(args.benchmark)), "model": ", ".join(as_list(args.model)),
+               "variants": ", ".join(as_list(args.variants))}
     runs, sections = None, []
     if args.experiment or args.sweep_id:
         runs = load_runs(tracking_uri=args.tracking_uri, experiment=args.experiment, sweep_id=args.sweep_id,

@@ -75,7 +75,7 @@ def _row(run, experiments: dict[str, str]) -> dict:
     return row
 
 
-def _as_list(values: Sequence[str] | None) -> list[str]:
+def as_list(values: Sequence[str] | None) -> list[str]:
     """["a,b", "c"] -> ["a", "b", "c"]: filters may be repeated or comma-separated."""
     return [part.strip() for value in values or () for part in str(value).split(",") if part.strip()]
 
@@ -125,7 +125,7 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
                         f"run the sweep first (python -m src.run -m ...)")
     for column, wanted, flag in (("benchmark", benchmarks, "--benchmark"), ("model", models, "--model"),
                                  ("variants", variants, "--variants")):
-        wanted = _as_list(wanted)
+        wanted = as_list(wanted)
         if wanted:
             table = table[table[column].isin(wanted)]
             if table.empty:

@@ -47,6 +47,13 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+def _rows_with_any(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The rows with a value in at least one of `columns` (none when there are no such columns)."""
+    if frame.empty or not columns:
+        return frame.iloc[0:0]
+    return frame[frame[columns].notna().any(axis=1)]
+
+
 def _series(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
     """Legend label per run: the model, plus the condition keys that vary."""
     if not keys:
@@ -126,8 +133,7 @@ def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
 def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition)."""
     plots = []
-    rows_with = runs[runs[[c for c in bmca_levels(runs.columns)]].notna().any(axis=1)] \
-        if bmca_levels(runs.columns) else runs.iloc[0:0]
+    rows_with = _rows_with_any(runs, bmca_levels(runs.columns))
     if rows_with.empty:
         return plots, ["BMCA(c) curves: no run logged bmca_<c> (needs variants=cora or cora_same_size)"]
     for benchmark, rows in rows_with.groupby("benchmark", sort=True):
@@ -152,9 +158,8 @@ def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
 def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: REVAS accuracy (solid) and Acc-H (dashed) against the number of options shown."""
     plots, notes = [], []
-    rows_with = revas_runs(runs)
-    rows_with = rows_with[[bool(option_levels(c for c in rows_with.columns if pd.notna(r.get(c))))
-                           for _, r in rows_with.iterrows()]] if not rows_with.empty else rows_with
+    merged = revas_runs(runs)
+    rows_with = _rows_with_any(merged, [f"acc@{n}" for n in option_levels(merged.columns)])
     if rows_with.empty:
         return plots, ["accuracy vs number of options: no acc@n metrics (needs variants=revas_option_count)"]
     for benchmark, rows in rows_with.groupby("benchmark", sort=True):

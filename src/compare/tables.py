@@ -146,12 +146,13 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         names = [n for n, _ in CORA_RANKED] + [f"BMCA({c[5:]})" for c in levels] + ["CI"]
         values = pd.DataFrame({model: [rows.at[model, m] if m in rows.columns else math.nan for m in metrics]
                                for model in rows.index}, index=names)
-        text = values.map(fmt)
-        ranks = pd.DataFrame(index=values.index, columns=values.columns, dtype=float)
+        ranks = pd.DataFrame({model: [math.nan] * len(names) for model in values.columns}, index=names)
         for name, _ in CORA_RANKED:
-            ranks.loc[name] = rank_desc(values.loc[name])
-            text.loc[name] = [f"{fmt(v)} ({int(r)})" if not math.isnan(v) else "–"
-                              for v, r in zip(values.loc[name], ranks.loc[name])]
+            ranks.loc[name] = rank_desc(values.loc[name]).to_numpy()
+        ranked = {name for name, _ in CORA_RANKED}
+        text = pd.DataFrame({model: [f"{fmt(values.at[n, model])} ({int(ranks.at[n, model])})"
+                                     if n in ranked and not math.isnan(values.at[n, model]) else fmt(values.at[n, model])
+                                     for n in names] for model in values.columns}, index=names, dtype=object)
         data = values.stack().rename("value").reset_index().rename(columns={"level_0": "metric", "level_1": "model"})
         data["rank"] = [ranks.at[m, model] for m, model in zip(data["metric"], data["model"])]
         data.insert(0, "benchmark", benchmark)
@@ -159,7 +160,7 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         text.index.name = "metric"
         title = f"{benchmark}" + (f" ({label})" if label else "")
         out.tables.append(Table(title=title, data=data, text=text, name=slug("cora", benchmark, label),
-                                caption=f"{len(rows)} models; rank in parentheses, 1 = best"))
+                                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, 1 = best"))
     return out
 
 

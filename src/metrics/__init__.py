@@ -50,6 +50,8 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     - `mcqa`: an `original` variant exists;
     - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
       REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
+      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant, where the
+      family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
     - `repetition`: max(repetition) >= 1;
     - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
     - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);
@@ -61,7 +63,7 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     chosen = []
     if ORIGINAL in kinds:
         chosen.append("mcqa")
-        if kinds & CORA_ALTERED_KINDS:
+        if kinds & CORA_ALTERED_KINDS or (kinds == {ORIGINAL} and not _has_memberships(records)):
             chosen.append("cora")
     if int(records["repetition"].max()) >= 1:
         chosen.append("repetition")
@@ -146,7 +148,7 @@ def compute_metrics(
     >>> df = pd.DataFrame({"question_id": ["q1", "q2"], "variant_kind": "original", "variant_id": "original",
     ...     "repetition": 0, "parsed_label": ["A", None], "chosen_option": [0, None], "correct": [True, False]})
     >>> compute_metrics(df)
-    {'n_questions': 2.0, 'n_trials': 2.0, 'invalid_rate': 0.5, 'accuracy': 0.5, 'mcqa': 0.5}
+    {'n_questions': 2.0, 'n_trials': 2.0, 'invalid_rate': 0.5, 'accuracy': 0.5, 'mcqa': 0.5, 'bmca_0.5': 0.5, 'bmca_0.6': 0.5, 'bmca_0.7': 0.5, 'bmca_0.8': 0.5, 'bmca_0.9': 0.5, 'bmca_1.0': 0.5, 'ci': 1.0, 'cora': 0.5, 'mcqa_plus': 0.5, 'mv': 0.5}
     """
     missing = [column for column in REQUIRED_COLUMNS if column not in records.columns]
     if missing:

@@ -56,7 +56,7 @@ def outcome_probs(dist: Sequence[float], *, correct: int | None, R: int, thresho
         ways = grown
     out = dict.fromkeys(OUTCOMES, 0.0)
     for j in range(R + 1):  # j: times the correct category is drawn
-        weight = fact[R] * p_correct ** j / fact[j] if correct is not None else (1.0 if j == 0 else 0.0)
+        weight = fact[R] * p_correct ** j / fact[j] if correct is not None else (fact[R] if j == 0 else 0.0)
         if weight == 0.0:
             continue
         for m in range(R + 1):

@@ -1,0 +1,75 @@
+"""Label scores from the top log-probabilities a server returns for the first generated token (vLLM, OpenAI-compatible).
+
+Pure functions, no server and no heavy imports, so the API backends' arithmetic is tested with plain dicts.
+A server returns the K most likely first tokens with their log-probabilities at temperature 1; a label's
+probability is the sum over the tokens that spell it ("A", " A"), and a label outside the top K counts 0.
+With a temperature, the first token's sampling distribution (labels + INVALID) is rebuilt from the same list:
+exact when the list is the whole vocabulary, or when top-k <= K (the tail is cut anyway); otherwise the
+tokens outside the list are one lump of their total mass (an approximation, flagged by `exact=False`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Hashable, Mapping, Sequence
+
+from .base import LabelScores, SamplingParams
+
+
+def text_label_keys(top: Mapping[str, float], labels: Sequence[str]) -> list[set[str]]:
+    """Per label, the returned token texts that spell it: the label with surrounding whitespace ("A", " A").
+
+    >>> text_label_keys({" A": -0.1, "A": -3.0, "B": -4.0, "Answer": -5.0}, ["A", "B", "C"])
+    [{' A', 'A'}, {'B'}, set()]
+    """
+    return [{token for token in top if token.strip() == label} for label in labels]
+
+
+def label_scores_from_top(top: Mapping[Hashable, float], label_keys: Sequence[set], sampling: SamplingParams | None,
+                          *, complete: bool = False) -> tuple[LabelScores, bool]:
+    """(LabelScores, exact) from first-token log-probabilities `top` (token -> logprob at temperature 1).
+
+    `label_keys[i]`: the tokens of `top` that count for label i. `complete`: `top` is the whole vocabulary.
+    `probs`/`mass` are exact for the labels in `top`; `answer_dist` (with `sampling`) is exact when `exact`.
+
+    >>> scores, exact = label_scores_from_top({"A": math.log(0.6), "B": math.log(0.2), "x": math.log(0.2)},
+    ...                                       [{"A"}, {"B"}], SamplingParams(temperature=1.0), complete=True)
+    >>> [round(p, 3) for p in scores.probs], round(scores.mass, 3), [round(p, 3) for p in scores.answer_dist], exact
+    ([0.75, 0.25], 0.8, [0.6, 0.2, 0.2], True)
+    """
+    probs = {token: math.exp(lp) for token, lp in top.items() if lp is not None and lp > -math.inf}
+    per_label = [sum(probs.get(token, 0.0) for token in keys) for keys in label_keys]
+    mass = min(1.0, sum(per_label))
+    norm = tuple(p / mass for p in per_label) if mass > 0 else tuple(1.0 / len(per_label) for _ in per_label)
+    if sampling is None:
+        return LabelScores(probs=norm, mass=mass), True
+    ranked = sorted(probs.items(), key=lambda kv: -kv[1])
+    if sampling.temperature <= 0:  # greedy: the most likely token decides
+        best = ranked[0][0] if ranked else None
+        picked = [float(best in keys) for keys in label_keys]
+        return LabelScores(norm, mass, answer_dist=(*picked, 1.0 - sum(picked))), True
+    cut = sampling.top_k is not None and 0 < sampling.top_k
+    exact = complete or (cut and sampling.top_k <= len(ranked))
+    if cut:
+        ranked = ranked[:sampling.top_k]
+    tail = 0.0 if complete or cut else max(0.0, 1.0 - sum(probs.values()))
+    # Tempered weights p^(1/T), scaled by the largest so that nothing overflows; the tail is one lump.
+    scale = ranked[0][1] if ranked else 1.0
+    weights = [(token, (p / scale) ** (1.0 / sampling.temperature)) for token, p in ranked]
+    if tail > 0:
+        weights.append((None, (tail / scale) ** (1.0 / sampling.temperature)))
+    total = sum(w for _, w in weights)
+    weights = [(token, w / total) for token, w in weights]
+    if sampling.top_p < 1.0:  # nucleus: keep tokens while the mass before them is below top_p; renormalise
+        kept, before = [], 0.0
+        for token, w in weights:
+            if before >= sampling.top_p:
+                break
+            kept.append((token, w))
+            before += w
+        total = sum(w for _, w in kept)
+        weights = [(token, w / total) for token, w in kept]
+    share = dict(weights)
+    picked = [sum(share.get(token, 0.0) for token in keys) for keys in label_keys]
+    other = max(0.0, 1.0 - sum(picked))
+    total = sum(picked) + other
+    return LabelScores(norm, mass, answer_dist=(*(p / total for p in picked), other / total)), exact

@@ -1,0 +1,249 @@
+"""OpenAI-compatible HTTP backend: hosted models, `vllm serve`, llama.cpp's server, ... (stdlib only: urllib).
+
+- generate: one request per prompt with `n` samples, `temperature`, `top_p`, `max_tokens` and the trial seed
+  (`seed`, honoured best-effort by servers); `top_k` is sent only when set (vLLM accepts it, OpenAI does not).
+- score_labels: `max_tokens=1` with `logprobs`/`top_logprobs`: label probabilities from the first token's top
+  log-probabilities (src/backends/logprobs.py); a label outside the top K counts 0.
+- score_options (cloze): the completions endpoint with `echo` and `logprobs` (prompt log-probabilities).
+
+Requests run in a thread pool of `max_concurrency`; 429 and 5xx answers and network errors are retried
+with exponential backoff (honouring Retry-After), each request with a timeout. The API key is read from
+the environment variable that `api_key_env` names, at call time; it is kept out of `identity`, logs and
+error messages, so it never reaches MLflow params, tags or artifacts.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import socket
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from tqdm.auto import tqdm
+
+from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.logprobs import label_scores_from_top, text_label_keys
+from src.errors import UserError
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+class OpenAIBackend:
+    """A model behind an OpenAI-compatible `/chat/completions` or `/completions` endpoint."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "openai",
+        model: str | None = None,  # the server's model name
+        base_url: str = "https://api.openai.com/v1",
+        api_key_env: str | None = "OPENAI_API_KEY",  # environment variable holding the key; null = no key (local)
+        endpoint: str = "chat",  # chat | completions
+        max_concurrency: int = 8,
+        max_retries: int = 6,
+        backoff_s: float = 1.0,  # first retry wait; doubles each retry (Retry-After wins when the server sends it)
+        max_backoff_s: float = 60.0,
+        timeout_s: float = 60.0,
+        top_logprobs: int = 20,  # OpenAI allows at most 20; vllm serve up to its --max-logprobs
+        n_per_request: bool = True,  # false for servers without `n`: one request per sample
+        chat: bool = True,  # set by load_backend from the prompt config; the endpoint decides the wrapping
+        progress: bool = True,
+    ) -> None:
+        if not model:
+            raise UserError(f"model {name}: set model.model to the server's model name")
+        if endpoint not in ("chat", "completions"):
+            raise UserError(f"model.endpoint={endpoint!r} must be chat or completions")
+        if int(max_concurrency) < 1:
+            raise UserError(f"model.max_concurrency={max_concurrency} must be at least 1")
+        self.name, self.model, self.endpoint = name, model, endpoint
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.max_concurrency, self.max_retries = int(max_concurrency), int(max_retries)
+        self.backoff_s, self.max_backoff_s, self.timeout_s = float(backoff_s), float(max_backoff_s), float(timeout_s)
+        self.top_logprobs, self.n_per_request = int(top_logprobs), bool(n_per_request)
+        self.chat, self.progress = chat, progress
+        self.identity = f"openai:{self.base_url}|model={model}|endpoint={endpoint}"
+        self.retries = 0  # retried calls so far (tests and logs read it)
+        self._warned_inexact = False
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    def _key(self) -> str | None:
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise UserError(f"model {self.name}: set the environment variable {self.api_key_env} to the API key "
+                            f"(model.api_key_env names it; null for a server without keys)")
+        return key
+
+    def _scrub(self, text: str) -> str:
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return text.replace(key, "***") if key else text
+
+    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST JSON with retries on 429/5xx/network errors; a 4xx is a UserError naming the config key."""
+        url = f"{self.base_url}/{path}"
+        headers = {"Content-Type": "application/json"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        body = json.dumps(payload).encode()
+        for attempt in range(self.max_retries + 1):
+            wait = min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * (1 + 0.1 * random.random())
+            try:
+                request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    return json.loads(response.read().decode())
+            except urllib.error.HTTPError as err:
+                detail = self._scrub(err.read().decode(errors="replace")[:300])
+                if err.code not in RETRY_STATUS or attempt == self.max_retries:
+                    raise UserError(f"model {self.name}: {url} answered HTTP {err.code}: {detail} "
+                                    f"(check model.base_url, model.model and {self.api_key_env or 'the key'})") from None
+                retry_after = err.headers.get("Retry-After") if err.headers else None
+                if retry_after:
+                    try:
+                        wait = min(self.max_backoff_s, float(retry_after))
+                    except ValueError:
+                        pass
+                reason = f"HTTP {err.code}"
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as err:
+                if attempt == self.max_retries:
+                    raise UserError(f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); "
+                                    f"check model.base_url") from None
+                reason = type(err).__name__
+            self.retries += 1
+            log.warning("model %s: %s from %s; retry %d/%d in %.1f s", self.name, reason, url, attempt + 1,
+                        self.max_retries, wait)
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], what: str) -> list[Any]:
+        off = {"disable": True} if not self.progress else {}
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool, \
+                tqdm(total=len(requests), unit="prompt", desc=f"{self.name} {what}", dynamic_ncols=True, **off) as bar:
+            futures = [pool.submit(fn, r) for r in requests]
+            out = []
+            for future in futures:
+                out.append(future.result())
+                bar.update(1)
+            return out
+
+    def _complete(self, prompt: str, **fields: Any) -> dict[str, Any]:
+        if self.endpoint == "chat":
+            return self._post("chat/completions", {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                                                   **fields})
+        return self._post("completions", {"model": self.model, "prompt": prompt, **fields})
+
+    # -- the Backend interface -----------------------------------------------------------------
+
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        greedy = params.temperature <= 0
+        n = 1 if greedy else params.n
+
+        def one(r: Request) -> list[str]:
+            fields: dict[str, Any] = {"temperature": params.temperature, "top_p": params.top_p,
+                                      "max_tokens": params.max_new_tokens}
+            if params.top_k is not None:
+                fields["top_k"] = params.top_k
+            if n == 1 or self.n_per_request:
+                texts = _texts(self._complete(r.prompt, n=n, seed=r.seed, **fields), n)
+            else:
+                texts = [_texts(self._complete(r.prompt, n=1, seed=r.seed + k, **fields), 1)[0] for k in range(n)]
+            return texts * params.n if greedy else texts
+
+        return self._map(one, requests, "generate")
+
+    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
+                     top_p: float = 1.0) -> list[LabelScores]:
+        sampling = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+
+        def one(r: Request) -> LabelScores:
+            if self.endpoint == "chat":
+                reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=True,
+                                       top_logprobs=self.top_logprobs)
+            else:
+                reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=self.top_logprobs)
+            top = first_token_top_logprobs(reply)
+            scores, exact = label_scores_from_top(top, text_label_keys(top, r.labels), sampling)
+            if not exact and not self._warned_inexact:
+                self._warned_inexact = True
+                log.warning("model %s: the first-token distribution is rebuilt from the top %d tokens; with a "
+                            "temperature and no top_k <= %d it is approximate (tail as one token)", self.name,
+                            self.top_logprobs, self.top_logprobs)
+            return scores
+
+        return self._map(one, requests, "score_labels")
+
+    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        if self.endpoint != "completions":
+            raise UserError(f"model {self.name}: scoring=cloze needs prompt log-probabilities: set "
+                            f"model.endpoint=completions (a server that supports echo), or use scoring=logprob")
+
+        def one(r: Request) -> OptionScores:
+            loglik = []
+            for option in r.options:
+                continuation = option if not r.prompt or r.prompt[-1].isspace() else " " + option
+                reply = self._post("completions", {"model": self.model, "prompt": r.prompt + continuation,
+                                                   "max_tokens": 0, "echo": True, "logprobs": 0, "temperature": 0})
+                loglik.append(echo_loglik(reply, start=len(r.prompt)))
+            norm = tuple(x / max(1, len(o.encode("utf-8"))) for x, o in zip(loglik, r.options))
+            return OptionScores(loglik=tuple(loglik), loglik_norm=norm)
+
+        return self._map(one, requests, "score_options")
+
+
+def _texts(reply: dict[str, Any], n: int) -> list[str]:
+    choices = sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0))
+    texts = [(c.get("message") or {}).get("content") if "message" in c else c.get("text") for c in choices]
+    texts = [t or "" for t in texts]
+    if len(texts) < n:
+        raise UserError(f"the server returned {len(texts)} choices for n={n}; set model.n_per_request=false")
+    return texts[:n]
+
+
+def first_token_top_logprobs(reply: dict[str, Any]) -> dict[str, float]:
+    """token text -> logprob of the first generated token's alternatives, from a chat or a completions reply.
+
+    >>> first_token_top_logprobs({"choices": [{"logprobs": {"content": [{"token": "A", "logprob": -0.1,
+    ...     "top_logprobs": [{"token": "A", "logprob": -0.1}, {"token": " B", "logprob": -2.5}]}]}}]})
+    {'A': -0.1, ' B': -2.5}
+    >>> first_token_top_logprobs({"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{"A": -0.2, "C": -3.0}]}}]})
+    {'A': -0.2, 'C': -3.0}
+    """
+    choice = (reply.get("choices") or [{}])[0]
+    logprobs = choice.get("logprobs") or {}
+    if "content" in logprobs:  # chat
+        first = (logprobs.get("content") or [{}])[0]
+        top = {item["token"]: float(item["logprob"]) for item in first.get("top_logprobs") or []}
+        if "token" in first:
+            top.setdefault(first["token"], float(first["logprob"]))
+        return top
+    tops = logprobs.get("top_logprobs") or [{}]  # completions
+    top = {token: float(lp) for token, lp in (tops[0] or {}).items()}
+    if logprobs.get("tokens"):
+        top.setdefault(logprobs["tokens"][0], float((logprobs.get("token_logprobs") or [0.0])[0] or 0.0))
+    return top
+
+
+def echo_loglik(reply: dict[str, Any], *, start: int) -> float:
+    """Sum of the echoed prompt's token log-probabilities from character offset `start` on (the continuation).
+
+    >>> echo_loglik({"choices": [{"logprobs": {"tokens": ["Q", ":", " yes"], "token_logprobs": [None, -1.0, -0.5],
+    ...     "text_offset": [0, 1, 2]}}]}, start=2)
+    -0.5
+    """
+    logprobs = (reply.get("choices") or [{}])[0].get("logprobs") or {}
+    total = 0.0
+    for offset, lp in zip(logprobs.get("text_offset") or [], logprobs.get("token_logprobs") or []):
+        if offset >= start and lp is not None and not math.isnan(lp):
+            total += float(lp)
+    return total

@@ -1,0 +1,235 @@
+"""vLLM offline engine (GPU) behind the batched `Backend`: `pip install .[vllm]`.
+
+- Automatic prefix caching is on: the variants of one question share the instruction, few-shot examples
+  and question text, and vLLM computes those KV blocks once.
+- generate: `n=R` samples per request in one SamplingParams, seeded with the trial seed (vLLM's per-request
+  seed), so a rerun reproduces its samples on the same hardware and engine version.
+- score_labels: `max_tokens=1` with `logprobs=top_logprobs`; vLLM returns the first token's raw (temperature 1)
+  log-probabilities, mapped to labels through the label tokens (src/backends/logprobs.py). `top_logprobs: -1`
+  asks for the whole vocabulary (vLLM >= 0.10), which makes exact first-token sampling exact at any setting.
+- score_options (cloze): `prompt_logprobs` of prompt + option, summed over the option's tokens.
+- `tensor_parallel_size` spreads a large model over GPUs.
+
+vLLM is imported only when the model loads; without it the backend says `pip install .[vllm]` in one line.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Sequence
+
+from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.logprobs import label_scores_from_top
+from src.errors import UserError
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEYS = frozenset({
+    "backend", "name", "path", "revision", "tokenizer", "dtype", "quantization", "tensor_parallel_size",
+    "gpu_memory_utilization", "max_model_len", "enable_prefix_caching", "top_logprobs", "trust_remote_code",
+    "seed", "enforce_eager", "chat",
+})
+
+
+class VLLMBackend:
+    """A model served by an in-process `vllm.LLM`. Build it with `VLLMBackend.from_config(cfg, chat=...)`."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "vllm",
+        path: str | None = None,  # hub id or local folder
+        revision: str | None = None,
+        tokenizer: str | None = None,
+        dtype: str = "auto",
+        quantization: str | None = None,
+        tensor_parallel_size: int = 1,  # GPUs one model is split over
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        enable_prefix_caching: bool = True,  # shared prompt prefixes computed once (the variants of a question)
+        top_logprobs: int = 20,  # first-token alternatives for label scoring; -1 = whole vocabulary (exact)
+        trust_remote_code: bool = False,
+        seed: int = 0,  # engine seed; requests carry their own trial seeds
+        enforce_eager: bool = False,
+        chat: bool = False,
+        progress: bool = True,
+    ) -> None:
+        if not path:
+            raise UserError(f"model {name}: set model.path to a hub id or a local model folder")
+        if int(tensor_parallel_size) < 1:
+            raise UserError(f"model.tensor_parallel_size={tensor_parallel_size} must be at least 1")
+        self.name, self.path, self.revision = name, path, revision
+        self.engine_args = dict(
+            model=path, revision=revision, tokenizer=tokenizer, dtype=dtype, quantization=quantization,
+            tensor_parallel_size=int(tensor_parallel_size), gpu_memory_utilization=float(gpu_memory_utilization),
+            max_model_len=max_model_len, enable_prefix_caching=bool(enable_prefix_caching),
+            max_logprobs=-1 if int(top_logprobs) < 0 else max(20, int(top_logprobs)),
+            trust_remote_code=bool(trust_remote_code), seed=int(seed), enforce_eager=bool(enforce_eager))
+        self.top_logprobs = int(top_logprobs)
+        self.chat, self.progress = bool(chat), progress
+        self.identity = f"vllm:{path}|revision={revision}|dtype={dtype}|quantization={quantization}|chat={self.chat}"
+        self.llm: Any = None
+        self.tokenizer: Any = None
+        self._vllm: Any = None
+        self._label_ids: dict[tuple[str, ...], list[set[int]]] = {}
+        self._warned_inexact = False
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], *, chat: bool, progress: bool = True) -> "VLLMBackend":
+        unknown = sorted(set(cfg) - CONFIG_KEYS)
+        if unknown:
+            raise UserError(f"model.{unknown[0]} is not a setting of backend vllm; the keys are {', '.join(sorted(CONFIG_KEYS))}")
+        kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat")}
+        return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
+
+    def load(self) -> None:
+        if self.llm is not None:
+            return
+        self._vllm = import_vllm()
+        args = {k: v for k, v in self.engine_args.items() if v is not None}
+        self.llm = self._vllm.LLM(**args)
+        self.tokenizer = self.llm.get_tokenizer()
+        if self.chat and not getattr(self.tokenizer, "chat_template", None):
+            log.warning("model %s: the prompt asks for chat but the tokenizer has no chat template", self.name)
+            self.chat = False
+
+    # -- the Backend interface -----------------------------------------------------------------
+
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        if not requests:
+            return []
+        self.load()
+        greedy = params.temperature <= 0
+        n = 1 if greedy else params.n
+        sampling = [self._sampling(n=n, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
+                                   max_tokens=params.max_new_tokens, seed=None if greedy else r.seed) for r in requests]
+        outputs = self._run(requests, sampling)
+        texts = [[c.text for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs]
+        return [t * params.n if greedy else t for t in texts]
+
+    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
+                     top_p: float = 1.0) -> list[LabelScores]:
+        if not requests:
+            return []
+        self.load()
+        want = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+        sampling = self._sampling(n=1, temperature=0.0, max_tokens=1,
+                                  logprobs=self.top_logprobs if self.top_logprobs >= 0 else -1)
+        outputs = self._run(requests, [sampling] * len(requests))
+        out = []
+        for r, o in zip(requests, outputs):
+            top = first_token_logprobs(o)
+            scores, exact = label_scores_from_top(top, self._label_token_ids(r.labels), want,
+                                                  complete=self.top_logprobs < 0)
+            if not exact and not self._warned_inexact:
+                self._warned_inexact = True
+                log.warning("model %s: the first-token distribution is rebuilt from the top %d tokens; set "
+                            "model.top_logprobs=-1 (whole vocabulary) or a top_k <= it to make it exact",
+                            self.name, self.top_logprobs)
+            out.append(scores)
+        return out
+
+    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        if not requests:
+            return []
+        self.load()
+        pairs, spans = [], []
+        for r in requests:
+            text = self._prompt_text(r.prompt)
+            context = self._encode(text)
+            for option in r.options:
+                continuation = option if not text or text[-1].isspace() else " " + option
+                whole = self._encode(text + continuation)
+                if whole[:len(context)] != context:  # merged across the boundary: keep the prompt's own tokens
+                    whole = context + list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
+                pairs.append(whole)
+                spans.append(len(context))
+        sampling = self._sampling(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0)
+        outputs = self.llm.generate([self._vllm_tokens(ids) for ids in pairs], sampling, use_tqdm=self.progress)
+        logliks = [continuation_loglik(o.prompt_logprobs, ids, start) for o, ids, start in zip(outputs, pairs, spans)]
+        results, k = [], 0
+        for r in requests:
+            ll = tuple(logliks[k:k + len(r.options)])
+            k += len(r.options)
+            norm = tuple(x / max(1, len(o.encode("utf-8"))) for x, o in zip(ll, r.options))
+            results.append(OptionScores(loglik=ll, loglik_norm=norm))
+        return results
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _sampling(self, **kwargs: Any) -> Any:
+        if kwargs.get("top_k") is None:
+            kwargs["top_k"] = -1  # all tokens (vLLM's "off")
+        if kwargs.get("seed") is None:
+            kwargs.pop("seed", None)
+        return self._vllm.SamplingParams(**kwargs)
+
+    def _run(self, requests: Sequence[Request], sampling: list[Any]) -> list[Any]:
+        prompts = [self._vllm_tokens(self._encode(self._prompt_text(r.prompt))) for r in requests]
+        return self.llm.generate(prompts, sampling, use_tqdm=self.progress)
+
+    def _vllm_tokens(self, ids: list[int]) -> Any:
+        return {"prompt_token_ids": ids}  # vllm.inputs.TokensPrompt is a TypedDict of this shape
+
+    def _prompt_text(self, prompt: str) -> str:
+        if self.chat:
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                      add_generation_prompt=True, tokenize=False)
+        return prompt
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"])
+
+    def _label_token_ids(self, labels: tuple[str, ...]) -> list[set[int]]:
+        if labels not in self._label_ids:
+            self._label_ids[labels] = label_token_ids(
+                lambda s: list(self.tokenizer(s, add_special_tokens=False)["input_ids"]), labels)
+        return self._label_ids[labels]
+
+
+def import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError:
+        raise UserError("model.backend=vllm needs vLLM (a GPU machine): pip install .[vllm]") from None
+    return vllm
+
+
+def label_token_ids(encode: Callable[[str], list[int]], labels: Sequence[str]) -> list[set[int]]:
+    """Per label, the first token of each spelling ("A", " A"), less tokens that start several labels' spellings
+    (as the HF backend does).
+
+    >>> vocab = {"A": [1], " A": [2], "B": [3], " B": [4, 3]}
+    >>> label_token_ids(vocab.__getitem__, ["A", "B"])
+    [{1, 2}, {3, 4}]
+    """
+    firsts = [{ids[0] for ids in (encode(label), encode(" " + label)) if ids} for label in labels]
+    shared = {i for k, a in enumerate(firsts) for b in firsts[k + 1:] for i in a & b}
+    return [ids - shared for ids in firsts]
+
+
+def first_token_logprobs(output: Any) -> dict[int, float]:
+    """token id -> logprob of the first generated token's alternatives, from a vLLM RequestOutput.
+
+    >>> from types import SimpleNamespace as NS
+    >>> o = NS(outputs=[NS(logprobs=[{7: NS(logprob=-0.5, rank=1), 9: NS(logprob=-1.5, rank=2)}])])
+    >>> first_token_logprobs(o)
+    {7: -0.5, 9: -1.5}
+    """
+    steps = output.outputs[0].logprobs or [{}]
+    return {int(token): float(getattr(lp, "logprob", lp)) for token, lp in (steps[0] or {}).items()}
+
+
+def continuation_loglik(prompt_logprobs: Sequence[Any] | None, ids: Sequence[int], start: int) -> float:
+    """Sum of the log-probabilities of ids[start:] from vLLM's `prompt_logprobs` (one dict per prompt token; the
+    token's own entry is always present, the first position is None).
+
+    >>> from types import SimpleNamespace as NS
+    >>> continuation_loglik([None, {5: NS(logprob=-1.0)}, {6: NS(logprob=-0.25), 2: NS(logprob=-3.0)}], [4, 5, 6], 1)
+    -1.25
+    """
+    total = 0.0
+    for position in range(max(start, 1), len(ids)):
+        entry = (prompt_logprobs or [])[position] or {}
+        lp = entry[ids[position]]
+        total += float(getattr(lp, "logprob", lp))
+    return total

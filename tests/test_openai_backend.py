@@ -1,0 +1,198 @@
+"""OpenAI-compatible backend against a fake server on 127.0.0.1: samples, retries, timeouts, concurrency, logprobs,
+and an end-to-end run whose MLflow params, tags and artifacts never hold the API key."""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from src.backends import load_backend
+from src.backends.base import Request, SamplingParams
+from src.backends.openai_backend import OpenAIBackend
+from src.errors import UserError
+
+from .conftest import mlflow_runs
+
+SECRET = "sk-test-DO-NOT-LEAK-4242"
+
+
+class FakeServer:
+    """Canned completions. `failures` is a list of HTTP codes (or "slow") served, one each, before answering."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict, str | None]] = []
+        self.failures: list[int | str] = []
+        self.in_flight = self.max_in_flight = 0
+        self.delay_s = 0.0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep the test output quiet
+                pass
+
+            def do_POST(self):  # noqa: N802 - http.server's name
+                payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.calls.append((self.path, payload, self.headers.get("Authorization")))
+                    failure = server.failures.pop(0) if server.failures else None
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if failure == "slow":
+                        time.sleep(1.0)
+                    time.sleep(server.delay_s)
+                    if isinstance(failure, int):
+                        body = json.dumps({"error": {"message": f"failure {failure}"}}).encode()
+                        self.send_response(failure)
+                        self.send_header("Retry-After", "0")
+                    else:
+                        body = json.dumps(server.reply(self.path, payload)).encode()
+                        self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def reply(self, path: str, payload: dict) -> dict:
+        if path.endswith("/completions") and payload.get("echo"):
+            text = payload["prompt"]
+            offsets = [0] + [i + 1 for i, ch in enumerate(text) if ch == " "]
+            tokens = [text[a:b] for a, b in zip(offsets, offsets[1:] + [len(text)])]
+            return {"choices": [{"text": text, "logprobs": {"tokens": tokens, "text_offset": offsets,
+                                                            "token_logprobs": [None] + [-0.5] * (len(tokens) - 1)}}]}
+        if payload.get("logprobs"):
+            top = [{"token": "A", "logprob": math.log(0.5)}, {"token": " A", "logprob": math.log(0.1)},
+                   {"token": " B", "logprob": math.log(0.2)}, {"token": "Hello", "logprob": math.log(0.1)}]
+            return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"},
+                                 "logprobs": {"content": [{"token": "A", "logprob": math.log(0.5), "top_logprobs": top}]}}]}
+        n = payload.get("n", 1)
+        return {"choices": [{"index": i, "message": {"role": "assistant", "content": "ABCD"[i % 4]}} for i in range(n)]}
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("FAKE_OPENAI_KEY", SECRET)
+    with FakeServer() as fake:
+        yield fake
+
+
+def backend(server: FakeServer, **kwargs) -> OpenAIBackend:
+    options = dict(name="fake", model="fake-model", base_url=server.url, api_key_env="FAKE_OPENAI_KEY",
+                   backoff_s=0.01, timeout_s=5.0, progress=False)
+    return OpenAIBackend(**{**options, **kwargs})
+
+
+REQUESTS = [Request(prompt=f"Q{i}?\nA. x\nB. y\nAnswer:", labels=("A", "B"), options=("x", "y"), seed=10 + i)
+            for i in range(6)]
+
+
+def test_generate_sends_n_samples_seed_and_the_key(server):
+    out = backend(server).generate(REQUESTS[:2], SamplingParams(n=3, temperature=0.7, max_new_tokens=2))
+    assert out == [["A", "B", "C"], ["A", "B", "C"]]
+    path, payload, auth = server.calls[0]
+    assert path == "/v1/chat/completions" and auth == f"Bearer {SECRET}"
+    assert payload["n"] == 3 and payload["temperature"] == 0.7 and payload["max_tokens"] == 2
+    assert sorted(c[1]["seed"] for c in server.calls) == [10, 11] and "top_k" not in payload
+    greedy = backend(server).generate(REQUESTS[:1], SamplingParams(n=4, temperature=0.0))
+    assert greedy == [["A"] * 4] and server.calls[-1][1]["n"] == 1
+
+
+def test_retries_on_429_and_5xx_then_success(server):
+    server.failures = [429, 503, 500]
+    b = backend(server)
+    assert b.generate(REQUESTS[:1], SamplingParams(n=1, temperature=0.5)) == [["A"]]
+    assert b.retries == 3 and len(server.calls) == 4
+
+
+def test_timeouts_are_retried(server):
+    server.failures = ["slow"]
+    b = backend(server, timeout_s=0.3)
+    assert b.generate(REQUESTS[:1], SamplingParams(n=1, temperature=0.5)) == [["A"]]
+    assert b.retries == 1
+
+
+def test_client_errors_and_exhausted_retries_are_one_line_user_errors_without_the_key(server):
+    server.failures = [401]
+    with pytest.raises(UserError, match="HTTP 401") as err:
+        backend(server).generate(REQUESTS[:1], SamplingParams())
+    assert SECRET not in str(err.value) and len(server.calls) == 1
+    server.failures = [429] * 3
+    with pytest.raises(UserError, match="HTTP 429"):
+        backend(server, max_retries=2).generate(REQUESTS[:1], SamplingParams())
+
+
+def test_concurrency_is_limited(server):
+    server.delay_s = 0.1
+    backend(server, max_concurrency=3).generate(REQUESTS, SamplingParams(n=1, temperature=0.5))
+    assert 1 < server.max_in_flight <= 3
+
+
+def test_label_scores_from_top_logprobs(server):
+    b = backend(server)
+    scores = b.score_labels(REQUESTS[:2])
+    assert scores[0].probs == pytest.approx((0.75, 0.25)) and scores[0].mass == pytest.approx(0.8)
+    payload = server.calls[0][1]
+    assert payload["logprobs"] is True and payload["top_logprobs"] == 20 and payload["max_tokens"] == 1
+    tempered = b.score_labels(REQUESTS[:1], temperature=1.0, top_k=3)[0]  # top-k within the returned list: exact
+    assert tempered.answer_dist == pytest.approx((0.6 / 0.8, 0.2 / 0.8, 0.0))
+
+
+def test_cloze_uses_echoed_prompt_logprobs_on_the_completions_endpoint(server):
+    scores = backend(server, endpoint="completions").score_options(REQUESTS[:1])[0]
+    assert scores.loglik == (-0.5, -0.5)
+    assert server.calls[0][1]["echo"] is True and server.calls[0][0] == "/v1/completions"
+    with pytest.raises(UserError, match="endpoint=completions"):
+        backend(server).score_options(REQUESTS[:1])
+
+
+def test_missing_key_and_bad_config(monkeypatch, server):
+    monkeypatch.delenv("FAKE_OPENAI_KEY")
+    with pytest.raises(UserError, match="FAKE_OPENAI_KEY"):
+        backend(server).generate(REQUESTS[:1], SamplingParams())
+    with pytest.raises(UserError, match="model.api_keyenv|api_keyenv"):
+        load_backend({"name": "o", "backend": "openai", "model": "m", "api_keyenv": "X"}, chat=True)
+    assert "FAKE" not in backend(server).identity and SECRET not in backend(server).identity
+
+
+@pytest.mark.slow
+def test_run_through_the_cli_never_logs_the_key(server, run_cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    server.failures = [429]
+    proc = run_cli("model=openai", f"model.base_url={server.url}", "model.backoff_s=0.01", "benchmark=synthetic",
+                   "benchmark.n_questions=4", "variants=original", "scoring=logprob", "repetitions=3",
+                   "temperature=0.7", "cache.enabled=false")
+    assert SECRET not in proc.stdout + proc.stderr
+    assert any(auth == f"Bearer {SECRET}" for _, _, auth in server.calls)
+    assert len(server.calls) == 4 + 1, "four prompts, one retried after a 429"
+    client, runs = mlflow_runs(run_cli.store_uri)
+    (run,) = runs
+    assert run.data.metrics["n_trials"] == 12
+    assert "expected_st" in run.data.metrics
+    everything = json.dumps([run.data.params, run.data.tags])
+    assert SECRET not in everything and "OPENAI_API_KEY" in everything  # the variable's name, not its value
+    local = client.download_artifacts(run.info.run_id, "", str(tmp_path / "artifacts"))
+    for path in __import__("pathlib").Path(local).rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path

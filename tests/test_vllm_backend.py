@@ -1,0 +1,113 @@
+"""vLLM backend without vLLM: the pure parts (label tokens, logprobs -> label scores) and the glue, on fake engine objects."""
+from __future__ import annotations
+
+import importlib.util
+import math
+from types import SimpleNamespace as NS
+
+import pytest
+
+from src.backends import load_backend
+from src.backends.base import Request, SamplingParams
+from src.backends.logprobs import label_scores_from_top
+from src.backends.vllm_backend import VLLMBackend, continuation_loglik, first_token_logprobs, label_token_ids
+from src.errors import UserError
+
+VOCAB = {"A": 1, " A": 2, "B": 3, " B": 4, "C": 5, " C": 6, "Q": 7, "?": 8, " x": 9, "!": 10}
+
+
+class FakeTokenizer:
+    chat_template = None
+
+    def __call__(self, text, add_special_tokens=False):
+        ids, rest = [], text
+        while rest:
+            token = max((t for t in VOCAB if rest.startswith(t)), key=len, default=None)
+            ids.append(VOCAB[token] if token else 0)
+            rest = rest[len(token) if token else 1:]
+        return {"input_ids": ids}
+
+
+class FakeLLM:
+    """Records what it is asked; the first token's logprobs say A 0.5, " A" 0.1, B 0.2, "!" 0.2 (whole vocabulary)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def get_tokenizer(self):
+        return FakeTokenizer()
+
+    def generate(self, prompts, sampling, use_tqdm=False):
+        self.calls.append((prompts, sampling))
+        params = sampling if isinstance(sampling, list) else [sampling] * len(prompts)
+        out = []
+        for prompt, sp in zip(prompts, params):
+            top = {1: NS(logprob=math.log(0.5)), 2: NS(logprob=math.log(0.1)), 3: NS(logprob=math.log(0.2)),
+                   10: NS(logprob=math.log(0.2))}
+            ids = prompt["prompt_token_ids"]
+            prompt_lp = [None] + [{t: NS(logprob=-0.25)} for t in ids[1:]]
+            outputs = [NS(index=k, text=f"s{sp.get('seed')}-{k}", logprobs=[top]) for k in range(sp["n"])]
+            out.append(NS(outputs=outputs, prompt_logprobs=prompt_lp))
+        return out
+
+
+@pytest.fixture
+def fake_backend():
+    b = VLLMBackend(name="v", path="org/model", top_logprobs=-1, progress=False)
+    b.llm, b.tokenizer = FakeLLM(), FakeTokenizer()
+    b._vllm = NS(SamplingParams=lambda **kw: kw)  # SamplingParams as a plain dict
+    return b
+
+
+def test_label_token_ids_merge_spellings_and_drop_shared_first_tokens():
+    assert label_token_ids(lambda s: FakeTokenizer()(s)["input_ids"], ("A", "B", "C")) == [{1, 2}, {3, 4}, {5, 6}]
+    assert label_token_ids({"1": [1], " 1": [9, 1], "2": [2], " 2": [9, 2]}.__getitem__, ("1", "2")) == [{1}, {2}]
+
+
+def test_logprobs_map_to_label_probs_mass_and_exact_answer_dist():
+    top = {1: math.log(0.5), 2: math.log(0.1), 3: math.log(0.2), 10: math.log(0.2)}
+    scores, exact = label_scores_from_top(top, [{1, 2}, {3, 4}], SamplingParams(temperature=0.5), complete=True)
+    assert exact and scores.probs == pytest.approx((0.75, 0.25)) and scores.mass == pytest.approx(0.8)
+    w = {t: math.exp(lp) ** 2 for t, lp in top.items()}  # temperature 0.5 squares the probabilities
+    total = sum(w.values())
+    assert scores.answer_dist == pytest.approx(((w[1] + w[2]) / total, w[3] / total, w[10] / total))
+    greedy, _ = label_scores_from_top(top, [{1, 2}, {3, 4}], SamplingParams(temperature=0.0))
+    assert greedy.answer_dist == (1.0, 0.0, 0.0)
+    partial, exact = label_scores_from_top({1: math.log(0.5), 3: math.log(0.2)}, [{1}, {3}],
+                                           SamplingParams(temperature=1.0))
+    assert not exact and partial.answer_dist == pytest.approx((0.5, 0.2, 0.3)), "the tail is INVALID"
+    cut, exact = label_scores_from_top(top, [{1, 2}, {3, 4}], SamplingParams(temperature=1.0, top_k=2))
+    assert exact and cut.answer_dist == pytest.approx((0.5 / 0.7, 0.2 / 0.7, 0.0))
+    nucleus, _ = label_scores_from_top(top, [{1, 2}, {3, 4}], SamplingParams(temperature=1.0, top_p=0.6), complete=True)
+    assert nucleus.answer_dist == pytest.approx((0.5 / 0.7, 0.2 / 0.7, 0.0))
+
+
+def test_request_output_parsing():
+    assert first_token_logprobs(NS(outputs=[NS(logprobs=[{3: NS(logprob=-1.0)}])])) == {3: -1.0}
+    assert first_token_logprobs(NS(outputs=[NS(logprobs=None)])) == {}
+    entries = [None, {2: NS(logprob=-1.0)}, {3: NS(logprob=-2.0), 9: NS(logprob=-0.1)}]
+    assert continuation_loglik(entries, [1, 2, 3], start=2) == -2.0
+
+
+def test_backend_glue_on_a_fake_engine(fake_backend):
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
+    samples = fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.7, top_p=0.9, max_new_tokens=2))
+    assert samples == [["s5-0", "s5-1", "s5-2"]]
+    sp = fake_backend.llm.calls[-1][1][0]
+    assert sp["n"] == 3 and sp["seed"] == 5 and sp["top_k"] == -1 and sp["max_tokens"] == 2
+    assert fake_backend.generate(reqs, SamplingParams(n=2, temperature=0.0)) == [["sNone-0"] * 2]
+    scores = fake_backend.score_labels(reqs, temperature=1.0)[0]
+    assert scores.probs == pytest.approx((0.75, 0.25)) and scores.answer_dist == pytest.approx((0.6, 0.2, 0.2))
+    assert fake_backend.llm.calls[-1][1][0]["logprobs"] == -1
+    options = fake_backend.score_options(reqs)[0]
+    assert options.loglik == (-0.25, -0.5)  # " x" is one token after "Q?", " y" two (" ", "y")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_missing_vllm_is_a_one_line_user_error():
+    backend = load_backend({"name": "v", "backend": "vllm", "path": "org/model"}, chat=False)
+    assert backend.identity.startswith("vllm:org/model")
+    with pytest.raises(UserError, match=r"pip install \.\[vllm\]"):
+        backend.generate([Request("Q?", ("A",), ("x",), 0)], SamplingParams())
+    with pytest.raises(UserError, match="tensorparallel"):
+        load_backend({"name": "v", "backend": "vllm", "path": "m", "tensorparallel": 2}, chat=False)
