@@ -42,7 +42,7 @@ def labels_for(n: int, style: str) -> tuple[str, ...]:
     >>> labels_for(4, "(A)"), labels_for(3, "1.")
     (('A', 'B', 'C', 'D'), ('1', '2', '3'))
     """
-    if style not in LABEL_STYLES:
+    if not isinstance(style, str) or style not in LABEL_STYLES:
         raise UserError(f"prompt.label_style={style!r} is not one of {', '.join(map(repr, LABEL_STYLES))}: set prompt.label_style")
     alphabet, _ = LABEL_STYLES[style]
     if alphabet == "numbers":

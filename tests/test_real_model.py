@@ -69,3 +69,16 @@ def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_cli):
     run_cli(*job, "temperature=0")
     _, greedy, _ = only_run(run_cli, temperature="0.0")
     assert (greedy.groupby("question_id").raw_output.nunique() == 1).all()
+
+
+@needs_data
+def test_permutation_sets_with_label_probs_log_every_fluctuation_metric(run_cli):
+    run_cli("model=smollm2_135m", "benchmark=arc_challenge", "limit=3", "variants=perm_all", "scoring=logprob")
+    run, records, _ = only_run(run_cli)
+    names = ["fr", "aacc", "sacc", "wacc", "bacc", "sensg", "prob_mass", "one_minus_brier", "one_minus_entropy"]
+    for perm_set in ["original", "oi", "cyclic", "random2", "randomL", "full"]:
+        for name in names:
+            assert f"{name}_at_{perm_set}" in run.data.metrics, (name, perm_set)
+    assert "full_fr" in run.data.metrics and "pride_acc_at_cyclic" in run.data.metrics
+    assert len(records) == sum(24 if n == 4 else 120 if n == 5 else 6 for n in
+                               records.groupby("question_id").n_options.first())  # A! distinct orders each

@@ -69,7 +69,7 @@ class HFBackend:
         batch_size: int = 16,
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
-        pack_tokens: int = 1024,  # tokens per packed sequence; attention cost grows with its square
+        pack_tokens: int = 2048,  # tokens per packed sequence (a CoRA chunk of 64 prompts fits); attention grows with its square
         progress: bool = True,
     ) -> None:
         self.name = name
