@@ -69,7 +69,7 @@ class HFBackend:
         batch_size: int = 16,
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
-        pack_tokens: int = 2048,  # tokens per packed sequence (a CoRA chunk of 64 prompts fits); attention grows with its square
+        pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
         progress: bool = True,
     ) -> None:
         self.name = name
@@ -116,7 +116,7 @@ class HFBackend:
         unknown = sorted(set(cfg) - CONFIG_KEYS)
         if unknown:
             raise UserError(f"model.{unknown[0]} is not a setting of backend hf; the keys are {', '.join(sorted(CONFIG_KEYS))}")
-        kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat")}
+        kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat", "scoring")}
         if isinstance(kwargs.get("device_map"), Mapping):
             kwargs["device_map"] = dict(kwargs["device_map"])
         return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
