@@ -242,20 +242,33 @@ def lm_eval_model(meter: Meter, shared: dict[str, Any]):
 
 def lm_eval_label_logprobs(lm_bundle, backend, items, meter: Meter, name: str) -> list[list[float]]:
     """Per item, log P(label) with the label's spellings merged ("A" or " A" as the first answer token), from
-    lm-eval's loglikelihood of each spelling after the chat-wrapped prompt, exactly the text our backend scores."""
+    lm-eval's loglikelihood of each spelling after the chat-wrapped prompt, exactly the text our backend scores.
+
+    lm-eval moves a context's trailing whitespace into the continuation (the chat template ends in "\n"), so
+    it scores P("\n" | prompt without it) * P("A" | prompt). The first factor is asked of lm-eval on its own,
+    outside the timed phase, and divided out: what remains is lm-eval's P("A" | prompt), the quantity we score."""
     lm, Instance, calls, _ = lm_bundle
-    requests, index = [], []
+    requests, index, whitespace = [], [], []
     for i, it in enumerate(items):
         context = backend._prompt_text(it.request.prompt)
+        stripped = context.rstrip()
+        if stripped != context:
+            whitespace.append((i, Instance("loglikelihood", {}, (stripped, context[len(stripped):]), i)))
         for k, label in enumerate(it.request.labels):
             for spelling in (label, " " + label):
                 requests.append(Instance("loglikelihood", {}, (context, spelling), len(requests)))
                 index.append((i, k))
     with meter.phase(name, prompts=len(items), tokens=lambda: calls["tokens"]):
         results = lm.loglikelihood(requests, disable_tqdm=True)
+    moved = [0.0] * len(items)
+    if whitespace:
+        tokens_before = calls["tokens"]
+        for (i, _), (ll, _) in zip(whitespace, lm.loglikelihood([r for _, r in whitespace], disable_tqdm=True)):
+            moved[i] = ll
+        calls["tokens"] = tokens_before
     merged = [[0.0] * len(it.request.labels) for it in items]
     for (i, k), (ll, _) in zip(index, results):
-        merged[i][k] += math.exp(ll)
+        merged[i][k] += math.exp(ll - moved[i])
     return [[math.log(p) if p > 0 else -math.inf for p in row] for row in merged]
 
 
