@@ -209,3 +209,22 @@ def test_smollm2_gguf_through_the_cache_ranks_easy_options(tmp_path, monkeypatch
     labels = again.score_labels(reqs[:2])
     assert all(sum(s.probs) == pytest.approx(1.0) and 0 < s.mass <= 1 for s in labels)
     assert again.identity != backend.identity  # chat changes what the model sees
+
+
+def test_pickle_weights_and_remote_code_are_refused_by_default(tiny_model_dir, tmp_path):
+    """Only safetensors (or a GGUF) load: a folder holding just a pickled pytorch_model.bin is a user error,
+    and no shipped model config turns on trust_remote_code."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    pickled = tmp_path / "pickled"
+    shutil.copytree(tiny_model_dir, pickled)
+    weights = pickled / "model.safetensors"
+    torch.save(load_file(weights), pickled / "pytorch_model.bin")
+    weights.unlink()
+    with pytest.raises(UserError, match="cannot load"):
+        tiny(pickled, batch_size=2).load()
+    assert tiny(tiny_model_dir, batch_size=2).trust_remote_code is False
+    for path in sorted((Path(__file__).parents[1] / "conf" / "model").glob("*.yaml")):
+        assert OmegaConf.load(path).get("trust_remote_code", False) is False, path.name

@@ -70,6 +70,9 @@ def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_cli):
     run_cli(*job, "temperature=0")
     _, greedy, _ = only_run(run_cli, temperature="0.0")
     assert (greedy.groupby("question_id").raw_output.nunique() == 1).all()
+    run_cli(*job, "temperature=0")
+    _, greedy_again, _ = only_run(run_cli, temperature="0.0")
+    pd.testing.assert_frame_equal(greedy[same], greedy_again[same])
 
 
 @needs_data
