@@ -83,6 +83,13 @@ def _lookup(cache: ResponseCache | None, keys: list[str]) -> dict[str, Any]:
     return cache.get_many(keys) if cache is not None else {}
 
 
+def _remember(found: dict[str, Any], fresh: dict[str, Any], cache: ResponseCache | None) -> None:
+    """Make freshly computed results visible to this chunk and commit them to the cache."""
+    found.update(fresh)
+    if cache is not None:
+        cache.put_many(fresh.items())
+
+
 def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, params: SamplingParams,
                   cloze_normalise: bool, cache: ResponseCache | None) -> list[list[Answer]]:
     """Answers for one chunk of requests: cached results first, the backend for the rest, then stored."""
@@ -99,9 +106,7 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
         if todo:
             outs = backend.generate([reqs[i] for i in todo], replace(params, n=len(reps)))
             fresh = {k: t for i, texts in zip(todo, outs) for k, t in zip(keys[i], texts)}
-            found.update(fresh)
-            if cache is not None:
-                cache.put_many(fresh.items())
+            _remember(found, fresh, cache)
         done = set(todo)
         answers = []
         for i, (r, ks) in enumerate(zip(reqs, keys)):
@@ -185,9 +190,7 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
                       for prompt, texts in groups.items()]
         for gr, sc in zip(group_reqs, backend.score_options(group_reqs)):
             fresh.update({key(gr, t): [a, b] for t, a, b in zip(gr.options, sc.loglik, sc.loglik_norm)})
-    found.update(fresh)
-    if cache is not None:
-        cache.put_many(fresh.items())
+    _remember(found, fresh, cache)
     done = set(todo)
     answers = []
     for i, (r, ks) in enumerate(zip(reqs, keys)):
