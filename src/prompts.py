@@ -65,6 +65,11 @@ class PromptTemplate:
     # and a solved example ends with the right option's text instead of its label.
     cloze_template: str = "{fewshot}Question: {question}\nAnswer:"
     cloze_fewshot_template: str = "Question: {question}\nAnswer: {answer}\n\n"
+    # scoring=cloze_shown ranks option texts too, after a prompt that lists the labelled options in their
+    # displayed order (the completion formulation over a multiple-choice prompt), so order and option set
+    # change what the model sees; a solved example ends with the right option's text.
+    cloze_shown_template: str = "{fewshot}Question: {question}\nChoices:\n{choices}\nAnswer:"
+    cloze_shown_fewshot_template: str = "Question: {question}\nChoices:\n{choices}\nAnswer: {answer}\n\n"
 
     def __post_init__(self) -> None:
         labels_for(1, self.label_style)
@@ -75,6 +80,18 @@ class PromptTemplate:
         _check_fields(self.cloze_template, "prompt.cloze_template", allowed=TEMPLATE_FIELDS, required=("question",))
         _check_fields(self.cloze_fewshot_template, "prompt.cloze_fewshot_template", allowed=FEWSHOT_FIELDS,
                       required=("question", "answer"))
+        _check_fields(self.cloze_shown_template, "prompt.cloze_shown_template", allowed=TEMPLATE_FIELDS,
+                      required=REQUIRED_FIELDS)
+        _check_fields(self.cloze_shown_fewshot_template, "prompt.cloze_shown_fewshot_template",
+                      allowed=FEWSHOT_FIELDS, required=(*REQUIRED_FIELDS, "answer"))
+
+    def texts_for(self, scoring: str) -> tuple[str, str | None]:
+        """(prompt template, solved-example template) that `scoring` sends: cloze modes have their own."""
+        if scoring == "cloze":
+            return self.cloze_template, self.cloze_fewshot_template
+        if scoring == "cloze_shown":
+            return self.cloze_shown_template, self.cloze_shown_fewshot_template
+        return self.template, self.fewshot_template
 
     @classmethod
     def from_config(cls, node: Mapping[str, Any]) -> "PromptTemplate":
@@ -86,19 +103,22 @@ class PromptTemplate:
         if "template" not in node or not isinstance(node["template"], str):
             raise UserError("prompt.template is missing: give a str.format template with {question} and {choices}")
         values = {key: node[key] for key in known if key in node}
+        if values.get("label_style") == 1 and not isinstance(values["label_style"], str):
+            values["label_style"] = "1."  # the command line `prompt.label_style=1.` arrives as the float 1.0
         values.setdefault("name", "custom")
         return cls(**values)
 
 
 def render(template: PromptTemplate, question: Question, variant: Variant, *,
-           fewshot: Sequence[tuple[Question, Variant]] = (), cloze: bool = False) -> str:
+           fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> str:
     """The prompt for `variant` of `question`, after the solved `fewshot` examples (each rendered with its variant).
 
-    With `cloze=True` the prompt is the cloze template: the options are not shown (they are scored as
-    continuations), so every variant of a question gets the same prompt text.
+    Under `scoring="cloze"` the prompt is the cloze template: the options are not shown (they are scored as
+    continuations), so every variant of a question gets the same prompt text. Under "cloze_shown" the options
+    are listed and scored as continuations; solved examples of both cloze modes end with the option's text.
     """
-    body, example = (template.cloze_template, template.cloze_fewshot_template) if cloze else \
-        (template.template, template.fewshot_template)
+    body, example = template.texts_for(scoring)
+    cloze = scoring in ("cloze", "cloze_shown")
     if fewshot and example is None:
         raise UserError(f"prompt {template.name!r} has no fewshot_template: set prompt.fewshot_template or use 0 shots")
     if fewshot and "{fewshot}" not in body:
@@ -118,7 +138,8 @@ def _fields(template: PromptTemplate, question: Question, variant: Variant) -> d
     return {
         "question": question.question,
         "choices": "\n".join(line.format(label=label, text=text) for label, text in zip(labels, variant.option_texts)),
-        "letters": "".join(labels) if all(len(label) == 1 for label in labels) else ", ".join(labels),
+        # "ABCD" as the CoRA prompt writes letters; numbers joined with commas, so that 1..10 read as ten labels
+        "letters": "".join(labels) if all(label.isalpha() and len(label) == 1 for label in labels) else ", ".join(labels),
         "subject": subject,
         "n_options": variant.n_options,
     }

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass(frozen=True)
@@ -25,3 +25,29 @@ class Question:
     @property
     def n_options(self) -> int:
         return len(self.options)
+
+
+def duplicate_option_groups(question: Question | Iterable[str], *, casefold: bool = False) -> list[tuple[int, ...]]:
+    """Groups (2+ indices, in option order) of options that are the same text after `strip` and
+    whitespace runs collapsed; with `casefold=True` also ignoring case.
+
+    Such a question cannot be won under option-identity scoring when both copies are shown.
+    Case counts by default: in the shipped data every pair that differs only in case is a
+    different option (genotypes "Bb" / "bb" in 8 MMLU and ARC questions, "Sc" / "sC" in formal
+    logic, "II" / "ii"). Takes a `Question` or its option texts.
+
+    >>> duplicate_option_groups(["Paris", "Rome", " Paris", "Lyon", "Rome ", "Paris"])
+    [(0, 2, 5), (1, 4)]
+    >>> duplicate_option_groups(["Bb", "bb"]), duplicate_option_groups(["Bb", "bb"], casefold=True)
+    ([], [(0, 1)])
+    """
+    options = question.options if isinstance(question, Question) else tuple(question)
+    keys = [" ".join(text.split()) for text in options]
+    if casefold:
+        keys = [key.casefold() for key in keys]
+    if len(set(keys)) == len(keys):
+        return []
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    return [tuple(g) for g in groups.values() if len(g) > 1]

@@ -30,6 +30,15 @@ perm_sets                                  list[str]  permutation-set membership
 asked_option                               int?  true_false: original option asked about; misleading_replaced: option replaced by a filler
 parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
 chosen_options                             list[int]?  multi_select: original options behind parsed_labels
+parse_rule                                 str   the rule that decided parsed_label (src/parsing.py): generate gives
+                                                 first_token, answer_phrase, boxed, option_text, ... (prefixed
+                                                 "reasoning_stripped+" after a removed <think> block) or the INVALID
+                                                 reason (invalid_empty, invalid_hedge, invalid_out_of_range,
+                                                 invalid_no_label, truncated, ...); true_false first_word/yes_no_word,
+                                                 multi_select label_list/label_mentions; scores: logprob_argmax,
+                                                 exact_sample (logprob at a temperature), cloze_argmax
+truncated                                  bool?  generated text stopped by max_new_tokens, not by an end token; None
+                                                  when the backend cannot tell (or an old cache entry) or not generated
 
 Formats other than mcq reuse the columns as follows. true_false: n_options 1, option_order [asked option],
 correct_label and parsed_label "Yes"/"No", label_probs [p(Yes), p(No)], correct_option the question's right
@@ -45,4 +54,5 @@ COLUMNS = (
     "correct_option", "raw_output", "parsed_label", "chosen_option", "correct", "label_probs", "label_mass",
     "option_loglik", "option_loglik_norm", "prompt_hash", "cache_hit",
     "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
+    "parse_rule", "truncated",
 )

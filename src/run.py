@@ -21,7 +21,6 @@ from .sweep_callback import read_sweep_info
 
 log = logging.getLogger("src.run")
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-SCORING_MODES = ("generate", "logprob", "cloze")
 
 
 def check_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
@@ -39,14 +38,16 @@ def check_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
 
 
 def check_config(cfg: DictConfig) -> None:
-    if cfg.scoring not in SCORING_MODES:
-        raise UserError(f"config key scoring: {cfg.scoring!r} is not one of {', '.join(SCORING_MODES)}")
+    from .validity import check_validity
+
     if cfg.temperature < 0:
         raise UserError(f"config key temperature: {cfg.temperature} must be >= 0 (0 = greedy)")
     if cfg.repetitions < 1:
         raise UserError(f"config key repetitions: {cfg.repetitions} must be >= 1")
     if cfg.limit is not None and cfg.limit < 1:
         raise UserError(f"config key limit: {cfg.limit} must be a positive integer or null (all questions)")
+    check_validity(scoring=cfg.scoring, variants=OmegaConf.to_container(cfg.variants, resolve=True),
+                   temperature=float(cfg.temperature), repetitions=int(cfg.repetitions))
 
 
 _LOADED: dict[str, object] = {}  # the last backend built in this process, by its config
@@ -66,13 +67,19 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
 
 def build_items(cfg: DictConfig, questions, template):
     """Every variant of every question, rendered into a backend request."""
+    return plan_items(cfg, questions, template)[0]
+
+
+def plan_items(cfg: DictConfig, questions, template):
+    """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
+    of the questions that had variants left out under the `option_refs` policy (METRICS.md, validity rules)."""
     from .backends.base import Request
     from .benchmarks import load_fewshot_pool
     from .fewshot import pick_fewshot
     from .formats import request_for
     from .prompts import labels_for, render
     from .trials import Item, trial_seed
-    from .variants import make_variants
+    from .variants import make_variants, plan_variants
 
     bench = cfg.benchmark
     pool = lru_cache(maxsize=None)(lambda subject: tuple(load_fewshot_pool(
@@ -91,20 +98,26 @@ def build_items(cfg: DictConfig, questions, template):
         variant_cfg["source_answers"] = wrong_answers(source)
         log.info("misleading replacement: %d of the source run's questions were answered wrong",
                  len(variant_cfg["source_answers"]))
-    items = []
+    items, left_out = [], {}
     for q in questions:
+        plan = plan_variants(variant_cfg, q, seed=cfg.seed, option_refs=cfg.option_refs)
+        for reason, count in plan.excluded.items():
+            if count:
+                left_out.setdefault(reason, []).append(q.id)
+        if not plan.variants:
+            continue
         shots = pick_fewshot(pool, q, k=cfg.fewshot, seed=cfg.seed, exclude=evaluated)
         shot_pairs = [(s, make_variants({"name": "original"}, s, seed=cfg.seed)[0]) for s in shots]
-        for v in make_variants(variant_cfg, q, seed=cfg.seed):
+        for v in plan.variants:
             if v.fmt != "mcq":  # true/false and select-all prompts: zero-shot, from src/formats.py
                 items.append(Item(q, v, request_for(template, q, v, seed=trial_seed(cfg.seed, q.id, v.variant_id))))
                 continue
             labels = labels_for(v.n_options, template.label_style)
-            prompt = render(template, q, v, fewshot=shot_pairs, cloze=cfg.scoring == "cloze")
+            prompt = render(template, q, v, fewshot=shot_pairs, scoring=cfg.scoring)
             items.append(Item(q, v, Request(prompt=prompt, labels=labels, options=v.option_texts,
                                             seed=trial_seed(cfg.seed, q.id, v.variant_id), correct_slot=v.correct_slot,
                                             key=f"{q.id}/{v.variant_id}")))
-    return items
+    return items, left_out
 
 
 def execute(cfg: DictConfig) -> dict:
@@ -113,11 +126,12 @@ def execute(cfg: DictConfig) -> dict:
 
     from . import tracking
     from .backends.base import SamplingParams
-    from .benchmarks import load_benchmark
+    from .benchmarks import describe_answer_slots, load_benchmark
     from .cache import ResponseCache
     from .metrics import compute_metrics
     from .prompts import PromptTemplate
-    from .trials import answer_items, prompt_hash, to_records
+    from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
+    from .variants import REASONS as EXCLUSION_REASONS
 
     check_config(cfg)
     uri = tracking.job_tracking_uri(cfg.tracking)
@@ -135,13 +149,17 @@ def execute(cfg: DictConfig) -> dict:
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
     questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
                                data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
-    items = build_items(cfg, questions, template)
+    items, left_out = plan_items(cfg, questions, template)
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
+    for reason, ids in sorted(left_out.items()):
+        log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
+                 cfg.variants.name, reason, ", ".join(ids[:3]))
 
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
-    # Cloze scores option texts as plain continuations (as lm-eval does): no chat wrapping around them.
-    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring != "cloze")
+    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
+    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
     hydra_cfg = hydra.core.hydra_config.HydraConfig.get()
@@ -164,6 +182,8 @@ def execute(cfg: DictConfig) -> dict:
             "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
             "scoring": cfg.scoring})
         metrics = compute_metrics(records)
+        # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
+        metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
         metrics["seconds"] = time.perf_counter() - start
         metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
         artifacts = out_dir / "artifacts"  # exactly what MLflow receives
@@ -177,7 +197,7 @@ def execute(cfg: DictConfig) -> dict:
             metrics=metrics,
             tags={"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                   "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
-                  "prompt_hash": prompt_hash(template.template), "backend": backend.identity[:5000]},
+                  "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000]},
             artifacts_dir=artifacts)
     summary = {k: metrics[k] for k in ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate") if k in metrics}
     print(json.dumps({"run_id": run.info.run_id, **{k: round(v, 4) for k, v in summary.items()}}))

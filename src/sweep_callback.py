@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,38 @@ def read_sweep_info(sweep_dir: str | Path) -> dict[str, str]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def sweep_jobs(config: DictConfig) -> list[list[str]]:
+    """The override lists of every job of this multirun, as Hydra's basic sweeper will launch them ([] for another
+    sweeper, whose jobs are then checked one by one as they start)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = config.hydra.get("sweeper") or {}
+    if sweeper.get("_target_") != "hydra._internal.core_plugins.basic_sweeper.BasicSweeper":
+        return []
+    params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def refused_jobs(config: DictConfig) -> list[str]:
+    """One line per job whose composed config the run would refuse (validity rules, value checks), naming the job
+    by its overrides."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from .errors import UserError
+    from .run import check_config
+
+    loader = GlobalHydra.instance().config_loader()
+    lines = []
+    for job in sweep_jobs(config):
+        try:
+            check_config(loader.load_sweep_config(config, job))
+        except UserError as err:
+            lines.append(f"job {' '.join(job)}: {err}")
+    return lines
+
+
 class MlflowSweepCallback(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -32,6 +65,13 @@ class MlflowSweepCallback(Callback):
         self.parent_id: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refused = refused_jobs(config)
+        if refused:  # before any job runs or any parent run is made
+            for line in refused:
+                print(f"error: {line}", file=sys.stderr)
+            print(f"error: the sweep refuses {len(refused)} job(s) listed above and runs none; drop those "
+                  f"combinations (or run them as separate sweeps) and start again", file=sys.stderr)
+            sys.exit(2)
         if not self.enabled:
             return
         from mlflow.tracking import MlflowClient

@@ -9,13 +9,16 @@ from typing import Any, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, Request, SamplingParams
+from .backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from .cache import ResponseCache, request_key
-from .formats import parse_for, request_format
-from .parsing import parse_answer
+from .formats import parse_for_with_rule, request_format
+from .parsing import parse_with_rule
 from .questions import Question
 from .records import COLUMNS
 from .variants import Variant
+
+
+CLOZE_MODES = ("cloze", "cloze_shown")  # option texts scored as continuations, without or with the options listed
 
 
 def trial_seed(seed: int, question_id: str, variant_id: str) -> int:
@@ -50,6 +53,8 @@ class Answer:
     answer_dist: tuple[float, ...] | None = None  # exact first-token sampling: labels then INVALID
     cache_hit: bool = False
     slots: tuple[int, ...] | None = None  # multi_select: every displayed slot named; None = INVALID
+    parse_rule: str | None = None  # the rule that decided `slot` (src/parsing.py), or the scoring's own rule
+    truncated: bool | None = None  # generated text cut by max_new_tokens; None when unknown or not generated
 
 
 def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
@@ -71,12 +76,32 @@ def draw_answers(dist: Sequence[float], *, seed: int, n: int) -> list[int | None
 
 
 def _parsed(request: Request, text: str, *, cache_hit: bool) -> Answer:
-    """A generated answer parsed by its request's format: a label, Yes/No, or a set of labels."""
-    fmt = request_format(request)
+    """A generated answer parsed by its request's format: a label, Yes/No, or a set of labels, with the rule
+    that decided it; a truncated text (a `Completion` cut by max_new_tokens) is parsed as such."""
+    fmt, truncated = request_format(request), truncated_of(text)
     if fmt == "mcq":
-        return Answer(text, parse_answer(text, request.labels, request.options), cache_hit=cache_hit)
-    slot, slots = parse_for(fmt, text, request.labels)
-    return Answer(text, slot, cache_hit=cache_hit, slots=slots)
+        parse = parse_with_rule(text, request.labels, request.options, truncated=bool(truncated))
+        return Answer(str(text), parse.slot, cache_hit=cache_hit, parse_rule=parse.rule, truncated=truncated)
+    slot, slots, rule = parse_for_with_rule(fmt, text, request.labels, request.options, truncated=bool(truncated))
+    return Answer(str(text), slot, cache_hit=cache_hit, slots=slots, parse_rule=rule, truncated=truncated)
+
+
+# A select-all answer lists several labels and real models preface it ("The correct options are A, C"):
+# 3 tokens cut most lists short, so select-all prompts get at least this many new tokens.
+MULTI_SELECT_MIN_NEW_TOKENS = 24
+
+
+def _generation_params(request: Request, params: SamplingParams) -> SamplingParams:
+    if request_format(request) == "multi_select" and params.max_new_tokens < MULTI_SELECT_MIN_NEW_TOKENS:
+        return replace(params, max_new_tokens=MULTI_SELECT_MIN_NEW_TOKENS)
+    return params
+
+
+def _cached_text(value: Any) -> Completion:
+    """A cached generation: `[text, truncated]`, or a plain string from before truncation was recorded."""
+    if isinstance(value, str):
+        return Completion(value, truncated=None)
+    return Completion(value[0], truncated=value[1])
 
 
 def _lookup(cache: ResponseCache | None, keys: list[str]) -> dict[str, Any]:
@@ -97,24 +122,27 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
     oracle = bool(getattr(backend, "seeded_scores", False))  # answers depend on the trial, not just the prompt
     if scoring == "generate":
         greedy = params.temperature == 0
-        settings = {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
-                    "max_new_tokens": params.max_new_tokens}
         reps = [None] if greedy else list(range(params.n))  # greedy: one answer serves every repetition
-        keys = [[request_key(identity, scoring, r, settings, k, seeded=oracle or not greedy) for k in reps] for r in reqs]
+        own = [replace(_generation_params(r, params), n=len(reps)) for r in reqs]
+        keys = [[request_key(identity, scoring, r, {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p,
+                                                     "max_new_tokens": p.max_new_tokens}, k,
+                             seeded=oracle or not greedy) for k in reps] for r, p in zip(reqs, own)]
         found = _lookup(cache, [k for ks in keys for k in ks])
         todo = [i for i, ks in enumerate(keys) if not all(k in found for k in ks)]
-        if todo:
-            outs = backend.generate([reqs[i] for i in todo], replace(params, n=len(reps)))
-            fresh = {k: t for i, texts in zip(todo, outs) for k, t in zip(keys[i], texts)}
+        for budget in sorted({own[i].max_new_tokens for i in todo}):  # one backend call per token budget
+            group = [i for i in todo if own[i].max_new_tokens == budget]
+            outs = backend.generate([reqs[i] for i in group], own[group[0]])
+            # cached as [text, truncated]
+            fresh = {k: [str(t), truncated_of(t)] for i, texts in zip(group, outs) for k, t in zip(keys[i], texts)}
             _remember(found, fresh, cache)
         done = set(todo)
         answers = []
         for i, (r, ks) in enumerate(zip(reqs, keys)):
-            texts = [found[k] for k in ks] * (params.n if greedy else 1)
+            texts = [_cached_text(found[k]) for k in ks] * (params.n if greedy else 1)
             answers.append([_parsed(r, t, cache_hit=i not in done) for t in texts])
         return answers
 
-    if scoring == "cloze":
+    if scoring in CLOZE_MODES:
         return _cloze_chunk(backend, reqs, n=params.n, cloze_normalise=cloze_normalise, cache=cache, oracle=oracle)
     return _logprob_chunk(backend, reqs, params=params, cache=cache, oracle=oracle)
 
@@ -155,11 +183,12 @@ def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: Samplin
         hit = k not in done
         if not sampled:
             best = max(range(len(probs)), key=probs.__getitem__)
-            answers.append([Answer(_scores_text(r.labels, probs), best, probs, mass, cache_hit=hit)] * params.n)
+            answers.append([Answer(_scores_text(r.labels, probs), best, probs, mass, cache_hit=hit,
+                                   parse_rule="logprob_argmax")] * params.n)
             continue
         dist = tuple(found[k][2])
         text = _scores_text((*r.labels, "INVALID"), dist)
-        answers.append([Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit)
+        answers.append([Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit, parse_rule="exact_sample")
                         for slot in draw_answers(dist, seed=r.seed, n=params.n)])
     return answers
 
@@ -199,7 +228,7 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
         values = norm if cloze_normalise else loglik
         best = max(range(len(values)), key=values.__getitem__)
         answers.append([Answer(_scores_text(r.labels, values), best, option_loglik=loglik, option_loglik_norm=norm,
-                               cache_hit=i not in done)] * n)
+                               cache_hit=i not in done, parse_rule="cloze_argmax")] * n)
     return answers
 
 
@@ -208,7 +237,7 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
                  progress: bool = True) -> list[list[Answer]]:
     """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, so a killed
     run loses at most one chunk."""
-    if scoring not in ("generate", "logprob", "cloze"):
+    if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
     generated = [i for i, it in enumerate(items) if it.variant.fmt == "multi_select"] if scoring != "generate" else []
     if generated:  # a set of labels can only be written out: select-all items are generated under any scoring
@@ -247,11 +276,12 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
                 "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
                 "answer_dist": None if a.answer_dist is None else list(a.answer_dist),
                 "prompt_hash": prompt_hash(it.request.prompt), "cache_hit": a.cache_hit,
+                "parse_rule": a.parse_rule, "truncated": a.truncated,
                 **_format_columns(it, a),
             })
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "variant_level": "Int64",
-                         "asked_option": "Int64"})
+                         "asked_option": "Int64", "truncated": "boolean"})
 
 
 def _format_columns(it: Item, a: Answer) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def trial(
         "label_probs": None if probs is None else list(probs), "label_mass": None if probs is None else 1.0,
         "option_loglik": None, "option_loglik_norm": None, "prompt_hash": "0" * 16, "cache_hit": False,
         "fmt": "mcq", "variant_level": None, "perm_sets": [], "asked_option": None, "parsed_labels": None,
-        "chosen_options": None, "answer_dist": None,
+        "chosen_options": None, "answer_dist": None, "parse_rule": "first_token", "truncated": False,
     }
     row.update(extra)
     return row

@@ -51,6 +51,7 @@ def test_unknown_benchmark_option_split_limit():
     error_of("synthetic", None, "benchmark.limit", limit=0)
     error_of("medqa", None, "benchmark.split", "'train'", split="train")
     error_of("truthfulqa_mc1", None, "benchmark.options.version", options={"version": "v3"})
+    error_of("truthfulqa_mc2", None, "benchmark.options.shuffle", "'yes' is not true or false", options={"shuffle": "yes"})
 
 
 def test_unknown_subject(tmp_path):
@@ -91,6 +92,10 @@ def test_one_option_and_empty_question(tmp_path):
 def test_duplicate_options_refused_in_generic_kept_in_real_benchmarks(tmp_path):
     path = jsonl(tmp_path, "mine.jsonl", [{"question": "Q?", "options": ["a", "b ", " b"], "answer": 0}])
     error_of("generic", path, "line 1", "options 1 and 2 are the same text 'b'")
+    path = jsonl(tmp_path, "case.jsonl", [{"question": "Cross?", "options": ["Bb", "bb", '"BB"\n'], "answer": 0}])
+    assert load("generic", path)[0].options == ("Bb", "bb", '"BB"')  # case is meaning (genotypes); kept
+    path = jsonl(tmp_path, "debris.jsonl", [{"question": "Q?", "options": ["b", 'b\n"'], "answer": 0}])
+    error_of("generic", path, "line 1", "options 0 and 1 are the same text 'b'")  # the same once cleaned
     path = jsonl(tmp_path, "medmcqa.jsonl", [{"question": "Q?", "choices": ["A. x", "B. x", "C. y"], "answer": 2}])
     assert load("medmcqa", path)[0].metadata["duplicate_options"] is True
 

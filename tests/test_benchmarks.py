@@ -18,7 +18,8 @@ DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", Path(__file__).parents[1] / ".." 
 needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark data not found at {DATA_DIR} (set MCQ_DATA_DIR)")
 
 # (benchmark, split, options) -> (questions, questions with a repeated option text). Counts are
-# SOURCES.md's; the duplicates are in the files themselves (kept, marked in metadata).
+# SOURCES.md's; the duplicates are in the files themselves (kept, marked in metadata, named in one
+# warning per load; case counts: "Bb" and "bb" are different genotypes).
 EXPECTED = {
     ("mmlu", None, ()): (14_042, 9),
     ("mmlu", "dev", ()): (285, 1),

@@ -231,7 +231,7 @@ def test_filters_and_skips(smoke_store, tmp_path, capsys):
     assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out), "--benchmark",
                  "arc_challenge", "--variants", "cora", "--no-mlflow"]) == 0
     md = (out / "report.md").read_text()
-    assert "commonsenseqa" not in md.split("## Runs")[1] and "### arc_challenge (T=0.0)" in md
+    assert "commonsenseqa" not in md.split("## Runs")[1] and "### arc_challenge (T=0.3)" in md
     assert "Note: fluctuation R² table: no run logged permutation-set metrics" in md
     assert "Note: REVAS tables: no run logged REVAS metrics" in md
     capsys.readouterr()
@@ -245,8 +245,8 @@ def test_sweep_id_and_diff(smoke_store, tmp_path):
     _, runs = mlflow_runs(smoke_store.uri, "smoke")
     pick = {(r.data.tags["model"], r.data.tags["benchmark"], r.data.tags["variants"], r.data.tags["temperature"]):
             r.info.run_id for r in runs}
-    a = pick[("simulated_0.6", "arc_challenge", "cora", "0.0")]
-    b = pick[("simulated_0.9", "arc_challenge", "cora", "0.0")]
+    a = pick[("simulated_0.6", "arc_challenge", "cora", "0.3")]
+    b = pick[("simulated_0.9", "arc_challenge", "cora", "0.3")]
     out = tmp_path / "sweep"
     assert main(["--sweep-id", parents[0].data.tags["sweep_id"], "--tracking-uri", smoke_store.uri, "--out", str(out),
                  "--diff", a, b, "--no-mlflow"]) == 0

@@ -228,3 +228,32 @@ def test_pickle_weights_and_remote_code_are_refused_by_default(tiny_model_dir, t
     assert tiny(tiny_model_dir, batch_size=2).trust_remote_code is False
     for path in sorted((Path(__file__).parents[1] / "conf" / "model").glob("*.yaml")):
         assert OmegaConf.load(path).get("trust_remote_code", False) is False, path.name
+
+
+def test_ten_numbered_labels_give_label_10_its_own_probability(tiny_model_dir):
+    """Labels 1 and 10 share their first token ("1"), and " 1" starts with " ": each label is scored by its
+    whole spellings, label 1 losing the part of "1" that goes on to "10"."""
+    labels = tuple(str(i) for i in range(1, 11))
+    prompt = "Pick one:\n" + "".join(f"{lab}. option {lab}\n" for lab in labels) + "Answer:"
+    request = Request(prompt=prompt, labels=labels, options=tuple(f"option {lab}" for lab in labels), seed=1)
+    backend = tiny(tiny_model_dir, batch_size=2)
+    (scores,) = backend.score_labels([request])
+    assert len(scores.probs) == 10 and sum(scores.probs) == pytest.approx(1.0)
+    assert scores.probs[9] > 0 and scores.probs[0] > 0
+
+    def p(text: str) -> float:  # P(text | prompt) from one plain forward pass over prompt + text
+        tok, model = backend.tokenizer, backend.model
+        ctx = tok(prompt)["input_ids"]
+        cont = tok(text, add_special_tokens=False)["input_ids"]
+        logits = model(torch.tensor([ctx + cont])).logits[0].log_softmax(-1)
+        return float(torch.exp(sum(logits[len(ctx) - 1 + k, t] for k, t in enumerate(cont))))
+
+    raw = {lab: p(lab) + p(" " + lab) for lab in ("1", "10", "2")}
+    label_1 = raw["1"] - raw["10"]
+    assert scores.probs[9] / scores.probs[1] == pytest.approx(raw["10"] / raw["2"], rel=1e-4)
+    assert scores.probs[0] / scores.probs[1] == pytest.approx(label_1 / raw["2"], rel=1e-4)
+    with pytest.raises(UserError, match="scoring=generate"):
+        backend.score_labels([request], temperature=0.7)
+    packed_off = tiny(tiny_model_dir, batch_size=2)
+    packed_off.share_prefix = False
+    assert packed_off.score_labels([request])[0].probs == pytest.approx(scores.probs, abs=1e-6)

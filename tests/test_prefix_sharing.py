@@ -74,3 +74,35 @@ def test_pack_prefix_trees_rebuild_every_prompt_within_the_budget():
     assert sum(len(p.tokens) for p in packs) < sum(map(len, seqs))
     with pytest.raises(ValueError, match="empty"):
         pack_prefix_trees([[1], []], budget=10)
+
+
+@pytest.mark.parametrize("chat,pack_tokens", [(False, 1024), (True, 1024), (False, 40)])
+def test_packed_option_scores_equal_padded_option_scores(tiny_model_dir, chat, pack_tokens):
+    """cloze / cloze_shown: every option text as a branch of its prompt's tree gives the padded log-likelihoods,
+    feeding each prompt (and the question text its variants share) once for all options."""
+    reqs = variant_requests()
+    padded = tiny(tiny_model_dir, batch_size=4, chat=chat)
+    padded.share_prefix = False
+    packed = tiny(tiny_model_dir, batch_size=4, chat=chat)
+    packed.pack_tokens = pack_tokens
+    want = padded.score_options(reqs)
+    got = packed.score_options(reqs)
+    assert packed.share_prefix
+    for a, b in zip(got, want):
+        assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
+        assert a.loglik_norm == pytest.approx(b.loglik_norm, abs=1e-4)
+        assert max(range(len(a.loglik)), key=a.loglik.__getitem__) == max(range(len(b.loglik)), key=b.loglik.__getitem__)
+    if pack_tokens >= 1024:
+        padded.forward_tokens = packed.forward_tokens = 0
+        padded.score_options(reqs)
+        packed.score_options(reqs)
+        assert packed.forward_tokens < padded.forward_tokens, "prompts shared by their options and variants"
+
+
+def test_pack_nodes_list_every_token_of_a_member():
+    packs = pack_prefix_trees([[1, 2, 3], [1, 2, 4, 5], [7]], budget=16)
+    (pack,) = packs
+    for member, nodes in zip(pack.members, pack.nodes):
+        seq = [[1, 2, 3], [1, 2, 4, 5], [7]][member]
+        assert [pack.tokens[n] for n in nodes] == seq
+        assert [pack.positions[n] for n in nodes] == list(range(len(seq)))

@@ -117,3 +117,40 @@ def test_fewshot_without_fewshot_field_is_a_user_error():
     template = PromptTemplate(name="t", template="{question}\n{choices}", fewshot_template="{question}\n{choices}\n{answer}")
     with pytest.raises(UserError, match="fewshot"):
         render(template, QUESTION, VARIANTS[0], fewshot=[(QUESTION, VARIANTS[0])])
+
+
+@pytest.mark.parametrize("scoring", ["generate", "logprob", "cloze_shown"])
+def test_modes_that_show_options_render_different_prompts_for_different_orders(scoring):
+    """The validity rule: under every mode allowed with order-comparing variant sets, each order is its own prompt."""
+    from src.validity import SHOWS_OPTIONS
+    from src.variants import make_variants
+
+    assert SHOWS_OPTIONS[scoring]
+    template = load(PROMPT_DIR / "cora.yaml")
+    for name in ("perm_cyclic", "cora", "revas_reorder"):
+        variants = [v for v in make_variants({"name": name}, QUESTION, seed=0) if v.fmt == "mcq"]
+        prompts = {render(template, QUESTION, v, scoring=scoring) for v in variants}
+        assert len(prompts) == len({v.option_order for v in variants}), name
+
+
+def test_cloze_renders_one_prompt_for_every_order():
+    template = load(PROMPT_DIR / "cora.yaml")
+    assert len({render(template, QUESTION, v, scoring="cloze") for v in VARIANTS}) == 1
+
+
+def test_cloze_shown_lists_the_options_and_ends_at_the_answer_cue():
+    prompt = render(load(PROMPT_DIR / "cora.yaml"), QUESTION, VARIANTS[1], scoring="cloze_shown")
+    assert prompt.endswith("A. Nice\nB. Lyon\nC. Lille\nD. Paris\nAnswer:")
+    assert "LETTER" not in prompt  # the option text, not a letter, is what is scored
+
+
+def test_numbered_letters_field_and_command_line_float_label_style():
+    template = PromptTemplate.from_config({"name": "t", "template": "{question}\n{choices}\nOne of {letters}:",
+                                           "label_style": 1.0})  # `prompt.label_style=1.` from the command line
+    assert template.label_style == "1."
+    ten = Question(id="q", question="Pick", options=tuple(f"o{i}" for i in range(10)), answer=0)
+    variant = Variant("q", "original", "original", tuple(range(10)), ten.options, 0)
+    prompt = render(template, ten, variant)
+    assert prompt.endswith("One of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10:")
+    assert "10. o9" in prompt
+    assert render(load(PROMPT_DIR / "cora.yaml"), QUESTION, VARIANTS[0]).count("one of ABCD") == 1

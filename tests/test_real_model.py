@@ -67,10 +67,12 @@ def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_cli):
     same = [c for c in a.columns if c not in ("run_id", "cache_hit")]  # the only columns allowed to differ
     pd.testing.assert_frame_equal(a[same], b[same])
     assert a.raw_output.nunique() > 1  # really sampled
-    run_cli(*job, "temperature=0")
+    refused = run_cli(*job, "temperature=0", check=False)  # greedy repetitions are one decode copied R times
+    assert refused.returncode == 2 and "repetitions=10 and temperature=0" in refused.stderr
+    greedy_job = [a for a in job if a != "repetitions=10"]
+    run_cli(*greedy_job, "temperature=0")
     _, greedy, _ = only_run(run_cli, temperature="0.0")
-    assert (greedy.groupby("question_id").raw_output.nunique() == 1).all()
-    run_cli(*job, "temperature=0")
+    run_cli(*greedy_job, "temperature=0")
     _, greedy_again, _ = only_run(run_cli, temperature="0.0")
     pd.testing.assert_frame_equal(greedy[same], greedy_again[same])
 

@@ -172,7 +172,7 @@ def test_submitit_local_launcher_runs_a_two_job_sweep(smoke_store):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     store = smoke_store
     run_sweep(store, "smoke_submitit", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
-              "model.success_rate=0.9", "benchmark=arc_challenge", "variants=cora", "temperature=0.0,0.7")
+              "model.success_rate=0.9", "benchmark=arc_challenge", "variants=cora", "temperature=0.3,0.7")
     submitted = _job_metrics(store.uri, "smoke_submitit")
     basic = _job_metrics(store.uri, "smoke")
     assert len(submitted) == 2

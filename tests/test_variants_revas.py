@@ -89,7 +89,7 @@ def test_option_count_levels(n, expected):
 
 
 def test_fillers_never_repeat_an_option():
-    question = q(options=("Egg", "Cloud", "x", "y"), answer=2)
+    question = q(options=("Vorplex", "Quindle", "x", "y"), answer=2)
     for v in make_variants({"name": "revas_option_count", "levels": [10]}, question, seed=0):
         assert len(set(v.option_texts)) == v.n_options
 

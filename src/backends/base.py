@@ -20,6 +20,32 @@ class Request:
     key: str = ""  # stable trial identity "question_id/variant_id", for oracle seeding and logs
 
 
+class Completion(str):
+    """A generated text that says whether generation stopped at `max_new_tokens` rather than at an end token.
+
+    It is the plain `str` for every other purpose; `truncated` is None where the backend cannot tell.
+
+    >>> c = Completion("B. Paris is", truncated=True)
+    >>> c == "B. Paris is", c.truncated, Completion("B").truncated
+    (True, True, None)
+    """
+
+    truncated: bool | None
+
+    def __new__(cls, text: str, truncated: bool | None = None) -> "Completion":
+        self = super().__new__(cls, text)
+        self.truncated = truncated
+        return self
+
+    def __reduce__(self):  # pickles (joblib workers) keep the flag
+        return (Completion, (str(self), self.truncated))
+
+
+def truncated_of(text: str) -> bool | None:
+    """The `truncated` flag of a generated text: a Completion's, None (unknown) for a plain str."""
+    return getattr(text, "truncated", None)
+
+
 @dataclass(frozen=True)
 class LabelScores:
     """Next-token probabilities of each displayed label, renormalised over the labels."""
@@ -53,7 +79,8 @@ class Backend(Protocol):
     identity: str  # everything that changes outputs: path/revision/file hash; part of the response cache key
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
-        """`params.n` raw completions per request, in repetition order."""
+        """`params.n` raw completions per request, in repetition order; each a `Completion` where the backend
+        knows whether generation stopped at `max_new_tokens` (truncated) rather than at an end token."""
 
     def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
                      top_p: float = 1.0) -> list[LabelScores]:

@@ -27,7 +27,8 @@ import importlib
 import importlib.util
 import inspect
 import logging
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -36,7 +37,7 @@ import transformers
 from tqdm.auto import tqdm
 
 from src.backends import gguf_cache
-from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class HFBackend:
         self.tokenizer: Any = None
         self._packing_checked = False
         self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
+        self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> "HFBackend":
@@ -166,11 +168,61 @@ class HFBackend:
                                                                    top_p=float(top_p))
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
         results: list[LabelScores | None] = [None] * len(requests)
-        last_logits = self._packed_last_logits if self._use_packing(encoded) else self._padded_last_logits
-        for batch, logits in last_logits(encoded, "score_labels"):
-            for row, i in enumerate(batch):
-                results[i] = self._label_scores(logits[row], requests[i].labels, sampling)
+        spelled = [i for i, r in enumerate(requests) if self._label_spellings(r.labels) is not None]
+        if spelled:
+            if sampling is not None:
+                labels = requests[spelled[0]].labels
+                raise UserError(f"model {self.name} writes the labels {', '.join(labels)} with tokens that are not one "
+                                f"per label, so exact first-token sampling (scoring=logprob at a temperature) cannot "
+                                f"tell them apart; use scoring=generate, letter labels (prompt.label_style=A.) or "
+                                f"at most 9 numbered options")
+            for i, scores in zip(spelled, self._spelled_label_scores([requests[i] for i in spelled],
+                                                                     [encoded[i] for i in spelled])):
+                results[i] = scores
+        rest = [i for i in range(len(requests)) if results[i] is None]
+        if rest:
+            sub = [encoded[i] for i in rest]
+            last_logits = self._packed_last_logits if self._use_packing(sub) else self._padded_last_logits
+            for batch, logits in last_logits(sub, "score_labels"):
+                for row, k in enumerate(batch):
+                    results[rest[k]] = self._label_scores(logits[row], requests[rest[k]].labels, sampling)
         return results  # type: ignore[return-value]
+
+    def _label_spellings(self, labels: tuple[str, ...]) -> list[list[tuple[int, ...]]] | None:
+        """Per label, the token sequences of its spellings ("1", " 1"), when some label has no first token of its
+        own (labels 1 and 10 both start with "1" where digits are single tokens, and " 1" starts with " "), so
+        one next token cannot tell the labels apart; None when the first-token probabilities can (letters)."""
+        if labels not in self._spellings:
+            spellings = None
+            if any(ids.numel() == 0 for ids in self._label_token_ids(labels)):
+                spellings = []
+                for label in labels:
+                    seqs = {tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"]) for text in (label, " " + label)}
+                    spellings.append(sorted(seq for seq in seqs if seq))
+            self._spellings[labels] = spellings
+        return self._spellings[labels]
+
+    def _spelled_label_scores(self, requests: Sequence[Request], encoded: list[list[int]]) -> list[LabelScores]:
+        """Label probabilities as the probability of each label's whole string: P(spelling) summed over its
+        spellings, less the probability of the other labels that continue it ("1" then "0" is label 10, not 1)."""
+        spellings = [self._label_spellings(r.labels) for r in requests]
+        conts = [[list(seq) for label_seqs in sp for seq in label_seqs] for sp in spellings]
+        logliks = self._continuation_logliks(encoded, conts, "score_labels")
+        out = []
+        for sp, ll in zip(spellings, logliks):
+            prob = dict(zip((seq for label_seqs in sp for seq in label_seqs), (math.exp(x) for x in ll)))
+            per_label = []
+            for k, label_seqs in enumerate(sp):
+                others = [seq for j, seqs in enumerate(sp) if j != k for seq in seqs]
+                total = 0.0
+                for seq in label_seqs:
+                    longer = sum(prob[o] for o in others if len(o) > len(seq) and o[:len(seq)] == seq)
+                    total += max(0.0, prob[seq] - longer)
+                per_label.append(total)
+            mass = sum(per_label)
+            norm = tuple(p / mass for p in per_label) if mass > 0 else tuple(1 / len(per_label) for _ in per_label)
+            out.append(LabelScores(probs=norm, mass=min(mass, 1.0)))
+        return out
 
     def _label_scores(self, logits: torch.Tensor, labels: tuple[str, ...], sampling: SamplingParams | None) -> LabelScores:
         """LabelScores from one position's logits: label probabilities at temperature 1 and, with `sampling`, the
@@ -208,8 +260,9 @@ class HFBackend:
                 yield pack.members, self._pack_forward(pack)
                 bar.update(len(pack.members))
 
-    def _pack_forward(self, pack: "PrefixPack") -> torch.Tensor:
-        """Logits at each member's last token, from one pass over the pack with its tree attention mask."""
+    def _pack_forward(self, pack: "PrefixPack", keep: Sequence[int] | None = None) -> torch.Tensor:
+        """Logits at the nodes `keep` (default: each member's last token), from one pass over the pack with its
+        tree attention mask."""
         n = len(pack.tokens)
         sees = torch.zeros((n, n), dtype=torch.bool)
         for i, parent in enumerate(pack.parents):  # parents come first: a row is its parent's row plus itself
@@ -220,7 +273,7 @@ class HFBackend:
         mask = torch.zeros((1, 1, n, n), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
         ids = torch.tensor([pack.tokens], dtype=torch.long, device=self.device)
         positions = torch.tensor([pack.positions], dtype=torch.long, device=self.device)
-        keep = torch.tensor(pack.last, dtype=torch.long, device=self.device)
+        keep = torch.tensor(pack.last if keep is None else list(keep), dtype=torch.long, device=self.device)
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask.to(self.device), position_ids=positions,
                                       use_cache=False)
         if self._keep_kw:
@@ -297,6 +350,7 @@ class HFBackend:
                 last_pos = last_pos + 1
                 logits, past = self._forward(token[:, None], mask, last_pos, keep=1, use_cache=True, past=past)
                 logits = logits[:, -1]
+            # a row without an end token ran to max_new_tokens: _decode marks it truncated
             texts = [self._decode(row) for row in torch.stack(new_tokens, dim=1).tolist()]
             for b, i in enumerate(batch):
                 mine = texts[b * rows_per_prompt:(b + 1) * rows_per_prompt]
@@ -314,12 +368,66 @@ class HFBackend:
             context = self._encode(text)
             contexts.append(context)
             continuations.append([self._continuation_ids(text, context, option) for option in r.options])
-        results: list[OptionScores | None] = [None] * len(requests)
-        for batch in self._batches([len(c) for c in contexts], "score_options"):
+        results = []
+        for r, ll in zip(requests, self._continuation_logliks(contexts, continuations, "score_options")):
+            norm = tuple(x / max(1, len(option.encode("utf-8"))) for x, option in zip(ll, r.options))
+            results.append(OptionScores(loglik=tuple(ll), loglik_norm=norm))
+        return results
+
+    def _continuation_logliks(self, contexts: list[list[int]], continuations: list[list[list[int]]],
+                              what: str) -> list[list[float]]:
+        """Per context, the log-likelihood of each of its continuations (token id lists) after it. Packed into
+        prefix trees when sharing is on (a context's tokens, and a question's text shared by its variants, are
+        fed once for all continuations), else padded batches that encode each context once."""
+        if self._use_packing(contexts):
+            return self._packed_continuation_logliks(contexts, continuations, what)
+        return self._padded_continuation_logliks(contexts, continuations, what)
+
+    def _packed_continuation_logliks(self, contexts: list[list[int]], continuations: list[list[list[int]]],
+                                     what: str) -> list[list[float]]:
+        """Every (context + continuation) sequence as a branch of a prefix tree; one pass per pack gives the
+        logits at each node that predicts a continuation token (its parent in its own sequence)."""
+        seqs, owner = [], []
+        for i, (context, conts) in enumerate(zip(contexts, continuations)):
+            for j, cont in enumerate(conts):
+                seqs.append(context + cont)
+                owner.append((i, j))
+        out = [[0.0] * len(conts) for conts in continuations]
+        packs = pack_prefix_trees(seqs, budget=self.pack_tokens)
+        off = {"disable": True} if not self.progress else {}
+        with tqdm(total=len(seqs), unit="continuation", desc=f"{self.name} {what}", dynamic_ncols=True, **off) as bar:
+            for pack in packs:
+                bar.update(len(pack.members))
+                wanted: dict[int, int] = {}  # predicting node -> row in the kept logits
+                targets = []  # (member, predicting node, token id)
+                for member, nodes in zip(pack.members, pack.nodes):
+                    i, _ = owner[member]
+                    start = len(contexts[i])
+                    for position in range(start, len(seqs[member])):
+                        node = nodes[position - 1]
+                        wanted.setdefault(node, len(wanted))
+                        targets.append((member, node, seqs[member][position]))
+                if not targets:
+                    continue
+                keep = list(wanted)
+                logprobs = torch.log_softmax(self._pack_forward(pack, keep=keep).float(), dim=-1)
+                rows = torch.tensor([wanted[node] for _, node, _ in targets], device=self.device)
+                tokens = torch.tensor([token for _, _, token in targets], device=self.device)
+                picked = logprobs[rows, tokens].double().cpu().tolist()
+                for (member, _, _), value in zip(targets, picked):
+                    i, j = owner[member]
+                    out[i][j] += value
+        return out
+
+    def _padded_continuation_logliks(self, contexts: list[list[int]], continuations: list[list[list[int]]],
+                                     what: str) -> list[list[float]]:
+        """Left-padded batches of contexts; each context's KV cache is shared by its continuations."""
+        results: list[list[float]] = [[] for _ in contexts]
+        for batch in self._batches([len(c) for c in contexts], what):
             ids, mask = self._left_pad([contexts[i] for i in batch])
             positions = _positions(mask)
             logits, past = self._forward(ids, mask, positions, keep=1, use_cache=True)
-            first = torch.log_softmax(logits[:, -1].float(), dim=-1)  # predicts each option's first token
+            first = torch.log_softmax(logits[:, -1].float(), dim=-1)  # predicts each continuation's first token
             owner = [b for b, i in enumerate(batch) for _ in continuations[i]]
             conts = [c for i in batch for c in continuations[i]]
             loglik = torch.zeros(len(conts), dtype=torch.float64)
@@ -328,8 +436,8 @@ class HFBackend:
                     loglik[row] += float(first[b, cont[0]])
             longest = max((len(c) - 1 for c in conts), default=0)
             if longest > 0:
-                # The rest of each option after the shared prompt cache, right-padded: padding at the end is
-                # never attended to by the real tokens before it.
+                # The rest of each continuation after the shared prompt cache, right-padded: padding at the end
+                # is never attended to by the real tokens before it.
                 expand = torch.tensor(owner, device=self.device)
                 past.reorder_cache(expand)
                 feed = torch.full((len(conts), longest), self.pad_id, dtype=torch.long)
@@ -348,12 +456,9 @@ class HFBackend:
                 loglik += (token_lp * valid).sum(dim=1).double().cpu()
             start = 0
             for i in batch:
-                options = requests[i].options
-                ll = tuple(float(x) for x in loglik[start:start + len(options)])
-                start += len(options)
-                norm = tuple(x / max(1, len(option.encode("utf-8"))) for x, option in zip(ll, options))
-                results[i] = OptionScores(loglik=ll, loglik_norm=norm)
-        return results  # type: ignore[return-value]
+                results[i] = [float(x) for x in loglik[start:start + len(continuations[i])]]
+                start += len(continuations[i])
+        return results
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -376,14 +481,17 @@ class HFBackend:
         # The tokenizer merged across the boundary: keep the prompt's own tokens and encode the option alone.
         return list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
 
-    def _decode(self, token_ids: list[int]) -> str:
+    def _decode(self, token_ids: list[int]) -> Completion:
+        """The text before the first end token; truncated when there is none (generation hit max_new_tokens)."""
         eos = set(self.eos_ids.tolist())
-        end = next((k for k, t in enumerate(token_ids) if t in eos), len(token_ids))
-        return self.tokenizer.decode(token_ids[:end], skip_special_tokens=True)
+        end = next((k for k, t in enumerate(token_ids) if t in eos), None)
+        text = self.tokenizer.decode(token_ids[:end], skip_special_tokens=True)
+        return Completion(text, truncated=end is None)
 
     def _label_token_ids(self, labels: tuple[str, ...]) -> list[torch.Tensor]:
         """Per label, the first token of each spelling ("A", " A"); a token that starts several labels'
-        spellings (" " when " 1" splits as " ", "1") says nothing about which label, so it is dropped."""
+        spellings (" " when " 1" splits as " ", "1") says nothing about which label, so it is dropped. A label
+        left with none is scored by its whole spellings instead (`_label_spellings`)."""
         if labels not in self._label_ids:
             firsts = []
             for label in labels:
@@ -395,9 +503,6 @@ class HFBackend:
                 firsts.append(ids)
             shared = {i for k, a in enumerate(firsts) for b in firsts[k + 1:] for i in a & b}
             self._label_ids[labels] = [torch.tensor(sorted(ids - shared), dtype=torch.long) for ids in firsts]
-            for label, ids in zip(labels, self._label_ids[labels]):
-                if ids.numel() == 0:
-                    log.warning("model %s: label %r has no token of its own; its probability is 0", self.name, label)
         return self._label_ids[labels]
 
     def _left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -483,6 +588,7 @@ class PrefixPack:
     positions: list[int]  # position of the node's token in its prompt(s)
     members: list[int]  # request indices packed here
     last: list[int]  # per member, the node of its prompt's last token
+    nodes: list[list[int]] = field(default_factory=list)  # per member, the node of each of its tokens
 
 
 def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[PrefixPack]:
@@ -509,7 +615,7 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[Pre
             while shared < limit and seq[shared] == previous[shared]:
                 shared += 1
         if pack is None or len(pack.tokens) + len(seq) - shared > budget:
-            pack, path, shared = PrefixPack([], [], [], [], []), [], 0
+            pack, path, shared = PrefixPack([], [], [], [], [], []), [], 0
             packs.append(pack)
         path = path[:shared]
         for position in range(shared, len(seq)):
@@ -519,6 +625,7 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[Pre
             path.append(len(pack.tokens) - 1)
         pack.members.append(i)
         pack.last.append(path[len(seq) - 1])
+        pack.nodes.append(list(path))
         previous = seq
     return packs
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top, text_label_keys
 from src.errors import UserError
 
@@ -202,9 +202,11 @@ class OpenAIBackend:
 
 
 def _texts(reply: dict[str, Any], n: int) -> list[str]:
+    """The choices' texts; truncated where `finish_reason` is "length" (max_tokens hit), unknown where absent."""
     choices = sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0))
     texts = [(c.get("message") or {}).get("content") if "message" in c else c.get("text") for c in choices]
-    texts = [t or "" for t in texts]
+    reasons = [c.get("finish_reason") for c in choices]
+    texts = [Completion(t or "", truncated=None if r is None else r == "length") for t, r in zip(texts, reasons)]
     if len(texts) < n:
         raise UserError(f"the server returned {len(texts)} choices for n={n}; set model.n_per_request=false")
     return texts[:n]

@@ -6,7 +6,7 @@ import time
 import random
 from typing import Callable, Sequence
 
-from .base import LabelScores, OptionScores, Request, SamplingParams
+from .base import Completion, LabelScores, OptionScores, Request, SamplingParams
 
 
 def _rng(seed: int, key: str, repetition: int) -> random.Random:
@@ -61,13 +61,15 @@ class SimulatedBackend:
         return sorted(chosen)
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        """Rendered answers; never truncated (an answer is a label, a list of labels or one short sentence)."""
         out = []
         for req in requests:
             reps = [0] * params.n if params.temperature == 0 else range(params.n)
             if getattr(req, "fmt", "mcq") == "multi_select":
-                out.append([self._render_set(req, self._selection(req, r)) for r in reps])
+                texts = [self._render_set(req, self._selection(req, r)) for r in reps]
             else:
-                out.append([self._render(req, self._answer(req, r)) for r in reps])
+                texts = [self._render(req, self._answer(req, r)) for r in reps]
+            out.append([Completion(t, truncated=False) for t in texts])
         return out
 
     @staticmethod
@@ -114,7 +116,8 @@ class SimulatedBackend:
 
 
 class ScriptedBackend:
-    """Answers from a callable `(request, repetition) -> raw text`: makes runner tests three lines long."""
+    """Answers from a callable `(request, repetition) -> raw text`: makes runner tests three lines long.
+    A script may return a `Completion` to say whether the text was truncated."""
 
     seeded_scores = True
 

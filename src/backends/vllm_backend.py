@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.errors import UserError
 
@@ -103,7 +103,8 @@ class VLLMBackend:
         sampling = [self._sampling(n=n, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
                                    max_tokens=params.max_new_tokens, seed=None if greedy else r.seed) for r in requests]
         outputs = self._run(requests, sampling)
-        texts = [[c.text for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs]
+        # finish_reason "length": generation stopped at max_tokens (truncated); "stop": at an end token
+        texts = [[_completion(c) for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs]
         return [t * params.n if greedy else t for t in texts]
 
     def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
@@ -184,6 +185,12 @@ class VLLMBackend:
             self._label_ids[labels] = label_token_ids(
                 lambda s: list(self.tokenizer(s, add_special_tokens=False)["input_ids"]), labels)
         return self._label_ids[labels]
+
+
+def _completion(output: Any) -> Completion:
+    """A vLLM CompletionOutput's text, truncated when it finished by length (None when it does not say)."""
+    reason = getattr(output, "finish_reason", None)
+    return Completion(output.text, truncated=None if reason is None else reason == "length")
 
 
 def import_vllm() -> Any:

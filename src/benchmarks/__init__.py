@@ -5,12 +5,16 @@
     ['synthetic/1/0', 'synthetic/1/1', 'synthetic/1/2']
 
 Every loader reads its files as they are (see each module's docstring for the format, ids and
-subjects), checks every question (`validate.py`), and reports bad input as a one-line
-`UserError` naming the file, the line or record, and what to do.
+subjects), checks and cleans every question (`validate.checked_question`), and reports bad input
+as a one-line `UserError` naming the file, the line or record, and what to do. `load_benchmark`
+logs once per load: how many texts were cleaned (info), the questions with duplicate option
+texts (warning, `duplicate_options_warning`) and a fixed answer position (warning,
+`position.answer_slot_warning`). `position.describe_answer_slots` is the run's slot summary.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -23,7 +27,10 @@ from .medical import load_medmcqa, medqa_loader
 from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
 from .synthetic import load_synthetic, synthetic_fewshot
 from .truthfulqa import truthfulqa_loader
-from .validate import check_unique_ids
+from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
+from .validate import check_unique_ids, duplicate_option_groups  # noqa: F401 (re-exported)
+
+log = logging.getLogger(__name__)
 
 Loader = Callable[..., list[Question]]  # (*, path, data_dir, split, seed, options) -> questions
 FewshotLoader = Callable[..., list[Question]]  # (*, path, data_dir, subject) -> questions
@@ -89,7 +96,8 @@ def load_benchmark(
     """The questions of benchmark `name`, in file order; `limit` keeps the first N after filtering.
 
     `path=None` reads the default file under `data_dir`; `split=None` the benchmark's default
-    split; `seed` only matters to `synthetic` (and TruthfulQA's `shuffle` option).
+    split; `seed` only matters to `synthetic` and TruthfulQA (its options are shuffled with it,
+    option `shuffle`, default true).
     """
     benchmark = _benchmark(name)
     options = _checked_options(name, options)
@@ -100,7 +108,49 @@ def load_benchmark(
         raise UserError(f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
                         "check the file, benchmark.options and benchmark.split")
     check_unique_ids(questions, path or f"{data_dir} ({name})")
-    return questions[:limit] if limit is not None else questions
+    questions = questions[:limit] if limit is not None else questions
+    _log_load_notes(name, questions)
+    return questions
+
+
+def cleaning_summary(name: str, questions: list[Question]) -> str | None:
+    """`mmlu: cleaned surrounding whitespace or quote debris from 979 question texts and 152 option texts`, or None."""
+    cleaned = [q.metadata.get("cleaned", ()) for q in questions]
+    n_questions = sum("question" in c for c in cleaned)
+    n_options = sum(sum(part.startswith("option") for part in c) for c in cleaned)
+    if not n_questions and not n_options:
+        return None
+    return (f"{name}: cleaned surrounding whitespace or quote debris from {n_questions} question texts "
+            f"and {n_options} option texts")
+
+
+def duplicate_options_warning(name: str, questions: list[Question], *, shown: int = 3) -> str | None:
+    """The one-line warning naming the questions with duplicate option texts, or None.
+
+    A question has them when `checked_question` marked it `metadata["duplicate_options"]`
+    (`questions.duplicate_option_groups` found a group).
+
+    >>> from .validate import checked_question
+    >>> qs = [checked_question("x", id=f"q{i}", question="?", options=("a", "a ", "b"), answer=2) for i in range(4)]
+    >>> duplicate_options_warning("mine", qs)
+    'mine: 4 questions have duplicate option texts (q0, q1, q2, ...); variants that would show both copies are not made'
+    """
+    ids = [q.id for q in questions if q.metadata.get("duplicate_options")]
+    if not ids:
+        return None
+    listed = ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
+    noun = "question has" if len(ids) == 1 else "questions have"
+    return (f"{name}: {len(ids)} {noun} duplicate option texts ({listed}); "
+            "variants that would show both copies are not made")
+
+
+def _log_load_notes(name: str, questions: list[Question]) -> None:
+    if (summary := cleaning_summary(name, questions)) is not None:
+        log.info("%s", summary)
+    if (warning := duplicate_options_warning(name, questions)) is not None:
+        log.warning("%s", warning)
+    if (warning := answer_slot_warning(questions, name)) is not None:
+        log.warning("%s", warning)
 
 
 def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subject: str | None = None) -> list[Question]:
@@ -119,4 +169,5 @@ def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subj
     return [dataclasses.replace(q, split="fewshot") for q in pool if subject is None or q.subject == subject]
 
 
-__all__ = ["BENCHMARKS", "Benchmark", "load_benchmark", "load_fewshot_pool"]
+__all__ = ["BENCHMARKS", "Benchmark", "answer_slot_counts", "describe_answer_slots", "duplicate_option_groups",
+           "load_benchmark", "load_fewshot_pool"]

@@ -10,7 +10,8 @@ Formats by file suffix: `.jsonl` (one object per line), `.json` (a list of objec
 - `answer`: a 0-based index (`1`, `"1"`) or a letter (`"B"`);
 - optional `id` (default `<file stem>/<record number from 0>`) and `subject`.
 
-At least 2 options, all distinct after stripping whitespace; ids unique; the file UTF-8.
+At least 2 options, all distinct after stripping whitespace; ids unique; the file UTF-8. Texts are
+cleaned as in every loader (`validate.clean_text`: surrounding whitespace, quote debris).
 Other fields go to `metadata`. Options `question_column`, `options_column`, `option_columns`
 (a list), `answer_column`, `id_column`, `subject_column` rename the columns. `split` is only
 a label here (default "test").

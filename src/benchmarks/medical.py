@@ -4,7 +4,10 @@ MedQA: `{data_dir}/medqa/test.jsonl` and `{data_dir}/medqa/4_options/phrases_no_
 records `{"question", "options": {"A": ...}, "answer_idx": "C", "answer", "meta_info"}`.
 Ids `medqa/<n>` / `medqa_4/<n>`, n = 0-based record number (line number - 1). Subject is
 meta_info ("step1" or "step2&3"; the one typo "stfep2&3" in the 4-option file is read as
-"step2&3", the raw value is in `metadata["meta_info"]`).
+"step2&3", the raw value is in `metadata["meta_info"]`). Both files carry quote debris from the
+upstream export (a stray closing quote ending 67 questions, `\\n"` ending an option of 52 / 38
+questions, one question's options in tripled CSV quotes): `checked_question` cleans it, and
+`metadata["answer_text"]` the same way (it always equals the right option's text).
 
 MedMCQA: `{data_dir}/medmcqa/validation.jsonl`, records `{"question", "choices": ["A. ...", ...],
 "answer": 0}`; the "A. " prefixes are removed (only a prefix whose letter matches the position).
@@ -17,7 +20,7 @@ from typing import Any, Callable
 
 from ..questions import Question
 from .files import iter_jsonl, read_text, require_fields, resolve_path
-from .validate import LETTERS, answer_from_label, checked_question, choose_split, record_error, where
+from .validate import LETTERS, answer_from_label, checked_question, choose_split, clean_text, record_error, where
 
 MEDQA_FILES = {"medqa": "medqa/test.jsonl", "medqa_4": "medqa/4_options/phrases_no_exclude_test.jsonl"}
 META_INFO_TYPOS = {"stfep2&3": "step2&3"}
@@ -40,7 +43,9 @@ def medqa_loader(name: str) -> Callable[..., list[Question]]:
             labels = [str(label) for label in record["options"]]
             answer = answer_from_label(record.get("answer_idx"), labels, place)
             meta_info = record.get("meta_info")
-            metadata = {"labels": tuple(labels), "answer_text": record.get("answer"), "meta_info": meta_info}
+            answer_text = record.get("answer")  # cleaned as the options are (it repeats the right one's debris)
+            metadata = {"labels": tuple(labels), "meta_info": meta_info,
+                        "answer_text": clean_text(answer_text) if isinstance(answer_text, str) else answer_text}
             questions.append(checked_question(
                 place, id=qid, question=record["question"], options=record["options"].values(), answer=answer,
                 subject=META_INFO_TYPOS.get(meta_info, meta_info), split=split, metadata=metadata))

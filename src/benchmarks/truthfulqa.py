@@ -13,22 +13,24 @@ The 2025 file holds empty answer strings ("" from a trailing ";" in TruthfulQA.c
 22 mc2 questions, 5 of them marked true in mc2); they are dropped, counted in
 `metadata["empty_options_dropped"]`. v1 has none.
 
-In the files the true answers always come first (mc1: answer is always option 0). Options stay
-in file order unless option `shuffle: true`, which permutes them per question, seeded by
-(seed, question id), and keeps `metadata["original_order"]` (new position -> file position).
+In the files the true answers always come first (mc1: answer is always option 0), so by default
+(option `shuffle`, default true) the options are permuted per question, seeded by (the run's
+seed, question id) (`position.seeded_shuffle`), keeping `metadata["original_order"]` (new
+position -> file position): with v1 mc1 and seed 0 the answer is in slot A for 20.7% of the
+questions, near the 22.3% a uniformly random order gives (the mean of 1/n_options). `shuffle:
+false` keeps the file order (then `load_benchmark` warns that the answer position is fixed).
 Ids: `truthfulqa_mc1/v1/<index>`. Subject: the Category from TruthfulQA.csv beside the JSON,
 matched by question text (None when that file is absent); `metadata["type"]` is its Type.
 """
 from __future__ import annotations
 
-import dataclasses
-import random
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserError
 from ..questions import Question
 from .files import iter_csv, load_json, read_text, resolve_path
+from .position import seeded_shuffle
 from .validate import checked_question, choose_split, record_error, where
 
 VERSIONS = {"v1": "truthfulqa/v1", "2025": "truthfulqa"}
@@ -47,15 +49,7 @@ def _categories(csv_file: Path) -> dict[str, tuple[str, str]]:
             for _, cells in rows if len(cells) == len(header)}
 
 
-def shuffled(question: Question, seed: int) -> Question:
-    """The question with options permuted by `Random(f"{seed}/{id}")`; `original_order[new] = old`."""
-    order = list(range(question.n_options))
-    random.Random(f"{seed}/{question.id}").shuffle(order)
-    metadata = dict(question.metadata, original_order=tuple(order))
-    if "correct_set" in metadata:
-        metadata["correct_set"] = tuple(sorted(order.index(i) for i in metadata["correct_set"]))
-    return dataclasses.replace(question, options=tuple(question.options[i] for i in order),
-                               answer=order.index(question.answer), metadata=metadata)
+shuffled = seeded_shuffle  # the name this module used before the rule moved to position.py
 
 
 def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
@@ -65,6 +59,10 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
     def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
         choose_split(split, ("test",), name)
         version = str(options.get("version", "v1"))
+        shuffle = options.get("shuffle", True)
+        if not isinstance(shuffle, bool):
+            raise UserError(f"config key benchmark.options.shuffle: {shuffle!r} is not true or false; true (the default) "
+                            "shuffles the options with the run's seed, false keeps the file order")
         if version not in VERSIONS:
             raise UserError(f"config key benchmark.options.version: {name} has no version {version!r}; "
                             f"choose one of {', '.join(VERSIONS)}")
@@ -98,7 +96,7 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
                 metadata["correct_set"] = tuple(true)
             question = checked_question(place, id=qid, question=record.get("question"), options=texts,
                                         answer=true[0] if true else None, subject=category, metadata=metadata)
-            questions.append(shuffled(question, seed) if options.get("shuffle") else question)
+            questions.append(seeded_shuffle(question, seed) if shuffle else question)
         return questions
 
     load.__name__ = f"load_{name}"

@@ -22,6 +22,26 @@ def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["question_id", "perm_pos"], kind="stable")
 
 
+def complete_questions(rows: pd.DataFrame) -> pd.DataFrame:
+    """One permutation set's rows of the questions that can be scored on it: those with the reference order
+    (perm_pos 0: every metric compares with it) and, when some question of the set has two or more orders,
+    two or more orders (one order cannot fluctuate; it is what remains when the option_refs policy fixes
+    every slot but one). Questions with fewer orders than others (fewer free options) keep theirs.
+
+    >>> rows = pd.DataFrame({"question_id": ["a", "a", "b", "c", "c"], "perm_pos": [0, 1, 0, 1, 2]})
+    >>> sorted(complete_questions(rows)["question_id"].unique())
+    ['a']
+    """
+    if rows.empty:
+        return rows
+    question = rows["question_id"]
+    has_reference = (rows["perm_pos"] == 0).groupby(question).transform("any")
+    size = question.map(question.value_counts())
+    several = size >= 2
+    keep = has_reference & (several if (several & has_reference).any() else True)
+    return rows[keep.to_numpy()]
+
+
 def _has_probs(rows: pd.DataFrame) -> bool:
     return "label_probs" in rows.columns and bool(rows["label_probs"].map(_is_vector).all())
 
@@ -43,7 +63,9 @@ def answer_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
     >>> answer_fluctuation(rows)["sacc"], answer_fluctuation(rows)["wacc"]
     (0.5, 0.0)
     """
-    rows = _ordered(rows)
+    rows = _ordered(complete_questions(rows))
+    if rows.empty:
+        return {}
     answers = pd.Series(answer_keys(rows), index=rows.index)
     question = rows["question_id"]
     reference = answers.groupby(question.to_numpy()).transform("first")
@@ -84,6 +106,7 @@ def probability_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
     `label_probs` are in displayed-label order; the correct label of each order is the slot showing
     `correct_option`. Entropy is normalised by log2 |L|, so orders with a single label are left out of it.
     """
+    rows = complete_questions(rows)
     if rows.empty or not _has_probs(rows):
         return {}
     mass, brier, entropy = [], [], []
@@ -121,7 +144,20 @@ def _pride_problem(rows: pd.DataFrame, perm_set: str, share: float) -> str | Non
     n_questions = rows["question_id"].nunique()
     if _n_calibration(n_questions, share) >= n_questions:
         return f"pride_acc needs more questions than the {_n_calibration(n_questions, share)} it calibrates on"
+    if not _full_cycles(rows):
+        return f"pride_acc needs a question with every cyclic order on the '{perm_set}' set"
     return None
+
+
+def _full_cycles(rows: pd.DataFrame) -> list[str]:
+    """Sorted ids of the questions with all their cyclic orders (one per label) and the reference order: the
+    only ones whose mean over orders is a position prior (fixed options would bias it)."""
+    out = []
+    for question_id, group in rows.groupby("question_id", sort=True):
+        n_labels = len(group["label_probs"].iloc[0])
+        if len(group) == n_labels and (group["perm_pos"] == 0).any() and set(group["perm_pos"]) == set(range(n_labels)):
+            out.append(question_id)
+    return out
 
 
 def pride_acc(
@@ -134,7 +170,9 @@ def pride_acc(
     over its `perm_set` orders, softmaxed; priors are averaged over calibration questions. Every other
     question is predicted as argmax_l(log p(l | x) - log prior(l)) on its reference order (perm_pos 0)
     and scored. Priors are kept per label count |L|; a question whose |L| no calibration question has
-    is scored without debiasing. Raises ValueError when label_probs or questions are missing.
+    is scored without debiasing. Only questions with every cyclic order are drawn for calibration (the
+    same draw as before when all have them); a question without its reference order is not scored.
+    Raises ValueError when label_probs or questions are missing.
     """
     rows = _ordered(_pride_rows(records, perm_set))
     problem = _pride_problem(rows, perm_set, calibration_share)
@@ -142,7 +180,8 @@ def pride_acc(
         raise ValueError(problem)
     question_ids = sorted(rows["question_id"].unique())
     n_calibration = _n_calibration(len(question_ids), calibration_share)
-    calibration = set(random.Random(seed).sample(question_ids, n_calibration))
+    pool = _full_cycles(rows)  # every question, unless some lack cyclic orders (option_refs)
+    calibration = set(random.Random(seed).sample(pool, min(n_calibration, len(pool))))
     priors: dict[int, list[np.ndarray]] = {}
     scored = []
     for question_id, group in rows.groupby("question_id", sort=True):
@@ -151,7 +190,7 @@ def pride_acc(
             mean_logp = logp.mean(axis=0)
             prior = np.exp(mean_logp - mean_logp.max())
             priors.setdefault(logp.shape[1], []).append(prior / prior.sum())
-        else:
+        elif (group["perm_pos"] == 0).any():  # scored on its reference order; without one it is left out
             first = group.iloc[0]
             scored.append((logp[0], list(first["option_order"]), int(first["correct_option"])))
     mean_prior = {size: np.mean(found, axis=0) for size, found in priors.items()}

@@ -77,11 +77,13 @@ def order_outcomes(rows: pd.DataFrame) -> pd.DataFrame:
     n_max = counts.groupby(level="question_id").max()
     n_modes = counts.eq(counts.groupby(level="question_id").transform("max")).groupby(level="question_id").sum()
     grouped = frame.groupby("question_id")
+    reference = frame[frame["pos"] == 0].groupby("question_id")["correct"].first()
     out = pd.DataFrame({
         "k": grouped.size(),
         "n_max": n_max,
         "acc_h": grouped["correct"].all(),
-        "ref_right": frame.sort_values("pos", kind="stable").groupby("question_id")["correct"].first(),
+        # NaN (as object) for a question whose reference order was not made: acc@n and nota_acc leave it out
+        "ref_right": reference.reindex(grouped.size().index).astype(object),
         "n_correct": grouped["correct"].sum(),
     })
     out["sc"] = out["n_max"] / out["k"]
@@ -89,10 +91,24 @@ def order_outcomes(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _reordered(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The questions whose orders can disagree: with two or more orders, when some question has them. A
+    question left with one order (the option_refs policy fixes every other slot) says nothing about order
+    consistency and would count as sc = 1; a run asked with k = 1 keeps all of its questions."""
+    several = outcomes["k"] >= 2
+    return outcomes[several] if several.any() else outcomes
+
+
+def _reference_accuracy(outcomes: pd.DataFrame) -> float:
+    """Accuracy on the reference order over the questions that have one (NaN when none has)."""
+    found = outcomes["ref_right"].dropna()
+    return float(found.astype(bool).mean()) if len(found) else float("nan")
+
+
 def sc_distribution(rows: pd.DataFrame) -> pd.DataFrame:
     """The paper's Table 2 from one group of orders: per (k, j) the share of questions with sc = j/k and the
     accuracy of their most frequent answer (NaN for j = 1 or an empty bin)."""
-    outcomes = order_outcomes(rows)
+    outcomes = _reordered(order_outcomes(rows))
     table = []
     for k, group in outcomes.groupby("k"):
         for j in range(int(k), 0, -1):
@@ -114,7 +130,7 @@ def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
     group = _reorder_rows(rows)
     if not (group["variant_kind"] == REORDER).any():
         return {}
-    outcomes = order_outcomes(group)
+    outcomes = _reordered(order_outcomes(group))
     out = {"sc_mean": float(outcomes["sc"].mean()), "acc_h": float(outcomes["acc_h"].mean())}
     for row in sc_distribution(group).itertuples():
         out[f"sc_bin_{row.j}_of_{row.k}_share"] = float(row.share)
@@ -130,9 +146,11 @@ def level_metrics(rows: pd.DataFrame) -> dict[str, float]:
     out: dict[str, float] = {}
     for n, group in leveled.groupby(level[leveled.index].astype(int), sort=True):
         outcomes = order_outcomes(group)
-        out[f"acc@{n}"] = float(outcomes["ref_right"].mean())
-        out[f"sc_mean@{n}"] = float(outcomes["sc"].mean())
-        out[f"acc_h@{n}"] = float(outcomes["acc_h"].mean())
+        if not math.isnan(accuracy := _reference_accuracy(outcomes)):
+            out[f"acc@{n}"] = accuracy
+        reordered = _reordered(outcomes)
+        out[f"sc_mean@{n}"] = float(reordered["sc"].mean())
+        out[f"acc_h@{n}"] = float(reordered["acc_h"].mean())
     return out
 
 
@@ -142,7 +160,10 @@ def nota_metrics(rows: pd.DataFrame) -> dict[str, float]:
     if group.empty:
         return {}
     outcomes = order_outcomes(group)
-    return {"nota_acc": float(outcomes["ref_right"].mean()), "nota_acc_h": float(outcomes["acc_h"].mean())}
+    out = {"nota_acc_h": float(_reordered(outcomes)["acc_h"].mean())}
+    if not math.isnan(accuracy := _reference_accuracy(outcomes)):
+        out["nota_acc"] = accuracy
+    return dict(sorted(out.items()))
 
 
 def _true_false_frame(rows: pd.DataFrame) -> pd.DataFrame:
@@ -187,7 +208,7 @@ def true_false_metrics(rows: pd.DataFrame) -> dict[str, float]:
     out = _tf_scores(frame, "_all")
     group = _reorder_rows(rows)
     if (group["variant_kind"] == REORDER).any():
-        outcomes = order_outcomes(group[group["question_id"].isin(frame["question_id"])])
+        outcomes = _reordered(order_outcomes(group[group["question_id"].isin(frame["question_id"])]))
         consistent = set(outcomes.index[outcomes["acc_h"]])
         out["tf_subset_share"] = len(consistent) / frame["question_id"].nunique()
         out.update(_tf_scores(frame[frame["question_id"].isin(consistent)], ""))

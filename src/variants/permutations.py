@@ -18,6 +18,7 @@ import random
 from ..errors import UserError
 from ..questions import Question
 from .base import Variant
+from .rules import OPTION_REFS, Rules, free_orders
 
 PERM_SETS = ("original", "oi", "cyclic", "random2", "randomL", "full")
 MAX_FULL_OPTIONS = 7  # 7! = 5040 prompts per question; 8! is 40320
@@ -86,25 +87,55 @@ def _variant(question: Question, order: tuple[int, ...], memberships: tuple[tupl
 
 
 def permutation_variants(question: Question, *, seed: int, sets: tuple[str, ...] = PERM_SETS, perm_seed: int = 0,
-                         max_full_options: int = MAX_FULL_OPTIONS) -> list[Variant]:
+                         max_full_options: int = MAX_FULL_OPTIONS, rules: Rules | None = None) -> list[Variant]:
     """One variant per distinct order over `sets`, with its (set, position) memberships. `seed` is unused:
-    the sets are fixed by A and `perm_seed` (METRICS.md)."""
+    the sets are fixed by A and `perm_seed` (METRICS.md).
+
+    With `rules` (src/variants/rules.py) each set is built over the F free options only ("... of the
+    above" and the options a letter reference names keep their slots): cyclic = the F rotations of the free
+    options, random2/randomL = `random.Random(perm_seed).sample` of their permutations (2 or F), full = F!,
+    reference order first as always. Orders the A-option sets have beyond these, and every order but the
+    identity of a question with duplicate texts, are counted in `rules.excluded`.
+
+    >>> q = Question(id="q", question="?", options=("a", "b", "c", "None of these"), answer=1)
+    >>> r = Rules(q)
+    >>> [v.option_order for v in permutation_variants(q, seed=0, sets=("cyclic",), rules=r)], dict(r.excluded)
+    ([(0, 1, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3)], {'option_refs': 1})
+    """
     n = question.n_options
     if "full" in sets:
         _check_full(n, max_full_options, question.id)
+    rules = Rules.off(question) if rules is None else rules
+    identity = tuple(range(n))
+    free = rules.free_slots(identity)
+    if rules.broken and rules.active:
+        free = []  # no other order keeps what its "... of the above" says
     members: dict[tuple[int, ...], list[tuple[str, int]]] = {}
     for name in sets:
-        for pos, order in enumerate(permutation_set(name, n, perm_seed=perm_seed)):
+        orders = free_orders(n, free, permutation_set(name, len(free), perm_seed=perm_seed)) if free else [identity]
+        for pos, order in enumerate(orders):
             members.setdefault(order, []).append((name, pos))
-    return [_variant(question, order, tuple(found)) for order, found in members.items()]
+    out = []
+    for order, found in members.items():
+        reason = rules.check(order, kind="original" if order == identity else "permutation", answer_value=question.answer)
+        if reason is None:
+            out.append(_variant(question, order, tuple(found)))
+        else:
+            rules.skip(reason)
+    if not rules.idle:
+        expected = len(permutation_variants(question, seed=seed, sets=sets, perm_seed=perm_seed,
+                                            max_full_options=max_full_options))
+        rules.skip(OPTION_REFS, expected - len(members))
+    return out
 
 
 def one_set(name: str):
     """The generator of the single permutation set `name` (config `perm_<name>`)."""
 
-    def generate(question: Question, *, seed: int, perm_seed: int = 0, max_full_options: int = MAX_FULL_OPTIONS) -> list[Variant]:
+    def generate(question: Question, *, seed: int, perm_seed: int = 0, max_full_options: int = MAX_FULL_OPTIONS,
+                 rules: Rules | None = None) -> list[Variant]:
         return permutation_variants(question, seed=seed, sets=(name,), perm_seed=perm_seed,
-                                    max_full_options=max_full_options)
+                                    max_full_options=max_full_options, rules=rules)
 
     generate.__name__ = f"perm_{name}"
     generate.__doc__ = f"The `{name}` permutation set of the original options (answer-fluctuation paper, section 3.2)."

@@ -6,7 +6,9 @@ Every set that reorders shows k distinct orders of one displayed list, the first
 its `variant_id` ends in `_<j>`, j = 0 for that reference order. Counts per question for A options
 (defaults): reorder A; option_count A + 6 + 8 + 10 + 3 + 2 (each level n shows n orders); nota A;
 true_false A reorders + A yes/no questions; multi_select 2; misleading 1 per question answered wrong
-in the source run (0 for the others).
+in the source run (0 for the others). Under the validity rules (`rules=`, src/variants/rules.py) a set
+shows fewer orders when options are fixed ("... of the above" last, options named by "Both A and B" at
+their labels) and leaves out the lists that cannot keep them; the counts say how many, by reason.
 """
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ from typing import Any, Mapping, Sequence
 from ..errors import UserError
 from ..questions import Question
 from .base import FILLER, NOTA, NOTA_TEXT, Variant, rng_for
+from .rules import DUPLICATES, HAS_NOTA, OPTION_REFS, ORIGINAL, Rules, capped, free_orders
 
-# Non-semantic filler options (the paper pads with tokens like "Egg"): everyday nouns that answer no
-# benchmark question. Fixed, so a run is reproducible from its config alone.
+# Non-semantic filler options (the paper pads with tokens like "Egg"): pronounceable pseudo-words that are
+# not English words or names, so that no filler can be a plausible answer. Fixed, so a run is reproducible
+# from its config alone; 16 of them, as level 10 needs up to 8 beside a 2-option question.
 FILLER_TEXTS = (
-    "Egg", "Cloud", "Pencil", "Violin", "Tuesday", "Marble", "Lantern", "Seaweed", "Trumpet", "Velvet",
-    "Pebble", "Kettle",
+    "Vorplex", "Quindle", "Brastik", "Florbit", "Skenvat", "Plintor", "Zarvick", "Trevask", "Glorpen", "Snivrel",
+    "Dranquo", "Moltrix", "Pexalun", "Wumbril", "Crondel", "Yeskarn",
 )
 DEFAULT_LEVELS = (6, 8, 10, 3, 2)  # the paper's option counts beside the original 4
 ENUMERATE_UP_TO = 5040  # 7!: below this, draw distinct orders from the full list instead of by rejection
@@ -59,16 +63,48 @@ def distinct_orders(n: int, k: int, rng: random.Random) -> list[tuple[int, ...]]
 
 
 def fillers_for(question: Question) -> list[str]:
-    """Filler texts that do not repeat one of the question's own options."""
-    own = {text.casefold().strip() for text in question.options}
+    """Filler texts that appear (casefolded) neither in the question text nor in one of its options.
+
+    >>> q = Question(id="q", question="Is a Vorplex a bird?", options=("yes", "no", "quindle"), answer=0)
+    >>> fillers_for(q)[:3]
+    ['Brastik', 'Florbit', 'Skenvat']
+    """
+    own = " ".join([str(question.question), *map(str, question.options)]).casefold()
     return [text for text in FILLER_TEXTS if text.casefold() not in own]
 
 
 def _ordered(question: Question, base: Sequence[tuple[int, str]], *, kind: str, first_kind: str, prefix: str,
-             k: int | None, rng: random.Random, target: int, level: int | None = None) -> list[Variant]:
-    """k orders of the displayed list `base` ((slot value, text) pairs); `target` is the right slot value."""
+             k: int | None, rng: random.Random, target: int, level: int | None = None,
+             rules: Rules | None = None) -> list[Variant]:
+    """k orders of the displayed list `base` ((slot value, text) pairs); `target` is the right slot value.
+
+    With `rules`, the list is first arranged ("... of the above" last, named options at their labels) and the
+    orders permute its free slots only: at most F! of them for F free slots, the rest counted as left out. A
+    list the rules refuse is not made, except its first order when that is the original (kind `original`)."""
+    rules = Rules.off(question) if rules is None else rules
+    wanted = len(base) if k is None else k
+    positions = rules.arrange([value for value, _ in base])
+    if positions is None:
+        rules.skip(OPTION_REFS, wanted)
+        return []
+    base = [base[p] for p in positions]
+    values = [value for value, _ in base]
+    reason = rules.check(values, kind=kind, answer_value=target)
+    if reason is not None:
+        rules.skip(reason, wanted - (first_kind == ORIGINAL))
+        if first_kind != ORIGINAL:
+            return []
+        return [Variant(question.id, first_kind, f"{prefix}_0", tuple(values), tuple(t for _, t in base),
+                        values.index(target), level=level)]
+    free = [] if rules.broken and rules.active else rules.free_slots(values)
+    if len(free) == len(base):
+        perms = distinct_orders(len(base), wanted, rng)
+    else:
+        made = capped(wanted, len(free), len(base))
+        rules.skip(OPTION_REFS, wanted - made)
+        perms = free_orders(len(base), free, distinct_orders(len(free), made, rng))
     out = []
-    for j, perm in enumerate(distinct_orders(len(base), len(base) if k is None else k, rng)):
+    for j, perm in enumerate(perms):
         shown = [base[i] for i in perm]
         order = tuple(value for value, _ in shown)
         out.append(Variant(question.id, first_kind if j == 0 else kind, f"{prefix}_{j}", order,
@@ -80,7 +116,7 @@ def _originals(question: Question, keep: Sequence[int] | None = None) -> list[tu
     return [(i, question.options[i]) for i in (range(question.n_options) if keep is None else keep)]
 
 
-def revas_reorder(question: Question, *, seed: int, k: int | None = None) -> list[Variant]:
+def revas_reorder(question: Question, *, seed: int, k: int | None = None, rules: Rules | None = None) -> list[Variant]:
     """k distinct orders (default k = A); the first is the original order (kind `original`), the rest `reorder`.
 
     >>> q = Question(id="q", question="?", options=("a", "b", "c", "d"), answer=2)
@@ -88,11 +124,11 @@ def revas_reorder(question: Question, *, seed: int, k: int | None = None) -> lis
     (['reorder_0', 'reorder_1', 'reorder_2', 'reorder_3'], (0, 1, 2, 3))
     """
     return _ordered(question, _originals(question), kind=REORDER, first_kind="original", prefix=REORDER, k=k,
-                    rng=rng_for(seed, question.id, "revas_reorder"), target=question.answer)
+                    rng=rng_for(seed, question.id, "revas_reorder"), target=question.answer, rules=rules)
 
 
 def revas_option_count(question: Question, *, seed: int, levels: Sequence[int] = DEFAULT_LEVELS, k: int | None = None,
-                       include_base: bool = True) -> list[Variant]:
+                       include_base: bool = True, rules: Rules | None = None) -> list[Variant]:
     """Each level n shows n options in k orders (default k = n), `level` = n on every variant.
 
     n > A pads the original options with seeded fillers (kind `more_options`, fillers after the originals in
@@ -112,7 +148,8 @@ def revas_option_count(question: Question, *, seed: int, levels: Sequence[int] =
             raise UserError(f"config key variants.levels: {n} options cannot hold the answer and a distractor; use levels >= 2")
         if n == a:  # the same orders as revas_reorder, so their prompts are shared through the cache
             out += _ordered(question, _originals(question), kind=REORDER, first_kind="original", prefix=REORDER,
-                            k=k, rng=rng_for(seed, question.id, "revas_reorder"), target=question.answer, level=n)
+                            k=k, rng=rng_for(seed, question.id, "revas_reorder"), target=question.answer, level=n,
+                            rules=rules)
         elif n > a:
             available = fillers_for(question)
             if n - a > len(available):
@@ -121,36 +158,61 @@ def revas_option_count(question: Question, *, seed: int, levels: Sequence[int] =
             pad = rng_for(seed, question.id, f"fillers/{n}").sample(available, n - a)
             out += _ordered(question, _originals(question) + [(FILLER, text) for text in pad], kind="more_options",
                             first_kind="more_options", prefix=f"more_options_{n}", k=k, rng=rng,
-                            target=question.answer, level=n)
+                            target=question.answer, level=n, rules=rules)
         else:
             distractors = [i for i in range(a) if i != question.answer]
             keep = sorted([question.answer, *rng_for(seed, question.id, f"drop/{n}").sample(distractors, n - 1)])
             out += _ordered(question, _originals(question, keep), kind="fewer_options", first_kind="fewer_options",
-                            prefix=f"fewer_options_{n}", k=k, rng=rng, target=question.answer, level=n)
+                            prefix=f"fewer_options_{n}", k=k, rng=rng, target=question.answer, level=n, rules=rules)
     return out
 
 
-def revas_nota(question: Question, *, seed: int, k: int | None = None) -> list[Variant]:
+def revas_nota(question: Question, *, seed: int, k: int | None = None, rules: Rules | None = None) -> list[Variant]:
     """NOTA replaces the correct option and is the answer; k orders (default A). The reference order keeps
-    the other options in original order with NOTA last, as the paper's Figure 2 shows it.
+    the other options in original order with NOTA last, as the paper's Figure 2 shows it. With `rules`, not
+    made for a question that already has a none-like option (`has_nota`) or whose right option refers to
+    others ("All of the above": its referents would be right too; `option_refs`).
 
     >>> q = Question(id="q", question="?", options=("a", "b", "c", "d"), answer=0)
     >>> v = revas_nota(q, seed=0)[0]
     >>> v.option_order, v.correct_label
     ((1, 2, 3, -1), 'D')
     """
+    rules = Rules.off(question) if rules is None else rules
+    wanted = question.n_options if k is None else k
+    if rules.none_like:
+        rules.skip(HAS_NOTA, wanted)
+        return []
+    if rules.answer_refers():
+        rules.skip(OPTION_REFS, wanted)
+        return []
     base = [pair for pair in _originals(question) if pair[0] != question.answer] + [(NOTA, NOTA_TEXT)]
     return _ordered(question, base, kind="nota_replaces_correct", first_kind="nota_replaces_correct",
-                    prefix="nota_replaces_correct", k=k, rng=rng_for(seed, question.id, "revas_nota"), target=NOTA)
+                    prefix="nota_replaces_correct", k=k, rng=rng_for(seed, question.id, "revas_nota"), target=NOTA,
+                    rules=rules)
 
 
-def true_false_variants(question: Question) -> list[Variant]:
-    """One yes/no question per option ("Is this the correct answer?"): the correct option expects Yes."""
-    return [Variant(question.id, "true_false", f"true_false_{i}", (i,), (text,), 0 if i == question.answer else 1,
-                    fmt="true_false", asked_option=i) for i, text in enumerate(question.options)]
+def true_false_variants(question: Question, rules: Rules | None = None) -> list[Variant]:
+    """One yes/no question per option ("Is this the correct answer?"): the correct option expects Yes.
+
+    With `rules`, no question about an option that refers to others (shown alone it says nothing), about an
+    option the right one makes right ("All of the above" is right: each option is), or about a copy of the
+    right option's text."""
+    rules = Rules.off(question) if rules is None else rules
+    out = []
+    for i, text in enumerate(question.options):
+        if rules.active and (rules.refs[i].kind is not None or rules.implied_right(i)):
+            rules.skip(OPTION_REFS)
+        elif rules.duplicates_answer(i):
+            rules.skip(DUPLICATES)
+        else:
+            out.append(Variant(question.id, "true_false", f"true_false_{i}", (i,), (text,),
+                               0 if i == question.answer else 1, fmt="true_false", asked_option=i))
+    return out
 
 
-def revas_true_false(question: Question, *, seed: int, with_reorder: bool = True, k: int | None = None) -> list[Variant]:
+def revas_true_false(question: Question, *, seed: int, with_reorder: bool = True, k: int | None = None,
+                     rules: Rules | None = None) -> list[Variant]:
     """The A yes/no questions, after the k reorders (default on) that pick the paper's subset: questions
     answered right in every order (sc = 1). Without them the tf metrics are computed on all questions.
 
@@ -158,16 +220,25 @@ def revas_true_false(question: Question, *, seed: int, with_reorder: bool = True
     >>> [(v.variant_id, v.correct_label) for v in revas_true_false(q, seed=0, with_reorder=False)]
     [('true_false_0', 'No'), ('true_false_1', 'Yes'), ('true_false_2', 'No')]
     """
-    return (revas_reorder(question, seed=seed, k=k) if with_reorder else []) + true_false_variants(question)
+    return ((revas_reorder(question, seed=seed, k=k, rules=rules) if with_reorder else [])
+            + true_false_variants(question, rules))
 
 
-def revas_multi_select(question: Question, *, seed: int) -> list[Variant]:
+def revas_multi_select(question: Question, *, seed: int, rules: Rules | None = None) -> list[Variant]:
     """The original order asked twice: once as usual (to find the wrong answers and their misleading option),
-    once with "select all correct options"."""
+    once with "select all correct options". With `rules`, the select-all variant is not made when the right
+    option makes others right ("All of the above", "Both A and B") or a text is shown twice."""
+    rules = Rules.off(question) if rules is None else rules
     identity = tuple(range(question.n_options))
-    return [Variant(question.id, "original", "original", identity, question.options, question.answer),
-            Variant(question.id, "multi_select", "multi_select", identity, question.options, question.answer,
-                    fmt="multi_select")]
+    out = [Variant(question.id, "original", "original", identity, question.options, question.answer)]
+    reason = rules.check(identity, kind="multi_select", answer_value=question.answer)
+    if reason is None and any(rules.implied_right(i) for i in identity):
+        reason = OPTION_REFS
+    if reason is not None:
+        rules.skip(reason)
+        return out
+    return out + [Variant(question.id, "multi_select", "multi_select", identity, question.options, question.answer,
+                          fmt="multi_select")]
 
 
 def wrong_answers(records: Any) -> dict[str, int]:
@@ -190,7 +261,7 @@ def wrong_answers(records: Any) -> dict[str, int]:
 
 
 def revas_misleading(question: Question, *, seed: int, source_run: str | None = None,
-                     source_answers: Mapping[str, int] | None = None) -> list[Variant]:
+                     source_answers: Mapping[str, int] | None = None, rules: Rules | None = None) -> list[Variant]:
     """Second stage: for a question answered wrong in `source_run`, the original order with the option the
     model chose (`source_answers[question.id]`, filled in by the runner) replaced by a filler, asked again.
 
@@ -210,5 +281,9 @@ def revas_misleading(question: Question, *, seed: int, source_run: str | None = 
     filler = rng_for(seed, question.id, "misleading").choice(fillers_for(question))
     order = tuple(FILLER if i == chosen else i for i in range(question.n_options))
     texts = tuple(filler if i == chosen else text for i, text in enumerate(question.options))
+    reason = None if rules is None else rules.check(order, kind="misleading_replaced", answer_value=question.answer)
+    if reason is not None:  # e.g. the replaced option is one "All of the above" or "Both A and B" speaks of
+        rules.skip(reason)
+        return []
     return [Variant(question.id, "misleading_replaced", "misleading_replaced", order, texts, question.answer,
                     asked_option=chosen)]
