@@ -5,6 +5,8 @@ questions, in one process, it times and prints wall time, prompts/s, forward tok
 sampled) for:
 
 - load        first GGUF load into a cold cache dir (de-quantise + save + load) vs the second load
+- mainjob     the README's main job (synthetic, CoRA set, the model's cloze_shown scoring): its answering phase,
+              and option texts packed after their prompts vs padded batches on the same prompts
 - cora        the CoRA divergent set with logprob scoring: the optimised path (prefix-tree packing, response
               cache cold, then warm for a rerun) vs the naive path (one call per trial, batch size 1, no cache,
               no sharing) vs padded batches; naive and padded on the first --compare-limit questions
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("load", "cora", "repetition", "lmeval", "agreement")
+PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement")
 TARGETS = {  # the issue's targets, checked on the printed numbers
     "cora_vs_naive": ("CoRA logprob: optimised >= 3x faster than the naive per-prompt path", lambda r: r >= 3.0),
     "cora_vs_lmeval_scoring": ("CoRA logprob: faster than lm-eval scoring the same prompts", lambda r: r > 1.0),
@@ -100,15 +102,16 @@ def compose(overrides: list[str]):
         return hydra_compose("config", overrides=overrides)
 
 
-def build(overrides: list[str], limit: int):
-    """(config, items) for ARC-Challenge with the given overrides, as `python -m src.run` builds them."""
+def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challenge"):
+    """(config, items) for ARC-Challenge (or `benchmark`) with the given overrides, as `python -m src.run` builds
+    them."""
     from omegaconf import OmegaConf
 
     from .benchmarks import load_benchmark
     from .prompts import PromptTemplate
     from .run import build_items
 
-    cfg = compose(["benchmark=arc_challenge", f"limit={limit}", *overrides])
+    cfg = compose([f"benchmark={benchmark}", f"limit={'null' if limit is None else limit}", *overrides])
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
     questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
                                data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
@@ -122,10 +125,10 @@ def model_config(cfg) -> dict[str, Any]:
     return {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
 
 
-def hf_backend(model_cfg: dict[str, Any], **overrides: Any):
+def hf_backend(model_cfg: dict[str, Any], *, chat: bool = True, **overrides: Any):
     from .backends.hf import HFBackend
 
-    backend = HFBackend.from_config({**model_cfg, **overrides}, chat=True, progress=False)
+    backend = HFBackend.from_config({**model_cfg, **overrides}, chat=chat, progress=False)
     backend.load()
     return backend
 
@@ -187,6 +190,33 @@ def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
     ratios["cora_vs_padded"] = r["cora_padded_subset (batch 16)"]["seconds"] / r["cora_optimised_subset"]["seconds"]
     ratios["rerun_vs_first"] = r["cora_rerun (warm cache)"]["seconds"] / r["cora_optimised (cold cache)"]["seconds"]
     shared["subset"] = subset
+
+
+def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """The README's main job (`python -m src.run variants=cora`: synthetic, the model's cloze_shown scoring), its
+    answering phase with option texts packed after their prompts vs padded batches that encode each prompt once
+    for all its options, on the same prompts."""
+    from .backends.base import SamplingParams
+    from .trials import answer_items
+
+    cfg, items = build(["variants=cora"], None, benchmark="synthetic")
+    backend = hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
+    print(f"mainjob: {len(items)} prompts (synthetic x CoRA divergent set, scoring={cfg.scoring}), "
+          f"padded on the first {args.compare_limit * 10} questions' prompts", flush=True)
+    subset = [it for it in items if int(it.question.id.rsplit("/", 1)[1]) < args.compare_limit * 10]
+    tokens = lambda: backend.forward_tokens  # noqa: E731
+    params = SamplingParams(n=1)
+    with meter.phase("mainjob_answering (packed)", prompts=len(items), tokens=tokens):
+        answer_items(backend, items, scoring=cfg.scoring, params=params, cache=None, progress=False)
+    with meter.phase("mainjob_subset (packed)", prompts=len(subset), tokens=tokens):
+        answer_items(backend, subset, scoring=cfg.scoring, params=params, cache=None, progress=False)
+    backend.share_prefix = False
+    with meter.phase("mainjob_subset (padded batches of 16)", prompts=len(subset), tokens=tokens):
+        answer_items(backend, subset, scoring=cfg.scoring, params=params, cache=None, progress=False)
+    r = meter.results
+    ratios["mainjob_padded_vs_packed"] = r["mainjob_subset (padded batches of 16)"]["seconds"] / \
+        r["mainjob_subset (packed)"]["seconds"]
+    ratios["mainjob_answering_seconds"] = r["mainjob_answering (packed)"]["seconds"]
 
 
 def part_repetition(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -350,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     if "load" in parts:
         part_load(meter, model_cfg, ratios)
-    shared: dict[str, Any] = {}
+    shared: dict[str, Any] = {"model_cfg": model_cfg}
     with meter.phase("model_load (ours)"):
         shared["backend"] = hf_backend(model_cfg)
     shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
-    for name, fn in (("cora", part_cora), ("repetition", part_repetition), ("lmeval", part_lmeval),
+    for name, fn in (("mainjob", part_mainjob), ("cora", part_cora), ("repetition", part_repetition), ("lmeval", part_lmeval),
                      ("agreement", part_agreement)):
         if name in parts:
             fn(meter, args, ratios, shared)

@@ -29,16 +29,35 @@ def only_run(run_cli, **filters):
     return run, pd.read_parquet(client.download_artifacts(run.info.run_id, "records.parquet")), client
 
 
-def test_default_run_logs_every_pipeline_metric_and_beats_chance(run_cli):
+def test_default_run_logs_every_pipeline_metric_and_scores_option_texts_with_the_options_shown(run_cli):
     run_cli()  # python -m src.run, no arguments: SmolLM2 on the synthetic benchmark
     run, records, client = only_run(run_cli)
     for name in ITEM9:
         assert name in run.data.metrics, name
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"records.parquet", "metrics.json", "config.yaml"} <= artifacts
-    original = records[(records.variant_kind == "original") & (records.repetition == 0)]
+    assert set(records.scoring) == {"cloze_shown"} and records.option_loglik.notna().all()
+    # The README's finding, measured: the model ranks option texts well above chance when it sees only the
+    # question (cloze), and loses that when the options are listed (cloze_shown), where order effects show.
+    run_cli("scoring=cloze")
+    hidden, hidden_records, _ = only_run(run_cli, scoring="cloze")
+    original = hidden_records[(hidden_records.variant_kind == "original") & (hidden_records.repetition == 0)]
     chance = float((1 / original.n_options).mean())
-    assert run.data.metrics["mcqa"] >= chance + 0.1, (run.data.metrics["mcqa"], chance)
+    assert hidden.data.metrics["mcqa"] >= chance + 0.1, (hidden.data.metrics["mcqa"], chance)
+    assert run.data.metrics["mcqa"] < hidden.data.metrics["mcqa"]
+
+
+def test_readme_main_job_asks_each_order_of_a_question_as_its_own_prompt(run_cli):
+    """README command 1 (`variants=cora`, the model's cloze_shown scoring), on the first 10 questions: the records
+    hold one prompt per displayed option list of a question, so the consistency metrics measure the model."""
+    run_cli("variants=cora", "limit=10")
+    run, records, _ = only_run(run_cli, variants="cora")
+    assert set(records.scoring) == {"cloze_shown"}
+    for _, group in records.groupby("question_id"):
+        lists = group.option_order.map(tuple)
+        assert group.prompt_hash.nunique() == lists.nunique() > 10
+    assert 0 <= run.data.metrics["bmca_1.0"] <= run.data.metrics["mcqa_plus"] <= 1
+    assert run.data.metrics["ci"] < 1.0 or run.data.metrics["mcqa"] == run.data.metrics["bmca_1.0"]
 
 
 @needs_data
