@@ -202,8 +202,8 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     cfg, items = build(["variants=cora"], None, benchmark="synthetic")
     backend = hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
     print(f"mainjob: {len(items)} prompts (synthetic x CoRA divergent set, scoring={cfg.scoring}), "
-          f"padded on the first {args.compare_limit * 10} questions' prompts", flush=True)
-    subset = [it for it in items if int(it.question.id.rsplit("/", 1)[1]) < args.compare_limit * 10]
+          f"padded on the first {args.compare_limit} questions' prompts", flush=True)
+    subset = [it for it in items if int(it.question.id.rsplit("/", 1)[1]) < args.compare_limit]
     tokens = lambda: backend.forward_tokens  # noqa: E731
     params = SamplingParams(n=1)
     with meter.phase("mainjob_answering (packed)", prompts=len(items), tokens=tokens):
