@@ -289,15 +289,10 @@ def _norm(text: str) -> str:
     return " ".join(text.casefold().split()).strip(_DECOR + " ")
 
 
-def parse_for(fmt: str, raw: str, labels: Sequence[str]) -> tuple[int | None, tuple[int, ...] | None]:
-    """(slot, slots) of a true_false or multi_select answer: slot is 0/1 for Yes/No; slots the named set."""
-    slot, slots, _ = parse_for_with_rule(fmt, raw, labels)
-    return slot, slots
-
-
 def parse_for_with_rule(fmt: str, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
                         truncated: bool = False) -> tuple[int | None, tuple[int, ...] | None, str]:
-    """`parse_for`'s (slot, slots) and the rule that decided them."""
+    """(slot, slots, rule) of a true_false or multi_select answer: slot is 0/1 for Yes/No (or the one label named);
+    slots the named set; rule the one that decided them."""
     if fmt == "true_false":
         slot, rule = parse_yes_no_with_rule(raw, truncated=truncated)
         return slot, None, rule

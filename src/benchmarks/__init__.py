@@ -28,7 +28,8 @@ from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
 from .synthetic import load_synthetic, synthetic_fewshot
 from .truthfulqa import truthfulqa_loader
 from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
-from .validate import check_unique_ids, duplicate_option_groups  # noqa: F401 (re-exported)
+from ..questions import duplicate_option_groups  # noqa: F401 (re-exported)
+from .validate import check_unique_ids
 
 log = logging.getLogger(__name__)
 
