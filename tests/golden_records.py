@@ -2,7 +2,7 @@
 
 `JOBS` names each job by its overrides. `python -m tests.golden_records --write` runs each through the command
 line (`python -m src.run`) and stores its records and metrics under tests/data/golden/; the test
-`tests/test_records_unchanged.py` runs the same jobs in-process and compares. Write the files anew only when a
+`tests/test_records_unchanged.py` runs the same jobs in-process and compares (`--check` compares through the command line). Write the files anew only when a
 change is meant to alter answers, and say so in the commit.
 """
 from __future__ import annotations
@@ -72,24 +72,42 @@ def differences(expected: Any, actual: Any, where: str = "", tol: float = 0.0) -
     return [] if expected == actual else [f"{where}: {expected!r} != {actual!r}"]
 
 
-def _write(names: list[str]) -> None:
+def _cli_job(name: str) -> dict[str, Any]:
+    """Run one golden job through `python -m src.run`; its overrides, metrics and canonical records."""
     repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "src.run", *JOBS[name], f"tracking.uri=sqlite:///{tmp}/mlflow.db",
+               "cache.enabled=false", f"hydra.run.dir={tmp}/out"]
+        subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, "TQDM_DISABLE": "1"})
+        artifacts = Path(tmp) / "out" / "artifacts"
+        records = pd.read_parquet(artifacts / "records.parquet")
+        metrics = json.loads((artifacts / "metrics.json").read_text())
+    metrics = {k: v for k, v in metrics.items() if k not in VOLATILE_METRICS}
+    return {"overrides": JOBS[name], "metrics": metrics, "records": canonical(records)}
+
+
+def _write(names: list[str]) -> None:
     GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
     for name in names:
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "src.run", *JOBS[name], f"tracking.uri=sqlite:///{tmp}/mlflow.db",
-                   "cache.enabled=false", f"hydra.run.dir={tmp}/out"]
-            subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, "TQDM_DISABLE": "1"})
-            artifacts = Path(tmp) / "out" / "artifacts"
-            records = pd.read_parquet(artifacts / "records.parquet")
-            metrics = json.loads((artifacts / "metrics.json").read_text())
-        metrics = {k: v for k, v in metrics.items() if k not in VOLATILE_METRICS}
-        golden_path(name).write_text(json.dumps({"overrides": JOBS[name], "metrics": metrics,
-                                                 "records": canonical(records)}, indent=0, sort_keys=True) + "\n")
-        print(f"wrote {golden_path(name)} ({len(records)} records)")
+        job = _cli_job(name)
+        golden_path(name).write_text(json.dumps(job, indent=0, sort_keys=True) + "\n")
+        print(f"wrote {golden_path(name)} ({len(job['records'])} records)")
+
+
+def _check(names: list[str]) -> int:
+    failed = 0
+    for name in names:
+        tol = FLOAT_TOLERANCE if name in REAL_MODEL_JOBS else 0.0
+        diff = differences(stored(name), _cli_job(name), name, tol)
+        failed += bool(diff)
+        print(f"{name}: {'same' if not diff else f'{len(diff)} differences, e.g. ' + '; '.join(diff[:5])}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["--write"]:
-        sys.exit("usage: python -m tests.golden_records --write [NAME ...]")
-    _write(sys.argv[2:] or list(JOBS))
+    if sys.argv[1:2] not in (["--write"], ["--check"]):
+        sys.exit("usage: python -m tests.golden_records --write|--check [NAME ...]")
+    if sys.argv[1] == "--write":
+        _write(sys.argv[2:] or list(JOBS))
+    else:
+        sys.exit(_check(sys.argv[2:] or list(JOBS)))
