@@ -5,8 +5,6 @@ later run's value wins when several runs log the same metric), writes the R^2 ta
 metric against `full_fr`, original accuracy and both (the paper's Table 1), and the stability study of
 every point that asked all orders (`perm_full` / `perm_all` records), then logs them as CSV and Markdown
 artifacts of a new run tagged `kind=assessment` in the same experiment.
-
-Also home of `read_run_records`, the one reader of a run's records.parquet (used by revas_misleading).
 """
 from __future__ import annotations
 
@@ -19,29 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import UserError
+from .records import read_run_records
 
 ASSESSMENT_TAG = ("kind", "assessment")
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
-
-
-def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
-    """The records table a finished run logged; UserError naming `key` when the run or its records are missing."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    try:
-        client.get_run(run_id)
-    except MlflowException:
-        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
-                        f"(tracking.uri must point at its store)") from None
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, "records.parquet", tmp)
-        except (MlflowException, OSError):
-            raise UserError(f"config key {key}: run {run_id} has no records.parquet artifact; give a run of src.run "
-                            f"that finished") from None
-        return pd.read_parquet(path)
 
 
 def _metric_name(mlflow_name: str) -> str:

@@ -43,8 +43,6 @@ class ResponseCache:
         self.conn.execute("PRAGMA busy_timeout = %d" % int(timeout_s * 1000))
         self._retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self.conn.execute(SCHEMA))
-        self.hits = 0
-        self.misses = 0
 
     def _retry(self, op, attempts: int = 20):
         """Writers from parallel jobs can still collide on schema setup or checkpoints; back off and retry."""
@@ -64,8 +62,6 @@ class ResponseCache:
             rows = self._retry(lambda: self.conn.execute(
                 f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk).fetchall())
             found.update((k, json.loads(v)) for k, v in rows)
-        self.hits += len(found)
-        self.misses += len(set(keys)) - len(found)
         return found
 
     def put_many(self, items: Iterable[tuple[str, Any]]) -> None:

@@ -22,18 +22,18 @@ first_token, answer_phrase, boxed, option_text (each prefixed "reasoning_strippe
 block was removed), or invalid_empty, invalid_hedge, invalid_conflict, invalid_out_of_range,
 invalid_option_list, invalid_unclosed_reasoning, invalid_no_label, truncated.
 
->>> parse_answer("**B**. Paris is the capital.", ("A", "B", "C", "D"))
+>>> parse_with_rule("**B**. Paris is the capital.", ("A", "B", "C", "D")).slot
 1
->>> parse_answer("The answer is C", ("A", "B", "C", "D"))
+>>> parse_with_rule("The answer is C", ("A", "B", "C", "D")).slot
 2
->>> parse_answer("E", ("A", "B", "C", "D")) is None
+>>> parse_with_rule("E", ("A", "B", "C", "D")).slot is None
 True
 >>> parse_with_rule("<think>A or C? C.</think>A cat is a mammal, so the answer is C.", ("A", "B", "C", "D"))
-Parse(slot=2, rule='reasoning_stripped+answer_phrase')
+Parse(slot=2, rule='reasoning_stripped+answer_phrase', slots=None)
 >>> parse_with_rule("B. Paris is", ("A", "B", "C", "D"), truncated=True)
-Parse(slot=1, rule='first_token')
+Parse(slot=1, rule='first_token', slots=None)
 >>> parse_with_rule("The capital of France is", ("A", "B", "C", "D"), truncated=True)
-Parse(slot=None, rule='truncated')
+Parse(slot=None, rule='truncated', slots=None)
 """
 from __future__ import annotations
 
@@ -100,11 +100,7 @@ class Parse:
 
     slot: int | None
     rule: str
-
-
-def parse_answer(raw: str, labels: Sequence[str], options: Sequence[str] | None = None) -> int | None:
-    """The displayed slot the completion `raw` chose among `labels` (its `options` texts for matching), or None."""
-    return parse_with_rule(raw, labels, options).slot
+    slots: tuple[int, ...] | None = None  # a set of labels (multi_select): every displayed slot named
 
 
 def strip_reasoning(raw: str) -> tuple[str, str]:
@@ -128,7 +124,8 @@ def strip_reasoning(raw: str) -> tuple[str, str]:
 
 def parse_with_rule(raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
                     truncated: bool = False) -> Parse:
-    """`parse_answer`'s verdict with the rule that decided it; `truncated`: generation hit max_new_tokens."""
+    """The displayed slot the completion `raw` chose among `labels` (its `options` texts for matching), or None,
+    with the rule that decided it; `truncated`: generation hit max_new_tokens. The mcq format's parser."""
     if not raw or not raw.strip():
         return Parse(None, "truncated" if truncated else "invalid_empty")
     text, reasoning = strip_reasoning(raw)

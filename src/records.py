@@ -1,4 +1,7 @@
-"""The per-trial records table: the source of truth every metric is computed from.
+"""The per-trial records table: the source of truth every metric is computed from, and where a run keeps it.
+
+A job writes its table as `records.parquet` among the run's artifacts (`write_records`); `read_run_records`
+fetches the table of a finished MLflow run (compare --diff, assess and the revas_misleading second stage).
 
 One row per question x variant x repetition. Columns (see DESIGN.md, decision 1):
 
@@ -48,6 +51,15 @@ REVAS orders have variant_id "<prefix>_<j>", j = 0 their reference order (the fi
 """
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import UserError
+
+RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
 COLUMNS = (
     "run_id", "model", "benchmark", "variant_set", "question_id", "subject", "variant_kind", "variant_id",
     "repetition", "temperature", "seed", "scoring", "n_options", "option_order", "correct_label",
@@ -56,3 +68,31 @@ COLUMNS = (
     "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
     "parse_rule", "truncated",
 )
+
+
+def write_records(records: pd.DataFrame, folder: str | Path) -> Path:
+    """Write `records` as FOLDER/records.parquet, the file a run logs among its artifacts; returns its path."""
+    path = Path(folder) / RECORDS_FILE
+    records.to_parquet(path, index=False)
+    return path
+
+
+def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
+    """The records table a finished run logged; UserError naming `key` when the run or its records are missing."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
+                        f"(tracking.uri must point at its store)") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, RECORDS_FILE, tmp)
+        except (MlflowException, OSError):
+            raise UserError(f"config key {key}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run "
+                            f"that finished") from None
+        return pd.read_parquet(path)

@@ -26,18 +26,29 @@ def read_sweep_info(sweep_dir: str | Path) -> dict[str, str]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def split_sweep(overrides: list[str]) -> list[list[str]]:
+    """The override lists of every job a sweep's overrides name, in the order Hydra's basic sweeper runs them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from .errors import UserError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except OverrideParseException as err:
+        raise UserError(f"config overrides {' '.join(overrides)}: {' '.join(str(err).split())}") from err
+    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """The override lists of every job of this multirun, as Hydra's basic sweeper will launch them ([] for another
     sweeper, whose jobs are then checked one by one as they start)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     sweeper = config.hydra.get("sweeper") or {}
     if sweeper.get("_target_") != "hydra._internal.core_plugins.basic_sweeper.BasicSweeper":
         return []
     params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
-    parsed = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
-    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return split_sweep([*params, *config.hydra.overrides.task])
 
 
 def refused_jobs(config: DictConfig) -> list[str]:
@@ -46,7 +57,7 @@ def refused_jobs(config: DictConfig) -> list[str]:
     from hydra.core.global_hydra import GlobalHydra
 
     from .errors import UserError
-    from .run import check_config
+    from .job import check_config
 
     loader = GlobalHydra.instance().config_loader()
     lines = []

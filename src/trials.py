@@ -11,8 +11,7 @@ from tqdm.auto import tqdm
 
 from .backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from .cache import ResponseCache, request_key
-from .formats import parse_for_with_rule, request_format
-from .parsing import parse_with_rule
+from .answer_formats import FORMATS, format_of
 from .questions import Question
 from .records import COLUMNS
 from .variants import Variant
@@ -78,23 +77,16 @@ def draw_answers(dist: Sequence[float], *, seed: int, n: int) -> list[int | None
 def _parsed(request: Request, text: str, *, cache_hit: bool) -> Answer:
     """A generated answer parsed by its request's format: a label, Yes/No, or a set of labels, with the rule
     that decided it; a truncated text (a `Completion` cut by max_new_tokens) is parsed as such."""
-    fmt, truncated = request_format(request), truncated_of(text)
-    if fmt == "mcq":
-        parse = parse_with_rule(text, request.labels, request.options, truncated=bool(truncated))
-        return Answer(str(text), parse.slot, cache_hit=cache_hit, parse_rule=parse.rule, truncated=truncated)
-    slot, slots, rule = parse_for_with_rule(fmt, text, request.labels, request.options, truncated=bool(truncated))
-    return Answer(str(text), slot, cache_hit=cache_hit, slots=slots, parse_rule=rule, truncated=truncated)
-
-
-# A select-all answer lists several labels and real models preface it ("The correct options are A, C"):
-# 3 tokens cut most lists short, so select-all prompts get at least this many new tokens.
-MULTI_SELECT_MIN_NEW_TOKENS = 24
+    truncated = truncated_of(text)
+    parse = format_of(request).parse(text, request.labels, request.options, truncated=bool(truncated))
+    return Answer(str(text), parse.slot, cache_hit=cache_hit, slots=parse.slots, parse_rule=parse.rule,
+                  truncated=truncated)
 
 
 def _generation_params(request: Request, params: SamplingParams) -> SamplingParams:
-    if request_format(request) == "multi_select" and params.max_new_tokens < MULTI_SELECT_MIN_NEW_TOKENS:
-        return replace(params, max_new_tokens=MULTI_SELECT_MIN_NEW_TOKENS)
-    return params
+    """`params`, with at least the new tokens the request's format needs."""
+    floor = format_of(request).min_new_tokens
+    return replace(params, max_new_tokens=floor) if params.max_new_tokens < floor else params
 
 
 def _cached_text(value: Any) -> Completion:
@@ -239,8 +231,9 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
     run loses at most one chunk."""
     if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
-    generated = [i for i, it in enumerate(items) if it.variant.fmt == "multi_select"] if scoring != "generate" else []
-    if generated:  # a set of labels can only be written out: select-all items are generated under any scoring
+    generated = [i for i, it in enumerate(items) if FORMATS[it.variant.fmt].generated_only] \
+        if scoring != "generate" else []
+    if generated:  # a set of labels can only be written out: such items are generated under any scoring
         kwargs = dict(params=params, cloze_normalise=cloze_normalise, cache=cache, chunk_size=chunk_size, progress=progress)
         picked = set(generated)
         rest = [i for i in range(len(items)) if i not in picked]
@@ -285,27 +278,11 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
 
 
 def _format_columns(it: Item, a: Answer) -> dict[str, Any]:
-    """The columns that depend on the variant's answer format, and the variant's level and memberships.
-
-    mcq: the chosen option is the one behind the parsed label. true_false: the label is Yes/No, the chosen
-    option is the asked one on Yes and null on No. multi_select: the parsed labels are the set named
-    ("A, C" in parsed_label), chosen_option is null, the trial is correct when the set is exactly the
-    correct option, and scoring is "generate" whatever the run's (see `answer_items`).
-    """
-    v, labels = it.variant, it.request.labels
+    """The variant's format, level and memberships, and the columns its answer format fills
+    (`AnswerFormat.columns`: the correct and chosen options, and what a set of labels overrides)."""
+    v = it.variant
     columns: dict[str, Any] = {"fmt": v.fmt, "variant_level": v.level, "asked_option": v.asked_option,
                                "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
                                "parsed_labels": None, "chosen_options": None}
-    if v.fmt == "true_false":
-        columns.update(correct_option=it.question.answer, chosen_option=v.asked_option if a.slot == 0 else None)
-    elif v.fmt == "multi_select":
-        named = a.slots
-        columns.update(scoring="generate", correct_option=v.option_order[v.correct_slot], chosen_option=None,
-                       parsed_label=None if named is None else ", ".join(labels[s] for s in named),
-                       correct=named is not None and set(named) == set(v.correct_slots),
-                       parsed_labels=None if named is None else [labels[s] for s in named],
-                       chosen_options=None if named is None else [v.option_order[s] for s in named])
-    else:
-        columns.update(correct_option=v.option_order[v.correct_slot],
-                       chosen_option=None if a.slot is None else v.option_order[a.slot])
+    columns.update(FORMATS[v.fmt].columns(it.question, v, it.request.labels, slot=a.slot, slots=a.slots))
     return columns

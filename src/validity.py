@@ -25,12 +25,6 @@ from .errors import UserError
 SHOWS_OPTIONS = {"generate": True, "logprob": True, "cloze_shown": True, "cloze": False}
 SCORING_MODES = tuple(SHOWS_OPTIONS)
 SAMPLING_MODES = ("generate", "logprob")  # modes whose answers depend on the temperature
-WHAT_IS_SEEN = {
-    "generate": "the labelled options; the model writes its answer, which is parsed",
-    "logprob": "the labelled options; the most probable label is the answer (sampled exactly at a temperature)",
-    "cloze_shown": "the labelled options; each option's text is scored as the continuation after 'Answer:'",
-    "cloze": "the question only; each option's text is scored as the continuation (lm-eval acc)",
-}
 # Variant sets that ask each question through one displayed option list (plus, for revas_multi_select, a
 # select-all prompt that is always generated with the options shown): valid under every mode.
 ONE_LIST_SETS = frozenset({"original", "perm_original", "revas_multi_select"})

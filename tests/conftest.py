@@ -9,8 +9,34 @@ from pathlib import Path
 
 import pytest
 
+import src.config_schema  # noqa: F401 - registers the typed schema `job_schema` that conf/config.yaml names
+
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
+
+# Tests that start `python -m ...` processes (a job through the command line, the smoke sweep with its launchers)
+# are the slow tier whatever their own marks say; `-m "not slow"` leaves them out of the edit loop.
+SUBPROCESS_FIXTURES = frozenset({"run_cli", "smoke_store"})
+
+
+EDIT_LOOP = False  # set when the run deselects the slow tier: property tests then draw fewer examples
+
+
+def pytest_configure(config):
+    global EDIT_LOOP
+    EDIT_LOOP = "not slow" in (config.option.markexpr or "")
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples for a property test: `n` in the whole suite, a fifth of them in the edit loop."""
+    return max(5, n // 5) if EDIT_LOOP else n
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark files absent: {DATA_DIR} (../shared/data) not found")
 
@@ -46,6 +72,43 @@ def run_cli(tmp_path, empty_mlflow_db):
 
     run.store_uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     run.tmp = tmp_path
+    return run
+
+
+@pytest.fixture
+def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
+    """Run one job in-process, `run_job_in(*overrides)` -> `src.job.JobResult`, with its MLflow store, response
+    cache and outputs inside tmp_path (as `run_cli` does, without a subprocess). A bad config raises UserError.
+    `run_job_in.sweep(*overrides)` runs every job a sweep's overrides name, in Hydra's order, one after another
+    (no parent run: what is about multirun itself is tested through `run_cli`)."""
+    from src.config_schema import compose_job
+    from src.job import run_job
+    from src.sweep_callback import split_sweep
+
+    (tmp_path / "mlruns").mkdir(exist_ok=True)
+    if not (tmp_path / "mlruns" / "mlflow.db").exists():
+        shutil.copyfile(empty_mlflow_db, tmp_path / "mlruns" / "mlflow.db")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    counter = iter(range(10**6))
+
+    def with_store(args: tuple[str, ...]) -> list[str]:
+        extra = [] if any(a.startswith("tracking.uri=") for a in args) else [f"tracking.uri={run.store_uri}"]
+        if not any(a.startswith("cache.") for a in args):
+            extra.append(f"cache.path={tmp_path}/cache.db")
+        if not any(a.startswith("data_dir=") for a in args):
+            extra.append(f"data_dir={DATA_DIR}")
+        return [*args, *extra]
+
+    def run(*args: str):
+        return run_job(compose_job(with_store(args)), out_dir=tmp_path / "out" / str(next(counter)))
+
+    def sweep(*args: str):
+        return [run_job(compose_job(job), out_dir=tmp_path / "out" / str(next(counter)))
+                for job in split_sweep(with_store(args))]
+
+    run.store_uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    run.tmp = tmp_path
+    run.sweep = sweep
     return run
 
 

@@ -160,6 +160,7 @@ def edge_debris(text: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_texts_have_no_edge_debris(name):

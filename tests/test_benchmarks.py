@@ -51,6 +51,7 @@ def by_id(name: str, qid: str, **kw):
     return next(q for q in load(name, **kw) if q.id == qid)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("key", list(EXPECTED), ids=lambda k: "-".join(str(p) for p in k if p))
 def test_counts_and_invariants(key):
@@ -159,6 +160,7 @@ def test_commonsense_records():
     assert q.id == "1afa02df02c908a558b4036e80242fac" and q.options[q.answer] == "bank" and q.n_options == 5
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", ["mmlu", "arc_easy", "hellaswag", "medqa"])
 def test_limit_keeps_file_order(name):

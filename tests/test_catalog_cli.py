@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from src.errors import UserError
+from src.records import read_run_records
+
 from .conftest import REPO, mlflow_runs, needs_data
 
 REVAS_SETS = {
@@ -39,12 +42,12 @@ def logged(run) -> set[str]:
 @needs_data
 @pytest.mark.slow
 @pytest.mark.parametrize("group", sorted(GROUPS))
-def test_every_set_logs_its_metrics(run_cli, group):
+def test_every_set_logs_its_metrics(run_job_in, group):
     """One multirun per group (one process), scoring=logprob so that probability metrics appear too."""
     expected = GROUPS[group]
-    run_cli("model=simulated", "benchmark=medqa", f"variants={','.join(expected)}", "limit=30", "scoring=logprob",
-            f"cache.path={run_cli.tmp}/cache.db", multirun=True)
-    client, runs = mlflow_runs(run_cli.store_uri)
+    run_job_in.sweep("model=simulated", "benchmark=medqa", f"variants={','.join(expected)}", "limit=30",
+                     "scoring=logprob")
+    client, runs = mlflow_runs(run_job_in.store_uri)
     by_set = {r.data.tags["variants"]: r for r in runs if "variants" in r.data.tags}
     assert set(expected) <= set(by_set)
     for name, metrics in expected.items():
@@ -64,25 +67,22 @@ def test_every_set_logs_its_metrics(run_cli, group):
 
 
 def _records(client, run):
-    import pandas as pd
-
-    return pd.read_parquet(Path(client.download_artifacts(run.info.run_id, "records.parquet")))
+    return read_run_records(run.info.run_id, client.tracking_uri)
 
 
 @needs_data
 @pytest.mark.slow
-def test_misleading_second_stage_reads_the_source_run(run_cli):
-    out = run_cli("model=simulated", "benchmark=medqa", "variants=revas_true_false", "limit=30", "scoring=generate",
-                  f"cache.path={run_cli.tmp}/cache.db")
-    source_id = json.loads(out.stdout.strip().splitlines()[-1])["run_id"]
-    client, (source,) = mlflow_runs(run_cli.store_uri)
+def test_misleading_second_stage_reads_the_source_run(run_job_in):
+    source_id = run_job_in("model=simulated", "benchmark=medqa", "variants=revas_true_false", "limit=30",
+                           "scoring=generate").run_id
+    client, (source,) = mlflow_runs(run_job_in.store_uri)
     assert {"tf_correct_yes_all", "tf_distractor_no_all"} <= logged(source)  # Yes/No parsed from generated text
     source_records = _records(client, source)
     original = source_records[(source_records.variant_kind == "original")]
     wrong = original[original.parsed_label.notna() & ~original.correct.astype(bool)]
-    run_cli("model=simulated", "benchmark=medqa", "variants=revas_misleading", f"variants.source_run={source_id}",
-            "limit=30", f"cache.path={run_cli.tmp}/cache.db")
-    client, runs = mlflow_runs(run_cli.store_uri)
+    run_job_in("model=simulated", "benchmark=medqa", "variants=revas_misleading", f"variants.source_run={source_id}",
+               "limit=30")
+    client, runs = mlflow_runs(run_job_in.store_uri)
     (second,) = [r for r in runs if r.data.tags["variants"] == "revas_misleading"]
     assert "misleading_fix_rate" in logged(second)
     records = _records(client, second)
@@ -91,23 +91,22 @@ def test_misleading_second_stage_reads_the_source_run(run_cli):
     assert all(int(a) == int(chosen[q]) for q, a in zip(records.question_id, records.asked_option))
     assert all(order[int(a)] == -2 for order, a in zip(records.option_order, records.asked_option))
 
-    bad = run_cli("model=simulated", "benchmark=medqa", "variants=revas_misleading", "limit=30", check=False)
-    assert bad.returncode == 2 and "variants.source_run" in bad.stderr and bad.stderr.count("\n") == 1
+    with pytest.raises(UserError, match="variants.source_run"):
+        run_job_in("model=simulated", "benchmark=medqa", "variants=revas_misleading", "limit=30")
 
 
 @needs_data
 @pytest.mark.slow
-def test_assessment_cli_logs_r2_and_stability_tables(run_cli, capsys):
-    run_cli("model=simulated", "model.name=sim_${model.success_rate}", "model.success_rate=0.99,0.95,0.9",
-            "benchmark=mmlu", "variants=perm_all", "limit=12", "scoring=logprob", f"cache.path={run_cli.tmp}/cache.db",
-            multirun=True)
-    cmd = [sys.executable, "-m", "src.assess", "--experiment", "mcq-consistency", "--tracking-uri", run_cli.store_uri,
+def test_assessment_cli_logs_r2_and_stability_tables(run_job_in, capsys):
+    run_job_in.sweep("model=simulated", "model.name=sim_${model.success_rate}", "model.success_rate=0.99,0.95,0.9",
+                     "benchmark=mmlu", "variants=perm_all", "limit=12", "scoring=logprob")
+    cmd = [sys.executable, "-m", "src.assess", "--experiment", "mcq-consistency", "--tracking-uri", run_job_in.store_uri,
            "--draws", "4"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["n_points"] == 3
-    client, (assessment,) = mlflow_runs(run_cli.store_uri, kind="assessment")
+    client, (assessment,) = mlflow_runs(run_job_in.store_uri, kind="assessment")
     local = Path(client.download_artifacts(assessment.info.run_id, ""))
     assert {"points.csv", "r2.csv", "r2.md", "stability.csv", "stability.md"} <= {p.name for p in local.iterdir()}
     assert "(c) targets: full fluctuation rate and original accuracy" in (local / "r2.md").read_text()
@@ -121,17 +120,17 @@ def test_assessment_cli_logs_r2_and_stability_tables(run_cli, capsys):
 
     from src.assess import main
 
-    assert main(["--experiment", "nope", "--tracking-uri", run_cli.store_uri]) == 2
+    assert main(["--experiment", "nope", "--tracking-uri", run_job_in.store_uri]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
 
 
 @needs_data
 @pytest.mark.slow
-def test_repetitions_match_binomial_theory(run_cli):
+def test_repetitions_match_binomial_theory(run_job_in):
     """st ~ P(Bin(10, 0.8) >= 9); rws ~ P(sure right) / P(sure): a wrong label repeated 9 times is ~1e-9."""
-    run_cli("model=simulated", "model.success_rate=0.8", "benchmark=mmlu", "limit=300", "repetitions=10",
-            "temperature=0.7", "scoring=generate", f"cache.path={run_cli.tmp}/cache.db")
-    _, (run,) = mlflow_runs(run_cli.store_uri)
+    run_job_in("model=simulated", "model.success_rate=0.8", "benchmark=mmlu", "limit=300", "repetitions=10",
+               "temperature=0.7", "scoring=generate")
+    _, (run,) = mlflow_runs(run_job_in.store_uri)
     from src.metrics import p_star
 
     threshold = p_star(R=10, consistency=0.99, k=4)

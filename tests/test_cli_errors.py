@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from src.errors import UserError
+
 
 def write_jsonl(path, records):
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -23,31 +25,72 @@ def assert_one_line_error(proc, *needles):
         assert needle in lines[0], (needle, lines[0])
 
 
+def assert_user_error(run, *needles):
+    """The in-process form: the job raises one UserError whose single line holds every needle."""
+    with pytest.raises(UserError) as err:
+        run()
+    message = str(err.value)
+    assert "\n" not in message, message
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
 @pytest.mark.parametrize("bad, needle", [
     ({"question": "2+2?", "options": ["3", "4"]}, "answer"),                      # record without an answer
     ({"question": "2+2?", "options": ["3", "4"], "answer": 7}, "7"),             # answer out of range
     ({"question": "2+2?", "options": ["4"], "answer": 0}, "option"),             # fewer than two options
     ({"question": "2+2?", "options": ["4", "4 ", "5"], "answer": 0}, "same text"),  # duplicate options
 ])
-def test_bad_records_name_file_and_line(run_cli, tmp_path, bad, needle):
+def test_bad_records_name_file_and_line(run_job_in, tmp_path, bad, needle):
     path = write_jsonl(tmp_path / "bench.jsonl", [GOOD, bad])
+    assert_user_error(lambda: run_job_in("model=simulated", "benchmark=generic", f"benchmark.path={path}"),
+                      str(path), "2", needle)
+
+
+def test_bad_record_through_the_command_line_is_one_line_and_exit_2(run_cli, tmp_path):
+    path = write_jsonl(tmp_path / "bench.jsonl", [GOOD, {"question": "2+2?", "options": ["3", "4"]}])
     proc = run_cli("model=simulated", "benchmark=generic", f"benchmark.path={path}", check=False)
-    assert_one_line_error(proc, str(path), "2", needle)
+    assert_one_line_error(proc, str(path), "2", "answer")
 
 
-def test_missing_file_names_path_and_key(run_cli, tmp_path):
-    proc = run_cli("model=simulated", "benchmark=medqa", f"benchmark.path={tmp_path}/nope.jsonl", check=False)
-    assert_one_line_error(proc, "nope.jsonl", "benchmark.path")
+def test_missing_file_names_path_and_key(run_job_in, tmp_path):
+    assert_user_error(lambda: run_job_in("model=simulated", "benchmark=medqa", f"benchmark.path={tmp_path}/nope.jsonl"),
+                      "nope.jsonl", "benchmark.path")
 
 
-def test_unknown_benchmark_names_the_key(run_cli):
-    proc = run_cli("model=simulated", "benchmark=mmlux", check=False)
-    assert_one_line_error(proc, "benchmark", "mmlux")
-    proc = run_cli("model=simulated", "benchmark.name=mmlux", check=False)
-    assert_one_line_error(proc, "benchmark", "mmlux")
+def test_unknown_benchmark_names_the_key(run_job_in):
+    assert_user_error(lambda: run_job_in("model=simulated", "benchmark=mmlux"), "benchmark", "mmlux", "mmlu?")
+    assert_user_error(lambda: run_job_in("model=simulated", "benchmark.name=mmlux"), "benchmark", "mmlux")
 
 
-def test_bad_config_values_name_the_key(run_cli):
-    assert_one_line_error(run_cli("model=simulated", "scoring=vibes", check=False), "scoring")
-    assert_one_line_error(run_cli("model=simulated", "repetitions=0", check=False), "repetitions")
-    assert_one_line_error(run_cli("model=simulated", "tracking.uri=./mlruns", check=False), "tracking.uri")
+def test_bad_config_values_name_the_key(run_job_in):
+    assert_user_error(lambda: run_job_in("model=simulated", "scoring=vibes"), "scoring")
+    assert_user_error(lambda: run_job_in("model=simulated", "repetitions=0"), "repetitions")
+    assert_user_error(lambda: run_job_in("model=simulated", "tracking.uri=./mlruns"), "tracking.uri")
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["temprature=0.5"], ["config key temprature", "temperature?"]),
+    (["+temprature=0.5"], ["config key temprature", "temperature?"]),
+    (["temperature=abc"], ["config key temperature", "abc"]),
+    (["-m", "temperature=0.3,abc"], ["config key temperature", "abc"]),
+    (["seed=1.5"], ["config key seed", "1.5"]),
+    (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
+    (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),
+    (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
+])
+def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
+    """`python -m src.run` checks its overrides against the schema before Hydra composes (src.run.check_argv)."""
+    from src import run
+
+    monkeypatch.setattr("sys.argv", ["src.run", *argv])
+    monkeypatch.setattr(run, "_hydra_main", lambda: pytest.fail("Hydra was reached"))
+    with pytest.raises(SystemExit) as exit_:
+        run.main()
+    assert exit_.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and all(n in line for n in needles), line
+
+
+def test_typo_through_the_command_line_is_one_line_and_exit_2(run_cli):
+    assert_one_line_error(run_cli("+temprature=0.5", check=False), "temprature", "temperature?")

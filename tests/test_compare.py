@@ -6,7 +6,6 @@ tests read the smoke sweep's store (tests/smoke_store.py).
 from __future__ import annotations
 
 import base64
-import doctest
 import math
 import re
 from html.parser import HTMLParser
@@ -16,6 +15,8 @@ import pytest
 
 from src.compare import load, plots, report, tables
 from src.compare.__main__ import main
+from src.errors import UserError
+from src.records import read_run_records
 
 from .conftest import mlflow_runs
 from .smoke_store import run_module, smoke_store  # noqa: F401 - smoke_store is a fixture
@@ -157,12 +158,6 @@ def test_absent_inputs_are_skipped_with_a_reason(tmp_path):
     assert "Note: CoRA table: no run logged `cora`" in (tmp_path / "report.html").read_text()
 
 
-def test_doctests_of_the_compare_package():
-    for module in (tables, load, plots, report):
-        failures, _ = doctest.testmod(module)
-        assert failures == 0
-
-
 # ---------------------------------------------------------------- end to end on the smoke sweep
 
 class _Refs(HTMLParser):
@@ -256,6 +251,14 @@ def test_sweep_id_and_diff(smoke_store, tmp_path):
     assert summary["shared_trials"] == 8 * 20 * 5 and 0 < summary["disagreement_rate"] < 1  # questions x variants x reps
     assert len(trials) == round(summary["disagreement_rate"] * summary["shared_trials"])
     assert "## Disagreements" in (out / "report.md").read_text()
+
+
+def test_records_of_a_missing_run_or_a_run_without_records_name_the_flag(smoke_store):
+    parent = mlflow_runs(smoke_store.uri, "smoke", kind="sweep")[1][0]  # a sweep's parent run logs no records
+    with pytest.raises(UserError, match=r"^config key --diff: no MLflow run 'nope' at sqlite:"):
+        read_run_records("nope", smoke_store.uri, key="--diff")
+    with pytest.raises(UserError, match=rf"^config key --diff: run {parent.info.run_id} has no records.parquet artifact"):
+        read_run_records(parent.info.run_id, smoke_store.uri, key="--diff")
 
 
 def test_cli_missing_experiment_is_one_line_and_exit_2(smoke_store):

@@ -25,6 +25,7 @@ def test_defaults():
     assert {"model", "benchmark", "variants", "prompt"} <= set(GROUPS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group, choice", CHOICES, ids=[f"{g}={c}" for g, c in CHOICES])
 def test_every_choice_composes(group, choice):
     cfg = compose_with(f"{group}={choice}")

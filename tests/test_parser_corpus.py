@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from src.formats import parse_for_with_rule
-from src.parsing import parse_with_rule
+from src.answer_formats import FORMATS as PARSERS
 
 CORPUS = Path(__file__).resolve().parent / "data" / "parser_corpus.jsonl"
 FORMATS = ("mcq", "multi_select", "true_false")
@@ -36,13 +35,10 @@ def load() -> list[dict]:
 def verdict(row: dict) -> tuple[int | list[int] | None, str]:
     """The parser's verdict in the corpus's terms (slot, None, or a list of slots) and the rule behind it."""
     truncated = bool(row.get("truncated", False))
-    if row["fmt"] == "mcq":
-        parse = parse_with_rule(row["raw"], row["labels"], row["options"], truncated=truncated)
-        return parse.slot, parse.rule
-    slot, slots, rule = parse_for_with_rule(row["fmt"], row["raw"], row["labels"], row["options"], truncated=truncated)
-    if row["fmt"] == "true_false":
-        return slot, rule
-    return (None if slots is None else list(slots)), rule
+    parse = PARSERS[row["fmt"]].parse(row["raw"], row["labels"], row["options"], truncated=truncated)
+    if row["fmt"] == "multi_select":
+        return (None if parse.slots is None else list(parse.slots)), parse.rule
+    return parse.slot, parse.rule
 
 
 def scores(rows: list[dict]) -> dict[str, float | int | None]:

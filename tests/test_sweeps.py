@@ -78,7 +78,7 @@ def test_a_command_line_axis_keeps_the_model_outermost():
 
 def _check_job_config(cfg) -> None:
     from src.prompts import PromptTemplate
-    from src.run import check_config
+    from src.job import check_config
 
     container = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     check_config(cfg)
@@ -87,12 +87,14 @@ def _check_job_config(cfg) -> None:
         assert "{fewshot}" in template.template and template.fewshot_template, "few-shot jobs need a few-shot prompt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
 def test_every_job_config_composes_and_is_valid(name):
     for cfg in job_configs(name):
         _check_job_config(cfg)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", sorted(set(EXPECTED_JOBS) - {"smoke"}))
 def test_every_job_renders_its_prompts_on_the_data(name):
@@ -100,7 +102,7 @@ def test_every_job_renders_its_prompts_on_the_data(name):
     loaders, variants, few-shot pools and templates fit together before anyone spends GPU hours."""
     from src.benchmarks import load_benchmark
     from src.prompts import PromptTemplate
-    from src.run import build_items
+    from src.job import build_items
 
     seen = set()
     for cfg in job_configs(name, (f"data_dir={DATA_DIR}", "limit=2")):

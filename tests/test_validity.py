@@ -24,7 +24,7 @@ def items_for(*overrides: str):
 
     from src.benchmarks import load_benchmark
     from src.prompts import PromptTemplate
-    from src.run import build_items, check_config
+    from src.job import build_items, check_config
 
     cfg = compose_job("model=simulated", "limit=6", *overrides)
     check_config(cfg)
@@ -95,7 +95,7 @@ def test_refused_single_run_and_sweep_say_so_in_one_line_before_any_compute(run_
 
 @needs_data
 @pytest.mark.slow
-def test_mmlu_cora_run_logs_questions_left_out_and_keeps_references(run_cli):
+def test_mmlu_cora_run_logs_questions_left_out_and_keeps_references(run_job_in, caplog):
     """The done-when run of the valid-measurements issue, on the simulated model: the variants asked keep "... of
     the above" last, add no second NOTA and keep letter references, and the run logs what it left out."""
     import pandas as pd
@@ -104,12 +104,13 @@ def test_mmlu_cora_run_logs_questions_left_out_and_keeps_references(run_cli):
     from src.variants import NOTA, option_refs
 
     subjects = "benchmark.subjects=[moral_disputes,conceptual_physics]"
-    proc = run_cli("model=simulated", "benchmark=mmlu", subjects, "variants=cora")
-    client, (run,) = mlflow_runs(run_cli.store_uri)
+    caplog.set_level("INFO", logger="src.job")
+    run_job_in("model=simulated", "benchmark=mmlu", subjects, "variants=cora")
+    client, (run,) = mlflow_runs(run_job_in.store_uri)
     metrics = run.data.metrics
     assert metrics["n_excluded_option_refs"] > 0 and metrics["n_excluded_has_nota"] > 0
     assert metrics["n_excluded_refs_excluded"] == 0
-    assert "had variants of cora left out (option_refs)" in proc.stdout + proc.stderr
+    assert "had variants of cora left out (option_refs)" in caplog.text
     records = pd.read_parquet(client.download_artifacts(run.info.run_id, "records.parquet"))
     questions = {q.id: q for q in load_benchmark("mmlu", path=None, data_dir=str(DATA_DIR), seed=0, limit=None,
                                                  options={"subjects": ["moral_disputes", "conceptual_physics"]})}

@@ -11,6 +11,8 @@ from src.questions import Question
 from src.variants import make_variants
 from src.variants.permutations import PERM_SETS, nth_permutation, permutation_set, random_permutations
 
+from .conftest import examples
+
 
 def q(n=4, answer=1, qid="q1"):
     return Question(id=qid, question="Which?", options=tuple(f"option {i}" for i in range(n)), answer=answer)
@@ -87,7 +89,7 @@ def test_perm_all_shares_orders(n):
     assert {"original", "oi", "cyclic", "full"} <= {name for name, _ in identity.memberships}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(2, 6), st.sampled_from(PERM_SETS), st.data())
 def test_every_set_is_a_set_of_permutations(n, name, data):
     answer = data.draw(st.integers(0, n - 1))

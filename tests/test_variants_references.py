@@ -16,7 +16,7 @@ from src.variants import (FILLER, NOTA, VARIANT_SETS, VariantPlan, duplicate_opt
                           make_variants, option_refs, plan_variants)
 from src.variants.revas import FILLER_TEXTS, fillers_for
 
-from .conftest import DATA_DIR, REPO, needs_data
+from .conftest import DATA_DIR, REPO, needs_data, examples
 
 
 def q(options, answer=0, qid="q1", question="Which?"):
@@ -137,6 +137,7 @@ def test_duplicate_groups():
     assert duplicate_option_groups(q(["a", "b"])) == []
 
 
+@pytest.mark.slow
 @needs_data
 def test_detector_counts_on_the_shipped_data():
     """METRICS.md: 644 of 14,042 MMLU test questions, ~5-6% of MMLU-Redux and MedMCQA."""
@@ -430,7 +431,7 @@ POOL = ["red", "green", "blue", "teal", "pink", "All of the above", "None of the
         "Neither A nor B", "A and C", "None", "All of these", "only B", "Red"]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(POOL), min_size=2, max_size=6, unique=True), st.data(),
        st.sampled_from([s for s in ALL_SETS if s not in ("perm_full", "perm_all")] + ["revas_misleading"]))
 def test_rules_hold_on_any_mix_of_options(options, data, name):

@@ -9,13 +9,17 @@ from hypothesis import given, settings, strategies as st
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
 from src.errors import UserError
-from src.formats import FormatRequest, parse_label_set, parse_yes_no, render_multi_select, request_for
+from src.answer_formats import FormatRequest, MULTI_SELECT, TRUE_FALSE
+from src.answer_formats.multi_select import parse_label_set_with_rule
+from src.answer_formats.true_false import parse_yes_no_with_rule
 from src.prompts import PromptTemplate
 from src.questions import Question
 from src.variants import FILLER, NOTA, NOTA_TEXT, TF_LABELS, make_variants
 from src.variants.revas import FILLER_TEXTS, wrong_answers
 
 from .records_factory import records, trial
+
+from .conftest import examples
 
 
 def q(n=4, answer=2, qid="q1", options=None):
@@ -141,7 +145,7 @@ def test_wrong_answers_from_source_records():
         wrong_answers(table[table.variant_kind == "nota"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(2, 7), st.data(), st.integers(0, 10_000),
        st.sampled_from(["revas_reorder", "revas_option_count", "revas_nota", "revas_true_false", "revas_multi_select"]))
 def test_generators_keep_the_answer_and_are_seeded(n, data, seed, name):
@@ -167,7 +171,7 @@ def test_generators_keep_the_answer_and_are_seeded(n, data, seed, name):
                                         ("Incorrect", 1), ("I think yes.", 0), ("The answer is: No", 1),
                                         ("Yes or no", None), ("maybe", None), ("", None), ("yes no", 0)])
 def test_parse_yes_no(text, slot):
-    assert parse_yes_no(text) == slot
+    assert parse_yes_no_with_rule(text)[0] == slot
 
 
 @pytest.mark.parametrize("text, slots", [("A, C", (0, 2)), ("A and C", (0, 2)), ("AC", (0, 2)), ("C", (2,)),
@@ -175,23 +179,23 @@ def test_parse_yes_no(text, slot):
                                          ("The correct options are A and B", (0, 1)), ("I think A and D", (0, 3)),
                                          ("A, E", None), ("A or B", None), ("none", None), ("", None)])
 def test_parse_label_set(text, slots):
-    assert parse_label_set(text, ("A", "B", "C", "D")) == slots
+    assert parse_label_set_with_rule(text, ("A", "B", "C", "D"))[0] == slots
 
 
 def test_numeric_label_sets():
-    assert parse_label_set("1, 3", ("1", "2", "3")) == (0, 2)
+    assert parse_label_set_with_rule("1, 3", ("1", "2", "3"))[0] == (0, 2)
 
 
 def test_format_requests_and_prompts():
     question = q(4, answer=2)
     template = PromptTemplate(name="plain", template="Question: {question}\n{choices}\nAnswer:", label_style="(A)")
     tf = [v for v in make_variants({"name": "revas_true_false"}, question, seed=0) if v.fmt == "true_false"]
-    requests = [request_for(template, question, v, seed=1) for v in tf]
+    requests = [TRUE_FALSE.request(template, question, v, seed=1) for v in tf]
     assert all(r.labels == TF_LABELS and r.fmt == "true_false" for r in requests)
     assert len({r.prompt for r in requests}) == 4 and "option 3" in requests[3].prompt
     assert [r.correct_slot for r in requests] == [1, 1, 0, 1]
     multi = make_variants({"name": "revas_multi_select"}, question, seed=0)[1]
-    prompt = render_multi_select(template, question, multi)
+    prompt = MULTI_SELECT.render(template, question, multi)
     assert "(A) option 0" in prompt and "select all correct options" in prompt
 
 
@@ -204,20 +208,21 @@ def test_oracle_answers_yes_no_and_label_sets():
     assert abs(sum(o[0] == "Yes" for o in outs) / 400 - 0.8) < 0.06
     multi = [FormatRequest(prompt="p", labels=("A", "B", "C", "D"), options=("a", "b", "c", "d"), seed=i,
                            correct_slot=1, key=f"q{i}/m", fmt="multi_select") for i in range(400)]
-    sets = [parse_label_set(o[0], ("A", "B", "C", "D")) for o in backend.generate(multi, SamplingParams())]
+    sets = [parse_label_set_with_rule(o[0], ("A", "B", "C", "D"))[0] for o in backend.generate(multi, SamplingParams())]
     assert all(s is not None for s in sets)
     assert sum(1 in s for s in sets) / 400 > 0.9  # the correct label is usually named
     assert 0.1 < sum(len(s) > 1 for s in sets) / 400 < 0.9  # sometimes with others
 
 
 def test_records_of_each_format():
+    from src.answer_formats import FORMATS
     from src.trials import Answer, Item, to_records
 
     question = q(4, answer=2)
     template = PromptTemplate(name="plain", template="Question: {question}\n{choices}\nAnswer:")
     tf_yes, tf_no = [v for v in make_variants({"name": "revas_true_false"}, question, seed=0) if v.fmt == "true_false"][2:4]
     multi = make_variants({"name": "revas_multi_select"}, question, seed=0)[1]
-    items = [Item(question, v, request_for(template, question, v, seed=0)) for v in (tf_yes, tf_no, multi)]
+    items = [Item(question, v, FORMATS[v.fmt].request(template, question, v, seed=0)) for v in (tf_yes, tf_no, multi)]
     answers = [[Answer("Yes", 0, label_probs=(0.7, 0.3))], [Answer("Yes", 0)], [Answer("A, C", None, slots=(0, 2))]]
     table = to_records(items, answers, run_info={"scoring": "logprob"})
     yes, no, sel = table.to_dict("records")

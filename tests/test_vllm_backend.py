@@ -10,7 +10,7 @@ import pytest
 from src.backends import load_backend
 from src.backends.base import Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
-from src.backends.vllm_backend import VLLMBackend, continuation_loglik, first_token_logprobs, label_token_ids
+from src.backends.vllm_backend import VLLMBackend, continuation_loglik, first_token_logprobs
 from src.errors import UserError
 
 VOCAB = {"A": 1, " A": 2, "B": 3, " B": 4, "C": 5, " C": 6, "Q": 7, "?": 8, " x": 9, "!": 10}
@@ -57,11 +57,6 @@ def fake_backend():
     b.llm, b.tokenizer = FakeLLM(), FakeTokenizer()
     b._vllm = NS(SamplingParams=lambda **kw: kw)  # SamplingParams as a plain dict
     return b
-
-
-def test_label_token_ids_merge_spellings_and_drop_shared_first_tokens():
-    assert label_token_ids(lambda s: FakeTokenizer()(s)["input_ids"], ("A", "B", "C")) == [{1, 2}, {3, 4}, {5, 6}]
-    assert label_token_ids({"1": [1], " 1": [9, 1], "2": [2], " 2": [9, 2]}.__getitem__, ("1", "2")) == [{1}, {2}]
 
 
 def test_logprobs_map_to_label_probs_mass_and_exact_answer_dist():

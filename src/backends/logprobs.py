@@ -6,6 +6,7 @@ probability is the sum over the tokens that spell it ("A", " A"), and a label ou
 With a temperature, the first token's sampling distribution (labels + INVALID) is rebuilt from the same list:
 exact when the list is the whole vocabulary, or when top-k <= K (the tail is cut anyway); otherwise the
 tokens outside the list are one lump of their total mass (an approximation, flagged by `exact=False`).
+`renormalised` and `with_invalid` are the label arithmetic the HF backend shares with these.
 """
 from __future__ import annotations
 
@@ -15,13 +16,24 @@ from typing import Hashable, Mapping, Sequence
 from .base import LabelScores, SamplingParams
 
 
-def text_label_keys(top: Mapping[str, float], labels: Sequence[str]) -> list[set[str]]:
-    """Per label, the returned token texts that spell it: the label with surrounding whitespace ("A", " A").
+def renormalised(per_label: Sequence[float], mass: float) -> tuple[float, ...]:
+    """Label probabilities divided by `mass` (what the labels hold together); uniform when they hold nothing.
 
-    >>> text_label_keys({" A": -0.1, "A": -3.0, "B": -4.0, "Answer": -5.0}, ["A", "B", "C"])
-    [{' A', 'A'}, {'B'}, set()]
+    >>> renormalised([0.375, 0.125], 0.5), renormalised([0.0, 0.0], 0.0)
+    ((0.75, 0.25), (0.5, 0.5))
     """
-    return [{token for token in top if token.strip() == label} for label in labels]
+    return tuple(p / mass for p in per_label) if mass > 0 else tuple(1 / len(per_label) for _ in per_label)
+
+
+def with_invalid(picked: Sequence[float]) -> tuple[float, ...]:
+    """The labels' shares of the first sampled token and INVALID (the rest) last, renormalised to sum to 1.
+
+    >>> with_invalid([0.5, 0.25])
+    (0.5, 0.25, 0.25)
+    """
+    other = max(0.0, 1.0 - sum(picked))
+    total = sum(picked) + other
+    return (*(p / total for p in picked), other / total)
 
 
 def label_scores_from_top(top: Mapping[Hashable, float], label_keys: Sequence[set], sampling: SamplingParams | None,
@@ -39,7 +51,7 @@ def label_scores_from_top(top: Mapping[Hashable, float], label_keys: Sequence[se
     probs = {token: math.exp(lp) for token, lp in top.items() if lp is not None and lp > -math.inf}
     per_label = [sum(probs.get(token, 0.0) for token in keys) for keys in label_keys]
     mass = min(1.0, sum(per_label))
-    norm = tuple(p / mass for p in per_label) if mass > 0 else tuple(1.0 / len(per_label) for _ in per_label)
+    norm = renormalised(per_label, mass)
     if sampling is None:
         return LabelScores(probs=norm, mass=mass), True
     ranked = sorted(probs.items(), key=lambda kv: -kv[1])
@@ -70,6 +82,4 @@ def label_scores_from_top(top: Mapping[Hashable, float], label_keys: Sequence[se
         weights = [(token, w / total) for token, w in kept]
     share = dict(weights)
     picked = [sum(share.get(token, 0.0) for token in keys) for keys in label_keys]
-    other = max(0.0, 1.0 - sum(picked))
-    total = sum(picked) + other
-    return LabelScores(norm, mass, answer_dist=(*(p / total for p in picked), other / total)), exact
+    return LabelScores(norm, mass, answer_dist=with_invalid(picked)), exact

@@ -27,8 +27,9 @@ from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
-from src.backends.logprobs import label_scores_from_top, text_label_keys
+from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.logprobs import label_scores_from_top
+from src.backends.text import chat_messages, completion, continuation_text, option_scores, text_label_keys
 from src.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,7 @@ class OpenAIBackend:
 
     def _complete(self, prompt: str, **fields: Any) -> dict[str, Any]:
         if self.endpoint == "chat":
-            return self._post("chat/completions", {"model": self.model, "messages": [{"role": "user", "content": prompt}],
-                                                   **fields})
+            return self._post("chat/completions", {"model": self.model, "messages": chat_messages(prompt), **fields})
         return self._post("completions", {"model": self.model, "prompt": prompt, **fields})
 
     # -- the Backend interface -----------------------------------------------------------------
@@ -191,12 +191,11 @@ class OpenAIBackend:
         def one(r: Request) -> OptionScores:
             loglik = []
             for option in r.options:
-                continuation = option if not r.prompt or r.prompt[-1].isspace() else " " + option
-                reply = self._post("completions", {"model": self.model, "prompt": r.prompt + continuation,
-                                                   "max_tokens": 0, "echo": True, "logprobs": 0, "temperature": 0})
+                prompt = r.prompt + continuation_text(r.prompt, option)
+                reply = self._post("completions", {"model": self.model, "prompt": prompt, "max_tokens": 0, "echo": True,
+                                                   "logprobs": 0, "temperature": 0})
                 loglik.append(echo_loglik(reply, start=len(r.prompt)))
-            norm = tuple(x / max(1, len(o.encode("utf-8"))) for x, o in zip(loglik, r.options))
-            return OptionScores(loglik=tuple(loglik), loglik_norm=norm)
+            return option_scores(loglik, r.options)
 
         return self._map(one, requests, "score_options")
 
@@ -206,7 +205,7 @@ def _texts(reply: dict[str, Any], n: int) -> list[str]:
     choices = sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0))
     texts = [(c.get("message") or {}).get("content") if "message" in c else c.get("text") for c in choices]
     reasons = [c.get("finish_reason") for c in choices]
-    texts = [Completion(t or "", truncated=None if r is None else r == "length") for t, r in zip(texts, reasons)]
+    texts = [completion(t or "", reason) for t, reason in zip(texts, reasons)]
     if len(texts) < n:
         raise UserError(f"the server returned {len(texts)} choices for n={n}; set model.n_per_request=false")
     return texts[:n]

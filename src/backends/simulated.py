@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 import time
 import random
-from typing import Callable, Sequence
+from typing import Sequence
 
+from ..answer_formats import MULTI_SELECT, format_of
 from .base import Completion, LabelScores, OptionScores, Request, SamplingParams
 
 
@@ -19,7 +20,7 @@ class SimulatedBackend:
 
     Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
 
-    Answer formats (a request's `fmt`, see src/formats.py): a true/false request's labels are ("Yes", "No"),
+    Answer formats (a request's format, see src/answer_formats/): a true/false request's labels are ("Yes", "No"),
     so it says the right one with probability `success_rate`; a multi-select request gets a set of labels:
     the single answer above, plus the correct label with probability `success_rate`, plus each other
     label with probability (1 - success_rate) / 2.
@@ -65,7 +66,7 @@ class SimulatedBackend:
         out = []
         for req in requests:
             reps = [0] * params.n if params.temperature == 0 else range(params.n)
-            if getattr(req, "fmt", "mcq") == "multi_select":
+            if format_of(req) is MULTI_SELECT:
                 texts = [self._render_set(req, self._selection(req, r)) for r in reps]
             else:
                 texts = [self._render(req, self._answer(req, r)) for r in reps]
@@ -113,25 +114,3 @@ class SimulatedBackend:
             ll = tuple(math.log(p) for p in self._peaked(r, len(r.options)))
             out.append(OptionScores(ll, tuple(x / max(1, len(o.encode())) for x, o in zip(ll, r.options))))
         return out
-
-
-class ScriptedBackend:
-    """Answers from a callable `(request, repetition) -> raw text`: makes runner tests three lines long.
-    A script may return a `Completion` to say whether the text was truncated."""
-
-    seeded_scores = True
-
-    def __init__(self, script: Callable[[Request, int], str], identity: str = "scripted"):
-        self.script = script
-        self.identity = identity
-
-    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
-        return [[self.script(r, k) for k in range(params.n)] for r in requests]
-
-    def score_labels(self, requests: Sequence[Request], **sampling) -> list[LabelScores]:
-        raise NotImplementedError("ScriptedBackend only generates")
-
-    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
-        raise NotImplementedError("ScriptedBackend only generates")
-
-

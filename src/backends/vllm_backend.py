@@ -15,10 +15,12 @@ vLLM is imported only when the model loads; without it the backend says `pip ins
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
+from src.backends.text import (chat_text, completion, label_token_ids, option_continuations, option_scores,
+                               plain_ids, prompt_ids, uses_chat)
 from src.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -88,9 +90,7 @@ class VLLMBackend:
         args = {k: v for k, v in self.engine_args.items() if v is not None}
         self.llm = self._vllm.LLM(**args)
         self.tokenizer = self.llm.get_tokenizer()
-        if self.chat and not getattr(self.tokenizer, "chat_template", None):
-            log.warning("model %s: the prompt asks for chat but the tokenizer has no chat template", self.name)
-            self.chat = False
+        self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     # -- the Backend interface -----------------------------------------------------------------
 
@@ -136,23 +136,16 @@ class VLLMBackend:
         pairs, spans = [], []
         for r in requests:
             text = self._prompt_text(r.prompt)
-            context = self._encode(text)
-            for option in r.options:
-                continuation = option if not text or text[-1].isspace() else " " + option
-                whole = self._encode(text + continuation)
-                if whole[:len(context)] != context:  # merged across the boundary: keep the prompt's own tokens
-                    whole = context + list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
-                pairs.append(whole)
-                spans.append(len(context))
+            context, conts = option_continuations(self.tokenizer, text, r.options, chat=self.chat)
+            pairs += [context + cont for cont in conts]
+            spans += [len(context)] * len(conts)
         sampling = self._sampling(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0)
         outputs = self.llm.generate([self._vllm_tokens(ids) for ids in pairs], sampling, use_tqdm=self.progress)
         logliks = [continuation_loglik(o.prompt_logprobs, ids, start) for o, ids, start in zip(outputs, pairs, spans)]
         results, k = [], 0
         for r in requests:
-            ll = tuple(logliks[k:k + len(r.options)])
+            results.append(option_scores(logliks[k:k + len(r.options)], r.options))
             k += len(r.options)
-            norm = tuple(x / max(1, len(o.encode("utf-8"))) for x, o in zip(ll, r.options))
-            results.append(OptionScores(loglik=ll, loglik_norm=norm))
         return results
 
     # -- helpers -------------------------------------------------------------------------------
@@ -172,25 +165,20 @@ class VLLMBackend:
         return {"prompt_token_ids": ids}  # vllm.inputs.TokensPrompt is a TypedDict of this shape
 
     def _prompt_text(self, prompt: str) -> str:
-        if self.chat:
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                                      add_generation_prompt=True, tokenize=False)
-        return prompt
+        return chat_text(self.tokenizer, prompt) if self.chat else prompt
 
     def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"])
+        return prompt_ids(self.tokenizer, text, chat=self.chat)
 
     def _label_token_ids(self, labels: tuple[str, ...]) -> list[set[int]]:
         if labels not in self._label_ids:
-            self._label_ids[labels] = label_token_ids(
-                lambda s: list(self.tokenizer(s, add_special_tokens=False)["input_ids"]), labels)
+            self._label_ids[labels] = label_token_ids(lambda s: plain_ids(self.tokenizer, s), labels)
         return self._label_ids[labels]
 
 
 def _completion(output: Any) -> Completion:
     """A vLLM CompletionOutput's text, truncated when it finished by length (None when it does not say)."""
-    reason = getattr(output, "finish_reason", None)
-    return Completion(output.text, truncated=None if reason is None else reason == "length")
+    return completion(output.text, getattr(output, "finish_reason", None))
 
 
 def import_vllm() -> Any:
@@ -199,19 +187,6 @@ def import_vllm() -> Any:
     except ImportError:
         raise UserError("model.backend=vllm needs vLLM (a GPU machine): pip install .[vllm]") from None
     return vllm
-
-
-def label_token_ids(encode: Callable[[str], list[int]], labels: Sequence[str]) -> list[set[int]]:
-    """Per label, the first token of each spelling ("A", " A"), less tokens that start several labels' spellings
-    (as the HF backend does).
-
-    >>> vocab = {"A": [1], " A": [2], "B": [3], " B": [4, 3]}
-    >>> label_token_ids(vocab.__getitem__, ["A", "B"])
-    [{1, 2}, {3, 4}]
-    """
-    firsts = [{ids[0] for ids in (encode(label), encode(" " + label)) if ids} for label in labels]
-    shared = {i for k, a in enumerate(firsts) for b in firsts[k + 1:] for i in a & b}
-    return [ids - shared for ids in firsts]
 
 
 def first_token_logprobs(output: Any) -> dict[int, float]:

@@ -137,16 +137,6 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     return Runs(table=table, tracking_uri=tracking_uri, experiments=used, sweep_id=sweep_id, skipped=skipped)
 
 
-def load_records(run_id: str, tracking_uri: str) -> pd.DataFrame:
-    """The records.parquet a run logged (UserError naming --diff when the run or its records are missing)."""
-    import os
-
-    from ..assess import read_run_records
-
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
-    return read_run_records(run_id, tracking_uri, key="--diff")
-
-
 def run_label(tracking_uri: str, run_id: str) -> str:
     """"model / benchmark / variants / T=..." of a run, for headings."""
     from mlflow.exceptions import MlflowException

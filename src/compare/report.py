@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import plots, tables
-from .load import Runs, load_records, run_label
+from ..records import read_run_records
+from .load import Runs, run_label
 from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
@@ -104,8 +105,8 @@ def build_sections(runs: Runs) -> list[Section]:
 def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
     """Per-question disagreements between two runs, from their records."""
     label_a, label_b = run_label(tracking_uri, run_a), run_label(tracking_uri, run_b)
-    summary, per_question, trials = tables.diff_records(load_records(run_a, tracking_uri),
-                                                        load_records(run_b, tracking_uri))
+    summary, per_question, trials = tables.diff_records(read_run_records(run_a, tracking_uri, key="--diff"),
+                                                        read_run_records(run_b, tracking_uri, key="--diff"))
     section = Section(f"Disagreements: {run_a[:8]} vs {run_b[:8]}",
                       intro=f"A = {run_a} ({label_a}); B = {run_b} ({label_b}). Trials matched on question, variant "
                             "and repetition; answers compared by option identity (INVALID is its own answer).")

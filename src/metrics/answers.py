@@ -46,10 +46,6 @@ def first_repetition(records: pd.DataFrame) -> pd.DataFrame:
     return records[records["repetition"] == 0]
 
 
-def has_original(records: pd.DataFrame) -> bool:
-    return bool((records["variant_kind"] == ORIGINAL).any())
-
-
 def metric_suffix(value: float) -> str:
     """`0.5 -> "0.5"`, `1 -> "1.0"`: the level as METRICS.md writes it in a name like `bmca_1.0`."""
     return str(float(value))

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..answer_formats import FORMATS, MCQ
 from .guessing import p_star
 from .repetition import _one_variant_per_question
 
@@ -70,12 +71,8 @@ def outcome_probs(dist: Sequence[float], *, correct: int | None, R: int, thresho
 
 
 def _correct_category(row: pd.Series) -> int | None:
-    """The category of the right answer in the row's `answer_dist` (None when no shown answer is right)."""
-    if row.get("fmt", "mcq") == "true_false":
-        return 0 if row["correct_label"] == "Yes" else 1
-    order = [int(x) for x in row["option_order"]]
-    correct = row["correct_option"]
-    return order.index(int(correct)) if correct is not None and not pd.isna(correct) and int(correct) in order else None
+    """The category of the right answer in the row's `answer_dist`, as its answer format says (mcq without one)."""
+    return FORMATS.get(row.get("fmt"), MCQ).correct_category(row)
 
 
 def expected_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999) -> dict[str, float]:

@@ -32,6 +32,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..answer_formats import FORMATS, MCQ
 from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
 
 # variant kinds written by src/variants/revas.py
@@ -45,8 +46,10 @@ def _column(rows: pd.DataFrame, name: str, default) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series(default, index=rows.index, dtype=object)
 
 
-def _fmt(rows: pd.DataFrame) -> pd.Series:
-    return _column(rows, "fmt", "mcq").fillna("mcq")
+def _in_family(rows: pd.DataFrame, family: str) -> pd.Series:
+    """Which rows are in an answer format whose metric family is `family` (a row without a format is mcq)."""
+    names = [f.name for f in FORMATS.values() if f.metric_family == family]
+    return _column(rows, "fmt", MCQ.name).fillna(MCQ.name).isin(names)
 
 
 def _positions(rows: pd.DataFrame) -> np.ndarray:
@@ -122,7 +125,7 @@ def _reorder_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The base-level orders: kinds original/reorder in mcq format, at no level or the A-option level."""
     level = pd.to_numeric(_column(rows, "variant_level", None), errors="coerce")
     base = level.isna() | (level == pd.to_numeric(rows["n_options"], errors="coerce"))
-    return rows[rows["variant_kind"].isin([ORIGINAL, REORDER]) & (_fmt(rows) == "mcq") & base]
+    return rows[rows["variant_kind"].isin([ORIGINAL, REORDER]) & _in_family(rows, "orders") & base]
 
 
 def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
@@ -142,7 +145,7 @@ def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
 def level_metrics(rows: pd.DataFrame) -> dict[str, float]:
     """`acc@n`, `sc_mean@n`, `acc_h@n` for each option-count level n."""
     level = pd.to_numeric(_column(rows, "variant_level", None), errors="coerce")
-    leveled = rows[level.notna() & (_fmt(rows) == "mcq")]
+    leveled = rows[level.notna() & _in_family(rows, "orders")]
     out: dict[str, float] = {}
     for n, group in leveled.groupby(level[leveled.index].astype(int), sort=True):
         outcomes = order_outcomes(group)
@@ -167,7 +170,7 @@ def nota_metrics(rows: pd.DataFrame) -> dict[str, float]:
 
 
 def _true_false_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    tf = rows[_fmt(rows) == "true_false"]
+    tf = rows[_in_family(rows, "true_false")]
     asked = pd.to_numeric(_column(tf, "asked_option", None), errors="coerce")
     if asked.isna().any():  # hand-built tables: the one option shown is the one asked
         asked = asked.fillna(tf["option_order"].map(lambda order: _as_list(order)[0]).astype(float))
@@ -202,7 +205,7 @@ def _tf_scores(frame: pd.DataFrame, suffix: str) -> dict[str, float]:
 
 def true_false_metrics(rows: pd.DataFrame) -> dict[str, float]:
     """tf_* and conf_* on the sc = 1 and right subset (needs reorders in the run) and `_all` over every question."""
-    if not (_fmt(rows) == "true_false").any():
+    if not _in_family(rows, "true_false").any():
         return {}
     frame = _true_false_frame(rows)
     out = _tf_scores(frame, "_all")
@@ -218,10 +221,10 @@ def true_false_metrics(rows: pd.DataFrame) -> dict[str, float]:
 def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
     """`multi_rate`, `recall_correct`, `recall_misleading` over the questions answered with a wrong option on
     their original order; {} when there is none."""
-    multi = rows[_fmt(rows) == "multi_select"]
+    multi = rows[_in_family(rows, "multi_select")]
     if multi.empty:
         return {}
-    original = rows[(rows["variant_kind"] == ORIGINAL) & (_fmt(rows) == "mcq")]
+    original = rows[(rows["variant_kind"] == ORIGINAL) & _in_family(rows, "orders")]
     keys = pd.Series(answer_keys(original), index=original["question_id"].to_numpy())
     right = pd.Series(correct_flags(original), index=original["question_id"].to_numpy())
     misleading = keys[(keys >= 0) & ~right]
@@ -249,6 +252,11 @@ def misleading_metrics(rows: pd.DataFrame) -> dict[str, float]:
     return {"misleading_fix_rate": float(per_question.mean())}
 
 
+# The metrics of each answer format's rows, by `AnswerFormat.metric_family`.
+FAMILIES = {"orders": (reorder_metrics, level_metrics), "true_false": (true_false_metrics,),
+            "multi_select": (multi_select_metrics,)}
+
+
 def revas_metrics(records: pd.DataFrame) -> dict[str, float]:
     """Every REVAS metric the records support (see the module docstring); {} for none.
 
@@ -263,7 +271,7 @@ def revas_metrics(records: pd.DataFrame) -> dict[str, float]:
         return {}
     rows = first_repetition(records)
     out: dict[str, float] = {}
-    for part in (reorder_metrics, level_metrics, nota_metrics, true_false_metrics, multi_select_metrics,
-                 misleading_metrics):
+    families = [part for fmt in FORMATS.values() for part in FAMILIES[fmt.metric_family]]
+    for part in (*families, nota_metrics, misleading_metrics):  # nota and misleading: by variant kind
         out.update(part(rows))
     return dict(sorted(out.items()))

@@ -13,10 +13,10 @@ from typing import Any, Callable, Mapping
 
 from ..errors import UserError
 from ..questions import Question
-from .base import FILLER, FORMATS, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
+from .base import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
 from .cora import cora_variants, make_variant
 from .permutations import PERM_SETS, one_set, permutation_variants
-from .references import OptionRef, duplicate_option_groups, has_none_like, has_option_refs, option_refs
+from .references import OptionRef, duplicate_option_groups, has_option_refs, option_refs
 from .revas import (revas_misleading, revas_multi_select, revas_nota, revas_option_count, revas_reorder,
                     revas_true_false)
 from .rules import POLICIES, REASONS, REFS_EXCLUDED, Rules
@@ -96,6 +96,6 @@ def plan_variants(cfg: Mapping[str, Any], question: Question, *, seed: int, opti
     return VariantPlan(variants, {reason: n for reason, n in rules.excluded.items() if n})
 
 
-__all__ = ["FILLER", "FORMATS", "LETTERS", "NOTA", "NOTA_TEXT", "POLICIES", "REASONS", "TF_LABELS", "VARIANT_SETS",
-           "OptionRef", "Variant", "VariantPlan", "duplicate_option_groups", "has_none_like", "has_option_refs",
+__all__ = ["FILLER", "LETTERS", "NOTA", "NOTA_TEXT", "POLICIES", "REASONS", "TF_LABELS", "VARIANT_SETS",
+           "OptionRef", "Variant", "VariantPlan", "duplicate_option_groups", "has_option_refs",
            "make_variants", "option_refs", "plan_variants"]

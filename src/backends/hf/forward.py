@@ -1,0 +1,80 @@
+"""Forward passes of a loaded causal LM, for scoring and generation alike.
+
+Prompts are batched by length with LEFT padding, so that the last column of every row is the prompt's last
+token; explicit position ids make a padded row compute what it would alone. A pass returns only the logits
+asked for (`logits_to_keep` where the model takes it), and `LoadedModel` counts the token positions fed
+(padding included), which the bench reads.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterator
+
+import torch
+from tqdm.auto import tqdm
+
+
+class LoadedModel:
+    """A loaded model and tokenizer's special ids, run in left-padded batches or on one packed sequence."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, name: str, progress: bool) -> None:
+        self.model = model
+        self.name, self.progress = name, progress
+        self.device = model.get_input_embeddings().weight.device
+        forward_args = inspect.signature(model.forward).parameters
+        self.keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in forward_args), None)
+        self.pad_id = next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)
+        eos = {tokenizer.eos_token_id}
+        gen_eos = getattr(model.generation_config, "eos_token_id", None)
+        eos |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
+        self.eos_ids = torch.tensor(sorted(i for i in eos if i is not None), dtype=torch.long, device=self.device)
+        self.forward_tokens = 0  # token positions fed to the model (padding included)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, *, keep: int | torch.Tensor,
+                use_cache: bool = False, past: Any = None) -> tuple[torch.Tensor, Any]:
+        """(logits on the input device, KV cache): of the last `keep` positions, or of the positions that the
+        index tensor `keep` lists (a packed sequence)."""
+        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
+        if past is not None:
+            kwargs["past_key_values"] = past
+        if self.keep_kw:
+            kwargs[self.keep_kw] = keep
+        self.forward_tokens += ids.numel()
+        out = self.model(**kwargs)
+        logits = out.logits
+        if not self.keep_kw:  # the model returned every position: keep what was asked for
+            logits = logits[:, -keep:] if isinstance(keep, int) else logits[:, keep.to(logits.device)]
+        # With a device map the head may sit on another GPU than the embeddings; index tensors live on the latter.
+        return logits.to(self.device), out.past_key_values
+
+    def left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(token ids, attention mask) of `seqs`, left-padded to the longest."""
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, seq in enumerate(seqs):
+            if seq:
+                ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+                mask[row, width - len(seq):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def batches(self, lengths: list[int], batch_size: int, what: str) -> Iterator[list[int]]:
+        """Indices in batches of similar length, longest first (an out-of-memory shows at once)."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        # `disable` is passed only to switch the bar off, so that TQDM_DISABLE=1 in the environment still works.
+        off = {"disable": True} if not self.progress or not order else {}
+        with tqdm(total=len(order), unit="prompt", desc=f"{self.name} {what}", dynamic_ncols=True, **off) as bar:
+            for start in range(0, len(order), batch_size):
+                batch = order[start:start + batch_size]
+                yield batch
+                bar.update(len(batch))
+
+    def bar(self, total: int, unit: str, what: str) -> Any:
+        """A progress bar for work that is not in `batches` (packs)."""
+        off = {"disable": True} if not self.progress else {}
+        return tqdm(total=total, unit=unit, desc=f"{self.name} {what}", dynamic_ncols=True, **off)
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that start at 0 on each row's first real token (left padding)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)

