@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
+from ..safe_names import folder_name
 from .load import DEFAULT_URI, as_list, load_runs
 from .report import build_sections, diff_section, header_lines, log_comparison, write
 
@@ -34,6 +35,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def default_out_dir(name: str) -> Path:
+    """reports/<name> as a plain folder name: experiment names come from a shared store and are never a path."""
+    return Path("reports") / folder_name(name)
+
+
 def compare(args: argparse.Namespace) -> dict:
     filters = {"benchmark": ", ".join(as_list(args.benchmark)), "model": ", ".join(as_list(args.model)),
                "variants": ", ".join(as_list(args.variants))}
@@ -45,7 +51,7 @@ def compare(args: argparse.Namespace) -> dict:
     if args.diff:
         sections.append(diff_section(args.tracking_uri, *args.diff))
     name = args.experiment or (f"sweep-{args.sweep_id}" if args.sweep_id else f"diff-{args.diff[0][:8]}-{args.diff[1][:8]}")
-    out_dir = args.out or Path("reports") / name
+    out_dir = args.out or default_out_dir(name)
     title = f"Model comparison: {name}"
     written = write(sections, out_dir, header=header_lines(runs, filters=filters), title=title)
     result = {"out": str(out_dir), "files": len(written),

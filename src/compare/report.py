@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -16,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import plots, tables
+from ..errors import UserError
 from ..records import read_run_records
+from ..safe_names import folder_name
 from .load import Runs, run_label
 from .tables import Built, Table, fmt
 
@@ -190,27 +193,54 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
     return "\n".join(md), page
 
 
+REPORT_MARK = ".mcq-report"  # in every folder `write` made: only such a folder is ever replaced
+
+
 def write(sections: list[Section], out_dir: Path, *, header: list[str], title: str) -> list[Path]:
-    """Write report.md, report.html, tables/*.csv and plots/*.png under out_dir (its previous tables/ and plots/
-    are replaced); returns the files written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write report.md, report.html, tables/*.csv and plots/*.png as the folder out_dir; returns the files written.
+
+    The report is written into a fresh sibling folder and swapped in by renames, so an interrupted write leaves
+    the previous report whole. An existing out_dir is replaced only when empty or made by this function (it holds
+    REPORT_MARK); any other folder is refused with a UserError naming --out, and nothing in it is touched."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not (out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / REPORT_MARK).is_file())):
+        raise UserError(f"--out {out_dir}: exists and is not a report folder written by python -m src.compare; "
+                        f"give a new or empty folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    try:
+        files = _write_files(sections, fresh, header=header, title=title)
+        (fresh / REPORT_MARK).write_text("written by python -m src.compare; replaced whole on the next report\n")
+        old = None
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+            os.replace(out_dir, old / "report")
+        os.replace(fresh, out_dir)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)  # the previous report: an empty folder or one this function made
+    return [out_dir / path.relative_to(fresh) for path in files]
+
+
+def _write_files(sections: list[Section], folder: Path, *, header: list[str], title: str) -> list[Path]:
     for sub in ("tables", "plots"):
-        shutil.rmtree(out_dir / sub, ignore_errors=True)
-        (out_dir / sub).mkdir()
+        (folder / sub).mkdir()
     written = []
     for section in sections:
         for table in section.tables:
-            path = out_dir / "tables" / f"{table.name}.csv"
+            path = folder / "tables" / f"{folder_name(table.name)}.csv"
             table.data.to_csv(path, index=False)
             written.append(path)
         for plot in section.plots:
-            path = out_dir / "plots" / f"{plot.name}.png"
+            path = folder / "plots" / f"{folder_name(plot.name)}.png"
             path.write_bytes(plot.png)
             written.append(path)
     md, page = render(sections, header, title)
     for name, text in (("report.md", md), ("report.html", page)):
-        (out_dir / name).write_text(text, encoding="utf-8")
-        written.append(out_dir / name)
+        (folder / name).write_text(text, encoding="utf-8")
+        written.append(folder / name)
     return written
 
 

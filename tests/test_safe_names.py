@@ -1,0 +1,75 @@
+"""Names from a shared tracking store never become paths outside the output folder, and the report writer never
+removes a folder it did not make (issue: data safety, item 1)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from src.compare.__main__ import default_out_dir
+from src.compare.report import REPORT_MARK, Section, write
+from src.compare.tables import Table
+from src.errors import UserError
+from src.safe_names import MAX_LENGTH, folder_name
+
+HOSTILE = ["../../x", "../", "/tmp/abs", "~", "~/x", "a\x00b", "x" * 1000, "ünïcødé/../..", ".", "..", "", " ",
+           "con", "a/b\\c", ".hidden", "-rf"]
+
+
+def snapshot(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_names_map_to_one_plain_folder(tmp_path, name):
+    safe = folder_name(name)
+    assert safe and len(safe) <= MAX_LENGTH and "/" not in safe and "\\" not in safe and "\x00" not in safe
+    assert not safe.startswith((".", "-", "~"))
+    assert (tmp_path / safe).resolve().parent == tmp_path.resolve()
+
+
+def test_different_names_never_share_a_folder():
+    names = ["a/b", "a_b", "a b", "a\x00b", "../a_b"]
+    assert len({folder_name(n) for n in names}) == len(names)
+
+
+def report(tmp: Path) -> list[Section]:
+    return [Section(title="t", tables=[Table(title="x", data=pd.DataFrame({"a": [1]}), text=pd.DataFrame({"a": ["1"]}),
+                                             name="x")])]
+
+
+def test_report_replaces_only_its_own_folder_and_refuses_any_other(tmp_path):
+    mine = tmp_path / "reports" / "exp"
+    write(report(tmp_path), mine, header=["h"], title="t")
+    assert (mine / REPORT_MARK).is_file() and (mine / "tables" / "x.csv").is_file()
+    (mine / "tables" / "stale.csv").write_text("old")
+    write(report(tmp_path), mine, header=["h"], title="t")  # its own folder: replaced whole
+    assert not (mine / "tables" / "stale.csv").exists() and (mine / "report.html").is_file()
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["exp"], "no temporary folder is left beside it"
+
+    theirs = tmp_path / "theirs"
+    (theirs / "tables").mkdir(parents=True)
+    (theirs / "tables" / "precious.csv").write_text("keep")
+    before = snapshot(theirs)
+    with pytest.raises(UserError, match="--out"):
+        write(report(tmp_path), theirs, header=["h"], title="t")
+    assert snapshot(theirs) == before and (theirs / "tables" / "precious.csv").read_text() == "keep"
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+def test_compare_report_of_any_experiment_name_stays_inside_reports(tmp_path, monkeypatch, name):
+    """The folder `python -m src.compare --experiment NAME` writes, for hostile NAMEs: inside reports/, and
+    writing it changes nothing outside it (a `tables/` folder where '../../x' would have led is untouched)."""
+    work = tmp_path / "work"
+    (tmp_path / "x" / "tables").mkdir(parents=True)
+    (tmp_path / "x" / "tables" / "precious.csv").write_text("keep")
+    work.mkdir()
+    monkeypatch.chdir(work)
+    before = snapshot(tmp_path)
+    out = default_out_dir(name)
+    assert out.resolve().parent == (work / "reports").resolve()
+    write(report(tmp_path), out, header=["h"], title=name.replace("\x00", ""))
+    after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("work/reports")}
+    assert after == {k: v for k, v in before.items() if k != "work"} | {"work": after["work"]}
+    assert (out / "report.html").is_file()
