@@ -46,17 +46,17 @@ def test_missing_file_names_path_and_config_key(tmp_path):
 def test_unknown_benchmark_option_split_limit():
     message = error_of("mmlu_pro", None, "config key benchmark", "'mmlu_pro'")
     assert "mmlu" in message and "synthetic" in message and "hellaswag" in message
-    error_of("synthetic", None, "benchmark.options.subjects", options={"subjects": ["x"]})
-    error_of("synthetic", None, "benchmark.options.n_questions", options={"n_questions": 0})
+    error_of("synthetic", None, "benchmark.subjects", options={"subjects": ["x"]})
+    error_of("synthetic", None, "benchmark.n_questions", options={"n_questions": 0})
     error_of("synthetic", None, "benchmark.limit", limit=0)
     error_of("medqa", None, "benchmark.split", "'train'", split="train")
-    error_of("truthfulqa_mc1", None, "benchmark.options.version", options={"version": "v3"})
-    error_of("truthfulqa_mc2", None, "benchmark.options.shuffle", "'yes' is not true or false", options={"shuffle": "yes"})
+    error_of("truthfulqa_mc1", None, "benchmark.version", options={"version": "v3"})
+    error_of("truthfulqa_mc2", None, "benchmark.shuffle", "'yes' is not true or false", options={"shuffle": "yes"})
 
 
 def test_unknown_subject(tmp_path):
     (tmp_path / "anatomy_test.csv").write_text("Q?,a,b,c,d,A\n")
-    error_of("mmlu", tmp_path, "benchmark.options.subjects", "'astronomy'", "anatomy", options={"subjects": "astronomy"})
+    error_of("mmlu", tmp_path, "benchmark.subjects", "'astronomy'", "anatomy", options={"subjects": "astronomy"})
 
 
 def test_record_without_answer(tmp_path):

@@ -80,7 +80,7 @@ def _checked_options(name: str, options: Mapping[str, Any] | None) -> dict[str, 
     for key in options:
         if key not in known:
             allowed = f"it takes {', '.join(known)}" if known else "it takes none"
-            raise UserError(f"config key benchmark.options.{key}: {name} has no such option ({allowed}); remove it")
+            raise UserError(f"config key benchmark.{key}: {name} has no such option ({allowed}); remove it")
     return options
 
 
@@ -107,7 +107,7 @@ def load_benchmark(
     questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options)
     if not questions:
         raise UserError(f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
-                        "check the file, benchmark.options and benchmark.split")
+                        "check the file, the benchmark.* options and benchmark.split")
     check_unique_ids(questions, path or f"{data_dir} ({name})")
     questions = questions[:limit] if limit is not None else questions
     _log_load_notes(name, questions)

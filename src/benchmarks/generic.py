@@ -147,7 +147,7 @@ def load_generic(*, path: str | None, data_dir: str, split: str | None, seed: in
         qid = f"{file.stem}/{n}" if _is_missing(raw_id) else str(raw_id)
         place = f"{place} (record {qid})"
         if names["question"] not in record:
-            raise record_error(place, f"no {names['question']!r} field", "add the question text or set benchmark.options.question_column")
+            raise record_error(place, f"no {names['question']!r} field", "add the question text or set benchmark.question_column")
         used = set(names.values()) | set(columns or ())
         subject = record.get(names["subject"])
         questions.append(checked_question(

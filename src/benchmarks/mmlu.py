@@ -34,7 +34,7 @@ def wanted_subjects(options: dict[str, Any], known: list[str], name: str, root: 
     asked = [s.strip() for s in raw.split(",")] if isinstance(raw, str) else [str(s).strip() for s in raw]
     unknown = [s for s in asked if s not in known]
     if unknown:
-        raise UserError(f"config key benchmark.options.subjects: {name} has no subject {unknown[0]!r} in {root}; "
+        raise UserError(f"config key benchmark.subjects: {name} has no subject {unknown[0]!r} in {root}; "
                         f"choose from {', '.join(known)}")
     return [s for s in known if s in asked]
 

@@ -194,7 +194,7 @@ def synthetic_questions(n: int, *, seed: int, id_prefix: str | None = None, spli
 def load_synthetic(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
     n = options.get("n_questions", 100)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise UserError(f"config key benchmark.options.n_questions: {n!r} is not a positive whole number; set e.g. 100")
+        raise UserError(f"config key benchmark.n_questions: {n!r} is not a positive whole number; set e.g. 100")
     return synthetic_questions(n, seed=seed, split=split or "test")
 
 

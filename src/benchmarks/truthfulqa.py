@@ -61,10 +61,10 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
         version = str(options.get("version", "v1"))
         shuffle = options.get("shuffle", True)
         if not isinstance(shuffle, bool):
-            raise UserError(f"config key benchmark.options.shuffle: {shuffle!r} is not true or false; true (the default) "
+            raise UserError(f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
                             "shuffles the options with the run's seed, false keeps the file order")
         if version not in VERSIONS:
-            raise UserError(f"config key benchmark.options.version: {name} has no version {version!r}; "
+            raise UserError(f"config key benchmark.version: {name} has no version {version!r}; "
                             f"choose one of {', '.join(VERSIONS)}")
         file = resolve_path(path, data_dir, f"{VERSIONS[version]}/mc_task.json", kind="file or folder")
         if file.is_dir():
