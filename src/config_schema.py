@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
@@ -70,7 +69,7 @@ class JobConfig:
 
 
 ConfigStore.instance().store(name="job_schema", node=JobConfig)
-NESTED = {f.name: f.default_factory for f in fields(JobConfig) if dataclasses.is_dataclass(f.default_factory)}
+NESTED = {f.name: f.default_factory for f in fields(JobConfig) if is_dataclass(f.default_factory)}
 
 
 def unknown_key(key: str, known: Sequence[str]) -> UserError:
@@ -118,9 +117,11 @@ def one_line(err: Exception, overrides: Sequence[str]) -> UserError:
     key = next((m.group(1) for pattern in _KEY_IN_MESSAGE for m in [pattern.search(text)] if m), None)
     if key is None:
         return UserError(f"config overrides {' '.join(overrides)}: {text.split(' full_key:')[0]}")
-    written = next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] in (key,) or
-                    o.lstrip("+~").split("=", 1)[0].endswith("." + key)), None)
-    full = written.lstrip("+~").split("=", 1)[0] if written else key
+    def written_key(override: str) -> str:
+        return override.lstrip("+~").split("=", 1)[0]
+
+    written = next((o for o in overrides if written_key(o) == key or written_key(o).endswith("." + key)), None)
+    full = written_key(written) if written else key
     if " not in " in text:
         return unknown_key(full, _known_keys(full.rpartition(".")[0], overrides))
     reason = (err.__cause__ and " ".join(str(err.__cause__).split()) or text).split(" full_key:")[0]
@@ -128,27 +129,18 @@ def one_line(err: Exception, overrides: Sequence[str]) -> UserError:
                      f"of the key's type")
 
 
-def _group_choice_error(overrides: Sequence[str], conf_dir: Path) -> UserError | None:
-    for arg in overrides:
-        key, sep, value = arg.partition("=")
-        if not sep or key.startswith(("+", "~", "hydra")) or "." in key or "/" in key:
-            continue
-        group = conf_dir / key
-        if group.is_dir():
-            known = sorted(p.stem for p in group.glob("*.yaml"))
-            for choice in value.split(","):
-                if choice and choice not in known and not choice.startswith(("choice(", "glob(", "range(")):
-                    close = difflib.get_close_matches(choice, known, n=1)
-                    hint = f"did you mean {key}={close[0]}? " if close else ""
-                    return UserError(f"config key {key}: unknown choice {choice!r}; {hint}choose one of {', '.join(known)}")
-    return None
-
-
 def check_group_choices(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     """Catch an unknown config-group choice (e.g. `benchmark=mmlux`) before Hydra prints a multi-line error."""
-    err = _group_choice_error(overrides, conf_dir)
-    if err is not None:
-        raise err
+    for arg in overrides:
+        key, sep, value = arg.partition("=")
+        if not sep or key.startswith(("+", "~", "hydra")) or "." in key or "/" in key or not (conf_dir / key).is_dir():
+            continue
+        known = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
+        for choice in value.split(","):
+            if choice and choice not in known and not choice.startswith(("choice(", "glob(", "range(")):
+                close = difflib.get_close_matches(choice, known, n=1)
+                hint = f"did you mean {key}={close[0]}? " if close else ""
+                raise UserError(f"config key {key}: unknown choice {choice!r}; {hint}choose one of {', '.join(known)}")
 
 
 def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> DictConfig:
@@ -159,7 +151,7 @@ def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> 
 
     check_group_choices(overrides, conf_dir)
     was_initialized = GlobalHydra.instance().is_initialized()
-    if was_initialized:  # inside a Hydra app: compose from a fresh instance, then restore nothing (compose is stateless)
+    if was_initialized:  # inside a Hydra app (the sweep callback): compose on a fresh instance, then put the app's back
         saved = GlobalHydra.instance().hydra
         GlobalHydra.instance().clear()
     try:

@@ -42,8 +42,7 @@ FLOAT_TOLERANCE = 1e-4  # real-model scores differ in the last digits between CP
 
 def canonical(records: pd.DataFrame) -> list[dict[str, Any]]:
     """The records as plain JSON values, volatile columns left out."""
-    rows = json.loads(records.drop(columns=list(VOLATILE_COLUMNS)).to_json(orient="records", double_precision=15))
-    return rows
+    return json.loads(records.drop(columns=list(VOLATILE_COLUMNS)).to_json(orient="records", double_precision=15))
 
 
 def golden_path(name: str) -> Path:

@@ -2,6 +2,7 @@
 removes a folder it did not make (issue: data safety, item 1)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -70,6 +71,24 @@ def test_compare_report_of_any_experiment_name_stays_inside_reports(tmp_path, mo
     out = default_out_dir(name)
     assert out.resolve().parent == (work / "reports").resolve()
     write(report(tmp_path), out, header=["h"], title=name.replace("\x00", ""))
-    after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("work/reports")}
-    assert after == {k: v for k, v in before.items() if k != "work"} | {"work": after["work"]}
+    outside = lambda files: {k: v for k, v in files.items() if k != "work" and not k.startswith("work/reports")}  # noqa: E731
+    assert outside(snapshot(tmp_path)) == outside(before)
     assert (out / "report.html").is_file()
+
+
+def test_a_failed_swap_leaves_the_previous_report_in_place(tmp_path, monkeypatch):
+    mine = tmp_path / "reports" / "exp"
+    write(report(tmp_path), mine, header=["h"], title="first")
+    before = (mine / "report.html").read_text()
+    real_replace = os.replace
+
+    def failing(src, dst):
+        if Path(dst) == mine and Path(src).name.startswith(".exp.new-"):  # the new report cannot be moved in
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr("src.compare.report.os.replace", failing)
+    with pytest.raises(OSError):
+        write(report(tmp_path), mine, header=["h"], title="second")
+    assert (mine / "report.html").read_text() == before
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["exp"], "no temporary folder is left beside it"

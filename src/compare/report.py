@@ -208,19 +208,22 @@ def write(sections: list[Section], out_dir: Path, *, header: list[str], title: s
                         f"give a new or empty folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    old: Path | None = None
     try:
         files = _write_files(sections, fresh, header=header, title=title)
         (fresh / REPORT_MARK).write_text("written by python -m src.compare; replaced whole on the next report\n")
-        old = None
         if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            os.replace(out_dir, old / "report")
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent)) / "report"
+            os.replace(out_dir, old)
         os.replace(fresh, out_dir)
     except BaseException:
+        if old is not None and old.exists() and not out_dir.exists():
+            os.replace(old, out_dir)  # the previous report back in its place
         shutil.rmtree(fresh, ignore_errors=True)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)  # the previous report: an empty folder or one this function made
+    finally:
+        if old is not None:  # the previous report, once replaced: an empty folder or one this function made
+            shutil.rmtree(old.parent, ignore_errors=True)
     return [out_dir / path.relative_to(fresh) for path in files]
 
 
