@@ -40,6 +40,36 @@ class TrackingConfig:
     experiment: str = "mcq-consistency"
     offline: bool = False  # true: log to offline_dir now, upload with `python -m src.sync` later
     offline_dir: str = "mlruns/offline"
+    on_outage: str = "fail"  # a server that does not answer: fail (one line, exit 2) | offline (log to offline_dir)
+    retry_budget_s: float = 20.0  # how long MLflow's client retries one call to a server before giving up
+
+
+@dataclass
+class MetricsConfig:
+    """How the metrics are computed from the records (they never change what is asked)."""
+
+    sure_rule: str = "answer"  # answer: SURE/right by the letter vote of section 3.2 | correctness: the paper's tables
+
+
+SURE_RULES = ("answer", "correctness")  # src/metrics/repetition.py, METRICS.md "What the paper's tables count"
+
+
+def check_metrics(cfg: DictConfig) -> None:
+    """Refuse a `metrics.sure_rule` that is not a SURE rule (one line naming the key)."""
+    from omegaconf import OmegaConf
+
+    rule = OmegaConf.select(cfg, "metrics.sure_rule", default="answer")
+    if rule not in SURE_RULES:
+        raise UserError(f"config key metrics.sure_rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")
+
+
+@dataclass
+class StatsConfig:
+    """Intervals for the headline metrics (src/metrics/intervals.py): a cluster bootstrap over questions, seeded
+    from the job's seed, and Wilson intervals for shares of questions. They never change what is asked."""
+
+    bootstrap: int = 1000  # resamples of the questions; 0 = no intervals at all
+    level: float = 0.95  # coverage of each interval, in (0, 1)
 
 
 @dataclass
@@ -54,6 +84,7 @@ class JobConfig:
     limit: Optional[int] = None  # first N questions in file order; null = all
     temperature: float = 0.0  # 0 = greedy decoding
     repetitions: int = 1  # samples of the same prompt (the repetition paper's R)
+    adaptive: bool = False  # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/adaptive.py)
     scoring: str = "generate"  # generate | logprob | cloze | cloze_shown; conf/config.yaml takes model.scoring
     top_k: Optional[int] = None
     top_p: float = 1.0
@@ -65,6 +96,8 @@ class JobConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     resume: bool = True  # skip a job whose identical config already has a FINISHED run in the experiment
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)  # metrics.sure_rule=correctness: the paper's tables
+    stats: StatsConfig = field(default_factory=StatsConfig)  # stats.bootstrap=0: no intervals
     vars: Dict[str, Any] = field(default_factory=dict)  # free values for interpolations in sweep files
 
 
@@ -120,7 +153,8 @@ def one_line(err: Exception, overrides: Sequence[str]) -> UserError:
     def written_key(override: str) -> str:
         return override.lstrip("+~").split("=", 1)[0]
 
-    written = next((o for o in overrides if written_key(o) == key or written_key(o).endswith("." + key)), None)
+    written = next((o for o in reversed(overrides)  # the last one wins, as in Hydra
+                    if written_key(o) == key or written_key(o).endswith("." + key)), None)
     full = written_key(written) if written else key
     if " not in " in text:
         return unknown_key(full, _known_keys(full.rpartition(".")[0], overrides))
@@ -166,4 +200,89 @@ def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> 
             GlobalHydra.instance().clear()
             GlobalHydra.instance().initialize(saved)
     check_keys(cfg)
+    check_metrics(cfg)
     return cfg
+
+
+OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
+_REQUIRED_HINT = {"benchmark.path": "/path/to/questions.jsonl (jsonl, csv or parquet)",
+                  "model.path": "<a local model folder or a hub id org/name>"}
+_RANGES = (  # key, null allowed, in range, the rule as the error states it
+    ("seed", False, lambda v: v >= 0, "must be an integer >= 0"),
+    ("limit", True, lambda v: v >= 1, "must be a positive integer or null (all questions)"),
+    ("temperature", False, lambda v: 0 <= v < float("inf"), "must be a finite number >= 0 (0 = greedy)"),
+    ("repetitions", False, lambda v: v >= 1, "must be >= 1"),
+    ("top_k", True, lambda v: v >= 1, "must be >= 1, or null (no top-k cut)"),
+    ("top_p", False, lambda v: 0 < v <= 1, "must be in (0, 1] (1 = no nucleus cut)"),
+    ("max_new_tokens", False, lambda v: v >= 1, "must be >= 1"),
+    ("fewshot", False, lambda v: v >= 0, "must be >= 0 (0 = zero-shot)"),
+)
+_DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores (`postgresql+psycopg2` too)
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Every value of a composed job in its range: required keys given, numbers in range, choices known,
+    `tracking.uri` and `cache.path` of a shape that can work. One `UserError` line naming the key, before any
+    compute: `python -m src.run` calls it for every job of the command line before Hydra starts, and
+    `src.job.check_config` (every job, and every job of a sweep before the sweep starts) calls it again.
+    Types were checked when the config was composed (the schema above)."""
+    from omegaconf import OmegaConf
+
+    for key in sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("hydra")):
+        group = key.split(".", 1)[0]
+        owner = f"{group}={OmegaConf.select(cfg, f'{group}.name')}" if group in GROUPS else "the config"
+        raise UserError(f"config key {key}: required by {owner} (no default); give "
+                        f"{key}={_REQUIRED_HINT.get(key, '<value>')}")
+    for key, nullable, in_range, rule in _RANGES:
+        value = cfg.get(key)
+        if not (value is None and nullable) and (value is None or not in_range(value)):
+            shown = "null" if value is None else f"{value:g}" if isinstance(value, float) else value
+            raise UserError(f"config key {key}: {shown} {rule}")
+    if cfg.get("option_refs") not in OPTION_REFS:
+        raise UserError(f"config key option_refs: unknown policy {cfg.get('option_refs')!r}; choose "
+                        f"{', '.join(OPTION_REFS[:-1])} or {OPTION_REFS[-1]}")
+    if cfg.cache.enabled and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_dir()):
+        problem = f"{cfg.cache.path!r} is a folder" if cfg.cache.path else "empty"
+        raise UserError(f"config key cache.path: {problem}; give the cache's database file, e.g. "
+                        f"cache.path=.cache/responses.db (or cache.enabled=false)")
+    check_tracking_uri(str(cfg.tracking.uri or ""))
+    from .adaptive import check_adaptive  # adaptive=true only where stopping early keeps the full run's verdicts
+
+    check_adaptive(cfg)
+
+
+def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
+    """The shapes of tracking URI that MLflow can log to: `sqlite:///file.db`, another SQLAlchemy database
+    (`postgresql://...`) or a server (`http(s)://host[:port]`). A bare path or `file:` is MLflow's file store,
+    which current MLflow refuses; reachability is checked later (src.tracking.check_tracking).
+
+    >>> check_tracking_uri("sqlite:///mlruns/mlflow.db"), check_tracking_uri("http://127.0.0.1:5000")
+    (None, None)
+    >>> check_tracking_uri("mlruns")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    src.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses; use ...
+    """
+    from urllib.parse import urlsplit
+
+    from .redact import redact_text
+
+    shown = redact_text(uri)  # the error line goes to the terminal and logs: no password in it
+    fix = "use tracking.uri=sqlite:///mlruns/mlflow.db"
+    scheme, sep, rest = uri.partition("://")
+    if not uri.strip():
+        raise UserError(f"config key {key}: empty; {fix} or http://host:port for an MLflow server")
+    if not sep or scheme == "file" or uri.startswith("file:"):
+        raise UserError(f"config key {key}: {shown!r} is a file store, which current MLflow refuses; {fix}")
+    if scheme == "sqlite":
+        path = Path(rest[1:]).expanduser() if rest.startswith("/") else None
+        if path is None or not rest[1:]:
+            raise UserError(f"config key {key}: {shown!r} names no database file; {fix} (three slashes, then a path)")
+        if path.is_dir():
+            raise UserError(f"config key {key}: {shown!r} points at a folder; give the database file inside it, "
+                            f"e.g. {uri.rstrip('/')}/mlflow.db")
+    elif scheme in ("http", "https"):
+        if not urlsplit(uri).hostname:
+            raise UserError(f"config key {key}: {shown!r} names no host; give e.g. http://127.0.0.1:5000")
+    elif scheme.split("+", 1)[0] not in _DB_SCHEMES and scheme not in ("databricks", "databricks-uc"):
+        raise UserError(f"config key {key}: unknown scheme {scheme!r}; {fix}, http(s)://host:port for a server, "
+                        f"or a database URI (postgresql://, mysql://, mssql://)")

@@ -36,19 +36,29 @@ class JobResult:
         """The one JSON line `python -m src.run` prints per job."""
         if self.skipped:
             return json.dumps({"run_id": self.run_id, "skipped": "already finished"})
-        shown = {k: round(self.metrics[k], 4) for k in SUMMARY_METRICS if k in self.metrics}
+        shown: dict[str, object] = {}
+        for k in SUMMARY_METRICS:
+            if k in self.metrics:
+                shown[k] = round(self.metrics[k], 4)
+                if f"{k}_lo" in self.metrics and f"{k}_hi" in self.metrics:  # its interval (stats.level)
+                    shown[f"{k}_ci"] = [round(self.metrics[f"{k}_lo"], 4), round(self.metrics[f"{k}_hi"], 4)]
         return json.dumps({"run_id": self.run_id, **shown})
 
 
 def check_config(cfg: DictConfig) -> None:
+    """Refuse a config before any compute: every value in its range (`config_schema.check_values`), then the
+    validity rules of scoring x variant set. Also run by the sweep callback for every job before a sweep starts."""
+    from .config_schema import check_metrics
+    from .config_schema import check_values
     from .validity import check_validity
 
-    if cfg.temperature < 0:
-        raise UserError(f"config key temperature: {cfg.temperature} must be >= 0 (0 = greedy)")
-    if cfg.repetitions < 1:
-        raise UserError(f"config key repetitions: {cfg.repetitions} must be >= 1")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise UserError(f"config key limit: {cfg.limit} must be a positive integer or null (all questions)")
+    check_values(cfg)
+    check_metrics(cfg)
+    stats = cfg.get("stats")
+    if stats is not None and not stats.bootstrap >= 0:
+        raise UserError(f"config key stats.bootstrap: {stats.bootstrap} must be >= 0 (resamples; 0 = no intervals)")
+    if stats is not None and not 0 < stats.level < 1:
+        raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
     check_validity(scoring=cfg.scoring, variants=OmegaConf.to_container(cfg.variants, resolve=True),
                    temperature=float(cfg.temperature), repetitions=int(cfg.repetitions))
 
@@ -82,9 +92,11 @@ def plan_items(cfg: DictConfig, questions, template):
     from .trials import Item, trial_seed
     from .variants import make_variants, plan_variants
 
-    bench = cfg.benchmark
+    # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
+    seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
+    bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
     pool = lru_cache(maxsize=None)(lambda subject: tuple(load_fewshot_pool(
-        bench.name, data_dir=cfg.data_dir, subject=subject)))
+        bench_name, data_dir=data_dir, subject=subject)))
     evaluated = {q.id for q in questions}
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
@@ -101,18 +113,17 @@ def plan_items(cfg: DictConfig, questions, template):
                  len(variant_cfg["source_answers"]))
     items, left_out = [], {}
     for q in questions:
-        plan = plan_variants(variant_cfg, q, seed=cfg.seed, option_refs=cfg.option_refs)
+        plan = plan_variants(variant_cfg, q, seed=seed, option_refs=option_refs)
         for reason, count in plan.excluded.items():
             if count:
                 left_out.setdefault(reason, []).append(q.id)
         if not plan.variants:
             continue
-        shots = pick_fewshot(pool, q, k=cfg.fewshot, seed=cfg.seed, exclude=evaluated)
-        shot_pairs = [(s, make_variants({"name": "original"}, s, seed=cfg.seed)[0]) for s in shots]
+        shots = pick_fewshot(pool, q, k=fewshot, seed=seed, exclude=evaluated)
+        shot_pairs = [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]
         for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
-            seed = trial_seed(cfg.seed, q.id, v.variant_id)
-            items.append(Item(q, v, FORMATS[v.fmt].request(template, q, v, seed=seed, fewshot=shot_pairs,
-                                                           scoring=cfg.scoring)))
+            items.append(Item(q, v, FORMATS[v.fmt].request(template, q, v, seed=trial_seed(seed, q.id, v.variant_id),
+                                                           fewshot=shot_pairs, scoring=scoring)))
     return items, left_out
 
 
@@ -120,31 +131,28 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
-    import mlflow
-
     from . import tracking
     from .backends.base import SamplingParams
     from .benchmarks import describe_answer_slots, load_benchmark
     from .cache import ResponseCache
     from .metrics import compute_metrics
     from .prompts import PromptTemplate
-    from .records import write_records
+    from .records import write_prompts, write_records
     from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
+    from .redact import redact  # secrets never reach params, tags or artifacts
     from .variants import REASONS as EXCLUSION_REASONS
 
     check_config(cfg)
-    uri = tracking.job_tracking_uri(cfg.tracking)
-    tracking.check_tracking(uri)  # fail before any compute when the store is unreachable
-    mlflow.set_tracking_uri(uri)
-    exp_id = tracking.with_retries(lambda: tracking.experiment_id(mlflow, cfg.tracking.experiment, uri))
     job_hash = tracking.config_hash(OmegaConf.to_container(cfg, resolve=True))
+    # health check of the store before any compute; parallel first use, retries and outages: src/tracking.py
+    tracker = tracking.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
     if cfg.resume:
-        done = tracking.with_retries(lambda: tracking.finished_run(mlflow, exp_id, job_hash))
+        done = tracker.finished_run()
         if done is not None:  # a rerun of an interrupted sweep skips the jobs that finished
             log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
             return JobResult(run_id=done.info.run_id, metrics=dict(done.data.metrics), out_dir=Path(out_dir),
                              skipped=True)
-        tracking.with_retries(lambda: tracking.mark_interrupted(mlflow, exp_id, job_hash))
+        tracker.mark_interrupted()
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
     questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
                                data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
@@ -161,40 +169,43 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
-    sweep_tags = {"config_hash": job_hash, "kind": "job"}
-    if cfg.tracking.offline:
-        sweep_tags["offline_target"] = cfg.tracking.uri  # where `python -m src.sync` uploads it
-    if sweep:
-        sweep_tags.update({k: v for k, v in (("sweep_id", sweep.get("sweep_id")),
-                                             ("mlflow.parentRunId", sweep.get("parent_run_id"))) if v})
-    with mlflow.start_run(experiment_id=exp_id, tags=sweep_tags, run_name=f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run:
+    with tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)
+        adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (src/adaptive.py)
         answers = answer_items(backend, items, scoring=cfg.scoring, params=params,
-                               cloze_normalise=bool(cfg.cloze_normalise), cache=cache)
+                               cloze_normalise=bool(cfg.cloze_normalise), cache=cache, adaptive=adaptive)
         records = to_records(items, answers, run_info={
-            "run_id": run.info.run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
+            "run_id": run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
             "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
-            "scoring": cfg.scoring})
-        metrics = compute_metrics(records)
+            "scoring": cfg.scoring}, planned=int(cfg.repetitions) if adaptive else None)
+        sure_rule = str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))  # METRICS.md: answer | correctness
+        stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
+        metrics = compute_metrics(records, sure_rule=sure_rule, intervals=int(stats.get("bootstrap", 1000)),
+                                  level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))
         # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
         metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
+        if adaptive:  # the share of the planned trials that were not asked
+            metrics["adaptive_skipped_share"] = 1.0 - len(records) / max(1, len(items) * int(cfg.repetitions))
         metrics["seconds"] = time.perf_counter() - start
         metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
         artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
         artifacts.mkdir(parents=True, exist_ok=True)
         write_records(records, artifacts)
+        shown = getattr(backend, "model_input", lambda prompt: None)
+        write_prompts({prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items},
+                      artifacts)
         (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        tracking.log_run(
-            mlflow,
-            params=tracking.flatten(OmegaConf.to_container(cfg, resolve=True)),
+        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(redact(OmegaConf.to_container(cfg, resolve=True))))
+        tracker.log(
+            params=tracking.flatten(redact(OmegaConf.to_container(cfg, resolve=True))),
             metrics=metrics,
-            tags={"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
+            tags=redact({"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                   "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
-                  "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000]},
+                  "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
+                  "sure_rule": sure_rule}),
             artifacts_dir=artifacts)
-    return JobResult(run_id=run.info.run_id, metrics=metrics, out_dir=Path(out_dir))
+    return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir))
 
 

@@ -18,9 +18,18 @@ sampled) for:
               (--compare-limit questions) vs this project, both cold
 - agreement   label log-probabilities of this project vs lm-eval on the original prompt of every question
               (--limit): max |difference| and the option ranking per question
+- adaptive    10 generated repetitions at T=0.7 (repetition prompt, --limit questions, response cache off), all
+              of them vs adaptive repetitions (src/adaptive.py): the share of samples saved, the wall-time ratio,
+              and whether every question's SURE/UNSURE x right/wrong cell (both SURE rules) is the same;
+              `--only adaptive` runs it alone
+- intervals   the headline metrics' intervals (src/metrics/intervals.py) on a full MMLU x CoRA records table of
+              the simulated model (no model load; building the table takes 4-7 minutes, --intervals-records
+              keeps it for the next run): --resamples cluster
+              resamples, vectorised, against the naive path (the family functions on explicitly resampled
+              records, timed on --naive-resamples and extrapolated); `--only intervals` runs it alone
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
-Ratios and targets go to --out (JSON). A full run takes about 10-15 minutes on 2 CPU cores.
+Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
 """
 from __future__ import annotations
 
@@ -38,7 +47,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement")
+PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "adaptive", "intervals")
+MODEL_PARTS = PARTS[:-1]  # the parts that need the real model loaded
 TARGETS = {  # the issue's targets, checked on the printed numbers
     "cora_vs_naive": ("CoRA logprob: optimised >= 3x faster than the naive per-prompt path", lambda r: r >= 3.0),
     "cora_vs_lmeval_scoring": ("CoRA logprob: faster than lm-eval scoring the same prompts", lambda r: r > 1.0),
@@ -47,6 +57,10 @@ TARGETS = {  # the issue's targets, checked on the printed numbers
     "agreement_ranking": ("same option ranking on every question", lambda r: r == 1.0),
     "load_cold_vs_warm": ("first GGUF load >= 3x the second (conversion cache)", lambda r: r >= 3.0),
     "rerun_vs_first": ("rerun of a finished run < 10% of its first time (cache)", lambda r: r < 0.1),
+    "adaptive_same_verdicts": ("adaptive repetitions: every SURE/UNSURE x right/wrong cell as the full run's",
+                               lambda r: r == 1.0),
+    "intervals_bootstrap_seconds": ("intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
+                                    lambda r: r < 30.0),
 }
 
 
@@ -237,6 +251,41 @@ def part_repetition(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     ratios["exact_invalid_share"] = sum(a.slot is None for row in answers for a in row) / (10 * len(items))
 
 
+def part_adaptive(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """Adaptive repetitions against asking all R, on the real model: samples saved, wall ratio, same verdicts."""
+    from .backends.base import SamplingParams
+    from .metrics import question_outcomes
+    from .trials import answer_items, to_records
+
+    _, items = build(["variants=original", "prompt=repetition", "scoring=generate"], args.limit)
+    backend, R = shared["backend"], 10  # noqa: N806
+    params = SamplingParams(n=R, temperature=0.7, max_new_tokens=3)
+    print(f"adaptive: {len(items)} prompts, {R} generated repetitions at T=0.7 (response cache off)", flush=True)
+    records = {}
+    for name, adaptive in (("full", False), ("adaptive", True)):
+        with meter.phase(f"adaptive_{name} (generate R={R})", prompts=len(items),
+                         tokens=lambda: backend.forward_tokens):
+            answers = answer_items(backend, items, scoring="generate", params=params, progress=False, adaptive=adaptive)
+        records[name] = to_records(items, answers, run_info={}, planned=R if adaptive else None)
+    same = all(question_outcomes(records["full"], sure_rule=rule)[["sure", "right"]].equals(
+        question_outcomes(records["adaptive"], sure_rule=rule)[["sure", "right"]]) for rule in ("answer", "correctness"))
+    on = ["question_id", "variant_id", "repetition"]
+    drawn = records["adaptive"].merge(records["full"], on=on, suffixes=("", "_full"))
+    r = meter.results
+    ratios["adaptive_saved_share"] = 1.0 - len(records["adaptive"]) / len(records["full"])
+    ratios["adaptive_vs_full_wall"] = r[f"adaptive_adaptive (generate R={R})"]["seconds"] / \
+        r[f"adaptive_full (generate R={R})"]["seconds"]
+    ratios["adaptive_vs_full_tokens"] = r[f"adaptive_adaptive (generate R={R})"]["forward_tokens"] / \
+        max(1.0, r[f"adaptive_full (generate R={R})"]["forward_tokens"])  # forward tokens: the load-independent cost
+    ratios["adaptive_same_verdicts"] = float(same)
+    ratios["adaptive_same_samples"] = float(len(drawn) == len(records["adaptive"])
+                                            and bool((drawn["raw_output"] == drawn["raw_output_full"]).all()))
+    print(f"  samples saved {ratios['adaptive_saved_share']:.1%} ({len(records['adaptive'])} of {len(records['full'])} "
+          f"asked), wall ratio adaptive/full {ratios['adaptive_vs_full_wall']:.2f} (forward tokens "
+          f"{ratios['adaptive_vs_full_tokens']:.2f}), verdicts identical (both SURE "
+          f"rules): {same}, asked samples identical: {bool(ratios['adaptive_same_samples'])}", flush=True)
+
+
 def lm_eval_model(meter: Meter, shared: dict[str, Any]):
     """lm-eval's HFLM on the same float copy of the GGUF (identical weights), built once."""
     if "lm" in shared:
@@ -355,12 +404,80 @@ def part_agreement(meter: Meter, args, ratios: dict[str, float], shared: dict[st
     ratios["agreement_top1"] = agreement["same_top1"]
 
 
+def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """Intervals of every headline metric (overall and per subject) of a full MMLU x CoRA run of the simulated model:
+    the vectorised cluster bootstrap (every metric resampled, Wilson off: the worst case), the intervals as a run
+    logs them (Wilson where exact), and the naive bootstrap (compute_metrics on explicitly resampled records)
+    timed on a few resamples and extrapolated to the same count."""
+    import numpy as np
+
+    from .backends.base import SamplingParams
+    from .backends.simulated import SimulatedBackend
+    from .metrics import applicable_families, compute_metrics
+    from .metrics.intervals import bootstrap_values, decompose, metric_intervals, resample_counts, resample_records
+    from .trials import answer_items, to_records
+
+    import pandas as pd
+
+    saved = Path(args.intervals_records) if args.intervals_records else None
+    if saved is not None and saved.is_file():
+        print(f"intervals: the records table in {saved}", flush=True)
+        records = pd.read_parquet(saved)
+    else:
+        print("intervals: a full MMLU x CoRA records table of the simulated model (success_rate 0.7)", flush=True)
+        with meter.phase("intervals_records (build+answer)"):
+            cfg, items = build(["variants=cora", "model=simulated", "model.success_rate=0.7"], None, benchmark="mmlu")
+            answers = answer_items(SimulatedBackend(success_rate=0.7), items, scoring="generate",
+                                   params=SamplingParams(n=1), cache=None, progress=False)
+            records = to_records(items, answers, run_info={"run_id": "perf", "model": "simulated", "benchmark": "mmlu",
+                                                           "variant_set": "cora", "temperature": 0.0, "seed": 0,
+                                                           "scoring": "generate"})
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            records.to_parquet(saved)
+    families = applicable_families(records)
+    with meter.phase("intervals_point_metrics"):
+        point = compute_metrics(records, families=families)
+    n_questions = records["question_id"].nunique()
+    print(f"  {len(records):,} records, {n_questions:,} questions, {records['subject'].nunique()} subjects", flush=True)
+    with meter.phase("intervals_decompose (once per run)"):
+        decomposition = decompose(records, families=families)
+    names = [name for name in decomposition.names if name in point]
+    with meter.phase(f"intervals_resample ({args.resamples} x {len(names)} metrics)"):
+        bootstrap_values(decomposition, n_resamples=args.resamples, seed=0, names=names)
+    with meter.phase(f"intervals_bootstrap (all, {args.resamples} resamples)") as timed:
+        every = metric_intervals(records, point, n_resamples=args.resamples, seed=0, families=families,
+                                 closed_form=False)
+    vectorised = timed["seconds"]
+    with meter.phase("intervals_as_logged (Wilson where exact)"):
+        logged = metric_intervals(records, point, n_resamples=args.resamples, seed=0, families=families)
+    ids = decomposition.question_ids
+    with meter.phase(f"intervals_naive ({args.naive_resamples} resamples)") as timed:
+        for counts in resample_counts(np.random.default_rng(0), len(ids), args.naive_resamples):
+            compute_metrics(resample_records(records, counts.astype(int), ids), families=families)
+    naive = timed["seconds"] / args.naive_resamples * args.resamples
+    print(f"  {len(every) // 2} intervals by the bootstrap ({len(logged) // 2} as a run logs them); naive path "
+          f"{timed['seconds'] / args.naive_resamples:.1f} s per resample, ~{naive:.0f} s for {args.resamples}",
+          flush=True)
+    ratios["intervals_bootstrap_seconds"] = vectorised
+    ratios["intervals_resamples"] = float(args.resamples)
+    ratios["intervals_logged_seconds"] = meter.results["intervals_as_logged (Wilson where exact)"]["seconds"]
+    ratios["intervals_naive_vs_vectorised"] = naive / vectorised
+    ratios["intervals_records"] = float(len(records))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.perf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=50, help="ARC-Challenge questions (default 50)")
     parser.add_argument("--compare-limit", type=int, default=5,
                         help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)")
     parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
+    parser.add_argument("--resamples", type=int, default=1000, help="intervals: bootstrap resamples (default 1000)")
+    parser.add_argument("--naive-resamples", type=int, default=3,
+                        help="intervals: resamples the naive path is timed on, then extrapolated (default 3)")
+    parser.add_argument("--intervals-records", metavar="PATH",
+                        help="intervals: time on this records.parquet (a run's artifact); when absent, the simulated "
+                             "MMLU x CoRA table is built and written there for the next run")
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
     parts = args.only or list(PARTS)
@@ -373,23 +490,28 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.WARNING)
     meter = Meter()
-    with meter.phase("import torch+transformers+project"):
-        import torch
-
-        from .backends import hf  # noqa: F401
     ratios: dict[str, float] = {}
     cfg = compose_job([])
     model_cfg = model_config(cfg)
-    print(f"model {model_cfg['name']}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.1f}", flush=True)
-    if "load" in parts:
-        part_load(meter, model_cfg, ratios)
     shared: dict[str, Any] = {"model_cfg": model_cfg}
-    with meter.phase("model_load (ours)"):
-        shared["backend"] = hf_backend(model_cfg)
-    shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
+    threads = os.cpu_count()
+    if set(parts) & set(MODEL_PARTS):
+        with meter.phase("import torch+transformers+project"):
+            import torch
+
+            from .backends import hf  # noqa: F401
+        threads = torch.get_num_threads()
+        print(f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        if "load" in parts:
+            part_load(meter, model_cfg, ratios)
+        with meter.phase("model_load (ours)"):
+            shared["backend"] = hf_backend(model_cfg)
+        shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
+    else:
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
     for name, fn in (("mainjob", part_mainjob), ("cora", part_cora), ("repetition", part_repetition), ("lmeval", part_lmeval),
-                     ("agreement", part_agreement)):
+                     ("agreement", part_agreement), ("adaptive", part_adaptive), ("intervals", part_intervals)):
         if name in parts:
             fn(meter, args, ratios, shared)
 
@@ -403,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
             line += f"   {'MET' if targets[key] else 'NOT MET'}: {text}"
         print(line)
     report = {"model": model_cfg["name"], "limit": args.limit, "compare_limit": args.compare_limit, "parts": parts,
-              "threads": torch.get_num_threads(), "load_average": os.getloadavg()[0], "phases": meter.results,
+              "threads": threads, "load_average": os.getloadavg()[0], "phases": meter.results,
               "ratios": ratios, "targets_met": targets}
     Path(args.out).write_text(json.dumps(report, indent=2, sort_keys=True))
     print(f"\nwrote {args.out}")

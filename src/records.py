@@ -1,6 +1,7 @@
 """The per-trial records table: the source of truth every metric is computed from, and where a run keeps it.
 
-A job writes its table as `records.parquet` among the run's artifacts (`write_records`); `read_run_records`
+A job writes its table as `records.parquet` among the run's artifacts (`write_records`), with the text of each
+prompt in `prompts.parquet` keyed by `prompt_hash` (`write_prompts`); `read_run_records`
 fetches the table of a finished MLflow run (compare --diff, assess and the revas_misleading second stage).
 
 One row per question x variant x repetition. Columns (see DESIGN.md, decision 1):
@@ -43,6 +44,11 @@ parse_rule                                 str   the rule that decided parsed_la
 truncated                                  bool?  generated text stopped by max_new_tokens, not by an end token; None
                                                   when the backend cannot tell (or an old cache entry) or not generated
 
+Adaptive runs (`adaptive=true`, src/adaptive.py) leave out the trials they did not ask and add two columns:
+n_asked                                    int   trials made of this question x variant (repetitions 0..n_asked-1;
+                                                 n_asked..n_planned-1 were skipped once its cell was settled)
+n_planned                                  int   R, the repetitions planned (the repetition family's R)
+
 Formats other than mcq reuse the columns as follows. true_false: n_options 1, option_order [asked option],
 correct_label and parsed_label "Yes"/"No", label_probs [p(Yes), p(No)], correct_option the question's right
 option, chosen_option the asked option on "Yes" and None on "No". multi_select: parsed_label the named labels
@@ -74,6 +80,28 @@ def write_records(records: pd.DataFrame, folder: str | Path) -> Path:
     """Write `records` as FOLDER/records.parquet, the file a run logs among its artifacts; returns its path."""
     path = Path(folder) / RECORDS_FILE
     records.to_parquet(path, index=False)
+    return path
+
+
+PROMPTS_FILE = "prompts.parquet"  # beside records.parquet: the text behind each prompt_hash
+
+
+def write_prompts(prompts: dict[str, tuple[str, str | None]], folder: str | Path) -> Path:
+    """Write FOLDER/prompts.parquet: one row per distinct prompt of a run, keyed by the records' `prompt_hash`, so
+    that any records row can be audited from the run's artifacts alone. `prompts` maps hash -> (prompt,
+    model_input): `prompt` is the rendered text (question, options as shown, few-shot examples), `model_input`
+    the text the model was given after the backend's own wrapping (a chat template), or None where the backend
+    did not load its tokenizer in this run (every answer from the cache) or sends the prompt as a chat message.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> table = pd.read_parquet(write_prompts({"ab12": ("Q?\\nA. x\\nAnswer:", None)}, folder))
+    >>> table.columns.tolist(), table.prompt[0]
+    (['prompt_hash', 'prompt', 'model_input'], 'Q?\\nA. x\\nAnswer:')
+    """
+    path = Path(folder) / PROMPTS_FILE
+    rows = [{"prompt_hash": key, "prompt": prompt, "model_input": shown} for key, (prompt, shown) in prompts.items()]
+    pd.DataFrame(rows, columns=["prompt_hash", "prompt", "model_input"]).to_parquet(path, index=False)
     return path
 
 

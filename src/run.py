@@ -6,7 +6,10 @@ sweep ids, prints one JSON line per job, and turns a `UserError` into one line a
 """
 from __future__ import annotations
 
+import signal
 import sys
+import traceback
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -14,9 +17,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from . import config_schema  # registers the typed schema `job_schema` before Hydra composes
+from . import sweep_callback, tracking
 from .errors import UserError
 from .job import run_job
-from .sweep_callback import read_sweep_info
+from .redact import redact_text
+from .sweep_callback import read_sweep_info, write_outcome
 
 HYDRA_FLAGS = {"-m", "--multirun"}  # flags that still let us compose the overrides ourselves
 
@@ -31,18 +36,59 @@ def check_argv(argv: list[str]) -> None:
     overrides = [a for a in argv if not a.startswith("-") and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     jobs = split_sweep(overrides) if HYDRA_FLAGS & set(argv) else [overrides]
     for job in jobs:
-        config_schema.compose_job(job)
+        cfg = config_schema.compose_job(job)
+        config_schema.check_values(cfg)  # types, then ranges: one line, exit 2
+        tracking.check_options(cfg.tracking)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
-    sweep = read_sweep_info(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        try:
+            print(run_job(cfg, out_dir=hydra_cfg.runtime.output_dir).summary())
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(err.exit_code)
+        return
+    sweep_job(cfg, hydra_cfg)
+
+
+def sweep_job(cfg: DictConfig, hydra_cfg) -> None:
+    """One job of a multirun: its failure is one `error: job #N ...` line and a record in `<job dir>/job.json`
+    for the sweep's summary, and the sweep goes on with the next job (Hydra would stop at the first)."""
+    sweep = read_sweep_info(hydra_cfg.sweep.dir)
+    out_dir = hydra_cfg.runtime.output_dir
+    num, overrides = int(hydra_cfg.job.num), list(hydra_cfg.overrides.task)
+    outcome = {"num": num, "overrides": overrides, "invocation": sweep.get("invocation"),
+               "offline_dir": str(cfg.tracking.offline_dir)}
+    tracking.last_run.clear()
     try:
-        print(run_job(cfg, out_dir=hydra_cfg.runtime.output_dir, sweep=sweep).summary())
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
+        result = run_job(cfg, out_dir=out_dir, sweep=sweep)
+    except KeyboardInterrupt:
+        write_outcome(out_dir, **outcome, status="killed", run_id=tracking.last_run.get("run_id"),
+                      error="interrupted")
+        raise
+    except Exception as err:  # noqa: BLE001 - reported in one line; the traceback goes to the job's folder
+        crashed = not isinstance(err, UserError)
+        message = str(err) if not crashed else redact_text(f"{type(err).__name__}: {tracking.short(err)}")
+        if crashed:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            (Path(out_dir) / "error.txt").write_text(redact_text(traceback.format_exc()))
+            message += f" (traceback in {Path(out_dir) / 'error.txt'})"
+        print(f"error: job #{num} ({sweep_callback.job_label(overrides)}): {message}", file=sys.stderr)
+        write_outcome(out_dir, **outcome, status="failed", run_id=tracking.last_run.get("run_id"), error=message,
+                      crashed=crashed)
+        return
+    # went to the offline store because the server was down (tracking.on_outage=offline)
+    offline = not cfg.tracking.offline and tracking.last_run.get("uri") == f"sqlite:///{cfg.tracking.offline_dir}/mlflow.db"
+    write_outcome(out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id,
+                  offline=offline)
+    print(result.summary())
+
+
+def _terminate(signum, frame):  # SIGTERM (Slurm's scancel, kill): end like Ctrl-C, so runs are marked KILLED
+    raise KeyboardInterrupt
 
 
 def main() -> None:
@@ -51,7 +97,21 @@ def main() -> None:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(err.exit_code)
-    _hydra_main()
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:
+        active = sweep_callback.ACTIVE
+        if active is None or active.closed:
+            print("error: interrupted; run the same command again to resume from the response cache", file=sys.stderr)
+            sys.exit(130)
+        sys.exit(active.finish(interrupted=True))
+    except SystemExit:  # a sweep ended early in some other way: its parent run is not left RUNNING
+        active = sweep_callback.ACTIVE
+        if active is not None and active.parent_id and not active.closed:
+            active.finish(interrupted=True)
+        raise
+    sys.exit(sweep_callback.EXIT_CODE)
 
 
 if __name__ == "__main__":

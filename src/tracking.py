@@ -4,15 +4,24 @@ Kept apart from the pipeline so metrics and records never import mlflow.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
+import math
+import os
+import re
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from .errors import UserError
+
+log = logging.getLogger(__name__)
 
 # MLflow metric names allow only [/\w.\- :]; METRICS.md's per-set names use '@' (wacc@cyclic).
 MLFLOW_AT = "_at_"
@@ -47,7 +56,9 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
 
 
-JOB_INDEPENDENT_KEYS = ("tracking", "cache", "resume", "data_dir")  # where things are, not what the job is
+# where things are, not what the job is; `stats` (the intervals' resamples and level) changes no question asked,
+# no answer and no point metric, so runs made before it existed keep their hash
+JOB_INDEPENDENT_KEYS = ("tracking", "cache", "resume", "data_dir", "stats")
 
 
 def config_hash(cfg: Mapping[str, Any]) -> str:
@@ -65,26 +76,6 @@ def job_tracking_uri(tracking_cfg: Mapping[str, Any]) -> str:
     return tracking_cfg["uri"]
 
 
-def finished_run(mlflow, experiment: str, job_hash: str):
-    """The latest FINISHED run of this experiment with the same config hash, or None."""
-    runs = mlflow.search_runs(experiment_ids=[experiment], output_format="list", max_results=1,
-                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"])
-    return runs[0] if runs else None
-
-
-def mark_interrupted(mlflow, experiment: str, job_hash: str) -> None:
-    """Runs of this job left RUNNING by a killed process are marked KILLED, so the UI shows what happened;
-    the rerun that calls this resumes their work from the response cache."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient()
-    for run in mlflow.search_runs(experiment_ids=[experiment], output_format="list",
-                                  filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'RUNNING'"):
-        client.set_tag(run.info.run_id, "interrupted", "true")
-        client.set_terminated(run.info.run_id, "KILLED")
-
-
 def check_tracking(uri: str) -> None:
     """Fail fast, before any compute, when the tracking store cannot be reached."""
     db = sqlite_path(uri)
@@ -99,8 +90,8 @@ def check_tracking(uri: str) -> None:
         try:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
         except OSError as err:
-            raise UserError(f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); "
-                            "start it or set tracking.uri=sqlite:///mlruns/mlflow.db") from None
+            raise UserError(f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); start it, set "
+                            "tracking.on_outage=offline or tracking.uri=sqlite:///mlruns/mlflow.db") from None
         return
     if uri.startswith("file:") or "://" not in uri:
         raise UserError(f"config key tracking.uri: {uri!r} is a file store, which current MLflow refuses; "
@@ -108,7 +99,8 @@ def check_tracking(uri: str) -> None:
 
 
 def experiment_id(mlflow, name: str, uri: str) -> str:
-    """Get or create the experiment; local sqlite stores keep artifacts beside the database."""
+    """Get or create the experiment (`mlflow` is the module or an MlflowClient); local sqlite stores keep artifacts
+    beside the database."""
     exp = mlflow.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
@@ -123,15 +115,443 @@ def experiment_id(mlflow, name: str, uri: str) -> str:
         return exp.experiment_id
 
 
+# Messages of a store that a parallel job is using or creating at the same moment: SQLite's lock, and MLflow's
+# schema creation (alembic) seen half done by another process. Retried; anything else is raised at once.
+RACE_MESSAGES = re.compile(r"database is locked|duplicate column name|expected to match one row|no such table|"
+                           r"no such column|(table|index) \S+ already exists")
+
+
+def is_race(err: BaseException) -> bool:
+    """A message of parallel first use of a store (retried), not of a real error.
+
+    >>> is_race(Exception("(sqlite3.OperationalError) table experiment_tags already exists"))
+    True
+    >>> is_race(Exception("Experiment(name=x) already exists"))
+    False
+    """
+    return RACE_MESSAGES.search(str(err).lower()) is not None
+
+
 def with_retries(op, *, attempts: int = 12):
-    """Run `op`, retrying while a shared SQLite store is locked by a parallel job (joblib launcher)."""
+    """Run `op`, retrying while a shared SQLite store is locked by a parallel job (joblib launcher) or its schema
+    is being created by another process."""
     for attempt in range(attempts):
         try:
             return op()
         except Exception as err:  # MLflow wraps sqlite's OperationalError in its own exception types
-            if "locked" not in str(err).lower() or attempt == attempts - 1:
+            if not is_race(err) or attempt == attempts - 1:
                 raise
             time.sleep(min(0.1 * 2 ** attempt, 5.0))
+
+
+_OPENED: set[str] = set()
+
+
+def open_store(uri: str) -> None:
+    """Make sure the store's schema exists before any other MLflow call of this process. For a SQLite store the
+    creation (MLflow's alembic migrations, seconds long) runs under an exclusive lock on `<db>.init.lock`, so
+    parallel first jobs (joblib workers, several `python -m src.run`) create it once and the others wait for it."""
+    if uri in _OPENED:
+        return
+    db = sqlite_path(uri)
+    if db is not None:
+        from mlflow.tracking import MlflowClient
+
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with _file_lock(Path(f"{db}.init.lock")):
+            with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
+    _OPENED.add(uri)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the retries above are the only guard
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------- an unreachable tracking server
+
+OUTAGE_CHOICES = ("fail", "offline")
+
+
+def check_options(tracking_cfg: Mapping[str, Any]) -> None:
+    """The `tracking.on_outage` and `tracking.retry_budget_s` values, in one line each."""
+    choice = tracking_cfg.get("on_outage", "fail")
+    if choice not in OUTAGE_CHOICES:
+        raise UserError(f"config key tracking.on_outage: {choice!r} is not a choice; choose fail (stop the job, "
+                        f"exit 2) or offline (log to tracking.offline_dir, upload later with python -m src.sync)")
+    budget = tracking_cfg.get("retry_budget_s", 20.0)
+    if budget is None or not 0 <= float(budget) <= 600:
+        raise UserError(f"config key tracking.retry_budget_s: {budget} must be between 0 and 600 seconds")
+
+
+def client_retries(budget_s: float) -> tuple[int, int]:
+    """(retries, request timeout in s) for MLflow's HTTP client so that its retries of one call end within
+    `budget_s`: urllib3 sleeps 0, 2, 4, 8 ... s (backoff factor 1) plus up to 1 s of jitter before each retry.
+
+    >>> client_retries(20), client_retries(5), client_retries(0)
+    ((4, 5), (2, 5), (1, 5))
+    """
+    retries = 0
+    while retries < 10 and (2 ** (retries + 1) - 2) + retries <= budget_s:
+        retries += 1
+    return retries, max(5, math.ceil(budget_s / (retries + 1)))
+
+
+def apply_retry_budget(budget_s: float) -> None:
+    """Bound MLflow's own retries (by default ~4 minutes per call against a dead server) to `budget_s`."""
+    retries, timeout = client_retries(float(budget_s))
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(retries)
+    os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] = "1"
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(timeout)
+
+
+def is_outage(err: BaseException) -> bool:
+    """An error of a tracking server that does not answer (refused, reset, timed out, 5xx after the retries)."""
+    import requests
+
+    if isinstance(err, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)):
+        return True
+    text = str(err)
+    return "API request to" in text and ("failed with exception" in text or "timeout" in text.lower() or
+                                         "Max retries exceeded" in text)
+
+
+def short(err: BaseException, limit: int = 160) -> str:
+    """An exception as a short single line (for one-line messages)."""
+    text = " ".join(str(err).split())
+    if "Caused by" in text:
+        text = text.split("Caused by")[-1].strip(" (:")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+PENDING_FILE = "pending_closes.jsonl"
+
+
+def note_pending_close(offline_dir: str | Path, uri: str, run_id: str | None, status: str, *,
+                       search: Mapping[str, Any] | None = None, **tags: str) -> None:
+    """Remember a run that could not be given its terminal status because its server was down;
+    `python -m src.sync` (and the next sweep on that server) applies it. `run_id=None` with `search`
+    (experiment_id, config_hash, since): a run whose creation reached the server but whose id never came back."""
+    folder = Path(offline_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / PENDING_FILE, "a") as handle:
+        handle.write(json.dumps({"uri": uri, "run_id": run_id, "status": status, "tags": tags,
+                                 "search": dict(search or {}), "end_time": int(time.time() * 1000)}) + "\n")
+
+
+def _pending_runs(client, entry: Mapping[str, Any]) -> list[str]:
+    """The ids of the runs a pending close names that are still open."""
+    if entry.get("run_id"):
+        run = with_retries(lambda: client.get_run(entry["run_id"]))
+        return [entry["run_id"]] if run.info.status in ("RUNNING", "SCHEDULED") else []
+    search = entry["search"]
+    runs = with_retries(lambda: client.search_runs(
+        [search["experiment_id"]], filter_string=f"tags.config_hash = '{search['config_hash']}' and "
+        f"attributes.status = 'RUNNING' and attributes.start_time >= {int(search['since'])}"))
+    return [r.info.run_id for r in runs if r.info.start_time <= entry["end_time"]]
+
+
+def apply_pending_closes(offline_dir: str | Path, uri: str | None = None) -> int:
+    """Give the runs noted by `note_pending_close` their status (those of `uri`, or all whose server answers);
+    the ones that cannot be reached stay noted. Returns how many were closed."""
+    from mlflow.tracking import MlflowClient
+
+    path = Path(offline_dir) / PENDING_FILE
+    if not path.is_file():
+        return 0
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    kept, closed, down = [], 0, set()
+    for entry in entries:
+        if (uri is not None and entry["uri"] != uri) or entry["uri"] in down:
+            kept.append(entry)
+            continue
+        try:
+            check_tracking(entry["uri"])
+            client = MlflowClient(tracking_uri=entry["uri"])
+            for run_id in _pending_runs(client, entry):
+                for key, value in entry.get("tags", {}).items():
+                    with_retries(lambda: client.set_tag(run_id, key, value))
+                with_retries(lambda: client.set_terminated(run_id, entry["status"], end_time=entry["end_time"]))
+                closed += 1
+        except UserError:
+            down.add(entry["uri"])
+            kept.append(entry)
+        except Exception as err:  # the run is gone (deleted store): nothing left to close
+            if is_outage(err):
+                down.add(entry["uri"])
+                kept.append(entry)
+    path.write_text("".join(json.dumps(e) + "\n" for e in kept))
+    return closed
+
+
+class TrackingDown(UserError):
+    """The tracking server stopped answering within the retry budget."""
+
+
+last_run: dict[str, str] = {}  # the run the latest JobTracker of this process made: run_id, uri, status
+
+
+class JobTracker:
+    """A job's MLflow run, through MlflowClient: a health check of the store first, every call retried on the
+    races of parallel first use, MLflow's HTTP retries bounded by `tracking.retry_budget_s`. When the server does
+    not answer: with `tracking.on_outage=fail` the job stops in one line (UserError, exit 2); with `offline` it goes
+    on into `tracking.offline_dir` and says to run `python -m src.sync`. Every run it makes ends FINISHED, FAILED
+    or KILLED; a run on a server that died is noted for `src.sync` to close."""
+
+    def __init__(self, tracking_cfg: Mapping[str, Any], *, job_hash: str, sweep: Mapping[str, str] | None = None):
+        self.cfg = dict(tracking_cfg)
+        check_options(self.cfg)
+        apply_retry_budget(self.cfg.get("retry_budget_s", 20.0))
+        self.target = self.cfg["uri"]
+        self.offline_dir = Path(self.cfg.get("offline_dir") or "mlruns/offline")
+        self.offline_uri = f"sqlite:///{self.offline_dir}/mlflow.db"
+        self.job_hash = job_hash
+        self.sweep = dict(sweep or {})
+        self.run_id: str | None = None
+        self.fell_back = False
+        self._connect(self.offline_uri if self.cfg.get("offline") else self.target)
+
+    # -- where the job logs
+
+    @property
+    def offline(self) -> bool:
+        return self.uri == self.offline_uri
+
+    def _can_fall_back(self) -> bool:
+        return self.cfg.get("on_outage", "fail") == "offline" and not self.offline
+
+    def _connect(self, uri: str) -> None:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        try:
+            check_tracking(uri)  # the health check: before any compute, and before each job of a sweep
+            open_store(uri)
+            self.client = MlflowClient(tracking_uri=uri)
+            self.exp_id = self._call(lambda: experiment_id(self.client, self.cfg["experiment"], uri), fall_back=False)
+        except UserError as err:
+            if not self._can_fall_back():
+                raise
+            self._fall_back(err)
+            return
+        mlflow.set_tracking_uri(uri)
+
+    def _fall_back(self, err: BaseException) -> None:
+        print(f"warning: MLflow server {self.target} is not answering; this job logs to {self.offline_dir} "
+              f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {self.offline_dir} once the "
+              f"server is back", file=sys.stderr)
+        self.fell_back = True
+        self._connect(self.offline_uri)
+
+    def _down(self, err: BaseException, doing: str) -> TrackingDown:
+        return TrackingDown(f"config key tracking.uri: MLflow server {self.uri} stopped answering {doing} "
+                            f"({short(err)}); answers already computed are in the response cache: start the server "
+                            f"and run the same command again, or set tracking.on_outage=offline")
+
+    def _call(self, op, *, fall_back: bool = True, doing: str = "before the job started"):
+        """`op()` with the race retries; a server outage becomes TrackingDown (after MLflow's bounded retries)."""
+        try:
+            return with_retries(op)
+        except UserError:
+            raise
+        except Exception as err:
+            if is_outage(err):
+                raise self._down(err, doing) from None
+            raise
+
+    # -- before the job
+
+    def finished_run(self):
+        """The latest FINISHED run of this job's config hash in the experiment, or None."""
+        return self._before(lambda: finished_run_of(self.client, self.exp_id, self.job_hash))
+
+    def mark_interrupted(self) -> None:
+        self._before(lambda: mark_interrupted_runs(self.client, self.exp_id, self.job_hash))
+
+    def _before(self, op):
+        try:
+            return self._call(op)
+        except TrackingDown as err:
+            if not self._can_fall_back():
+                raise
+            self._fall_back(err)
+            return self._call(op)
+
+    # -- the run
+
+    def _tags(self, tags: Mapping[str, str]) -> dict[str, str]:
+        from . import owners
+
+        out = {"config_hash": self.job_hash, "kind": "job", "owner": owners.this_owner(),
+               "heartbeat": str(int(time.time())), **tags}
+        if self.offline:
+            out["offline_target"] = self.target  # where `python -m src.sync` uploads it
+        if self.sweep.get("sweep_id"):
+            out["sweep_id"] = self.sweep["sweep_id"]
+        if self.sweep.get("parent_run_id"):
+            out["mlflow.parentRunId"] = self.sweep["parent_run_id"]
+        return out
+
+    def _create(self, run_name: str, tags: Mapping[str, str]) -> str:
+        from mlflow.tracking.context import registry as context_registry
+
+        resolved = context_registry.resolve_tags(self._tags(tags))
+        run = self._call(lambda: self.client.create_run(self.exp_id, tags=resolved, run_name=run_name))
+        self.run_id = run.info.run_id
+        last_run.clear()
+        last_run.update(run_id=self.run_id, uri=self.uri, status="RUNNING")
+        return self.run_id
+
+    @contextlib.contextmanager
+    def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator[str]:
+        """A new run for the job; it ends FINISHED, FAILED (an error) or KILLED (Ctrl-C, SIGTERM)."""
+        self._run_name, self._run_tags = run_name, dict(tags or {})
+        try:
+            self._create(run_name, self._run_tags)
+        except TrackingDown as err:
+            self._lost_create(since=time.time() - 60)
+            if not self._can_fall_back():
+                raise
+            self._fall_back(err)
+            self._create(run_name, self._run_tags)
+        beating = threading.Event()
+        heart = threading.Thread(target=self._beat, args=(self.client, self.run_id, beating), daemon=True)
+        heart.start()
+        try:
+            yield self.run_id
+        except KeyboardInterrupt:
+            beating.set()
+            self._close("KILLED", interrupted="true")
+            raise
+        except TrackingDown:
+            raise  # closed, or noted for src.sync, where it was raised
+        except BaseException:
+            beating.set()
+            self._close("FAILED")
+            raise
+        finally:
+            beating.set()
+        self._close("FINISHED")
+
+    @staticmethod
+    def _beat(client, run_id: str, stop: threading.Event) -> None:
+        """Refresh the run's `heartbeat` tag while the job lives, so that no other process takes it for dead."""
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                client.set_tag(run_id, "heartbeat", str(int(time.time())))
+            except Exception:  # noqa: BLE001 - a missed beat only makes the run look older
+                pass
+
+    def _lost_create(self, since: float) -> None:
+        """The server may have made the run whose id never came back: note it, found by its config hash."""
+        note_pending_close(self.offline_dir, self.uri, None, "KILLED", interrupted="true",
+                           search={"experiment_id": self.exp_id, "config_hash": self.job_hash,
+                                   "since": int(since * 1000)})
+
+    def _close(self, status: str, **tags: str) -> None:
+        last_run["status"] = status
+        try:
+            check_tracking(self.uri)
+            for key, value in tags.items():
+                self._call(lambda: self.client.set_tag(self.run_id, key, value))
+            self._call(lambda: self.client.set_terminated(self.run_id, status))
+        except UserError as err:
+            note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
+            print(f"warning: run {self.run_id} could not be marked {status} ({short(err, 100)}); python -m src.sync "
+                  f"--offline-dir {self.offline_dir} marks it once the server is back", file=sys.stderr)
+
+    def log(self, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],
+            artifacts_dir: Path) -> None:
+        """Params, metrics, tags and artifacts into the job's run; a server outage here moves the run into the
+        offline store (`on_outage=offline`) or stops the job in one line with the run noted as FAILED."""
+        try:
+            self._log(params, metrics, tags, artifacts_dir)
+        except TrackingDown as err:
+            lost = self.run_id
+            if not self._can_fall_back():
+                last_run["status"] = "FAILED"
+                note_pending_close(self.offline_dir, self.uri, lost, "FAILED", error="tracking server outage")
+                raise
+            note_pending_close(self.offline_dir, self.uri, lost, "KILLED", interrupted="true",
+                               error="tracking server outage; the job went on offline")
+            self._fall_back(err)
+            self._create(self._run_name, {**self._run_tags, "replaces_run_id": lost})
+            self._log(params, metrics, tags, artifacts_dir)
+
+    def _log(self, params, metrics, tags, artifacts_dir: Path) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        doing = f"while logging run {self.run_id}"
+        now = int(time.time() * 1000)
+        finite = {mlflow_metric_name(k): float(v) for k, v in metrics.items()
+                  if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
+        self._call(lambda: self.client.log_batch(
+            self.run_id, metrics=[Metric(k, v, now, 0) for k, v in finite.items()],
+            params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
+            tags=[RunTag(k, str(v)) for k, v in tags.items()]), doing=doing)
+        self._call(lambda: self.client.log_artifacts(self.run_id, str(artifacts_dir)), doing=doing)
+
+
+def finished_run_of(client, experiment: str, job_hash: str):
+    """`finished_run` through an MlflowClient."""
+    runs = client.search_runs([experiment], max_results=1, order_by=["attributes.start_time DESC"],
+                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'")
+    return runs[0] if runs else None
+
+
+HEARTBEAT_S = 30.0  # a live job refreshes its run's `heartbeat` tag this often
+STALE_S = 180.0  # a run of another host whose heartbeat is older than this is taken for dead
+
+
+def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
+    """Whether the process that made a RUNNING run is gone: its `owner` (src/owners.py) is a process of this host
+    that no longer runs, or, for another host, its `heartbeat` (epoch seconds) is older than STALE_S. A run
+    without an owner (logged before owners were tagged) is taken for dead, as it always was.
+
+    >>> from src import owners
+    >>> provably_dead({"owner": owners.this_owner(), "heartbeat": "0"})
+    False
+    >>> provably_dead({"owner": "elsewhere:1", "heartbeat": str(time.time())}), provably_dead({"owner": "elsewhere:1"})
+    (False, True)
+    """
+    from . import owners
+
+    owner = tags.get("owner")
+    if owners.parse_owner(owner) is None:
+        return True
+    alive = owners.is_alive(owner)
+    if alive is not None:
+        return not alive
+    try:
+        beat = float(tags.get("heartbeat", "nan"))
+    except ValueError:
+        return True
+    return not ((now if now is not None else time.time()) - beat <= STALE_S)
+
+
+def mark_interrupted_runs(client, experiment: str, job_hash: str) -> None:
+    """Runs of this job left RUNNING by a process that is provably dead are marked KILLED, so the UI shows what
+    happened; the rerun that calls this resumes their work from the response cache. A run whose process still
+    lives (the same command started twice) is left alone: this job makes a run of its own beside it."""
+    for run in client.search_runs([experiment],
+                                  filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'RUNNING'"):
+        if not provably_dead(run.data.tags):
+            log.info("run %s of the same job is still running (owner %s); this job makes a run of its own",
+                     run.info.run_id, run.data.tags.get("owner"))
+            continue
+        client.set_tag(run.info.run_id, "interrupted", "true")
+        client.set_terminated(run.info.run_id, "KILLED")
 
 
 def log_run(mlflow, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],

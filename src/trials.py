@@ -114,7 +114,8 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
     oracle = bool(getattr(backend, "seeded_scores", False))  # answers depend on the trial, not just the prompt
     if scoring == "generate":
         greedy = params.temperature == 0
-        reps = [None] if greedy else list(range(params.n))  # greedy: one answer serves every repetition
+        first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/adaptive.py)
+        reps = [None] if greedy else list(range(first, first + params.n))  # greedy: one answer serves every rep
         own = [replace(_generation_params(r, params), n=len(reps)) for r in reqs]
         keys = [[request_key(identity, scoring, r, {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p,
                                                      "max_new_tokens": p.max_new_tokens}, k,
@@ -226,11 +227,19 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
 
 def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, params: SamplingParams,
                  cloze_normalise: bool = True, cache: ResponseCache | None = None, chunk_size: int = 64,
-                 progress: bool = True) -> list[list[Answer]]:
+                 progress: bool = True, adaptive: bool = False) -> list[list[Answer]]:
     """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, so a killed
-    run loses at most one chunk."""
+    run loses at most one chunk. `adaptive` (generate at a temperature only): stop an item once its repetition
+    cell can no longer change, so it gets the first `n_asked` <= n answers (src/adaptive.py)."""
     if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
+    if adaptive and params.n > 1:
+        if scoring != "generate" or params.temperature <= 0:
+            raise ValueError("adaptive repetitions need scoring=generate at a temperature > 0")
+        from .adaptive import answer_adaptively
+
+        return answer_adaptively(backend, items, params=params, answer_chunk=_answer_chunk, cache=cache,
+                                 chunk_size=chunk_size, progress=progress)
     generated = [i for i, it in enumerate(items) if FORMATS[it.variant.fmt].generated_only] \
         if scoring != "generate" else []
     if generated:  # a set of labels can only be written out: such items are generated under any scoring
@@ -250,8 +259,10 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
     return answers
 
 
-def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any]) -> pd.DataFrame:
-    """One row per item x repetition, columns as `src.records.COLUMNS`."""
+def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any],
+               planned: int | None = None) -> pd.DataFrame:
+    """One row per item x repetition asked, columns as `src.records.COLUMNS`; with `planned` (adaptive runs:
+    the R repetitions planned) also `n_asked` and `n_planned` (src/adaptive.py ADAPTIVE_COLUMNS)."""
     rows = []
     for it, reps in zip(items, answers):
         v, q = it.variant, it.question
@@ -273,6 +284,9 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
                 **_format_columns(it, a),
             })
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    if planned is not None:  # trials not asked are absent: say how many were made of how many planned
+        frame["n_asked"] = pd.array([len(reps) for reps in answers for _ in reps], dtype="int64")
+        frame["n_planned"] = pd.array([planned] * len(frame), dtype="int64")
     return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "variant_level": "Int64",
                          "asked_option": "Int64", "truncated": "boolean"})
 

@@ -24,6 +24,12 @@ from .errors import UserError
 # scoring mode -> does the prompt show the labelled options in their displayed order?
 SHOWS_OPTIONS = {"generate": True, "logprob": True, "cloze_shown": True, "cloze": False}
 SCORING_MODES = tuple(SHOWS_OPTIONS)
+DESCRIPTIONS = {  # what the model sees and what counts as its answer (README "What the model sees"; src.catalog)
+    "generate": "shows the labelled options; the model writes its answer, which is parsed to a label",
+    "logprob": "shows the labelled options; the most probable label token (drawn exactly at a temperature)",
+    "cloze_shown": "shows the labelled options in the order asked; the option whose text is most likely after 'Answer:'",
+    "cloze": "shows the question only (lm-eval's acc); the option whose text is most likely as its continuation",
+}
 SAMPLING_MODES = ("generate", "logprob")  # modes whose answers depend on the temperature
 # Variant sets that ask each question through one displayed option list (plus, for revas_multi_select, a
 # select-all prompt that is always generated with the options shown): valid under every mode.

@@ -38,6 +38,20 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def models_cache(tmp_path_factory) -> Path:
+    """Where real models keep their float copies in this session (src/backends/hf/gguf_cache.py): a fresh folder,
+    so that every suite converts the GGUF once, cold, as a first run on a new machine does, and every later load
+    in the session (in-process and in subprocesses) reads that copy. An `MCQ_CACHE_DIR` set by the user wins."""
+    if os.environ.get("MCQ_CACHE_DIR"):
+        yield Path(os.environ["MCQ_CACHE_DIR"])
+        return
+    folder = tmp_path_factory.mktemp("models-cache")
+    os.environ["MCQ_CACHE_DIR"] = str(folder)
+    yield folder
+    os.environ.pop("MCQ_CACHE_DIR", None)
+
+
 needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark files absent: {DATA_DIR} (../shared/data) not found")
 
 

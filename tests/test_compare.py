@@ -192,8 +192,11 @@ def test_smoke_report_has_every_table_and_plot(smoke_report, smoke_store):
     for pattern in EXPECTED_FILES:
         assert any(re.fullmatch(pattern, f) for f in files), f"missing {pattern} in {files}"
     md = (smoke_report / "report.md").read_text()
-    assert "0.875 (1)" in md and "RWS \\| S/T" in md and "(a) target: full fluctuation rate" in md
+    # a CoRA cell is the value, the interval the run logged, and the rank
+    assert re.search(r"0\.875 \[0\.\d{3}, [01]\.\d{3}\] \(1\)", md) and "RWS \\| S/T" in md
+    assert "(a) target: full fluctuation rate" in md
     assert "simulated_0.9 ranks above simulated_0.6 on MCQA, below it on CoRA" in md  # CoRA rewards consistency
+    assert "## Paired differences between models" in md and "## How many questions are enough" in md
     runs = pd.read_csv(smoke_report / "tables" / "runs.csv")
     assert len(runs) == 24 and "wacc@cyclic" in runs.columns and "wacc_at_cyclic" not in runs.columns
 

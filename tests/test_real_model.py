@@ -39,7 +39,7 @@ def test_default_run_logs_every_pipeline_metric_and_scores_option_texts_with_the
     for name in ITEM9:
         assert name in run.data.metrics, name
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"records.parquet", "metrics.json", "config.yaml"} <= artifacts
+    assert {"records.parquet", "prompts.parquet", "metrics.json", "config.yaml"} <= artifacts
     assert set(records.scoring) == {"cloze_shown"} and records.option_loglik.notna().all()
     # The README's finding, measured: the model ranks option texts well above chance when it sees only the
     # question (cloze), and loses that when the options are listed (cloze_shown), where order effects show.
@@ -54,9 +54,12 @@ def test_default_run_logs_every_pipeline_metric_and_scores_option_texts_with_the
 def test_readme_main_job_asks_each_order_of_a_question_as_its_own_prompt(run_job_in):
     """README command 1 (`variants=cora`, the model's cloze_shown scoring), on the first 4 questions: the records
     hold one prompt per displayed option list of a question, so the consistency metrics measure the model."""
-    run_job_in("variants=cora", "limit=4")
+    result = run_job_in("variants=cora", "limit=4")
     run, records, _ = only_run(run_job_in, variants="cora")
     assert set(records.scoring) == {"cloze_shown"}
+    prompts = pd.read_parquet(result.out_dir / "artifacts" / "prompts.parquet")
+    assert set(prompts.prompt_hash) == set(records.prompt_hash)
+    assert (prompts.model_input == prompts.prompt).all()  # option texts are scored as plain continuations: no chat
     for _, group in records.groupby("question_id"):
         lists = group.option_order.map(tuple)
         assert group.prompt_hash.nunique() == lists.nunique() > 10

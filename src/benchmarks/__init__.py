@@ -23,6 +23,7 @@ from ..questions import Question
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
+from . import hub
 from .medical import load_medmcqa, medqa_loader
 from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
 from .synthetic import load_synthetic, synthetic_fewshot
@@ -96,7 +97,9 @@ def load_benchmark(
 ) -> list[Question]:
     """The questions of benchmark `name`, in file order; `limit` keeps the first N after filtering.
 
-    `path=None` reads the default file under `data_dir`; `split=None` the benchmark's default
+    `path=None` reads the default file under `data_dir`, or, when it is absent, the benchmark's
+    Hugging Face Hub dataset (`hub.py`: a Hub-layout snapshot, the `datasets` cache or a download;
+    offline and absent is a one-line error naming the fetch command); `split=None` the benchmark's default
     split; `seed` only matters to `synthetic` and TruthfulQA (its options are shuffled with it,
     option `shuffle`, default true).
     """
@@ -104,7 +107,11 @@ def load_benchmark(
     options = _checked_options(name, options)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise UserError(f"config key benchmark.limit: {limit!r} is not a positive whole number; set it to N >= 1 or null for all")
-    questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options)
+    # Resolution: an explicit path, else the raw files under data_dir, else the Hub dataset (src/benchmarks/hub.py).
+    if path is None and name in hub.HUB and not hub.raw_present(name, data_dir, split, options):
+        questions = hub.hub_questions(name, data_dir=data_dir, split=split, seed=seed, options=options)
+    else:
+        questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options)
     if not questions:
         raise UserError(f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
                         "check the file, the benchmark.* options and benchmark.split")

@@ -29,6 +29,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
     parser.add_argument("--out", type=Path, help="report folder (default reports/<experiment>)")
     parser.add_argument("--no-mlflow", action="store_true", help="write the report only; log no comparison run")
+    parser.add_argument("--sure-rule", choices=("answer", "correctness"),
+                        help="recompute every run's SURE/UNSURE, RWS and S/T under this rule from its records "
+                             "(default: each run's own rule, tag sure_rule; runs under different rules get "
+                             "separate repetition tables)")
+    parser.add_argument("--no-paired", action="store_true",
+                        help="leave out the paired differences and questions-needed tables (they read every run's "
+                             "records)")
+    parser.add_argument("--pair-intersection", action="store_true",
+                        help="pair runs that asked different questions on the questions they share (default: refuse)")
+    parser.add_argument("--delta", type=float, default=0.02,
+                        help="difference the questions-needed table is for (default 0.02)")
+    parser.add_argument("--power", type=float, default=0.8, help="power of the questions-needed table (default 0.8)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="two-sided level of the tests and the questions-needed table (default 0.05)")
     args = parser.parse_args(argv)
     if not (args.experiment or args.sweep_id or args.diff):
         parser.error("give --experiment and/or --sweep-id (or --diff RUN_A RUN_B)")
@@ -47,14 +61,25 @@ def compare(args: argparse.Namespace) -> dict:
     if args.experiment or args.sweep_id:
         runs = load_runs(tracking_uri=args.tracking_uri, experiment=args.experiment, sweep_id=args.sweep_id,
                          benchmarks=args.benchmark, models=args.model, variants=args.variants)
-        sections = build_sections(runs)
+        rule_notes = []
+        if getattr(args, "sure_rule", None):
+            from .sure_rule import apply_sure_rule
+
+            rule_notes = apply_sure_rule(runs, args.sure_rule)
+        from ..plan import check_power_args
+
+        check_power_args(args.delta, args.alpha, args.power)
+        sections = build_sections(runs, paired=not args.no_paired,
+                                  paired_options={"intersect": args.pair_intersection, "delta": args.delta,
+                                                  "alpha": args.alpha, "power": args.power})
+        sections[0].notes += rule_notes
     if args.diff:
         sections.append(diff_section(args.tracking_uri, *args.diff))
     name = args.experiment or (f"sweep-{args.sweep_id}" if args.sweep_id else f"diff-{args.diff[0][:8]}-{args.diff[1][:8]}")
     out_dir = args.out or default_out_dir(name)
     title = f"Model comparison: {name}"
     written = write(sections, out_dir, header=header_lines(runs, filters=filters), title=title)
-    result = {"out": str(out_dir), "files": len(written),
+    result = {"out": str(out_dir), "files": len(written), "paired": [line for s in sections for line in s.paired_lines],
               "tables": sum(len(s.tables) for s in sections), "plots": sum(len(s.plots) for s in sections),
               "skipped": [n for s in sections for n in s.notes]}
     if not args.no_mlflow:
@@ -69,6 +94,8 @@ def compare(args: argparse.Namespace) -> dict:
                   "n_runs": len(runs.table) if runs is not None else 0, "out": str(out_dir)}
         if args.diff:
             params["diff"] = " ".join(args.diff)
+        if getattr(args, "sure_rule", None):
+            params["sure_rule"] = args.sure_rule
         result["run_id"] = log_comparison(out_dir, tracking_uri=args.tracking_uri, experiment_id=experiment_id,
                                           name=f"comparison-{name}", tags={k: v for k, v in tags.items() if v},
                                           params=params)
@@ -82,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
-    print(json.dumps({k: v for k, v in result.items() if k != "skipped"}))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("skipped", "paired")}))
+    for line in result["paired"]:
+        print(f"paired: {line}", file=sys.stderr)
     for note in result["skipped"]:
         print(f"note: {note}", file=sys.stderr)
     print(f"report: {Path(result['out']) / 'report.html'}", file=sys.stderr)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .load import CONDITION_KEYS
-from .tables import (REPETITION_SHARES, condition_groups, bmca_levels, condition_label, has, latest, option_levels,
-                     repetition_runs, revas_runs, slug, varying)
+from .tables import (REPETITION_SHARES, bmca_levels, bounds, condition_label, has, latest, option_levels,
+                     repetition_groups, repetition_runs, revas_runs, slug, varying)
 
 QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the repetition paper's section 4.4
     (0.98, 0.98, "USEFUL", "right", "top"),
@@ -68,7 +68,7 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     rows_with = repetition_runs(runs)
     if rows_with.empty:
         return plots, ["consistency plot: no run logged `st` (needs repetitions > 1)"]
-    for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+    for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
         fig = _figure()
         ax = fig.add_subplot()
         ax.axhline(0.5, color="grey", lw=0.8, ls="--")
@@ -76,7 +76,7 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
         for x, y, text, ha, va in QUADRANTS:
             ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold",
                     zorder=1)
-        undefined = []
+        undefined, with_bars = [], []
         for i, (model, path) in enumerate(rows.groupby("model", sort=True)):
             path = path.sort_values("temperature")
             colour = f"C{i % 10}"
@@ -85,6 +85,12 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             if defined.empty:
                 continue
             ax.plot(defined["st"], defined["rws"], "-", color=colour, lw=1.2, alpha=0.8, zorder=2)
+            for _, r in defined.iterrows():  # the intervals each run logged: S/T across, RWS up and down
+                x_ci, y_ci = bounds(r, "st"), bounds(r, "rws")
+                if x_ci or y_ci:
+                    ax.errorbar([r["st"]], [r["rws"]], xerr=_err(r["st"], x_ci), yerr=_err(r["rws"], y_ci),
+                                fmt="none", ecolor=colour, elinewidth=1.0, capsize=3, alpha=0.8, zorder=2)
+                    with_bars.append(True)
             ax.scatter(defined["st"], defined["rws"], s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
                        color=colour, alpha=0.5, edgecolors=colour, label=model, zorder=3, clip_on=False)
             for _, r in defined.iterrows():
@@ -97,6 +103,8 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
                                title="model (area ∝ acc mean)", title_fontsize=8)
             legend.get_frame().set_linewidth(0.5)
         caption = "path = one model across temperatures; marker area ∝ mean accuracy over the repetitions"
+        if with_bars:
+            caption += "; error bars: the 95% intervals of S/T and RWS the runs logged"
         if undefined:
             caption += f". Not plotted (nothing SURE, RWS undefined): {', '.join(undefined)}"
         plots.append(Plot(title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
@@ -110,7 +118,7 @@ def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     rows_with = repetition_runs(runs)
     if rows_with.empty:
         return plots, ["SURE/UNSURE bars: no run logged `st` (needs repetitions > 1)"]
-    for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+    for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
         rows = rows.sort_values(["model", "temperature"])
         fig = _figure(max(4.8, 0.6 * len(rows) + 2.5), 4.2)
         ax = fig.add_subplot()
@@ -130,8 +138,36 @@ def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     return plots, []
 
 
+def _err(value: float, interval: tuple[float, float] | None):
+    """matplotlib's [[below], [above]] for one point; zero length without an interval."""
+    if interval is None:
+        return [[0.0], [0.0]]
+    return [[max(0.0, value - interval[0])], [max(0.0, interval[1] - value)]]
+
+
+def bmca_band(row) -> tuple[list[float], list[float], list[float]] | None:
+    """(levels, lo, hi): the Wilson 95% band of a run's BMCA(c) curve, or None.
+
+    Each BMCA(c) is the share of the run's questions whose response consistency reaches c, so its interval is the
+    Wilson interval of that share over `n_questions`, the one the run logged for BMCA(1.0). The band is drawn only
+    when the run logged BMCA(1.0)'s interval and this formula gives back exactly those bounds (the same level and
+    questions), so no interval is made for a run that logged none."""
+    from ..metrics.intervals import wilson_interval
+
+    logged, n = bounds(row, "bmca_1.0"), row.get("n_questions")
+    if logged is None or n is None or not n == n or n <= 0 or pd.isna(row.get("bmca_1.0")):
+        return None
+    check = wilson_interval(round(row["bmca_1.0"] * n), n, 0.95)
+    if max(abs(check[0] - logged[0]), abs(check[1] - logged[1])) > 1e-6:
+        return None
+    levels = [c for c in bmca_levels(row.index) if pd.notna(row.get(c))]
+    found = [wilson_interval(round(row[c] * n), n, 0.95) for c in levels]
+    return [float(c[5:]) for c in levels], [f[0] for f in found], [f[1] for f in found]
+
+
 def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
-    """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition)."""
+    """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition), with the
+    Wilson band of each curve where the run logged BMCA(1.0)'s interval (`bmca_band`)."""
     plots = []
     rows_with = _rows_with_any(runs, bmca_levels(runs.columns))
     if rows_with.empty:
@@ -143,15 +179,24 @@ def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
         levels = bmca_levels(rows.columns)
         fig = _figure()
         ax = fig.add_subplot()
-        for (_, r), label in sorted(zip(rows.iterrows(), labels), key=lambda item: item[1]):
+        banded = 0
+        for i, ((_, r), label) in enumerate(sorted(zip(rows.iterrows(), labels), key=lambda item: item[1])):
             xs = [float(c[5:]) for c in levels if pd.notna(r.get(c))]
             ys = [r[c] for c in levels if pd.notna(r.get(c))]
-            ax.plot(xs, ys, "o-", label=label, ms=4)
+            ax.plot(xs, ys, "o-", label=label, ms=4, color=f"C{i % 10}")
+            band = bmca_band(r)
+            if band is not None:
+                ax.fill_between(band[0], band[1], band[2], color=f"C{i % 10}", alpha=0.15, lw=0)
+                banded += 1
         ax.set(xlabel="consistency level c", ylabel="BMCA(c): share of questions with RC ≥ c", ylim=(-0.02, 1.02),
                title=f"BMCA(c): {benchmark}")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+        caption = "the higher and flatter, the more of a model's answers survive every variant"
+        if banded:
+            caption += ("; bands: Wilson 95% interval of each BMCA(c) over the run's questions (the interval it "
+                        "logged for BMCA(1.0))")
         plots.append(Plot(title=f"BMCA(c) curves: {benchmark}", name=slug("bmca", benchmark), png=_png(fig),
-                          caption="the higher and flatter, the more of a model's answers survive every variant"))
+                          caption=caption))
     return plots, []
 
 
@@ -171,15 +216,27 @@ def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             levels = [n for n in option_levels(rows.columns) if pd.notna(r.get(f"acc@{n}"))]
             colour = f"C{i % 10}"
             ax.plot(levels, [r[f"acc@{n}"] for n in levels], "o-", color=colour, label=f"{label}: Acc")
+            _option_bars(ax, r, "acc", levels, colour)
             hard = [n for n in levels if pd.notna(r.get(f"acc_h@{n}"))]
             if hard:
                 ax.plot(hard, [r[f"acc_h@{n}"] for n in hard], "s--", color=colour, alpha=0.7, label=f"{label}: Acc-H")
+                _option_bars(ax, r, "acc_h", hard, colour)
         ax.set(xlabel="number of options shown", ylabel="accuracy", ylim=(-0.02, 1.02),
                title=f"Accuracy vs number of options: {benchmark}")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         plots.append(Plot(title=f"Accuracy vs number of options: {benchmark}", name=slug("options", benchmark),
                           png=_png(fig), caption="Acc on the reference order (solid), Acc-H = right on every order "
-                                                 "(dashed)"))
+                                                 "(dashed); error bars: the 95% intervals the runs logged"))
     return plots, notes
+
+
+def _option_bars(ax, row, prefix: str, levels: list[int], colour: str) -> None:
+    """Error bars at each option count where the run logged `<prefix>@n`'s interval."""
+    for n in levels:
+        interval = bounds(row, f"{prefix}@{n}")
+        if interval is not None:
+            value = row[f"{prefix}@{n}"]
+            ax.errorbar([n], [value], yerr=_err(value, interval), fmt="none", ecolor=colour, elinewidth=1.0,
+                        capsize=3, alpha=0.7)
 

@@ -35,6 +35,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     plots: list[plots.Plot] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    paired_lines: list[str] = field(default_factory=list)  # printed by the CLI: one line per paired difference
 
     def add(self, built: Built) -> "Section":
         self.tables += built.tables
@@ -82,17 +83,25 @@ def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
     return notes
 
 
-def build_sections(runs: Runs) -> list[Section]:
+def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | None = None) -> list[Section]:
+    """The report's sections. With `paired` (the default), the runs' records are read to add the paired
+    differences of every pair of models and the questions-needed tables (`src.compare.paired`); `paired_options`
+    go to `paired.paired_study` (intersect, delta, alpha, power, n_resamples, seed)."""
+    from .paired import paired_study
+
     frame = runs.table
     cora = tables.cora_tables(frame)
+    study = paired_study(runs, **(paired_options or {})) if paired else None
     sections = [
         overview(runs),
         Section("CoRA ranking", intro="CoRA paper, Table 1: per benchmark, models as columns; MCQA on the original "
                                       "order, MCQA+ and MV over the divergent set, CoRA = MCQA x CI.")
         .add(cora).add_plots(plots.bmca_curves(frame)),
-        Section("Rank changes between MCQA and CoRA").add(tables.rank_changes(cora)),
-        Section("Repetition trials", intro="Repetition paper, Table 1 and Figures 1-4: SURE when the modal answer "
-                                           "reaches p* of R repetitions; RWS = right when SURE, S/T = share SURE.")
+        Section("Rank changes between MCQA and CoRA").add(tables.rank_changes(cora, study)),
+        Section("Repetition trials", intro="Repetition paper, Table 1 and Figures 1-4: SURE/UNSURE under the rule "
+                                           "each table names (answer: the modal answer reaches p* of R repetitions, "
+                                           "section 3.2; correctness: all R trials right or all wrong, the paper's "
+                                           "tables); RWS = right when SURE, S/T = share SURE.")
         .add(tables.repetition_tables(frame)).add_plots(plots.consistency_plots(frame)).add_plots(plots.sure_bars(frame)),
         Section("Answer fluctuation: R² of metrics on permutation subsets",
                 intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "
@@ -102,6 +111,21 @@ def build_sections(runs: Runs) -> list[Section]:
                 intro="REVAS paper, Figure 3 and Tables 3-4.")
         .add(tables.revas_tables(frame)).add_plots(plots.options_plots(frame)),
     ]
+    if study is not None:
+        sections += [
+            Section("Paired differences between models",
+                    intro="Per benchmark and condition, every pair of models on the same questions: the difference "
+                          "A − B of each headline metric, its paired cluster-bootstrap 95% interval (the same "
+                          "resample of questions for both runs), a two-sided bootstrap p-value and the p-value "
+                          "Holm-adjusted over every difference of the table.")
+            .add(study.differences),
+            Section("How many questions are enough",
+                    intro="Per metric, from the per-question variance of these runs: the number of questions needed "
+                          "to detect the difference Δ at the power and level each table names (normal "
+                          "approximation; `python -m src.plan` gives the same for any run).")
+            .add(study.power),
+        ]
+        sections[0].paired_lines = study.lines
     return sections
 
 

@@ -56,6 +56,35 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def bounds(row, metric: str) -> tuple[float, float] | None:
+    """The interval a run logged beside `metric` (`<metric>_lo`, `<metric>_hi`), or None when it logged none
+    (older runs, `stats.bootstrap=0`, too few questions): an interval is only ever read, never made up here."""
+    from ..metrics.intervals import interval_names
+
+    lo_name, hi_name = interval_names(metric)
+    lo, hi = row.get(lo_name, math.nan), row.get(hi_name, math.nan)
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+
+
+def fmt_ci(value, interval: tuple[float, float] | None, digits: int = 3) -> str:
+    """`0.410 [0.360, 0.460]`: the value and its logged interval; the value alone without one."""
+    if interval is None or value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return fmt(value, digits)
+    return f"{fmt(value, digits)} [{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
+
+
+def cell(row, metric: str, digits: int = 3) -> str:
+    """A run's (or merged row's) metric with its logged interval, as the tables show it."""
+    return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
+
+
+INTERVAL_NOTE = "[lo, hi]: the 95% interval each run logged (stats.level; none for runs logged without one)"
+
+
 def slug(*parts) -> str:
     text = "_".join(str(p) for p in parts if p not in (None, ""))
     return "".join(c if c.isalnum() or c in "-." else "_" for c in text).strip("_") or "table"
@@ -150,24 +179,36 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         for name, _ in CORA_RANKED:
             ranks.loc[name] = rank_desc(values.loc[name]).to_numpy()
         ranked = {name for name, _ in CORA_RANKED}
-        text = pd.DataFrame({model: [f"{fmt(values.at[n, model])} ({int(ranks.at[n, model])})"
-                                     if n in ranked and not math.isnan(values.at[n, model]) else fmt(values.at[n, model])
+        key = dict(zip(names, metrics))
+        shown = {(n, model): cell(rows.loc[model], key[n]) for n in names for model in values.columns}
+        text = pd.DataFrame({model: [f"{shown[n, model]} ({int(ranks.at[n, model])})"
+                                     if n in ranked and not math.isnan(values.at[n, model]) else shown[n, model]
                                      for n in names] for model in values.columns}, index=names, dtype=object)
         data = values.stack().rename("value").reset_index().rename(columns={"level_0": "metric", "level_1": "model"})
         data["rank"] = [ranks.at[m, model] for m, model in zip(data["metric"], data["model"])]
+        logged = [bounds(rows.loc[model], key[m]) for m, model in zip(data["metric"], data["model"])]
+        data["lo"] = [b[0] if b else math.nan for b in logged]
+        data["hi"] = [b[1] if b else math.nan for b in logged]
+        if "run_id" in rows.columns:
+            data["run_id"] = [rows.at[model, "run_id"] for model in data["model"]]
         data.insert(0, "benchmark", benchmark)
         data.insert(1, "condition", label)
         text.index.name = "metric"
         title = f"{benchmark}" + (f" ({label})" if label else "")
         out.tables.append(Table(title=title, data=data, text=text, name=slug("cora", benchmark, label),
-                                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, 1 = best"))
+                                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, "
+                                        "1 = best; " + INTERVAL_NOTE))
     return out
 
 
-def rank_changes(cora: Built) -> Built:
-    """Per CoRA table: each model's MCQA rank against its CoRA rank, and the pairs of models that swap places."""
+def rank_changes(cora: Built, paired=None) -> Built:
+    """Per CoRA table: each model's MCQA rank against its CoRA rank, and the pairs of models that swap places.
+
+    With `paired` (a `src.compare.paired.PairedStudy`), each swap says whether it is significant: the model above
+    on MCQA is significantly better on MCQA (the paired 95% interval of its MCQA difference lies above 0) AND
+    significantly worse on CoRA (the interval of its CoRA difference lies below 0)."""
     out = Built()
-    rows, swaps = [], []
+    rows, swaps, swap_rows = [], [], []
     for table in cora.tables:
         ranks = table.data.pivot_table(index="model", columns="metric", values="rank")
         values = table.data.pivot_table(index="model", columns="metric", values="value")
@@ -185,7 +226,15 @@ def rank_changes(cora: Built) -> Built:
                 after = np.sign(ranks.at[b, "CoRA"] - ranks.at[a, "CoRA"])
                 if before and after and before != after:
                     first, second = (a, b) if before > 0 else (b, a)
-                    swaps.append(f"{table.title}: {first} ranks above {second} on MCQA, below it on CoRA")
+                    line = f"{table.title}: {first} ranks above {second} on MCQA, below it on CoRA"
+                    verdict = _swap_verdict(table, first, second, paired)
+                    if verdict is not None:
+                        significant, d_mcqa, d_cora = verdict
+                        line += " (significant)" if significant else " (not significant)"
+                        swap_rows.append({"table": table.title, "above on MCQA": first, "below on CoRA": second,
+                                          "MCQA difference": d_mcqa, "CoRA difference": d_cora,
+                                          "significant": significant})
+                    swaps.append(line)
     if not rows:
         out.notes.append("rank changes: no CoRA table with both MCQA and CoRA")
         return out
@@ -194,25 +243,84 @@ def rank_changes(cora: Built) -> Built:
                        change=data["change"].map(lambda c: f"+{c}" if c > 0 else str(c)))
     caption = "change = MCQA rank - CoRA rank (+: the model climbs once consistency counts). " + (
         "Swaps: " + "; ".join(swaps) + "." if swaps else "No two models swap places between MCQA and CoRA.")
+    if swap_rows:
+        caption += (" A swap is significant when the paired 95% intervals of both differences exclude 0 in opposite "
+                    "directions (better on MCQA, worse on CoRA).")
     out.tables.append(Table(title="MCQA rank vs CoRA rank", data=data, text=text.set_index("table"),
                             name="rank_changes", caption=caption))
+    if swap_rows:
+        from .paired import difference_cell
+
+        swap_data = pd.DataFrame(swap_rows)
+        swap_text = pd.DataFrame({
+            "above on MCQA": swap_data["above on MCQA"].to_numpy(),
+            "below on CoRA": swap_data["below on CoRA"].to_numpy(),
+            "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
+            "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
+            "significant": ["yes" if v else "no" for v in swap_data["significant"]]},
+            index=pd.Index(swap_data["table"].to_numpy(), name="table"))
+        flat = swap_data.assign(**{f"{m} {k}": [getattr(d, k) for d in swap_data[f"{m} difference"]]
+                                   for m in ("MCQA", "CoRA") for k in ("difference", "lo", "hi", "p")})
+        flat = flat.drop(columns=["MCQA difference", "CoRA difference"])
+        out.tables.append(Table(title="MCQA to CoRA rank swaps", data=flat, text=swap_text, name="rank_swaps",
+                                caption="paired differences on the same questions; significant = the MCQA interval "
+                                        "lies above 0 and the CoRA interval below 0"))
     return out
+
+
+def _swap_verdict(table: Table, first: str, second: str, paired):
+    """(significant, MCQA difference, CoRA difference) of `first` - `second`, or None without paired results."""
+    if paired is None or "run_id" not in table.data.columns:
+        return None
+    run = table.data.drop_duplicates("model").set_index("model")["run_id"]
+    d_mcqa, d_cora = (paired.lookup(run[first], run[second], m) for m in ("mcqa", "cora"))
+    if d_mcqa is None or d_cora is None:
+        return None
+    significant = (d_mcqa.lo is not None and d_cora.hi is not None and d_mcqa.lo > 0 and d_cora.hi < 0)
+    return significant, d_mcqa, d_cora
 
 
 # ---------------------------------------------------------------- repetition trials (repetition paper, Table 1)
 
+SURE_RULE_LINES = {  # the line under each repetition table (METRICS.md, "What the paper's tables count")
+    "answer": "SURE rule: answer (section 3.2: SURE when one answer is given at least p* of R times, right when it "
+              "is the correct one)",
+    "correctness": "SURE rule: correctness (the paper's tables: SURE right = all R trials right, SURE wrong = none "
+                   "right, UNSURE right = at least half right)",
+}
+
+
+def sure_rules(rows: pd.DataFrame) -> pd.Series:
+    """Each run's SURE rule (`answer`, section 3.2, where a run says none)."""
+    if "sure_rule" not in rows.columns:
+        return pd.Series("answer", index=rows.index)
+    return rows["sure_rule"].fillna("answer").astype(str)
+
+
 def repetition_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with repetition metrics, one per (model, benchmark, temperature, condition).
+    """The runs with repetition metrics, one per (model, benchmark, temperature, condition, SURE rule).
 
     The repetition family reads the `original` variant's repetitions only, so runs that differ only in their
     variant set asked the same prompts (and share them through the response cache): they are collapsed,
-    preferring a `variants=original` run, else the latest."""
+    preferring a `variants=original` run, else the latest. Runs under different SURE rules are kept apart."""
     rows = runs[has(runs, "st")]
     if rows.empty:
         return rows
-    rows = rows.assign(_original=rows["variants"].eq("original")).sort_values(["_original", "start_time"], kind="stable")
-    keys = ["model", "benchmark"] + [k for k in CONDITION_KEYS if k != "variants"]
+    rows = rows.assign(_original=rows["variants"].eq("original"), sure_rule=sure_rules(rows)) \
+        .sort_values(["_original", "start_time"], kind="stable")
+    keys = ["model", "benchmark"] + [k for k in CONDITION_KEYS if k != "variants"] + ["sure_rule"]
     return latest(rows, keys).drop(columns="_original").sort_values(["benchmark", "model", "temperature"])
+
+
+def repetition_groups(rows_with: pd.DataFrame):
+    """`condition_groups` of the repetition runs (models x temperatures per table), also split by SURE rule:
+    (benchmark, label, rows, keys, rule). A rule's numbers are never put beside the other rule's."""
+    for benchmark, label, rows, keys in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+        rules = sure_rules(rows)
+        for rule in sorted(rules.unique()):
+            split = rules.nunique() > 1
+            yield (benchmark, ", ".join(part for part in (label, f"sure_rule={rule}" if split else "") if part),
+                   rows[rules == rule], keys, rule)
 
 
 def repetition_tables(runs: pd.DataFrame) -> Built:
@@ -224,28 +332,43 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
     if rows_with.empty:
         out.notes.append("repetition table: no run logged `st` (needs repetitions > 1)")
         return out
-    for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+    for benchmark, label, rows, _, rule in repetition_groups(rows_with):
         data = pd.DataFrame({
             "model": rows["model"].to_numpy(), "temperature": rows["temperature"].to_numpy(),
             **{m: (rows[m] if m in rows.columns else pd.Series(math.nan, index=rows.index)).to_numpy()
                for _, m in REPETITION_SHARES},
             "acc_mean": rows["acc_mean"].to_numpy(), "acc_std": rows["acc_std"].to_numpy(),
             "rws": (rows["rws"] if "rws" in rows.columns else pd.Series(math.nan, index=rows.index)).to_numpy(),
-            "st": rows["st"].to_numpy(), "repetitions": rows["repetitions"].to_numpy()})
+            "st": rows["st"].to_numpy(), "repetitions": rows["repetitions"].to_numpy(), "sure_rule": rule})
         text = pd.DataFrame({"temperature": data["temperature"].map(lambda t: fmt(t, 2)).to_numpy()},
                             index=pd.Index(data["model"], name="model"))
         for name, m in REPETITION_SHARES:
             text[name] = data[m].map(lambda v: "–" if math.isnan(v) else f"{v * 100:.0f}%").to_numpy()
+        records = rows.to_dict("records")
         text["acc mean"] = data["acc_mean"].map(fmt).to_numpy()
         text["acc std"] = data["acc_std"].map(fmt).to_numpy()
         text["RWS | S/T"] = [rws_st_string({"rws": r, "st": s}) for r, s in zip(data["rws"], data["st"])]
+        logged = any(bounds(r, m) for r in records for m in ("rws", "st", "acc_mean"))
+        if logged:  # the intervals the runs logged, after the paper's columns (which stay as the paper prints them)
+            text["acc mean [95%]"] = [cell(r, "acc_mean") for r in records]
+            text["RWS [95%]"] = [cell(r, "rws") for r in records]
+            text["S/T [95%]"] = [cell(r, "st") for r in records]
+            for m in ("acc_mean", "rws", "st"):
+                found = [bounds(r, m) for r in records]
+                data[f"{m}_lo"] = [b[0] if b else math.nan for b in found]
+                data[f"{m}_hi"] = [b[1] if b else math.nan for b in found]
         data.insert(0, "benchmark", benchmark)
         data.insert(1, "condition", label)
         reps = sorted({int(r) for r in data["repetitions"].dropna()})
         title = benchmark + (f" ({label})" if label else "")
         out.tables.append(Table(title=title, data=data, text=text, name=slug("repetition", benchmark, label),
                                 caption=f"{', '.join(map(str, reps)) or '?'} repetitions; shares of questions; "
-                                        "RWS = right when SURE, S/T = share SURE"))
+                                        "RWS = right when SURE, S/T = share SURE. "
+                                        + SURE_RULE_LINES.get(rule, f"SURE rule: {rule}")
+                                        + (f". {INTERVAL_NOTE}" if logged else "")))
+    if sure_rules(rows_with).nunique() > 1:
+        out.notes.append("repetition tables: the runs use both SURE rules, so each rule has its own tables; "
+                         "`--sure-rule answer` or `--sure-rule correctness` recomputes every run under one rule")
     return out
 
 
@@ -260,7 +383,9 @@ def fluctuation_tables(runs: pd.DataFrame, *, min_points: int = 3) -> Built:
     except ImportError as err:  # the assessment module is optional for this report
         out.notes.append(f"fluctuation R² table: skipped, the assessment protocol is unavailable ({err})")
         return out
-    metric_columns = [c for c in runs.columns if "@" in c or c == "full_fr"]
+    from ..metrics.intervals import is_interval_name
+
+    metric_columns = [c for c in runs.columns if ("@" in c or c == "full_fr") and not is_interval_name(c)]
     if not any("@" in c for c in metric_columns):
         out.notes.append("fluctuation R² table: no run logged permutation-set metrics (needs variants=perm_*)")
         return out
@@ -327,7 +452,7 @@ def revas_tables(runs: pd.DataFrame) -> Built:
                 for name, prefix in REVAS_MEASURES:
                     values = [r.get(f"{prefix}@{n}", math.nan) for n in levels]
                     index.append(f"{r['model']} · {name}")
-                    text_rows.append([fmt(v) for v in values])
+                    text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
                     records += [{"benchmark": benchmark, "condition": label, "model": r["model"], "measure": name,
                                  "n_options": n, "value": v} for n, v in zip(levels, values)]
             text = pd.DataFrame(text_rows, index=pd.Index(index, name="model · measure"),
@@ -335,13 +460,14 @@ def revas_tables(runs: pd.DataFrame) -> Built:
             out.tables.append(Table(title=f"{title}: by number of options", data=pd.DataFrame(records), text=text,
                                     name=slug("revas_options", benchmark, label),
                                     caption="Acc on the reference order, Sc = mean share of the modal answer over the "
-                                            "n orders, Acc-H = right on every order"))
+                                            "n orders, Acc-H = right on every order; " + INTERVAL_NOTE))
         else:
             out.notes.append(f"REVAS by number of options, {title}: no acc@n metrics (needs variants=revas_option_count)")
         present = [(name, m) for name, m in REVAS_SUMMARY if m in rows.columns and rows[m].notna().any()]
         if present:
             data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
-            text = pd.DataFrame({name: data[m].map(fmt).to_numpy() for name, m in present},
+            merged = rows.to_dict("records")
+            text = pd.DataFrame({name: [cell(r, m) for r in merged] for name, m in present},
                                 index=pd.Index(data["model"], name="model"))
             data.insert(0, "benchmark", benchmark)
             data.insert(1, "condition", label)

@@ -18,6 +18,7 @@ from .expected import expected_metrics, outcome_probs
 from .cora import BMCA_LEVELS, cora_bootstrap, cora_metrics, mcqa_metrics, response_consistency
 from .fluctuation import answer_fluctuation, fluctuation_metrics, pride_acc, probability_fluctuation
 from .guessing import T, can_stop, msgr, p_star
+from .intervals import interval_names, is_interval_name, metric_intervals, wilson_interval
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
 from .revas import REVAS_KINDS, order_outcomes, revas_metrics, sc_distribution
 from .subjects import by_subject, flatten_by_subject
@@ -132,7 +133,7 @@ def _keyword_options(fn: Callable) -> set[str]:
 
 def compute_metrics(
     records: pd.DataFrame, *, families: Sequence[str] | None = None, bootstrap: bool = False, by_subjects: bool = True,
-    **options: Any
+    intervals: int = 0, level: float = 0.95, interval_seed: int = 0, **options: Any
 ) -> dict[str, float]:
     """All metrics of the chosen families (default: `applicable_families`) plus run-level counts.
 
@@ -144,6 +145,9 @@ def compute_metrics(
     10,000 resamples cost about a second on a large run. The fluctuation family reads `tidy_permutations(records)`.
     With subjects in the records (`by_subjects`), the headline metrics are also logged per subject as
     `<name>/<subject>` (HEADLINE_METRICS, HEADLINE_PREFIXES).
+    `intervals=B` (B > 0) adds `<name>_lo` / `<name>_hi` for every headline metric, per subject too
+    (`mcqa_lo/<subject>`): Wilson for a share of questions, else a cluster bootstrap over questions with B
+    resamples seeded by `interval_seed`, at `level` (src/metrics/intervals.py); 0, the default, adds none.
 
     >>> df = pd.DataFrame({"question_id": ["q1", "q2"], "variant_kind": "original", "variant_id": "original",
     ...     "repetition": 0, "parsed_label": ["A", None], "chosen_option": [0, None], "correct": [True, False]})
@@ -179,6 +183,9 @@ def compute_metrics(
     if bootstrap and "cora" in chosen:
         wanted = _keyword_options(cora_bootstrap)
         out.update(cora_bootstrap(records, **{key: value for key, value in options.items() if key in wanted}))
+    if intervals:
+        out.update(metric_intervals(records, out, n_resamples=intervals, level=level, seed=interval_seed,
+                                    families=chosen, by_subjects=by_subjects, **options))
     return out
 
 
@@ -197,7 +204,10 @@ __all__ = [
     "expected_metrics",
     "flatten_by_subject",
     "fluctuation_metrics",
+    "interval_names",
+    "is_interval_name",
     "mcqa_metrics",
+    "metric_intervals",
     "msgr",
     "p_star",
     "pride_acc",
@@ -212,4 +222,5 @@ __all__ = [
     "sc_distribution",
     "subject_metrics",
     "tidy_permutations",
+    "wilson_interval",
 ]

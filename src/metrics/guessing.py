@@ -77,3 +77,56 @@ def can_stop(counts: Mapping[object, int] | Iterable[int], *, R: int, p_star: in
     made = sum(values)
     n_max = max(values, default=0)
     return made >= R or n_max >= p_star or n_max + (R - made) < p_star
+
+
+def _correctness_cell(c: int, R: int) -> tuple[bool, bool]:  # noqa: N803
+    """(SURE, right) under the `correctness` SURE rule with c right trials out of R (src/metrics/repetition.py)."""
+    return c in (0, R), c == R or (c > 0 and c >= R - c)
+
+
+def verdict_fixed(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> bool:  # noqa: N803
+    """True once more trials cannot change a question's repetition cell (SURE/UNSURE x right/wrong) under EITHER
+    SURE rule; the stopping rule of adaptive repetitions (src/adaptive.py). Unlike `can_stop`, it also waits until
+    right/wrong is settled, so that the cell computed from the `made` trials equals the full run's.
+
+    `n_correct`: right trials so far (they all name the one correct option); `n_other`: how often the most frequent
+    other answer (INVALID included) was given; `made`: trials so far, of R planned. With rem = R - made:
+
+    - `answer` rule: SURE settled iff n_max >= p* or n_max + rem < p*; right settled iff n_correct > 0 and
+      n_correct >= n_other + rem (stays modal even if every remaining trial names the runner-up; ties count as
+      right), wrong settled iff n_correct + rem < n_other (cannot even tie the leader).
+    - `correctness` rule: the cell is the same for every final right count in [n_correct, n_correct + rem].
+
+    >>> verdict_fixed(9, 0, 9, R=10, p_star=9), verdict_fixed(5, 2, 7, R=10, p_star=9)
+    (False, True)
+    >>> verdict_fixed(3, 3, 6, R=10, p_star=9), verdict_fixed(10, 0, 10, R=10, p_star=9)
+    (False, True)
+    """
+    rem = R - made
+    if rem <= 0:
+        return True
+    n_max = max(n_correct, n_other)
+    sure_settled = n_max >= p_star or n_max + rem < p_star
+    right_settled = (n_correct > 0 and n_correct >= n_other + rem) or n_correct + rem < n_other
+    if not (sure_settled and right_settled):
+        return False
+    cell = _correctness_cell(n_correct, R)
+    return all(_correctness_cell(c, R) == cell for c in range(n_correct + 1, n_correct + rem + 1))
+
+
+def trials_before_stop(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> int:  # noqa: N803
+    """The fewest further trials after which `verdict_fixed` can hold (for some answers), R - made at most: the
+    size of a question's next round, since no stop is possible before it.
+
+    >>> trials_before_stop(0, 0, 0, R=10, p_star=9), trials_before_stop(5, 1, 6, R=10, p_star=9)
+    (7, 1)
+    """
+    rem = R - made
+    for j in range(1, rem):
+        for right in range(j + 1):  # of the j trials, `right` are right and the rest name other answers
+            rest = j - right
+            low = n_other if n_other or not rest else 1  # the rest spread thin, or piled onto one other answer
+            for other in range(low, n_other + rest + 1):
+                if verdict_fixed(n_correct + right, other, made + j, R=R, p_star=p_star):
+                    return j
+    return max(rem, 0)

@@ -2,8 +2,18 @@
 
 Uses every repetition of one variant per question: the `original` variant when the run has one, or the
 only variant when every question has exactly one; with several variants per question and no original it
-returns {}. R is the planned repetition count, max(repetition) + 1, so early-stopped questions (fewer rows)
-are judged against the same p*. Answers are option identities with INVALID as its own category.
+returns {}. R is the planned repetition count, `n_planned` in an adaptive run's records (src/adaptive.py) or
+max(repetition) + 1, so early-stopped questions (fewer rows) are judged against the same p*. Answers are option
+identities with INVALID as its own category.
+
+Two SURE rules (`sure_rule`, METRICS.md "What the paper's tables count"):
+
+- `answer` (section 3.2, the default): SURE iff the most frequent answer is given at least p* times; SURE right
+  iff that answer is the correct one, UNSURE right iff the correct answer is among the most frequent (ties).
+- `correctness` (the paper's Tables 1-2, as its released outputs reproduce them): with c = the number of right
+  trials out of R, SURE right iff c = R, SURE wrong iff c = 0, UNSURE right iff 0 < c < R and c >= R - c,
+  UNSURE wrong otherwise. Only right/wrong counts, not which wrong answer: ten wrong answers spread over four
+  options are SURE wrong. An INVALID or missing trial is a wrong one.
 """
 from __future__ import annotations
 
@@ -15,6 +25,39 @@ import pandas as pd
 from .answers import ORIGINAL, answer_keys, correct_flags
 from .guessing import p_star
 
+SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (METRICS.md)
+SURE_RULE_TEXT = {
+    "answer": "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct one "
+              "(UNSURE: when the correct answer is among the most frequent)",
+    "correctness": "SURE when all R trials are right or all wrong (the paper's tables); UNSURE right when at least "
+                   "half are right",
+}
+
+
+def check_sure_rule(sure_rule: str) -> str:
+    """`sure_rule` if it is one of SURE_RULES, else ValueError naming them.
+
+    >>> check_sure_rule("correctness")
+    'correctness'
+    """
+    if sure_rule not in SURE_RULES:
+        raise ValueError(f"sure_rule must be one of {', '.join(SURE_RULES)}, got {sure_rule!r}")
+    return sure_rule
+
+
+def planned_repetitions(records: pd.DataFrame) -> int:
+    """R: `n_planned` in the records of an adaptive run (src/adaptive.py), else max(repetition) + 1."""
+    if "n_planned" in records.columns and records["n_planned"].notna().any():
+        return int(records["n_planned"].max())
+    return int(records["repetition"].max()) + 1
+
+
+def skipped_trials(rows: pd.DataFrame) -> bool:
+    """True when an adaptive run stopped some of these rows' prompts before R (`n_asked` < `n_planned`)."""
+    if "n_asked" not in rows.columns or "n_planned" not in rows.columns:
+        return False
+    return bool((rows["n_asked"] < rows["n_planned"]).any())
+
 
 def _one_variant_per_question(records: pd.DataFrame) -> pd.DataFrame:
     original = records[records["variant_kind"] == ORIGINAL]
@@ -25,10 +68,13 @@ def _one_variant_per_question(records: pd.DataFrame) -> pd.DataFrame:
     return records.iloc[0:0]
 
 
-def question_outcomes(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999) -> pd.DataFrame:
-    """Per question: n_max, n_correct, p_star, sure, right (indexed by question_id)."""
+def question_outcomes(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
+                      sure_rule: str = "answer") -> pd.DataFrame:
+    """Per question: n_max, n_correct, p_star, sure, right (indexed by question_id), SURE and right under
+    `sure_rule` (`answer`: section 3.2; `correctness`: the paper's tables, see the module docstring)."""
+    check_sure_rule(sure_rule)
     rows = _one_variant_per_question(records)
-    R = int(records["repetition"].max()) + 1  # noqa: N806 - the papers' name
+    R = planned_repetitions(records)  # noqa: N806 - the papers' name
     trials = pd.DataFrame(
         {"question_id": rows["question_id"].to_numpy(), "answer": answer_keys(rows), "correct": correct_flags(rows)}
     )
@@ -46,22 +92,33 @@ def question_outcomes(records: pd.DataFrame, *, consistency: float = 0.99, conf:
     per_question["sure"] = per_question["n_max"] >= per_question["p_star"]
     # SURE right: the modal answer is correct; UNSURE right: the correct answer is among the most frequent
     per_question["right"] = (per_question["n_correct"] > 0) & (per_question["n_correct"] == per_question["n_max"])
+    if sure_rule == "correctness":
+        c = per_question["n_correct"]  # right trials out of R; INVALID and missing trials are wrong ones
+        per_question["sure"] = (c == R) | (c == 0)
+        per_question["right"] = (c == R) | ((c > 0) & (c >= R - c))
     return per_question
 
 
-def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999) -> dict[str, float]:
+def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
+                       sure_rule: str = "answer") -> dict[str, float]:
     """`sure_right`, `unsure_right`, `unsure_wrong`, `sure_wrong`, `rws`, `st`, `acc_mean`, `acc_std`.
 
+    `sure_rule` decides SURE and right (`answer`, section 3.2, or `correctness`, the paper's tables);
+    `acc_mean` and `acc_std` do not depend on it.
+
     The four shares are over questions and sum to 1; `rws` is NaN when nothing is SURE. `acc_mean` and
-    `acc_std` (ddof=1) are over the R per-repetition accuracies (each over the trials made at that repetition).
+    `acc_std` (ddof=1) are over the R per-repetition accuracies (each over the trials made at that repetition);
+    left out when an adaptive run skipped trials (src/adaptive.py), whose cells are the full run's but whose later
+    repetitions hold only the questions still undecided.
     {} when R == 1 or no single variant per question can be chosen.
     """
+    check_sure_rule(sure_rule)
     if records.empty or int(records["repetition"].max()) < 1:
         return {}
     rows = _one_variant_per_question(records)
     if rows.empty:
         return {}
-    outcomes = question_outcomes(records, consistency=consistency, conf=conf)
+    outcomes = question_outcomes(records, consistency=consistency, conf=conf, sure_rule=sure_rule)
     sure, right = outcomes["sure"].to_numpy(), outcomes["right"].to_numpy()
     out = {
         "sure_right": float(np.mean(sure & right)),
@@ -72,6 +129,8 @@ def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf
     n_sure = out["sure_right"] + out["sure_wrong"]
     out["rws"] = out["sure_right"] / n_sure if n_sure > 0 else float("nan")
     out["st"] = float(np.mean(sure))
+    if skipped_trials(rows):  # later repetitions hold only the undecided questions: no per-repetition accuracy
+        return out
     per_repetition = pd.Series(correct_flags(rows), index=rows["repetition"].to_numpy()).groupby(level=0).mean()
     out["acc_mean"] = float(per_repetition.mean())
     out["acc_std"] = float(per_repetition.std(ddof=1))

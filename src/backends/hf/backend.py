@@ -183,6 +183,10 @@ class HFBackend:
         logliks = self._continuation_logliks([c for c, _ in encoded], [conts for _, conts in encoded], "score_options")
         return [option_scores(ll, r.options) for r, ll in zip(requests, logliks)]
 
+    def model_input(self, prompt: str) -> str | None:
+        """The text the model is given for `prompt` (chat template applied when used); None before loading."""
+        return self._prompt_text(prompt) if self.tokenizer is not None else None
+
     # -- wiring --------------------------------------------------------------------------------
 
     def _prompt_text(self, prompt: str) -> str:

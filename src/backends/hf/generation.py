@@ -2,7 +2,9 @@
 
 The prompt is encoded once, its cache is copied to n rows, and row r samples with its own torch.Generator
 seeded from (request seed, r), so a request's samples do not depend on which other requests share its
-batch, nor on n. Greedy decoding (temperature 0) runs one row and copies its text n times.
+batch, nor on n; a round of adaptive repetitions (`first_repetition` in its params, src/adaptive.py) draws
+repetitions first..first+n-1 with those same streams. Greedy decoding (temperature 0) runs one row and copies its
+text n times.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ def generate(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: S
     """`params.n` completions per encoded prompt, the prompt's samples drawn with the streams of its seed."""
     greedy = params.temperature <= 0
     rows_per_prompt = 1 if greedy else params.n  # greedy: one decode, copied n times
+    first = getattr(params, "first_repetition", 0)  # src/adaptive.py RoundParams: rows are repetitions first..first+n-1
     results: list[list[str] | None] = [None] * len(encoded)
     for batch in lm.batches([len(e) for e in encoded], batch_size, "generate"):
         ids, mask = lm.left_pad([encoded[i] for i in batch])
@@ -29,8 +32,9 @@ def generate(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: S
         if rows_per_prompt > 1:
             past.reorder_cache(expand)
         logits, mask, last_pos = logits[expand, -1], mask[expand], pos[expand, -1:]
-        generators = None if greedy else [
-            torch.Generator().manual_seed(stream_seed(seeds[i], r)) for i in batch for r in range(rows_per_prompt)
+        generators = None if greedy else [  # a round of adaptive repetitions starts at `first_repetition`
+            torch.Generator().manual_seed(stream_seed(seeds[i], first + r))
+            for i in batch for r in range(rows_per_prompt)
         ]
         new_tokens, done = [], torch.zeros(len(expand), dtype=torch.bool, device=lm.device)
         for step in range(params.max_new_tokens):

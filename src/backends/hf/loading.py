@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,18 @@ def _package_weights(name: str, module: str, gguf_file: str | None, install: str
     if assemble:
         target = gguf_cache.models_root() / "gguf" / gguf_file
         if not target.exists():
+            # assembled under a temporary name and renamed whole: a killed assembly leaves no file a later start
+            # would trust, and gguf_cache.clean_stale_temps removes what it left
+            target.parent.mkdir(parents=True, exist_ok=True)
+            gguf_cache.clean_stale_temps()
+            partial = target.parent / f"{gguf_cache._temp_prefix(target.name)}{os.urandom(4).hex()}"
             try:
-                importlib.import_module(module).assemble(target)
-            except (ImportError, FileNotFoundError) as err:
+                importlib.import_module(module).assemble(partial)
+                os.replace(partial, target)
+            except (ImportError, FileNotFoundError, ValueError) as err:  # ValueError: chunks fail their sha256
                 raise UserError(f"model {name} needs its weights ({err}): {hint}") from None
+            finally:
+                partial.unlink(missing_ok=True)
         return f"pkg:{module}", target
     gguf_path = Path(next(iter(spec.submodule_search_locations))) / gguf_file
     if not gguf_path.is_file():

@@ -1,0 +1,53 @@
+"""`python -m src.compare --sure-rule RULE`: every run's repetition metrics under one SURE rule.
+
+A run logs its repetition metrics under the rule it was run with (tag `sure_rule`: `answer`, section 3.2, or
+`correctness`, the paper's tables; METRICS.md, "What the paper's tables count"). Runs under different rules
+are never put in one table; this recomputes the SURE/UNSURE shares, `rws` and `st` of the runs logged under
+the other rule from their records, so that every run, native or ingested, stands in the same table.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import UserError
+from .load import Runs
+
+RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws", "st")
+
+
+def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
+    """Recompute, in place, the repetition metrics of `runs.table` whose rule is not `rule`; returns notes
+    (one per run recomputed, and per run whose records could not be read, which keeps its own rule)."""
+    from ..metrics.repetition import SURE_RULES, repetition_metrics
+    from ..records import read_run_records
+
+    if rule not in SURE_RULES:
+        raise UserError(f"--sure-rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")
+    table = runs.table
+    if "sure_rule" not in table.columns:
+        table["sure_rule"] = "answer"
+    notes = []
+    if "st" not in table.columns:
+        table["sure_rule"] = rule  # no repetition metrics to recompute
+        return notes
+    for index, row in table.iterrows():
+        if row["sure_rule"] == rule:
+            continue
+        if row["st"] != row["st"]:  # no repetition metrics in this run: nothing depends on the rule
+            table.at[index, "sure_rule"] = rule
+            continue
+        try:
+            records = read_run_records(row["run_id"], runs.tracking_uri, key="--sure-rule")
+        except UserError as err:
+            notes.append(f"--sure-rule {rule}: run {row['run_id'][:8]} keeps its rule {row['sure_rule']} ({err})")
+            continue
+        metrics = repetition_metrics(records, sure_rule=rule)
+        for name in RULE_METRICS:
+            if name not in table.columns:
+                table[name] = math.nan
+            table.at[index, name] = metrics.get(name, math.nan)
+        notes.append(f"--sure-rule {rule}: run {row['run_id'][:8]} ({row['model']}, T={row['temperature']:g}) was "
+                     f"logged under {row['sure_rule']}; its SURE/UNSURE shares, RWS and S/T are recomputed from its "
+                     f"records")
+        table.at[index, "sure_rule"] = rule
+    return notes

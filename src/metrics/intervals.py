@@ -1,0 +1,527 @@
+"""Intervals for the headline metrics (METRICS.md, "Uncertainty"): a cluster bootstrap over questions, vectorised,
+and the Wilson score interval where a metric is a proportion of independent questions.
+
+**Cluster bootstrap.** A resample draws the run's n questions with replacement (a numpy Generator seeded from the
+run's seed) and keeps every variant and repetition of each drawn question; a question drawn twice counts as two
+questions. Every headline metric (`HEADLINE_METRICS`, `HEADLINE_PREFIXES` of `src.metrics`), overall and per
+subject, is a function of question-weighted ratios of per-question quantities:
+
+- a mean over a set of questions: `sum_i w_i x_i / sum_i w_i 1[i in set]` (mcqa, mcqa_plus, bmca_1.0, st,
+  sc_mean, acc_h, acc@n, acc_h@n, nota_acc, nota_acc_h, tf_correct_yes, tf_distractor_no, recall_correct,
+  misleading_fix_rate, wacc@set, aacc@set, full_fr);
+- `rws` = sum w sure_right / sum w sure; `cora` = m (1 - (m - b)) with m the MCQA ratio and b BMCA(1.0) over the
+  questions with an original; `acc_mean` = the mean over repetitions r of sum w hits_r / sum w trials_r.
+
+`w_i` is how often question i was drawn, so the records are reduced once to per-question quantities
+(`decompose`, by the family code's own helpers) and 1000 resamples are one (resamples x questions) count matrix
+times a (questions x quantities) matrix: seconds on a full MMLU CoRA run where calling the family functions on
+resampled records takes minutes (`python -m src.perf --only intervals` prints both). With all weights 1 each
+decomposition gives the family's point value, and with a resample's counts the family's value on that
+resample's records (`resample_records`), which tests/test_intervals.py checks for every metric. The run-level
+choices a family makes from the whole table (R and p* of the repetition family, which questions have two or
+more orders) are the run's design and stay fixed across resamples; on the resampled table they come out the
+same unless a resample happens to drop every question that sets them.
+
+Percentile intervals at `level`; a resample on which a metric is undefined (it drew none of the metric's
+questions) is left out, and with more than 1% of them undefined the metric gets no interval. Below 20 questions behind a metric
+the percentile bootstrap covers far less than its level, so such a metric (a small subject, a small run) is
+logged without an interval rather than with a wrong one.
+
+**Closed form.** Where a metric is by definition the share of its questions with a 0/1 outcome (`SHARE_METRICS`:
+MCQA with one original trial per question, BMCA(1.0), S/T, RWS among the SURE questions, acc_h, wacc, ...; the
+data are checked to be 0/1) the count is binomial over independent questions (for RWS: given how many are SURE),
+and the Wilson score interval is used instead: exact in its
+model, no resampling, and unlike the bootstrap (or the normal interval) it keeps its coverage for a small n or
+a share near 0 or 1. At n = 1000 it agrees with the bootstrap within the bootstrap's own noise.
+
+**Names.** `<metric>_lo` and `<metric>_hi` beside each metric, before any subject: `mcqa_lo`, `bmca_1.0_hi`,
+`wacc@cyclic_lo` (MLflow: `wacc_at_cyclic_lo`), and per subject `mcqa_lo/<subject>`, so that in a sorted
+list the bounds sit next to their metric and the per-subject bounds next to each other.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import revas as _revas
+from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
+from .cora import _correct_frame
+from .fluctuation import _ordered, complete_questions
+from .repetition import _one_variant_per_question, question_outcomes
+
+LO, HI = "_lo", "_hi"
+# Headline metrics defined as the share of their questions with a 0/1 outcome: Wilson. Decided by the definition,
+# not by the data, so that a run logs the same interval names whatever its answers (mcqa_plus is not a share even
+# in a run where every question's variants agree).
+SHARE_METRICS = frozenset({"mcqa", "bmca_1.0", "rws", "st", "acc_h", "nota_acc", "nota_acc_h", "tf_correct_yes",
+                           "recall_correct", "misleading_fix_rate", "full_fr"})
+SHARE_PREFIXES = ("acc@", "acc_h@", "wacc@")
+MIN_BOOTSTRAP_QUESTIONS = 20  # fewer questions behind a metric: no bootstrap interval
+MAX_UNDEFINED_SHARE = 0.01  # more resamples than this with the metric undefined: no interval
+_STREAM = 0xB007  # the bootstrap's own random stream beside the run's other uses of its seed
+_DRAWS_PER_CHUNK = 4_000_000  # resamples are drawn in chunks of about this many question draws (memory)
+
+Combine = Callable[[list[np.ndarray]], np.ndarray]
+
+
+def interval_names(name: str) -> tuple[str, str]:
+    """The names of a metric's bounds: `_lo`/`_hi` after the metric, before a subject.
+
+    >>> interval_names("mcqa"), interval_names("mcqa/high_school_physics"), interval_names("wacc@cyclic")
+    (('mcqa_lo', 'mcqa_hi'), ('mcqa_lo/high_school_physics', 'mcqa_hi/high_school_physics'), ('wacc@cyclic_lo', 'wacc@cyclic_hi'))
+    """
+    metric, sep, subject = name.partition("/")
+    return f"{metric}{LO}{sep}{subject}", f"{metric}{HI}{sep}{subject}"
+
+
+def is_interval_name(name: str) -> bool:
+    """Whether a metric name is a bound made here.
+
+    >>> is_interval_name("mcqa_lo/law"), is_interval_name("mcqa_hi"), is_interval_name("mcqa")
+    (True, True, False)
+    """
+    return name.partition("/")[0].endswith((LO, HI))
+
+
+def wilson_interval(successes: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial share `successes / n` at `level`.
+
+    >>> [round(x, 4) for x in wilson_interval(700, 1000)]
+    [0.6709, 0.7276]
+    >>> [round(x, 4) for x in wilson_interval(5, 5)]
+    [0.5655, 1.0]
+    """
+    if n <= 0:
+        raise ValueError("a Wilson interval needs n > 0")
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n)) / denominator
+    # at 0 or n successes the bound is exactly 0 or 1 (the formula leaves a rounding residue)
+    lo = 0.0 if successes <= 0 else max(0.0, centre - half)
+    hi = 1.0 if successes >= n else min(1.0, centre + half)
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Parts:
+    """One metric of one scope as a function of question-weighted ratios.
+
+    `ratios[j]` = (numerator, denominator) per question of the scope; the metric under weights w (one row per
+    resample) is `combine([w @ num_j / w @ den_j for j])`, or the single ratio when `combine` is None.
+    """
+
+    ratios: tuple[tuple[np.ndarray, np.ndarray], ...]
+    combine: Combine | None = None
+    share: bool = False  # defined as a share of questions with a 0/1 outcome (SHARE_METRICS)
+
+    @property
+    def binary(self) -> bool:
+        """A share of questions with a 0/1 outcome, by definition (`share`) and in the data: one ratio whose
+        numerator and denominator are 0 or 1 (a hand-built table with two original rows of a question is not)."""
+        if not self.share or self.combine is not None or len(self.ratios) != 1:
+            return False
+        num, den = self.ratios[0]
+        return bool(np.isin(num, (0.0, 1.0)).all() and np.isin(den, (0.0, 1.0)).all() and (num <= den).all())
+
+    @property
+    def n_questions(self) -> int:
+        """Questions behind the metric (the fewest over its ratios)."""
+        return min(int(np.count_nonzero(den)) for _, den in self.ratios)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The decomposed metrics of the whole run (`subject` None) or of one subject's rows."""
+
+    subject: str | None
+    positions: np.ndarray  # the scope's questions, as positions in Decomposition.question_ids
+    metrics: dict[str, Parts]
+
+    def name(self, metric: str) -> str:
+        return metric if self.subject is None else f"{metric}/{self.subject}"
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """The run's headline metrics reduced to per-question quantities (see the module docstring)."""
+
+    question_ids: np.ndarray
+    scopes: tuple[Scope, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [scope.name(metric) for scope in self.scopes for metric in scope.metrics]
+
+    def parts(self, name: str) -> Parts:
+        for scope in self.scopes:
+            for metric, parts in scope.metrics.items():
+                if scope.name(metric) == name:
+                    return parts
+        raise KeyError(name)
+
+    def values(self, weights: np.ndarray, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Each metric (default: all) under question weights `weights` (resamples x questions, in
+        `question_ids` order): one value per row, NaN where a resample leaves the metric undefined."""
+        weights = np.atleast_2d(np.asarray(weights, dtype=float))
+        wanted = set(self.names if names is None else names)
+        out: dict[str, np.ndarray] = {}
+        for scope in self.scopes:
+            chosen = {m: p for m, p in scope.metrics.items() if scope.name(m) in wanted}
+            if not chosen:
+                continue
+            columns = [column for parts in chosen.values() for ratio in parts.ratios for column in ratio]
+            full = len(scope.positions) == weights.shape[1] and \
+                bool((scope.positions == np.arange(weights.shape[1])).all())
+            sums = (weights if full else weights[:, scope.positions]) @ np.column_stack(columns)
+            k = 0
+            for metric, parts in chosen.items():
+                ratios = []
+                for _ in parts.ratios:
+                    num, den = sums[:, k], sums[:, k + 1]
+                    ratios.append(np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0))
+                    k += 2
+                out[scope.name(metric)] = ratios[0] if parts.combine is None else parts.combine(ratios)
+        return out
+
+
+# ---- per-question quantities, family by family (each mirrors its family's code in this package) ----
+
+Spec = tuple[tuple[tuple[pd.Series, pd.Series], ...], "Combine | None"]
+
+
+def _mean_of(values: pd.Series) -> Spec:
+    """A mean over the questions of `values`' index."""
+    values = values.astype(float)
+    return ((values, pd.Series(1.0, index=values.index)),), None
+
+
+def _cora_value(ratios: list[np.ndarray]) -> np.ndarray:
+    mcqa, bmca_full = ratios
+    return mcqa * (1.0 - (mcqa - bmca_full))  # eq. 7 with CI = 1 - (MCQA - BMCA(1.0))
+
+
+def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
+    stacked = np.vstack(ratios)
+    present = np.isfinite(stacked)
+    count = present.sum(axis=0)
+    total = np.where(present, stacked, 0.0).sum(axis=0)
+    return np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+
+
+def _mcqa_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
+    frame = _correct_frame(records)
+    original = frame[frame["variant_kind"] == ORIGINAL]
+    if original.empty:
+        return {}
+    return {"mcqa": _mean_of(original.groupby("question_id")["correct"].mean())}
+
+
+def _cora_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
+    frame = _correct_frame(records)
+    if frame.empty:
+        return {}
+    grouped = frame.groupby("question_id", sort=True)["correct"]
+    rc = grouped.sum() / grouped.count()  # as response_consistency
+    out = {"mcqa_plus": _mean_of(rc), "bmca_1.0": _mean_of(rc >= 1.0)}
+    original = frame[frame["variant_kind"] == ORIGINAL]
+    if len(original):
+        per_question = original.groupby("question_id")["correct"].mean().astype(float)
+        ones = pd.Series(1.0, index=per_question.index)
+        full = (rc.loc[per_question.index] >= 1.0).astype(float)
+        out["mcqa"] = ((per_question, ones),), None
+        out["cora"] = ((per_question, ones), (full, ones)), _cora_value
+    return out
+
+
+def _repetition_specs(records: pd.DataFrame, **options: Any) -> dict[str, Spec]:
+    if records.empty or int(records["repetition"].max()) < 1:
+        return {}
+    rows = _one_variant_per_question(records)
+    if rows.empty:
+        return {}
+    wanted = inspect.signature(question_outcomes).parameters  # consistency, conf, the SURE rule, ...
+    outcomes = question_outcomes(records, **{key: value for key, value in options.items() if key in wanted})
+    sure = outcomes["sure"].astype(float)
+    sure_right = (outcomes["sure"] & outcomes["right"]).astype(float)
+    trials = pd.DataFrame({"question_id": rows["question_id"].to_numpy(), "repetition": rows["repetition"].to_numpy(),
+                           "correct": correct_flags(rows).astype(float)})
+    per_repetition = trials.groupby(["question_id", "repetition"])["correct"].agg(["sum", "count"])
+    hits = per_repetition["sum"].unstack(fill_value=0.0)
+    counts = per_repetition["count"].unstack(fill_value=0).astype(float)
+    return {
+        "rws": (((sure_right, sure),), None),
+        "st": _mean_of(sure),
+        "acc_mean": (tuple((hits[r], counts[r]) for r in hits.columns), _mean_over_repetitions),
+    }
+
+
+def _revas_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
+    if records.empty:
+        return {}
+    rows = first_repetition(records)
+    out: dict[str, Spec] = {}
+    base = _revas._reorder_rows(rows)
+    has_reorders = bool((base["variant_kind"] == _revas.REORDER).any())
+    if has_reorders:  # reorder_metrics
+        outcomes = _revas._reordered(_revas.order_outcomes(base))
+        out["sc_mean"] = _mean_of(outcomes["sc"])
+        out["acc_h"] = _mean_of(outcomes["acc_h"])
+    level = pd.to_numeric(_revas._column(rows, "variant_level", None), errors="coerce")
+    leveled = rows[level.notna() & _revas._in_family(rows, "orders")]
+    for n, group in leveled.groupby(level[leveled.index].astype(int), sort=True):  # level_metrics
+        outcomes = _revas.order_outcomes(group)
+        reference = outcomes["ref_right"].dropna()
+        if len(reference):
+            out[f"acc@{n}"] = _mean_of(reference.astype(bool))
+        out[f"acc_h@{n}"] = _mean_of(_revas._reordered(outcomes)["acc_h"])
+    nota = rows[rows["variant_kind"] == "nota_replaces_correct"]
+    if len(nota):  # nota_metrics
+        outcomes = _revas.order_outcomes(nota)
+        out["nota_acc_h"] = _mean_of(_revas._reordered(outcomes)["acc_h"])
+        reference = outcomes["ref_right"].dropna()
+        if len(reference):
+            out["nota_acc"] = _mean_of(reference.astype(bool))
+    if _revas._in_family(rows, "true_false").any() and has_reorders:  # true_false_metrics, the paper's subset
+        frame = _revas._true_false_frame(rows)
+        outcomes = _revas._reordered(_revas.order_outcomes(base[base["question_id"].isin(frame["question_id"])]))
+        subset = frame[frame["question_id"].isin(set(outcomes.index[outcomes["acc_h"].astype(bool)]))]
+        correct, distractors = subset[subset["is_correct"]], subset[~subset["is_correct"]]
+        if len(correct):
+            out["tf_correct_yes"] = _mean_of(correct.groupby("question_id")["right"].mean())
+        if len(distractors):
+            out["tf_distractor_no"] = _mean_of(distractors.groupby("question_id")["right"].mean())
+    recall = _recall_correct(rows)
+    if recall is not None:
+        out["recall_correct"] = _mean_of(recall)
+    replaced = rows[rows["variant_kind"] == "misleading_replaced"]
+    if len(replaced):  # misleading_metrics
+        fixed = pd.Series(correct_flags(replaced), index=replaced["question_id"].to_numpy()).groupby(level=0).mean()
+        out["misleading_fix_rate"] = _mean_of(fixed)
+    return out
+
+
+def _recall_correct(rows: pd.DataFrame) -> pd.Series | None:
+    """Per question, the share of its multi-select answers naming the correct option, over the questions whose
+    original-order answer was a wrong option (as revas.multi_select_metrics); None when there is none."""
+    multi = rows[_revas._in_family(rows, "multi_select")]
+    if multi.empty:
+        return None
+    original = rows[(rows["variant_kind"] == ORIGINAL) & _revas._in_family(rows, "orders")]
+    keys = pd.Series(answer_keys(original), index=original["question_id"].to_numpy())
+    right = pd.Series(correct_flags(original), index=original["question_id"].to_numpy())
+    misleading = keys[(keys >= 0) & ~right]
+    misleading = misleading[~misleading.index.duplicated()]
+    multi = multi[multi["question_id"].isin(misleading.index)]
+    if multi.empty:
+        return None
+    named = [_revas._as_list(v) for v in _revas._column(multi, "chosen_options", None)]
+    hit = [int(c) in {int(x) for x in v} for c, v in zip(multi["correct_option"], named)]
+    return pd.Series(hit, index=multi["question_id"].to_numpy(), dtype=float).groupby(level=0).mean()
+
+
+def _fluctuation_per_question(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """Per question of one permutation set: fr, aacc, wacc (as fluctuation.answer_fluctuation)."""
+    rows = _ordered(complete_questions(rows))
+    if rows.empty:
+        return None
+    answers = pd.Series(answer_keys(rows), index=rows.index)
+    question = rows["question_id"]
+    reference = answers.groupby(question.to_numpy()).transform("first")
+    frame = pd.DataFrame({"question_id": question.to_numpy(), "agree": (answers == reference).to_numpy(),
+                          "right": answers.to_numpy() == pd.to_numeric(rows["correct_option"]).to_numpy()})
+    frame["reference_right"] = frame["right"].groupby(frame["question_id"]).transform("first")
+    per_question = frame.groupby("question_id").agg(all_agree=("agree", "all"), aacc=("right", "mean"),
+                                                    reference_right=("reference_right", "first"))
+    return pd.DataFrame({"fr": 1.0 - per_question["all_agree"].astype(float), "aacc": per_question["aacc"],
+                         "wacc": (per_question["reference_right"] & per_question["all_agree"]).astype(float)})
+
+
+def _fluctuation_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
+    if "perm_set" not in records.columns or records.empty:
+        return {}
+    rows = first_repetition(records)
+    rows = rows[rows["perm_set"].notna()]
+    out: dict[str, Spec] = {}
+    for perm_set, group in rows.groupby("perm_set", sort=True):
+        per_question = _fluctuation_per_question(group)
+        if per_question is None:
+            continue
+        out[f"wacc@{perm_set}"] = _mean_of(per_question["wacc"])
+        out[f"aacc@{perm_set}"] = _mean_of(per_question["aacc"])
+        if perm_set == "full":
+            out["full_fr"] = _mean_of(per_question["fr"])
+    return out
+
+
+# The families with headline metrics (the expected family has none), as src.metrics.METRIC_FAMILIES names them.
+SPECS: dict[str, Callable[..., dict[str, Spec]]] = {
+    "mcqa": _mcqa_specs,
+    "cora": _cora_specs,
+    "repetition": _repetition_specs,
+    "fluctuation": _fluctuation_specs,
+    "revas": _revas_specs,
+}
+
+
+def _question_ids(records: pd.DataFrame) -> np.ndarray:
+    return np.sort(records["question_id"].dropna().unique())
+
+
+def _scope(records: pd.DataFrame, families: Sequence[str], subject: str | None, index: pd.Index,
+           options: Mapping[str, Any]) -> Scope:
+    from . import HEADLINE_METRICS, HEADLINE_PREFIXES, tidy_permutations
+
+    specs: dict[str, Spec] = {}
+    for family in families:
+        if family in SPECS:
+            data = tidy_permutations(records) if family == "fluctuation" else records
+            specs.update(SPECS[family](data, **options))
+    specs = {name: spec for name, spec in specs.items() if name in HEADLINE_METRICS or name.startswith(HEADLINE_PREFIXES)}
+    members = pd.Index(sorted({q for ratios, _ in specs.values() for pair in ratios for s in pair for q in s.index}))
+    metrics = {
+        name: Parts(tuple((num.reindex(members, fill_value=0.0).to_numpy(dtype=float),
+                           den.reindex(members, fill_value=0.0).to_numpy(dtype=float)) for num, den in ratios), combine,
+                    share=name in SHARE_METRICS or name.startswith(SHARE_PREFIXES))
+        for name, (ratios, combine) in specs.items()
+    }
+    return Scope(subject, index.get_indexer(members).astype(np.int64), metrics)
+
+
+def decompose(records: pd.DataFrame, *, families: Sequence[str] | None = None, by_subjects: bool = True,
+              **options: Any) -> Decomposition:
+    """The headline metrics of `records` (overall and, with `by_subjects`, per subject as `<metric>/<subject>`)
+    as per-question quantities. `families` defaults to `applicable_families(records)`; `options` as
+    `compute_metrics` takes them (those of `question_outcomes`, e.g. `consistency`, reach the repetition family)."""
+    from . import _metric_subject, applicable_families
+
+    chosen = applicable_families(records) if families is None else list(families)
+    question_ids = _question_ids(records)
+    index = pd.Index(question_ids)
+    scopes = [_scope(records, chosen, None, index, options)]
+    if by_subjects and "subject" in records.columns:
+        rows = records[records["subject"].notna()]
+        for subject, group in rows.groupby("subject", sort=True):  # as subject_metrics / by_subject
+            scopes.append(_scope(group, chosen, _metric_subject(subject), index, options))
+    return Decomposition(question_ids, tuple(scope for scope in scopes if scope.metrics))
+
+
+def resample_counts(rng: np.random.Generator, n_questions: int, n_resamples: int) -> np.ndarray:
+    """How often each of `n_questions` questions is drawn in each of `n_resamples` resamples (n draws with
+    replacement each): an (n_resamples x n_questions) float matrix whose rows sum to n_questions.
+
+    >>> resample_counts(np.random.default_rng(0), 4, 2).sum(axis=1).tolist()
+    [4.0, 4.0]
+    """
+    draws = rng.integers(0, n_questions, size=(n_resamples, n_questions))
+    offsets = (np.arange(n_resamples) * n_questions)[:, None]
+    counts = np.bincount((draws + offsets).ravel(), minlength=n_resamples * n_questions)
+    return counts.reshape(n_resamples, n_questions).astype(float)
+
+
+def bootstrap_values(decomposition: Decomposition, *, n_resamples: int, seed: int = 0,
+                     names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Each metric (default: all) on `n_resamples` cluster resamples of the questions; deterministic in `seed`."""
+    n = len(decomposition.question_ids)
+    wanted = decomposition.names if names is None else list(names)
+    if n == 0 or n_resamples < 1 or not wanted:
+        return {}
+    rng = np.random.default_rng([_STREAM, seed % 2**63])
+    chunk = max(1, _DRAWS_PER_CHUNK // n)  # depends on n only, so the draws do not depend on anything else
+    found: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
+    for start in range(0, n_resamples, chunk):
+        values = decomposition.values(resample_counts(rng, n, min(chunk, n_resamples - start)), wanted)
+        for name in wanted:
+            found[name].append(values[name])
+    return {name: np.concatenate(parts) for name, parts in found.items()}
+
+
+def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float] | None:
+    """The percentile interval of bootstrap values; None when more than 1% of them are undefined (NaN)."""
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0 or len(finite) < (1.0 - MAX_UNDEFINED_SHARE) * len(values):
+        return None
+    lo, hi = np.quantile(finite, [(1.0 - level) / 2, (1.0 + level) / 2])
+    return float(lo), float(hi)
+
+
+def metric_intervals(records: pd.DataFrame, point: Mapping[str, float], *, n_resamples: int = 1000,
+                     level: float = 0.95, seed: int = 0, families: Sequence[str] | None = None,
+                     by_subjects: bool = True, closed_form: bool = True, **options: Any) -> dict[str, float]:
+    """`<metric>_lo` and `<metric>_hi` (see `interval_names`) for each headline metric of `point` (the metrics
+    `compute_metrics` gave for these records): Wilson for a share of 0/1 outcomes when `closed_form`, else
+    the cluster bootstrap's percentile interval. `n_resamples=0` gives {}.
+
+    >>> rows = pd.DataFrame({"question_id": [f"q{i}" for i in range(40)], "variant_kind": "original",
+    ...     "variant_id": "original", "repetition": 0, "parsed_label": "A", "correct": [i % 4 != 0 for i in range(40)]})
+    >>> {k: round(v, 3) for k, v in metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"]).items()}
+    {'mcqa_lo': 0.598, 'mcqa_hi': 0.858}
+    >>> boot = metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
+    >>> boot["mcqa_lo"] < 0.75 < boot["mcqa_hi"], boot == metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
+    (True, True)
+    """
+    if n_resamples < 0:
+        raise ValueError(f"n_resamples must be >= 0 (0: no intervals), got {n_resamples}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    if n_resamples == 0 or records.empty:
+        return {}
+    decomposition = decompose(records, families=families, by_subjects=by_subjects, **options)
+    wilson, resampled = {}, []
+    for name in decomposition.names:
+        value = point.get(name)
+        if value is None or not math.isfinite(value):
+            continue
+        parts = decomposition.parts(name)
+        if closed_form and parts.binary:
+            num, den = parts.ratios[0]
+            wilson[name] = wilson_interval(float(num.sum()), float(den.sum()), level)
+        elif parts.n_questions >= MIN_BOOTSTRAP_QUESTIONS:
+            resampled.append(name)
+    bounds = dict(wilson)
+    for name, values in bootstrap_values(decomposition, n_resamples=n_resamples, seed=seed, names=resampled).items():
+        interval = percentile_interval(values, level)
+        if interval is not None:
+            bounds[name] = interval
+    out: dict[str, float] = {}
+    for name in decomposition.names:  # the decomposition's order: overall, then subject by subject
+        if name in bounds:
+            lo_name, hi_name = interval_names(name)
+            out[lo_name], out[hi_name] = bounds[name]
+    return out
+
+
+def resample_records(records: pd.DataFrame, counts: Sequence[int], question_ids: Sequence[str] | None = None
+                     ) -> pd.DataFrame:
+    """The records of one explicit resample: every row of question i (`question_ids`, default the sorted ids)
+    `counts[i]` times, its k-th extra copy renamed `<id>#<k>` so that each copy is a question of its own. The
+    naive bootstrap calls the family functions on these; tests compare them with `Decomposition.values`.
+
+    >>> df = pd.DataFrame({"question_id": ["a", "a", "b"], "x": [1, 2, 3]})
+    >>> resample_records(df, [0, 2]).values.tolist()
+    [['b', 3], ['b#1', 3]]
+    """
+    ids = _question_ids(records) if question_ids is None else np.asarray(question_ids)
+    codes = pd.Index(ids).get_indexer(records["question_id"])
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(ids) + 1))
+    take, copy = [], []
+    for i in np.flatnonzero(np.asarray(counts) > 0):
+        rows = order[bounds[i]:bounds[i + 1]]
+        k = int(counts[i])
+        take.append(np.tile(rows, k))
+        copy.append(np.repeat(np.arange(k), len(rows)))
+    if not take:
+        return records.iloc[0:0].reset_index(drop=True)
+    out = records.iloc[np.concatenate(take)].reset_index(drop=True)
+    copies = np.concatenate(copy)
+    renamed = out["question_id"].astype(str) + "#" + pd.Series(copies).astype(str)
+    out["question_id"] = np.where(copies == 0, out["question_id"], renamed)
+    return out

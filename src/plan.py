@@ -1,0 +1,147 @@
+"""`python -m src.plan --run RUN_ID [--run RUN_ID2] --delta 0.02`: how many questions a study needs.
+
+From a finished run (a pilot), for each headline metric: the run's number of questions n, the per-question
+standard deviation sd (sqrt(n) x the metric's cluster-bootstrap standard error over the run's questions), and the
+number of questions needed to detect a difference `delta` by a two-sided test at level `alpha` with probability
+`power`, by the normal approximation
+
+    n_needed = ((z_{1 - alpha/2} + z_{power}) * sd / delta)^2
+
+(z the standard normal quantile; `src.metrics.paired.questions_needed`). With two runs (`--run` twice) sd is that
+of the paired per-question difference A - B on the questions both asked (the runs must have asked the same
+questions, or pass `--pair-intersection`): the figure for comparing the two models on one question set. With one
+run, n_needed is what detects a shift of `delta` in that run's metric against a fixed reference; two models that
+answer independently would need about twice as many. A reviewer learns before a GPU day whether the study can
+answer its question: "enough" says whether the run's own n already reaches n_needed.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from .errors import UserError
+
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+
+
+def check_power_args(delta: float, alpha: float, power: float) -> None:
+    """One-line errors for a delta, alpha or power out of range."""
+    if not (delta > 0 and math.isfinite(delta)):
+        raise UserError(f"--delta: {delta:g} must be > 0 (the difference to detect, e.g. 0.02)")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha: {alpha:g} must be between 0 and 1 (exclusive), e.g. 0.05")
+    if not 0 < power < 1:
+        raise UserError(f"--power: {power:g} must be between 0 and 1 (exclusive), e.g. 0.8")
+
+
+def _run_info(client, run_id: str) -> tuple[str, str]:
+    """(label, SURE rule) of a run, from its tags."""
+    run = client.get_run(run_id)
+    tags, params = run.data.tags, run.data.params
+    label = " / ".join(str(tags.get(k)) for k in ("model", "benchmark", "variants")) + f" / T={tags.get('temperature')}"
+    return label, tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer"
+
+
+def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 0.02, alpha: float = 0.05,
+         power: float = 0.8, intersect: bool = False, n_resamples: int = 1000, seed: int = 0) -> tuple[str, list[dict]]:
+    """(heading, one row per metric: metric, n, sd, n_needed, enough) for one run or a pair of runs."""
+    from mlflow.tracking import MlflowClient
+
+    from . import tracking
+    from .metrics.intervals import decompose
+    from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed
+    from .records import read_run_records
+
+    check_power_args(delta, alpha, power)
+    if not 1 <= len(run_ids) <= 2:
+        raise UserError(f"--run: give one run, or two to compare (got {len(run_ids)})")
+    if n_resamples < 100:
+        raise UserError(f"--bootstrap: {n_resamples} must be >= 100 (resamples of the questions)")
+    tracking.check_tracking(tracking_uri)
+    db = tracking.sqlite_path(tracking_uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
+    records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
+    client = MlflowClient(tracking_uri=tracking_uri)
+    info = [_run_info(client, run_id) for run_id in run_ids]
+    test = f"to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with power {power:g}"
+    rows = []
+    if len(run_ids) == 1:
+        decomposition = decompose(records[0], by_subjects=False, sure_rule=info[0][1])
+        n = len(decomposition.question_ids)
+        heading = f"run {run_ids[0]} ({info[0][0]}): {n} questions; {test}"
+        sds = per_question_sd(decomposition, n_resamples=n_resamples, seed=seed)
+    else:
+        ids = [r["question_id"].dropna().astype(str).unique() for r in records]
+        mismatch = question_mismatch(*ids)
+        if mismatch:
+            if not intersect:
+                raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} asked different questions ({mismatch}); "
+                                "a paired comparison needs the same questions: give --pair-intersection to pair them "
+                                "on the shared ones")
+            keep = set(ids[0]) & set(ids[1])
+            if not keep:
+                raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} share no question")
+            records = [r[r["question_id"].astype(str).isin(keep)] for r in records]
+        if info[0][1] != info[1][1]:
+            raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} use different SURE rules "
+                            f"({info[0][1]}, {info[1][1]}); compare runs under one rule")
+        a, b = (decompose(r, by_subjects=False, sure_rule=i[1]) for r, i in zip(records, info))
+        n = len(a.question_ids)
+        heading = (f"runs {run_ids[0]} ({info[0][0]}) - {run_ids[1]} ({info[1][0]}), paired: {n} shared questions; "
+                   f"{test}")
+        sds = {name: d.sd for name, d in paired_differences(a, b, n_resamples=n_resamples, seed=seed).items()
+               if d.sd is not None}
+    for metric, sd in sds.items():  # sd 0: the metric did not vary (every question alike): no n can be estimated
+        needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > 1e-12 else None
+        rows.append({"metric": metric, "n": n, "sd": sd, "n_needed": needed,
+                     "enough": None if needed is None else n >= needed})
+    if not rows:
+        raise UserError(f"--run: no headline metric of {', '.join(run_ids)} has {20} or more questions behind it "
+                        "to estimate its variance from")
+    return heading, rows
+
+
+def format_rows(rows: list[dict]) -> list[str]:
+    """The aligned lines `python -m src.plan` prints."""
+    width = max(len("metric"), *(len(r["metric"]) for r in rows))
+    lines = [f"{'metric':<{width}}  {'n':>6}  {'sd':>6}  {'n needed':>9}  enough"]
+    for r in rows:
+        if r["n_needed"] is None:
+            lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {'–':>9}  "
+                         "– (no variation in this run)")
+            continue
+        verdict = "yes" if r["enough"] else f"no ({r['n_needed'] - r['n']} more)"
+        lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {r['n_needed']:>9}  {verdict}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m src.plan", description=__doc__.splitlines()[0])
+    parser.add_argument("--run", action="append", required=True, metavar="RUN_ID",
+                        help="a finished run (give it twice, with another run id, for a paired comparison)")
+    parser.add_argument("--delta", type=float, default=0.02, help="difference to detect (default 0.02)")
+    parser.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="two-sided level of the test (default 0.05)")
+    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    parser.add_argument("--pair-intersection", action="store_true",
+                        help="pair two runs that asked different questions on the questions they share")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="resamples of the questions (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resamples (default 0)")
+    args = parser.parse_args(argv)
+    try:
+        heading, rows = plan(args.run, tracking_uri=args.tracking_uri, delta=args.delta, alpha=args.alpha,
+                             power=args.power, intersect=args.pair_intersection, n_resamples=args.bootstrap,
+                             seed=args.seed)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    print(heading)
+    for line in format_rows(rows):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Benchmarks from the Hugging Face Hub (src/benchmarks/hub.py), tested without a network.
+
+The Hub step is read through a folder laid out as the Hub publishes its parquet files
+(`<repo>/<config>/<split>-00000-of-00001.parquet`), written here from rows built out of the raw
+fixture files in ../shared/data, so the same conversion code runs as on a real download; nothing
+is downloaded. An empty data_dir offline gives the one-line error naming the dataset and the fetch
+command.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from src.benchmarks import BENCHMARKS, hub, load_benchmark
+from src.data import main as data_main
+from src.errors import UserError
+
+from .conftest import DATA_DIR, needs_data
+
+
+@pytest.fixture
+def offline_env(monkeypatch, tmp_path):
+    """Offline, no snapshot folder, an empty `datasets` cache of its own."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.delenv(hub.HUB_DIR_ENV, raising=False)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    return empty
+
+
+def test_empty_data_dir_offline_is_one_line_naming_dataset_and_fetch(offline_env):
+    with pytest.raises(UserError) as info:
+        load_benchmark("mmlu", path=None, data_dir=str(offline_env))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"benchmark mmlu: files absent under {offline_env}")
+    assert "the Hub dataset cais/mmlu (all, test) is not in the cache and cannot be downloaded (offline)" in message
+    assert f"run python -m src.data fetch mmlu --to {offline_env} on a machine with network" in message
+    assert info.value.exit_code == 2
+
+
+def test_slots_on_empty_data_dir_offline_exits_2(offline_env, capsys):
+    assert data_main(["slots", "arc_challenge", "--data-dir", str(offline_env)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "allenai/ai2_arc (ARC-Challenge, test)" in err[0]
+    assert "python -m src.data fetch arc_challenge --to" in err[0]
+
+
+def test_fetch_offline_exits_2_with_one_line(offline_env, tmp_path, capsys):
+    assert data_main(["fetch", "winogrande", "--to", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "allenai/winogrande (winogrande_xl, validation)" in err[0] and "(offline)" in err[0]
+
+
+def test_options_checked_before_any_download(offline_env):
+    with pytest.raises(UserError, match="benchmark.shuffle"):
+        load_benchmark("truthfulqa_mc2", path=None, data_dir=str(offline_env), options={"shuffle": "yes"})
+    with pytest.raises(UserError, match="has only version v1"):
+        load_benchmark("truthfulqa_mc1", path=None, data_dir=str(offline_env), options={"version": "2025"})
+
+
+def test_list_names_every_benchmark(tmp_path, capsys):
+    assert data_main(["list", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[2:]}
+    assert set(rows) == set(BENCHMARKS)
+    assert "cais/mmlu" in rows["mmlu"] and "MIT" in rows["mmlu"] and "14042" in rows["mmlu"] and "absent" in rows["mmlu"]
+    assert "local raw only" in rows["medqa"]
+
+
+def test_every_hub_source_has_pinned_local_files():
+    for name, source in hub.HUB.items():
+        assert name in BENCHMARKS and name in hub.LOCAL, name
+        assert source.revision and source.splits and source.n_questions > 0, name
+
+
+# --- the Hub layout, built from the raw fixture files ----------------------------------------------------------
+
+
+def _write_parquet(root: Path, repo: str, layout: str, split: str, rows: list[dict]) -> None:
+    import pandas as pd
+
+    folder = root / repo / layout
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(folder / f"{split}-00000-of-00001.parquet", index=False)
+
+
+def _mmlu_rows() -> list[dict]:
+    rows = []
+    for file in sorted((DATA_DIR / "mmlu" / "test").glob("*_test.csv")):
+        subject = file.stem.removesuffix("_test")
+        with file.open(encoding="utf-8", newline="") as handle:
+            for cells in csv.reader(handle):
+                rows.append({"question": cells[0], "subject": subject, "choices": cells[1:5],
+                             "answer": "ABCD".index(cells[5].strip())})
+    return rows
+
+
+def _arc_rows() -> list[dict]:
+    rows = []
+    for line in (DATA_DIR / "arc_challenge" / "ARC-Challenge-Test.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        choices = record["question"]["choices"]
+        rows.append({"id": record["id"], "question": record["question"]["stem"],
+                     "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]},
+                     "answerKey": record["answerKey"]})
+    return rows
+
+
+def _truthfulqa_rows() -> list[dict]:
+    records = json.loads((DATA_DIR / "truthfulqa" / "v1" / "mc_task.json").read_text(encoding="utf-8"))
+    return [{"question": r["question"],
+             **{f"{t}_targets": {"choices": list(r[f"{t}_targets"]), "labels": list(r[f"{t}_targets"].values())}
+                for t in ("mc1", "mc2")}}
+            for r in records]
+
+
+def _same(hub_questions, raw_questions, *, subject: bool = True) -> None:
+    assert len(hub_questions) == len(raw_questions)
+    for h, r in zip(hub_questions, raw_questions):
+        assert (h.id, h.question, h.options, h.answer, h.split) == (r.id, r.question, r.options, r.answer, r.split)
+        if subject:
+            assert h.subject == r.subject
+
+
+@pytest.fixture(scope="module")
+def hub_snapshot(tmp_path_factory) -> Path:
+    """A folder laid out as the Hub's parquet files of cais/mmlu, allenai/ai2_arc and truthfulqa/truthful_qa."""
+    root = tmp_path_factory.mktemp("hub-snapshot")
+    _write_parquet(root, "cais/mmlu", "all", "test", _mmlu_rows())
+    _write_parquet(root, "allenai/ai2_arc", "ARC-Challenge", "test", _arc_rows())
+    _write_parquet(root, "truthfulqa/truthful_qa", "multiple_choice", "validation", _truthfulqa_rows())
+    return root
+
+
+@needs_data
+def test_hub_layout_gives_the_raw_loaders_questions(hub_snapshot, offline_env, monkeypatch):
+    monkeypatch.setenv(hub.HUB_DIR_ENV, str(hub_snapshot))
+    for name in ("mmlu", "arc_challenge"):
+        from_hub = load_benchmark(name, path=None, data_dir=str(offline_env))
+        _same(from_hub, load_benchmark(name, path=None, data_dir=str(DATA_DIR)))
+    anatomy = load_benchmark("mmlu", path=None, data_dir=str(offline_env), options={"subjects": ["anatomy"]}, limit=3)
+    assert [q.id for q in anatomy] == ["mmlu/anatomy/test/0", "mmlu/anatomy/test/1", "mmlu/anatomy/test/2"]
+    # TruthfulQA: the same options, shuffled the same way with the seed; the Hub config has no Category (subject)
+    for name in ("truthfulqa_mc1", "truthfulqa_mc2"):
+        from_hub = load_benchmark(name, path=None, data_dir=str(offline_env), seed=3)
+        raw = load_benchmark(name, path=None, data_dir=str(DATA_DIR), seed=3)
+        _same(from_hub, raw, subject=False)
+        assert [q.metadata.get("correct_set") for q in from_hub] == [q.metadata.get("correct_set") for q in raw]
+
+
+@needs_data
+def test_hub_layout_under_data_dir_hub_is_found_and_raw_files_win(hub_snapshot, offline_env, monkeypatch, tmp_path):
+    """`fetch --to DIR` writes DIR/hub/<repo>/...: data_dir=DIR then runs offline; raw files, when present, come first."""
+    data_dir = tmp_path / "fetched"
+    (data_dir / "hub" / "allenai").mkdir(parents=True)
+    (data_dir / "hub" / "allenai" / "ai2_arc").symlink_to(hub_snapshot / "allenai" / "ai2_arc")
+    arc = load_benchmark("arc_challenge", path=None, data_dir=str(data_dir), limit=5)
+    assert [q.id for q in arc] == [q.id for q in load_benchmark("arc_challenge", path=None, data_dir=str(DATA_DIR), limit=5)]
+    (data_dir / "arc_challenge").mkdir()
+    (data_dir / "arc_challenge" / "ARC-Challenge-Test.jsonl").write_text(
+        (DATA_DIR / "arc_challenge" / "ARC-Challenge-Test.jsonl").read_text(encoding="utf-8").splitlines()[0] + "\n")
+    assert len(load_benchmark("arc_challenge", path=None, data_dir=str(data_dir))) == 1  # the raw file, not the Hub's
+
+
+@needs_data
+def test_check_and_list_on_the_fixture(capsys):
+    assert data_main(["check", "--data-dir", str(DATA_DIR)]) == 0
+    assert data_main(["list", "--data-dir", str(DATA_DIR)]) == 0
+    out = capsys.readouterr().out
+    assert "local raw" in out and "pinned" in out and "DIFFERS" not in out
+
+
+@needs_data
+def test_check_names_a_changed_file(tmp_path, capsys):
+    assert data_main(["fetch", "winogrande", "--from-raw", "--data-dir", str(DATA_DIR), "--to", str(tmp_path)]) == 0
+    assert data_main(["check", "--data-dir", str(tmp_path)]) == 0
+    with (tmp_path / "winogrande" / "dev-labels.lst").open("a") as handle:
+        handle.write("1\n")
+    capsys.readouterr()
+    assert data_main(["check", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: winogrande: the files under") and "pinned" in err[0]
+
+
+def test_fetch_writes_the_hub_layout_that_data_dir_then_reads(offline_env, tmp_path, monkeypatch):
+    """`fetch` with the download replaced by a small `datasets.Dataset`: the parquet lands in DIR/hub/<repo>/<config>/
+    and `data_dir=DIR` then loads it offline through the snapshot reader (a real download is not tested here)."""
+    import datasets
+
+    rows = [{"sentence": f"Ann beat Bo so _ won {i}.", "option1": "Ann", "option2": "Bo", "answer": "1"} for i in range(3)]
+    monkeypatch.setattr(hub, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
+    out = tmp_path / "fetched"
+    assert data_main(["fetch", "winogrande", "--to", str(out)]) == 0
+    assert (out / "hub" / "allenai" / "winogrande" / "winogrande_xl" / "validation-00000-of-00001.parquet").is_file()
+    monkeypatch.undo()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    questions = load_benchmark("winogrande", path=None, data_dir=str(out))
+    assert [(q.id, q.options, q.answer) for q in questions] == [(f"winogrande/{i}", ("Ann", "Bo"), 0) for i in range(3)]

@@ -1,0 +1,225 @@
+"""Paired comparisons (src/metrics/paired.py, src/compare/paired.py): the same resample for both runs, the
+difference's interval and p-value, Holm, the questions-needed formula, the report's paired tables, rank-swap
+significance, the same-questions check, and intervals in the compare tables and plots. All in-process on
+hand-built records; the MLflow side is in tests/test_plan.py."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from src.compare import load, plots, report, tables
+from src.compare.paired import PairedStudy, paired_study
+from src.errors import UserError
+from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
+from src.metrics.paired import (bootstrap_p_value, holm, paired_differences, paired_values, per_question_sd,
+                                question_mismatch, questions_needed)
+
+from .records_factory import divergent, records
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def cora_records(right_original, right_variants, n_variants: int = 3) -> pd.DataFrame:
+    """A CoRA-like run: per question an original and `n_variants` NOTA variants, each right as given."""
+    rows = []
+    for i, (orig, var) in enumerate(zip(right_original, right_variants)):
+        rows += divergent(f"q{i:03d}", [orig] + [var] * n_variants)
+    return records(rows)
+
+
+def two_models(n: int = 120, seed: int = 3):
+    """A strong model (right 85%) and a weaker one that agrees with it on most questions."""
+    rng = np.random.default_rng(seed)
+    strong = rng.random(n) < 0.85
+    weak = strong & (rng.random(n) < 0.8)  # right only where the strong one is, and not always
+    strong_variants = strong & (rng.random(n) < 0.5)  # inconsistent: often wrong on the variants
+    weak_variants = weak  # consistent
+    return cora_records(strong, strong_variants), cora_records(weak, weak_variants)
+
+
+# ---------------------------------------------------------------- the statistics
+
+def test_both_runs_get_the_same_resample_and_each_its_own_bootstrap():
+    a, b = (decompose(r, by_subjects=False) for r in two_models())
+    values_a, values_b = paired_values([a, b], ["mcqa", "cora"], n_resamples=300, seed=7)
+    # each run's marginal replicates are exactly its own bootstrap with that seed: the counts are shared
+    for dec, values in ((a, values_a), (b, values_b)):
+        own = bootstrap_values(dec, n_resamples=300, seed=7, names=["mcqa", "cora"])
+        assert np.array_equal(own["mcqa"], values["mcqa"]) and np.array_equal(own["cora"], values["cora"])
+
+
+def test_a_run_against_itself_differs_by_zero_with_p_one():
+    a = decompose(two_models()[0], by_subjects=False)
+    result = paired_differences(a, a, n_resamples=200)
+    assert set(result) == {"mcqa", "mcqa_plus", "bmca_1.0", "cora"}
+    for d in result.values():
+        assert d.difference == 0 and d.lo == d.hi == 0 and d.p == 1.0 and d.sd == 0
+
+
+def test_a_clear_difference_is_significant_and_pairing_narrows_it():
+    strong, weak = two_models()
+    a, b = decompose(strong, by_subjects=False), decompose(weak, by_subjects=False)
+    result = paired_differences(a, b, n_resamples=1000, seed=1)
+    mcqa = result["mcqa"]
+    assert mcqa.difference == pytest.approx(strong.query("variant_kind == 'original'")["correct"].mean()
+                                            - weak.query("variant_kind == 'original'")["correct"].mean())
+    assert 0 < mcqa.lo < mcqa.difference < mcqa.hi and mcqa.p < 0.01
+    assert result == paired_differences(a, b, n_resamples=1000, seed=1)  # deterministic in the seed
+    # the weak model is right only where the strong one is: the paired sd is far below the unpaired one
+    sd = per_question_sd(a, n_resamples=1000)["mcqa"], per_question_sd(b, n_resamples=1000)["mcqa"]
+    assert mcqa.sd < 0.8 * math.hypot(*sd)
+    # CoRA goes the other way: the strong model is inconsistent
+    assert result["cora"].hi < 0
+
+
+def test_p_value_and_holm():
+    assert bootstrap_p_value(np.array([np.nan, np.nan])) is None
+    assert bootstrap_p_value(np.zeros(99)) == 1.0
+    assert bootstrap_p_value(np.full(999, -1.0)) == pytest.approx(2 / 1000)
+    ps = [0.001, 0.2, None, 0.04, 0.03]
+    adjusted = holm(ps)
+    assert adjusted[2] is None
+    assert all(h >= p for h, p in zip(adjusted, ps) if p is not None)
+    assert adjusted[0] == pytest.approx(0.004) and adjusted[4] == pytest.approx(0.09) and adjusted[1] == 0.2
+
+
+def test_questions_needed_is_the_normal_approximation():
+    z = 1.959963984540054 + 0.8416212335729143
+    assert questions_needed(0.5, 0.02) == math.ceil((z * 0.5 / 0.02) ** 2)
+    assert questions_needed(0.5, 0.04) < questions_needed(0.5, 0.02) < questions_needed(0.5, 0.02, power=0.9)
+    # for a 0/1 share the per-question sd is sqrt(p (1 - p)): the bootstrap estimate is close to it
+    sd = per_question_sd(decompose(cora_records([i % 4 != 0 for i in range(400)], [True] * 400),
+                                   by_subjects=False), n_resamples=2000)["mcqa"]
+    assert sd == pytest.approx(math.sqrt(0.75 * 0.25), rel=0.1)
+    with pytest.raises(ValueError):
+        questions_needed(0.5, 0)
+
+
+def test_question_mismatch_says_the_counts():
+    assert question_mismatch(["a", "b"], ["b", "a"]) is None
+    assert question_mismatch(["a", "b", "c"], ["a"]) == "3 and 1 questions, 1 shared"
+
+
+# ---------------------------------------------------------------- the report, on hand-built runs
+
+def runs_of(frames: dict[str, pd.DataFrame], monkeypatch, **extra) -> load.Runs:
+    """A Runs table of one CoRA run per model (metrics as compute_metrics gives them, with intervals), whose
+    records are `frames` (read through a stand-in for read_run_records)."""
+    from src.metrics import compute_metrics
+
+    rows = []
+    for i, (model, frame) in enumerate(frames.items()):
+        metrics = compute_metrics(frame, intervals=200)
+        rows.append({"run_id": f"run{i}", "experiment_id": "1", "experiment": "e", "sweep_id": "s", "start_time": i,
+                     "model": model, "benchmark": "bench", "variants": "cora", "temperature": 0.0,
+                     "scoring": "generate", "prompt": "cora", "fewshot": 0, "repetitions": 1, "limit": "null",
+                     "seed": 0, "sure_rule": "answer", **metrics, **extra})
+    by_id = {f"run{i}": frame for i, frame in enumerate(frames.values())}
+    monkeypatch.setattr("src.records.read_run_records", lambda run_id, uri, key="--run": by_id[run_id])
+    return load.Runs(table=pd.DataFrame(rows), tracking_uri="http://stand-in:5000", experiments={"1": "e"})
+
+
+def test_report_has_paired_differences_power_and_significant_swaps(monkeypatch, tmp_path):
+    strong, weak = two_models()
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    sections = report.build_sections(runs)
+    by_title = {s.title: s for s in sections}
+    (paired,) = by_title["Paired differences between models"].tables
+    data = paired.data.set_index("metric")
+    assert list(paired.text.index) == ["strong − weak"] * len(data)
+    assert data.at["mcqa", "difference"] > 0 and data.at["mcqa", "lo"] > 0 and bool(data.at["mcqa", "significant"])
+    assert (data["p_holm"] >= data["p"]).all()
+    cell = paired.text.set_index("metric").at["mcqa", "A − B [95%]"]
+    assert cell.startswith("+0.") and "[+0." in cell
+    (power,) = by_title["How many questions are enough"].tables
+    assert set(power.data["who"]) == {"strong − weak (paired)", "strong", "weak"}
+    assert (power.data["n"] == 120).all() and power.name.startswith("power_")
+    # the rank swap: strong is above on MCQA and below on CoRA, both significantly
+    changes = by_title["Rank changes between MCQA and CoRA"].tables
+    assert "strong ranks above weak on MCQA, below it on CoRA (significant)" in changes[0].caption
+    assert changes[1].data.iloc[0]["significant"] and changes[1].text.iloc[0]["significant"] == "yes"
+    # CoRA table cells carry the logged intervals
+    cora = by_title["CoRA ranking"].tables[0].text
+    assert cora.at["MCQA", "strong"].count("[") == 1 and cora.at["MCQA", "strong"].endswith("(1)")
+    assert sections[0].paired_lines and all(" − " in line for line in sections[0].paired_lines)
+    written = report.write(sections, tmp_path / "r", header=["h"], title="t")
+    names = {p.name for p in written}
+    assert {"paired_bench.csv", "power_bench.csv", "rank_swaps.csv"} <= names
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "Paired differences between models" in html and "How many questions are enough" in html
+
+
+def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch):
+    strong, weak = two_models()
+    weak = weak[weak["question_id"] < "q100"]  # 100 of the 120 questions
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    with pytest.raises(UserError, match=r"^paired differences: runs run0 \(strong\) and run1 \(weak\) of bench asked "
+                                        r"different questions \(120 and 100 questions, 100 shared\)"):
+        paired_study(runs)
+    study = paired_study(runs, intersect=True)
+    (table,) = study.differences.tables
+    assert (table.data["n_questions"] == 100).all()
+    assert any("paired on their 100 shared questions" in n for n in study.differences.notes)
+    assert not report.build_sections(runs, paired=False)[-1].title.startswith("How many")
+
+
+def test_significance_of_a_swap_needs_both_intervals_to_exclude_zero():
+    frame = pd.DataFrame([{"run_id": f"r{i}", "start_time": i, "model": m, "benchmark": "b", "variants": "cora",
+                           "mcqa": mcqa, "cora": cora} for i, (m, mcqa, cora) in
+                          enumerate([("x", 0.8, 0.3), ("y", 0.7, 0.4)])])
+    cora = tables.cora_tables(frame)
+    from src.metrics.paired import PairedDifference
+
+    def study(cora_hi):
+        found = PairedStudy()
+        found.results[("r1", "r0")] = {  # stored as y - x: lookup flips it
+            "mcqa": PairedDifference("mcqa", 0.7, 0.8, -0.1, -0.15, -0.05, 0.01, 100, 0.3),
+            "cora": PairedDifference("cora", 0.4, 0.3, 0.1, -cora_hi, 0.2, 0.04, 100, 0.3)}
+        return found
+
+    caption = tables.rank_changes(cora, study(-0.01)).tables[0].caption
+    assert "x ranks above y on MCQA, below it on CoRA (significant)" in caption
+    assert "(not significant)" in tables.rank_changes(cora, study(0.02)).tables[0].caption
+    assert "significant" not in tables.rank_changes(cora).tables[0].caption  # no paired results: no verdict
+
+
+# ---------------------------------------------------------------- intervals in the tables and plots
+
+def test_cells_show_logged_intervals_only():
+    assert tables.fmt_ci(0.41, (0.36, 0.46), 2) == "0.41 [0.36, 0.46]"
+    row = {"mcqa": 0.41, "mcqa_lo": 0.36, "mcqa_hi": 0.46, "cora": 0.2}
+    assert tables.cell(row, "mcqa") == "0.410 [0.360, 0.460]"
+    assert tables.cell(row, "cora") == "0.200"  # no bounds logged: the value alone, never an invented interval
+    assert tables.cell({"acc@6": 0.5, "acc@6_lo": math.nan, "acc@6_hi": 0.6}, "acc@6") == "0.500"
+
+
+def test_plots_draw_the_logged_intervals():
+    base = {"experiment_id": "1", "variants": "x", "scoring": "generate", "prompt": "p", "fewshot": 0, "limit": "n",
+            "seed": 0, "sure_rule": "answer"}
+    n = 100
+    lo, hi = wilson_interval(8, n)
+    cora_row = {**base, "run_id": "c", "start_time": 0, "model": "m", "benchmark": "b", "temperature": 0.0,
+                "repetitions": 1, "n_questions": float(n), "bmca_0.5": 0.9, "bmca_1.0": 0.08, "bmca_1.0_lo": lo,
+                "bmca_1.0_hi": hi}
+    assert plots.bmca_band(pd.Series(cora_row))[0] == [0.5, 1.0]
+    assert plots.bmca_band(pd.Series({**cora_row, "bmca_1.0_lo": lo + 0.01})) is None  # not the logged interval
+    assert plots.bmca_band(pd.Series({k: v for k, v in cora_row.items() if not k.endswith(("_lo", "_hi"))})) is None
+    (bmca,), _ = plots.bmca_curves(pd.DataFrame([cora_row]))
+    assert "bands" in bmca.caption and bmca.png.startswith(PNG)
+    rep = [{**base, "run_id": f"r{t}", "start_time": i, "model": "m", "benchmark": "b", "temperature": t,
+            "repetitions": 10, "st": 0.6, "st_lo": 0.5, "st_hi": 0.7, "rws": 0.8, "rws_lo": 0.7, "rws_hi": 0.9,
+            "acc_mean": 0.7, "acc_std": 0.01, "sure_right": 0.48, "sure_wrong": 0.12, "unsure_right": 0.2,
+            "unsure_wrong": 0.2} for i, t in enumerate((0.3, 0.7))]
+    (consistency,), _ = plots.consistency_plots(pd.DataFrame(rep))
+    assert "error bars" in consistency.caption and consistency.png.startswith(PNG)
+    (table,) = tables.repetition_tables(pd.DataFrame(rep)).tables
+    assert table.text["RWS [95%]"].iloc[0] == "0.800 [0.700, 0.900]" and "st_lo" in table.data.columns
+    revas = [{**base, "run_id": "v", "start_time": 0, "model": "m", "benchmark": "b", "temperature": 0.0,
+              "repetitions": 1, "acc@4": 0.6, "acc@4_lo": 0.5, "acc@4_hi": 0.7, "acc@6": 0.5, "acc_h@4": 0.4}]
+    (options,), _ = plots.options_plots(pd.DataFrame(revas))
+    assert "error bars" in options.caption and options.png.startswith(PNG)
+    text = tables.revas_tables(pd.DataFrame(revas)).tables[0].text
+    assert text.at["m · Acc", "n=4"] == "0.600 [0.500, 0.700]" and text.at["m · Acc", "n=6"] == "0.500"

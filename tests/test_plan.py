@@ -1,0 +1,95 @@
+"""`python -m src.plan` (how many questions are enough) and `python -m src.compare`'s paired differences on real
+MLflow runs of simulated jobs, in-process: the printed lines, the same-questions check and the one-line errors."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from src.compare.__main__ import main as compare_main
+from src.metrics.paired import questions_needed
+from src.plan import main as plan_main
+
+from .conftest import DATA_DIR
+
+COMMON = ("variants=cora", "tracking.experiment=plan")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, empty_mlflow_db):
+    """Two models on the same 30 questions, and one run of the weaker model on 25 of them (run once per module,
+    in-process, as the run_job_in fixture does)."""
+    from src.config_schema import compose_job
+    from src.job import run_job
+
+    tmp = tmp_path_factory.mktemp("plan")
+    (tmp / "mlruns").mkdir()
+    shutil.copyfile(empty_mlflow_db, tmp / "mlruns" / "mlflow.db")
+    uri = f"sqlite:///{tmp}/mlruns/mlflow.db"
+    ids = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TQDM_DISABLE", "1")
+        for i, (rate, name, limit) in enumerate(((0.9, "strong", 30), (0.5, "weak", 30), (0.5, "weak", 25))):
+            cfg = compose_job(["model=simulated", f"model.success_rate={rate}", f"model.name={name}", f"limit={limit}",
+                               *COMMON, f"tracking.uri={uri}", f"cache.path={tmp}/cache.db", f"data_dir={DATA_DIR}"])
+            ids.append(run_job(cfg, out_dir=tmp / "out" / str(i)).run_id)
+    return (uri, *ids)
+
+
+LINE = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)\s+(\d+|–)\s+(.+)$")
+
+
+def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
+    uri, strong, weak, short = study
+    assert plan_main(["--run", weak, "--delta", "0.02", "--tracking-uri", uri]) == 0
+    heading, header, *lines = capsys.readouterr().out.strip().splitlines()
+    assert heading.startswith(f"run {weak} (weak / synthetic / cora / T=0.0): 30 questions; to detect a difference "
+                              "of 0.02 at alpha 0.05 (two-sided) with power 0.8")
+    assert header.split() == ["metric", "n", "sd", "n", "needed", "enough"]
+    rows = {m.group(1): m.groups() for m in map(LINE.match, lines)}
+    assert {"mcqa", "mcqa_plus", "cora"} <= set(rows)
+    metric, n, sd, needed, verdict = rows["mcqa"]
+    assert n == "30" and abs(int(needed) - questions_needed(float(sd), 0.02)) <= questions_needed(0.001, 0.02)
+    assert verdict == f"no ({int(needed) - 30} more)"
+    assert plan_main(["--run", strong, "--run", weak, "--delta", "0.3", "--tracking-uri", uri]) == 0
+    heading, _, *lines = capsys.readouterr().out.strip().splitlines()
+    assert heading.startswith(f"runs {strong} (strong / synthetic / cora / T=0.0) - {weak} (weak / synthetic / cora "
+                              "/ T=0.0), paired: 30 shared questions")
+    assert any(line.startswith("mcqa ") and line.endswith("yes") for line in lines)  # 0.3 needs few questions
+
+
+def test_plan_refuses_bad_input_in_one_line(study, capsys):
+    uri, strong, weak, short = study
+    for args, message in (
+        (["--run", weak, "--delta", "0"], "error: --delta: 0 must be > 0"),
+        (["--run", weak, "--power", "1.5"], "error: --power: 1.5 must be between 0 and 1"),
+        (["--run", "nope"], "error: config key --run: no MLflow run 'nope'"),
+        (["--run", strong, "--run", short], f"error: --run: runs {strong} and {short} asked different questions "
+                                            "(30 and 25 questions, 25 shared)"),
+    ):
+        assert plan_main([*args, "--tracking-uri", uri]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(message) and err.count("\n") == 1, err
+    assert plan_main(["--run", strong, "--run", short, "--pair-intersection", "--tracking-uri", uri]) == 0
+    assert "paired: 25 shared questions" in capsys.readouterr().out
+
+
+def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, capsys):
+    uri, strong, weak, short = study
+    out = tmp_path / "report"
+    assert compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow"]) == 0
+    err = capsys.readouterr().err
+    paired = [line for line in err.splitlines() if line.startswith("paired: ")]
+    assert paired and all(line.startswith("paired: synthetic (limit=30): strong − weak ") for line in paired)
+    mcqa = next(line for line in paired if " mcqa " in line)
+    assert re.search(r" mcqa \+0\.\d{3} \[[+-]0\.\d{3}, \+0\.\d{3}\] p=[\d.<]+ p_holm=[\d.<]+", mcqa), mcqa
+    md = (out / "report.md").read_text()
+    assert "## Paired differences between models" in md and "### synthetic (limit=30)" in md
+    assert re.search(r"\| MCQA \| 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \(\d\)", md)  # intervals in the CoRA table
+    power = md.split("## How many questions are enough", 1)[1]
+    assert "strong − weak (paired)" in power and "| weak | mcqa | 25 |" in power  # the 25-question run alone
+    assert (out / "tables" / "paired_synthetic_limit_30.csv").is_file()
+    assert compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow",
+                         "--delta", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --delta: -1 must be > 0")
