@@ -32,10 +32,21 @@ def examples(n: int) -> int:
     return max(5, n // 5) if EDIT_LOOP else n
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption("--run-postgres", action="store_true", default=False,
+                     help="run the tests marked postgres (a real PostgreSQL-backed mlflow server, about a minute); "
+                          "MCQ_TEST_POSTGRES=1 does the same")
+
+
+def pytest_collection_modifyitems(config, items):
+    run_postgres = config.getoption("--run-postgres") or os.environ.get("MCQ_TEST_POSTGRES") == "1"
+    skip_postgres = pytest.mark.skip(reason="PostgreSQL tier, opt-in: add --run-postgres or set MCQ_TEST_POSTGRES=1 "
+                                            '(pip install -e ".[server-test]"; .ci/run runs it as its second step)')
     for item in items:
         if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if not run_postgres and item.get_closest_marker("postgres"):
+            item.add_marker(skip_postgres)
 
 
 @pytest.fixture(scope="session", autouse=True)

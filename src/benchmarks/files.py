@@ -133,3 +133,58 @@ def require_fields(record: dict[str, Any], fields: tuple[str, ...], place: str) 
     if missing:
         raise UserError(f"{place}: the record has no {', '.join(repr(f) for f in missing)} field; "
                         "fix the record or drop it")
+
+
+def plain(value: Any) -> Any:
+    """numpy scalars and arrays (parquet, pandas) as Python values."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def read_table(file: Path, reader: str) -> Any:
+    """A parquet or xlsx file as a pandas DataFrame, or one line naming the file and what to do."""
+    try:
+        import pandas as pd
+
+        if reader == "xlsx":
+            import openpyxl  # noqa: F401 - pandas' xlsx engine, checked here for a one-line hint
+            return pd.read_excel(file, dtype=object)
+        return pd.read_parquet(file)
+    except ImportError as err:
+        hint = "pip install openpyxl" if reader == "xlsx" else "pip install pyarrow"
+        raise UserError(f"{file}: reading .{reader} needs {err.name}; {hint}") from None
+    except Exception as err:  # pyarrow and openpyxl raise several types for a damaged file
+        raise UserError(f"{file}: not a readable .{reader} file ({type(err).__name__}: {err}); check the file") from None
+
+
+def iter_table_records(file: Path, *, suffixes: tuple[str, ...], delimiter: str = ",",
+                       noun: str = "rows") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(place, record) for every record of a JSONL, JSON list, CSV (with a header), parquet or xlsx file, for the
+    suffixes a reader accepts; `place` names the file and the line (JSONL, CSV) or row (JSON, parquet; xlsx: the
+    spreadsheet's row number, header = row 1). Bad input is one line naming the file and line or row."""
+    from .validate import where
+
+    suffix = file.suffix.lower()
+    if suffix not in suffixes:
+        raise UserError(f"{file}: unknown file type {file.suffix!r}; use one of {', '.join(suffixes)}")
+    if suffix == ".jsonl":
+        for line, record in iter_jsonl(file, read_text(file, strict=True)):
+            yield where(file, line), record
+    elif suffix == ".json":
+        records = load_json(file, read_text(file, strict=True))
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise UserError(f"{file}: expected a JSON list of objects; write the {noun} as [{{...}}, ...] or as JSONL")
+        for n, record in enumerate(records):
+            yield where(file, row=n), record
+    elif suffix == ".csv":
+        rows = iter_csv(file, read_text(file, strict=True), delimiter=delimiter)
+        header_line, header = next(rows, (1, []))
+        for line, cells in rows:
+            if len(cells) != len(header):
+                raise UserError(f"{file} line {line}: {len(cells)} columns, expected {len(header)} as in the header "
+                                f"(line {header_line}); fix the row (quote cells that hold the delimiter)")
+            yield where(file, line), dict(zip(header, cells))
+    else:
+        frame = read_table(file, suffix.lstrip("."))
+        first = 2 if suffix == ".xlsx" else 0
+        for n, record in enumerate(frame.to_dict("records")):
+            yield where(file, row=n + first), {k: plain(v) for k, v in record.items()}

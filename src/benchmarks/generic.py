@@ -26,8 +26,8 @@ from typing import Any, Iterator
 
 from ..errors import UserError
 from ..questions import Question
-from .files import iter_csv, iter_jsonl, load_json, read_text, resolve_path
-from .validate import LETTERS, checked_question, record_error, where
+from .files import iter_table_records, resolve_path
+from .validate import LETTERS, checked_question, record_error
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -36,45 +36,9 @@ def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip())
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars/arrays (from parquet) as Python values."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return value
-
-
 def _records(file: Path, options: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(place, record) for each record in the file."""
-    suffix = file.suffix.lower()
-    if suffix == ".jsonl":
-        for line, record in iter_jsonl(file, read_text(file, strict=True)):
-            yield where(file, line), record
-    elif suffix == ".json":
-        records = load_json(file, read_text(file, strict=True))
-        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            raise UserError(f"{file}: expected a JSON list of objects; write the questions as [{{...}}, ...] or as JSONL")
-        for n, record in enumerate(records):
-            yield where(file, row=n), record
-    elif suffix == ".csv":
-        rows = iter_csv(file, read_text(file, strict=True), delimiter=str(options.get("delimiter", ",")))
-        header_line, header = next(rows, (1, []))
-        for line, cells in rows:
-            if len(cells) != len(header):
-                raise UserError(f"{file} line {line}: {len(cells)} columns, expected {len(header)} as in the header "
-                                f"(line {header_line}); fix the row (quote cells that hold the delimiter)")
-            yield where(file, line), dict(zip(header, cells))
-    elif suffix == ".parquet":
-        try:
-            import pandas as pd
-            frame = pd.read_parquet(file)
-        except ImportError as err:
-            raise UserError(f"{file}: reading parquet needs pandas and pyarrow ({err.name} missing); pip install pyarrow") from None
-        except Exception as err:  # pyarrow raises several types for a damaged file
-            raise UserError(f"{file}: not a readable parquet file ({type(err).__name__}: {err}); check the file") from None
-        for n, record in enumerate(frame.to_dict("records")):
-            yield where(file, row=n), {k: _plain(v) for k, v in record.items()}
-    else:
-        raise UserError(f"{file}: unknown file type {file.suffix!r}; use one of {', '.join(SUFFIXES)}")
+    return iter_table_records(file, suffixes=SUFFIXES, delimiter=str(options.get("delimiter", ",")), noun="questions")
 
 
 def _option_columns(record: dict[str, Any], options: dict[str, Any]) -> list[str] | None:

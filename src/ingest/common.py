@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from ..answer_formats import FORMATS
+from ..benchmarks.files import plain  # noqa: F401 - used here and by the format modules
 from ..errors import UserError
 from ..records import COLUMNS
 from ..trials import Answer, Item
@@ -52,13 +53,6 @@ def is_missing(value: Any) -> bool:
     return isinstance(value, str) and not value.strip()
 
 
-def plain(value: Any) -> Any:
-    """numpy scalars and arrays (parquet, pandas) as Python values."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return value
-
-
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -74,57 +68,11 @@ def checked_path(path: str | Path, flag: str = "--path") -> Path:
     return file
 
 
-def read_xlsx(file: Path) -> pd.DataFrame:
-    """The first sheet of an .xlsx file as strings (openpyxl, pandas' engine)."""
-    try:
-        import openpyxl  # noqa: F401 - pandas' xlsx engine, checked here for a one-line hint
-    except ImportError:
-        raise UserError(f"{file}: reading .xlsx needs openpyxl; pip install openpyxl (or pip install -e \".[test]\")") \
-            from None
-    try:
-        return pd.read_excel(file, dtype=object)
-    except Exception as err:  # openpyxl raises several types for a damaged or non-xlsx file
-        raise UserError(f"{file}: not a readable .xlsx file ({type(err).__name__}: {err}); check the file") from None
-
-
 def table_rows(file: Path, *, suffixes: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(place, row) for every row of a CSV, JSONL, JSON list, parquet or xlsx file; `place` names the file and
-    the line (CSV, JSONL) or row (parquet, xlsx: the spreadsheet's row number, header = row 1)."""
-    from ..benchmarks.files import iter_csv, iter_jsonl, load_json, read_text
-    from ..benchmarks.validate import where
+    """(place, row) for every row of a CSV, JSONL, JSON list, parquet or xlsx file (src/benchmarks/files.py)."""
+    from ..benchmarks.files import iter_table_records
 
-    suffix = "".join(file.suffixes[-1:]).lower()
-    if suffix not in suffixes:
-        raise UserError(f"{file}: unknown file type {file.suffix!r} for this format; use one of {', '.join(suffixes)}")
-    if suffix == ".jsonl":
-        for line, record in iter_jsonl(file, read_text(file, strict=True)):
-            yield where(file, line), record
-    elif suffix == ".json":
-        records = load_json(file, read_text(file, strict=True))
-        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            raise UserError(f"{file}: expected a JSON list of objects; write the rows as [{{...}}, ...] or as JSONL")
-        for n, record in enumerate(records):
-            yield where(file, row=n), record
-    elif suffix == ".csv":
-        rows = iter_csv(file, read_text(file, strict=True))
-        _, header = next(rows, (1, []))
-        for line, cells in rows:
-            if len(cells) != len(header):
-                raise UserError(f"{file} line {line}: {len(cells)} columns, expected {len(header)} as in the header; "
-                                "fix the row (quote cells that hold a comma)")
-            yield where(file, line), dict(zip(header, cells))
-    elif suffix == ".parquet":
-        try:
-            frame = pd.read_parquet(file)
-        except Exception as err:  # pyarrow raises several types for a damaged file
-            raise UserError(f"{file}: not a readable parquet file ({type(err).__name__}: {err}); check the file") \
-                from None
-        for n, record in enumerate(frame.to_dict("records")):
-            yield where(file, row=n), {k: plain(v) for k, v in record.items()}
-    elif suffix == ".xlsx":
-        frame = read_xlsx(file)
-        for n, record in enumerate(frame.to_dict("records")):
-            yield where(file, row=n + 2), {k: plain(v) for k, v in record.items()}
+    return iter_table_records(file, suffixes=tuple(suffixes))
 
 
 def json_cell(value: Any, place: str, column: str) -> Any:

@@ -310,21 +310,9 @@ def _revas_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
 
 def _recall_correct(rows: pd.DataFrame) -> pd.Series | None:
     """Per question, the share of its multi-select answers naming the correct option, over the questions whose
-    original-order answer was a wrong option (as revas.multi_select_metrics); None when there is none."""
-    multi = rows[_revas._in_family(rows, "multi_select")]
-    if multi.empty:
-        return None
-    original = rows[(rows["variant_kind"] == ORIGINAL) & _revas._in_family(rows, "orders")]
-    keys = pd.Series(answer_keys(original), index=original["question_id"].to_numpy())
-    right = pd.Series(correct_flags(original), index=original["question_id"].to_numpy())
-    misleading = keys[(keys >= 0) & ~right]
-    misleading = misleading[~misleading.index.duplicated()]
-    multi = multi[multi["question_id"].isin(misleading.index)]
-    if multi.empty:
-        return None
-    named = [_revas._as_list(v) for v in _revas._column(multi, "chosen_options", None)]
-    hit = [int(c) in {int(x) for x in v} for c, v in zip(multi["correct_option"], named)]
-    return pd.Series(hit, index=multi["question_id"].to_numpy(), dtype=float).groupby(level=0).mean()
+    original-order answer was a wrong option (revas.multi_select_per_question); None when there is none."""
+    per_question = _revas.multi_select_per_question(rows)
+    return None if per_question is None else per_question["correct"].astype(float)
 
 
 def _fluctuation_per_question(rows: pd.DataFrame) -> pd.DataFrame | None:

@@ -218,12 +218,13 @@ def true_false_metrics(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
-    """`multi_rate`, `recall_correct`, `recall_misleading` over the questions answered with a wrong option on
-    their original order; {} when there is none."""
+def multi_select_per_question(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """Per question answered with a wrong option on its original order, the share of its select-all answers that
+    named several labels (`multi`), the correct option (`correct`) and the option it chose before
+    (`misleading`); None when there is no such question. (Also the per-question input of the intervals.)"""
     multi = rows[_in_family(rows, "multi_select")]
     if multi.empty:
-        return {}
+        return None
     original = rows[(rows["variant_kind"] == ORIGINAL) & _in_family(rows, "orders")]
     keys = pd.Series(answer_keys(original), index=original["question_id"].to_numpy())
     right = pd.Series(correct_flags(original), index=original["question_id"].to_numpy())
@@ -231,16 +232,24 @@ def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
     misleading = misleading[~misleading.index.duplicated()]
     multi = multi[multi["question_id"].isin(misleading.index)]
     if multi.empty:
-        return {}
+        return None
     named = [_as_list(v) for v in _column(multi, "chosen_options", None)]
-    per_row = pd.DataFrame({
+    return pd.DataFrame({
         "question_id": multi["question_id"].to_numpy(),
         "multi": [len(v) >= 2 for v in named],
         "correct": [int(c) in {int(x) for x in v} for c, v in zip(multi["correct_option"], named)],
         "misleading": [int(misleading[q]) in {int(x) for x in v} for q, v in zip(multi["question_id"], named)],
     }).groupby("question_id").mean()
-    return {"multi_rate": float(per_row["multi"].mean()), "recall_correct": float(per_row["correct"].mean()),
-            "recall_misleading": float(per_row["misleading"].mean())}
+
+
+def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`multi_rate`, `recall_correct`, `recall_misleading` over the questions answered with a wrong option on
+    their original order; {} when there is none."""
+    per_question = multi_select_per_question(rows)
+    if per_question is None:
+        return {}
+    return {"multi_rate": float(per_question["multi"].mean()), "recall_correct": float(per_question["correct"].mean()),
+            "recall_misleading": float(per_question["misleading"].mean())}
 
 
 def misleading_metrics(rows: pd.DataFrame) -> dict[str, float]:
