@@ -85,6 +85,7 @@ def _same_trials(full: pd.DataFrame, adaptive: pd.DataFrame) -> None:
     assert (adaptive.groupby(["question_id", "variant_id"])["n_asked"].first() == asked["count"]).all()
 
 
+@pytest.mark.slow  # 15 settings x an adaptive and a full run each
 @pytest.mark.parametrize("variants, limit", [("original", 25), ("cora", 4)])
 def test_adaptive_cells_rws_and_st_equal_the_full_run_over_many_seeds(variants, limit):
     saved, total = 0, 0

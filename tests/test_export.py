@@ -56,6 +56,7 @@ STUDIES = {
 }
 
 
+@pytest.mark.slow  # a native job and its export -> ingest round trip per study
 @pytest.mark.parametrize("study", sorted(STUDIES))
 def test_round_trip_gives_the_records_of_a_native_run(run_job_in, tmp_path, study):
     args = ("model=simulated", "model.success_rate=0.6", "model.invalid_rate=0.1", "benchmark=synthetic", "limit=4",
@@ -126,6 +127,7 @@ def test_only_generated_studies_are_exported(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["requests"] == 1
 
 
+@pytest.mark.slow  # three jobs, an ingest and a report: the whole suite runs it, the edit loop does not
 def test_compare_shows_ingested_runs_beside_native_runs(run_job_in, tmp_path):
     from src.compare.__main__ import main as compare_main
 
