@@ -257,7 +257,9 @@ class MlflowSweepCallback(Callback):
         self.client, self.parent_uri = MlflowClient(tracking_uri=uri), uri
         exp_id = tracking.with_retries(lambda: tracking.experiment_id(self.client, config.tracking.experiment, uri))
         parent = None
-        if info.get("parent_run_id") and info.get("parent_uri", uri) == uri:  # the same sweep folder again
+        from .redact import redact_text  # sweep.json keeps the store's address without its credentials
+
+        if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
             parent = tracking.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
         earlier = tracking.with_retries(lambda: self.client.search_runs(
             [exp_id], filter_string=f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
@@ -279,18 +281,18 @@ class MlflowSweepCallback(Callback):
             self._create_parent(config, exp_id, digest)
         (self.sweep_dir / SWEEP_FILE).write_text(json.dumps({
             "sweep_id": self.sweep_id, "parent_run_id": self.parent_id, "experiment_id": exp_id,
-            "parent_uri": uri, "sweep_hash": digest, "invocation": self.invocation}))
+            "parent_uri": redact_text(uri), "sweep_hash": digest, "invocation": self.invocation}))
 
     def _create_parent(self, config: DictConfig, exp_id: str, digest: str) -> None:
         from . import tracking
-        from .redact import redact  # no secret in what the parent run logs
+        from .redact import redact, redact_text  # no secret in what the parent run logs
 
         overrides = list(config.hydra.overrides.task)
         params = config.hydra.sweeper.get("params")
         sweep_params = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
         tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": tracking.git_commit()}
         if self.parent_uri != config.tracking.uri:
-            tags["offline_target"] = config.tracking.uri  # where `python -m src.sync` uploads it
+            tags["offline_target"] = redact_text(config.tracking.uri)  # where `python -m src.sync` uploads it
         run = tracking.with_retries(lambda: self.client.create_run(
             exp_id, run_name=f"sweep-{config.tracking.experiment}-{self.sweep_id}", tags=tags))
         self.parent_id = run.info.run_id

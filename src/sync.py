@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import tracking
 from .errors import UserError
+from .redact import MASK
 
 
 def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
@@ -43,6 +44,10 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
         target_uri = to or run.data.tags.get("offline_target")
         if not target_uri:
             raise UserError(f"offline run {run.info.run_id} has no offline_target tag: pass --to URI")
+        if MASK in target_uri:  # the store's credentials were never written down: the user gives them again
+            raise UserError(f"offline run {run.info.run_id}: its target {target_uri} had credentials, which offline "
+                            f"runs never store; pass --to URI with them (or set MLFLOW_TRACKING_USERNAME and "
+                            f"MLFLOW_TRACKING_PASSWORD and give --to without them)")
         new_id = _upload(source, run, exp.name, target_uri, new_ids)
         new_ids[run.info.run_id] = new_id
         source.set_tag(run.info.run_id, "synced_run_id", new_id)

@@ -396,7 +396,9 @@ class JobTracker:
         out = {"config_hash": self.job_hash, "kind": "job", "owner": owners.this_owner(),
                "heartbeat": str(int(time.time())), **tags}
         if self.offline:
-            out["offline_target"] = self.target  # where `python -m src.sync` uploads it
+            from .redact import redact_text
+
+            out["offline_target"] = redact_text(self.target)  # where `python -m src.sync` uploads it (no secret)
         if self.sweep.get("sweep_id"):
             out["sweep_id"] = self.sweep["sweep_id"]
         if self.sweep.get("parent_run_id"):

@@ -95,3 +95,17 @@ def test_planted_keys_in_model_base_url_reach_no_file(run_cli, tmp_path):
     assert leaks == []
     stdout_and_log = proc.stdout + "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("error:"))
     assert not any(s in stdout_and_log for s in secrets), "Hydra's and the job's log lines are masked"
+
+
+def test_offline_runs_keep_no_credentials_and_sync_asks_for_them(run_job_in, tmp_path, capsys):
+    """An offline run records where it will be uploaded without the store's password; `src.sync` then asks for
+    the address with its credentials instead of uploading to a masked one."""
+    from src.sync import main as sync
+
+    offline = tmp_path / "offline"
+    run_job_in("model=simulated", "limit=2", "stats.bootstrap=0", "tracking.offline=true",
+               f"tracking.offline_dir={offline}", "tracking.uri=http://user:S3CRET-PW@127.0.0.1:9")
+    assert not [p for p in offline.rglob("*") if p.is_file() and b"S3CRET-PW" in p.read_bytes()]
+    assert sync(["--offline-dir", str(offline)]) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert line.startswith("error: offline run ") and "pass --to URI" in line and "S3CRET" not in line
