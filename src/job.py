@@ -143,7 +143,8 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from .variants import REASONS as EXCLUSION_REASONS
 
     check_config(cfg)
-    job_hash = tracking.config_hash(OmegaConf.to_container(cfg, resolve=True))
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
+    job_hash = tracking.config_hash(resolved)
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking.py
     tracker = tracking.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
     if cfg.resume:
@@ -197,9 +198,10 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         write_prompts({prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items},
                       artifacts)
         (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(redact(OmegaConf.to_container(cfg, resolve=True))))
+        shown = redact(resolved)
+        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(shown))
         tracker.log(
-            params=tracking.flatten(redact(OmegaConf.to_container(cfg, resolve=True))),
+            params=tracking.flatten(shown),
             metrics=metrics,
             tags=redact({"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                   "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),

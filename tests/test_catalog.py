@@ -15,7 +15,7 @@ REPETITION = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws",
 CORA = ("mcqa", "mcqa_plus", "mv", "bmca_0.5", "bmca_0.7", "bmca_1.0", "ci", "cora")
 EXPECTED = ("expected_sure_right", "expected_st", "expected_rws", "expected_acc")
 COUNTS = ("n_questions", "n_trials", "invalid_rate", "accuracy", "n_excluded_option_refs", "seconds",
-          "cache_hit_rate")
+          "cache_hit_rate", "adaptive_skipped_share")
 
 
 def documented_patterns() -> list[re.Pattern]:

@@ -117,15 +117,9 @@ class HubSource:
     def configs(self, options: Mapping[str, Any] | None = None) -> list[str | None]:
         if self.config != "{subject}":
             return [self.config]
-        raw = (options or {}).get("subjects")
-        if raw is None:
-            return list(MMLU_SUBJECTS)
-        asked = [s.strip() for s in raw.split(",")] if isinstance(raw, str) else [str(s).strip() for s in raw]
-        unknown = [s for s in asked if s not in MMLU_SUBJECTS]
-        if unknown:
-            raise UserError(f"config key benchmark.subjects: {self.repo} has no subject {unknown[0]!r}; "
-                            f"choose from {', '.join(MMLU_SUBJECTS)}")
-        return [s for s in MMLU_SUBJECTS if s in asked]
+        from .mmlu import wanted_subjects
+
+        return wanted_subjects(options or {}, list(MMLU_SUBJECTS), "mmlu", f"the Hub dataset {self.repo}")
 
     def layout_dir(self, config: str | None) -> str:
         """The folder of a config's parquet files in the repository: the config's name, `data` for the default."""
@@ -142,15 +136,12 @@ class HubSource:
 
 
 def _wanted(options: Mapping[str, Any]) -> set[str] | None:
-    raw = options.get("subjects")
-    if raw is None:
+    """The MMLU subjects option `subjects` names (mmlu.wanted_subjects), or None when it names none (all)."""
+    from .mmlu import wanted_subjects
+
+    if options.get("subjects") is None:
         return None
-    asked = {s.strip() for s in raw.split(",")} if isinstance(raw, str) else {str(s).strip() for s in raw}
-    unknown = sorted(asked - set(MMLU_SUBJECTS))
-    if unknown:
-        raise UserError(f"config key benchmark.subjects: mmlu has no subject {unknown[0]!r}; "
-                        f"choose from {', '.join(MMLU_SUBJECTS)}")
-    return asked
+    return set(wanted_subjects(options, list(MMLU_SUBJECTS), "mmlu", "the Hub dataset cais/mmlu"))
 
 
 def _mmlu(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import UserError
 from ..questions import Question
@@ -26,8 +26,9 @@ from .validate import LETTERS, checked_question, choose_split, record_error, whe
 MMLU_SPLITS = ("test", "dev", "val")
 
 
-def wanted_subjects(options: dict[str, Any], known: list[str], name: str, root: Path) -> list[str]:
-    """The subjects named by option `subjects` (all when unset), in `known` order."""
+def wanted_subjects(options: Mapping[str, Any], known: list[str], name: str, root: Path | str) -> list[str]:
+    """The subjects named by option `subjects` (all when unset), in `known` order; `root` is where they were
+    looked for (a folder, or a Hub repository), named in the error."""
     raw = options.get("subjects")
     if raw is None:
         return known
