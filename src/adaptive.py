@@ -23,12 +23,11 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tqdm.auto import tqdm
-
 from .backends.base import SamplingParams
 from .errors import UserError
 from .metrics.answers import INVALID
 from .metrics.guessing import p_star, trials_before_stop, verdict_fixed
+from .progress import job_progress
 
 if TYPE_CHECKING:
     from .trials import Answer, Item
@@ -106,8 +105,7 @@ def answer_adaptively(backend: Any, items: Sequence["Item"], *, params: Sampling
     R = params.n  # noqa: N806 - the papers' name
     base = {k: v for k, v in asdict(params).items() if k not in ("n", "first_repetition")}
     answers: list[list[Answer]] = [[] for _ in items]
-    with tqdm(total=len(items), unit="prompt", desc="generate (adaptive)", disable=not progress,
-              dynamic_ncols=True) as bar:
+    with job_progress(len(items), "generate (adaptive)", enabled=progress) as bar:  # one bar per job
         for start in range(0, len(items), chunk_size):
             todo = list(range(start, min(start + chunk_size, len(items))))
             while todo:

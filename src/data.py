@@ -2,8 +2,9 @@
 
 Also `list` (every benchmark: source, licence, questions, present or not, checksum), `fetch NAME... --to DIR`
 (an offline `data_dir`: the Hub dataset written as the Hub's parquet layout under DIR/hub, or with `--from-raw`
-the raw files copied from `--data-dir`) and `check` (the raw files present against their pinned sha256s; one
-line per problem, exit 2). Where each benchmark is published: `src/benchmarks/hub.py`.
+the raw files copied from `--data-dir`; each file written under a temporary name beside it and renamed when
+whole, so a killed fetch leaves nothing a run would read, and the next fetch removes what it left) and `check`
+(the raw files present against their pinned sha256s; one line per problem, exit 2). Where each benchmark is published: `src/benchmarks/hub.py`.
 
 (Also `--split` and `--path`, as `benchmark.split` / `benchmark.path`: `slots generic --path FILE`.)
 
@@ -22,7 +23,9 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
+from . import owners
 from .benchmarks import BENCHMARKS, hub, load_benchmark
 from .benchmarks.position import (answer_slot_counts, answer_slot_warning, describe_answer_slots,
                                   expected_slot_shares, slot_name)
@@ -91,6 +94,20 @@ def list_report(data_dir: str) -> str:
     return "\n".join([f"data_dir {data_dir}", *lines])
 
 
+def write_whole(target: Path, write: Callable[[Path], object]) -> None:
+    """`write(temporary path)` beside `target`, then renamed onto it: a fetch killed halfway leaves no file that a
+    reader (the snapshot glob `<split>-*.parquet`, `check`) takes for a whole one. The temporary name and the
+    clean-up of those a dead process left are the rule of `src/owners.py` (as for a GGUF conversion)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    owners.clean_stale_temps([target.parent], "an interrupted fetch", ownerless=False)  # --to may hold the user's files
+    tmp = target.parent / f"{owners.temp_prefix(target.name)}{os.urandom(4).hex()}"
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = DEFAULT_DATA_DIR) -> list[str]:
     """Prepare an offline data_dir `to`: each benchmark's Hub dataset as the Hub's parquet layout under `to/hub`,
     every split we read; with `from_raw` its raw files copied from `data_dir`. Returns what was written."""
@@ -108,8 +125,7 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
                                 "set --data-dir to the folder that holds them")
             for file in files:
                 target = Path(to) / file.relative_to(Path(data_dir).expanduser())
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(file, target)
+                write_whole(target, lambda tmp, file=file: shutil.copyfile(file, tmp))
             written.append(f"{name}: {len(files)} raw files -> {to}")
             continue
         source = hub.HUB.get(name)
@@ -120,8 +136,7 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
             for split, hub_split in source.splits.items():
                 dataset = hub.load_hub_dataset(name, source, config, split, to)
                 target = Path(to) / "hub" / source.repo / source.layout_dir(config) / f"{hub_split}-00000-of-00001.parquet"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                dataset.to_parquet(str(target))
+                write_whole(target, lambda tmp, dataset=dataset: dataset.to_parquet(str(tmp)))
                 written.append(f"{name}: {len(dataset)} rows -> {target}")
     return written
 

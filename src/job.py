@@ -31,6 +31,15 @@ class JobResult:
     metrics: dict[str, float]
     out_dir: Path
     skipped: bool = False  # resume found a finished run of the same config; nothing was asked
+    headline: tuple[str, ...] = ()  # the study's headline metrics, in the order the closing block shows them
+    tracking_uri: str = ""  # the store the run is in (tracking.offline_dir's when the server was down)
+    experiment: str = ""
+
+    def closing(self, *, level: float | None = None, commands: bool = True) -> str:
+        """The block `python -m src.run` prints to stderr after the JSON line (src/closing.py)."""
+        from .closing import job_block
+
+        return job_block(self, level=level, commands=commands)
 
     def summary(self) -> str:
         """The one JSON line `python -m src.run` prints per job."""
@@ -135,7 +144,8 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from .backends.base import SamplingParams
     from .benchmarks import describe_answer_slots, load_benchmark
     from .cache import ResponseCache
-    from .metrics import compute_metrics
+    from .closing import headline_metrics
+    from .metrics import compute_metrics, constant_by_construction, rws_st_string
     from .prompts import PromptTemplate
     from .records import write_prompts, write_records
     from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
@@ -151,8 +161,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         done = tracker.finished_run()
         if done is not None:  # a rerun of an interrupted sweep skips the jobs that finished
             log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
-            return JobResult(run_id=done.info.run_id, metrics=dict(done.data.metrics), out_dir=Path(out_dir),
-                             skipped=True)
+            return JobResult(run_id=done.info.run_id, metrics=tracker.finished_metrics(done), out_dir=Path(out_dir),
+                             skipped=True, headline=headline_metrics(done.data.metrics), tracking_uri=tracker.uri,
+                             experiment=str(cfg.tracking.experiment))
         tracker.mark_interrupted()
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
     questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
@@ -200,14 +211,25 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
         shown = redact(resolved)
         (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(shown))
+        # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
+        constant = constant_by_construction(records, list(metrics))
+        shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
+        tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
+                "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
+                "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
+                "sure_rule": sure_rule}
+        if "st" in metrics:  # the repetition paper's `RWS | S/T`
+            tags["rws_st"] = rws_st_string(metrics)
+        tags[tracking.DESCRIPTION_TAG] = tracking.run_description(
+            model=cfg.model.name, benchmark=cfg.benchmark.name, variants=cfg.variants.name, scoring=cfg.scoring,
+            temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
+            limit=cfg.limit, metrics=shown_metrics, level=float(stats.get("level", 0.95)), rws_st=tags.get("rws_st"))
         tracker.log(
-            params=tracking.flatten(shown),
-            metrics=metrics,
-            tags=redact({"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
-                  "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
-                  "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
-                  "sure_rule": sure_rule}),
-            artifacts_dir=artifacts)
-    return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir))
+            params=tracking.review_params(tracking.flatten(shown), n_questions=len(questions)),
+            metrics=metrics, constant=constant, tags=redact(tags), artifacts_dir=artifacts,
+            dataset=tracking.questions_dataset(questions, name=str(cfg.benchmark.name)))
+    return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),
+                     headline=headline_metrics(metrics, records), tracking_uri=tracker.uri,
+                     experiment=str(cfg.tracking.experiment))
 
 

@@ -1,5 +1,8 @@
 """Which process owns something, and whether it still lives: the one rule behind every "is this left over from a
-dead process?" check (temporary files of a GGUF conversion, a RUNNING MLflow run of the same job).
+dead process?" check (temporary files of a GGUF conversion or a data fetch, a RUNNING MLflow run of the same job).
+
+A temporary file or folder is written beside its target as `.<name>.tmp-<host>-<pid>-<random>` and renamed into
+place when whole; `clean_stale_temps` removes those whose owner is gone (`temp_prefix`, `TEMP_NAME`).
 
 An owner is `<host>:<pid>`. On this host a process is alive while the kernel has it and it is not a zombie; a
 process of another host cannot be asked, so whoever reads an owner of another host decides by a heartbeat time.
@@ -12,10 +15,15 @@ True
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
+import shutil
 import socket
+import time
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def host() -> str:
@@ -55,3 +63,49 @@ def is_alive(owner: str | None) -> bool | None:
     if parsed is None or parsed[0] != host():
         return None
     return pid_alive(parsed[1])
+
+
+# `.<name>.tmp-<host>-<pid>-<random>`; the old layout's `.<name>.tmp-<random>` has no owner (host and pid None)
+TEMP_NAME = re.compile(r"^\.(?P<name>.+?)\.tmp-(?:(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-)?[A-Za-z0-9_]+$")
+FOREIGN_STALE_S = 24 * 3600  # a temp of another host, or of no known owner, is removed once this old
+
+
+def temp_prefix(name: str) -> str:
+    """`.<name>.tmp-<host>-<pid>-`: the start of the name of this process's temporary copy of `name` (a hidden
+    name that no reader globbing for `name`'s pattern picks up), for `clean_stale_temps`."""
+    return f".{name}.tmp-{host()}-{os.getpid()}-"
+
+
+def clean_stale_temps(folders: list[Path], what: str = "an interrupted write", *, ownerless: bool = True) -> list[Path]:
+    """Remove the temporary folders and files (named by `temp_prefix`) in `folders` whose process is gone: those of
+    this host whose pid no longer runs, and those of another host once `FOREIGN_STALE_S` old; with `ownerless`,
+    also the old `.<name>.tmp-<random>` names without an owner, once that old (only in folders that are all ours:
+    elsewhere such a name may be someone else's file). Returns what it removed. A temp whose process is alive is
+    left alone."""
+    removed = []
+    for folder in folders:
+        try:
+            entries = list(Path(folder).iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            match = TEMP_NAME.match(entry.name)
+            if not match or not (ownerless or match["pid"]):
+                continue
+            if match["pid"] and match["host"] == host():
+                stale = not pid_alive(int(match["pid"]))
+            else:
+                try:
+                    stale = time.time() - entry.lstat().st_mtime > FOREIGN_STALE_S
+                except OSError:
+                    continue
+            if not stale:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            if not entry.exists():
+                log.info("removed %s, left by %s", entry, what)
+                removed.append(entry)
+    return removed

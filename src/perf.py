@@ -4,14 +4,22 @@
 
 On the same model (one float copy of the GGUF, shared with lm-evaluation-harness) and the same ARC-Challenge
 questions, in one process, it times and prints wall time, prompts/s, forward tokens and peak memory (RSS,
-sampled) for:
+sampled), and the cost per token fed (ms/token, padding included) for:
 
-- load        first GGUF load into a cold cache dir (de-quantise + save + load) vs the second load
+- load        whole commands from fresh processes: the first model load into an empty models cache (hash +
+              de-quantise the GGUF + save + load) vs a second process reading that cache
 - mainjob     the README's main job (synthetic, CoRA set, the model's cloze_shown scoring): its answering phase,
               and option texts packed after their prompts vs padded batches on the same prompts
 - cora        the CoRA divergent set with logprob scoring: the optimised path (prefix-tree packing, response
-              cache cold, then warm for a rerun) vs the naive path (one call per trial, batch size 1, no cache,
-              no sharing) vs padded batches; naive and padded on the first --compare-limit questions
+              cache cold, then warm: the answering phase of a rerun) vs padded batches of 16 (the primary
+              baseline: what batched harnesses do) and the naive path (one call per trial, batch size 1, no
+              cache, no sharing); padded and naive on the first --compare-limit questions
+- dtype       what `model.dtype=auto` resolves to here, and bfloat16 against float32 on the same CoRA label
+              scoring (--compare-limit questions) and main-job option scoring: time, decisions that agree out
+              of N and max |difference| of the log-probabilities
+- rerun       whole commands from fresh processes: `python -m src.run variants=cora limit=--rerun-limit` on a
+              fresh store and response cache (models cache warm), the same command again (resume finds the
+              finished run) and again with resume=false (every answer from the response cache)
 - repetition  10 repetitions at T=0.7 with exact first-token sampling vs one greedy pass (and vs generating
               the 10 samples, the path it replaces)
 - lmeval      lm-evaluation-harness 0.4.x (`HFLM.loglikelihood` on `Instance`s) on the same CoRA prompts
@@ -22,11 +30,19 @@ sampled) for:
               of them vs adaptive repetitions (src/adaptive.py): the share of samples saved, the wall-time ratio,
               and whether every question's SURE/UNSURE x right/wrong cell (both SURE rules) is the same;
               `--only adaptive` runs it alone
+- generation  label scoring vs generate R=1 greedy vs generate R=10 at T=0.7 (max_new_tokens of the config) on
+              the same CoRA prompts of --limit ARC-Challenge questions, prefix-shared and padded
+              (model.share_prefix=false): wall, tokens fed and peak RSS of each, every phase in a fresh process
+              that loads the model and warms up the same way, so that the RSS peaks compare; `--only generation`
 - intervals   the headline metrics' intervals (src/metrics/intervals.py) on a full MMLU x CoRA records table of
               the simulated model (no model load; building the table takes 4-7 minutes, --intervals-records
               keeps it for the next run): --resamples cluster
               resamples, vectorised, against the naive path (the family functions on explicitly resampled
               records, timed on --naive-resamples and extrapolated); `--only intervals` runs it alone
+- startup     whole commands from fresh processes, no model: `python -m src.run model=simulated limit=1` on a
+              temporary SQLite store (median of --startup-repeats), the import of the entry point, and the
+              24-job smoke sweep under the joblib launcher against the summed `seconds` (compute) of its jobs;
+              `--only startup` runs it alone (about a minute on 2 quiet cores)
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
 Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
@@ -47,18 +63,33 @@ from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "adaptive", "intervals")
-MODEL_PARTS = PARTS[:-1]  # the parts that need the real model loaded
+PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "adaptive", "dtype", "rerun", "intervals",
+         "startup", "generation")
+# the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
+MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation"))
 TARGETS = {  # the issue's targets, checked on the printed numbers
-    "cora_vs_naive": ("CoRA logprob: optimised >= 3x faster than the naive per-prompt path", lambda r: r >= 3.0),
+    "cora_vs_padded": ("CoRA label scoring: >= 3x faster than padded batches of 16 on the same prompts",
+                       lambda r: r >= 3.0),
     "cora_vs_lmeval_scoring": ("CoRA logprob: faster than lm-eval scoring the same prompts", lambda r: r > 1.0),
     "exact10_vs_greedy": ("10 repetitions, exact first-token sampling: <= 1.3x one greedy pass", lambda r: r <= 1.3),
     "agreement_max_abs": ("label log-probs equal lm-eval's within 1e-4", lambda r: r <= 1e-4),
     "agreement_ranking": ("same option ranking on every question", lambda r: r == 1.0),
-    "load_cold_vs_warm": ("first GGUF load >= 3x the second (conversion cache)", lambda r: r >= 3.0),
-    "rerun_vs_first": ("rerun of a finished run < 10% of its first time (cache)", lambda r: r < 0.1),
+    "load_cold_vs_warm": ("fresh process: first model load >= 3x a load from the models cache", lambda r: r >= 3.0),
+    "rerun_vs_first": ("fresh process: rerun of a finished `python -m src.run` < 10% of its first time",
+                       lambda r: r < 0.1),
+    "bf16_same_decisions": ("bfloat16: the same decision as float32 on every prompt (what dtype=auto as the "
+                            "default model's setting would need)", lambda r: r == 1.0),
     "adaptive_same_verdicts": ("adaptive repetitions: every SURE/UNSURE x right/wrong cell as the full run's",
                                lambda r: r == 1.0),
+    "startup_run_wall_s": ("fresh process: `python -m src.run model=simulated limit=1` <= 3 s wall", lambda r: r <= 3.0),
+    "startup_sweep_vs_compute": ("24-job simulated sweep under joblib: < 2x the summed compute of its jobs",
+                                 lambda r: r < 2.0),
+    "gen_greedy_vs_labels": ("generate R=1 greedy: <= 1.5x the wall of label scoring on the same prompts",
+                             lambda r: r <= 1.5),
+    "gen_r10_vs_labels": ("generate R=10 at T=0.7: <= 2.5x the wall of label scoring on the same prompts",
+                          lambda r: r <= 2.5),
+    "gen_r10_vs_r1_peak_rss": ("generate: peak RSS at R=10 <= 1.2x R=1 on the same prompts", lambda r: r <= 1.2),
+    "gen_shared_same_samples": ("generate: prefix-shared samples identical to padded batches'", lambda r: r == 1.0),
     "intervals_bootstrap_seconds": ("intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
                                     lambda r: r < 30.0),
 }
@@ -103,12 +134,14 @@ class Meter:
             stop.set()
             thread.join()
             peak[0] = max(peak[0], self._rss())
+            fed = tokens() - tokens_before
             out.update(seconds=seconds, prompts=prompts, prompts_per_s=prompts / seconds if seconds > 0 else math.nan,
-                       forward_tokens=tokens() - tokens_before, peak_rss_mib=peak[0],
-                       peak_rss_growth_mib=peak[0] - start_rss)
+                       forward_tokens=fed, ms_per_token=1000 * seconds / fed if fed else math.nan,
+                       peak_rss_mib=peak[0], peak_rss_growth_mib=peak[0] - start_rss)
             self.results[name] = out
-            print(f"  {name:28s} {seconds:8.2f} s  {out['prompts_per_s']:8.2f} prompts/s  "
-                  f"{out['forward_tokens']:>9,} tokens  peak {peak[0]:7.0f} MiB (+{peak[0] - start_rss:.0f})", flush=True)
+            per_token = f"{out['ms_per_token']:6.2f} ms/token" if fed else " " * 15
+            print(f"  {name:28s} {seconds:8.2f} s  {out['prompts_per_s']:8.2f} prompts/s  {per_token}  "
+                  f"{fed:>9,} tokens  peak {peak[0]:7.0f} MiB (+{peak[0] - start_rss:.0f})", flush=True)
 
 
 def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challenge"):
@@ -143,25 +176,77 @@ def hf_backend(model_cfg: dict[str, Any], *, chat: bool = True, **overrides: Any
     return backend
 
 
-def part_load(meter: Meter, model_cfg: dict[str, Any], ratios: dict[str, float]) -> None:
-    from .backends.hf import HFBackend
+LOAD_CHILD = """
+import json, time
+from src.config_schema import compose_job
+from src.perf import hf_backend, model_config
+import src.backends.hf
+start = time.perf_counter()
+hf_backend(model_config(compose_job([])))
+print(json.dumps({"load_s": time.perf_counter() - start}))
+"""  # a fresh process: imports, then the default model built and loaded; its own load time is its last line
 
-    print("load: first GGUF load into a cold cache dir vs the second load", flush=True)
-    old = os.environ.get("MCQ_CACHE_DIR")
-    with tempfile.TemporaryDirectory() as cold:
-        os.environ["MCQ_CACHE_DIR"] = cold
+
+def fresh_process(meter: Meter, name: str, command: list[str], **env: str) -> str:
+    """Run `command` from the repository in a new process, timed whole as phase `name`; its stdout. With psutil
+    installed, the peak RSS of the process and its children (sampled) is kept as `process_peak_rss_mib` and printed:
+    the phase's own RSS columns are this process's."""
+    import subprocess
+
+    peak, stop = [0.0], threading.Event()
+    with meter.phase(name) as out:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TQDM_DISABLE": "1", **env})
+        watcher = threading.Thread(target=_watch_rss, args=(proc.pid, peak, stop), daemon=True)
+        watcher.start()
+        stdout, stderr = proc.communicate()
+        stop.set()
+        watcher.join()
+    if peak[0]:
+        out["process_peak_rss_mib"] = peak[0]
+        print(f"  {'':28s} process peak RSS {peak[0]:.0f} MiB", flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"perf: {name} exited {proc.returncode}: {stderr.strip()[-2000:]}")
+    return stdout
+
+
+def _watch_rss(pid: int, peak: list[float], stop: threading.Event) -> None:
+    """Sample the RSS of process `pid` and its children into peak[0] (MiB) until `stop` (nothing without psutil)."""
+    try:
+        import psutil
+
+        process = psutil.Process(pid)
+    except (ImportError, OSError):
+        return
+    while not stop.wait(0.05):
         try:
-            with meter.phase("load_cold (hash+convert+load)"):
-                HFBackend.from_config(model_cfg, chat=True, progress=False).load()
-            with meter.phase("load_warm (cached float copy)"):
-                HFBackend.from_config(model_cfg, chat=True, progress=False).load()
-        finally:
-            if old is None:
-                os.environ.pop("MCQ_CACHE_DIR", None)
-            else:
-                os.environ["MCQ_CACHE_DIR"] = old
-    ratios["load_cold_vs_warm"] = meter.results["load_cold (hash+convert+load)"]["seconds"] / \
-        meter.results["load_warm (cached float copy)"]["seconds"]
+            family = [process, *process.children(recursive=True)]
+        except psutil.Error:  # the process has ended
+            return
+        rss = 0
+        for member in family:
+            try:
+                rss += member.memory_info().rss
+            except psutil.Error:  # a child that ended meanwhile
+                pass
+        peak[0] = max(peak[0], rss / 2**20)
+
+
+def part_load(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """Two fresh processes on one empty models cache: the first hashes and de-quantises the GGUF and saves the
+    float copy, the second reads it. Whole-process wall times (imports included, as a user waits) and each
+    process's own load time."""
+    print("load: fresh processes, first model load into an empty models cache vs a second process reading it",
+          flush=True)
+    loads = {}
+    with tempfile.TemporaryDirectory() as cold:
+        for name in ("load_cold (process, convert)", "load_warm (process, cached)"):
+            out = fresh_process(meter, name, [sys.executable, "-c", LOAD_CHILD], MCQ_CACHE_DIR=cold)
+            loads[name] = json.loads(out.strip().splitlines()[-1])["load_s"]
+            print(f"  {'':28s} of which the load itself {loads[name]:.2f} s", flush=True)
+    cold_name, warm_name = loads
+    ratios["load_cold_vs_warm"] = meter.results[cold_name]["seconds"] / meter.results[warm_name]["seconds"]
+    ratios["load_cold_vs_warm_load_only"] = loads[cold_name] / loads[warm_name]
 
 
 def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -196,9 +281,13 @@ def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
     finally:
         backend.share_prefix, backend.batch_size = True, batch_size
     r = meter.results
-    ratios["cora_vs_naive"] = r["cora_naive_subset (1 call/trial)"]["seconds"] / r["cora_optimised_subset"]["seconds"]
-    ratios["cora_vs_padded"] = r["cora_padded_subset (batch 16)"]["seconds"] / r["cora_optimised_subset"]["seconds"]
-    ratios["rerun_vs_first"] = r["cora_rerun (warm cache)"]["seconds"] / r["cora_optimised (cold cache)"]["seconds"]
+    optimised, padded = r["cora_optimised_subset"], r["cora_padded_subset (batch 16)"]
+    ratios["cora_vs_padded"] = padded["seconds"] / optimised["seconds"]
+    # where the speed comes from: fewer tokens fed, and the cost of each (the tree mask makes packed tokens dearer)
+    ratios["cora_padded_vs_optimised_tokens"] = padded["forward_tokens"] / optimised["forward_tokens"]
+    ratios["cora_optimised_vs_padded_ms_per_token"] = optimised["ms_per_token"] / padded["ms_per_token"]
+    ratios["cora_vs_naive"] = r["cora_naive_subset (1 call/trial)"]["seconds"] / optimised["seconds"]
+    ratios["rerun_vs_first_answering"] = r["cora_rerun (warm cache)"]["seconds"] / r["cora_optimised (cold cache)"]["seconds"]
     shared["subset"] = subset
 
 
@@ -404,6 +493,89 @@ def part_agreement(meter: Meter, args, ratios: dict[str, float], shared: dict[st
     ratios["agreement_top1"] = agreement["same_top1"]
 
 
+def decision_logprobs(answer) -> list[float]:
+    """The log-probabilities an answer's decision was taken on: option log-likelihoods, else label log-probs."""
+    if answer.option_loglik is not None:
+        return list(answer.option_loglik)
+    mass = answer.label_mass if answer.label_mass is not None else 1.0
+    return [math.log(p * mass) if p * mass > 0 else -math.inf for p in answer.label_probs]
+
+
+def answer_agreement(ours, theirs) -> tuple[int, int, float]:
+    """(prompts with the same decision, prompts, max |difference| of the decision log-probs) of two runs of
+    `answer_items` on the same items."""
+    pairs = [(a, b) for x, y in zip(ours, theirs) for a, b in zip(x, y)]
+    gaps = [abs(u - v) for a, b in pairs for u, v in zip(decision_logprobs(a), decision_logprobs(b))
+            if math.isfinite(u) and math.isfinite(v)]
+    return sum(a.slot == b.slot for a, b in pairs), len(pairs), max(gaps, default=math.nan)
+
+
+def part_dtype(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """What `model.dtype=auto` resolves to on this machine, and bfloat16 against float32 on the same prompts:
+    CoRA label scoring (logprob, chat prompts) and the main job's option scoring (cloze_shown), both packed.
+    bfloat16 is measured even where the hardware lacks it (torch then converts to float32 and back)."""
+    from .backends.base import SamplingParams
+    from .backends.hf.loading import cpu_has_bf16, dtype_name, gpu_has_bf16, runs_on_gpu, torch_dtype
+    from .trials import answer_items
+
+    model_cfg = shared["model_cfg"]
+    device_map = model_cfg.get("device_map")
+    device = "GPU" if runs_on_gpu(device_map) else "CPU"
+    native = gpu_has_bf16() if device == "GPU" else cpu_has_bf16()
+    auto = dtype_name(torch_dtype("auto", device_map=device_map))
+    print(f"dtype: model.dtype=auto resolves to {auto} here (this {device} {'has' if native else 'lacks'} native "
+          f"bfloat16{'' if device == 'GPU' else ': AVX-512 BF16 or AMX'}); {model_cfg['name']} is configured "
+          f"{model_cfg['dtype']}", flush=True)
+    ratios["dtype_auto_is_bf16"] = float(auto == "bfloat16")
+    cora = shared.get("subset") or build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
+    main_cfg, main = build(["variants=cora"], args.compare_limit, benchmark="synthetic")
+    params, answers = SamplingParams(n=1), {}
+    for label, items, scoring, chat in (("cora", cora, "logprob", True), ("mainjob", main, main_cfg.scoring, False)):
+        for dtype in ("float32", "bfloat16"):
+            backend = hf_backend(model_cfg, chat=chat, dtype=dtype)
+            answer_items(backend, items[:4], scoring=scoring, params=params, progress=False)  # warm-up, untimed
+            with meter.phase(f"{label}_{dtype} ({scoring})", prompts=len(items), tokens=lambda: backend.forward_tokens):
+                answers[label, dtype] = answer_items(backend, items, scoring=scoring, params=params, progress=False)
+            if not backend.share_prefix:
+                print(f"  {dtype}: prefix packing turned itself off (see the warning above)", flush=True)
+        same, n, gap = answer_agreement(answers[label, "float32"], answers[label, "bfloat16"])
+        r = meter.results
+        ratios[f"bf16_speedup_{label}"] = r[f"{label}_float32 ({scoring})"]["seconds"] / \
+            r[f"{label}_bfloat16 ({scoring})"]["seconds"]
+        ratios[f"bf16_same_decisions_{label}"] = same / n
+        ratios[f"bf16_max_abs_logprob_{label}"] = gap
+        print(f"  bfloat16 vs float32, {label} ({scoring}): same decision on {same} of {n} prompts, max |difference "
+              f"of log-prob| {gap:.3g}, bfloat16 {ratios[f'bf16_speedup_{label}']:.2f}x as fast", flush=True)
+    ratios["bf16_same_decisions"] = min(ratios["bf16_same_decisions_cora"], ratios["bf16_same_decisions_mainjob"])
+
+
+def part_rerun(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """Whole commands from fresh processes: `python -m src.run variants=cora limit=N` on a new store and response
+    cache, the same command again (resume finds the finished run and asks nothing), and again with resume=false
+    (every answer from the response cache; metrics and logging redone). The models cache is made warm first, and
+    the store's tables are made before timing, as a store that has been used has them."""
+    from mlflow.tracking import MlflowClient
+
+    from .backends.hf import HFBackend, gguf_cache
+
+    backend = HFBackend.from_config(shared["model_cfg"], chat=True, progress=False)
+    if backend.gguf_path is not None:
+        gguf_cache.ensure_float_copy(backend.gguf_path)
+    print(f"rerun: fresh processes, `python -m src.run variants=cora limit={args.rerun_limit}` first, again, and "
+          f"again with resume=false", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = f"sqlite:///{tmp}/mlflow.db"
+        MlflowClient(tracking_uri=store).search_experiments()
+        command = [sys.executable, "-m", "src.run", "variants=cora", f"limit={args.rerun_limit}",
+                   f"tracking.uri={store}", f"cache.path={tmp}/responses.db"]
+        names = ("run_first (process)", "run_again (process, resume)", "run_again (process, resume=false)")
+        for i, (name, extra) in enumerate(zip(names, ([], [], ["resume=false"]))):
+            fresh_process(meter, name, [*command, *extra, f"hydra.run.dir={tmp}/out{i}"])
+    r = meter.results
+    ratios["rerun_vs_first"] = r[names[1]]["seconds"] / r[names[0]]["seconds"]
+    ratios["rerun_cached_answers_vs_first"] = r[names[2]]["seconds"] / r[names[0]]["seconds"]
+
+
 def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Intervals of every headline metric (overall and per subject) of a full MMLU x CoRA run of the simulated model:
     the vectorised cluster bootstrap (every metric resampled, Wilson off: the worst case), the intervals as a run
@@ -466,20 +638,142 @@ def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[st
     ratios["intervals_records"] = float(len(records))
 
 
+def _child_cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """The fixed cost of a job, from fresh processes on a temporary SQLite store: `python -m src.run
+    model=simulated limit=1` (its store made by a first, untimed run), the entry point's import alone, and the
+    committed smoke sweep (24 simulated jobs) under the joblib launcher against the `seconds` its jobs logged.
+    The CPU seconds beside the wall seconds do not grow with other processes' load as wall seconds do."""
+    import statistics
+
+    from mlflow.tracking import MlflowClient
+
+    repeats = max(1, args.startup_repeats)
+    print(f"startup: fresh processes, no model ({repeats} repeats, median), load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        uri = f"sqlite:///{tmp}/mlflow.db"
+        run = [sys.executable, "-m", "src.run", "model=simulated", "limit=1", f"tracking.uri={uri}",
+               f"cache.path={tmp}/responses.db", "resume=false"]
+        fresh_process(meter, "startup_first_run (new store)", [*run, f"hydra.run.dir={tmp}/run0"])
+        walls, cpus, imports = [], [], []
+        for k in range(repeats):
+            cpu = _child_cpu_s()
+            fresh_process(meter, f"startup_run_{k + 1}", [*run, f"hydra.run.dir={tmp}/run{k + 1}"])
+            walls.append(meter.results[f"startup_run_{k + 1}"]["seconds"])
+            cpus.append(_child_cpu_s() - cpu)
+            fresh_process(meter, f"startup_import_{k + 1} (src.run)", [sys.executable, "-c", "import src.run"])
+            imports.append(meter.results[f"startup_import_{k + 1} (src.run)"]["seconds"])
+        cpu = _child_cpu_s()
+        fresh_process(meter, "startup_sweep (smoke, joblib)", [
+            sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke", "hydra/launcher=joblib",
+            f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep", f"cache.path={tmp}/sweep-responses.db"])
+        sweep_cpu = _child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name("smoke")
+        jobs = client.search_runs([experiment.experiment_id], "tags.kind = 'job'")
+        compute = sum(r.data.metrics.get("seconds", 0.0) for r in jobs)
+    sweep = meter.results["startup_sweep (smoke, joblib)"]["seconds"]
+    print(f"  run: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU; import of "
+          f"src.run {statistics.median(imports):.2f} s; sweep: {len(jobs)} jobs, {sweep:.1f} s wall, "
+          f"{sweep_cpu:.1f} s CPU, their compute {compute:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+    ratios["startup_run_wall_s"] = statistics.median(walls)
+    ratios["startup_run_cpu_s"] = statistics.median(cpus)
+    ratios["startup_import_s"] = statistics.median(imports)
+    ratios["startup_sweep_jobs"] = float(len(jobs))
+    ratios["startup_sweep_compute_s"] = compute
+    ratios["startup_sweep_vs_compute"] = sweep / compute if compute else math.nan
+
+
+# --only generation: one fresh process per phase (name -> share_prefix, sampling settings; None: label scoring)
+GENERATION_PHASES = {
+    "labels": (True, None),
+    "greedy": (True, {"n": 1}),
+    "r10": (True, {"n": 10, "temperature": 0.7}),
+    "greedy_padded": (False, {"n": 1}),
+    "r10_padded": (False, {"n": 10, "temperature": 0.7}),
+}
+
+
+def generation_phase(args) -> int:
+    """A child of `part_generation`: load the model, warm up (first passes, the packing check), time one phase of
+    GENERATION_PHASES on the CoRA prompts, and write its numbers and samples to --out."""
+    from .backends.base import SamplingParams
+
+    share, sampling = GENERATION_PHASES[args.generation_phase]
+    cfg, items = build(["variants=cora", "scoring=generate"], args.limit)
+    backend = hf_backend(model_config(cfg), share_prefix=share)
+    requests = [it.request for it in items]
+    backend.score_labels(requests[:2])
+    backend.generate(requests[:2], SamplingParams(max_new_tokens=1))
+    meter, cpu = Meter(), time.process_time()
+    with meter.phase(args.generation_phase, prompts=len(requests), tokens=lambda: backend.forward_tokens):
+        if sampling is None:
+            backend.score_labels(requests)
+            samples = []
+        else:
+            params = SamplingParams(**sampling, max_new_tokens=cfg.max_new_tokens)
+            samples = [[str(c) for c in row] for row in backend.generate(requests, params)]
+    meter.results[args.generation_phase]["cpu_s"] = time.process_time() - cpu  # less swayed by other processes' load
+    Path(args.out).write_text(json.dumps({"phase": meter.results[args.generation_phase], "samples": samples}))
+    return 0
+
+
+def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """Label scoring vs generation at R=1 and R=10 on the same CoRA prompts, prefix-shared and padded, each phase
+    in a fresh process (RSS peaks never come down within one), started from the same model load."""
+    import subprocess
+
+    print(f"generation: CoRA prompts of {args.limit} ARC-Challenge questions, one fresh process per phase", flush=True)
+    samples = {}
+    for phase in GENERATION_PHASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "phase.json"
+            subprocess.run([sys.executable, "-m", "src.perf", "--generation-phase", phase, "--limit", str(args.limit),
+                            "--out", str(out)], cwd=REPO, check=True)
+            result = json.loads(out.read_text())
+        meter.results[f"generation_{phase}"] = result["phase"]
+        samples[phase] = result["samples"]
+    r = {phase: meter.results[f"generation_{phase}"] for phase in GENERATION_PHASES}
+    ratios["gen_greedy_vs_labels"] = r["greedy"]["seconds"] / r["labels"]["seconds"]
+    ratios["gen_r10_vs_labels"] = r["r10"]["seconds"] / r["labels"]["seconds"]
+    ratios["gen_greedy_vs_labels_cpu"] = r["greedy"]["cpu_s"] / r["labels"]["cpu_s"]
+    ratios["gen_r10_vs_labels_cpu"] = r["r10"]["cpu_s"] / r["labels"]["cpu_s"]
+    ratios["gen_r10_vs_r1_peak_rss"] = r["r10"]["peak_rss_mib"] / r["greedy"]["peak_rss_mib"]
+    ratios["gen_r10_vs_r1_padded_peak_rss"] = r["r10_padded"]["peak_rss_mib"] / r["greedy_padded"]["peak_rss_mib"]
+    ratios["gen_padded_vs_shared_r10_wall"] = r["r10_padded"]["seconds"] / r["r10"]["seconds"]
+    ratios["gen_padded_vs_shared_r10_tokens"] = r["r10_padded"]["forward_tokens"] / r["r10"]["forward_tokens"]
+    ratios["gen_shared_same_samples"] = float(samples["greedy"] == samples["greedy_padded"]
+                                              and samples["r10"] == samples["r10_padded"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.perf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=50, help="ARC-Challenge questions (default 50)")
     parser.add_argument("--compare-limit", type=int, default=5,
                         help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)")
     parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
+    parser.add_argument("--rerun-limit", type=int, default=10,
+                        help="rerun: synthetic questions of the timed `python -m src.run variants=cora` (default 10)")
     parser.add_argument("--resamples", type=int, default=1000, help="intervals: bootstrap resamples (default 1000)")
     parser.add_argument("--naive-resamples", type=int, default=3,
                         help="intervals: resamples the naive path is timed on, then extrapolated (default 3)")
     parser.add_argument("--intervals-records", metavar="PATH",
                         help="intervals: time on this records.parquet (a run's artifact); when absent, the simulated "
                              "MMLU x CoRA table is built and written there for the next run")
+    parser.add_argument("--startup-repeats", type=int, default=3,
+                        help="startup: fresh `python -m src.run model=simulated limit=1` processes timed (default 3)")
+    parser.add_argument("--generation-phase", choices=sorted(GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
+    if args.generation_phase:
+        return generation_phase(args)
     parts = args.only or list(PARTS)
     os.environ.setdefault("MCQ_DATA_DIR", str(REPO.parent / "shared" / "data"))
     os.environ.setdefault("TQDM_DISABLE", "1")
@@ -503,15 +797,15 @@ def main(argv: list[str] | None = None) -> int:
         threads = torch.get_num_threads()
         print(f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
-        if "load" in parts:
-            part_load(meter, model_cfg, ratios)
         with meter.phase("model_load (ours)"):
             shared["backend"] = hf_backend(model_cfg)
         shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
     else:
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
-    for name, fn in (("mainjob", part_mainjob), ("cora", part_cora), ("repetition", part_repetition), ("lmeval", part_lmeval),
-                     ("agreement", part_agreement), ("adaptive", part_adaptive), ("intervals", part_intervals)):
+    for name, fn in (("load", part_load), ("mainjob", part_mainjob), ("cora", part_cora), ("repetition", part_repetition), ("lmeval", part_lmeval),
+                     ("agreement", part_agreement), ("adaptive", part_adaptive), ("dtype", part_dtype),
+                     ("rerun", part_rerun), ("intervals", part_intervals), ("startup", part_startup),
+                     ("generation", part_generation)):
         if name in parts:
             fn(meter, args, ratios, shared)
 

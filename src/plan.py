@@ -51,7 +51,7 @@ def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 
     from . import tracking
     from .metrics.intervals import decompose
     from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed
-    from .records import read_run_records
+    from .records import read_run_records, resolve_run_id
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
@@ -62,6 +62,7 @@ def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 
     db = tracking.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
+    run_ids = [resolve_run_id(run_id, tracking_uri, key="--run") for run_id in run_ids]  # short ids accepted
     records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
     client = MlflowClient(tracking_uri=tracking_uri)
     info = [_run_info(client, run_id) for run_id in run_ids]

@@ -105,18 +105,49 @@ def write_prompts(prompts: dict[str, tuple[str, str | None]], folder: str | Path
     return path
 
 
+SHORT_ID_LENGTH = 8  # the reports print run ids this long; any unique prefix this long or longer names a run
+
+
+def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str:
+    """The full id of the run that `run_id` names: the id itself, or a unique prefix of 8 or more characters (the
+    short ids the reports print). UserError naming `key` when no run, or more than one, matches.
+
+    Every command that takes a run id (compare --diff, plan --run, variants.source_run) goes through here."""
+    import re
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    run_id = str(run_id).strip()
+    try:
+        return client.get_run(run_id).info.run_id
+    except MlflowException:
+        pass
+    if not re.fullmatch(r"[0-9a-f]{%d,32}" % SHORT_ID_LENGTH, run_id):
+        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
+                        f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'",
+                               max_results=3) if experiments else []
+    if len(found) == 1:
+        return found[0].info.run_id
+    if not found:
+        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
+                        f"give the id of a finished run (tracking.uri must point at its store)")
+    raise UserError(f"config key {key}: {run_id!r} is the start of several run ids at {tracking_uri} "
+                    f"({', '.join(r.info.run_id for r in found[:2])}, ...); give more characters")
+
+
 def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
-    """The records table a finished run logged; UserError naming `key` when the run or its records are missing."""
+    """The records table a finished run logged (`run_id` the full id or a unique prefix, `resolve_run_id`);
+    UserError naming `key` when the run or its records are missing."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
     client = MlflowClient(tracking_uri=tracking_uri)
-    try:
-        client.get_run(run_id)
-    except MlflowException:
-        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
-                        f"(tracking.uri must point at its store)") from None
+    run_id = resolve_run_id(run_id, tracking_uri, key=key)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = client.download_artifacts(run_id, RECORDS_FILE, tmp)

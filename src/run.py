@@ -46,10 +46,12 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN:
         try:
-            print(run_job(cfg, out_dir=hydra_cfg.runtime.output_dir).summary())
+            result = run_job(cfg, out_dir=hydra_cfg.runtime.output_dir)
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(err.exit_code)
+        print(result.summary(), flush=True)  # the one JSON line scripts read
+        print(result.closing(level=_level(cfg)), file=sys.stderr)  # for the person: headline, run, where to look
         return
     sweep_job(cfg, hydra_cfg)
 
@@ -84,7 +86,15 @@ def sweep_job(cfg: DictConfig, hydra_cfg) -> None:
     offline = not cfg.tracking.offline and tracking.last_run.get("uri") == f"sqlite:///{cfg.tracking.offline_dir}/mlflow.db"
     write_outcome(out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id,
                   offline=offline)
-    print(result.summary())
+    print(result.summary(), flush=True)
+    # the sweep's summary prints the commands once, for every job (src/sweep_callback.py)
+    print(f"job #{num} {result.closing(level=_level(cfg), commands=False)}", file=sys.stderr)
+
+
+def _level(cfg: DictConfig) -> float | None:
+    """The coverage of the logged intervals (stats.level), None when none are logged (stats.bootstrap=0)."""
+    stats = cfg.get("stats")
+    return float(stats.level) if stats is not None and int(stats.bootstrap) > 0 else None
 
 
 def _terminate(signum, frame):  # SIGTERM (Slurm's scancel, kill): end like Ctrl-C, so runs are marked KILLED

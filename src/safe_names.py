@@ -1,5 +1,8 @@
 """Names that become folder names: experiment, sweep and run names come from a shared tracking store, so none of
-them may climb out of the folder it is joined onto or name a device.
+them may climb out of the folder it is joined onto or name a device. The one rule for a name that becomes a path:
+`src.compare`'s default report folder (`reports/<experiment>`) and its table and plot files. Every other path
+is either a fixed file name under a folder the user chose (`--out`, `--to`, `--offline-dir`, `cache.path`, Hydra's
+output folders) or an MLflow id (tests/test_safe_names.py drives each entry point with hostile names).
 
 >>> folder_name("cora")
 'cora'

@@ -193,6 +193,7 @@ class MlflowSweepCallback(Callback):
         self.expected: int | None = None
         self.tracking_cfg: dict[str, Any] = {}
         self.closed = False  # finish() ran: the parent has its terminal status
+        self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global ACTIVE, EXIT_CODE
@@ -217,6 +218,7 @@ class MlflowSweepCallback(Callback):
         self.sweep_dir = Path(config.hydra.sweep.dir)
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         self.expected = len(composed) or None
+        self.look = (str(config.tracking.uri), str(config.tracking.experiment))
         if not self.enabled:
             return
         try:  # Hydra turns a callback's exception into a warning: the error is stated here, in one line
@@ -332,6 +334,12 @@ class MlflowSweepCallback(Callback):
             folder = offline[0].get("offline_dir") or "mlruns/offline"
             print(f"{len(offline)} job(s) logged to {folder} while the server was down: run python -m src.sync "
                   f"--offline-dir {folder} once it is back", file=sys.stderr)
+        if self.look is not None and counts["finished"] + counts["skipped"]:  # once for the sweep, not per job
+            from .closing import look_commands
+
+            uri = self.parent_uri or self.look[0]  # the parent's store (the offline one when the server was down)
+            for line in look_commands(uri, self.look[1], sweep_id=self.sweep_id):
+                print(line, file=sys.stderr)
         crashed = any(o.get("crashed") for o in outcomes)
         EXIT_CODE = 130 if interrupted else (1 if crashed else 2) if failed else 0
         return EXIT_CODE

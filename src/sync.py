@@ -68,7 +68,9 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
         if done.info.status == run.info.status:  # uploaded whole by a sync that stopped before marking it
             return done.info.run_id
         target.delete_run(done.info.run_id)  # half uploaded: replaced below
-    tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.") or k == "mlflow.runName"}
+    # every tag the run was logged with, MLflow's own (user, source) included, so a synced run carries what an
+    # online run of the same job does; the parent link is re-pointed below
+    tags = {k: v for k, v in run.data.tags.items() if k != "mlflow.parentRunId"}
     parent = run.data.tags.get("mlflow.parentRunId")
     if parent in new_ids:
         tags["mlflow.parentRunId"] = new_ids[parent]

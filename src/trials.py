@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from .backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from .cache import ResponseCache, request_key
+from .progress import job_progress
 from .answer_formats import FORMATS, format_of
 from .questions import Question
 from .records import COLUMNS
@@ -246,11 +246,13 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
         kwargs = dict(params=params, cloze_normalise=cloze_normalise, cache=cache, chunk_size=chunk_size, progress=progress)
         picked = set(generated)
         rest = [i for i in range(len(items)) if i not in picked]
-        found = dict(zip(rest, answer_items(backend, [items[i] for i in rest], scoring=scoring, **kwargs)))
-        found.update(zip(generated, answer_items(backend, [items[i] for i in generated], scoring="generate", **kwargs)))
+        with job_progress(len(items), scoring, enabled=progress):  # both parts count on the job's one bar
+            found = dict(zip(rest, answer_items(backend, [items[i] for i in rest], scoring=scoring, **kwargs)))
+            found.update(zip(generated, answer_items(backend, [items[i] for i in generated], scoring="generate",
+                                                     **kwargs)))
         return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
-    with tqdm(total=len(items), unit="prompt", desc=f"{scoring}", disable=not progress, dynamic_ncols=True) as bar:
+    with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/progress.py)
         for start in range(0, len(items), chunk_size):
             chunk = [it.request for it in items[start:start + chunk_size]]
             answers.extend(_answer_chunk(backend, chunk, scoring=scoring, params=params,

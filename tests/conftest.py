@@ -36,13 +36,21 @@ def pytest_addoption(parser):
     parser.addoption("--run-postgres", action="store_true", default=False,
                      help="run the tests marked postgres (a real PostgreSQL-backed mlflow server, about a minute); "
                           "MCQ_TEST_POSTGRES=1 does the same")
+    parser.addoption("--run-browser", action="store_true", default=False,
+                     help="run the tests marked browser (the MLflow UI in headless Chromium, about 2 minutes); "
+                          "MCQ_TEST_BROWSER=1 does the same")
 
 
 def pytest_collection_modifyitems(config, items):
     run_postgres = config.getoption("--run-postgres") or os.environ.get("MCQ_TEST_POSTGRES") == "1"
     skip_postgres = pytest.mark.skip(reason="PostgreSQL tier, opt-in: add --run-postgres or set MCQ_TEST_POSTGRES=1 "
                                             '(pip install -e ".[server-test]"; .ci/run runs it as its second step)')
+    run_browser = config.getoption("--run-browser") or os.environ.get("MCQ_TEST_BROWSER") == "1"
+    skip_browser = pytest.mark.skip(reason="browser tier, opt-in: add --run-browser or set MCQ_TEST_BROWSER=1 "
+                                           "(apt-get install -y chromium; .ci/run runs it as its third step)")
     for item in items:
+        if not run_browser and item.get_closest_marker("browser"):
+            item.add_marker(skip_browser)
         if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
         if not run_postgres and item.get_closest_marker("postgres"):

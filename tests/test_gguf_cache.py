@@ -9,6 +9,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from src.backends.hf import gguf_cache
 
 from .conftest import REPO
@@ -81,6 +83,7 @@ CONVERT_THEN_HANG = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a subprocess killed with SIGKILL (under a second)
 def test_killed_conversion_leaves_no_temporary_weights_after_a_rerun(tmp_path, monkeypatch):
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path / "cache"))
     gguf = tmp_path / "model.gguf"
@@ -112,8 +115,6 @@ def test_killed_conversion_leaves_no_temporary_weights_after_a_rerun(tmp_path, m
 def test_a_package_assembled_gguf_appears_whole_or_not_at_all(tmp_path, monkeypatch):
     """A package that assembles its GGUF from chunks (gemma3_270m) writes under a temporary name that is renamed
     into place when whole: a failed assembly leaves no file that a later start would trust."""
-    import pytest
-
     from src.backends.hf.loading import _package_weights
     from src.errors import UserError
 

@@ -202,3 +202,98 @@ def test_fetch_writes_the_hub_layout_that_data_dir_then_reads(offline_env, tmp_p
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     questions = load_benchmark("winogrande", path=None, data_dir=str(out))
     assert [(q.id, q.options, q.answer) for q in questions] == [(f"winogrande/{i}", ("Ann", "Bo"), 0) for i in range(3)]
+
+
+FETCH_THEN_HANG = """
+import sys, time
+from src import data
+from src.benchmarks import hub
+
+class HalfWritten:  # the download's rows, killed halfway through writing the parquet file
+    def __len__(self):
+        return 1
+    def to_parquet(self, path):
+        with open(path, "wb") as handle:
+            handle.write(b"PAR1 half-written rows")
+        print(path, flush=True)
+        time.sleep(120)
+
+hub.load_hub_dataset = lambda *a, **k: HalfWritten()
+data.fetch(["winogrande"], to=sys.argv[1])
+"""
+
+
+@pytest.mark.slow  # a subprocess killed with SIGKILL
+def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_temp(offline_env, tmp_path,
+                                                                                     monkeypatch):
+    """`fetch` killed (SIGKILL) while writing: no parquet file a run would read, only a temporary named after the
+    dead process, which the next fetch removes (the owner rule of src/owners.py) before writing the whole file."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import datasets
+
+    from src import owners
+    from src.data import fetch
+
+    from .conftest import REPO
+
+    out = tmp_path / "fetched"
+    folder = out / "hub" / "allenai" / "winogrande" / "winogrande_xl"
+    proc = subprocess.Popen([sys.executable, "-c", FETCH_THEN_HANG, str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        tmp = Path(proc.stdout.readline().strip())  # the fetch is writing its temporary file
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert tmp.parent == folder and tmp.is_file() and f"-{proc.pid}-" in tmp.name
+    assert sorted(folder.glob("validation-*.parquet")) == [], "nothing half-written looks like a whole file"
+    assert hub.snapshot_files(hub.HUB["winogrande"], "winogrande_xl", "validation", out) == []
+
+    rows = [{"sentence": "Ann beat Bo so _ won.", "option1": "Ann", "option2": "Bo", "answer": "1"}]
+    monkeypatch.setattr(hub, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
+    fetch(["winogrande"], to=str(out))  # the rerun
+    assert sorted(p.name for p in folder.iterdir()) == ["validation-00000-of-00001.parquet"], "no temporary remains"
+    assert not any(owners.TEMP_NAME.match(p.name) for p in out.rglob("*"))
+    assert hub._read_parquet(hub.snapshot_files(hub.HUB["winogrande"], "winogrande_xl", "validation", out)) == rows
+    assert os.path.getsize(folder / "validation-00000-of-00001.parquet") > len(b"PAR1 half-written rows")
+
+
+def test_a_failed_fetch_write_leaves_neither_file_nor_temporary(tmp_path):
+    import os
+
+    from src.data import write_whole
+
+    target = tmp_path / "hub" / "x" / "test-00000-of-00001.parquet"
+
+    def fails(tmp):
+        tmp.write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_whole(target, fails)
+    assert list(target.parent.iterdir()) == []
+    theirs = target.parent / ".notes.tmp-backup"  # a user's file that only looks like an ownerless temporary
+    theirs.write_text("keep")
+    os.utime(theirs, (0, 0))
+    write_whole(target, lambda tmp: tmp.write_bytes(b"whole"))
+    assert sorted(p.name for p in target.parent.iterdir()) == [theirs.name, target.name]
+    assert target.read_bytes() == b"whole" and theirs.read_text() == "keep"
+
+
+def test_an_interrupted_datasets_build_is_not_listed_as_cached(tmp_path, monkeypatch):
+    """`datasets` builds into `<hash>.incomplete/` and renames it when whole: a killed build is not a cached copy."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path))
+    source = hub.HUB["winogrande"]
+    build = tmp_path / "allenai___winogrande" / "winogrande_xl" / "0.0.0" / "abc123"
+    half = build.with_name("abc123.incomplete")
+    half.mkdir(parents=True)
+    (half / "dataset_info.json").write_text("{}")
+    assert not hub.in_datasets_cache(source)
+    build.mkdir()
+    (build / "dataset_info.json").write_text("{}")
+    assert hub.in_datasets_cache(source)

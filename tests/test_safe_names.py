@@ -92,3 +92,66 @@ def test_a_failed_swap_leaves_the_previous_report_in_place(tmp_path, monkeypatch
         write(report(tmp_path), mine, header=["h"], title="second")
     assert (mine / "report.html").read_text() == before
     assert sorted(p.name for p in mine.parent.iterdir()) == ["exp"], "no temporary folder is left beside it"
+
+
+@pytest.mark.slow  # a job, an ingest, a sync and a comparison report per name, in-process
+def test_hostile_experiment_names_change_nothing_outside_the_output_folder(tmp_path, monkeypatch, empty_mlflow_db):
+    """Every entry point where a name from the config or the store becomes part of a path, driven with names aimed
+    at the folders around the work folder (`..`, an absolute path, `~` with HOME beside it, NUL, unicode, very
+    long): a job logged under that experiment (online and offline), `src.sync` of the offline run, `src.ingest` of
+    exported prompts under that run name, and `src.compare --experiment NAME` with its default report folder.
+    Nothing outside `work/` is created, changed or removed; inside it, only the stores, outputs and reports/."""
+    import json
+    import shutil
+
+    from omegaconf import open_dict
+
+    from src.compare.__main__ import main as compare_main
+    from src.config_schema import compose_job
+    from src.export import export
+    from src.ingest.__main__ import main as ingest_main
+    from src.job import run_job
+    from src.sync import sync
+
+    from .conftest import DATA_DIR
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    for decoy in (tmp_path / "x" / "tables", home / "reports", tmp_path / "reports"):
+        decoy.mkdir(parents=True)
+        (decoy / "precious.csv").write_text("keep")
+    (work / "mlruns").mkdir(parents=True)
+    shutil.copyfile(empty_mlflow_db, work / "mlruns" / "mlflow.db")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    uri = "sqlite:///mlruns/mlflow.db"
+    names = ["../x", f"{tmp_path}/x", "~/reports", "a\x00b/../..ünï", "x" * 300]
+    outside = lambda files: {k: v for k, v in files.items() if k != "work" and not k.startswith("work/")}  # noqa: E731
+    before = snapshot(tmp_path)
+
+    for num, name in enumerate(names):
+        cfg = compose_job(["model=simulated", "limit=2", f"data_dir={DATA_DIR}", "cache.path=cache.db",
+                           f"tracking.uri={uri}", "tracking.offline_dir=mlruns/offline"])
+        with open_dict(cfg):
+            cfg.tracking.experiment = name
+        run_job(cfg, out_dir=work / "out" / str(num))
+        cfg.tracking.offline = True
+        cfg.resume = False
+        run_job(cfg, out_dir=work / "out" / f"{num}-offline")
+        sync(Path("mlruns/offline"))
+        exported = work / "out" / f"{num}-export"
+        export(cfg, exported)
+        answers = work / "out" / f"{num}-answers.jsonl"
+        rows = [json.loads(line) for line in (exported / "prompts.jsonl").read_text().splitlines()]
+        choice = {"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"}
+        answers.write_text("".join(json.dumps({"custom_id": r["custom_id"], "response": {
+            "status_code": 200, "body": {"choices": [choice]}}}) + "\n" for r in rows))
+        assert ingest_main(["--format", "generic", "--path", str(exported / "prompts.jsonl"), "--answers", str(answers),
+                            "--tracking-uri", uri, "--experiment", name, "--run-name", name]) == 0
+        assert compare_main(["--experiment", name, "--tracking-uri", uri, "--no-paired"]) == 0
+        assert (work / "reports" / folder_name(name) / "report.html").is_file()
+        assert outside(snapshot(tmp_path)) == outside(before), f"experiment name {name!r} reached outside work/"
+
+    assert sorted(p.name for p in (work / "reports").iterdir()) == sorted(folder_name(n) for n in names)
+    assert {p.name for p in work.iterdir()} <= {"mlruns", "out", "reports", "cache.db", "cache.db-wal", "cache.db-shm"}
+    assert (tmp_path / "x" / "tables" / "precious.csv").read_text() == "keep"

@@ -25,12 +25,11 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from tqdm.auto import tqdm
-
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import chat_messages, completion, continuation_text, option_scores, text_label_keys
 from src.errors import UserError
+from src.progress import step_bar
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +127,8 @@ class OpenAIBackend:
         raise AssertionError("unreachable")
 
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], what: str) -> list[Any]:
-        off = {"disable": True} if not self.progress else {}
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool, \
-                tqdm(total=len(requests), unit="prompt", desc=f"{self.name} {what}", dynamic_ncols=True, **off) as bar:
+                step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar:  # src/progress.py
             futures = [pool.submit(fn, r) for r in requests]
             out = []
             for future in futures:

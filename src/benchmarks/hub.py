@@ -541,11 +541,14 @@ def local_digest(files: list[Path], root: str | Path) -> str:
 
 
 def in_datasets_cache(source: HubSource) -> bool:
-    """Whether the `datasets` cache holds a prepared copy of the repo (its `<owner>___<name>` folder)."""
+    """Whether the `datasets` cache holds a prepared copy of the repo: `<owner>___<name>/<config>/<version>/<hash>/`
+    with its `dataset_info.json`. A build killed halfway leaves `<hash>.incomplete/` (and `huggingface_hub` an
+    `.incomplete` download), which `datasets` reuses on the next load and which is not a copy."""
     cache = os.environ.get("HF_DATASETS_CACHE") or os.path.join(
         os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"),
         "datasets")
     owner, _, repo = source.repo.partition("/")
     # the folder name datasets' CachedDatasetModuleFactory looks for (datasets.naming.camelcase_to_snakecase)
     snake = re.sub(r"([a-z\d])([A-Z])", r"\1_\2", re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", repo)).lower()
-    return (Path(cache).expanduser() / f"{owner}___{snake}").is_dir()
+    folder = Path(cache).expanduser() / f"{owner}___{snake}"
+    return any(not info.parent.name.endswith(".incomplete") for info in folder.glob("*/*/*/dataset_info.json"))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..safe_names import folder_name
-from .load import DEFAULT_URI, as_list, load_runs
-from .report import build_sections, diff_section, header_lines, log_comparison, write
+from .load import DEFAULT_URI, add_chance, as_list, load_runs
+from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -25,7 +25,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", action="append", help="keep these models (repeat or comma-separate)")
     parser.add_argument("--variants", action="append", help="keep these variant sets (repeat or comma-separate)")
     parser.add_argument("--diff", nargs=2, metavar=("RUN_A", "RUN_B"),
-                        help="add the per-question disagreements between two runs (read from their records)")
+                        help="add the per-question disagreements between two runs (read from their records); "
+                             "a run id or its first 8 or more characters, as the report prints them")
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
     parser.add_argument("--out", type=Path, help="report folder (default reports/<experiment>)")
     parser.add_argument("--no-mlflow", action="store_true", help="write the report only; log no comparison run")
@@ -34,8 +35,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(default: each run's own rule, tag sure_rule; runs under different rules get "
                              "separate repetition tables)")
     parser.add_argument("--no-paired", action="store_true",
-                        help="leave out the paired differences and questions-needed tables (they read every run's "
-                             "records)")
+                        help="leave out what reads every run's records: the paired differences and "
+                             "questions-needed tables, the papers' spreads and the questions the models answer "
+                             "differently (the chance levels still read each run's records once)")
     parser.add_argument("--pair-intersection", action="store_true",
                         help="pair runs that asked different questions on the questions they share (default: refuse)")
     parser.add_argument("--delta", type=float, default=0.02,
@@ -58,6 +60,10 @@ def compare(args: argparse.Namespace) -> dict:
     filters = {"benchmark": ", ".join(as_list(args.benchmark)), "model": ", ".join(as_list(args.model)),
                "variants": ", ".join(as_list(args.variants))}
     runs, sections = None, []
+    if args.diff:
+        from ..records import resolve_run_id
+
+        args.diff = [resolve_run_id(run_id, args.tracking_uri, key="--diff") for run_id in args.diff]
     if args.experiment or args.sweep_id:
         runs = load_runs(tracking_uri=args.tracking_uri, experiment=args.experiment, sweep_id=args.sweep_id,
                          benchmarks=args.benchmark, models=args.model, variants=args.variants)
@@ -66,13 +72,14 @@ def compare(args: argparse.Namespace) -> dict:
             from .sure_rule import apply_sure_rule
 
             rule_notes = apply_sure_rule(runs, args.sure_rule)
+        rule_notes += add_chance(runs)
         from ..plan import check_power_args
 
         check_power_args(args.delta, args.alpha, args.power)
         sections = build_sections(runs, paired=not args.no_paired,
                                   paired_options={"intersect": args.pair_intersection, "delta": args.delta,
                                                   "alpha": args.alpha, "power": args.power})
-        sections[0].notes += rule_notes
+        next(s for s in sections if s.title == RUNS_TITLE).notes += rule_notes
     if args.diff:
         sections.append(diff_section(args.tracking_uri, *args.diff))
     name = args.experiment or (f"sweep-{args.sweep_id}" if args.sweep_id else f"diff-{args.diff[0][:8]}-{args.diff[1][:8]}")

@@ -34,9 +34,68 @@ class Runs:
     sweep_id: str | None = None
     skipped: list[str] = field(default_factory=list)  # one line per run left out, and why
 
+    _records: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _prompts: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
     @property
     def metric_columns(self) -> list[str]:
         return [c for c in self.table.columns if c not in ID_COLUMNS]
+
+    def records(self, run_id: str, *, key: str = "--experiment") -> pd.DataFrame:
+        """A run's records table, read from MLflow once (UserError naming `key` when it has none)."""
+        from ..records import read_run_records
+
+        if run_id not in self._records:
+            self._records[run_id] = read_run_records(run_id, self.tracking_uri, key=key)
+        return self._records[run_id]
+
+    def prompts(self, run_id: str) -> pd.DataFrame:
+        """A run's prompts table (`read_prompts`), read once."""
+        if run_id not in self._prompts:
+            self._prompts[run_id] = read_prompts(run_id, self.tracking_uri)
+        return self._prompts[run_id]
+
+
+def read_prompts(run_id: str, tracking_uri: str) -> pd.DataFrame:
+    """A run's `prompts.parquet` (prompt_hash, prompt, model_input); empty for runs logged without one."""
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from ..records import PROMPTS_FILE
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, PROMPTS_FILE, tmp)
+            return pd.read_parquet(path)
+        except (MlflowException, OSError):
+            return pd.DataFrame(columns=["prompt_hash", "prompt", "model_input"])
+
+
+CHANCE_COLUMNS = ("chance", "chance_variants")  # src/metrics/chance.py, per run
+
+
+def add_chance(runs: Runs) -> list[str]:
+    """Fill each run's chance levels (`chance`, `chance_variants`) from its records where it logged none; returns
+    one note per run whose records could not be read (its chance cells stay empty)."""
+    from ..metrics.chance import chance_levels
+
+    table, notes = runs.table, []
+    for column in CHANCE_COLUMNS:
+        if column not in table.columns:
+            table[column] = math.nan
+    for index, row in table.iterrows():
+        if not math.isnan(row["chance"]):
+            continue
+        try:
+            levels = chance_levels(runs.records(row["run_id"]))
+        except UserError as err:
+            notes.append(f"chance level of run {row['run_id'][:8]}: not known ({err})")
+            continue
+        for column in CHANCE_COLUMNS:
+            table.at[index, column] = levels.get(column, math.nan)
+    return notes
 
 
 def metric_name(mlflow_name: str) -> str:
@@ -141,13 +200,8 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """"model / benchmark / variants / T=..." of a run, for headings."""
-    from mlflow.exceptions import MlflowException
+    """"model / benchmark / variants / T=..." of a run (its full id, `src.records.resolve_run_id`), for headings."""
     from mlflow.tracking import MlflowClient
 
-    try:
-        tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
-    except MlflowException:
-        raise UserError(f"--diff: no MLflow run {run_id!r} at {tracking_uri}; give two run ids "
-                        f"(MLflow UI, or the run_id a job prints)") from None
+    tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
     return f"{tags.get('model')} / {tags.get('benchmark')} / {tags.get('variants')} / T={tags.get('temperature')}"

@@ -19,7 +19,8 @@ from ..errors import UserError
 from ..metrics.paired import (PairedDifference, holm, paired_differences, per_question_sd, question_mismatch,
                               questions_needed)
 from .load import Runs
-from .tables import Built, Table, condition_groups, fmt, latest, slug
+from .tables import (CORA_FAMILY_PREFIXES, ONE_VARIANT_SETS, Built, Table, chance_of, condition_groups, fmt, latest,
+                     slug, spread_text)
 
 SD_FLOOR = 1e-12  # a per-question sd at or below this: the metric did not vary, no n can be estimated
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
@@ -66,19 +67,15 @@ class PairedStudy:
 
 
 class _Records:
-    """Each run's decomposition, read once (records from MLflow, then `intervals.decompose`)."""
+    """Each run's decomposition, made once (records read once per report by `Runs.records`, then
+    `intervals.decompose`)."""
 
-    def __init__(self, tracking_uri: str):
-        self.tracking_uri = tracking_uri
+    def __init__(self, runs: Runs):
+        self.runs = runs
         self.cache: dict[tuple[str, frozenset | None], object] = {}
-        self.frames: dict[str, pd.DataFrame] = {}
 
     def records(self, run_id: str) -> pd.DataFrame:
-        from ..records import read_run_records
-
-        if run_id not in self.frames:
-            self.frames[run_id] = read_run_records(run_id, self.tracking_uri, key="--no-paired")
-        return self.frames[run_id]
+        return self.runs.records(run_id, key="--no-paired")
 
     def decomposition(self, row, keep: frozenset | None = None):
         from ..metrics.intervals import decompose
@@ -109,7 +106,7 @@ def paired_study(runs: Runs, *, intersect: bool = False, delta: float = DEFAULTS
     if db is not None and not db.is_file():
         study.differences.notes.append(f"paired differences: no MLflow store at {db} to read the runs' records from")
         return study
-    store = _Records(runs.tracking_uri)
+    store = _Records(runs)
     for benchmark, label, rows, _ in condition_groups(frame, axes=("model",)):
         rows = latest(rows, ["model"]).sort_values("model")
         title = benchmark + (f" ({label})" if label else "")
@@ -154,13 +151,16 @@ def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str
             rule_dependent = {"rws", "st"}
             study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} use different "
                                            "SURE rules: RWS and S/T not compared (--sure-rule recomputes both)")
+        if a.get("variants") in ONE_VARIANT_SETS or b.get("variants") in ONE_VARIANT_SETS:
+            rule_dependent |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
         names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in rule_dependent]
         results = paired_differences(dec_a, dec_b, names, n_resamples=n_resamples, seed=seed)
         study.results[(a["run_id"], b["run_id"])] = results
         for metric, r in results.items():
             records.append({"model_a": a["model"], "model_b": b["model"], "run_a": a["run_id"], "run_b": b["run_id"],
                             "metric": metric, "a": r.a, "b": r.b, "difference": r.difference, "lo": r.lo, "hi": r.hi,
-                            "p": r.p, "n_questions": r.n_questions})
+                            "p": r.p, "n_questions": r.n_questions,
+                            "chance": spread_text([chance_of(a, metric), chance_of(b, metric)])})
             if r.sd is not None:
                 power_rows.append(_power_row(f"{a['model']} − {b['model']} (paired)", metric, len(dec_a.question_ids),
                                              r.sd, delta, alpha, power))
@@ -171,6 +171,8 @@ def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str
             study.power.notes.append(f"questions needed, {title}: {_label(row)} skipped ({err})")
             continue
         for metric, sd in per_question_sd(decomposition, n_resamples=n_resamples, seed=seed).items():
+            if row.get("variants") in ONE_VARIANT_SETS and metric.startswith(CORA_FAMILY_PREFIXES):
+                continue
             power_rows.append(_power_row(row["model"], metric, len(decomposition.question_ids), sd, delta, alpha,
                                          power))
     if records:
@@ -184,13 +186,15 @@ def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str
             "A − B [95%]": [difference_cell(r) for r in _results(data)],
             "p": [_p(p) for p in _nones(data["p"])], "p (Holm)": [_p(p) for p in _nones(data["p_holm"])],
             "significant": ["*" if s else "" for s in data["significant"]],
+            "chance": data["chance"].to_numpy(),
         }, index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"))
         study.differences.tables.append(Table(
             title=title, data=data, text=text, name=f"paired_{name}",
             caption=f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of models on the same questions; difference "
                     f"with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the questions, the "
                     f"same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
-                    f"differences of this table; * = p (Holm) < {alpha:g}"))
+                    f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
+                    "guesser (src/metrics/chance.py) where the metric is an accuracy"))
         for _, r in data.iterrows():
             study.lines.append(f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
                                f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
@@ -208,7 +212,8 @@ def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str
             caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
                     f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
                     "deviation (sqrt(n) x bootstrap standard error); a model alone: a shift of its own metric, a "
-                    "pair: the paired difference on the same questions"))
+                    "pair: the paired difference on the same questions (counts of questions: no chance level "
+                    "applies)"))
 
 
 def _power_row(who: str, metric: str, n: int, sd: float, delta: float, alpha: float, power: float) -> dict:

@@ -21,6 +21,35 @@ QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the rep
     (0.02, 0.02, "USELESS", "left", "bottom"),
 )
 SHARE_COLOURS = {"sure_right": "#1a7f37", "unsure_right": "#8fd19e", "unsure_wrong": "#f4a3a3", "sure_wrong": "#b42318"}
+INVALID_STYLE = {"color": "#d9d9d9", "hatch": "///", "edgecolor": "#555555"}  # INVALID never looks like wrong
+CHANCE_STYLE = {"color": "black", "ls": "--", "lw": 1.0, "alpha": 0.7}  # the chance level on every plot
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+LINE_STYLES = ("-", "-.", ":", (0, (3, 1, 1, 1, 1, 1)))  # no plain dashes: they mark the chance level
+
+
+def series_style(i: int, *, line: bool = True) -> dict:
+    """Colour, marker and line style of the i-th model of a plot: no two of the first 20 look alike, and lines
+    that lie on top of each other stay apart by their markers."""
+    style = {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)]}
+    if line:
+        style["ls"] = LINE_STYLES[(i + i // len(MARKERS)) % len(LINE_STYLES)]
+    return style
+
+
+def chance_line(ax, value: float, label: str = "chance") -> bool:
+    """A dashed horizontal line at the chance level (and a legend entry); False when the level is unknown."""
+    if value is None or value != value:
+        return False
+    ax.axhline(value, label=f"{label} ({value:.3f})", zorder=1.5, **CHANCE_STYLE)
+    return True
+
+
+def _mean_chance(rows: pd.DataFrame, column: str = "chance") -> float:
+    return float(rows[column].mean()) if column in rows.columns and rows[column].notna().any() else float("nan")
+
+
+CHANCE_CAPTION = ("dashed black line: chance, the accuracy of a uniform guesser on these questions "
+                  "(src/metrics/chance.py)")
 MAX_MARKER_AREA = 600.0  # points^2 of a marker at acc_mean = 1
 
 
@@ -71,20 +100,22 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
         fig = _figure()
         ax = fig.add_subplot()
-        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-        ax.axvline(0.5, color="grey", lw=0.8, ls="--")
+        ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+        ax.axvline(0.5, color="grey", lw=0.8, ls=":")
+        chance_shown = chance_line(ax, _mean_chance(rows), "chance: a guesser's RWS")
         for x, y, text, ha, va in QUADRANTS:
             ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold",
                     zorder=1)
         undefined, with_bars = [], []
         for i, (model, path) in enumerate(rows.groupby("model", sort=True)):
             path = path.sort_values("temperature")
-            colour = f"C{i % 10}"
+            style = series_style(i)
+            colour = style["color"]
             defined = path[has(path, "rws")]
             undefined += [f"{model} T={t:g}" for t in path.loc[~has(path, "rws"), "temperature"]]
             if defined.empty:
                 continue
-            ax.plot(defined["st"], defined["rws"], "-", color=colour, lw=1.2, alpha=0.8, zorder=2)
+            ax.plot(defined["st"], defined["rws"], color=colour, ls=style["ls"], lw=1.2, alpha=0.8, zorder=2)
             for _, r in defined.iterrows():  # the intervals each run logged: S/T across, RWS up and down
                 x_ci, y_ci = bounds(r, "st"), bounds(r, "rws")
                 if x_ci or y_ci:
@@ -92,7 +123,8 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
                                 fmt="none", ecolor=colour, elinewidth=1.0, capsize=3, alpha=0.8, zorder=2)
                     with_bars.append(True)
             ax.scatter(defined["st"], defined["rws"], s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
-                       color=colour, alpha=0.5, edgecolors=colour, label=model, zorder=3, clip_on=False)
+                       color=colour, marker=style["marker"], alpha=0.5, edgecolors=colour, label=model, zorder=3,
+                       clip_on=False)
             for _, r in defined.iterrows():
                 ax.annotate(f"T={r['temperature']:g}", (r["st"], r["rws"]), textcoords="offset points", xytext=(6, 6),
                             fontsize=8, color=colour)
@@ -102,7 +134,10 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             legend = ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, markerscale=0.4,
                                title="model (area ∝ acc mean)", title_fontsize=8)
             legend.get_frame().set_linewidth(0.5)
-        caption = "path = one model across temperatures; marker area ∝ mean accuracy over the repetitions"
+        caption = ("path = one model across temperatures; marker area ∝ mean accuracy over the repetitions; dotted: "
+                   "the quadrant lines at 0.5")
+        if chance_shown:
+            caption += "; " + CHANCE_CAPTION + ": the RWS of a model that guesses"
         if with_bars:
             caption += "; error bars: the 95% intervals of S/T and RWS the runs logged"
         if undefined:
@@ -126,15 +161,24 @@ def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
         bottom = pd.Series(0.0, index=rows.index)
         for name, metric in REPETITION_SHARES:
             values = rows[metric].fillna(0.0) if metric in rows.columns else pd.Series(0.0, index=rows.index)
-            ax.bar(positions, values, bottom=bottom, color=SHARE_COLOURS[metric], label=name, width=0.7)
+            ax.bar(positions, values, bottom=bottom, color=SHARE_COLOURS[metric], label=name, width=0.6)
             bottom += values
+        invalid = rows["invalid_rate"] if "invalid_rate" in rows.columns else None
+        if invalid is not None and invalid.notna().any():  # beside each bar: INVALID is not one of the wrong shares
+            ax.bar([p + 0.4 for p in positions], invalid.fillna(0.0), width=0.18, label="INVALID (share of trials)",
+                   **INVALID_STYLE)
+        chance_shown = chance_line(ax, _mean_chance(rows), "chance accuracy")
         ax.set_xticks(list(positions), [f"{m}\nT={t:g}" for m, t in zip(rows["model"], rows["temperature"])],
                       fontsize=7, rotation=30, ha="right")
         ax.set(ylim=(0, 1), ylabel="share of questions",
                title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""))
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+        caption = ("stacked: shares of questions; SURE right + UNSURE right is the share a model gets right"
+                   + ("; hatched grey bar: the share of trials answered INVALID (unparsed; counted in the wrong "
+                      "shares)" if invalid is not None and invalid.notna().any() else "")
+                   + ("; " + CHANCE_CAPTION if chance_shown else ""))
         plots.append(Plot(title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
-                          name=slug("sure_unsure", benchmark, label), png=_png(fig)))
+                          name=slug("sure_unsure", benchmark, label), png=_png(fig), caption=caption))
     return plots, []
 
 
@@ -168,7 +212,10 @@ def bmca_band(row) -> tuple[list[float], list[float], list[float]] | None:
 def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition), with the
     Wilson band of each curve where the run logged BMCA(1.0)'s interval (`bmca_band`)."""
+    from .tables import ONE_VARIANT_SETS
+
     plots = []
+    runs = runs[~runs["variants"].isin(ONE_VARIANT_SETS)]  # one variant per question: BMCA(c) = MCQA at every c
     rows_with = _rows_with_any(runs, bmca_levels(runs.columns))
     if rows_with.empty:
         return plots, ["BMCA(c) curves: no run logged bmca_<c> (needs variants=cora or cora_same_size)"]
@@ -183,15 +230,18 @@ def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
         for i, ((_, r), label) in enumerate(sorted(zip(rows.iterrows(), labels), key=lambda item: item[1])):
             xs = [float(c[5:]) for c in levels if pd.notna(r.get(c))]
             ys = [r[c] for c in levels if pd.notna(r.get(c))]
-            ax.plot(xs, ys, "o-", label=label, ms=4, color=f"C{i % 10}")
+            ax.plot(xs, ys, label=label, ms=4, **series_style(i))
             band = bmca_band(r)
             if band is not None:
                 ax.fill_between(band[0], band[1], band[2], color=f"C{i % 10}", alpha=0.15, lw=0)
                 banded += 1
+        chance_shown = chance_line(ax, _mean_chance(rows, "chance_variants"), "chance accuracy over the variants")
         ax.set(xlabel="consistency level c", ylabel="BMCA(c): share of questions with RC ≥ c", ylim=(-0.02, 1.02),
                title=f"BMCA(c): {benchmark}")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         caption = "the higher and flatter, the more of a model's answers survive every variant"
+        if chance_shown:
+            caption += "; " + CHANCE_CAPTION + ", over every variant (MCQA+'s chance)"
         if banded:
             caption += ("; bands: Wilson 95% interval of each BMCA(c) over the run's questions (the interval it "
                         "logged for BMCA(1.0))")
@@ -214,20 +264,28 @@ def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
         ax = fig.add_subplot()
         for i, ((_, r), label) in enumerate(sorted(zip(rows.iterrows(), labels), key=lambda item: item[1])):
             levels = [n for n in option_levels(rows.columns) if pd.notna(r.get(f"acc@{n}"))]
-            colour = f"C{i % 10}"
-            ax.plot(levels, [r[f"acc@{n}"] for n in levels], "o-", color=colour, label=f"{label}: Acc")
+            style = series_style(i, line=False)
+            colour = style["color"]
+            ax.plot(levels, [r[f"acc@{n}"] for n in levels], ls="-", label=f"{label}: Acc", **style)
             _option_bars(ax, r, "acc", levels, colour)
             hard = [n for n in levels if pd.notna(r.get(f"acc_h@{n}"))]
             if hard:
-                ax.plot(hard, [r[f"acc_h@{n}"] for n in hard], "s--", color=colour, alpha=0.7, label=f"{label}: Acc-H")
+                ax.plot(hard, [r[f"acc_h@{n}"] for n in hard], ls=":", alpha=0.7, label=f"{label}: Acc-H", mfc="none",
+                        **style)
                 _option_bars(ax, r, "acc_h", hard, colour)
+        from ..metrics.chance import option_count_chance
+
+        shown = option_levels(rows.columns)
+        if shown:
+            ax.plot(shown, [option_count_chance(n) for n in shown], label="chance (1/n)", **CHANCE_STYLE)
         ax.set(xlabel="number of options shown", ylabel="accuracy", ylim=(-0.02, 1.02),
                title=f"Accuracy vs number of options: {benchmark}")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         plots.append(Plot(title=f"Accuracy vs number of options: {benchmark}", name=slug("options", benchmark),
                           png=_png(fig), caption="Acc on the reference order (solid), Acc-H = right on every order "
-                                                 "(dashed); error bars: the 95% intervals the runs logged"))
+                                                 "(dotted, open markers); error bars: the 95% intervals the runs "
+                                                 "logged; dashed black line: chance, 1/n with n options"))
     return plots, notes
 
 

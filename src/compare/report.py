@@ -20,12 +20,13 @@ from . import plots, tables
 from ..errors import UserError
 from ..records import read_run_records
 from ..safe_names import folder_name
-from .load import Runs, run_label
+from .load import Runs, read_prompts, run_label
 from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
+RUNS_TITLE = "Runs"  # the section that holds the report-wide notes
 OVERVIEW_COLUMNS = ("model", "benchmark", "variants", "temperature", "fewshot", "scoring", "repetitions", "n_questions",
-                    "accuracy", "invalid_rate")
+                    "accuracy", "invalid_rate", "chance")
 
 
 @dataclass
@@ -53,7 +54,7 @@ def overview(runs: Runs) -> Section:
     columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns]
     data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
     text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
-    section = Section("Runs", intro=f"{len(frame)} finished job runs; every table below is computed from their "
+    section = Section(RUNS_TITLE, intro=f"{len(frame)} finished job runs; every table below is computed from their "
                                     "logged metrics (names as METRICS.md).")
     section.tables.append(Table(title="runs compared", data=frame, text=text, name="runs",
                                 caption="runs.csv holds every logged metric of every run"))
@@ -84,9 +85,12 @@ def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
 
 
 def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | None = None) -> list[Section]:
-    """The report's sections. With `paired` (the default), the runs' records are read to add the paired
-    differences of every pair of models and the questions-needed tables (`src.compare.paired`); `paired_options`
-    go to `paired.paired_study` (intersect, delta, alpha, power, n_resamples, seed)."""
+    """The report's sections: the runs (opening with the definitions of the accuracy-like numbers shown), then one
+    section per study the runs hold (a study not run gets no section, only a note under the runs). With `paired` (the
+    default), the runs' records are read to add the paired differences of every pair of models and the
+    questions-needed tables (`src.compare.paired`), the spreads the papers report (`spreads`) and the questions
+    the models answer differently (`questions`); `paired_options` go to `paired.paired_study` (intersect,
+    delta, alpha, power, n_resamples, seed)."""
     from .paired import paired_study
 
     frame = runs.table
@@ -112,6 +116,27 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
         .add(tables.revas_tables(frame)).add_plots(plots.options_plots(frame)),
     ]
     if study is not None:
+        from .questions import model_disagreements, run_variant_disagreements
+        from .spreads import paper_spreads
+
+        sections += [
+            Section("Spreads the papers report, beside the intervals",
+                    intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
+                          "this tool logs: the papers' spreads move the variants, repetitions or permutations drawn; "
+                          "the intervals move the questions sampled.")
+            .add(paper_spreads(runs)),
+            Section("Questions the models answer differently",
+                    intro="Per benchmark and condition, every question on which the models' answers to the "
+                          "reference order differ: the prompt as shown (question and labelled options), each "
+                          "model's output, the label parsed from it and whether it is right.")
+            .add(model_disagreements(runs)),
+            Section("Questions a model answers differently across variants",
+                    intro="Per run of a set with several orders or option lists per question: every question whose "
+                          "variants got answers that pick different options (repetition 0), each variant with its "
+                          "prompt as shown, output and parse; the page shows the first questions, "
+                          "tables/variant_disagreements_*.csv every one.")
+            .add(run_variant_disagreements(runs)),
+        ]
         sections += [
             Section("Paired differences between models",
                     intro="Per benchmark and condition, every pair of models on the same questions: the difference "
@@ -126,14 +151,94 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
             .add(study.power),
         ]
         sections[0].paired_lines = study.lines
+    sections = present_studies(sections)
+    sections[0].tables.insert(0, definitions_table(sections))  # at the top of the page, before any number
     return sections
+
+
+def present_studies(sections: list[Section]) -> list[Section]:
+    """The runs section, then only the sections with a table or a plot; the notes of the others (why there was
+    nothing to show) go under the runs, after one line naming the studies not in these runs."""
+    runs, rest = sections[0], sections[1:]
+    kept = [s for s in rest if s.tables or s.plots]
+    left = [s for s in rest if not (s.tables or s.plots)]
+    if left:
+        runs.notes.append("not in these runs (no section): " + "; ".join(s.title for s in left))
+        runs.notes += [note for s in left for note in s.notes]
+    return [runs, *kept]
+
+
+# Each accuracy-like column or row label a table may show, defined once (words from docs/metrics.md)
+DEFINITIONS = (
+    (("accuracy",), "share of all trials answered right (every variant and repetition), INVALID counted wrong"),
+    (("MCQA", "mcqa", "Acc (original order)"), "accuracy on the original order of the options (repetition 0), "
+                                               "each question once"),
+    (("MCQA+", "mcqa_plus"), "accuracy over every variant of the divergent set, each question weighted once "
+                             "(CoRA paper)"),
+    (("MV", "mv"), "share of questions right by majority vote over their variants"),
+    (("BMCA(c)",), "share of questions right on at least a share c of their variants; BMCA(1.0): right on every one"),
+    (("CI", "ci"), "consistency index, 1 − (MCQA − BMCA(1.0)): 1 when every question right on the original order is "
+                    "right on all its variants"),
+    (("CoRA", "cora"), "consistency-rebalanced accuracy, MCQA × CI (CoRA paper)"),
+    (("acc mean", "acc_mean"), "mean of the R per-repetition accuracies, each over the trials of that repetition "
+                               "(repetition paper)"),
+    (("acc std", "acc stdev", "acc_std"), "sample standard deviation (ddof = 1) of the R per-repetition "
+                                          "accuracies (repetition paper's accuracy stdev)"),
+    (("SURE right", "RWS | S/T", "RWS", "S/T", "rws", "st"),
+     "SURE/UNSURE: a question is SURE when its most frequent answer reaches p* of R repetitions; RWS = right when "
+     "SURE, S/T = share SURE (repetition paper)"),
+    (("Acc",), "REVAS: accuracy on the reference order of the n options shown"),
+    (("Acc-H", "acc_h"), "REVAS hard accuracy: share of questions right on every one of the k orders"),
+    (("Sc",), "REVAS self-consistency: per question, the share of the k orders giving the most frequent answer"),
+    (("NOTA Acc",), "accuracy when NOTA has replaced the right option and is the answer (REVAS)"),
+    (("aacc", "wacc", "sacc"), "answer-fluctuation paper: aacc = mean accuracy over the orders of a permutation "
+                               "set; wacc (worst accuracy) = right on every order; sacc = right on the reference "
+                               "order, weighted by agreement"),
+    (("chance",), "the accuracy of a uniform guesser on the same questions: 1/k for k options shown, 1/2 for "
+                  "true/false, 1/(2^k − 1) for multi-select; each question weighted once (src/metrics/chance.py); "
+                  "the dashed black line on every plot"),
+    (("INVALID", "invalid_rate"), "share of trials whose answer could not be parsed; kept apart from wrong answers "
+                                  "in the tables (their own column or row) and plots (hatched grey), though every "
+                                  "accuracy counts them wrong"),
+)
+
+
+def _shown_labels(sections: list[Section]) -> set[str]:
+    """Every column header, row label, `model · measure` measure and `metric` cell of the sections' tables, each
+    also without its qualifier (`acc mean [95%]` -> `acc mean`, `chance (MCQA)` -> `chance`)."""
+    import re
+
+    found: set[str] = set()
+    for section in sections:
+        for table in section.tables:
+            found.update(str(c) for c in table.text.columns)
+            found.update(str(v).split(" · ")[-1] for v in table.text.index)
+            if "metric" in table.text.columns:
+                found.update(str(v) for v in table.text["metric"])
+    labels = found | {re.split(r" [\[(]|@", label)[0] for label in found}
+    if any(label.startswith(("BMCA(", "bmca_")) for label in labels):
+        labels.add("BMCA(c)")
+    return labels
+
+
+def definitions_table(sections: list[Section]) -> Table:
+    """One line per accuracy-like number the report shows."""
+    shown = _shown_labels(sections)
+    rows = [(" / ".join(n for n in names if n in shown), words) for names, words in DEFINITIONS if shown & set(names)]
+    text = pd.DataFrame({"definition": [words for _, words in rows]},
+                        index=pd.Index([names for names, _ in rows], name="number"))
+    return Table(title="What each number is", data=text.reset_index(), text=text, name="definitions",
+                 caption="every accuracy-like number on this page, defined once (formulas and papers: docs/metrics.md)")
 
 
 def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
     """Per-question disagreements between two runs, from their records."""
+    from .questions import disagreement_table, disagreements
+
     label_a, label_b = run_label(tracking_uri, run_a), run_label(tracking_uri, run_b)
-    summary, per_question, trials = tables.diff_records(read_run_records(run_a, tracking_uri, key="--diff"),
-                                                        read_run_records(run_b, tracking_uri, key="--diff"))
+    records_a = read_run_records(run_a, tracking_uri, key="--diff")
+    records_b = read_run_records(run_b, tracking_uri, key="--diff")
+    summary, per_question, trials = tables.diff_records(records_a, records_b)
     section = Section(f"Disagreements: {run_a[:8]} vs {run_b[:8]}",
                       intro=f"A = {run_a} ({label_a}); B = {run_b} ({label_b}). Trials matched on question, variant "
                             "and repetition; answers compared by option identity (INVALID is its own answer).")
@@ -142,6 +247,8 @@ def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
         return section
     data = pd.DataFrame([summary])
     section.tables.append(Table(title="summary", data=data, name="diff_summary",
+                                caption="shares of the shared trials (agreement between two runs: no chance level of "
+                                        "its own; each run's chance is in the runs table)",
                                 text=pd.DataFrame({k: [fmt(v) if k.endswith(("rate", "right", "wrong")) else f"{v:.0f}"]
                                                    for k, v in summary.items()}).rename_axis("").set_axis(["A vs B"])))
     if per_question.empty:
@@ -149,12 +256,23 @@ def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
         return section
     section.tables.append(Table(title="questions with a disagreement", data=per_question, name="diff_questions",
                                 text=per_question.set_index("question_id").map(fmt),
-                                caption="trials = shared trials of the question; a_right/b_right = trials right"))
+                                caption="trials = shared trials of the question; a_right/b_right = trials right "
+                                        "(counts: no chance level applies)"))
     shown = trials.head(200)
     section.tables.append(Table(title="disagreeing trials", data=trials, name="diff_trials",
                                 text=shown.set_index("question_id").map(fmt),
                                 caption=f"{len(trials)} trials" + (" (first 200 shown; all in the CSV)"
-                                                                   if len(trials) > 200 else "")))
+                                                                   if len(trials) > 200 else "")
+                                        + "; labels as shown, INVALID when none was parsed (one trial: no chance "
+                                          "level; the question's is in the table below)"))
+    detail = disagreements({f"A {run_a[:8]}": records_a, f"B {run_b[:8]}": records_b},
+                           {f"A {run_a[:8]}": read_prompts(run_a, tracking_uri),
+                            f"B {run_b[:8]}": read_prompts(run_b, tracking_uri)},
+                           run_ids={f"A {run_a[:8]}": run_a, f"B {run_b[:8]}": run_b})
+    if not detail.empty:
+        section.tables.append(disagreement_table(detail, title="questions answered differently, as shown",
+                                                 name="diff_questions_shown",
+                                                 caption="Reference order, repetition 0."))
     return section
 
 
@@ -180,7 +298,7 @@ def html_table(text: pd.DataFrame) -> str:
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
-text-align:right}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
+text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
 .note{color:#8a5300}.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
 
 

@@ -83,6 +83,46 @@ def cell(row, metric: str, digits: int = 3) -> str:
 
 
 INTERVAL_NOTE = "[lo, hi]: the 95% interval each run logged (stats.level; none for runs logged without one)"
+CHANCE_NOTE = ("chance: the accuracy of a uniform guesser on the same questions (1/k for k options shown, 1/2 for "
+               "true/false; src/metrics/chance.py)")
+INVALID_NOTE = "INVALID: share of trials whose answer could not be parsed (counted wrong in every accuracy)"
+
+
+def spread_text(values: Iterable[float]) -> str:
+    """One value as `fmt` shows it, or `lo–hi` when the runs of a table differ (other questions asked)."""
+    found = [float(v) for v in values if v is not None and v == v]
+    if not found:
+        return "–"
+    lo, hi = min(found), max(found)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+
+# the chance column that applies to an accuracy-like metric: `chance` on the reference order, `chance_variants`
+# over every variant; a metric not listed (consistency, SURE shares, differences of ranks) has no chance level
+CHANCE_OF = {"mcqa": "chance", "acc_mean": "chance", "accuracy": "chance_variants", "mcqa_plus": "chance_variants",
+             "aacc@original": "chance"}
+CORA_FAMILY_PREFIXES = ("mcqa_plus", "mv", "bmca_", "ci", "cora")  # meaningless for a one-variant set (CI = 1)
+
+
+def chance_of(row, metric: str) -> float:
+    """A run's chance level for `metric` (NaN when none applies)."""
+    column = CHANCE_OF.get(metric)
+    value = row.get(column, math.nan) if column else math.nan
+    return math.nan if value is None else float(value)
+
+
+def chance_text(rows: pd.DataFrame, column: str = "chance") -> str:
+    """The chance level of a table's runs (`chance`: reference order; `chance_variants`: every variant)."""
+    return spread_text(rows[column]) if column in rows.columns else "–"
+
+
+def column_or_nan(rows: pd.DataFrame, column: str) -> pd.Series:
+    return rows[column] if column in rows.columns else pd.Series(math.nan, index=rows.index)
+
+
+def share_text(value) -> str:
+    """A share as a percentage (`12%`), an en dash when unknown."""
+    return "–" if value is None or value != value else f"{float(value) * 100:.0f}%"
 
 
 def slug(*parts) -> str:
@@ -160,13 +200,26 @@ def _is_level(text: str) -> bool:
     return True
 
 
+ONE_VARIANT_SETS = ("original",)  # variant sets that ask each question once: their CoRA family is MCQA, CI = 1
+
+
+def cora_study_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the CoRA study: those that logged `cora` over a divergent set. A run of one variant per
+    question (`variants=original`) logs the CoRA family too, with CI = 1 by definition; it is no consistency
+    result, so it is left out of every CoRA table and plot."""
+    return runs[has(runs, "cora") & ~runs["variants"].isin(ONE_VARIANT_SETS)]
+
+
 def cora_tables(runs: pd.DataFrame) -> Built:
     """Per benchmark (and condition): MCQA, MCQA+, MV, CoRA with the ranking in parentheses, BMCA(c) and CI,
-    models as columns, as in the CoRA paper's Table 1."""
+    models as columns, as in the CoRA paper's Table 1; a `chance` column and an `INVALID` row."""
     out = Built()
-    rows_with = runs[has(runs, "cora")]
+    rows_with = cora_study_runs(runs)
     if rows_with.empty:
-        out.notes.append("CoRA table: no run logged `cora` (needs variants=cora or cora_same_size)")
+        out.notes.append("CoRA table: no run logged `cora` (needs variants=cora or cora_same_size)"
+                         if not has(runs, "cora").any() else
+                         "CoRA table: only runs of one variant per question (variants=original) logged `cora`, "
+                         "where CI = 1 by definition; run variants=cora for the CoRA study")
         return out
     for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model",)):
         rows = latest(rows, ["model"]).set_index("model").sort_index()
@@ -184,7 +237,14 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         text = pd.DataFrame({model: [f"{shown[n, model]} ({int(ranks.at[n, model])})"
                                      if n in ranked and not math.isnan(values.at[n, model]) else shown[n, model]
                                      for n in names] for model in values.columns}, index=names, dtype=object)
+        chance = {"MCQA": chance_text(rows, "chance"), "MCQA+": chance_text(rows, "chance_variants")}
+        text["chance"] = [chance.get(n, "–") for n in names]
+        text.loc["INVALID"] = [share_text(rows.at[model, "invalid_rate"]) if "invalid_rate" in rows.columns else "–"
+                               for model in values.columns] + ["–"]
         data = values.stack().rename("value").reset_index().rename(columns={"level_0": "metric", "level_1": "model"})
+        chance_values = {"MCQA": column_or_nan(rows, "chance").mean(),
+                         "MCQA+": column_or_nan(rows, "chance_variants").mean()}
+        data["chance"] = [chance_values.get(m, math.nan) for m in data["metric"]]
         data["rank"] = [ranks.at[m, model] for m, model in zip(data["metric"], data["model"])]
         logged = [bounds(rows.loc[model], key[m]) for m, model in zip(data["metric"], data["model"])]
         data["lo"] = [b[0] if b else math.nan for b in logged]
@@ -197,7 +257,8 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         title = f"{benchmark}" + (f" ({label})" if label else "")
         out.tables.append(Table(title=title, data=data, text=text, name=slug("cora", benchmark, label),
                                 caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, "
-                                        "1 = best; " + INTERVAL_NOTE))
+                                        "1 = best; " + INTERVAL_NOTE + f"; {CHANCE_NOTE}: on the original order for "
+                                        "MCQA, over every variant for MCQA+; " + INVALID_NOTE))
     return out
 
 
@@ -216,7 +277,8 @@ def rank_changes(cora: Built, paired=None) -> Built:
             continue
         ranks = ranks.dropna(subset=["MCQA", "CoRA"])
         for model, r in ranks.iterrows():
-            rows.append({"table": table.title, "model": model, "mcqa": values.at[model, "MCQA"],
+            rows.append({"table": table.title, "model": model, "chance (MCQA)": _table_chance(table),
+                         "mcqa": values.at[model, "MCQA"],
                          "mcqa_rank": int(r["MCQA"]), "cora": values.at[model, "CoRA"], "cora_rank": int(r["CoRA"]),
                          "change": int(r["MCQA"] - r["CoRA"])})
         models = list(ranks.index)
@@ -240,6 +302,7 @@ def rank_changes(cora: Built, paired=None) -> Built:
         return out
     data = pd.DataFrame(rows)
     text = data.assign(mcqa=data["mcqa"].map(fmt), cora=data["cora"].map(fmt),
+                       **{"chance (MCQA)": data["chance (MCQA)"].map(fmt)},
                        change=data["change"].map(lambda c: f"+{c}" if c > 0 else str(c)))
     caption = "change = MCQA rank - CoRA rank (+: the model climbs once consistency counts). " + (
         "Swaps: " + "; ".join(swaps) + "." if swaps else "No two models swap places between MCQA and CoRA.")
@@ -264,8 +327,16 @@ def rank_changes(cora: Built, paired=None) -> Built:
         flat = flat.drop(columns=["MCQA difference", "CoRA difference"])
         out.tables.append(Table(title="MCQA to CoRA rank swaps", data=flat, text=swap_text, name="rank_swaps",
                                 caption="paired differences on the same questions; significant = the MCQA interval "
-                                        "lies above 0 and the CoRA interval below 0"))
+                                        "lies above 0 and the CoRA interval below 0 (differences between two models: "
+                                        "the chance level of MCQA is in the table above)"))
     return out
+
+
+def _table_chance(table: Table) -> float:
+    """The chance level of MCQA in a CoRA table (the mean over its runs)."""
+    if "chance" not in table.data.columns:
+        return math.nan
+    return float(table.data.loc[table.data["metric"] == "MCQA", "chance"].mean())
 
 
 def _swap_verdict(table: Table, first: str, second: str, paired):
@@ -348,6 +419,10 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
         text["acc mean"] = data["acc_mean"].map(fmt).to_numpy()
         text["acc std"] = data["acc_std"].map(fmt).to_numpy()
         text["RWS | S/T"] = [rws_st_string({"rws": r, "st": s}) for r, s in zip(data["rws"], data["st"])]
+        data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
+        data["chance"] = column_or_nan(rows, "chance").to_numpy()
+        text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
+        text["chance"] = data["chance"].map(fmt).to_numpy()
         logged = any(bounds(r, m) for r in records for m in ("rws", "st", "acc_mean"))
         if logged:  # the intervals the runs logged, after the paper's columns (which stay as the paper prints them)
             text["acc mean [95%]"] = [cell(r, "acc_mean") for r in records]
@@ -363,7 +438,9 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
         title = benchmark + (f" ({label})" if label else "")
         out.tables.append(Table(title=title, data=data, text=text, name=slug("repetition", benchmark, label),
                                 caption=f"{', '.join(map(str, reps)) or '?'} repetitions; shares of questions; "
-                                        "RWS = right when SURE, S/T = share SURE. "
+                                        "RWS = right when SURE, S/T = share SURE; acc std = the repetition paper's "
+                                        "accuracy stdev (sample std of the R per-repetition accuracies), beside the "
+                                        f"interval of acc mean; {CHANCE_NOTE}, of acc mean; {INVALID_NOTE}. "
                                         + SURE_RULE_LINES.get(rule, f"SURE rule: {rule}")
                                         + (f". {INTERVAL_NOTE}" if logged else "")))
     if sure_rules(rows_with).nunique() > 1:
@@ -408,7 +485,8 @@ def fluctuation_tables(runs: pd.DataFrame, *, min_points: int = 3) -> Built:
         text.index.name = "permutation set"
         out.tables.append(Table(title=titles.get(target, target), data=long[long["target"] == target], text=text,
                                 name=slug("fluctuation_r2", target),
-                                caption=f"R² of a linear fit over {n_full} (model, benchmark) points"))
+                                caption=f"R² of a linear fit over {n_full} (model, benchmark) points (goodness of "
+                                        "fit, not an accuracy: no chance level applies)"))
     if not out.tables:
         out.notes.append(f"fluctuation R² table: every cell is empty ({', '.join(TARGETS)})")
     return out
@@ -455,12 +533,19 @@ def revas_tables(runs: pd.DataFrame) -> Built:
                     text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
                     records += [{"benchmark": benchmark, "condition": label, "model": r["model"], "measure": name,
                                  "n_options": n, "value": v} for n, v in zip(levels, values)]
+            from ..metrics.chance import option_count_chance
+
+            index.append("chance · Acc")
+            text_rows.append([fmt(option_count_chance(n)) for n in levels])
+            records += [{"benchmark": benchmark, "condition": label, "model": "chance", "measure": "Acc",
+                         "n_options": n, "value": option_count_chance(n)} for n in levels]
             text = pd.DataFrame(text_rows, index=pd.Index(index, name="model · measure"),
                                 columns=[f"n={n}" for n in levels])
             out.tables.append(Table(title=f"{title}: by number of options", data=pd.DataFrame(records), text=text,
                                     name=slug("revas_options", benchmark, label),
                                     caption="Acc on the reference order, Sc = mean share of the modal answer over the "
-                                            "n orders, Acc-H = right on every order; " + INTERVAL_NOTE))
+                                            "n orders, Acc-H = right on every order; " + INTERVAL_NOTE
+                                            + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options"))
         else:
             out.notes.append(f"REVAS by number of options, {title}: no acc@n metrics (needs variants=revas_option_count)")
         present = [(name, m) for name, m in REVAS_SUMMARY if m in rows.columns and rows[m].notna().any()]
@@ -469,10 +554,15 @@ def revas_tables(runs: pd.DataFrame) -> Built:
             merged = rows.to_dict("records")
             text = pd.DataFrame({name: [cell(r, m) for r in merged] for name, m in present},
                                 index=pd.Index(data["model"], name="model"))
+            data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
+            data["chance"] = column_or_nan(rows, "chance").to_numpy()
+            text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
+            text["chance"] = data["chance"].map(fmt).to_numpy()
             data.insert(0, "benchmark", benchmark)
             data.insert(1, "condition", label)
             out.tables.append(Table(title=f"{title}: summary", data=data, text=text,
-                                    name=slug("revas_summary", benchmark, label)))
+                                    name=slug("revas_summary", benchmark, label),
+                                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}"))
     return out
 
 

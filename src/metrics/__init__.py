@@ -42,6 +42,12 @@ HEADLINE_METRICS = ("mcqa", "mcqa_plus", "bmca_1.0", "cora", "rws", "st", "acc_m
                     "full_fr")
 HEADLINE_PREFIXES = ("acc@", "acc_h@", "wacc@", "aacc@")
 
+# The CoRA family beside `mcqa`: for the original order alone (`variants=original`, with or without repetitions)
+# it is mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1 by construction (see applicable_families,
+# constant_by_construction)
+CORA_BESIDE_MCQA = ("mcqa_plus", "mv", "ci", "cora")
+CORA_LEVEL_PREFIX = "bmca_"
+
 REQUIRED_COLUMNS = ("question_id", "variant_kind", "variant_id", "repetition", "parsed_label", "chosen_option", "correct")
 
 
@@ -75,6 +81,54 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     if "repetition" in chosen and "answer_dist" in records.columns and records["answer_dist"].notna().any():
         chosen.append("expected")
     return chosen
+
+
+def base_metric(name: str) -> str:
+    """A metric name without its subject and interval bound: `mcqa_lo/law` -> `mcqa`, `wacc@cyclic` unchanged."""
+    metric = name.partition("/")[0]
+    return metric[:-3] if is_interval_name(metric) else metric
+
+
+def constant_by_construction(records: pd.DataFrame, names: Sequence[str]) -> list[str]:
+    """Those of `names` (with their bounds and per-subject values) that the records fix by construction and that
+    would crowd out the study's own metrics: the CoRA family beside `mcqa` in a repetition run of the original
+    order alone (`variants=original repetitions=R`), where mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1.
+    A single-trial `variants=original` run keeps it: there it is the documented CoRA reading of a one-variant set.
+
+    >>> one = pd.DataFrame({"variant_kind": ["original"] * 2, "repetition": [0, 1]})
+    >>> constant_by_construction(one, ["mcqa", "mcqa_plus", "bmca_1.0_lo", "cora/law", "rws"])
+    ['mcqa_plus', 'bmca_1.0_lo', 'cora/law']
+    >>> constant_by_construction(one.assign(variant_kind=["original", "shuffled"]), ["mcqa_plus"])
+    []
+    >>> constant_by_construction(one.assign(repetition=0), ["mcqa_plus"])
+    []
+    """
+    if records.empty or set(records["variant_kind"].dropna()) != {ORIGINAL} or int(records["repetition"].max()) < 1:
+        return []
+    return [name for name in names
+            if base_metric(name) in CORA_BESIDE_MCQA or base_metric(name).startswith(CORA_LEVEL_PREFIX)]
+
+
+def is_headline(name: str) -> bool:
+    """Whether a metric (bounds and subjects aside) is a headline metric: HEADLINE_METRICS, HEADLINE_PREFIXES."""
+    metric = base_metric(name)
+    return metric in HEADLINE_METRICS or metric.startswith(HEADLINE_PREFIXES)
+
+
+def headline_order(names: Sequence[str]) -> list[str]:
+    """The run-level headline metrics among `names`, in HEADLINE_METRICS order (`mcqa` first, then each study's),
+    per-set and per-count names (`acc@6`) after them; no bounds, no subjects.
+
+    >>> headline_order(["st", "n_trials", "rws_lo", "rws", "acc@6", "mcqa/law", "mcqa"])
+    ['mcqa', 'rws', 'st', 'acc@6']
+    """
+    def rank(name: str) -> tuple[int, int]:
+        if name in HEADLINE_METRICS:
+            return 0, HEADLINE_METRICS.index(name)
+        return 1, next(i for i, prefix in enumerate(HEADLINE_PREFIXES) if name.startswith(prefix))
+
+    chosen = [n for n in names if "/" not in n and not is_interval_name(n) and is_headline(n)]
+    return sorted(chosen, key=rank)
 
 
 def _memberships(value) -> list[str]:
@@ -196,6 +250,10 @@ __all__ = [
     "T",
     "answer_fluctuation",
     "applicable_families",
+    "base_metric",
+    "constant_by_construction",
+    "headline_order",
+    "is_headline",
     "by_subject",
     "can_stop",
     "compute_metrics",

@@ -6,7 +6,8 @@ It holds the configuration, the identity and the loaded model, and wires the par
 - score_labels: the next-token logits after each prompt; with `share_prefix` (default) the prompts of a call
   are packed into prefix trees instead of padded rows. With a temperature, it also gives the exact first-token
   sampling distribution (labels + INVALID).
-- generate: seeded sampling over the KV cache (see `generation`).
+- generate: seeded sampling over the KV cache (see `generation`); with `share_prefix` the prompts are packed
+  into prefix trees as for score_labels and every sample row decodes against the one pack cache.
 - score_options: lm-eval style log-likelihood of " " + option after the prompt, the prompt fed once for all
   of its options.
 
@@ -23,8 +24,8 @@ import torch
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
 from src.backends.hf.forward import LoadedModel
-from src.backends.hf.generation import generate
-from src.backends.hf.loading import load_pretrained, locate_weights, torch_dtype
+from src.backends.hf.generation import generate, tokens_for_memory
+from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
 from src.backends.hf.packing import packing_refusal
 from src.backends.hf.scoring import (label_scores, packed_continuation_logliks, packed_last_logits,
                                      padded_continuation_logliks, padded_last_logits, spelled_label_scores)
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 CONFIG_KEYS = frozenset({
     "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
     "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
+    "memory_gb",
     "scoring",  # which scoring the config is meant for: read by the runner, not the backend
 })
 
@@ -63,6 +65,7 @@ class HFBackend:
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
         pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
+        memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
         progress: bool = True,
     ) -> None:
         self.name = name
@@ -77,9 +80,12 @@ class HFBackend:
         self.pack_tokens = int(pack_tokens)
         if self.pack_tokens < 1:
             raise UserError(f"model.pack_tokens={pack_tokens} must be at least 1")
+        self.memory_gb = None if memory_gb is None else float(memory_gb)
+        if self.memory_gb is not None and self.memory_gb <= 0:
+            raise UserError(f"model.memory_gb={memory_gb} must be a positive number of GiB")
         self.progress = progress
-        self.dtype_name = str(dtype)
-        self._torch_dtype = torch_dtype(self.dtype_name)
+        self._torch_dtype = torch_dtype(dtype, device_map=device_map)
+        self.dtype_name = dtype_name(self._torch_dtype)  # "auto" resolved: the identity names what was computed in
 
         self.location, self.gguf_path = locate_weights(
             name, path=path, gguf_file=gguf_file, package=package, package_module=package_module, install=install,
@@ -127,6 +133,9 @@ class HFBackend:
             self.name, self.location, self.gguf_path, revision=self.revision, trust_remote_code=self.trust_remote_code,
             dtype=self._torch_dtype, device_map=self.device_map)
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress)
+        if self.memory_gb is not None:
+            self.pack_tokens = tokens_for_memory(self.model.config, self.model.get_input_embeddings().weight.dtype,
+                                                 self.memory_gb)
         self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     # -- the Backend interface -----------------------------------------------------------------
@@ -171,7 +180,8 @@ class HFBackend:
             raise UserError(f"sampling needs n >= 1 and max_new_tokens >= 1 (got n={params.n}, "
                             f"max_new_tokens={params.max_new_tokens})")
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
-        return generate(self.lm, self.tokenizer, encoded, [r.seed for r in requests], params, self.batch_size)
+        return generate(self.lm, self.tokenizer, encoded, [r.seed for r in requests], params, self.batch_size,
+                        share_prefix=self._use_packing(encoded), pack_tokens=self.pack_tokens)
 
     @torch.inference_mode()
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:

@@ -11,7 +11,8 @@ import inspect
 from typing import Any, Iterator
 
 import torch
-from tqdm.auto import tqdm
+
+from ...progress import step_bar
 
 
 class LoadedModel:
@@ -61,18 +62,15 @@ class LoadedModel:
     def batches(self, lengths: list[int], batch_size: int, what: str) -> Iterator[list[int]]:
         """Indices in batches of similar length, longest first (an out-of-memory shows at once)."""
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        # `disable` is passed only to switch the bar off, so that TQDM_DISABLE=1 in the environment still works.
-        off = {"disable": True} if not self.progress or not order else {}
-        with tqdm(total=len(order), unit="prompt", desc=f"{self.name} {what}", dynamic_ncols=True, **off) as bar:
+        with self.bar(len(order), "prompt", what) as bar:
             for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 yield batch
                 bar.update(len(batch))
 
     def bar(self, total: int, unit: str, what: str) -> Any:
-        """A progress bar for work that is not in `batches` (packs)."""
-        off = {"disable": True} if not self.progress else {}
-        return tqdm(total=total, unit=unit, desc=f"{self.name} {what}", dynamic_ncols=True, **off)
+        """A bar inside the job's (src/progress.py): labelled, removed when done, none in a log file."""
+        return step_bar(total, f"{self.name} {what}", unit=unit, enabled=self.progress)
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -31,9 +30,8 @@ from src import owners
 log = logging.getLogger(__name__)
 
 _MARKER = "mcq_gguf_source.json"  # written last inside the temp folder: its presence means the copy is whole
-# `.<name>.tmp-<host>-<pid>-<random>`; the old layout's `.<name>.tmp-<random>` has no owner (host and pid None)
-_TEMP = re.compile(r"^\.(?P<name>.+?)\.tmp-(?:(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)-)?[A-Za-z0-9_]+$")
-FOREIGN_STALE_S = 24 * 3600  # a temp of another host, or of no known owner, is removed once this old
+_TEMP = owners.TEMP_NAME  # the temporary-name rule of src/owners.py
+FOREIGN_STALE_S = owners.FOREIGN_STALE_S
 
 
 def models_root() -> Path:
@@ -111,45 +109,14 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
 
 _host = owners.host  # (kept under these names for the temp-name rule below)
 _alive = owners.pid_alive
-
-
-def _temp_prefix(name: str) -> str:
-    """`.<name>.tmp-<host>-<pid>-`: whose temporary folder or file this is, for `clean_stale_temps`."""
-    return f".{name}.tmp-{_host()}-{os.getpid()}-"
+_temp_prefix = owners.temp_prefix
 
 
 def clean_stale_temps(root: Path | None = None) -> list[Path]:
-    """Remove the temporary folders and files of conversions (and index writes) whose process is gone: those of
-    this host whose pid no longer runs, and those of another host or of no known owner once a day old. Returns
-    what it removed. A conversion in progress (its process alive) is left alone."""
+    """Remove the temporary folders and files of conversions (and index writes) whose process is gone
+    (`owners.clean_stale_temps`: dead pid on this host, or a day old from another host). Returns what it removed."""
     root = models_root() if root is None else root
-    removed = []
-    for folder in (root, root / "gguf"):
-        try:
-            entries = list(folder.iterdir())
-        except OSError:
-            continue
-        for entry in entries:
-            match = _TEMP.match(entry.name)
-            if not match:
-                continue
-            if match["pid"] and match["host"] == _host():
-                stale = not _alive(int(match["pid"]))
-            else:
-                try:
-                    stale = time.time() - entry.lstat().st_mtime > FOREIGN_STALE_S
-                except OSError:
-                    continue
-            if not stale:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-            if not entry.exists():
-                log.info("removed %s, left by an interrupted conversion", entry)
-                removed.append(entry)
-    return removed
+    return owners.clean_stale_temps([root, root / "gguf"], "an interrupted conversion")
 
 
 def _read_json(path: Path) -> dict:

@@ -16,16 +16,44 @@ import transformers
 
 from src.backends.hf import gguf_cache
 from src.errors import UserError
+from src.progress import library_bars
 
 
-def torch_dtype(name: str) -> Any:
-    """The torch dtype `model.dtype` names ("auto" passes through)."""
+def torch_dtype(name: Any, *, device_map: str | dict | None = None) -> torch.dtype:
+    """The torch dtype `model.dtype` names; "auto" is bfloat16 where the device the model runs on (GPU when
+    `device_map` places it on one, else the CPU) computes bfloat16 natively, else float32."""
     if name == "auto":
-        return "auto"
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise UserError(f"model.dtype={name!r} is not a torch dtype: use float32, bfloat16, float16 or auto")
+        native = gpu_has_bf16() if runs_on_gpu(device_map) else cpu_has_bf16()
+        return torch.bfloat16 if native else torch.float32
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise UserError(f"config key model.dtype: {name!r} is not a floating-point torch dtype; use float32, bfloat16, "
+                        f"float16 or auto (bfloat16 where the hardware computes it, else float32)")
     return dtype
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """`torch.bfloat16` -> "bfloat16": how a resolved dtype is written in a backend's identity and the bench."""
+    return str(dtype).removeprefix("torch.")
+
+
+def runs_on_gpu(device_map: str | dict | None) -> bool:
+    """Whether accelerate's `device_map` puts (part of) the model on a GPU: any map but none/"cpu"/"disk" while CUDA
+    is available."""
+    places = device_map.values() if isinstance(device_map, dict) else [device_map]
+    return torch.cuda.is_available() and any(p is not None and str(p) not in ("cpu", "disk") for p in places)
+
+
+def gpu_has_bf16() -> bool:
+    """Whether the CUDA GPU computes bfloat16 natively (compute capability 8.0+), not by emulation."""
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has bfloat16 instructions (AVX-512 BF16 or AMX), as torch's own CPU detection reports them;
+    without them torch runs bfloat16 by converting to float32 and back. A torch without these probes counts as no."""
+    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(probe is not None and bool(probe()) for probe in probes)
 
 
 def locate_weights(name: str, *, path: str | None, gguf_file: str | None, package: str | None,
@@ -42,19 +70,21 @@ def locate_weights(name: str, *, path: str | None, gguf_file: str | None, packag
 
 def load_pretrained(name: str, location: str, gguf_path: Path | None, *, revision: str | None,
                     trust_remote_code: bool, dtype: Any, device_map: str | dict | None) -> tuple[Any, Any]:
-    """(tokenizer, model in eval mode) from the weights `locate_weights` found."""
-    if gguf_path is not None:
-        source, extra = gguf_cache.ensure_float_copy(gguf_path), {}
-    else:
-        source, extra = location, {"revision": revision, "trust_remote_code": trust_remote_code}
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
-        dtype_kw = "dtype" if _transformers_at_least(4, 56) else "torch_dtype"
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            source, **extra, **{dtype_kw: dtype}, device_map=device_map, use_safetensors=True)
-    except OSError as err:
-        raise UserError(f"model {name}: cannot load {source} ({str(err).splitlines()[0]}); "
-                        f"check model.path / model.revision") from None
+    """(tokenizer, model in eval mode) from the weights `locate_weights` found. The libraries' own loading bars
+    show in a terminal only (src/progress.py)."""
+    with library_bars():
+        if gguf_path is not None:
+            source, extra = gguf_cache.ensure_float_copy(gguf_path), {}
+        else:
+            source, extra = location, {"revision": revision, "trust_remote_code": trust_remote_code}
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
+            dtype_kw = "dtype" if _transformers_at_least(4, 56) else "torch_dtype"
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                source, **extra, **{dtype_kw: dtype}, device_map=device_map, use_safetensors=True)
+        except OSError as err:
+            raise UserError(f"model {name}: cannot load {source} ({str(err).splitlines()[0]}); "
+                            f"check model.path / model.revision") from None
     model.eval()
     return tokenizer, model
 

@@ -28,10 +28,11 @@ class PrefixPack:
     nodes: list[list[int]] = field(default_factory=list)  # per member, the node of each of its tokens
 
 
-def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[PrefixPack]:
+def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int, reserve: int = 0) -> list[PrefixPack]:
     """Prompts (token id lists) packed into prefix trees of at most `budget` nodes (a longer prompt gets a pack of
     its own). Sorted token sequences put the prompts that share prefixes side by side, and a sorted sequence's
-    longest common prefix with any earlier one is its common prefix with the one just before.
+    longest common prefix with any earlier one is its common prefix with the one just before. `reserve`: nodes
+    each prompt will add after its own (generation appends its samples' tokens to the pack), counted in `budget`.
 
     >>> packs = pack_prefix_trees([[1, 2, 3], [1, 2, 4], [5]], budget=8)
     >>> [(p.tokens, p.parents, p.positions, p.members, p.last) for p in packs]
@@ -51,7 +52,7 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[Pre
             limit = min(len(seq), len(previous))
             while shared < limit and seq[shared] == previous[shared]:
                 shared += 1
-        if pack is None or len(pack.tokens) + len(seq) - shared > budget:
+        if pack is None or len(pack.tokens) + len(seq) - shared + reserve * (len(pack.members) + 1) > budget:
             pack, path, shared = PrefixPack([], [], [], [], [], []), [], 0
             packs.append(pack)
         path = path[:shared]
@@ -67,10 +68,10 @@ def pack_prefix_trees(seqs: Sequence[Sequence[int]], *, budget: int) -> list[Pre
     return packs
 
 
-def tree_mask(parents: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """The additive (1, 1, n, n) attention mask in which node i sees itself and its ancestors, nothing else.
+def tree_sees(parents: Sequence[int]) -> torch.Tensor:
+    """The (n, n) boolean matrix in which node i sees itself and its ancestors, nothing else.
 
-    >>> (tree_mask([-1, 0, 0], torch.float32)[0, 0] == 0).int().tolist()
+    >>> tree_sees([-1, 0, 0]).int().tolist()
     [[1, 0, 0], [1, 1, 0], [1, 0, 1]]
     """
     n = len(parents)
@@ -79,7 +80,21 @@ def tree_mask(parents: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         if parent >= 0:
             sees[i] = sees[parent]
         sees[i, i] = True
-    return torch.zeros((1, 1, n, n), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
+    return sees
+
+
+def additive_mask(sees: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive (1, 1, queries, keys) attention mask of a boolean (queries, keys) `sees` matrix."""
+    return torch.zeros((1, 1, *sees.shape), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
+
+
+def tree_mask(parents: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """The additive (1, 1, n, n) attention mask in which node i sees itself and its ancestors, nothing else.
+
+    >>> (tree_mask([-1, 0, 0], torch.float32)[0, 0] == 0).int().tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 0, 1]]
+    """
+    return additive_mask(tree_sees(parents), dtype)
 
 
 def pack_forward(lm: LoadedModel, pack: PrefixPack, keep: Sequence[int] | None = None) -> torch.Tensor:

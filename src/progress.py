@@ -1,0 +1,127 @@
+"""Progress of a job as the person watching it sees it: one bar in a terminal, plain lines in a log file.
+
+`job_progress` counts a job's prompts. In a terminal (stderr is a TTY) it is one tqdm bar per job; a
+`job_progress` opened while another is open (answer_items answering part of its items another way, the adaptive
+rounds) adds to that bar instead of drawing its own. When stderr is not a terminal (a log file, a Slurm job, a
+pipe) it draws no bar: it writes `progress: 120/400 prompts (30%) 12.3 s` at most every `LINE_EVERY_S` seconds
+and once at the end.
+
+`step_bar` is for work inside a job (a backend's batches, packs or requests): in a terminal a labelled bar that
+is removed when it ends (`leave=False`), so a finished job leaves one line, not one per 64-prompt chunk; in a log
+file nothing. `progress=False` (or TQDM_DISABLE=1 in the environment) switches both off.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from typing import Iterator, TextIO
+
+LINE_EVERY_S = 10.0  # the least time between two plain progress lines (stderr not a terminal)
+
+
+def _stream() -> TextIO:
+    return sys.stderr
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed, or a stream without isatty
+        return False
+
+
+def _disabled_by_env() -> bool:
+    return os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
+
+
+class _Lines:
+    """The log-file form of a job's progress: a plain line at most every `every_s` seconds, and at the end."""
+
+    def __init__(self, total: int, unit: str, stream: TextIO, every_s: float) -> None:
+        self.total, self.unit, self.stream, self.every_s = total, unit, stream, every_s
+        self.done, self.start = 0, time.monotonic()
+        self.last = self.start
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every_s and self.done < self.total:
+            self._write(now)
+
+    def close(self) -> None:
+        self._write(time.monotonic())
+
+    def _write(self, now: float) -> None:
+        self.last = now
+        share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
+        print(f"progress: {self.done}/{self.total} {self.unit}s{share} {now - self.start:.1f} s",
+              file=self.stream, flush=True)
+
+
+class _Silent:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_OPEN: list = []  # the job progress open in this process (at most one counts; the others add to it)
+
+
+@contextmanager
+def job_progress(total: int, what: str, *, unit: str = "prompt", enabled: bool = True) -> Iterator:
+    """The progress of a job's `total` prompts: an object with `update(n)`. See the module's docstring."""
+    if _OPEN:  # part of a job whose progress is already shown: add to it
+        yield _OPEN[-1]
+        return
+    stream = _stream()
+    if not enabled or _disabled_by_env():
+        shown = _Silent()
+    elif _is_terminal(stream):
+        from tqdm.auto import tqdm
+
+        shown = tqdm(total=total, unit=unit, desc=what, dynamic_ncols=True, file=stream)
+    else:
+        shown = _Lines(total, unit, stream, LINE_EVERY_S)
+    _OPEN.append(shown)
+    try:
+        yield shown
+    finally:
+        _OPEN.remove(shown)
+        shown.close()
+
+
+def step_bar(total: int, what: str, *, unit: str = "prompt", enabled: bool = True):
+    """A labelled bar for work inside a job, removed when it ends; nothing in a log file. Use as a context
+    manager; `update(n)` as tqdm's."""
+    from tqdm.auto import tqdm
+
+    stream = _stream()
+    # `disable` is passed only to switch the bar off, so that TQDM_DISABLE=1 in the environment still works.
+    off = {"disable": True} if not enabled or not total or not _is_terminal(stream) else {}
+    return tqdm(total=total, unit=unit, desc=what, dynamic_ncols=True, leave=False, file=stream, **off)
+
+
+@contextmanager
+def library_bars() -> Iterator[None]:
+    """Within it, transformers' and huggingface_hub's own bars (loading, converting, downloading) are off unless
+    stderr is a terminal: in a log file they would only leave carriage returns and escape sequences."""
+    if _is_terminal(_stream()) and not _disabled_by_env():
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    hub_was_on, transformers_was_on = not are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if hub_was_on:
+            enable_progress_bars()
+        if transformers_was_on:
+            transformers_logging.enable_progress_bar()

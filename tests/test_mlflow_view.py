@@ -1,0 +1,108 @@
+"""What a job run shows in MLflow (docs/mlflow_ui.md): the study's metrics with the headline first, per-subject
+values as a table artifact, one value per param, the documented tags, a description and the questions as a
+dataset input, and the experiment's review view."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from src import tracking
+from src.metrics import constant_by_construction, headline_order, rws_st_string
+
+from .conftest import mlflow_runs
+
+REPEATED = ("model=simulated", "variants=original", "repetitions=4", "temperature=0.7", "limit=12")
+
+
+@pytest.fixture
+def repeated_run(run_job_in):
+    """A one-variant repetition run on the synthetic benchmark (15 subjects): its result, MLflow run and client."""
+    result = run_job_in(*REPEATED)
+    client, (run,) = mlflow_runs(run_job_in.store_uri)
+    return result, run, client
+
+
+def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repeated_run):
+    result, run, client = repeated_run
+    logged = run.data.metrics
+    full = json.loads((result.out_dir / "artifacts" / "metrics.json").read_text())
+    assert {"rws", "st", "acc_mean", "mcqa", "st_lo", "st_hi"} <= set(logged)
+    # mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1 by construction here: kept in metrics.json, not in MLflow
+    assert {"mcqa_plus", "mv", "ci", "cora", "bmca_1.0", "bmca_1.0_lo"} <= set(full)
+    assert not [name for name in logged if name.startswith(("mcqa_plus", "mv", "ci", "cora", "bmca_"))]
+    assert not [name for name in logged if "/" in name]  # per subject: subjects.csv
+    assert len(logged) < 40 < len(full)
+    # per-subject values are a table artifact
+    local = Path(client.download_artifacts(run.info.run_id, tracking.SUBJECTS_FILE))
+    table = pd.read_csv(local).set_index("subject")
+    records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
+    assert set(table.index) == set(records["subject"])
+    assert list(table.columns[:3]) == ["mcqa", "mcqa_lo", "mcqa_hi"]  # each metric followed by its bounds
+    for subject, row in table.iterrows():
+        assert row["st"] == pytest.approx(full[f"st/{subject}"])
+        assert row["mcqa_hi"] == pytest.approx(full[f"mcqa_hi/{subject}"])
+    assert "cora" not in table.columns  # constant by construction, per subject too
+
+
+def test_params_tags_description_and_dataset(repeated_run):
+    result, run, _ = repeated_run
+    params = run.data.params  # one value each: the effective scoring, the questions asked
+    assert params["scoring"] == "generate" and "model.scoring" not in params
+    assert params["n_questions"] == "12" and params["limit"] == "12" and "benchmark.n_questions" not in params
+    tags = run.data.tags
+    assert tags["rws_st"] == rws_st_string(result.metrics)
+    assert {"model", "benchmark", "variants", "temperature", "scoring", "git_commit", "prompt_hash", "backend",
+            "config_hash", "kind", "sure_rule"} <= set(tags)  # every tag the README documents
+    note = tags[tracking.DESCRIPTION_TAG]
+    assert "**simulated** on **synthetic**: 12 questions" in note and "4 repetitions" in note
+    assert f"Headline: {tracking.headline_text(run.data.metrics)}" in note
+    st_lo, st_hi = result.metrics["st_lo"], result.metrics["st_hi"]
+    assert f"st {result.metrics['st']:.3f} [{st_lo:.3f}, {st_hi:.3f}]" in note
+    (asked,) = run.inputs.dataset_inputs
+    assert asked.dataset.name == "synthetic" and json.loads(asked.dataset.profile)["num_rows"] == 12
+    assert [t.value for t in asked.tags if t.key == "mlflow.data.context"] == ["eval"]
+
+
+def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(repeated_run, run_job_in):
+    run_job_in("model=simulated", "variants=cora", "limit=4")
+    client, runs = mlflow_runs(run_job_in.store_uri)
+    cora = next(r for r in runs if r.data.tags["variants"] == "cora")
+    assert {"mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_1.0", "mcqa_lo"} <= set(cora.data.metrics)
+    assert "rws_st" not in cora.data.tags
+    experiment = client.get_experiment(cora.info.experiment_id)
+    state = json.loads(experiment.tags[tracking.SHARED_VIEW_TAG + tracking.REVIEW_VIEW_KEY])
+    assert state["searchFilter"] == "tags.kind = 'job'" and state["orderByKey"] == tracking.JOB_RUNS_ORDER
+    columns = state["selectedColumns"]
+    for name in ("mcqa", "rws", "st", "cora"):
+        assert f"metrics.`{name}`" in columns, name
+    assert "metrics.`ci`" not in columns and "tags.`model`" in columns
+
+
+def test_the_run_page_lists_the_headline_metrics_first():
+    metrics = {"n_questions": 3.0, "accuracy": 0.5, "sure_right": 0.2, "st": 0.4, "st_lo": 0.1, "st_hi": 0.7,
+               "rws": 0.9, "mcqa": 0.5, "wacc@cyclic": 0.3, "mcqa/law": 1.0, "cora": 0.5}
+    logged, _ = tracking.review_view(metrics, constant=["cora"])
+    assert list(logged)[:6] == ["mcqa", "rws", "st", "st_lo", "st_hi", "wacc_at_cyclic"]
+    assert "cora" not in logged and "mcqa/law" not in logged and "accuracy" in logged
+    assert headline_order(list(metrics)) == ["mcqa", "cora", "rws", "st", "wacc@cyclic"]
+
+
+def test_only_a_repetition_run_of_one_variant_leaves_the_cora_family_out():
+    names = ["mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_0.5", "cora_lo", "mcqa_plus/law", "rws", "mcqa_lo"]
+    repeated = pd.DataFrame({"variant_kind": ["original", "original"], "repetition": [0, 1]})
+    assert constant_by_construction(repeated, names) == ["mcqa_plus", "mv", "ci", "cora", "bmca_0.5", "cora_lo",
+                                                         "mcqa_plus/law"]
+    for other in ("shuffled", "reorder", "perm"):  # a divergent set, a re-order, a permutation: the family varies
+        assert constant_by_construction(repeated.assign(variant_kind=["original", other]), names) == []
+    # one trial per question (the default run): the documented CoRA reading of a one-variant set stays
+    assert constant_by_construction(repeated.assign(repetition=0), names) == []
+
+
+def test_a_single_trial_original_run_keeps_the_cora_family(run_job_in):
+    run_job_in("model=simulated", "variants=original", "limit=6")
+    _, (run,) = mlflow_runs(run_job_in.store_uri)
+    assert {"mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_1.0"} <= set(run.data.metrics)
+    assert "rws_st" not in run.data.tags

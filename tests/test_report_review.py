@@ -1,0 +1,162 @@
+"""The comparison report answers the reviewer's question (issue 15 item 4, issue 13 item 5): only the studies that
+were run, each accuracy-like number defined once, chance level on every table and plot, INVALID apart from wrong,
+distinguishable lines, short run ids, the questions the models answer differently with what they saw and said,
+and each paper's own spread beside the intervals.
+
+Simulated runs made in-process (`run_job_in`), one small store per experiment.
+"""
+from __future__ import annotations
+
+import re
+from unittest import mock
+
+import pandas as pd
+import pytest
+
+from src.compare import plots
+from src.compare.__main__ import main
+from src.errors import UserError
+from src.metrics.chance import chance_levels, trial_chance
+from src.records import resolve_run_id
+
+MODELS = ("0.6", "0.9")
+
+
+def _jobs(run_job_in, experiment: str, *overrides: str) -> dict[str, str]:
+    """One run per simulated model (success rates MODELS, 10% INVALID answers) on 8 synthetic questions;
+    model name -> run id."""
+    return {f"simulated_{rate}": run_job_in(
+        "model=simulated", f"model.success_rate={rate}", f"model.name=simulated_{rate}", "model.invalid_rate=0.1",
+        "benchmark=synthetic", "limit=8", "scoring=generate", "temperature=0.7", f"tracking.experiment={experiment}",
+        "stats.bootstrap=0", *overrides).run_id for rate in MODELS}
+
+
+def _report(run_job_in, experiment: str, out, *extra: str) -> str:
+    assert main(["--experiment", experiment, "--tracking-uri", run_job_in.store_uri, "--out", str(out),
+                 "--no-mlflow", *extra]) == 0
+    return (out / "report.md").read_text()
+
+
+def _tables(md: str) -> list[list[str]]:
+    """Each Markdown table of the report as its lines, then the caption under it."""
+    blocks, current = [], []
+    for line in md.splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current and line.strip():
+            blocks.append(current + ([line] if line.startswith("*") else []))
+            current = []
+    return blocks + ([current] if current else [])
+
+
+def _assert_chance_everywhere(md: str) -> None:
+    """Every table (its cells or caption) and every plot's caption names the chance level."""
+    for table in _tables(md):
+        if "definition" not in table[0]:
+            assert "chance" in " ".join(table), f"no chance level in {table[0]}"
+    lines = md.splitlines()
+    figures = [i for i, line in enumerate(lines) if line.startswith("![")]
+    assert figures
+    for i in figures:
+        assert "chance" in lines[i + 2], f"no chance line on {lines[i]}"
+
+
+def test_chance_rule():
+    assert trial_chance(4) == 0.25 and trial_chance(1, "true_false") == 0.5 and trial_chance(2, "multi_select") == 1 / 3
+    records = pd.DataFrame({"question_id": ["a", "a", "a", "b"],
+                            "variant_kind": ["original", "original", "nota", "original"],
+                            "variant_id": ["original", "original", "nota_1", "original"], "repetition": [0, 1, 0, 0],
+                            "n_options": [4, 4, 2, 5]})
+    levels = chance_levels(records)  # repetitions ask a trial again: weighted once; questions weigh equally
+    assert levels["chance"] == pytest.approx((1 / 4 + 1 / 5) / 2)
+    assert levels["chance_variants"] == pytest.approx(((1 / 4 + 1 / 2) / 2 + 1 / 5) / 2)
+
+
+@pytest.mark.slow
+def test_repetition_only_experiment(run_job_in, tmp_path):
+    """No CoRA section (its one-variant CoRA family has CI = 1 by definition), every table shows the chance level,
+    INVALID has its own column, each number shown is defined, the paper's acc stdev stands beside the interval, and
+    the disagreements show the prompt, the outputs and the parses."""
+    ids = _jobs(run_job_in, "rep", "variants=original", "repetitions=4")
+    md = _report(run_job_in, "rep", tmp_path / "rep")
+    headings = re.findall(r"^## (.+)$", md, flags=re.M)
+    assert "CoRA ranking" not in headings and "Rank changes between MCQA and CoRA" not in headings
+    assert not any("REVAS" in h or "fluctuation" in h.lower() for h in headings)
+    assert headings[0] == "Runs" and "Repetition trials" in headings
+    assert re.findall(r"^### (.+)$", md, flags=re.M)[0] == "What each number is"
+    assert "not in these runs (no section): CoRA ranking" in md
+    assert not list((tmp_path / "rep" / "plots").glob("bmca_*.png"))
+    _assert_chance_everywhere(md)
+    # the synthetic questions have 3 to 5 options: chance is the mean of 1/k over the questions asked
+    runs = pd.read_csv(tmp_path / "rep" / "tables" / "runs.csv")
+    assert runs["chance"].between(0.2, 0.34).all() and runs["chance"].nunique() == 1
+    repetition = pd.read_csv(next((tmp_path / "rep" / "tables").glob("repetition_*.csv")))
+    assert (repetition["invalid_rate"] > 0).all() and "chance" in repetition.columns
+    assert re.search(r"\| SURE right \| UNSURE right \| UNSURE wrong \| SURE wrong \| acc mean \| acc std \| "
+                     r"RWS \\\| S/T \| INVALID \| chance \|", md)
+    definitions = md.split("### runs compared")[0]
+    for term in ("accuracy", "acc mean", "acc std", "chance", "INVALID"):
+        assert f"| {term}" in definitions or f"/ {term}" in definitions, term
+    assert "CoRA" not in definitions and "MCQA+" not in definitions  # only what the page shows
+    assert "acc stdev (repetition paper)" in md
+    shown = pd.read_csv(next((tmp_path / "rep" / "tables").glob("disagreements_*.csv")))
+    assert set(shown["model"]) == set(ids) and shown["prompt"].str.contains("A. ").all()
+    assert set(shown.columns) >= {"question_id", "prompt", "raw_output", "parsed_label", "parse_rule", "correct"}
+    per_question = shown.groupby("question_id")["parsed_label"].nunique()
+    assert (per_question > 1).all()  # only questions answered differently
+
+
+@pytest.mark.slow
+def test_cora_experiment_with_short_ids(run_job_in, tmp_path, capsys):
+    """A CoRA study keeps its section (chance column, INVALID row, the paper's bootstrap std beside the interval);
+    --diff takes the 8-character ids the report prints; an unknown or too short prefix is one line, exit 2."""
+    ids = _jobs(run_job_in, "cora", "variants=cora", "repetitions=1")
+    a, b = ids["simulated_0.6"], ids["simulated_0.9"]
+    md = _report(run_job_in, "cora", tmp_path / "cora", "--diff", a[:8], b[:8])
+    assert "## CoRA ranking" in md and "## Repetition trials" not in md
+    _assert_chance_everywhere(md)
+    cora = next(t for t in _tables(md) if t[0].startswith("| metric"))
+    assert cora[0].rstrip(" |").endswith("chance")
+    mcqa = next(line for line in cora if line.startswith("| MCQA |"))
+    assert re.search(r"\| 0\.\d{3} \|$", mcqa)  # the chance of MCQA: the mean of 1/k
+    assert any(line.startswith("| INVALID |") and "%" in line for line in cora)
+    assert "MCQA+ std x10³ (CoRA paper)" in md
+    assert f"## Disagreements: {a[:8]} vs {b[:8]}" in md and a in md  # resolved to the full id
+    diff = pd.read_csv(tmp_path / "cora" / "tables" / "diff_questions_shown.csv")
+    assert set(diff["run_id"]) == {a, b}
+    # the variants of one model that pick different options: every variant of such a question, as shown
+    variants = pd.read_csv(next((tmp_path / "cora" / "tables").glob("variant_disagreements_*_simulated_0.6_*.csv")))
+    assert variants.groupby("question_id")["variant_id"].nunique().min() > 2
+    assert variants["prompt"].str.contains("A. ").all() and variants["prompt"].nunique() > 1
+    assert resolve_run_id(a[:10], run_job_in.store_uri) == a
+    from src.plan import plan
+
+    with pytest.raises(UserError, match=rf"^--run: no headline metric of {a} "):  # resolved: 8 questions are too few
+        plan([a[:8]], tracking_uri=run_job_in.store_uri)
+    with pytest.raises(UserError, match=r"^config key --run: no MLflow run 'abc' .* first 8 or more characters"):
+        resolve_run_id("abc", run_job_in.store_uri)
+    capsys.readouterr()
+    assert main(["--diff", "0" * 8, b[:8], "--tracking-uri", run_job_in.store_uri, "--no-mlflow",
+                 "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: config key --diff: no MLflow run '00000000'")
+
+
+def test_ambiguous_prefix_is_refused(empty_mlflow_db, tmp_path):
+    """Two runs whose ids start alike: the prefix names neither, in one line that names the flag."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    (tmp_path / "mlflow.db").write_bytes(empty_mlflow_db.read_bytes())
+    client = MlflowClient(tracking_uri=uri)
+    runs = [client.create_run("0") for _ in range(2)]
+    with mock.patch.object(MlflowClient, "search_runs", return_value=runs):
+        with pytest.raises(UserError, match=r"^config key --diff: 'abcdef12' is the start of several run ids"):
+            resolve_run_id("abcdef12", uri, key="--diff")
+    assert resolve_run_id(runs[0].info.run_id[:8], uri) == runs[0].info.run_id  # unique: found without the mock
+
+
+def test_plot_styles_tell_models_apart():
+    styles = [plots.series_style(i) for i in range(20)]
+    assert len({(s["color"], s["marker"], s["ls"]) for s in styles}) == 20
+    assert len({(s["marker"], s["ls"]) for s in styles}) == 20  # apart without colour too
