@@ -33,10 +33,17 @@ PERM_METRICS["perm_all"] = [f"{m}@{s}" for s in PERM_SETS for m in FLUCTUATION] 
 GROUPS = {"revas": REVAS_SETS, "permutations": PERM_METRICS}
 
 
-def logged(run) -> set[str]:
-    from src.tracking import MLFLOW_AT
+def logged(run, client) -> set[str]:
+    """The run's metric names in MLflow, and its per-subject values (`acc_h/step1`) from its `subjects.csv`."""
+    import pandas as pd
 
-    return {name.replace(MLFLOW_AT, "@") for name in run.data.metrics}
+    from src.tracking import MLFLOW_AT, SUBJECTS_FILE
+
+    names = {name.replace(MLFLOW_AT, "@") for name in run.data.metrics}
+    if any(a.path == SUBJECTS_FILE for a in client.list_artifacts(run.info.run_id)):
+        table = pd.read_csv(client.download_artifacts(run.info.run_id, SUBJECTS_FILE))
+        names |= {f"{column}/{subject}" for subject in table["subject"] for column in table.columns[1:]}
+    return names
 
 
 @needs_data
@@ -53,7 +60,7 @@ def test_every_set_logs_its_metrics(run_job_in, group):
     for name, metrics in expected.items():
         run = by_set[name]
         assert run.info.status == "FINISHED", name
-        missing = set(metrics) - logged(run)
+        missing = set(metrics) - logged(run, client)
         assert not missing, f"{name} did not log {sorted(missing)}"
         assert run.data.metrics["n_questions"] == 30, name
         if name.startswith("perm_") or name == "revas_reorder":
@@ -76,7 +83,7 @@ def test_misleading_second_stage_reads_the_source_run(run_job_in):
     source_id = run_job_in("model=simulated", "benchmark=medqa", "variants=revas_true_false", "limit=30",
                            "scoring=generate").run_id
     client, (source,) = mlflow_runs(run_job_in.store_uri)
-    assert {"tf_correct_yes_all", "tf_distractor_no_all"} <= logged(source)  # Yes/No parsed from generated text
+    assert {"tf_correct_yes_all", "tf_distractor_no_all"} <= logged(source, client)  # Yes/No parsed from generated text
     source_records = _records(client, source)
     original = source_records[(source_records.variant_kind == "original")]
     wrong = original[original.parsed_label.notna() & ~original.correct.astype(bool)]
@@ -84,7 +91,7 @@ def test_misleading_second_stage_reads_the_source_run(run_job_in):
                "limit=30")
     client, runs = mlflow_runs(run_job_in.store_uri)
     (second,) = [r for r in runs if r.data.tags["variants"] == "revas_misleading"]
-    assert "misleading_fix_rate" in logged(second)
+    assert "misleading_fix_rate" in logged(second, client)
     records = _records(client, second)
     assert set(records.question_id) == set(wrong.question_id) and len(records) == len(wrong)
     chosen = dict(zip(wrong.question_id, wrong.chosen_option))

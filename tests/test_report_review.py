@@ -160,3 +160,19 @@ def test_plot_styles_tell_models_apart():
     styles = [plots.series_style(i) for i in range(20)]
     assert len({(s["color"], s["marker"], s["ls"]) for s in styles}) == 20
     assert len({(s["marker"], s["ls"]) for s in styles}) == 20  # apart without colour too
+
+
+def test_fluctuation_spreads_are_opt_in(run_job_in, tmp_path):
+    """The fluctuation paper's stability study (200 metric computations per run) is added by
+    --fluctuation-spreads; without it a note says how to get it."""
+    import functools
+
+    from src.compare import spreads
+
+    _jobs(run_job_in, "perm", "variants=perm_full", "scoring=logprob", "temperature=0")
+    md = _report(run_job_in, "perm", tmp_path / "default")
+    assert "--fluctuation-spreads" in md and "Answer fluctuation: simulated" not in md
+    few = functools.partial(spreads.fluctuation_spreads, n_draws=3)  # the same study, fewer draws: a fast test
+    with mock.patch.object(spreads, "fluctuation_spreads", few):
+        md = _report(run_job_in, "perm", tmp_path / "asked", "--fluctuation-spreads")
+    assert "std over random pairs (fluctuation paper)" in md and "Answer fluctuation: simulated" in md

@@ -38,6 +38,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="leave out what reads every run's records: the paired differences and "
                              "questions-needed tables, the papers' spreads and the questions the models answer "
                              "differently (the chance levels still read each run's records once)")
+    parser.add_argument("--fluctuation-spreads", action="store_true",
+                        help="add the answer-fluctuation paper's stability study (std over 100 random pairs and "
+                             "|L|-tuples of permutations) for runs that asked every order: 200 metric "
+                             "computations per run, minutes for a large run (default: a note says how)")
     parser.add_argument("--pair-intersection", action="store_true",
                         help="pair runs that asked different questions on the questions they share (default: refuse)")
     parser.add_argument("--delta", type=float, default=0.02,
@@ -76,7 +80,7 @@ def compare(args: argparse.Namespace) -> dict:
         from ..plan import check_power_args
 
         check_power_args(args.delta, args.alpha, args.power)
-        sections = build_sections(runs, paired=not args.no_paired,
+        sections = build_sections(runs, paired=not args.no_paired, fluctuation_spreads=args.fluctuation_spreads,
                                   paired_options={"intersect": args.pair_intersection, "delta": args.delta,
                                                   "alpha": args.alpha, "power": args.power})
         next(s for s in sections if s.title == RUNS_TITLE).notes += rule_notes

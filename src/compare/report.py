@@ -84,13 +84,15 @@ def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
     return notes
 
 
-def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | None = None) -> list[Section]:
+def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | None = None,
+                   fluctuation_spreads: bool = False) -> list[Section]:
     """The report's sections: the runs (opening with the definitions of the accuracy-like numbers shown), then one
     section per study the runs hold (a study not run gets no section, only a note under the runs). With `paired` (the
     default), the runs' records are read to add the paired differences of every pair of models and the
     questions-needed tables (`src.compare.paired`), the spreads the papers report (`spreads`) and the questions
     the models answer differently (`questions`); `paired_options` go to `paired.paired_study` (intersect,
-    delta, alpha, power, n_resamples, seed)."""
+    delta, alpha, power, n_resamples, seed); `fluctuation_spreads` adds the answer-fluctuation paper's stability
+    study (200 metric computations per run that asked every order)."""
     from .paired import paired_study
 
     frame = runs.table
@@ -124,7 +126,7 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
                     intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
                           "this tool logs: the papers' spreads move the variants, repetitions or permutations drawn; "
                           "the intervals move the questions sampled.")
-            .add(paper_spreads(runs)),
+            .add(paper_spreads(runs, fluctuation=fluctuation_spreads)),
             Section("Questions the models answer differently",
                     intro="Per benchmark and condition, every question on which the models' answers to the "
                           "reference order differ: the prompt as shown (question and labelled options), each "
