@@ -23,6 +23,8 @@ from .job import run_job
 from .redact import redact_text
 from .sweep_callback import read_sweep_info, write_outcome
 
+# Hydra finds sweepers only in the `hydra_plugins` namespace: ours (the default, conf/hydra/sweeper/) lives there
+sys.path.append(str(Path(__file__).parent / "plugins"))
 HYDRA_FLAGS = {"-m", "--multirun"}  # flags that still let us compose the overrides ourselves
 
 

@@ -21,10 +21,21 @@ SUBPROCESS_FIXTURES = frozenset({"run_cli", "smoke_store"})
 
 EDIT_LOOP = False  # set when the run deselects the slow tier: property tests then draw fewer examples
 
+# The suite runs in parallel processes (pytest-xdist, `-n auto` in pyproject.toml): one per core. Tests that share
+# one expensive fixture run in the same process (`--dist loadgroup`), so the fixture is made once per suite.
+XDIST_GROUPS = {"smoke_store": "smoke_store"}  # fixture -> group of the tests that use it
+
 
 def pytest_configure(config):
     global EDIT_LOOP
     EDIT_LOOP = "not slow" in (config.option.markexpr or "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:  # each worker gets its share of the cores for torch's threads, in-process and in its subprocesses
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, threads)
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def examples(n: int) -> int:
@@ -41,6 +52,7 @@ def pytest_addoption(parser):
                           "MCQ_TEST_BROWSER=1 does the same")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks this adds
 def pytest_collection_modifyitems(config, items):
     run_postgres = config.getoption("--run-postgres") or os.environ.get("MCQ_TEST_POSTGRES") == "1"
     skip_postgres = pytest.mark.skip(reason="PostgreSQL tier, opt-in: add --run-postgres or set MCQ_TEST_POSTGRES=1 "
@@ -49,12 +61,19 @@ def pytest_collection_modifyitems(config, items):
     skip_browser = pytest.mark.skip(reason="browser tier, opt-in: add --run-browser or set MCQ_TEST_BROWSER=1 "
                                            "(apt-get install -y chromium; .ci/run runs it as its third step)")
     for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
         if not run_browser and item.get_closest_marker("browser"):
             item.add_marker(skip_browser)
-        if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if SUBPROCESS_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        for fixture in sorted(fixtures & XDIST_GROUPS.keys()):
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[fixture]))
         if not run_postgres and item.get_closest_marker("postgres"):
             item.add_marker(skip_postgres)
+    # Files with slow tests first, each file's tests kept together and in order: the workers share out the long
+    # tests while much is left, and the suite ends on short ones, so no worker idles while another finishes a long one.
+    heavy = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in heavy)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -65,7 +84,7 @@ def models_cache(tmp_path_factory) -> Path:
     if os.environ.get("MCQ_CACHE_DIR"):
         yield Path(os.environ["MCQ_CACHE_DIR"])
         return
-    folder = tmp_path_factory.mktemp("models-cache")
+    folder = tmp_path_factory.mktemp("models-cache")  # one per worker process under pytest-xdist
     os.environ["MCQ_CACHE_DIR"] = str(folder)
     yield folder
     os.environ.pop("MCQ_CACHE_DIR", None)

@@ -248,8 +248,9 @@ def test_sweep_id_and_diff(smoke_store, tmp_path):
     a = pick[("simulated_0.6", "arc_challenge", "cora", "0.3")]
     b = pick[("simulated_0.9", "arc_challenge", "cora", "0.3")]
     out = tmp_path / "sweep"
+    # --no-paired: the paired study (a third of the report's time) is test_smoke_report_has_every_table_and_plot's
     assert main(["--sweep-id", parents[0].data.tags["sweep_id"], "--tracking-uri", smoke_store.uri, "--out", str(out),
-                 "--diff", a, b, "--no-mlflow"]) == 0
+                 "--diff", a, b, "--no-mlflow", "--no-paired"]) == 0
     assert len(pd.read_csv(out / "tables" / "runs.csv")) == 24
     summary = pd.read_csv(out / "tables" / "diff_summary.csv").iloc[0]
     trials = pd.read_csv(out / "tables" / "diff_trials.csv")

@@ -157,6 +157,7 @@ def test_compare_shows_ingested_runs_beside_native_runs(run_job_in, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts the model's GGUF once
 def test_real_chat_template_from_the_models_tokenizer(tmp_path):
     import importlib.util
 

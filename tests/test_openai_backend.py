@@ -42,17 +42,20 @@ class FakeServer:
                     failure = server.failures.pop(0) if server.failures else None
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                counted = True
                 try:
                     if failure == "slow":
                         time.sleep(1.0)
                     time.sleep(server.delay_s)
-                    if isinstance(failure, int):
-                        body = json.dumps({"error": {"message": f"failure {failure}"}}).encode()
-                        self.send_response(failure)
+                    status = failure if isinstance(failure, int) else 200
+                    body = json.dumps({"error": {"message": f"failure {failure}"}} if status != 200
+                                      else server.reply(self.path, payload)).encode()
+                    with server.lock:  # the request's work is done before its reply leaves: the client may then
+                        server.in_flight -= 1  # send the next one at once, and it must not count as one more in flight
+                        counted = False
+                    self.send_response(status)
+                    if status != 200:
                         self.send_header("Retry-After", "0")
-                    else:
-                        body = json.dumps(server.reply(self.path, payload)).encode()
-                        self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
@@ -60,8 +63,9 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
-                    with server.lock:
-                        server.in_flight -= 1
+                    if counted:
+                        with server.lock:
+                            server.in_flight -= 1
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 def _params():
     for name in JOBS:
-        marks = [pytest.mark.slow] if name in REAL_MODEL_JOBS else []
+        # the real-model jobs run with the other real-model tests: one worker converts and loads the model once
+        marks = [pytest.mark.slow, pytest.mark.xdist_group("smollm2")] if name in REAL_MODEL_JOBS else []
         yield pytest.param(name, marks=marks, id=name)
 
 

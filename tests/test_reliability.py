@@ -28,7 +28,7 @@ def stable(records: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp_path):
-    job = ["model=simulated", "model.delay_s=0.01", "benchmark.n_questions=60", "variants=cora",
+    job = ["model=simulated", "model.delay_s=0.01", "benchmark.n_questions=24", "variants=cora",
            "scoring=generate", "temperature=0.7", "repetitions=2"]
     cache = f"cache.path={tmp_path}/cache.db"
     cmd = [sys.executable, "-m", "src.run", *job, cache, f"tracking.uri=sqlite:///{tmp_path}/killed/mlflow.db",
@@ -69,7 +69,6 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
 
 
 @needs_data
-@pytest.mark.slow
 @pytest.mark.slow
 def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
     """Two identical jobs started 3 s apart: the second finds the first RUNNING, sees that its owner process

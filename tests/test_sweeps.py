@@ -200,6 +200,78 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
 
 
 
+# ---------------------------------------------------------------- composed once before the first job
+
+def _composed_both_ways(name: str, cli: list[str]):
+    """Every job of a sweep as the callback composes it (`composed_jobs`) and as Hydra's launcher does
+    (`compose_fully`: the whole composition per job), each a config's YAML or the error composing it raised."""
+    from src.sweep_callback import compose_fully, composed_jobs
+
+    def shown(cfg):
+        return f"{type(cfg).__name__}: {cfg}" if isinstance(cfg, Exception) else OmegaConf.to_yaml(cfg)
+
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        master = compose(config_name=name, overrides=cli, return_hydra_config=True)
+        fast = composed_jobs(master)
+        whole = []
+        for job, _ in fast:
+            try:
+                whole.append(compose_fully(master, job))
+            except Exception as err:  # noqa: BLE001 - compared with what composed_jobs kept
+                whole.append(err)
+    return [(job, shown(cfg)) for job, cfg in fast], [shown(cfg) for cfg in whole]
+
+
+@pytest.mark.parametrize("cli", [
+    # plain keys (one composition per benchmark x variant set), a group, a value check_config refuses later
+    ["model.success_rate=0.9", "temperature=0.7", "prompt=cora", "limit=0"],
+    ["model.success_rate=0.6", "temperature=0.3", "~stats"],  # not a plain key=value: every job composed whole
+])
+def test_the_callback_composes_each_job_as_hydra_does(cli):
+    fast, whole = _composed_both_ways("smoke", cli)
+    assert len(fast) == 6 and all(not cfg.startswith(("ConfigCompositionException", "Error")) for _, cfg in fast)
+    assert [cfg for _, cfg in fast] == whole
+    assert len({cfg for _, cfg in fast}) == 6, "each job its own config"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
+def test_every_committed_sweeps_jobs_are_composed_as_hydra_does(name):
+    fast, whole = _composed_both_ways(name, [])
+    assert len(fast) == EXPECTED_JOBS[name]
+    assert [cfg for _, cfg in fast] == whole
+
+
+def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeypatch):
+    """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
+    composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
+    import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
+    from src import sweep_callback
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        default = compose("config", return_hydra_config=True).hydra.sweeper
+        basic = compose("config", overrides=["hydra/sweeper=basic"], return_hydra_config=True).hydra.sweeper
+    assert default._target_ == "hydra_plugins.mcq_consistency_sweeper.PrecheckedSweeper"
+    assert basic._target_ == "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+    assert set(sweep_callback.BASIC_SWEEPERS) == {default._target_, basic._target_}
+    # imported after Hydra's plugin scan, which executes the plugin modules again: the classes Hydra uses
+    from hydra_plugins.mcq_consistency_sweeper import PrecheckedSweeper
+
+    validated = []
+    monkeypatch.setattr(PrecheckedSweeper.__bases__[0], "validate_batch_is_legal",
+                        lambda self, batch: validated.append(list(batch)))
+    callback = sweep_callback.MlflowSweepCallback()
+    callback.composed = {("seed=0",)}
+    batch = [["seed=0"], ["seed=1"]]
+    monkeypatch.setattr(sweep_callback, "ACTIVE", callback)
+    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    callback.composed = {("seed=0",), ("seed=1",)}
+    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    monkeypatch.setattr(sweep_callback, "ACTIVE", None)
+    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    assert validated == [[["seed=1"]], batch]
+
+
 # ---------------------------------------------------------------- the sweep's parent run: resumed, closed, summarised
 
 def _start_sweep(uri: str, sweep_dir, *extra: str):

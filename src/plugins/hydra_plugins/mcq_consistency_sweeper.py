@@ -1,0 +1,28 @@
+"""Hydra's basic sweeper without its second composition of every job before launching.
+
+Before launching a batch, Hydra's `BasicSweeper` composes each of its jobs (`validate_batch_is_legal`), ~0.15 s
+a job in the sweep's main process. The sweep callback (src/sweep_callback.py) has already composed every job, in
+`on_multirun_start`, and refused the sweep when one is invalid; this sweeper has Hydra compose only the jobs the
+callback did not (a sweep without the callback, a job whose composition failed there). Each job's own
+`check_config` still runs inside the job (src/job.py).
+
+Hydra takes sweepers only from the `hydra_plugins` namespace package: `python -m src.run` puts this folder's
+parent on sys.path (src/run.py). conf/hydra/sweeper/prechecked.yaml selects it; `hydra/sweeper=basic` gives
+Hydra's own. (No `__init__.py` here: `hydra_plugins` is a namespace shared with the installed launchers.)
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+
+class PrecheckedSweeper(BasicSweeper):
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        from src import sweep_callback
+
+        active = sweep_callback.ACTIVE
+        composed = active.composed if active is not None else set()
+        unchecked = [job for job in batch if tuple(job) not in composed]
+        if unchecked:
+            super().validate_batch_is_legal(unchecked)
