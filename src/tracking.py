@@ -504,7 +504,6 @@ class JobTracker:
         self.sweep = dict(sweep or {})
         self.run_id: str | None = None
         self.fell_back = False
-        self._earlier: tuple[str | None, list | None] = (None, None)  # (store, the job's runs) `finished_run` found
         self._connect(self.offline_uri if self.cfg.get("offline") else self.target)
 
     # -- where the job logs
@@ -559,11 +558,8 @@ class JobTracker:
     # -- before the job
 
     def finished_run(self):
-        """The latest FINISHED run of this job's config hash in the experiment, or None. The search also keeps
-        the job's other runs for `mark_interrupted`: one query of the store for both."""
-        runs = self._before(lambda: job_runs(self.client, self.exp_id, self.job_hash))
-        self._earlier = (self.uri, runs)
-        return next((run for run in runs if run.info.status == "FINISHED"), None)
+        """The latest FINISHED run of this job's config hash in the experiment, or None."""
+        return self._before(lambda: finished_run_of(self.client, self.exp_id, self.job_hash))
 
     def finished_metrics(self, run) -> dict[str, float]:
         """Every metric a finished run's job computed: its `metrics.json` (MLflow holds the review view only,
@@ -582,11 +578,7 @@ class JobTracker:
             return {metric_name(k): v for k, v in run.data.metrics.items()}
 
     def mark_interrupted(self) -> None:
-        def mark():  # the runs `finished_run` found, unless the job has moved to the offline store since
-            uri, runs = self._earlier
-            mark_interrupted_runs(self.client, self.exp_id, self.job_hash, runs=runs if uri == self.uri else None)
-
-        self._before(mark)
+        self._before(lambda: mark_interrupted_runs(self.client, self.exp_id, self.job_hash))
 
     def _before(self, op):
         try:
@@ -732,10 +724,11 @@ class JobTracker:
             self.client.set_experiment_tag(self.exp_id, key, state)
 
 
-def job_runs(client, experiment: str, job_hash: str) -> list:
-    """Every run of a job's config hash in the experiment, the latest first."""
-    return client.search_runs([experiment], filter_string=f"tags.config_hash = '{job_hash}'",
-                              order_by=["attributes.start_time DESC"])
+def finished_run_of(client, experiment: str, job_hash: str):
+    """`finished_run` through an MlflowClient."""
+    runs = client.search_runs([experiment], max_results=1, order_by=["attributes.start_time DESC"],
+                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'")
+    return runs[0] if runs else None
 
 
 HEARTBEAT_S = 30.0  # a live job refreshes its run's `heartbeat` tag this often
@@ -768,14 +761,12 @@ def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
     return not ((now if now is not None else time.time()) - beat <= STALE_S)
 
 
-def mark_interrupted_runs(client, experiment: str, job_hash: str, runs: Sequence | None = None) -> None:
+def mark_interrupted_runs(client, experiment: str, job_hash: str) -> None:
     """Runs of this job left RUNNING by a process that is provably dead are marked KILLED, so the UI shows what
     happened; the rerun that calls this resumes their work from the response cache. A run whose process still
-    lives (the same command started twice) is left alone: this job makes a run of its own beside it. `runs`: the
-    job's runs as `job_runs` just found them (searched here when None)."""
-    for run in runs if runs is not None else job_runs(client, experiment, job_hash):
-        if run.info.status != "RUNNING":
-            continue
+    lives (the same command started twice) is left alone: this job makes a run of its own beside it."""
+    for run in client.search_runs([experiment],
+                                  filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'RUNNING'"):
         if not provably_dead(run.data.tags):
             log.info("run %s of the same job is still running (owner %s); this job makes a run of its own",
                      run.info.run_id, run.data.tags.get("owner"))
