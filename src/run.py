@@ -6,6 +6,8 @@ sweep ids, prints one JSON line per job, and turns a `UserError` into one line a
 """
 from __future__ import annotations
 
+import atexit
+import gc
 import signal
 import sys
 import traceback
@@ -25,6 +27,15 @@ from .sweep_callback import read_sweep_info, write_outcome
 
 # Hydra finds sweepers only in the `hydra_plugins` namespace: ours (the default, conf/hydra/sweeper/) lives there
 sys.path.append(str(Path(__file__).parent / "plugins"))
+# Garbage collection tuned for a batch process whose heap is mostly what importing MLflow, SQLAlchemy, pandas and
+# torch made (set on import: in the main process and in each launcher worker that imports this module to run jobs):
+# - a young-generation threshold of 10,000 allocations instead of 700: a 24-job sweep ran 2,252 young and 11 full
+#   collections (2.7 s of 35 s); with this, 110 young and 1 full (1.1 s);
+# - no last collection at exit: Python walks every live object once more (about 1 s of a one-question job here) only
+#   to free memory the process is about to give back. Freezing them in an exit handler skips that walk; objects are
+#   still released by reference count, and the handler runs after every other one (MLflow's flushes included).
+gc.set_threshold(10_000, *gc.get_threshold()[1:])
+atexit.register(gc.freeze)
 HYDRA_FLAGS = {"-m", "--multirun"}  # flags that still let us compose the overrides ourselves
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -61,71 +61,6 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     return split_sweep([*params, *config.hydra.overrides.task])
 
 
-def compose_fully(config: DictConfig, job: list[str]) -> DictConfig:
-    """One job's config as the launcher composes it (Hydra's whole composition), without the hydra node."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    cfg = GlobalHydra.instance().config_loader().load_sweep_config(config, list(job))
-    with open_dict(cfg):  # what the job itself will get: its config without the hydra node
-        del cfg["hydra"]
-    return cfg
-
-
-def composed_jobs(config: DictConfig) -> list[tuple[list[str], Any]]:
-    """(overrides, composed config or the exception composing it raised) of every job of the multirun.
-
-    The same configs as `compose_fully` for every job, with one composition per distinct choice of config groups
-    instead of one per job (0.15-0.3 s each): Hydra merges the defaults list, which only the group overrides (and `+`,
-    `++`, `~`, hydra overrides) change, then applies the plain `key=value` overrides in order. Here each job's
-    plain overrides go through that same step of Hydra's onto a copy of its groups' composition; a job with any
-    other kind of override is composed whole."""
-    import copy
-
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.object_type import ObjectType
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    jobs = sweep_jobs(config)
-    if not jobs:
-        return []
-    groups = set(GlobalHydra.instance().config_loader().get_group_options(  # top-level config groups
-        "", results_filter=ObjectType.GROUP, config_name=config.hydra.job.config_name,
-        overrides=list(config.hydra.overrides.hydra)))
-
-    def plain(o) -> bool:  # `key=value` on a config key: applied after the defaults list is merged
-        return not (o.is_add() or o.is_force_add() or o.is_delete() or o.is_sweep_override()
-                    or o.package is not None or "/" in o.key_or_group or o.key_or_group in groups
-                    or o.key_or_group.split(".")[0] == "hydra")
-
-    def group_choice(o) -> bool:  # changes the defaults list only
-        return ("/" in o.key_or_group or o.key_or_group in groups) and not o.is_sweep_override() \
-            and not isinstance(o.value(), dict)
-
-    parser, bases, out = OverridesParser.create(), {}, []
-    for job in jobs:
-        try:
-            parsed = parser.parse_overrides(list(job))
-            values = [o for o in parsed if plain(o)]
-            choice = tuple(o.input_line for o in parsed if not plain(o))
-            if not all(plain(o) or group_choice(o) for o in parsed):  # `+key=`, `~key`, ...: composed whole
-                values, choice = [], tuple(job)
-            if choice not in bases:
-                try:
-                    bases[choice] = compose_fully(config, list(choice))
-                except Exception as err:  # noqa: BLE001 - the job's own composition below says what is wrong
-                    bases[choice] = err
-            if isinstance(bases[choice], Exception):
-                out.append((job, compose_fully(config, job)))
-                continue
-            cfg = copy.deepcopy(bases[choice])
-            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-            out.append((job, cfg))
-        except Exception as err:  # noqa: BLE001 - reported by refused_jobs
-            out.append((job, err))
-    return out
-
-
 def refused_jobs(config: DictConfig, composed: list | None = None) -> list[str]:
     """One line per job whose composed config the run would refuse (validity rules, value checks), naming the job
     by its overrides."""
@@ -133,7 +68,9 @@ def refused_jobs(config: DictConfig, composed: list | None = None) -> list[str]:
     from .job import check_config
 
     lines = []
-    for job, cfg in composed if composed is not None else composed_jobs(config):
+    from .sweep_compose import composed_jobs
+
+    for job, cfg in composed if composed is not None else composed_jobs(config, sweep_jobs(config)):
         try:
             if isinstance(cfg, Exception):
                 raise cfg
@@ -248,13 +185,18 @@ class MlflowSweepCallback(Callback):
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
+        self.loader = None  # composes the jobs here and, through the sweeper, in the launcher (src/sweep_compose.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global ACTIVE, EXIT_CODE
+        from hydra.core.global_hydra import GlobalHydra
+
         from .errors import UserError
+        from .sweep_compose import GroupCachingConfigLoader, composed_jobs
 
         ACTIVE, EXIT_CODE = self, 0
-        composed = composed_jobs(config)
+        self.loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
+        composed = composed_jobs(config, sweep_jobs(config), self.loader)
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
         refused = refused_jobs(config, composed)
         if refused:  # before any job runs or any parent run is made

@@ -203,23 +203,27 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
 # ---------------------------------------------------------------- composed once before the first job
 
 def _composed_both_ways(name: str, cli: list[str]):
-    """Every job of a sweep as the callback composes it (`composed_jobs`) and as Hydra's launcher does
-    (`compose_fully`: the whole composition per job), each a config's YAML or the error composing it raised."""
-    from src.sweep_callback import compose_fully, composed_jobs
+    """Every job of a sweep as our loader composes it (src/sweep_compose.py: once per group choice) and as Hydra's
+    own loader does (the whole composition per job), hydra node included: each a config's YAML or the error."""
+    from hydra.core.global_hydra import GlobalHydra
 
-    def shown(cfg):
-        return f"{type(cfg).__name__}: {cfg}" if isinstance(cfg, Exception) else OmegaConf.to_yaml(cfg)
+    from src.sweep_callback import sweep_jobs
+    from src.sweep_compose import GroupCachingConfigLoader
+
+    def shown(load, master, job):
+        try:
+            return OmegaConf.to_yaml(load(master, list(job)))
+        except Exception as err:  # noqa: BLE001 - the two loaders must raise the same
+            return f"{type(err).__name__}: {err}"
 
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
         master = compose(config_name=name, overrides=cli, return_hydra_config=True)
-        fast = composed_jobs(master)
-        whole = []
-        for job, _ in fast:
-            try:
-                whole.append(compose_fully(master, job))
-            except Exception as err:  # noqa: BLE001 - compared with what composed_jobs kept
-                whole.append(err)
-    return [(job, shown(cfg)) for job, cfg in fast], [shown(cfg) for cfg in whole]
+        hydras = GlobalHydra.instance().config_loader()
+        ours = GroupCachingConfigLoader.wrap(hydras)
+        jobs = sweep_jobs(master)
+        fast = [(job, shown(ours.load_sweep_config, master, job)) for job in jobs]
+        whole = [shown(hydras.load_sweep_config, master, job) for job in jobs]
+    return fast, whole
 
 
 @pytest.mark.parametrize("cli", [
