@@ -1,6 +1,7 @@
 """Shared fixtures: the repo root, the benchmark data folder, and a CLI runner with an isolated MLflow store."""
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -36,6 +37,13 @@ def pytest_configure(config):
             os.environ.setdefault(name, threads)
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def pytest_collection_finish(session):
+    """What collecting imported (torch, transformers, MLflow, pandas, ...) lives to the end of the session: frozen out
+    of the garbage collector's reach, each full collection walks only what the tests make."""
+    gc.collect()
+    gc.freeze()
 
 
 def examples(n: int) -> int:
