@@ -30,6 +30,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .tracking import SERVER_ENV
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
 EXPERIMENT = "ui-check"
@@ -94,7 +96,7 @@ def start_ui(uri: str, port: int, log: Path) -> subprocess.Popen:
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
                                  "--port", str(port), "--workers", "1"], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **SERVER_ENV})
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from src.tracking import SERVER_ENV
+
 from .conftest import REPO
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # two PostgreSQL-backed server starts and two sweeps
@@ -145,7 +147,7 @@ class MlflowServer:
             [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
              "--backend-store-uri", self.store, "--artifacts-destination", str(self.root / "artifacts"),
              "--workers", "1"],
-            stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True, env={**os.environ, **SERVER_ENV})
         deadline = time.time() + 180
         while True:
             try:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from src.records import read_run_records
+from src.tracking import SERVER_ENV
 
 from .conftest import DATA_DIR, REPO
 
@@ -104,7 +105,8 @@ def server(tmp_path_factory, empty_mlflow_db):
     proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
                              "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination",
                              str(root / "artifacts"), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"), start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"), start_new_session=True,
+                            env={**os.environ, **SERVER_ENV})
     try:
         deadline = time.time() + 120
         while True:
