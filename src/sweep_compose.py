@@ -106,13 +106,6 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def compose_fully(config: DictConfig, job: list[str]) -> DictConfig:
-    """One job's config as Hydra's own loader composes it (the whole composition), without the hydra node."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    return without_hydra(GlobalHydra.instance().config_loader().load_sweep_config(config, list(job)))
-
-
 def composed_jobs(config: DictConfig, jobs: list[list[str]],
                   loader: GroupCachingConfigLoader | None = None) -> list[tuple[list[str], Any]]:
     """(overrides, composed config without the hydra node, or the exception composing it raised) of each job, as

@@ -246,6 +246,36 @@ def test_every_committed_sweeps_jobs_are_composed_as_hydra_does(name):
     assert [cfg for _, cfg in fast] == whole
 
 
+def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
+    """The loader pickled to a joblib or submitit worker carries its process's compositions: in a process that has
+    none (a fresh worker), every job of the sweep is composed without one whole composition by Hydra."""
+    import pickle
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+
+    from src import sweep_compose
+    from src.sweep_callback import sweep_jobs
+
+    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
+        master = compose(config_name="smoke", return_hydra_config=True)
+        hydras = GlobalHydra.instance().config_loader()
+        loader = sweep_compose.GroupCachingConfigLoader.wrap(hydras)
+        jobs = sweep_jobs(master)
+        wanted = [OmegaConf.to_yaml(hydras.load_sweep_config(master, job)) for job in jobs]
+        sweep_compose.composed_jobs(master, jobs, loader)  # as the sweep callback does before the first job
+        shipped = pickle.dumps(loader)
+        monkeypatch.setattr(sweep_compose, "_CACHE", {"token": None, "groups": None, "bases": {}})  # a new process
+        worker = pickle.loads(shipped)
+        assert len(sweep_compose._CACHE["bases"]) == 6  # the smoke sweep's 2 benchmarks x 3 variant sets
+
+        def whole(*args, **kwargs):
+            raise AssertionError("a worker composed a job whole")
+
+        monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", whole)
+        assert [OmegaConf.to_yaml(worker.load_sweep_config(master, job)) for job in jobs] == wanted
+
+
 def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeypatch):
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
