@@ -286,3 +286,23 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
     elif scheme.split("+", 1)[0] not in _DB_SCHEMES and scheme not in ("databricks", "databricks-uc"):
         raise UserError(f"config key {key}: unknown scheme {scheme!r}; {fix}, http(s)://host:port for a server, "
                         f"or a database URI (postgresql://, mysql://, mssql://)")
+
+
+HYDRA_FLAGS = {"-m", "--multirun"}  # flags that still let us compose the overrides ourselves
+
+
+def check_command_line(argv: Sequence[str]) -> None:
+    """`python -m src.run`'s check before Hydra starts: compose every job the command line names (each job of a
+    sweep) and raise the first config error in one line. Left to Hydra: its own options (--help, --cfg, ...) and
+    `hydra.*` overrides."""
+    from .sweep_callback import split_sweep
+    from .tracking import check_options
+
+    if any(a.startswith("-") and a not in HYDRA_FLAGS for a in argv):
+        return
+    overrides = [a for a in argv if not a.startswith("-") and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    jobs = split_sweep(overrides) if HYDRA_FLAGS & set(argv) else [overrides]
+    for job in jobs:
+        cfg = compose_job(job)
+        check_values(cfg)  # types, then ranges: one line, exit 2
+        check_options(cfg.tracking)

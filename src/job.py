@@ -233,3 +233,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
                      experiment=str(cfg.tracking.experiment))
 
 
+def interval_level(cfg: DictConfig) -> float | None:
+    """The coverage of the logged intervals (stats.level), None when none are logged (stats.bootstrap=0)."""
+    stats = cfg.get("stats")
+    return float(stats.level) if stats is not None and int(stats.bootstrap) > 0 else None

@@ -1,0 +1,23 @@
+"""Garbage collection tuned for a batch process whose heap is mostly what importing MLflow, SQLAlchemy, pandas and
+torch made. `src/run.py` calls `tune_for_batch` on import: in the main process and in each launcher worker that
+imports it to run jobs.
+
+- A young-generation threshold of 10,000 allocations instead of 700: a 24-job sweep ran 2,252 young and 11 full
+  collections (2.7 s of 35 s); with this, 110 young and 1 full (1.1 s).
+- No last collection at exit: Python walks every live object once more (about 1 s of a one-question job here) only
+  to free memory the process is about to give back. Freezing them in an exit handler skips that walk; objects are
+  still released by reference count, and the handler, registered first, runs after every other one (MLflow's
+  flushes included).
+"""
+from __future__ import annotations
+
+import atexit
+import gc
+
+YOUNG_THRESHOLD = 10_000
+
+
+def tune_for_batch() -> None:
+    if gc.get_threshold()[0] != YOUNG_THRESHOLD:  # once per process
+        gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+        atexit.register(gc.freeze)
