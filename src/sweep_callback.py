@@ -66,10 +66,9 @@ def refused_jobs(config: DictConfig, composed: list | None = None) -> list[str]:
     by its overrides."""
     from .errors import UserError
     from .job import check_config
-
-    lines = []
     from .sweep_compose import composed_jobs
 
+    lines = []
     for job, cfg in composed if composed is not None else composed_jobs(config, sweep_jobs(config)):
         try:
             if isinstance(cfg, Exception):
