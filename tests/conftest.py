@@ -56,7 +56,7 @@ def pytest_addoption(parser):
                      help="run the tests marked postgres (a real PostgreSQL-backed mlflow server, about a minute); "
                           "MCQ_TEST_POSTGRES=1 does the same")
     parser.addoption("--run-browser", action="store_true", default=False,
-                     help="run the tests marked browser (the MLflow UI in headless Chromium, about 2 minutes); "
+                     help="run the tests marked browser (the MLflow UI in headless Chromium, under a minute); "
                           "MCQ_TEST_BROWSER=1 does the same")
 
 
