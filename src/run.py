@@ -16,14 +16,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from . import config_schema  # registers the typed schema `job_schema` before Hydra composes
-from . import gc_tuning, sweep_callback
+from . import sweep_callback
 from .errors import UserError
 from .job import interval_level, run_job
 from .sweep_job import run_sweep_job
 
 # Hydra finds sweepers only in the `hydra_plugins` namespace: ours (the default, conf/hydra/sweeper/) lives there
 sys.path.append(str(Path(__file__).parent / "plugins"))
-gc_tuning.tune_for_batch()  # set on import: in the main process and in each launcher worker
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
