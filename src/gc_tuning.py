@@ -19,6 +19,5 @@ YOUNG_THRESHOLD = 10_000
 
 
 def tune_for_batch() -> None:
-    if gc.get_threshold()[0] != YOUNG_THRESHOLD:  # once per process
-        gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-        atexit.register(gc.freeze)
+    gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    atexit.register(gc.freeze)

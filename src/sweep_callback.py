@@ -61,15 +61,14 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     return split_sweep([*params, *config.hydra.overrides.task])
 
 
-def refused_jobs(config: DictConfig, composed: list | None = None) -> list[str]:
-    """One line per job whose composed config the run would refuse (validity rules, value checks), naming the job
-    by its overrides."""
+def refused_jobs(composed: list) -> list[str]:
+    """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
+    rules, value checks), naming the job by its overrides."""
     from .errors import UserError
     from .job import check_config
-    from .sweep_compose import composed_jobs
 
     lines = []
-    for job, cfg in composed if composed is not None else composed_jobs(config, sweep_jobs(config)):
+    for job, cfg in composed:
         try:
             if isinstance(cfg, Exception):
                 raise cfg
@@ -197,7 +196,7 @@ class MlflowSweepCallback(Callback):
         self.loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
         composed = composed_jobs(config, sweep_jobs(config), self.loader)
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
-        refused = refused_jobs(config, composed)
+        refused = refused_jobs(composed)
         if refused:  # before any job runs or any parent run is made
             for line in refused:
                 print(f"error: {line}", file=sys.stderr)

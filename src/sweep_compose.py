@@ -107,12 +107,9 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
 
 
 def composed_jobs(config: DictConfig, jobs: list[list[str]],
-                  loader: GroupCachingConfigLoader | None = None) -> list[tuple[list[str], Any]]:
+                  loader: GroupCachingConfigLoader) -> list[tuple[list[str], Any]]:
     """(overrides, composed config without the hydra node, or the exception composing it raised) of each job, as
-    `loader` (default: one for these jobs alone) composes them."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    loader = loader or GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
+    `loader` composes them."""
     out = []
     for job in jobs:
         try:
