@@ -2,7 +2,9 @@
 
 The Hydra application around `src.job.run_job`: it checks the overrides before Hydra composes them (so a typo
 or a wrong type is one `error:` line and exit 2, not Hydra's traceback), gives each job its output folder and
-sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2.
+sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2. A one-job command's
+config is composed once for the check and for Hydra (src/command_compose.py); garbage collection waits until the
+job's imports are done (src/gc_tuning.py).
 """
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from . import gc_tuning
 from . import config_schema  # registers the typed schema `job_schema` before Hydra composes
 from . import sweep_callback
+from .command_compose import composed_once
 from .errors import UserError
 from .job import interval_level, run_job
 from .sweep_job import run_sweep_job
@@ -45,6 +49,11 @@ def _terminate(signum, frame):  # SIGTERM (Slurm's scancel, kill): end like Ctrl
 
 
 def main() -> None:
+    with composed_once(sys.argv[1:]):  # by the pre-check and by Hydra (src/command_compose.py)
+        _checked_main()
+
+
+def _checked_main() -> None:
     try:
         config_schema.check_command_line(sys.argv[1:])
     except UserError as err:
@@ -68,4 +77,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    gc_tuning.pause_for_imports()  # until the job's MLflow store is open (src/gc_tuning.py)
     main()

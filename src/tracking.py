@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from . import gc_tuning
 from .errors import UserError
 
 log = logging.getLogger(__name__)
@@ -324,16 +325,15 @@ def open_store(uri: str) -> None:
     """Make sure the store's schema exists before any other MLflow call of this process. For a SQLite store the
     creation (MLflow's alembic migrations, seconds long) runs under an exclusive lock on `<db>.init.lock`, so
     parallel first jobs (joblib workers, several `python -m src.run`) create it once and the others wait for it."""
-    if uri in _OPENED:
-        return
     db = sqlite_path(uri)
-    if db is not None:
+    if uri not in _OPENED and db is not None:
         from mlflow.tracking import MlflowClient
 
         db.parent.mkdir(parents=True, exist_ok=True)
         with _file_lock(Path(f"{db}.init.lock")):
             with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
     _OPENED.add(uri)
+    gc_tuning.end_import_pause()  # MLflow and its store are imported: the command's heap is built
 
 
 @contextlib.contextmanager
