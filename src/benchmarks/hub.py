@@ -61,7 +61,7 @@ from urllib.parse import urlparse
 from ..errors import UserError
 from ..questions import Question
 from .position import seeded_shuffle
-from .validate import answer_from_label, checked_question, choose_split, clean_text, record_error
+from .validate import answer_from_label, checked_question, choose_split, record_error
 
 HUB_DIR_ENV = "MCQ_HUB_DIR"
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -232,24 +232,10 @@ def _truthfulqa(task: str) -> Converter:
 
 
 def _medqa_4(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
-    from .medical import META_INFO_TYPOS
+    from .medical import medqa_question
 
-    questions = []
-    for n, row in enumerate(rows):
-        qid = f"{name}/{n}"
-        where = f"{place} row {n} (record {qid})"
-        opts = row.get("options")
-        if not isinstance(opts, dict):
-            raise record_error(where, "'options' is not an object like {\"A\": \"...\"}")
-        labels = [str(label) for label in opts]
-        answer = answer_from_label(row.get("answer_idx"), labels, where)
-        meta_info, answer_text = row.get("meta_info"), row.get("answer")
-        metadata = {"labels": tuple(labels), "meta_info": meta_info,
-                    "answer_text": clean_text(answer_text) if isinstance(answer_text, str) else answer_text}
-        questions.append(checked_question(where, id=qid, question=row.get("question"), options=list(opts.values()),
-                                          answer=answer, subject=META_INFO_TYPOS.get(meta_info, meta_info),
-                                          split=split, metadata=metadata))
-    return questions
+    return [medqa_question(row, qid=f"{name}/{n}", place=f"{place} row {n} (record {name}/{n})", split=split)
+            for n, row in enumerate(rows)]
 
 
 def _medmcqa(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:

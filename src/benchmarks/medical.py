@@ -27,29 +27,31 @@ META_INFO_TYPOS = {"stfep2&3": "step2&3"}
 _PREFIX = re.compile(r"([A-Z])\.\s*")
 
 
+def medqa_question(record: dict, *, qid: str, place: str, split: str) -> Question:
+    """One MedQA record (`{"question", "options": {"A": ...}, "answer_idx", "answer", "meta_info"}`) as a Question:
+    the file loaders' rule and the Hub converter's (src/benchmarks/hub.py). `place` names the record in errors."""
+    require_fields(record, ("question", "options"), place)
+    if not isinstance(record["options"], dict):
+        raise record_error(place, "'options' is not an object like {\"A\": \"...\"}")
+    labels = [str(label) for label in record["options"]]
+    answer = answer_from_label(record.get("answer_idx"), labels, place)
+    meta_info = record.get("meta_info")
+    answer_text = record.get("answer")  # cleaned as the options are (it repeats the right one's debris)
+    metadata = {"labels": tuple(labels), "meta_info": meta_info,
+                "answer_text": clean_text(answer_text) if isinstance(answer_text, str) else answer_text}
+    return checked_question(place, id=qid, question=record["question"], options=record["options"].values(),
+                            answer=answer, subject=META_INFO_TYPOS.get(meta_info, meta_info), split=split,
+                            metadata=metadata)
+
+
 def medqa_loader(name: str) -> Callable[..., list[Question]]:
     """The loader for `medqa` (5 options) or `medqa_4`."""
 
     def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
         split = choose_split(split, ("test",), name)
         file = resolve_path(path, data_dir, MEDQA_FILES[name])
-        questions = []
-        for n, (line, record) in enumerate(iter_jsonl(file, read_text(file))):
-            qid = f"{name}/{n}"
-            place = where(file, line, qid)
-            require_fields(record, ("question", "options"), place)
-            if not isinstance(record["options"], dict):
-                raise record_error(place, "'options' is not an object like {\"A\": \"...\"}")
-            labels = [str(label) for label in record["options"]]
-            answer = answer_from_label(record.get("answer_idx"), labels, place)
-            meta_info = record.get("meta_info")
-            answer_text = record.get("answer")  # cleaned as the options are (it repeats the right one's debris)
-            metadata = {"labels": tuple(labels), "meta_info": meta_info,
-                        "answer_text": clean_text(answer_text) if isinstance(answer_text, str) else answer_text}
-            questions.append(checked_question(
-                place, id=qid, question=record["question"], options=record["options"].values(), answer=answer,
-                subject=META_INFO_TYPOS.get(meta_info, meta_info), split=split, metadata=metadata))
-        return questions
+        return [medqa_question(record, qid=f"{name}/{n}", place=where(file, line, f"{name}/{n}"), split=split)
+                for n, (line, record) in enumerate(iter_jsonl(file, read_text(file)))]
 
     load.__name__ = f"load_{name}"
     return load
