@@ -251,6 +251,7 @@ def test_ten_numbered_labels_give_label_10_its_own_probability(tiny_model_dir):
     assert len(scores.probs) == 10 and sum(scores.probs) == pytest.approx(1.0)
     assert scores.probs[9] > 0 and scores.probs[0] > 0
 
+    @torch.no_grad()
     def p(text: str) -> float:  # P(text | prompt) from one plain forward pass over prompt + text
         tok, model = backend.tokenizer, backend.model
         ctx = tok(prompt)["input_ids"]
