@@ -11,11 +11,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from . import sweep_callback, tracking
+from . import tracking
 from .errors import UserError
 from .job import interval_level, run_job
 from .redact import redact_text
-from .sweep_callback import read_sweep_info, write_outcome
+from .sweep_callback import job_label, read_sweep_info, write_outcome
 
 
 def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
@@ -39,7 +39,7 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             (Path(out_dir) / "error.txt").write_text(redact_text(traceback.format_exc()))
             message += f" (traceback in {Path(out_dir) / 'error.txt'})"
-        print(f"error: job #{num} ({sweep_callback.job_label(overrides)}): {message}", file=sys.stderr)
+        print(f"error: job #{num} ({job_label(overrides)}): {message}", file=sys.stderr)
         write_outcome(out_dir, **outcome, status="failed", run_id=tracking.last_run.get("run_id"), error=message,
                       crashed=crashed)
         return
