@@ -33,6 +33,9 @@ from omegaconf import DictConfig
 # overrides) -> (config, whether its job name came from Hydra's runtime, not from the config)
 _COMPOSED: dict[tuple, tuple[DictConfig, bool]] = {}
 _ACTIVE = [False]
+# the pre-check's composition and Hydra's first (they differ when the command has a `hydra/...` override); later
+# ones (the jobs of a multirun that a config file asks for, as the sweeps/ files do) are not asked for again
+_KEPT = 2
 
 
 def _plain_hydra(o) -> bool:
@@ -70,8 +73,9 @@ class CommandConfigLoader(ConfigLoaderImpl):
             return super().load_configuration(config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
         if validate_sweep_overrides:
             self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
-        _COMPOSED[(sources, config_name, task, tuple(o.input_line for o in hydra))] = (
-            copy.deepcopy(cfg), cfg.hydra.job.name == JobRuntime().get("name"))
+        if len(_COMPOSED) < _KEPT:
+            _COMPOSED[(sources, config_name, task, tuple(o.input_line for o in hydra))] = (
+                copy.deepcopy(cfg), cfg.hydra.job.name == JobRuntime().get("name"))
         return cfg
 
 
