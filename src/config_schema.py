@@ -11,11 +11,12 @@ each checks its own keys where it is built (e.g. `model.x is not a setting of ba
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
@@ -177,31 +178,70 @@ def check_group_choices(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> 
                 raise UserError(f"config key {key}: unknown choice {choice!r}; {hint}choose one of {', '.join(known)}")
 
 
-def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> DictConfig:
-    """The composed config of one job from command-line style overrides, with no Hydra runtime (for tests, the
-    benchmark command and the pre-flight check of `python -m src.run`). Raises UserError in one line."""
-    from hydra import compose, initialize_config_dir
+@contextlib.contextmanager
+def _own_hydra(conf_dir: Path) -> Iterator[None]:
+    """Hydra initialised on `conf_dir` for composing inside; inside a Hydra app (the sweep callback), the app's
+    instance is put back after."""
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    check_group_choices(overrides, conf_dir)
     was_initialized = GlobalHydra.instance().is_initialized()
-    if was_initialized:  # inside a Hydra app (the sweep callback): compose on a fresh instance, then put the app's back
+    if was_initialized:
         saved = GlobalHydra.instance().hydra
         GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            yield
+    finally:
+        if was_initialized:
+            GlobalHydra.instance().clear()
+            GlobalHydra.instance().initialize(saved)
+
+
+def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> DictConfig:
+    """The composed config of one job from command-line style overrides, with no Hydra runtime (for tests, the
+    benchmark command and the pre-flight check of `python -m src.run`). Raises UserError in one line."""
+    from hydra import compose
+
+    check_group_choices(overrides, conf_dir)
+    try:
+        with _own_hydra(conf_dir):
             cfg = compose("config", overrides=list(overrides))
     except UserError:
         raise
     except Exception as err:  # Hydra/OmegaConf composition errors: override grammar, types, unknown keys
         raise one_line(err, overrides) from err
-    finally:
-        if was_initialized:
-            GlobalHydra.instance().clear()
-            GlobalHydra.instance().initialize(saved)
     check_keys(cfg)
     check_metrics(cfg)
     return cfg
+
+
+def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) -> Iterator[DictConfig]:
+    """`compose_job` of each job of a sweep, in order, composing once per choice of config groups: each other job
+    of that choice is a copy with its plain `key=value` overrides applied by Hydra's own step
+    (src/sweep_compose.py). The same configs, and the same one-line errors, at 0.1-0.15 s less a job."""
+    if len(jobs) == 1:
+        yield compose_job(jobs[0], conf_dir=conf_dir)
+        return
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+
+    from .sweep_compose import GroupCachingConfigLoader, without_hydra
+
+    with _own_hydra(conf_dir):
+        master = compose("config", return_hydra_config=True)
+        loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
+    for job in jobs:
+        check_group_choices(job, conf_dir)
+        try:
+            cfg = without_hydra(loader.load_sweep_config(master, list(job)))
+        except UserError:
+            raise
+        except Exception as err:  # as compose_job
+            raise one_line(err, job) from err
+        check_keys(cfg)
+        check_metrics(cfg)
+        yield cfg
 
 
 OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
@@ -302,7 +342,6 @@ def check_command_line(argv: Sequence[str]) -> None:
         return
     overrides = [a for a in argv if not a.startswith("-") and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     jobs = split_sweep(overrides) if HYDRA_FLAGS & set(argv) else [overrides]
-    for job in jobs:
-        cfg = compose_job(job)
+    for cfg in compose_jobs(jobs):
         check_values(cfg)  # types, then ranges: one line, exit 2
         check_options(cfg.tracking)

@@ -310,6 +310,31 @@ def test_a_command_with_a_hydra_group_override_is_composed_as_hydra_composes_it(
     assert "BasicSweeper" in hydra and (job, hydra) == _run_main_capturing(monkeypatch, argv, once=False)[:2]
 
 
+def test_the_pre_check_composes_a_command_line_sweep_once_per_group_choice(monkeypatch):
+    """`python -m src.run -m ...` checks every job before Hydra starts (`config_schema.check_command_line`):
+    composed once per choice of config groups, each job's config equals its whole composition."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from src.config_schema import compose_job, compose_jobs
+    from src.sweep_callback import split_sweep
+
+    composing, count = ConfigLoaderImpl._load_configuration_impl, [0]
+
+    def counted(self, *args, **kwargs):
+        count[0] += 1
+        return composing(self, *args, **kwargs)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "_load_configuration_impl", counted)
+    axes = ["model=simulated", "benchmark=arc_challenge,commonsenseqa", "variants=cora,perm_all",
+            "temperature=0.3,0.7", "model.success_rate=0.6,0.9"]
+    for extra, compositions in (([], 1 + 4), (["~stats"], 1 + 16)):  # `~key` is no plain override: whole
+        jobs = split_sweep(axes + extra)
+        whole = [OmegaConf.to_yaml(compose_job(job)) for job in jobs]
+        count[0] = 0
+        assert [OmegaConf.to_yaml(cfg) for cfg in compose_jobs(jobs)] == whole
+        assert len(jobs) == 16 and count[0] == compositions  # the master config, then per group choice or job
+
+
 def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
     """The loader pickled to a joblib or submitit worker carries its process's compositions: in a process that has
     none (a fresh worker), every job of the sweep is composed without one whole composition by Hydra."""
