@@ -29,10 +29,10 @@ from hydra.core.utils import JobRuntime
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-# the command's compositions while `composed_once` is active: (config sources, config name, task overrides, hydra
-# overrides) -> (config, whether its job name came from Hydra's runtime, not from the config)
-_COMPOSED: dict[tuple, tuple[DictConfig, bool]] = {}
-_ACTIVE = [False]
+# the command's compositions while `composed_once` is active (None otherwise, as in a launcher worker that received
+# this loader): (config sources, config name, task overrides, hydra overrides) -> (config, whether its job name came
+# from Hydra's runtime, not from the config)
+_COMPOSED: dict[tuple, tuple[DictConfig, bool]] | None = None
 # the pre-check's composition and Hydra's first (they differ when the command has a `hydra/...` override); later
 # ones (the jobs of a multirun that a config file asks for, as the sweeps/ files do) are not asked for again
 _KEPT = 2
@@ -50,23 +50,24 @@ class CommandConfigLoader(ConfigLoaderImpl):
     def load_configuration(self, config_name: str | None, overrides: list[str], run_mode: RunMode,
                            from_shell: bool = True, validate_sweep_overrides: bool = True) -> DictConfig:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
-        if not _ACTIVE[0] or any(o.is_sweep_override() for o in parsed):
+        if _COMPOSED is None or any(o.is_sweep_override() for o in parsed):
             return super().load_configuration(config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
         sources = tuple((s.provider, s.scheme(), s.path) for s in self.repository.get_sources())
         task = tuple(o.input_line for o in parsed if not o.is_hydra_override())
-        hydra = [o for o in parsed if o.is_hydra_override()]
+        hydra_overrides = [o for o in parsed if o.is_hydra_override()]
         for (sources0, name0, task0, hydra0), (composed, runtime_name) in _COMPOSED.items():
-            extra = hydra[len(hydra0):]
-            if (sources0, name0, task0, hydra0) == (sources, config_name, task, tuple(o.input_line for o in hydra[
-                    :len(hydra0)])) and all(map(_plain_hydra, extra)):
-                if validate_sweep_overrides:
-                    self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
-                cfg = copy.deepcopy(composed)
-                self._apply_overrides_to_config(extra, cfg)  # as Hydra's `_load_configuration_impl` does
-                cfg.hydra.overrides.hydra.extend([o.input_line for o in extra])
-                if runtime_name:
-                    cfg.hydra.job.name = JobRuntime().get("name")
-                return cfg
+            head, extra = hydra_overrides[:len(hydra0)], hydra_overrides[len(hydra0):]
+            if (sources0, name0, task0) != (sources, config_name, task) \
+                    or tuple(o.input_line for o in head) != hydra0 or not all(map(_plain_hydra, extra)):
+                continue
+            if validate_sweep_overrides:
+                self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
+            cfg = copy.deepcopy(composed)
+            self._apply_overrides_to_config(extra, cfg)  # as Hydra's `_load_configuration_impl` does
+            cfg.hydra.overrides.hydra.extend([o.input_line for o in extra])
+            if runtime_name:
+                cfg.hydra.job.name = JobRuntime().get("name")
+            return cfg
         try:
             cfg = super().load_configuration(config_name, overrides, RunMode.RUN, from_shell, False)
         except Exception:  # noqa: BLE001 - composed as Hydra would, which raises what is wrong with it
@@ -74,7 +75,7 @@ class CommandConfigLoader(ConfigLoaderImpl):
         if validate_sweep_overrides:
             self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
         if len(_COMPOSED) < _KEPT:
-            _COMPOSED[(sources, config_name, task, tuple(o.input_line for o in hydra))] = (
+            _COMPOSED[(sources, config_name, task, tuple(o.input_line for o in hydra_overrides))] = (
                 copy.deepcopy(cfg), cfg.hydra.job.name == JobRuntime().get("name"))
         return cfg
 
@@ -90,12 +91,9 @@ def composed_once(argv: list[str]) -> Iterator[None]:
     if HYDRA_FLAGS & set(argv):
         yield
         return
-    hydra_core.ConfigLoaderImpl = CommandConfigLoader
-    _COMPOSED.clear()
-    _ACTIVE[0] = True
+    global _COMPOSED
+    hydra_core.ConfigLoaderImpl, _COMPOSED = CommandConfigLoader, {}
     try:
         yield
     finally:
-        hydra_core.ConfigLoaderImpl = ConfigLoaderImpl
-        _ACTIVE[0] = False
-        _COMPOSED.clear()
+        hydra_core.ConfigLoaderImpl, _COMPOSED = ConfigLoaderImpl, None

@@ -198,22 +198,32 @@ def _own_hydra(conf_dir: Path) -> Iterator[None]:
             GlobalHydra.instance().initialize(saved)
 
 
+def _checked(overrides: Sequence[str], conf_dir: Path, composed) -> DictConfig:
+    """`composed()`, the config of the job `overrides` names, with every config error as one line (UserError): an
+    unknown group choice before composing, a Hydra/OmegaConf composition error (override grammar, types, unknown
+    keys), then the keys and metrics the composed config names."""
+    check_group_choices(overrides, conf_dir)
+    try:
+        cfg = composed()
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - Hydra's and OmegaConf's composition errors
+        raise one_line(err, overrides) from err
+    check_keys(cfg)
+    check_metrics(cfg)
+    return cfg
+
+
 def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> DictConfig:
     """The composed config of one job from command-line style overrides, with no Hydra runtime (for tests, the
     benchmark command and the pre-flight check of `python -m src.run`). Raises UserError in one line."""
     from hydra import compose
 
-    check_group_choices(overrides, conf_dir)
-    try:
+    def composed() -> DictConfig:
         with _own_hydra(conf_dir):
-            cfg = compose("config", overrides=list(overrides))
-    except UserError:
-        raise
-    except Exception as err:  # Hydra/OmegaConf composition errors: override grammar, types, unknown keys
-        raise one_line(err, overrides) from err
-    check_keys(cfg)
-    check_metrics(cfg)
-    return cfg
+            return compose("config", overrides=list(overrides))
+
+    return _checked(overrides, conf_dir, composed)
 
 
 def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) -> Iterator[DictConfig]:
@@ -232,16 +242,7 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
         master = compose("config", return_hydra_config=True)
         loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
     for job in jobs:
-        check_group_choices(job, conf_dir)
-        try:
-            cfg = without_hydra(loader.load_sweep_config(master, list(job)))
-        except UserError:
-            raise
-        except Exception as err:  # as compose_job
-            raise one_line(err, job) from err
-        check_keys(cfg)
-        check_metrics(cfg)
-        yield cfg
+        yield _checked(job, conf_dir, lambda: without_hydra(loader.load_sweep_config(master, list(job))))
 
 
 OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
