@@ -289,16 +289,22 @@ def experiment_id(mlflow, name: str, uri: str) -> str:
         return exp.experiment_id
 
 
-# Messages of a store that a parallel job is using or creating at the same moment: SQLite's lock, and MLflow's
-# schema creation (alembic) seen half done by another process. Retried; anything else is raised at once.
+# Messages of a store that a parallel job is using or creating at the same moment: SQLite's lock, MLflow's schema
+# creation (alembic) seen half done by another process, and a row two jobs insert at once (the experiment's review
+# view tag: MLflow looks for it, then inserts it; the retry reads it again and merges), in SQLite's and
+# PostgreSQL's words. Retried; anything else is raised at once.
 RACE_MESSAGES = re.compile(r"database is locked|duplicate column name|expected to match one row|no such table|"
-                           r"no such column|(table|index) \S+ already exists")
+                           r"no such column|(table|index) \S+ already exists|unique constraint failed|"
+                           r"duplicate key value violates unique constraint")
 
 
 def is_race(err: BaseException) -> bool:
     """A message of parallel first use of a store (retried), not of a real error.
 
     >>> is_race(Exception("(sqlite3.OperationalError) table experiment_tags already exists"))
+    True
+    >>> is_race(Exception('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique '
+    ...                   'constraint "experiment_tag_pk"'))
     True
     >>> is_race(Exception("Experiment(name=x) already exists"))
     False
