@@ -95,7 +95,7 @@ _HEDGE = re.compile(r"^[\*\)\]'\"’”`\.]*\s*(?:,\s*)?(?:or|and|,|/|&|\|)\s*(?
 # only explains: "B. Actually, Paris ..."): it revises only when an answer follows it.
 _REVISION = re.compile(r"(?i)(?<![\w'’])(?:(?P<weak>actually)|wait|hold\s+on|on\s+(?:second|further)\s+thought|"
                        r"on\s+reflection|correction|scratch\s+that|let\s+me\s+reconsider|I\s+was\s+wrong|"
-                       r"I\s+made\s+a\s+mistake|oops|no(?=\s*[,—–-]|\s+wait))(?![\w'’])[\s,:;.!—–\-*]*")
+                       r"I\s+made\s+a\s+mistake|oops|no(?=\s*,|\s*[—–]|\s+-\s|\s+wait))(?![\w'’])[\s,:;.!—–\-*]*")
 # A piece of a revision that names a label without committing to it: "maybe C", "C?", "or is it D".
 _UNSURE = re.compile(r"(?i)\b(?:" + _TENTATIVE + r"|might\s+be|could\s+be|or)\b|\?")
 # Anywhere: "Either A or C", "B or D", "A/C" between two shown labels.
