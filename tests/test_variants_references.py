@@ -73,9 +73,12 @@ def honours(question, variant):
     ("All of them", "all", False), ("Both of them", "both", False), ("None of the options given is correct", "none", True),
     ("Both", "both", False), ("Neither", "neither", True), ("d)\tnone of the above", "none", True),
     # the sentence goes on (MMLU nutrition, conceptual_physics, security_studies, high_school_physics)
-    ("All of the above were among the causes.", "all", False), ("None of these for the moon does not rotate", "none", True),
-    ("All of these options. To make non-compliance too costly ...", "all", False), ("Any 2 of the above values", "any", False),
-    ("None of the above - HIV/AIDS is a traditional issue.", "none", True), ("Neither of the above, because x", "neither", True),
+    ("All of the above were among the causes.", "all", False),
+    ("None of these for the moon does not rotate", "none", True),
+    ("All of these options. To make non-compliance too costly ...", "all", False),
+    ("Any 2 of the above values", "any", False),
+    ("None of the above - HIV/AIDS is a traditional issue.", "none", True),
+    ("Neither of the above, because x", "neither", True),
 ])
 def test_block_references(text, quantifier, none_like):
     question = q(["red", "green", text] if quantifier in ("both", "neither") else ["red", "green", "blue", text])
@@ -128,7 +131,8 @@ def test_all_except_speaks_of_every_other_option():
     ["a molten core", "fast rotation", "an atmosphere", "both a molten core and fast rotation"],
     ["all a part of one body.", "all a part of God.", "x", "y"],
     ["Both are concerned with the law in action.", "Both are anti-formalist.", "x", "y"],
-    ["Only the maker of the car and the retailer.", "Only the maker of the car.", "Only the retailer.", "All three defendants."],
+    ["Only the maker of the car and the retailer.", "Only the maker of the car.", "Only the retailer.",
+     "All three defendants."],
     ["1,2-dichlorobenzene", "1,3-dichlorobenzene", "2,4-dichlorobenzene", "1,4-dichlorobenzene"],
     ["(1, 6)", "(-1, 4)", "(3, 2)", "(-4, 3)"],
 ])
@@ -138,13 +142,15 @@ def test_not_references(options):
 
 def test_letters_the_question_uses_as_names_are_not_references():
     stem = "Two events A and B each have a nonzero probability. If A and B are independent, which is true?"
-    options = ["P(A and B) = P(A) P(B)", "A and B may or may not be mutually exclusive.", "A and B must be mutually exclusive.", "x"]
+    options = ["P(A and B) = P(A) P(B)", "A and B may or may not be mutually exclusive.",
+               "A and B must be mutually exclusive.", "x"]
     assert not has_option_refs(q(options, question=stem))
     assert option_refs(q(options, question="Which is true?"))[1].kind == "letters"
 
 
 def test_counted_reference_only_beside_single_options():
-    assert option_refs(q(["the neural tube.", "ectomesenchymal cells.", "dental enamel.", "all three structures."]))[3].kind == "above"
+    structures = ["the neural tube.", "ectomesenchymal cells.", "dental enamel.", "all three structures."]
+    assert option_refs(q(structures))[3].kind == "above"
     assert not has_option_refs(q(["x", "y", "z", "All three steps are endothermic."]))  # more words: a statement
     assert not has_option_refs(q(["x", "y", "z", "all three structures."], question="Name the three structures"))
 
