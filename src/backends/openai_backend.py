@@ -17,6 +17,7 @@ error messages, so it never reaches MLflow params, tags or artifacts.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -119,7 +120,8 @@ class OpenAIBackend:
                     except ValueError:
                         pass
                 reason = f"HTTP {err.code}"
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as err:
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
+                    http.client.HTTPException) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
                 if attempt == self.max_retries:
                     raise UserError(f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); "
                                     f"check model.base_url") from None
