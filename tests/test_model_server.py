@@ -210,8 +210,10 @@ def test_chat_endpoint_makes_the_in_process_decisions(model_server, run_job_in):
 
 def test_what_the_server_ignores_is_refused_in_one_line(model_server, run_job_in):
     """transformers serve answers as if `logprobs`, `top_logprobs`, `echo` and `n` were not sent (it logs "Ignoring
-    unsupported fields"): each scoring that needs one is refused in one line naming it; `n` has a way out."""
-    base = overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port))
+    unsupported fields"): each scoring that needs one is refused in one line naming it; `n` has a way out.
+    The first reply shows it: one question, one request at a time."""
+    chat = overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port))
+    base = [*(o for o in chat if not o.startswith("variants=")), "variants=original", "model.max_concurrency=1"]
     completions = ["model.endpoint=completions", "prompt.chat=false"]
     refused = {"`logprobs`": [*base, "scoring=logprob"],
                "`logprobs`, completions": [*base, *completions, "scoring=logprob"],
@@ -222,9 +224,11 @@ def test_what_the_server_ignores_is_refused_in_one_line(model_server, run_job_in
             run_job_in(*job, "cache.enabled=false")
         message = str(err.value)
         assert field.split(",")[0] in message and model_server.url in message and "\n" not in message, message
+        if field == "`logprobs`":  # the page shows this refusal as the job prints it
+            assert f"error: {message}".replace(f":{model_server.port}/", ":8123/") in DOC, message
     no_run_left_running(run_job_in.store_uri)
     # one request per sample instead of `n`: every trial once
-    result = run_job_in(*base, "variants=original", "temperature=0.7", "repetitions=2", "model.n_per_request=false",
+    result = run_job_in(*base, "temperature=0.7", "repetitions=2", "model.n_per_request=false",
                         "cache.enabled=false")
     records = read_run_records(result.run_id, run_job_in.store_uri)
     assert len(records) == 2 and not records.duplicated(KEY).any()
