@@ -24,12 +24,11 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -38,6 +37,7 @@ from src.errors import UserError
 from src.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
+from .test_openai_backend import ServedInThread
 
 pytestmark = [pytest.mark.model_server, pytest.mark.slow]
 
@@ -94,10 +94,10 @@ class ModelServer:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"transformers serve exited with {self.proc.returncode}: {self.log_tail()}")
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
-                    if json.loads(reply.read()).get("status") == "ok":
-                        return
+            with contextlib.suppress(OSError, urllib.error.URLError), \
+                    urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
+                if json.loads(reply.read()).get("status") == "ok":
+                    return
             time.sleep(0.5)
         self.stop()
         pytest.fail(f"transformers serve was not healthy within {HEALTH_S} s: {self.log_tail()}")
@@ -234,7 +234,7 @@ def test_what_the_server_ignores_is_refused_in_one_line(model_server, run_job_in
     assert len(records) == 2 and not records.duplicated(KEY).any()
 
 
-class ThrottlingProxy:
+class ThrottlingProxy(ServedInThread):
     """Forwards POSTs to the server; every `every`-th request is answered 429 or 503 (in turn) with Retry-After
     instead. Records when each request body came and what it got."""
 
@@ -268,17 +268,7 @@ class ThrottlingProxy:
                 self.end_headers()
                 self.wfile.write(reply)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 def test_completions_endpoint_through_429_and_503_makes_the_in_process_decisions(model_server, run_job_in):
@@ -300,18 +290,19 @@ def test_completions_endpoint_through_429_and_503_makes_the_in_process_decisions
 
 def test_server_killed_mid_job_and_restarted_completes_every_trial_once(model_server, run_job_in):
     """Killed (SIGKILL) after 3 answers and started again on its port: the retries outlast the restart; the job
-    completes with the decisions of an uninterrupted one."""
+    completes with the decisions of an uninterrupted one (the completions endpoint: its short prompts answer
+    fastest)."""
     def kill_and_restart():
         model_server.kill()
         model_server.start()
 
     watcher = when_answered(model_server, model_server.answered() + 3, kill_and_restart)
     # waits of 0.5, 1, 2, 4, 4, ... s (31 s in all): the restart (10-20 s) is noticed within 4 s of being healthy
-    result = run_job_in(*overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port)), "cache.enabled=false",
-                        "model.max_retries=10", "model.backoff_s=0.5", "model.max_backoff_s=4")
+    result = run_job_in(*overrides(COMPLETIONS, MODEL=model_server.model, PORT=str(model_server.port)),
+                        "cache.enabled=false", "model.max_retries=10", "model.backoff_s=0.5", "model.max_backoff_s=4")
     watcher.join(timeout=HEALTH_S)
     assert model_server.log.read_text().count("Started server process") >= 2, "the server was restarted"
-    assert_same_decisions(served_records(run_job_in, result), model_server.references["chat"])
+    assert_same_decisions(served_records(run_job_in, result), model_server.references["completions"])
     no_run_left_running(run_job_in.store_uri)
 
 

@@ -20,7 +20,24 @@ from .conftest import mlflow_runs
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 
 
-class FakeServer:
+class ServedInThread:
+    """A ThreadingHTTPServer on a free 127.0.0.1 port, answering from a thread inside `with`."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeServer(ServedInThread):
     """Canned completions. `failures` is a list of HTTP codes (or "slow") served, one each, before answering."""
 
     def __init__(self):
@@ -68,9 +85,8 @@ class FakeServer:
                         with server.lock:
                             server.in_flight -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serve(Handler)
+        self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def reply(self, path: str, payload: dict) -> dict:
         payload = {k: v for k, v in payload.items() if k not in self.ignores}
@@ -90,14 +106,6 @@ class FakeServer:
                                                            **({"top_logprobs": top} if "top_logprobs" in payload else {})}]}}]}
         n = payload.get("n", 1)
         return {"choices": [{"index": i, "message": {"role": "assistant", "content": "ABCD"[i % 4]}} for i in range(n)]}
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
