@@ -47,6 +47,8 @@ DOC = (REPO / "docs" / "serving.md").read_text()
 PRINT_WEIGHTS = "python -m src.export model=smollm2_135m --print-weights"
 SERVE = ("OMP_NUM_THREADS=1 transformers serve \"$MODEL\" --host 127.0.0.1 --port $PORT --dtype float32 "
          "--device cpu --log-level info")
+HEALTH = "until curl -sf http://127.0.0.1:$PORT/health; do sleep 1; done"
+MODELS = "curl http://127.0.0.1:$PORT/v1/models"
 SERVER = 'model=openai model.base_url=http://127.0.0.1:$PORT/v1 model.model="$MODEL" model.api_key_env=null'
 JOB = "variants=cora limit=1 scoring=generate"
 CHAT = f"python -m src.run {SERVER} {JOB}"
@@ -205,7 +207,12 @@ def no_run_left_running(store_uri: str) -> None:
 
 
 def test_chat_endpoint_makes_the_in_process_decisions(model_server, run_job_in):
-    assert CHAT in DOC
+    assert CHAT in DOC and HEALTH in DOC and MODELS in DOC
+    env = {**os.environ, "PORT": str(model_server.port)}
+    subprocess.run(["bash", "-c", HEALTH], env=env, check=True, timeout=30, capture_output=True)
+    listed = subprocess.run(["bash", "-c", MODELS], env=env, check=True, timeout=30,
+                            capture_output=True, text=True).stdout
+    assert [m["id"] for m in json.loads(listed)["data"]] == [model_server.model], "the served name is the folder"
     result = run_job_in(*overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port)), "cache.enabled=false")
     assert_same_decisions(served_records(run_job_in, result), model_server.references["chat"])
 
