@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import UserError
-from .records import read_run_records
+from src.common.errors import UserError
+from src.core.records import read_run_records
 
 ASSESSMENT_TAG = ("kind", "assessment")
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 
 
 def _metric_name(mlflow_name: str) -> str:
-    from .tracking import MLFLOW_AT
+    from src.tracking.names import MLFLOW_AT
 
     return mlflow_name.replace(MLFLOW_AT, "@")
 
@@ -84,9 +84,9 @@ def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from . import tracking
+    from src.tracking import store
 
-    tracking.check_tracking(tracking_uri)
+    store.check_tracking(tracking_uri)
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:

@@ -2,7 +2,7 @@
 
 One line each, read from where each thing is defined, so the list cannot drift from the code: benchmarks,
 variant sets, models and prompts from the first comment of their file in `conf/`, scoring modes from
-`src/validity.py`, metrics from the tables of `docs/metrics.md` (formula and paper there).
+`src/core/validity.py`, metrics from the tables of `docs/metrics.md` (formula and paper there).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def group_entries(section: str) -> list[tuple[str, str]]:
 
 
 def scoring_entries() -> list[tuple[str, str]]:
-    from .validity import DESCRIPTIONS, SCORING_MODES
+    from src.core.validity import DESCRIPTIONS, SCORING_MODES
 
     return [(mode, DESCRIPTIONS[mode]) for mode in SCORING_MODES]
 

@@ -1,7 +1,7 @@
 """`python -m src.export [config overrides] --out DIR`: the exact prompts of a study, for inference elsewhere.
 
 A study is any job config (`model=... benchmark=... variants=... fewshot=... prompt=... limit=...`, composed and
-checked as `python -m src.run` does); its prompts are the ones `src.job.plan_items` renders for a native run.
+checked as `python -m src.run` does); its prompts are the ones `src.job.runner.plan_items` renders for a native run.
 Writes into DIR:
 
 - `prompts.jsonl`: one row per trial (question x variant x repetition) in the generic format of
@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import UserError
+from src.common.errors import UserError
 
 PROMPTS_FILE = "prompts.jsonl"
 BATCH_FILE = "batch_requests.jsonl"
@@ -39,7 +39,7 @@ MANIFEST_FILE = "export.json"
 
 def effective_chat(cfg: DictConfig) -> bool:
     """Whether a native run wraps the prompts in the chat template: the prompt config asks for it and the model
-    config does not refuse it (a base model's `chat: false`), as `src.job` and the hf backend decide."""
+    config does not refuse it (a base model's `chat: false`), as `src.job.runner` and the hf backend decide."""
     return bool(cfg.prompt.get("chat", False)) and bool(cfg.model.get("chat", True))
 
 
@@ -49,8 +49,8 @@ def served_model(cfg: DictConfig) -> str:
 
 
 def check_exportable(cfg: DictConfig) -> None:
-    """A valid job config (`src.job.check_config`) whose answers are generated text, which a batch API returns."""
-    from .job import check_config
+    """A valid job config (`src.job.runner.check_config`) whose answers are generated text, which a batch API returns."""
+    from src.job.runner import check_config
 
     check_config(cfg)
     if cfg.scoring != "generate":
@@ -59,10 +59,10 @@ def check_exportable(cfg: DictConfig) -> None:
 
 
 def plan(cfg: DictConfig):
-    """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.run_job` does."""
+    """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.runner.run_job` does."""
     from .benchmarks import load_benchmark
-    from .job import plan_items
-    from .prompts import PromptTemplate
+    from src.job.runner import plan_items
+    from src.core.prompts import PromptTemplate
 
     check_exportable(cfg)
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
@@ -76,7 +76,7 @@ def plan(cfg: DictConfig):
 def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) -> list[dict[str, Any]]:
     """The generic-format rows of every trial of `items` (no answers), in the order a native run records them."""
     from .answer_formats import FORMATS
-    from .trials import prompt_hash
+    from src.answering.trials import prompt_hash
 
     greedy = float(cfg.temperature) == 0
     rows = []
@@ -159,7 +159,7 @@ def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_nam
            render: Callable[[str], str] | None = None) -> dict[str, Any]:
     """Write prompts.jsonl, batch_requests.jsonl and export.json for the study `cfg` into `out`; returns the
     manifest. `render` (the model's chat template) sends the templated text to the completions endpoint."""
-    from .trials import prompt_hash
+    from src.answering.trials import prompt_hash
 
     chat = effective_chat(cfg)
     endpoint = endpoint or ("completions" if render is not None or not chat else "chat")
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                              "/v1/completions")
     args = parser.parse_args(argv)
     try:
-        from .config_schema import compose_job
+        from src.config.schema import compose_job
 
         cfg = compose_job(args.overrides)
         check_exportable(cfg)  # before a tokenizer is loaded

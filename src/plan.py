@@ -20,7 +20,7 @@ import argparse
 import math
 import sys
 
-from .errors import UserError
+from src.common.errors import UserError
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 
@@ -48,18 +48,18 @@ def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 
     """(heading, one row per metric: metric, n, sd, n_needed, enough) for one run or a pair of runs."""
     from mlflow.tracking import MlflowClient
 
-    from . import tracking
+    from src.tracking import store
     from .metrics.intervals import decompose
     from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed
-    from .records import read_run_records, resolve_run_id
+    from src.core.records import read_run_records, resolve_run_id
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
         raise UserError(f"--run: give one run, or two to compare (got {len(run_ids)})")
     if n_resamples < 100:
         raise UserError(f"--bootstrap: {n_resamples} must be >= 100 (resamples of the questions)")
-    tracking.check_tracking(tracking_uri)
-    db = tracking.sqlite_path(tracking_uri)
+    store.check_tracking(tracking_uri)
+    db = store.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
     run_ids = [resolve_run_id(run_id, tracking_uri, key="--run") for run_id in run_ids]  # short ids accepted

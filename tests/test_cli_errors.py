@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from src.errors import UserError
+from src.common.errors import UserError
 
 
 def write_jsonl(path, records):
@@ -80,7 +80,7 @@ def test_bad_config_values_name_the_key(run_job_in):
     (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
 ])
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
-    """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config_schema.check_command_line)."""
+    """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config.schema.check_command_line)."""
     from src import run
 
     monkeypatch.setattr("sys.argv", ["src.run", *argv])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from src.backends.base import Backend, LabelScores, OptionScores, Request, SamplingParams
-from src.errors import UserError
+from src.common.errors import UserError
 
 __all__ = ["Backend", "LabelScores", "OptionScores", "Request", "SamplingParams", "load_backend"]
 

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import UserError
+from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 

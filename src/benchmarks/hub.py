@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .position import seeded_shuffle
 from .validate import answer_from_label, checked_question, choose_split, record_error
 

@@ -26,7 +26,7 @@ import math
 import random
 from typing import Iterable, Sequence
 
-from ..questions import Question
+from src.core.questions import Question
 from .validate import LETTERS
 
 FIXED_SLOT_SHARE = 0.5  # one slot holding more than this share of the answers...

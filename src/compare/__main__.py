@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import UserError
-from ..safe_names import folder_name
+from src.common.errors import UserError
+from src.common.safe_names import folder_name
 from .load import DEFAULT_URI, add_chance, as_list, load_runs
 from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write
 
@@ -65,7 +65,7 @@ def compare(args: argparse.Namespace) -> dict:
                "variants": ", ".join(as_list(args.variants))}
     runs, sections = None, []
     if args.diff:
-        from ..records import resolve_run_id
+        from src.core.records import resolve_run_id
 
         args.diff = [resolve_run_id(run_id, args.tracking_uri, key="--diff") for run_id in args.diff]
     if args.experiment or args.sweep_id:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..errors import UserError
+from src.common.errors import UserError
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
@@ -43,7 +43,7 @@ class Runs:
 
     def records(self, run_id: str, *, key: str = "--experiment") -> pd.DataFrame:
         """A run's records table, read from MLflow once (UserError naming `key` when it has none)."""
-        from ..records import read_run_records
+        from src.core.records import read_run_records
 
         if run_id not in self._records:
             self._records[run_id] = read_run_records(run_id, self.tracking_uri, key=key)
@@ -63,7 +63,7 @@ def read_prompts(run_id: str, tracking_uri: str) -> pd.DataFrame:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from ..records import PROMPTS_FILE
+    from src.core.records import PROMPTS_FILE
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -99,7 +99,7 @@ def add_chance(runs: Runs) -> list[str]:
 
 
 def metric_name(mlflow_name: str) -> str:
-    from ..tracking import MLFLOW_AT
+    from src.tracking.names import MLFLOW_AT
 
     return mlflow_name.replace(MLFLOW_AT, "@")
 
@@ -151,12 +151,12 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     """
     from mlflow.tracking import MlflowClient
 
-    from .. import tracking
+    from src.tracking import store
 
     if not experiment and not sweep_id:
         raise UserError("--experiment or --sweep-id: give at least one of them")
-    tracking.check_tracking(tracking_uri)
-    db = tracking.sqlite_path(tracking_uri)
+    store.check_tracking(tracking_uri)
+    db = store.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; run a sweep first or point --tracking-uri at it")
     client = MlflowClient(tracking_uri=tracking_uri)
@@ -200,7 +200,7 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """"model / benchmark / variants / T=..." of a run (its full id, `src.records.resolve_run_id`), for headings."""
+    """"model / benchmark / variants / T=..." of a run (its full id, `src.core.records.resolve_run_id`), for headings."""
     from mlflow.tracking import MlflowClient
 
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags

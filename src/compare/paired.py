@@ -15,7 +15,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from ..errors import UserError
+from src.common.errors import UserError
 from ..metrics.paired import (PairedDifference, holm, paired_differences, per_question_sd, question_mismatch,
                               questions_needed)
 from .load import Runs
@@ -98,11 +98,11 @@ def paired_study(runs: Runs, *, intersect: bool = False, delta: float = DEFAULTS
                  alpha: float = DEFAULTS["alpha"], power: float = DEFAULTS["power"],
                  n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"]) -> PairedStudy:
     """Paired differences and power tables for every condition of `runs` (see the module docstring)."""
-    from .. import tracking
+    from src.tracking import store as tracking_store
 
     study = PairedStudy()
     frame = runs.table
-    db = tracking.sqlite_path(runs.tracking_uri)
+    db = tracking_store.sqlite_path(runs.tracking_uri)
     if db is not None and not db.is_file():
         study.differences.notes.append(f"paired differences: no MLflow store at {db} to read the runs' records from")
         return study

@@ -101,13 +101,13 @@ def disagreement_table(rows: pd.DataFrame, *, title: str, name: str, caption: st
     return Table(title=title, data=rows, text=text, name=name,
                  caption=f"{len(questions)} question{'s' if len(questions) != 1 else ''} answered differently"
                          f"{more}. {caption} Parse: the label read from the output (INVALID: none) and the rule that "
-                         "read it (src/parsing.py); chance: 1/k for the k options of that question as shown.")
+                         "read it (src/core/parsing.py); chance: 1/k for the k options of that question as shown.")
 
 
 def model_disagreements(runs) -> Built:
     """Per benchmark and condition (the CoRA table's grouping: runs that differ only in the model), the questions
     the models answer differently on the reference order. `runs` is a `load.Runs` (records read from MLflow)."""
-    from ..errors import UserError
+    from src.common.errors import UserError
 
     out = Built()
     for benchmark, label, rows, _ in condition_groups(runs.table, axes=("model",)):
@@ -140,7 +140,7 @@ VARIANT_QUESTIONS_SHOWN = 2  # a divergent set has up to 26 variants per questio
 def run_variant_disagreements(runs) -> Built:
     """Per run of a variant set with several orders or option lists per question (not `original`): the questions
     whose variants got answers that pick different options, every variant with its prompt, output and parse."""
-    from ..errors import UserError
+    from src.common.errors import UserError
     from .tables import ONE_VARIANT_SETS
 
     out = Built()

@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import plots, tables
-from ..errors import UserError
-from ..records import read_run_records
-from ..safe_names import folder_name
+from src.common.errors import UserError
+from src.core.records import read_run_records
+from src.common.safe_names import folder_name
 from .load import Runs, read_prompts, run_label
 from .tables import Built, Table, fmt
 

@@ -26,7 +26,7 @@ INTERVAL_WORDS = "[95%]: the interval the run logged (questions resampled)"
 
 def cora_spreads(runs) -> Built:
     """Per CoRA table: each model's MCQA+, MV and CoRA with the logged interval and the CoRA paper's bootstrap std."""
-    from ..errors import UserError
+    from src.common.errors import UserError
     from ..metrics.cora import cora_bootstrap
 
     out = Built()
@@ -90,7 +90,7 @@ def repetition_spreads(runs) -> Built:
 def fluctuation_spreads(runs, *, n_draws: int = 100, seed: int = 0) -> Built:
     """Per run that asked every order: the answer-fluctuation paper's std over random pairs and |L|-tuples of
     permutations, beside the value and logged interval of the metric on the seeded random2 and randomL sets."""
-    from ..errors import UserError
+    from src.common.errors import UserError
     from ..metrics import tidy_permutations
     from ..metrics.assessment import stability
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UserError
+from src.common.errors import UserError
 from .common import checked_path, check_repetitions, sha256_of
 
 FORMATS = ("cat", "lm_eval", "generic")

@@ -1,4 +1,4 @@
-"""Metric families: pure functions from the records table (src/records.py) to flat `{name: float}` dicts.
+"""Metric families: pure functions from the records table (src/core/records.py) to flat `{name: float}` dicts.
 
 Definitions follow METRICS.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
 `compute_metrics` picks the families a run's records support and adds the run-level counts.
@@ -210,7 +210,7 @@ def compute_metrics(
     """
     missing = [column for column in REQUIRED_COLUMNS if column not in records.columns]
     if missing:
-        raise ValueError(f"records lack column(s) {', '.join(missing)}; build them with the columns of src/records.py")
+        raise ValueError(f"records lack column(s) {', '.join(missing)}; build them with the columns of src/core/records.py")
     chosen = applicable_families(records) if families is None else list(families)
     unknown = [name for name in chosen if name not in METRIC_FAMILIES]
     if unknown:

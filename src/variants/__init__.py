@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .base import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
 from .cora import cora_variants, make_variant
 from .permutations import PERM_SETS, one_set, permutation_variants

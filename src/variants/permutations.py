@@ -15,8 +15,8 @@ import itertools
 import math
 import random
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .base import Variant
 from .rules import OPTION_REFS, Rules, free_orders
 

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..questions import Question, duplicate_option_groups  # noqa: F401 (one rule, re-exported)
+from src.core.questions import Question, duplicate_option_groups  # noqa: F401 (one rule, re-exported)
 
 ABOVE = "above"
 LETTERS = "letters"

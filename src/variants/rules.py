@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from typing import Sequence
 
-from ..questions import Question
+from src.core.questions import Question
 from .base import FILLER, NOTA
 from .references import ABOVE, LETTERS, NEGATIVE, PLAIN, duplicate_option_groups, option_refs
 

@@ -37,7 +37,7 @@ def split_sweep(overrides: list[str]) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    from .errors import UserError
+    from src.common.errors import UserError
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
@@ -64,8 +64,8 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
 def refused_jobs(composed: list) -> list[str]:
     """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
     rules, value checks), naming the job by its overrides."""
-    from .errors import UserError
-    from .job import check_config
+    from src.common.errors import UserError
+    from src.job.runner import check_config
 
     lines = []
     for job, cfg in composed:
@@ -83,7 +83,7 @@ def sweep_hash(config: DictConfig) -> str:
     the command line's overrides. A rerun of a killed sweep finds its earlier parent run by it."""
     import hashlib
 
-    from .tracking import JOB_INDEPENDENT_KEYS
+    from src.tracking.runs import JOB_INDEPENDENT_KEYS
 
     def job_key(override: str) -> bool:
         key = override.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
@@ -100,9 +100,9 @@ def sweep_hash(config: DictConfig) -> str:
 def missing_resources(composed: list) -> list[str]:
     """One line per model whose weights, or benchmark whose files, a job of this sweep needs and cannot find:
     checked before the first job, so a missing model is not found only when its first job starts hours in."""
-    from .backends import load_backend
-    from .benchmarks import load_benchmark
-    from .errors import UserError
+    from src.backends import load_backend
+    from src.benchmarks import load_benchmark
+    from src.common.errors import UserError
 
     needs: dict[str, tuple[Any, list[int]]] = {}
     for num, (job, cfg) in enumerate(composed):
@@ -147,7 +147,7 @@ def job_label(overrides: list[str]) -> str:
 def write_outcome(out_dir: str | Path, **outcome: Any) -> None:
     path = Path(out_dir)
     path.mkdir(parents=True, exist_ok=True)
-    from .redact import redact  # the overrides and error line may hold a password or key
+    from src.common.redact import redact  # the overrides and error line may hold a password or key
 
     (path / JOB_FILE).write_text(json.dumps(redact(outcome)))
 
@@ -183,14 +183,14 @@ class MlflowSweepCallback(Callback):
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
-        self.loader = None  # composes the jobs here and, through the sweeper, in the launcher (src/sweep_compose.py)
+        self.loader = None  # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global ACTIVE, EXIT_CODE
         from hydra.core.global_hydra import GlobalHydra
 
-        from .errors import UserError
-        from .sweep_compose import GroupCachingConfigLoader, composed_jobs
+        from src.common.errors import UserError
+        from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs
 
         ACTIVE, EXIT_CODE = self, 0
         self.loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
@@ -231,47 +231,48 @@ class MlflowSweepCallback(Callback):
         or make one; record its ids in `<sweep dir>/sweep.json` for the jobs."""
         from mlflow.tracking import MlflowClient
 
-        from . import tracking
+        from src.common.errors import UserError
+        from src.tracking import offline as tracking_offline, store
 
         self.tracking_cfg = OmegaConf.to_container(config.tracking, resolve=True)
-        tracking.check_options(self.tracking_cfg)
-        tracking.apply_retry_budget(self.tracking_cfg.get("retry_budget_s", 20.0))
+        store.check_options(self.tracking_cfg)
+        store.apply_retry_budget(self.tracking_cfg.get("retry_budget_s", 20.0))
         offline_dir = self.tracking_cfg.get("offline_dir") or "mlruns/offline"
         info = read_sweep_info(self.sweep_dir)
         digest = sweep_hash(config)
-        uri = tracking.job_tracking_uri(self.tracking_cfg)
+        uri = store.job_tracking_uri(self.tracking_cfg)
         try:
-            tracking.check_tracking(uri)
-        except tracking.UserError:
+            store.check_tracking(uri)
+        except UserError:
             if self.tracking_cfg.get("on_outage") != "offline" or self.tracking_cfg.get("offline"):
                 raise
             print(f"warning: MLflow server {uri} is unreachable; the sweep's parent run goes to {offline_dir} "
                   f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {offline_dir} once the "
                   f"server is back", file=sys.stderr)
             uri = f"sqlite:///{offline_dir}/mlflow.db"
-        tracking.open_store(uri)
-        tracking.apply_pending_closes(offline_dir, uri)  # runs an earlier outage left open on this server
+        store.open_store(uri)
+        tracking_offline.apply_pending_closes(offline_dir, uri)  # runs an earlier outage left open on this server
         self.client, self.parent_uri = MlflowClient(tracking_uri=uri), uri
-        exp_id = tracking.with_retries(lambda: tracking.experiment_id(self.client, config.tracking.experiment, uri))
+        exp_id = store.with_retries(lambda: store.experiment_id(self.client, config.tracking.experiment, uri))
         parent = None
-        from .redact import redact_text  # sweep.json keeps the store's address without its credentials
+        from src.common.redact import redact_text  # sweep.json keeps the store's address without its credentials
 
         if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
-            parent = tracking.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
-        earlier = tracking.with_retries(lambda: self.client.search_runs(
+            parent = store.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
+        earlier = store.with_retries(lambda: self.client.search_runs(
             [exp_id], filter_string=f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
             order_by=["attributes.start_time DESC"]))
         if parent is None and earlier and config.get("resume", True):
             parent = earlier[0]  # a rerun of the same sweep (resume=true) joins it: one parent run per sweep
         for old in earlier:  # any other parent of this sweep left open (a killed process) is closed
             if old.info.status == "RUNNING" and (parent is None or old.info.run_id != parent.info.run_id):
-                tracking.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))
-                tracking.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))
+                store.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))
+                store.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))
         if parent is not None:
             self.parent_id, self.sweep_id = parent.info.run_id, parent.data.tags.get("sweep_id") or info.get("sweep_id")
             resumed = int(parent.data.tags.get("resumed", "0")) + 1
-            tracking.with_retries(lambda: self.client.set_tag(self.parent_id, "resumed", str(resumed)))
-            tracking.with_retries(lambda: self.client.update_run(self.parent_id, status="RUNNING"))
+            store.with_retries(lambda: self.client.set_tag(self.parent_id, "resumed", str(resumed)))
+            store.with_retries(lambda: self.client.update_run(self.parent_id, status="RUNNING"))
             log.info("sweep %s resumes in parent run %s", self.sweep_id, self.parent_id)
         else:
             self.sweep_id = uuid.uuid4().hex[:12]
@@ -281,22 +282,22 @@ class MlflowSweepCallback(Callback):
             "parent_uri": redact_text(uri), "sweep_hash": digest, "invocation": self.invocation}))
 
     def _create_parent(self, config: DictConfig, exp_id: str, digest: str) -> None:
-        from . import tracking
-        from .redact import redact, redact_text  # no secret in what the parent run logs
+        from src.tracking import runs, store
+        from src.common.redact import redact, redact_text  # no secret in what the parent run logs
 
         overrides = list(config.hydra.overrides.task)
         params = config.hydra.sweeper.get("params")
         sweep_params = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
-        tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": tracking.git_commit()}
+        tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": runs.git_commit()}
         if self.parent_uri != config.tracking.uri:
             tags["offline_target"] = redact_text(config.tracking.uri)  # where `python -m src.sync` uploads it
-        run = tracking.with_retries(lambda: self.client.create_run(
+        run = store.with_retries(lambda: self.client.create_run(
             exp_id, run_name=f"sweep-{config.tracking.experiment}-{self.sweep_id}", tags=tags))
         self.parent_id = run.info.run_id
-        tracking.with_retries(lambda: self.client.log_dict(
+        store.with_retries(lambda: self.client.log_dict(
             self.parent_id, redact({"overrides": overrides, "sweeper_params": sweep_params,
                                     "config": OmegaConf.to_container(config, resolve=False)}), "sweep.json"))
-        tracking.with_retries(lambda: self.client.log_param(self.parent_id, "overrides",
+        store.with_retries(lambda: self.client.log_param(self.parent_id, "overrides",
                                                             redact(" ".join(overrides))[:6000]))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -330,7 +331,7 @@ class MlflowSweepCallback(Callback):
             print(f"{len(offline)} job(s) logged to {folder} while the server was down: run python -m src.sync "
                   f"--offline-dir {folder} once it is back", file=sys.stderr)
         if self.look is not None and counts["finished"] + counts["skipped"]:  # once for the sweep, not per job
-            from .closing import look_commands
+            from src.tracking.closing import look_commands
 
             uri = self.parent_uri or self.look[0]  # the parent's store (the offline one when the server was down)
             for line in look_commands(uri, self.look[1], sweep_id=self.sweep_id):
@@ -341,15 +342,16 @@ class MlflowSweepCallback(Callback):
 
     def _close_parent(self, status: str) -> str:
         """The parent's terminal status, or where it was noted when its server is down."""
-        from . import tracking
+        from src.common.errors import UserError
+        from src.tracking import offline as tracking_offline, store
 
         try:
-            tracking.check_tracking(self.parent_uri)
-            tracking.with_retries(lambda: self.client.set_terminated(self.parent_id, status))
+            store.check_tracking(self.parent_uri)
+            store.with_retries(lambda: self.client.set_terminated(self.parent_id, status))
             return status
         except Exception as err:
-            if not (isinstance(err, tracking.UserError) or tracking.is_outage(err)):
+            if not (isinstance(err, UserError) or store.is_outage(err)):
                 raise
             offline_dir = self.tracking_cfg.get("offline_dir") or "mlruns/offline"
-            tracking.note_pending_close(offline_dir, self.parent_uri, self.parent_id, status)
+            tracking_offline.note_pending_close(offline_dir, self.parent_uri, self.parent_id, status)
             return f"not marked {status}: its server is down (python -m src.sync --offline-dir {offline_dir} marks it)"

@@ -3,7 +3,7 @@
 
 class UserError(Exception):
     """Bad input or config. `str(err)` is the whole one-line message shown to the user, with any secret a URL or
-    a `name=value` pair in it carries masked (src/redact.py), whichever command prints it.
+    a `name=value` pair in it carries masked (src/common/redact.py), whichever command prints it.
 
     >>> str(UserError("MLflow server http://me:pw@127.0.0.1:9 is unreachable"))
     'MLflow server http://***@127.0.0.1:9 is unreachable'
@@ -12,6 +12,6 @@ class UserError(Exception):
     exit_code = 2
 
     def __str__(self) -> str:
-        from .redact import redact_text  # imported when shown: pure modules raise this without loading Hydra
+        from src.common.redact import redact_text  # imported when shown: pure modules raise this without loading Hydra
 
         return redact_text(super().__str__())

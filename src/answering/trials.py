@@ -8,13 +8,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from .backends.base import Backend, Completion, Request, SamplingParams, truncated_of
-from .cache import ResponseCache, request_key
-from .progress import job_progress
-from .answer_formats import FORMATS, format_of
-from .questions import Question
-from .records import COLUMNS
-from .variants import Variant
+from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
+from src.answering.cache import ResponseCache, request_key
+from src.common.progress import job_progress
+from src.answer_formats import FORMATS, format_of
+from src.core.questions import Question
+from src.core.records import COLUMNS
+from src.variants import Variant
 
 
 CLOZE_MODES = ("cloze", "cloze_shown")  # option texts scored as continuations, without or with the options listed
@@ -52,7 +52,7 @@ class Answer:
     answer_dist: tuple[float, ...] | None = None  # exact first-token sampling: labels then INVALID
     cache_hit: bool = False
     slots: tuple[int, ...] | None = None  # multi_select: every displayed slot named; None = INVALID
-    parse_rule: str | None = None  # the rule that decided `slot` (src/parsing.py), or the scoring's own rule
+    parse_rule: str | None = None  # the rule that decided `slot` (src/core/parsing.py), or the scoring's own rule
     truncated: bool | None = None  # generated text cut by max_new_tokens; None when unknown or not generated
 
 
@@ -114,7 +114,7 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
     oracle = bool(getattr(backend, "seeded_scores", False))  # answers depend on the trial, not just the prompt
     if scoring == "generate":
         greedy = params.temperature == 0
-        first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/adaptive.py)
+        first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/answering/adaptive.py)
         reps = [None] if greedy else list(range(first, first + params.n))  # greedy: one answer serves every rep
         own = [replace(_generation_params(r, params), n=len(reps)) for r in reqs]
         keys = [[request_key(identity, scoring, r, {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p,
@@ -230,13 +230,13 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
                  progress: bool = True, adaptive: bool = False) -> list[list[Answer]]:
     """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, so a killed
     run loses at most one chunk. `adaptive` (generate at a temperature only): stop an item once its repetition
-    cell can no longer change, so it gets the first `n_asked` <= n answers (src/adaptive.py)."""
+    cell can no longer change, so it gets the first `n_asked` <= n answers (src/answering/adaptive.py)."""
     if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
     if adaptive and params.n > 1:
         if scoring != "generate" or params.temperature <= 0:
             raise ValueError("adaptive repetitions need scoring=generate at a temperature > 0")
-        from .adaptive import answer_adaptively
+        from src.answering.adaptive import answer_adaptively
 
         return answer_adaptively(backend, items, params=params, answer_chunk=_answer_chunk, cache=cache,
                                  chunk_size=chunk_size, progress=progress)
@@ -252,7 +252,7 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
                                                      **kwargs)))
         return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
-    with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/progress.py)
+    with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)
         for start in range(0, len(items), chunk_size):
             chunk = [it.request for it in items[start:start + chunk_size]]
             answers.extend(_answer_chunk(backend, chunk, scoring=scoring, params=params,
@@ -263,8 +263,8 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
 
 def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any],
                planned: int | None = None) -> pd.DataFrame:
-    """One row per item x repetition asked, columns as `src.records.COLUMNS`; with `planned` (adaptive runs:
-    the R repetitions planned) also `n_asked` and `n_planned` (src/adaptive.py ADAPTIVE_COLUMNS)."""
+    """One row per item x repetition asked, columns as `src.core.records.COLUMNS`; with `planned` (adaptive runs:
+    the R repetitions planned) also `n_asked` and `n_planned` (src/answering/adaptive.py ADAPTIVE_COLUMNS)."""
     rows = []
     for it, reps in zip(items, answers):
         v, q = it.variant, it.question

@@ -13,13 +13,13 @@ metrics would be constant by construction is refused before any compute, in one 
 >>> check_validity(scoring="cloze", variants={"name": "perm_cyclic"}, temperature=0.0, repetitions=1)
 Traceback (most recent call last):
 ...
-src.errors.UserError: config keys scoring=cloze and variants=perm_cyclic: cloze scoring shows the model no options, so every order or option set of a question is the same prompt and the set's consistency metrics would be constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or variants=original
+src.common.errors.UserError: config keys scoring=cloze and variants=perm_cyclic: cloze scoring shows the model no options, so every order or option set of a question is the same prompt and the set's consistency metrics would be constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or variants=original
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .errors import UserError
+from src.common.errors import UserError
 
 # scoring mode -> does the prompt show the labelled options in their displayed order?
 SHOWS_OPTIONS = {"generate": True, "logprob": True, "cloze_shown": True, "cloze": False}

@@ -34,7 +34,7 @@ perm_sets                                  list[str]  permutation-set membership
 asked_option                               int?  true_false: original option asked about; misleading_replaced: option replaced by a filler
 parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
 chosen_options                             list[int]?  multi_select: original options behind parsed_labels
-parse_rule                                 str   the rule that decided parsed_label (src/parsing.py): generate gives
+parse_rule                                 str   the rule that decided parsed_label (src/core/parsing.py): generate gives
                                                  first_token, answer_phrase, boxed, option_text, ... (prefixed
                                                  "reasoning_stripped+" after a removed <think> block) or the INVALID
                                                  reason (invalid_empty, invalid_hedge, invalid_out_of_range,
@@ -44,7 +44,7 @@ parse_rule                                 str   the rule that decided parsed_la
 truncated                                  bool?  generated text stopped by max_new_tokens, not by an end token; None
                                                   when the backend cannot tell (or an old cache entry) or not generated
 
-Adaptive runs (`adaptive=true`, src/adaptive.py) leave out the trials they did not ask and add two columns:
+Adaptive runs (`adaptive=true`, src/answering/adaptive.py) leave out the trials they did not ask and add two columns:
 n_asked                                    int   trials made of this question x variant (repetitions 0..n_asked-1;
                                                  n_asked..n_planned-1 were skipped once its cell was settled)
 n_planned                                  int   R, the repetitions planned (the repetition family's R)
@@ -63,7 +63,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import UserError
+from src.common.errors import UserError
 
 RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
 COLUMNS = (

@@ -3,7 +3,7 @@
 Wires config -> benchmark -> variants -> prompts -> backend -> records -> metrics -> MLflow. Each step is a
 plain function in its own module; this file only connects them. It reads nothing from the Hydra runtime or the
 process's arguments, so tests and other programs call it in-process with a config from
-`src.config_schema.compose_job`; `python -m src.run` is the Hydra entry point around it.
+`src.config.schema.compose_job`; `python -m src.run` is the Hydra entry point around it.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from typing import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import UserError
+from src.common.errors import UserError
 
-log = logging.getLogger("src.job")
+log = logging.getLogger("src.job.runner")
 SUMMARY_METRICS = ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate")
 
 
@@ -36,8 +36,8 @@ class JobResult:
     experiment: str = ""
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
-        """The block `python -m src.run` prints to stderr after the JSON line (src/closing.py)."""
-        from .closing import job_block
+        """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py)."""
+        from src.tracking.closing import job_block
 
         return job_block(self, level=level, commands=commands)
 
@@ -57,9 +57,9 @@ class JobResult:
 def check_config(cfg: DictConfig) -> None:
     """Refuse a config before any compute: every value in its range (`config_schema.check_values`), then the
     validity rules of scoring x variant set. Also run by the sweep callback for every job before a sweep starts."""
-    from .config_schema import check_metrics
-    from .config_schema import check_values
-    from .validity import check_validity
+    from src.config.schema import check_metrics
+    from src.config.schema import check_values
+    from src.core.validity import check_validity
 
     check_values(cfg)
     check_metrics(cfg)
@@ -78,7 +78,7 @@ _LOADED: dict[str, object] = {}  # the last backend built in this process, by it
 def reuse_backend(model_cfg: dict, *, chat: bool):
     """Jobs of a sweep that run in one process (the basic launcher) share a loaded model: with the model axis
     outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model."""
-    from .backends import load_backend
+    from src.backends import load_backend
 
     key = json.dumps([model_cfg, chat], sort_keys=True, default=str)
     if key not in _LOADED:
@@ -95,11 +95,11 @@ def build_items(cfg: DictConfig, questions, template):
 def plan_items(cfg: DictConfig, questions, template):
     """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
     of the questions that had variants left out under the `option_refs` policy (METRICS.md, validity rules)."""
-    from .answer_formats import FORMATS
-    from .benchmarks import load_fewshot_pool
-    from .fewshot import pick_fewshot
-    from .trials import Item, trial_seed
-    from .variants import make_variants, plan_variants
+    from src.answer_formats import FORMATS
+    from src.benchmarks import load_fewshot_pool
+    from src.core.fewshot import pick_fewshot
+    from src.answering.trials import Item, trial_seed
+    from src.variants import make_variants, plan_variants
 
     # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
     seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
@@ -110,8 +110,8 @@ def plan_items(cfg: DictConfig, questions, template):
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
         # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
-        from .records import read_run_records
-        from .variants.revas import wrong_answers
+        from src.core.records import read_run_records
+        from src.variants.revas import wrong_answers
 
         source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
         if not evaluated & set(source["question_id"].astype(str)):
@@ -140,23 +140,23 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
-    from . import tracking
-    from .backends.base import SamplingParams
-    from .benchmarks import describe_answer_slots, load_benchmark
-    from .cache import ResponseCache
-    from .closing import headline_metrics
-    from .metrics import compute_metrics, constant_by_construction, rws_st_string
-    from .prompts import PromptTemplate
-    from .records import write_prompts, write_records
-    from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
-    from .redact import redact  # secrets never reach params, tags or artifacts
-    from .variants import REASONS as EXCLUSION_REASONS
+    from src.tracking import review, runs
+    from src.backends.base import SamplingParams
+    from src.benchmarks import describe_answer_slots, load_benchmark
+    from src.answering.cache import ResponseCache
+    from src.tracking.closing import headline_metrics
+    from src.metrics import compute_metrics, constant_by_construction, rws_st_string
+    from src.core.prompts import PromptTemplate
+    from src.core.records import write_prompts, write_records
+    from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records
+    from src.common.redact import redact  # secrets never reach params, tags or artifacts
+    from src.variants import REASONS as EXCLUSION_REASONS
 
     check_config(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
-    job_hash = tracking.config_hash(resolved)
-    # health check of the store before any compute; parallel first use, retries and outages: src/tracking.py
-    tracker = tracking.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
+    job_hash = runs.config_hash(resolved)
+    # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
+    tracker = runs.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
     if cfg.resume:
         done = tracker.finished_run()
         if done is not None:  # a rerun of an interrupted sweep skips the jobs that finished
@@ -185,7 +185,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)
-        adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (src/adaptive.py)
+        adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (src/answering/adaptive.py)
         answers = answer_items(backend, items, scoring=cfg.scoring, params=params,
                                cloze_normalise=bool(cfg.cloze_normalise), cache=cache, adaptive=adaptive)
         records = to_records(items, answers, run_info={
@@ -215,19 +215,19 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         constant = constant_by_construction(records, list(metrics))
         shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
         tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
-                "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
+                "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
                 "sure_rule": sure_rule}
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
-        tags[tracking.DESCRIPTION_TAG] = tracking.run_description(
+        tags[review.DESCRIPTION_TAG] = review.run_description(
             model=cfg.model.name, benchmark=cfg.benchmark.name, variants=cfg.variants.name, scoring=cfg.scoring,
             temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
             limit=cfg.limit, metrics=shown_metrics, level=float(stats.get("level", 0.95)), rws_st=tags.get("rws_st"))
         tracker.log(
-            params=tracking.review_params(tracking.flatten(shown), n_questions=len(questions)),
+            params=review.review_params(runs.flatten(shown), n_questions=len(questions)),
             metrics=metrics, constant=constant, tags=redact(tags), artifacts_dir=artifacts,
-            dataset=tracking.questions_dataset(questions, name=str(cfg.benchmark.name)))
+            dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)))
     return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),
                      headline=headline_metrics(metrics, records), tracking_uri=tracker.uri,
                      experiment=str(cfg.tracking.experiment))

@@ -7,8 +7,8 @@ The rule (`redact` for a config tree, `redact_text` for a string):
 - the value of any config key with a secret's name (`api_key`, `hf_token`, `client_secret`, `password`, ...)
   becomes `***`; in text, `name=value` (an override) and `Bearer <token>` are redacted alike.
 
-Where it is applied: the params, tags and `config.yaml` artifact of a job (src/job.py), the sweep parent's
-logged config and overrides (src/sweep_callback.py), every log record of the process (`install_log_redaction`),
+Where it is applied: the params, tags and `config.yaml` artifact of a job (src/job/runner.py), the sweep parent's
+logged config and overrides (src/sweep/callback.py), every log record of the process (`install_log_redaction`),
 and Hydra's own files, which Hydra writes before the job starts: `RedactCallback` (conf/config.yaml,
 `hydra.callbacks.redact`) rewrites `.hydra/config.yaml`, `hydra.yaml`, `overrides.yaml` and the sweep's
 `multirun.yaml` as each job starts. An API key itself never is in the config: backends read it from the

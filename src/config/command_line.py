@@ -12,7 +12,7 @@ as a run, which is the same in both modes when it succeeds) and answers the othe
 validates it, the extra `hydra.key=value` overrides applied and listed in `hydra.overrides.hydra` as Hydra's own
 composition applies and lists them, and the job name of the Hydra instance that asks. Anything else (a sweep
 override, `hydra/launcher=...`, other task overrides) is composed as Hydra composes it; a sweep's jobs:
-src/sweep_compose.py.
+src/config/sweep_compose.py.
 
 `composed_once()` has every Hydra instance made inside it use this loader, and forgets the composition at its end.
 tests/test_sweeps.py checks that single-job commands run with configs equal to Hydra's own, hydra node included.
@@ -86,7 +86,7 @@ def composed_once(argv: list[str]) -> Iterator[None]:
     for a command of one job (no `-m`: a multirun's pre-check composes each of its jobs, which nothing reuses)."""
     import hydra._internal.hydra as hydra_core
 
-    from .config_schema import HYDRA_FLAGS
+    from src.config.schema import HYDRA_FLAGS
 
     if HYDRA_FLAGS & set(argv):
         yield

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .questions import Question
-from .variants.base import rng_for
+from src.core.questions import Question
+from src.variants.base import rng_for
 
 
 def pick_fewshot(pool_for_subject: Callable[[str | None], Sequence[Question]], question: Question, *, k: int,

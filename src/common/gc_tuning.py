@@ -12,7 +12,7 @@ that imports alone would start (one full collection, ~0.15 s, of a one-question 
 - No collection at all while a command's imports build its heap (`pause_for_imports`, called by `python -m
   src.run` before the job imports MLflow): importing MLflow and its SQLAlchemy store alone made ~50 young and 4
   middle-generation collections (0.18 s of a one-question job) that found next to nothing to free. Once the job's
-  store is open (`src.tracking.open_store`) `end_import_pause` freezes what the imports made, so no later
+  store is open (`src.tracking.store.open_store`) `end_import_pause` freezes what the imports made, so no later
   collection walks it again, and turns collection back on for the work itself.
 """
 from __future__ import annotations

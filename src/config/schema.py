@@ -21,9 +21,9 @@ from typing import Any, Dict, Iterator, Optional, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
-from .errors import UserError
+from src.common.errors import UserError
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("model", "benchmark", "variants", "prompt")
 
 
@@ -85,7 +85,7 @@ class JobConfig:
     limit: Optional[int] = None  # first N questions in file order; null = all
     temperature: float = 0.0  # 0 = greedy decoding
     repetitions: int = 1  # samples of the same prompt (the repetition paper's R)
-    adaptive: bool = False  # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/adaptive.py)
+    adaptive: bool = False  # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/answering/adaptive.py)
     scoring: str = "generate"  # generate | logprob | cloze | cloze_shown; conf/config.yaml takes model.scoring
     top_k: Optional[int] = None
     top_p: float = 1.0
@@ -229,14 +229,14 @@ def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> 
 def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) -> Iterator[DictConfig]:
     """`compose_job` of each job of a sweep, in order, composing once per choice of config groups: each other job
     of that choice is a copy with its plain `key=value` overrides applied by Hydra's own step
-    (src/sweep_compose.py). The same configs, and the same one-line errors, at 0.1-0.15 s less a job."""
+    (src/config/sweep_compose.py). The same configs, and the same one-line errors, at 0.1-0.15 s less a job."""
     if len(jobs) == 1:
         yield compose_job(jobs[0], conf_dir=conf_dir)
         return
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
 
-    from .sweep_compose import GroupCachingConfigLoader, without_hydra
+    from src.config.sweep_compose import GroupCachingConfigLoader, without_hydra
 
     with _own_hydra(conf_dir):
         master = compose("config", return_hydra_config=True)
@@ -265,7 +265,7 @@ def check_values(cfg: DictConfig) -> None:
     """Every value of a composed job in its range: required keys given, numbers in range, choices known,
     `tracking.uri` and `cache.path` of a shape that can work. One `UserError` line naming the key, before any
     compute: `python -m src.run` calls it for every job of the command line before Hydra starts, and
-    `src.job.check_config` (every job, and every job of a sweep before the sweep starts) calls it again.
+    `src.job.runner.check_config` (every job, and every job of a sweep before the sweep starts) calls it again.
     Types were checked when the config was composed (the schema above)."""
     from omegaconf import OmegaConf
 
@@ -287,7 +287,7 @@ def check_values(cfg: DictConfig) -> None:
         raise UserError(f"config key cache.path: {problem}; give the cache's database file, e.g. "
                         f"cache.path=.cache/responses.db (or cache.enabled=false)")
     check_tracking_uri(str(cfg.tracking.uri or ""))
-    from .adaptive import check_adaptive  # adaptive=true only where stopping early keeps the full run's verdicts
+    from src.answering.adaptive import check_adaptive  # adaptive=true only where stopping early keeps the full run's verdicts
 
     check_adaptive(cfg)
 
@@ -295,17 +295,17 @@ def check_values(cfg: DictConfig) -> None:
 def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
     """The shapes of tracking URI that MLflow can log to: `sqlite:///file.db`, another SQLAlchemy database
     (`postgresql://...`) or a server (`http(s)://host[:port]`). A bare path or `file:` is MLflow's file store,
-    which current MLflow refuses; reachability is checked later (src.tracking.check_tracking).
+    which current MLflow refuses; reachability is checked later (src.tracking.store.check_tracking).
 
     >>> check_tracking_uri("sqlite:///mlruns/mlflow.db"), check_tracking_uri("http://127.0.0.1:5000")
     (None, None)
     >>> check_tracking_uri("mlruns")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    src.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses; use ...
+    src.common.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses; use ...
     """
     from urllib.parse import urlsplit
 
-    from .redact import redact_text
+    from src.common.redact import redact_text
 
     shown = redact_text(uri)  # the error line goes to the terminal and logs: no password in it
     fix = "use tracking.uri=sqlite:///mlruns/mlflow.db"
@@ -336,8 +336,8 @@ def check_command_line(argv: Sequence[str]) -> None:
     """`python -m src.run`'s check before Hydra starts: compose every job the command line names (each job of a
     sweep) and raise the first config error in one line. Left to Hydra: its own options (--help, --cfg, ...) and
     `hydra.*` overrides."""
-    from .sweep_callback import split_sweep
-    from .tracking import check_options
+    from src.sweep.callback import split_sweep
+    from src.tracking.store import check_options
 
     if any(a.startswith("-") and a not in HYDRA_FLAGS for a in argv):
         return

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .backends.base import Request
+from src.backends.base import Request
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 

@@ -3,7 +3,7 @@ their intervals, the run id, and the two commands that look at it (`mlflow ui`, 
 
 `python -m src.run` prints `job_block` to stderr at the end of a job (stdout keeps the one JSON summary line
 that scripts read); the jobs of a sweep print theirs without the commands, and the sweep's summary
-(src/sweep_callback.py) prints the commands once, for the whole sweep.
+(src/sweep/callback.py) prints the commands once, for the whole sweep.
 """
 from __future__ import annotations
 
@@ -23,7 +23,12 @@ def headline_metrics(metrics: Mapping[str, float], records: Any = None) -> tuple
     >>> headline_metrics({"accuracy": 0.5, "invalid_rate": 0.0})
     ('accuracy',)
     """
-    from .metrics import CORA_BESIDE_MCQA, CORA_LEVEL_PREFIX, ORIGINAL, headline_order
+    from src.metrics import (
+        CORA_BESIDE_MCQA,
+        CORA_LEVEL_PREFIX,
+        ORIGINAL,
+        headline_order,
+    )
 
     names = headline_order(list(metrics))
     if records is not None and not records.empty and set(records["variant_kind"].dropna()) == {ORIGINAL}:
@@ -63,7 +68,7 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
     >>> look_commands("http://u:pw@host:5000", "x")[0]
     'see the runs:      open http://***@host:5000 (the MLflow server serves its UI)'
     """
-    from .redact import redact_text
+    from src.common.redact import redact_text
 
     shown = redact_text(uri)
     if uri.startswith(("http://", "https://")):
@@ -79,7 +84,7 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
 
 
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
-    """The closing block of one job (a `src.job.JobResult`): what it measured, its run, where to look."""
+    """The closing block of one job (a `src.job.runner.JobResult`): what it measured, its run, where to look."""
     if result.skipped:
         head = f"run {result.run_id} had already finished (resume=true; resume=false runs the job again)"
     else:

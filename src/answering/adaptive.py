@@ -23,17 +23,17 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .backends.base import SamplingParams
-from .errors import UserError
-from .metrics.answers import INVALID
-from .metrics.guessing import p_star, trials_before_stop, verdict_fixed
-from .progress import job_progress
+from src.backends.base import SamplingParams
+from src.common.errors import UserError
+from src.metrics.answers import INVALID
+from src.metrics.guessing import p_star, trials_before_stop, verdict_fixed
+from src.common.progress import job_progress
 
 if TYPE_CHECKING:
-    from .trials import Answer, Item
+    from src.answering.trials import Answer, Item
 
 ADAPTIVE_BACKENDS = ("hf", "simulated")  # backends that draw repetition k from its own (seed, k) stream
-ADAPTIVE_COLUMNS = ("n_asked", "n_planned")  # added to the records of adaptive runs only (src/records.py)
+ADAPTIVE_COLUMNS = ("n_asked", "n_planned")  # added to the records of adaptive runs only (src/core/records.py)
 
 
 @dataclass(frozen=True)

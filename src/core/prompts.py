@@ -19,8 +19,8 @@ import string
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
-from src.errors import UserError
-from src.questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from src.variants.base import LETTERS, Variant
 
 # label_style -> (label alphabet, how a label is shown in front of its option)
