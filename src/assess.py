@@ -18,15 +18,9 @@ import pandas as pd
 
 from src.common.errors import UserError
 from src.core.records import read_run_records
+from src.tracking.names import DEFAULT_URI, metric_name
 
 ASSESSMENT_TAG = ("kind", "assessment")
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
-
-
-def _metric_name(mlflow_name: str) -> str:
-    from src.tracking.names import MLFLOW_AT
-
-    return mlflow_name.replace(MLFLOW_AT, "@")
 
 
 def _runs(client, experiment_id: str) -> list:
@@ -42,7 +36,7 @@ def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking
 
     points = points_from_runs([{
         "model": r.data.tags["model"], "benchmark": r.data.tags["benchmark"], "start_time": r.info.start_time,
-        "metrics": {_metric_name(k): v for k, v in r.data.metrics.items()}} for r in runs])
+        "metrics": {metric_name(k): v for k, v in r.data.metrics.items()}} for r in runs])
     files = {"points.csv": points.to_csv(index=False)}
     n_full = int(points["full_fr"].notna().sum()) if "full_fr" in points.columns else 0
     if n_full >= min_points:

@@ -50,7 +50,7 @@ def served_model(cfg: DictConfig) -> str:
 
 def check_exportable(cfg: DictConfig) -> None:
     """A valid job config (`src.job.runner.check_config`) whose answers are generated text, which a batch API returns."""
-    from src.job.runner import check_config
+    from src.config.schema import check_config
 
     check_config(cfg)
     if cfg.scoring != "generate":

@@ -21,8 +21,7 @@ import math
 import sys
 
 from src.common.errors import UserError
-
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+from src.tracking.names import DEFAULT_URI
 
 
 def check_power_args(delta: float, alpha: float, power: float) -> None:

@@ -143,7 +143,7 @@ def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
     (no parent run: what is about multirun itself is tested through `run_cli`)."""
     from src.config.schema import compose_job
     from src.job.runner import run_job
-    from src.sweep.callback import split_sweep
+    from src.config.sweep_compose import split_sweep
 
     (tmp_path / "mlruns").mkdir(exist_ok=True)
     if not (tmp_path / "mlruns" / "mlflow.db").exists():

@@ -15,7 +15,8 @@ from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
 from src.config.schema import compose_job
 from src.common.errors import UserError
-from src.job.runner import check_config, plan_items
+from src.config.schema import check_config
+from src.job.runner import plan_items
 from src.metrics import compute_metrics, question_outcomes
 from src.metrics.guessing import _correctness_cell, p_star, trials_before_stop, verdict_fixed
 from src.answering.trials import answer_items, to_records

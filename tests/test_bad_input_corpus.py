@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from src.benchmarks import load_benchmark
 from src.config.schema import compose_job
 from src.common.errors import UserError
-from src.job.runner import check_config
+from src.config.schema import check_config
 from src.core.parsing import parse_with_rule
 from src.core.prompts import PromptTemplate, render
 from src.core.records import read_run_records

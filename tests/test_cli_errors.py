@@ -73,7 +73,7 @@ def test_bad_config_values_name_the_key(run_job_in):
     (["temprature=0.5"], ["config key temprature", "temperature?"]),
     (["+temprature=0.5"], ["config key temprature", "temperature?"]),
     (["temperature=abc"], ["config key temperature", "abc"]),
-    (["-m", "temperature=0.3,abc"], ["config key temperature", "abc"]),
+    (["-m", "temperature=0,abc"], ["config key temperature", "abc"]),
     (["seed=1.5"], ["config key seed", "1.5"]),
     (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
     (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),

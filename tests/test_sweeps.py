@@ -78,7 +78,7 @@ def test_a_command_line_axis_keeps_the_model_outermost():
 
 def _check_job_config(cfg) -> None:
     from src.core.prompts import PromptTemplate
-    from src.job.runner import check_config
+    from src.config.schema import check_config
 
     container = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     check_config(cfg)
@@ -293,7 +293,7 @@ def _run_main_capturing(monkeypatch, argv: list[str], *, once: bool) -> tuple[st
 
 @pytest.mark.parametrize("argv", [
     ["model=simulated", "limit=1"],  # the README's one-question job
-    ["variants=perm_cyclic", "benchmark=synthetic", "temperature=0.7", "seed=3", "hydra.job.chdir=false",
+    ["variants=perm_cyclic", "benchmark=synthetic", "temperature=0", "seed=3", "hydra.job.chdir=false",
      "hydra.verbose=false"],  # group choices, plain keys, `hydra.key=value` overrides
 ])
 def test_a_command_runs_with_hydras_config_composed_once(monkeypatch, tmp_path, argv):
@@ -316,7 +316,7 @@ def test_the_pre_check_composes_a_command_line_sweep_once_per_group_choice(monke
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     from src.config.schema import compose_job, compose_jobs
-    from src.sweep.callback import split_sweep
+    from src.config.sweep_compose import split_sweep
 
     composing, count = ConfigLoaderImpl._load_configuration_impl, [0]
 

@@ -24,7 +24,8 @@ def items_for(*overrides: str):
 
     from src.benchmarks import load_benchmark
     from src.core.prompts import PromptTemplate
-    from src.job.runner import build_items, check_config
+    from src.config.schema import check_config
+    from src.job.runner import build_items
 
     cfg = compose_job("model=simulated", "limit=6", *overrides)
     check_config(cfg)

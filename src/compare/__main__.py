@@ -13,7 +13,8 @@ from pathlib import Path
 
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
-from .load import DEFAULT_URI, add_chance, as_list, load_runs
+from src.tracking.names import DEFAULT_URI
+from .load import add_chance, as_list, load_runs
 from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write
 
 

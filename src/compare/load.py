@@ -13,8 +13,8 @@ from typing import Sequence
 import pandas as pd
 
 from src.common.errors import UserError
+from src.tracking.names import DEFAULT_URI, metric_name
 
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
 ID_COLUMNS = ("run_id", "experiment_id", "experiment", "sweep_id", "start_time", "model", "benchmark", "variants",
@@ -96,12 +96,6 @@ def add_chance(runs: Runs) -> list[str]:
         for column in CHANCE_COLUMNS:
             table.at[index, column] = levels.get(column, math.nan)
     return notes
-
-
-def metric_name(mlflow_name: str) -> str:
-    from src.tracking.names import MLFLOW_AT
-
-    return mlflow_name.replace(MLFLOW_AT, "@")
 
 
 def _number(value, cast):

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from src.metrics.display import bounds, cell, difference_cell, fmt, fmt_ci  # noqa: F401 - the tables' cells
 from .load import CONDITION_KEYS
 
 CORA_RANKED = (("MCQA", "mcqa"), ("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
@@ -45,41 +46,6 @@ class Built:
 
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def fmt(value, digits: int = 3) -> str:
-    """A number as the tables show it; NaN or missing as an en dash."""
-    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
-        return "–"
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def bounds(row, metric: str) -> tuple[float, float] | None:
-    """The interval a run logged beside `metric` (`<metric>_lo`, `<metric>_hi`), or None when it logged none
-    (older runs, `stats.bootstrap=0`, too few questions): an interval is only ever read, never made up here."""
-    from ..metrics.intervals import interval_names
-
-    lo_name, hi_name = interval_names(metric)
-    lo, hi = row.get(lo_name, math.nan), row.get(hi_name, math.nan)
-    try:
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
-
-
-def fmt_ci(value, interval: tuple[float, float] | None, digits: int = 3) -> str:
-    """`0.410 [0.360, 0.460]`: the value and its logged interval; the value alone without one."""
-    if interval is None or value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
-        return fmt(value, digits)
-    return f"{fmt(value, digits)} [{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
-
-
-def cell(row, metric: str, digits: int = 3) -> str:
-    """A run's (or merged row's) metric with its logged interval, as the tables show it."""
-    return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
 
 
 INTERVAL_NOTE = "[lo, hi]: the 95% interval each run logged (stats.level; none for runs logged without one)"
@@ -312,8 +278,6 @@ def rank_changes(cora: Built, paired=None) -> Built:
     out.tables.append(Table(title="MCQA rank vs CoRA rank", data=data, text=text.set_index("table"),
                             name="rank_changes", caption=caption))
     if swap_rows:
-        from .paired import difference_cell
-
         swap_data = pd.DataFrame(swap_rows)
         swap_text = pd.DataFrame({
             "above on MCQA": swap_data["above on MCQA"].to_numpy(),

@@ -22,6 +22,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from src.common.errors import UserError
+from src.tracking.names import DEFAULT_URI
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("model", "benchmark", "variants", "prompt")
@@ -37,7 +38,7 @@ class CacheConfig:
 
 @dataclass
 class TrackingConfig:
-    uri: str = "sqlite:///mlruns/mlflow.db"
+    uri: str = DEFAULT_URI
     experiment: str = "mcq-consistency"
     offline: bool = False  # true: log to offline_dir now, upload with `python -m src.sync` later
     offline_dir: str = "mlruns/offline"
@@ -265,7 +266,7 @@ def check_values(cfg: DictConfig) -> None:
     """Every value of a composed job in its range: required keys given, numbers in range, choices known,
     `tracking.uri` and `cache.path` of a shape that can work. One `UserError` line naming the key, before any
     compute: `python -m src.run` calls it for every job of the command line before Hydra starts, and
-    `src.job.runner.check_config` (every job, and every job of a sweep before the sweep starts) calls it again.
+    `check_config` calls it at every door (the command line, the sweep's pre-check, the job).
     Types were checked when the config was composed (the schema above)."""
     from omegaconf import OmegaConf
 
@@ -308,7 +309,7 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
     from src.common.redact import redact_text
 
     shown = redact_text(uri)  # the error line goes to the terminal and logs: no password in it
-    fix = "use tracking.uri=sqlite:///mlruns/mlflow.db"
+    fix = f"use tracking.uri={DEFAULT_URI}"
     scheme, sep, rest = uri.partition("://")
     if not uri.strip():
         raise UserError(f"config key {key}: empty; {fix} or http://host:port for an MLflow server")
@@ -332,17 +333,38 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
 HYDRA_FLAGS = {"-m", "--multirun"}  # flags that still let us compose the overrides ourselves
 
 
+def check_config(cfg: DictConfig) -> None:
+    """The one check of a composed job config, before any compute: every value in its range (`check_values`), the
+    metrics it names (`check_metrics`), the interval settings, the tracking options, then the validity rules of
+    scoring x variant set. The same function at all three doors: `python -m src.run`'s check before Hydra starts
+    (`check_command_line`), the sweep callback's check of every job before a sweep starts, and the job itself
+    (`src.job.runner.run_job`); so a config accepted at one door is never refused at another."""
+    from omegaconf import OmegaConf
+
+    from src.core.validity import check_validity
+    from src.tracking.store import check_options
+
+    check_values(cfg)
+    check_metrics(cfg)
+    stats = cfg.get("stats")
+    if stats is not None and not stats.bootstrap >= 0:
+        raise UserError(f"config key stats.bootstrap: {stats.bootstrap} must be >= 0 (resamples; 0 = no intervals)")
+    if stats is not None and not 0 < stats.level < 1:
+        raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
+    check_options(cfg.tracking)
+    check_validity(scoring=cfg.scoring, variants=OmegaConf.to_container(cfg.variants, resolve=True),
+                   temperature=float(cfg.temperature), repetitions=int(cfg.repetitions))
+
+
 def check_command_line(argv: Sequence[str]) -> None:
     """`python -m src.run`'s check before Hydra starts: compose every job the command line names (each job of a
     sweep) and raise the first config error in one line. Left to Hydra: its own options (--help, --cfg, ...) and
     `hydra.*` overrides."""
-    from src.sweep.callback import split_sweep
-    from src.tracking.store import check_options
+    from src.config.sweep_compose import split_sweep
 
     if any(a.startswith("-") and a not in HYDRA_FLAGS for a in argv):
         return
     overrides = [a for a in argv if not a.startswith("-") and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     jobs = split_sweep(overrides) if HYDRA_FLAGS & set(argv) else [overrides]
     for cfg in compose_jobs(jobs):
-        check_values(cfg)  # types, then ranges: one line, exit 2
-        check_options(cfg.tracking)
+        check_config(cfg)  # types were checked by composing; then the one check of every door: one line, exit 2

@@ -117,3 +117,18 @@ def composed_jobs(config: DictConfig, jobs: list[list[str]],
         except Exception as err:  # noqa: BLE001 - reported by refused_jobs
             out.append((job, err))
     return out
+
+
+def split_sweep(overrides: list[str]) -> list[list[str]]:
+    """The override lists of every job a sweep's overrides name, in the order Hydra's basic sweeper runs them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from src.common.errors import UserError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except OverrideParseException as err:
+        raise UserError(f"config overrides {' '.join(overrides)}: {' '.join(str(err).split())}") from err
+    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]

@@ -20,9 +20,9 @@ import pandas as pd
 
 from src.common.errors import UserError
 from .common import checked_path, check_repetitions, sha256_of
+from src.tracking.names import DEFAULT_URI
 
 FORMATS = ("cat", "lm_eval", "generic")
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 SUMMARY = ("mcqa", "accuracy", "invalid_rate", "sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "acc_mean",
            "acc_std", "rws", "st")
 

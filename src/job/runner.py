@@ -18,6 +18,7 @@ from typing import Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from src.common.errors import UserError
+from src.config.schema import check_config
 
 log = logging.getLogger("src.job.runner")
 SUMMARY_METRICS = ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate")
@@ -52,24 +53,6 @@ class JobResult:
                 if f"{k}_lo" in self.metrics and f"{k}_hi" in self.metrics:  # its interval (stats.level)
                     shown[f"{k}_ci"] = [round(self.metrics[f"{k}_lo"], 4), round(self.metrics[f"{k}_hi"], 4)]
         return json.dumps({"run_id": self.run_id, **shown})
-
-
-def check_config(cfg: DictConfig) -> None:
-    """Refuse a config before any compute: every value in its range (`config_schema.check_values`), then the
-    validity rules of scoring x variant set. Also run by the sweep callback for every job before a sweep starts."""
-    from src.config.schema import check_metrics
-    from src.config.schema import check_values
-    from src.core.validity import check_validity
-
-    check_values(cfg)
-    check_metrics(cfg)
-    stats = cfg.get("stats")
-    if stats is not None and not stats.bootstrap >= 0:
-        raise UserError(f"config key stats.bootstrap: {stats.bootstrap} must be >= 0 (resamples; 0 = no intervals)")
-    if stats is not None and not 0 < stats.level < 1:
-        raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
-    check_validity(scoring=cfg.scoring, variants=OmegaConf.to_container(cfg.variants, resolve=True),
-                   temperature=float(cfg.temperature), repetitions=int(cfg.repetitions))
 
 
 _LOADED: dict[str, object] = {}  # the last backend built in this process, by its config

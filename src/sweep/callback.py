@@ -22,6 +22,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from src.config.sweep_compose import split_sweep
+
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
 
@@ -29,21 +31,6 @@ SWEEP_FILE = "sweep.json"
 def read_sweep_info(sweep_dir: str | Path) -> dict[str, str]:
     path = Path(sweep_dir) / SWEEP_FILE
     return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def split_sweep(overrides: list[str]) -> list[list[str]]:
-    """The override lists of every job a sweep's overrides name, in the order Hydra's basic sweeper runs them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    from src.common.errors import UserError
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except OverrideParseException as err:
-        raise UserError(f"config overrides {' '.join(overrides)}: {' '.join(str(err).split())}") from err
-    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
 # Hydra's basic sweeper and ours, which runs the same jobs (src/plugins/hydra_plugins/mcq_consistency_sweeper.py)
@@ -65,7 +52,7 @@ def refused_jobs(composed: list) -> list[str]:
     """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
     rules, value checks), naming the job by its overrides."""
     from src.common.errors import UserError
-    from src.job.runner import check_config
+    from src.config.schema import check_config
 
     lines = []
     for job, cfg in composed:

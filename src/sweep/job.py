@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from src.tracking import names, store
+from src.tracking import runs, store
 from src.common.errors import UserError
 from src.job.runner import interval_level, run_job
 from src.common.redact import redact_text
@@ -25,11 +25,11 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
     num, overrides = int(hydra_cfg.job.num), list(hydra_cfg.overrides.task)
     outcome = {"num": num, "overrides": overrides, "invocation": sweep.get("invocation"),
                "offline_dir": str(cfg.tracking.offline_dir)}
-    names.last_run.clear()
+    runs.last_run.clear()
     try:
         result = run_job(cfg, out_dir=out_dir, sweep=sweep)
     except KeyboardInterrupt:
-        write_outcome(out_dir, **outcome, status="killed", run_id=names.last_run.get("run_id"),
+        write_outcome(out_dir, **outcome, status="killed", run_id=runs.last_run.get("run_id"),
                       error="interrupted")
         raise
     except Exception as err:  # noqa: BLE001 - reported in one line; the traceback goes to the job's folder
@@ -40,11 +40,11 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
             (Path(out_dir) / "error.txt").write_text(redact_text(traceback.format_exc()))
             message += f" (traceback in {Path(out_dir) / 'error.txt'})"
         print(f"error: job #{num} ({job_label(overrides)}): {message}", file=sys.stderr)
-        write_outcome(out_dir, **outcome, status="failed", run_id=names.last_run.get("run_id"), error=message,
+        write_outcome(out_dir, **outcome, status="failed", run_id=runs.last_run.get("run_id"), error=message,
                       crashed=crashed)
         return
     # went to the offline store because the server was down (tracking.on_outage=offline)
-    offline = not cfg.tracking.offline and names.last_run.get("uri") == f"sqlite:///{cfg.tracking.offline_dir}/mlflow.db"
+    offline = not cfg.tracking.offline and runs.last_run.get("uri") == f"sqlite:///{cfg.tracking.offline_dir}/mlflow.db"
     write_outcome(out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id,
                   offline=offline)
     print(result.summary(), flush=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-COMPARE_DEFAULT_URI = "sqlite:///mlruns/mlflow.db"  # src/compare's --tracking-uri default: not repeated when it is that
+from src.tracking.names import DEFAULT_URI
 
 
 def headline_metrics(metrics: Mapping[str, float], records: Any = None) -> tuple[str, ...]:
@@ -76,7 +76,7 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
     else:
         ui = f"mlflow ui --backend-store-uri {shown} --host 127.0.0.1"
     compare = f"python -m src.compare --experiment {experiment}"
-    if uri != COMPARE_DEFAULT_URI:
+    if uri != DEFAULT_URI:  # the commands' --tracking-uri default: not repeated when it is that
         compare += f" --tracking-uri {shown}"
     if sweep_id:
         compare += f" --sweep-id {sweep_id}"

@@ -1,4 +1,8 @@
-"""Names MLflow sees: the metric-name codec and the environment of a server this project starts."""
+"""Names MLflow sees: the metric-name codec, the default tracking URI, the environment of a server this project starts.
+
+Written once here, below every layer that reads or writes runs (the job tracker, `src.compare`, `src.assess`,
+`src.plan`, `src.ingest`, the config's default).
+"""
 from __future__ import annotations
 
 # Environment for an `mlflow server` or `mlflow ui` this project starts: without it MLflow also starts its GenAI job
@@ -16,7 +20,10 @@ def mlflow_metric_name(name: str) -> str:
     return name.replace("@", MLFLOW_AT)
 
 
-_OPENED: set[str] = set()
+def metric_name(mlflow_name: str) -> str:
+    """`wacc_at_cyclic` -> `wacc@cyclic`: the name docs/metrics.md gives a metric MLflow stores."""
+    return mlflow_name.replace(MLFLOW_AT, "@")
 
 
-last_run: dict[str, str] = {}  # the run the latest JobTracker of this process made: run_id, uri, status
+# where runs go unless tracking.uri / --tracking-uri says otherwise (a SQLite file beside the working folder)
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"

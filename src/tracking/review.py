@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from src.tracking import names
+from src.tracking.names import mlflow_metric_name
 
 SUBJECTS_FILE = "subjects.csv"  # the per-subject values: a row per subject, a column per metric and bound
 
@@ -26,7 +26,7 @@ DESCRIBED_HEADLINES = 6  # headline metrics named in a run's description
 def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
     """The metrics MLflow can hold, `@` spelt `_at_`: NaN (undefined, e.g. RWS with nothing SURE) and infinities
     are left out (metrics.json keeps them)."""
-    return {names.mlflow_metric_name(k): float(v) for k, v in metrics.items()
+    return {mlflow_metric_name(k): float(v) for k, v in metrics.items()
             if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
 
 
@@ -114,7 +114,7 @@ def review_view_state(metric_columns: Sequence[str], earlier: str | None = None)
         except (ValueError, AttributeError):
             metrics = []
     for name in metric_columns:
-        column = f"metrics.`{names.mlflow_metric_name(name)}`"
+        column = f"metrics.`{mlflow_metric_name(name)}`"
         if column not in metrics and len(metrics) < REVIEW_METRIC_COLUMNS:
             metrics.append(column)
     return json.dumps({"searchFilter": JOB_RUNS_FILTER, "orderByKey": JOB_RUNS_ORDER, "orderByAsc": True,
@@ -134,7 +134,7 @@ def review_params(params: Mapping[str, Any], **effective: Any) -> dict[str, Any]
 
 def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLINES) -> str:
     """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals."""
-    from src.compare.tables import cell
+    from src.metrics.display import cell
     from src.metrics import headline_order
 
     names = [n for n in headline_order(list(metrics)) if metrics[n] == metrics[n]][:limit]

@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from src.common.errors import UserError
-from src.tracking import names, offline, review, store
+from src.tracking import offline, review, store
+from src.tracking.names import metric_name
 
 log = logging.getLogger(__name__)
+
+
+last_run: dict[str, str] = {}  # the run the latest JobTracker of this process made: run_id, uri, status
 
 
 def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -136,7 +140,6 @@ class JobTracker:
         except store.TrackingDown:
             raise
         except Exception:  # noqa: BLE001 - a run without a readable metrics.json (logged elsewhere, or older)
-            from src.compare.load import metric_name
 
             return {metric_name(k): v for k, v in run.data.metrics.items()}
 
@@ -175,8 +178,8 @@ class JobTracker:
         resolved = context_registry.resolve_tags(self._tags(tags), ignore=review._notebook_contexts())
         run = self._call(lambda: self.client.create_run(self.exp_id, tags=resolved, run_name=run_name))
         self.run_id = run.info.run_id
-        names.last_run.clear()
-        names.last_run.update(run_id=self.run_id, uri=self.uri, status="RUNNING")
+        last_run.clear()
+        last_run.update(run_id=self.run_id, uri=self.uri, status="RUNNING")
         return self.run_id
 
     @contextlib.contextmanager
@@ -226,7 +229,7 @@ class JobTracker:
                                    "since": int(since * 1000)})
 
     def _close(self, status: str, **tags: str) -> None:
-        names.last_run["status"] = status
+        last_run["status"] = status
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
@@ -249,7 +252,7 @@ class JobTracker:
         except store.TrackingDown as err:
             lost = self.run_id
             if not self._can_fall_back():
-                names.last_run["status"] = "FAILED"
+                last_run["status"] = "FAILED"
                 offline.note_pending_close(self.offline_dir, self.uri, lost, "FAILED", error="tracking server outage")
                 raise
             offline.note_pending_close(self.offline_dir, self.uri, lost, "KILLED", interrupted="true",
@@ -276,7 +279,6 @@ class JobTracker:
 
     def _share_review_view(self, metrics: Mapping[str, float]) -> None:
         """Add this run's headline metrics to the experiment's review view (`review_link`)."""
-        from src.compare.load import metric_name
         from src.metrics import headline_order
 
         names = headline_order([metric_name(k) for k in metrics])

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping
 
 from src.common import gc_tuning
 from src.common.errors import UserError
-from src.tracking import names
+from src.tracking.names import DEFAULT_URI
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -43,11 +43,11 @@ def check_tracking(uri: str) -> None:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
         except OSError as err:
             raise UserError(f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); start it, set "
-                            "tracking.on_outage=offline or tracking.uri=sqlite:///mlruns/mlflow.db") from None
+                            f"tracking.on_outage=offline or tracking.uri={DEFAULT_URI}") from None
         return
     if uri.startswith("file:") or "://" not in uri:
         raise UserError(f"config key tracking.uri: {uri!r} is a file store, which current MLflow refuses; "
-                        "use tracking.uri=sqlite:///mlruns/mlflow.db")
+                        f"use tracking.uri={DEFAULT_URI}")
 
 
 def experiment_id(mlflow, name: str, uri: str) -> str:
@@ -102,18 +102,21 @@ def with_retries(op, *, attempts: int = 12):
             time.sleep(min(0.1 * 2 ** attempt, 5.0))
 
 
+_OPENED: set[str] = set()  # the stores this process opened (created or upgraded once)
+
+
 def open_store(uri: str) -> None:
     """Make sure the store's schema exists before any other MLflow call of this process. For a SQLite store the
     creation (MLflow's alembic migrations, seconds long) runs under an exclusive lock on `<db>.init.lock`, so
     parallel first jobs (joblib workers, several `python -m src.run`) create it once and the others wait for it."""
     db = sqlite_path(uri)
-    if uri not in names._OPENED and db is not None:
+    if uri not in _OPENED and db is not None:
         from mlflow.tracking import MlflowClient
 
         db.parent.mkdir(parents=True, exist_ok=True)
         with _file_lock(Path(f"{db}.init.lock")):
             with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
-    names._OPENED.add(uri)
+    _OPENED.add(uri)
     gc_tuning.end_import_pause()  # MLflow and its store are imported: the command's heap is built
 
 
