@@ -19,6 +19,7 @@ import pandas as pd
 from src.common.errors import UserError
 from src.core.records import read_run_records
 from src.tracking.names import DEFAULT_URI, metric_name
+from src.tracking import store
 
 ASSESSMENT_TAG = ("kind", "assessment")
 
@@ -31,8 +32,8 @@ def _runs(client, experiment_id: str) -> list:
 
 def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str) -> tuple[dict[str, str], int]:
     """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability study."""
-    from .metrics import tidy_permutations
-    from .metrics.assessment import STABILITY_METRICS, markdown, points_from_runs, r2_table, r2_wide, stability
+    from .metrics import tidy_permutations  # local: loads numpy (slow import)
+    from .metrics.assessment import STABILITY_METRICS, markdown, points_from_runs, r2_table, r2_wide, stability  # local: loads numpy, sklearn (slow import)
 
     points = points_from_runs([{
         "model": r.data.tags["model"], "benchmark": r.data.tags["benchmark"], "start_time": r.info.start_time,
@@ -77,8 +78,6 @@ def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100
     """Build and log the assessment of `experiment`; returns {"run_id", "files", "n_points"}."""
     import mlflow
     from mlflow.tracking import MlflowClient
-
-    from src.tracking import store
 
     store.check_tracking(tracking_uri)
     client = MlflowClient(tracking_uri=tracking_uri)

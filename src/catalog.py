@@ -10,6 +10,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from src.core.validity import DESCRIPTIONS, SCORING_MODES
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -42,8 +43,6 @@ def group_entries(section: str) -> list[tuple[str, str]]:
 
 
 def scoring_entries() -> list[tuple[str, str]]:
-    from src.core.validity import DESCRIPTIONS, SCORING_MODES
-
     return [(mode, DESCRIPTIONS[mode]) for mode in SCORING_MODES]
 
 

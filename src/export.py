@@ -31,6 +31,10 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from src.common.errors import UserError
+from .benchmarks import load_benchmark
+from src.core.prompts import PromptTemplate
+from .backends import load_backend
+from .backends.text import chat_text
 
 PROMPTS_FILE = "prompts.jsonl"
 BATCH_FILE = "batch_requests.jsonl"
@@ -50,7 +54,7 @@ def served_model(cfg: DictConfig) -> str:
 
 def check_exportable(cfg: DictConfig) -> None:
     """A valid job config (`src.job.runner.check_config`) whose answers are generated text, which a batch API returns."""
-    from src.config.schema import check_config
+    from src.config.schema import check_config  # local: loads hydra (slow import)
 
     check_config(cfg)
     if cfg.scoring != "generate":
@@ -60,9 +64,7 @@ def check_exportable(cfg: DictConfig) -> None:
 
 def plan(cfg: DictConfig):
     """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.runner.run_job` does."""
-    from .benchmarks import load_benchmark
-    from src.job.runner import plan_items
-    from src.core.prompts import PromptTemplate
+    from src.job.runner import plan_items  # local: loads hydra (slow import)
 
     check_exportable(cfg)
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
@@ -75,8 +77,8 @@ def plan(cfg: DictConfig):
 
 def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) -> list[dict[str, Any]]:
     """The generic-format rows of every trial of `items` (no answers), in the order a native run records them."""
-    from .answer_formats import FORMATS
-    from src.answering.trials import prompt_hash
+    from .answer_formats import FORMATS  # local: loads pandas (slow import)
+    from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
 
     greedy = float(cfg.temperature) == 0
     rows = []
@@ -104,7 +106,7 @@ def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, mode
                    render: Callable[[str], str] | None = None) -> list[dict[str, Any]]:
     """One OpenAI-style batch request per custom_id of `export_rows`. `render` wraps a prompt in the chat
     template (completions endpoint only)."""
-    from .answer_formats import FORMATS
+    from .answer_formats import FORMATS  # local: loads pandas (slow import)
 
     greedy = float(cfg.temperature) == 0
     out = []
@@ -127,8 +129,6 @@ def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, mode
 
 def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:
     """The model's chat template as a function of the prompt, from its tokenizer (hf model configs)."""
-    from .backends import load_backend
-
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
     if model_cfg.get("backend") != "hf":
         raise UserError(f"--apply-chat-template: model {cfg.model.name} is not an hf model config, so its tokenizer "
@@ -136,8 +136,7 @@ def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:
     backend = load_backend(model_cfg, chat=True)  # locates the weights; loads nothing yet
     import transformers
 
-    from .backends.hf import gguf_cache
-    from .backends.text import chat_text
+    from .backends.hf import gguf_cache  # local: loads torch, transformers (slow import)
 
     source = gguf_cache.ensure_float_copy(backend.gguf_path) if backend.gguf_path is not None else backend.location
     extra = {} if backend.gguf_path is not None else {"revision": backend.revision,
@@ -159,7 +158,7 @@ def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_nam
            render: Callable[[str], str] | None = None) -> dict[str, Any]:
     """Write prompts.jsonl, batch_requests.jsonl and export.json for the study `cfg` into `out`; returns the
     manifest. `render` (the model's chat template) sends the templated text to the completions endpoint."""
-    from src.answering.trials import prompt_hash
+    from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
 
     chat = effective_chat(cfg)
     endpoint = endpoint or ("completions" if render is not None or not chat else "chat")
@@ -200,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                              "/v1/completions")
     args = parser.parse_args(argv)
     try:
-        from src.config.schema import compose_job
+        from src.config.schema import compose_job  # local: loads hydra (slow import)
 
         cfg = compose_job(args.overrides)
         check_exportable(cfg)  # before a tokenizer is loaded

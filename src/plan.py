@@ -22,6 +22,7 @@ import sys
 
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
+from src.tracking import store
 
 
 def check_power_args(delta: float, alpha: float, power: float) -> None:
@@ -47,10 +48,9 @@ def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 
     """(heading, one row per metric: metric, n, sd, n_needed, enough) for one run or a pair of runs."""
     from mlflow.tracking import MlflowClient
 
-    from src.tracking import store
-    from .metrics.intervals import decompose
-    from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed
-    from src.core.records import read_run_records, resolve_run_id
+    from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
+    from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed  # local: loads numpy, pandas (slow import)
+    from src.core.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from src.tracking.names import SERVER_ENV
+from src.tracking import review, store
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
@@ -64,9 +65,8 @@ def make_experiment(root: Path) -> Experiment:
     """A sweep parent run and the JOBS under it, in a fresh SQLite store under `root`."""
     from mlflow.tracking import MlflowClient
 
-    from src.tracking import store
-    from src.config.schema import compose_job
-    from src.job.runner import run_job
+    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.job.runner import run_job  # local: loads hydra, omegaconf (slow import)
 
     uri = f"sqlite:///{root}/mlflow.db"
     store.open_store(uri)
@@ -165,8 +165,6 @@ def runs_page_checks(dom: str, exp: Experiment) -> list[str]:
 
 def run_page_checks(dom: str, exp: Experiment) -> list[str]:
     """What the repetition run's page must show: its description with the headline, `rws_st`, rws and st."""
-    from src.tracking import review
-
     run = exp.runs["repetition"]
     failed = []
     headline = review.headline_text(dict(run.data.metrics))
@@ -184,8 +182,6 @@ def run_page_checks(dom: str, exp: Experiment) -> list[str]:
 
 def check(out: Path, *, work: Path, chromium: str) -> list[str]:
     """Make the experiment, serve it, render both pages into `out`; the failed checks (none: all hold)."""
-    from src.tracking import review
-
     work.mkdir(parents=True, exist_ok=True)
     exp = make_experiment(work)
     port = free_port()

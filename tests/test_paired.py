@@ -118,7 +118,7 @@ def runs_of(frames: dict[str, pd.DataFrame], monkeypatch, **extra) -> load.Runs:
                      "scoring": "generate", "prompt": "cora", "fewshot": 0, "repetitions": 1, "limit": "null",
                      "seed": 0, "sure_rule": "answer", **metrics, **extra})
     by_id = {f"run{i}": frame for i, frame in enumerate(frames.values())}
-    monkeypatch.setattr("src.core.records.read_run_records", lambda run_id, uri, key="--run": by_id[run_id])
+    monkeypatch.setattr("src.compare.load.read_run_records", lambda run_id, uri, key="--run": by_id[run_id])
     no_prompts = pd.DataFrame(columns=["prompt_hash", "prompt"])  # the stand-in store holds no prompts.parquet
     monkeypatch.setattr("src.compare.load.read_prompts", lambda run_id, uri: no_prompts)
     return load.Runs(table=pd.DataFrame(rows), tracking_uri="http://stand-in:5000", experiments={"1": "e"})

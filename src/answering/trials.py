@@ -236,7 +236,7 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
     if adaptive and params.n > 1:
         if scoring != "generate" or params.temperature <= 0:
             raise ValueError("adaptive repetitions need scoring=generate at a temperature > 0")
-        from src.answering.adaptive import answer_adaptively
+        from src.answering.adaptive import answer_adaptively  # local: loads numpy (slow import)
 
         return answer_adaptively(backend, items, params=params, answer_chunk=_answer_chunk, cache=cache,
                                  chunk_size=chunk_size, progress=progress)

@@ -16,6 +16,9 @@ from src.common.safe_names import folder_name
 from src.tracking.names import DEFAULT_URI
 from .load import add_chance, as_list, load_runs
 from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write
+from src.core.records import resolve_run_id
+from ..plan import check_power_args
+from .sure_rule import apply_sure_rule
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,19 +69,14 @@ def compare(args: argparse.Namespace) -> dict:
                "variants": ", ".join(as_list(args.variants))}
     runs, sections = None, []
     if args.diff:
-        from src.core.records import resolve_run_id
-
         args.diff = [resolve_run_id(run_id, args.tracking_uri, key="--diff") for run_id in args.diff]
     if args.experiment or args.sweep_id:
         runs = load_runs(tracking_uri=args.tracking_uri, experiment=args.experiment, sweep_id=args.sweep_id,
                          benchmarks=args.benchmark, models=args.model, variants=args.variants)
         rule_notes = []
         if getattr(args, "sure_rule", None):
-            from .sure_rule import apply_sure_rule
-
             rule_notes = apply_sure_rule(runs, args.sure_rule)
         rule_notes += add_chance(runs)
-        from ..plan import check_power_args
 
         check_power_args(args.delta, args.alpha, args.power)
         sections = build_sections(runs, paired=not args.no_paired, fluctuation_spreads=args.fluctuation_spreads,

@@ -14,6 +14,8 @@ import pandas as pd
 
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI, metric_name
+from src.core.records import PROMPTS_FILE, read_run_records
+from src.tracking import store
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
@@ -43,8 +45,6 @@ class Runs:
 
     def records(self, run_id: str, *, key: str = "--experiment") -> pd.DataFrame:
         """A run's records table, read from MLflow once (UserError naming `key` when it has none)."""
-        from src.core.records import read_run_records
-
         if run_id not in self._records:
             self._records[run_id] = read_run_records(run_id, self.tracking_uri, key=key)
         return self._records[run_id]
@@ -63,8 +63,6 @@ def read_prompts(run_id: str, tracking_uri: str) -> pd.DataFrame:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from src.core.records import PROMPTS_FILE
-
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, PROMPTS_FILE, tmp)
@@ -79,7 +77,7 @@ CHANCE_COLUMNS = ("chance", "chance_variants")  # src/metrics/chance.py, per run
 def add_chance(runs: Runs) -> list[str]:
     """Fill each run's chance levels (`chance`, `chance_variants`) from its records where it logged none; returns
     one note per run whose records could not be read (its chance cells stay empty)."""
-    from ..metrics.chance import chance_levels
+    from ..metrics.chance import chance_levels  # local: loads numpy (slow import)
 
     table, notes = runs.table, []
     for column in CHANCE_COLUMNS:
@@ -144,8 +142,6 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     UserError (exit 2) when the experiment does not exist or nothing is selected.
     """
     from mlflow.tracking import MlflowClient
-
-    from src.tracking import store
 
     if not experiment and not sweep_id:
         raise UserError("--experiment or --sweep-id: give at least one of them")

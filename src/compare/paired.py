@@ -21,6 +21,8 @@ from src.metrics.display import difference_cell
 from .load import Runs
 from .tables import (CORA_FAMILY_PREFIXES, ONE_VARIANT_SETS, Built, Table, chance_of, condition_groups, fmt, latest,
                      slug, spread_text)
+from src.tracking import store as tracking_store
+from ..metrics.intervals import decompose
 
 SD_FLOOR = 1e-12  # a per-question sd at or below this: the metric did not vary, no n can be estimated
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
@@ -64,8 +66,6 @@ class _Records:
         return self.runs.records(run_id, key="--no-paired")
 
     def decomposition(self, row, keep: frozenset | None = None):
-        from ..metrics.intervals import decompose
-
         key = (row["run_id"], keep)
         if key not in self.cache:
             records = self.records(row["run_id"])
@@ -84,8 +84,6 @@ def paired_study(runs: Runs, *, intersect: bool = False, delta: float = DEFAULTS
                  alpha: float = DEFAULTS["alpha"], power: float = DEFAULTS["power"],
                  n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"]) -> PairedStudy:
     """Paired differences and power tables for every condition of `runs` (see the module docstring)."""
-    from src.tracking import store as tracking_store
-
     study = PairedStudy()
     frame = runs.table
     db = tracking_store.sqlite_path(runs.tracking_uri)

@@ -11,6 +11,7 @@ import math
 
 from src.common.errors import UserError
 from .load import Runs
+from src.core.records import read_run_records
 
 RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws", "st")
 
@@ -18,8 +19,7 @@ RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws
 def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
     """Recompute, in place, the repetition metrics of `runs.table` whose rule is not `rule`; returns notes
     (one per run recomputed, and per run whose records could not be read, which keeps its own rule)."""
-    from ..metrics.repetition import SURE_RULES, repetition_metrics
-    from src.core.records import read_run_records
+    from ..metrics.repetition import SURE_RULES, repetition_metrics  # local: loads numpy (slow import)
 
     if rule not in SURE_RULES:
         raise UserError(f"--sure-rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")

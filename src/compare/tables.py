@@ -18,6 +18,10 @@ import pandas as pd
 
 from src.metrics.display import bounds, cell, difference_cell, fmt, fmt_ci  # noqa: F401 - the tables' cells
 from .load import CONDITION_KEYS
+from ..metrics import rws_st_string
+from ..metrics.intervals import is_interval_name
+from ..metrics.answers import answer_keys, correct_flags
+from ..metrics.chance import option_count_chance
 
 CORA_RANKED = (("MCQA", "mcqa"), ("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
 REPETITION_SHARES = (("SURE right", "sure_right"), ("UNSURE right", "unsure_right"),
@@ -360,8 +364,6 @@ def repetition_groups(rows_with: pd.DataFrame):
 
 def repetition_tables(runs: pd.DataFrame) -> Built:
     """Per benchmark: per model x temperature the SURE/UNSURE right/wrong shares, acc mean/std, `RWS | S/T`."""
-    from ..metrics import rws_st_string
-
     out = Built()
     rows_with = repetition_runs(runs)
     if rows_with.empty:
@@ -420,11 +422,10 @@ def fluctuation_tables(runs: pd.DataFrame, *, min_points: int = 3) -> Built:
     (model, benchmark) points, via the assessment protocol in `src.metrics.assessment`."""
     out = Built()
     try:
-        from ..metrics.assessment import TARGETS, points_from_runs, r2_table, r2_wide
+        from ..metrics.assessment import TARGETS, points_from_runs, r2_table, r2_wide  # local: loads sklearn (slow import)
     except ImportError as err:  # the assessment module is optional for this report
         out.notes.append(f"fluctuation R² table: skipped, the assessment protocol is unavailable ({err})")
         return out
-    from ..metrics.intervals import is_interval_name
 
     metric_columns = [c for c in runs.columns if ("@" in c or c == "full_fr") and not is_interval_name(c)]
     if not any("@" in c for c in metric_columns):
@@ -497,7 +498,6 @@ def revas_tables(runs: pd.DataFrame) -> Built:
                     text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
                     records += [{"benchmark": benchmark, "condition": label, "model": r["model"], "measure": name,
                                  "n_options": n, "value": v} for n, v in zip(levels, values)]
-            from ..metrics.chance import option_count_chance
 
             index.append("chance · Acc")
             text_rows.append([fmt(option_count_chance(n)) for n in levels])
@@ -544,8 +544,6 @@ def diff_records(a: pd.DataFrame, b: pd.DataFrame) -> tuple[dict[str, float], pd
     >>> diff_records(a, b)[0]["disagreement_rate"]
     0.5
     """
-    from ..metrics.answers import answer_keys, correct_flags
-
     keys = ["question_id", "variant_id", "repetition"]
 
     def prepared(records: pd.DataFrame) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobRuntime
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from src.config.schema import HYDRA_FLAGS
 
 # the command's compositions while `composed_once` is active (None otherwise, as in a launcher worker that received
 # this loader): (config sources, config name, task overrides, hydra overrides) -> (config, whether its job name came
@@ -85,8 +86,6 @@ def composed_once(argv: list[str]) -> Iterator[None]:
     """Every Hydra instance made inside (the pre-check's, Hydra's main) composes with a `CommandConfigLoader`,
     for a command of one job (no `-m`: a multirun's pre-check composes each of its jobs, which nothing reuses)."""
     import hydra._internal.hydra as hydra_core
-
-    from src.config.schema import HYDRA_FLAGS
 
     if HYDRA_FLAGS & set(argv):
         yield

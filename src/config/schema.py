@@ -23,6 +23,10 @@ from omegaconf import MISSING, DictConfig
 
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
+from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
+from src.common.redact import redact_text
+from src.core.validity import check_validity
+from src.tracking.store import check_options
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("model", "benchmark", "variants", "prompt")
@@ -237,8 +241,6 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
 
-    from src.config.sweep_compose import GroupCachingConfigLoader, without_hydra
-
     with _own_hydra(conf_dir):
         master = compose("config", return_hydra_config=True)
         loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
@@ -288,7 +290,7 @@ def check_values(cfg: DictConfig) -> None:
         raise UserError(f"config key cache.path: {problem}; give the cache's database file, e.g. "
                         f"cache.path=.cache/responses.db (or cache.enabled=false)")
     check_tracking_uri(str(cfg.tracking.uri or ""))
-    from src.answering.adaptive import check_adaptive  # adaptive=true only where stopping early keeps the full run's verdicts
+    from src.answering.adaptive import check_adaptive  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
 
     check_adaptive(cfg)
 
@@ -305,8 +307,6 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
     src.common.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses; use ...
     """
     from urllib.parse import urlsplit
-
-    from src.common.redact import redact_text
 
     shown = redact_text(uri)  # the error line goes to the terminal and logs: no password in it
     fix = f"use tracking.uri={DEFAULT_URI}"
@@ -341,9 +341,6 @@ def check_config(cfg: DictConfig) -> None:
     (`src.job.runner.run_job`); so a config accepted at one door is never refused at another."""
     from omegaconf import OmegaConf
 
-    from src.core.validity import check_validity
-    from src.tracking.store import check_options
-
     check_values(cfg)
     check_metrics(cfg)
     stats = cfg.get("stats")
@@ -360,8 +357,6 @@ def check_command_line(argv: Sequence[str]) -> None:
     """`python -m src.run`'s check before Hydra starts: compose every job the command line names (each job of a
     sweep) and raise the first config error in one line. Left to Hydra: its own options (--help, --cfg, ...) and
     `hydra.*` overrides."""
-    from src.config.sweep_compose import split_sweep
-
     if any(a.startswith("-") and a not in HYDRA_FLAGS for a in argv):
         return
     overrides = [a for a in argv if not a.startswith("-") and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]

@@ -22,6 +22,7 @@ from typing import Any
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from omegaconf import DictConfig, OmegaConf, open_dict
+from src.common.errors import UserError
 
 # this process's compositions for one sweep: (token of its loader, top-level config groups, group choice -> config)
 _CACHE: dict[str, Any] = {"token": None, "groups": None, "bases": {}}
@@ -124,8 +125,6 @@ def split_sweep(overrides: list[str]) -> list[list[str]]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
-
-    from src.common.errors import UserError
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))

@@ -21,6 +21,10 @@ import pandas as pd
 from src.common.errors import UserError
 from .common import checked_path, check_repetitions, sha256_of
 from src.tracking.names import DEFAULT_URI
+from .generic import read_generic
+from .run_log import log_ingested
+from .cat import read_cat
+from .lm_eval import read_lm_eval
 
 FORMATS = ("cat", "lm_eval", "generic")
 SUMMARY = ("mcqa", "accuracy", "invalid_rate", "sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "acc_mean",
@@ -63,8 +67,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _read(args: argparse.Namespace, files: list[Path]):
     if args.format == "cat":
-        from .cat import read_cat
-
         for flag, value in (("--model", args.model), ("--benchmark", args.benchmark),
                             ("--temperature", args.temperature)):
             if value is None:
@@ -77,13 +79,10 @@ def _read(args: argparse.Namespace, files: list[Path]):
                         benchmark=args.benchmark, temperature=args.temperature, seed=args.seed or 0,
                         labels_from=args.labels_from)
     if args.format == "lm_eval":
-        from .lm_eval import read_lm_eval
-
         if args.model is None:
             raise UserError("--model: lm-eval's samples files do not name the model; give --model NAME")
         return read_lm_eval(files, model=args.model, benchmark=args.benchmark, temperature=args.temperature or 0.0,
                             seed=args.seed or 0, labels_from=args.labels_from)
-    from .generic import read_generic
 
     if len(files) > 1:
         raise UserError("--path: give one generic file per run (concatenate the rows of one run)")
@@ -95,8 +94,6 @@ def _read(args: argparse.Namespace, files: list[Path]):
 
 def ingest(args: argparse.Namespace):
     """Read, check and log; returns (IngestResult, Ingested, the params logged)."""
-    from .run_log import log_ingested
-
     files = [checked_path(p) for p in args.path]
     ingested = _read(args, files)
     check_repetitions(ingested.trials, str(files[0]))
@@ -129,8 +126,8 @@ def ingest(args: argparse.Namespace):
 
 def repetition_table(result, params: dict) -> str:
     """The repetition table of one run as `python -m src.compare` renders it (Markdown and its caption), or ""."""
-    from ..compare.report import markdown_table
-    from ..compare.tables import repetition_tables
+    from ..compare.report import markdown_table  # local: loads numpy (slow import)
+    from ..compare.tables import repetition_tables  # local: loads numpy (slow import)
 
     metrics = result.metrics
     if "st" not in metrics:

@@ -17,6 +17,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .common import Ingested, build_records
+from src.tracking import runs, store
+from src.core.records import write_records
+from ..variants import REASONS as EXCLUSION_REASONS
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,8 @@ def interval_options(seed: int) -> dict[str, Any]:
     schema defaults, seeded by the run's seed), where this version of `compute_metrics` has them."""
     import inspect
 
-    from src.config import schema as config_schema
-    from ..metrics import compute_metrics
+    from src.config import schema as config_schema  # local: loads hydra, omegaconf (slow import)
+    from ..metrics import compute_metrics  # local: loads numpy (slow import)
 
     stats = getattr(config_schema, "StatsConfig", None)
     if stats is None or "intervals" not in inspect.signature(compute_metrics).parameters:
@@ -49,10 +52,7 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
     import mlflow
     from omegaconf import OmegaConf
 
-    from src.tracking import runs, store
-    from ..metrics import compute_metrics
-    from src.core.records import write_records
-    from ..variants import REASONS as EXCLUSION_REASONS
+    from ..metrics import compute_metrics  # local: loads numpy (slow import)
 
     store.check_tracking(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)

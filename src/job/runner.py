@@ -19,6 +19,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.common.errors import UserError
 from src.config.schema import check_config
+from src.backends import load_backend
+from src.benchmarks import describe_answer_slots, load_benchmark, load_fewshot_pool
+from src.core.fewshot import pick_fewshot
+from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
+from src.tracking import review, runs
+from src.backends.base import SamplingParams
+from src.answering.cache import ResponseCache
+from src.tracking.closing import headline_metrics, job_block
+from src.core.prompts import PromptTemplate
+from src.common.redact import redact
+from src.variants.revas import wrong_answers
 
 log = logging.getLogger("src.job.runner")
 SUMMARY_METRICS = ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate")
@@ -38,8 +49,6 @@ class JobResult:
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
         """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py)."""
-        from src.tracking.closing import job_block
-
         return job_block(self, level=level, commands=commands)
 
     def summary(self) -> str:
@@ -61,8 +70,6 @@ _LOADED: dict[str, object] = {}  # the last backend built in this process, by it
 def reuse_backend(model_cfg: dict, *, chat: bool):
     """Jobs of a sweep that run in one process (the basic launcher) share a loaded model: with the model axis
     outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model."""
-    from src.backends import load_backend
-
     key = json.dumps([model_cfg, chat], sort_keys=True, default=str)
     if key not in _LOADED:
         _LOADED.clear()
@@ -78,11 +85,8 @@ def build_items(cfg: DictConfig, questions, template):
 def plan_items(cfg: DictConfig, questions, template):
     """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
     of the questions that had variants left out under the `option_refs` policy (METRICS.md, validity rules)."""
-    from src.answer_formats import FORMATS
-    from src.benchmarks import load_fewshot_pool
-    from src.core.fewshot import pick_fewshot
-    from src.answering.trials import Item, trial_seed
-    from src.variants import make_variants, plan_variants
+    from src.answer_formats import FORMATS  # local: loads pandas (slow import)
+    from src.answering.trials import Item, trial_seed  # local: loads pandas (slow import)
 
     # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
     seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
@@ -93,8 +97,7 @@ def plan_items(cfg: DictConfig, questions, template):
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
         # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
-        from src.core.records import read_run_records
-        from src.variants.revas import wrong_answers
+        from src.core.records import read_run_records  # local: loads pandas (slow import)
 
         source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
         if not evaluated & set(source["question_id"].astype(str)):
@@ -123,17 +126,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
-    from src.tracking import review, runs
-    from src.backends.base import SamplingParams
-    from src.benchmarks import describe_answer_slots, load_benchmark
-    from src.answering.cache import ResponseCache
-    from src.tracking.closing import headline_metrics
-    from src.metrics import compute_metrics, constant_by_construction, rws_st_string
-    from src.core.prompts import PromptTemplate
-    from src.core.records import write_prompts, write_records
-    from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records
-    from src.common.redact import redact  # secrets never reach params, tags or artifacts
-    from src.variants import REASONS as EXCLUSION_REASONS
+    from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
+    from src.core.records import write_prompts, write_records  # local: loads pandas (slow import)
+    from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
 
     check_config(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
 
     logging.basicConfig(level=logging.WARNING)
     meter = meter.Meter()
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         with meter.phase("import torch+transformers+project"):
             import torch
 
-            from src.backends import hf  # noqa: F401
+            from src.backends import hf  # noqa: F401 - local: loads torch, transformers (slow import)
         threads = torch.get_num_threads()
         print(f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)

@@ -15,11 +15,11 @@ def part_intervals(meter: meter.Meter, args, ratios: dict[str, float], shared: d
     import numpy as np
     import pandas as pd
 
-    from src.answering.trials import answer_items, to_records
-    from src.backends.base import SamplingParams
-    from src.backends.simulated import SimulatedBackend
-    from src.metrics import applicable_families, compute_metrics
-    from src.metrics.intervals import (
+    from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
+    from src.backends.simulated import SimulatedBackend  # local: loads pandas (slow import)
+    from src.metrics import applicable_families, compute_metrics  # local: loads numpy, pandas (slow import)
+    from src.metrics.intervals import (  # local: loads numpy, pandas (slow import)
         bootstrap_values,
         decompose,
         metric_intervals,

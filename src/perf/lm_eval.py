@@ -19,7 +19,7 @@ def lm_eval_model(meter: meter.Meter, shared: dict[str, Any]):
         print("  lm-eval is not installed: pip install .[bench]  (skipping lm-eval parts)", flush=True)
         shared["lm"] = None
         return None
-    from src.backends.hf import gguf_cache
+    from src.backends.hf import gguf_cache  # local: loads torch, transformers (slow import)
 
     folder = gguf_cache.ensure_float_copy(shared["backend"].gguf_path)
     with meter.phase("lmeval_model_load"):
@@ -91,8 +91,8 @@ def _lm_eval_scores(meter: meter.Meter, shared: dict[str, Any], items, phase: st
 
 
 def part_lmeval(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
-    from src.answering.trials import answer_items
-    from src.backends.base import SamplingParams
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     subset = shared.get("subset") or meter.build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
     theirs = _lm_eval_scores(meter, shared, subset, "lmeval_scoring (batch 8)",
@@ -146,9 +146,9 @@ def part_dtype(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[
     """What `model.dtype=auto` resolves to on this machine, and bfloat16 against float32 on the same prompts:
     CoRA label scoring (logprob, chat prompts) and the main job's option scoring (cloze_shown), both packed.
     bfloat16 is measured even where the hardware lacks it (torch then converts to float32 and back)."""
-    from src.answering.trials import answer_items
-    from src.backends.base import SamplingParams
-    from src.backends.hf.loading import (
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
+    from src.backends.hf.loading import (  # local: loads torch, transformers (slow import)
         cpu_has_bf16,
         dtype_name,
         gpu_has_bf16,

@@ -102,10 +102,10 @@ def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challen
     them."""
     from omegaconf import OmegaConf
 
-    from src.benchmarks import load_benchmark
-    from src.config.schema import compose_job
-    from src.core.prompts import PromptTemplate
-    from src.job.runner import build_items
+    from src.benchmarks import load_benchmark  # local: the part that times it imports it
+    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.core.prompts import PromptTemplate  # local: the part that times it imports it
+    from src.job.runner import build_items  # local: loads hydra, omegaconf (slow import)
 
     cfg = compose_job([f"benchmark={benchmark}", f"limit={'null' if limit is None else limit}", *overrides])
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
@@ -122,7 +122,7 @@ def model_config(cfg) -> dict[str, Any]:
 
 
 def hf_backend(model_cfg: dict[str, Any], *, chat: bool = True, **overrides: Any):
-    from src.backends.hf import HFBackend
+    from src.backends.hf import HFBackend  # local: loads torch, transformers (slow import)
 
     backend = HFBackend.from_config({**model_cfg, **overrides}, chat=chat, progress=False)
     backend.load()

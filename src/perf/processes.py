@@ -72,7 +72,7 @@ GENERATION_PHASES = {
 def generation_phase(args) -> int:
     """A child of `part_generation`: load the model, warm up (first passes, the packing check), time one phase of
     GENERATION_PHASES on the CoRA prompts, and write its numbers and samples to --out."""
-    from src.backends.base import SamplingParams
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     share, sampling = GENERATION_PHASES[args.generation_phase]
     cfg, items = meter.build(["variants=cora", "scoring=generate"], args.limit)

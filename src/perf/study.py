@@ -29,9 +29,9 @@ def part_load(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[s
 
 
 def part_cora(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
-    from src.answering.cache import ResponseCache
-    from src.answering.trials import answer_items
-    from src.backends.base import SamplingParams
+    from src.answering.cache import ResponseCache  # local: the part that times it imports it
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     cfg, items = meter.build(["variants=cora", "scoring=logprob"], args.limit)
     _, subset = meter.build(["variants=cora", "scoring=logprob"], args.compare_limit)
@@ -74,8 +74,8 @@ def part_mainjob(meter: meter.Meter, args, ratios: dict[str, float], shared: dic
     """The README's main job (`python -m src.run variants=cora`: synthetic, the model's cloze_shown scoring), its
     answering phase with option texts packed after their prompts vs padded batches that encode each prompt once
     for all its options, on the same prompts."""
-    from src.answering.trials import answer_items
-    from src.backends.base import SamplingParams
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     cfg, items = meter.build(["variants=cora"], None, benchmark="synthetic")
     backend = meter.hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
@@ -98,8 +98,8 @@ def part_mainjob(meter: meter.Meter, args, ratios: dict[str, float], shared: dic
 
 
 def part_repetition(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
-    from src.answering.trials import answer_items
-    from src.backends.base import SamplingParams
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     _, items = meter.build(["variants=original", "prompt=repetition", "scoring=logprob"], args.limit)
     backend = shared["backend"]
@@ -121,9 +121,9 @@ def part_repetition(meter: meter.Meter, args, ratios: dict[str, float], shared: 
 
 def part_adaptive(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Adaptive repetitions against asking all R, on the real model: samples saved, wall ratio, same verdicts."""
-    from src.answering.trials import answer_items, to_records
-    from src.backends.base import SamplingParams
-    from src.metrics import question_outcomes
+    from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
+    from src.metrics import question_outcomes  # local: loads numpy, pandas (slow import)
 
     _, items = meter.build(["variants=original", "prompt=repetition", "scoring=generate"], args.limit)
     backend, R = shared["backend"], 10  # noqa: N806
@@ -161,7 +161,7 @@ def part_rerun(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[
     the store's tables are made before timing, as a store that has been used has them."""
     from mlflow.tracking import MlflowClient
 
-    from src.backends.hf import HFBackend, gguf_cache
+    from src.backends.hf import HFBackend, gguf_cache  # local: loads torch, transformers (slow import)
 
     backend = HFBackend.from_config(shared["model_cfg"], chat=True, progress=False)
     if backend.gguf_path is not None:

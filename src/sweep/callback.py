@@ -22,7 +22,15 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.config.sweep_compose import split_sweep
+from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
+from src.common.errors import UserError
+from src.config.schema import check_config
+from src.tracking.runs import JOB_INDEPENDENT_KEYS
+from src.backends import load_backend
+from src.benchmarks import load_benchmark
+from src.common.redact import redact, redact_text
+from src.tracking import offline as tracking_offline, runs, store
+from src.tracking.closing import look_commands
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -51,9 +59,6 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
 def refused_jobs(composed: list) -> list[str]:
     """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
     rules, value checks), naming the job by its overrides."""
-    from src.common.errors import UserError
-    from src.config.schema import check_config
-
     lines = []
     for job, cfg in composed:
         try:
@@ -70,8 +75,6 @@ def sweep_hash(config: DictConfig) -> str:
     the command line's overrides. A rerun of a killed sweep finds its earlier parent run by it."""
     import hashlib
 
-    from src.tracking.runs import JOB_INDEPENDENT_KEYS
-
     def job_key(override: str) -> bool:
         key = override.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
         return key not in ("hydra", *JOB_INDEPENDENT_KEYS)
@@ -87,10 +90,6 @@ def sweep_hash(config: DictConfig) -> str:
 def missing_resources(composed: list) -> list[str]:
     """One line per model whose weights, or benchmark whose files, a job of this sweep needs and cannot find:
     checked before the first job, so a missing model is not found only when its first job starts hours in."""
-    from src.backends import load_backend
-    from src.benchmarks import load_benchmark
-    from src.common.errors import UserError
-
     needs: dict[str, tuple[Any, list[int]]] = {}
     for num, (job, cfg) in enumerate(composed):
         try:
@@ -134,7 +133,6 @@ def job_label(overrides: list[str]) -> str:
 def write_outcome(out_dir: str | Path, **outcome: Any) -> None:
     path = Path(out_dir)
     path.mkdir(parents=True, exist_ok=True)
-    from src.common.redact import redact  # the overrides and error line may hold a password or key
 
     (path / JOB_FILE).write_text(json.dumps(redact(outcome)))
 
@@ -176,9 +174,6 @@ class MlflowSweepCallback(Callback):
         global ACTIVE, EXIT_CODE
         from hydra.core.global_hydra import GlobalHydra
 
-        from src.common.errors import UserError
-        from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs
-
         ACTIVE, EXIT_CODE = self, 0
         self.loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
         composed = composed_jobs(config, sweep_jobs(config), self.loader)
@@ -218,9 +213,6 @@ class MlflowSweepCallback(Callback):
         or make one; record its ids in `<sweep dir>/sweep.json` for the jobs."""
         from mlflow.tracking import MlflowClient
 
-        from src.common.errors import UserError
-        from src.tracking import offline as tracking_offline, store
-
         self.tracking_cfg = OmegaConf.to_container(config.tracking, resolve=True)
         store.check_options(self.tracking_cfg)
         store.apply_retry_budget(self.tracking_cfg.get("retry_budget_s", 20.0))
@@ -242,7 +234,6 @@ class MlflowSweepCallback(Callback):
         self.client, self.parent_uri = MlflowClient(tracking_uri=uri), uri
         exp_id = store.with_retries(lambda: store.experiment_id(self.client, config.tracking.experiment, uri))
         parent = None
-        from src.common.redact import redact_text  # sweep.json keeps the store's address without its credentials
 
         if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
             parent = store.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
@@ -269,9 +260,6 @@ class MlflowSweepCallback(Callback):
             "parent_uri": redact_text(uri), "sweep_hash": digest, "invocation": self.invocation}))
 
     def _create_parent(self, config: DictConfig, exp_id: str, digest: str) -> None:
-        from src.tracking import runs, store
-        from src.common.redact import redact, redact_text  # no secret in what the parent run logs
-
         overrides = list(config.hydra.overrides.task)
         params = config.hydra.sweeper.get("params")
         sweep_params = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
@@ -318,8 +306,6 @@ class MlflowSweepCallback(Callback):
             print(f"{len(offline)} job(s) logged to {folder} while the server was down: run python -m src.sync "
                   f"--offline-dir {folder} once it is back", file=sys.stderr)
         if self.look is not None and counts["finished"] + counts["skipped"]:  # once for the sweep, not per job
-            from src.tracking.closing import look_commands
-
             uri = self.parent_uri or self.look[0]  # the parent's store (the offline one when the server was down)
             for line in look_commands(uri, self.look[1], sweep_id=self.sweep_id):
                 print(line, file=sys.stderr)
@@ -329,9 +315,6 @@ class MlflowSweepCallback(Callback):
 
     def _close_parent(self, status: str) -> str:
         """The parent's terminal status, or where it was noted when its server is down."""
-        from src.common.errors import UserError
-        from src.tracking import offline as tracking_offline, store
-
         try:
             store.check_tracking(self.parent_uri)
             store.with_retries(lambda: self.client.set_terminated(self.parent_id, status))

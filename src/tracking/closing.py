@@ -23,7 +23,7 @@ def headline_metrics(metrics: Mapping[str, float], records: Any = None) -> tuple
     >>> headline_metrics({"accuracy": 0.5, "invalid_rate": 0.0})
     ('accuracy',)
     """
-    from src.metrics import (
+    from src.metrics import (  # local: loads numpy, pandas (slow import)
         CORA_BESIDE_MCQA,
         CORA_LEVEL_PREFIX,
         ORIGINAL,
@@ -68,7 +68,7 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
     >>> look_commands("http://u:pw@host:5000", "x")[0]
     'see the runs:      open http://***@host:5000 (the MLflow server serves its UI)'
     """
-    from src.common.redact import redact_text
+    from src.common.redact import redact_text  # local: loads hydra (slow import)
 
     shown = redact_text(uri)
     if uri.startswith(("http://", "https://")):

@@ -44,7 +44,7 @@ def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
     """
     import pandas as pd
 
-    from src.metrics import headline_order, interval_names
+    from src.metrics import headline_order, interval_names  # local: loads numpy, pandas (slow import)
 
     dropped = set(constant)
     kept = {k: v for k, v in metrics.items() if k not in dropped}
@@ -134,8 +134,8 @@ def review_params(params: Mapping[str, Any], **effective: Any) -> dict[str, Any]
 
 def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLINES) -> str:
     """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals."""
-    from src.metrics.display import cell
-    from src.metrics import headline_order
+    from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
+    from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
 
     names = [n for n in headline_order(list(metrics)) if metrics[n] == metrics[n]][:limit]
     return ", ".join(f"{name} {cell(metrics, name)}" for name in names)
@@ -158,7 +158,7 @@ def run_description(*, model: str, benchmark: str, variants: str, scoring: str, 
     <BLANKLINE>
     Per-subject values: `subjects.csv`; every metric: `metrics.json`; every trial: `records.parquet`.
     """
-    from src.metrics import is_interval_name
+    from src.metrics import is_interval_name  # local: loads numpy, pandas (slow import)
 
     limit_text = f" (`limit={limit}`)" if limit not in (None, "null") else ""
     lines = [f"**{model}** on **{benchmark}**: {n_questions} questions{limit_text}, variant set `{variants}`, "

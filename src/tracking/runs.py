@@ -15,6 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from src.common.errors import UserError
 from src.tracking import offline, review, store
 from src.tracking.names import metric_name
+from src.common import owners
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +159,10 @@ class JobTracker:
     # -- the run
 
     def _tags(self, tags: Mapping[str, str]) -> dict[str, str]:
-        from src.common import owners
-
         out = {"config_hash": self.job_hash, "kind": "job", "owner": owners.this_owner(),
                "heartbeat": str(int(time.time())), **tags}
         if self.offline:
-            from src.common.redact import redact_text
+            from src.common.redact import redact_text  # local: loads hydra (slow import)
 
             out["offline_target"] = redact_text(self.target)  # where `python -m src.sync` uploads it (no secret)
         if self.sweep.get("sweep_id"):
@@ -279,7 +278,7 @@ class JobTracker:
 
     def _share_review_view(self, metrics: Mapping[str, float]) -> None:
         """Add this run's headline metrics to the experiment's review view (`review_link`)."""
-        from src.metrics import headline_order
+        from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
 
         names = headline_order([metric_name(k) for k in metrics])
         key = review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY
@@ -313,8 +312,6 @@ def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
     >>> provably_dead({"owner": "elsewhere:1", "heartbeat": str(time.time())}), provably_dead({"owner": "elsewhere:1"})
     (False, True)
     """
-    from src.common import owners
-
     owner = tags.get("owner")
     if owners.parse_owner(owner) is None:
         return True

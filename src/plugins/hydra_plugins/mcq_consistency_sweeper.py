@@ -22,8 +22,8 @@ from hydra.types import HydraContext
 
 class PrecheckedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: HydraContext, task_function, config) -> None:
-        from src.sweep import callback as sweep_callback
-        from src.config.sweep_compose import GroupCachingConfigLoader
+        from src.sweep import callback as sweep_callback  # local: loads omegaconf (slow import)
+        from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
 
         active = sweep_callback.ACTIVE
         loader = active.loader if active is not None and active.loader is not None \
@@ -32,7 +32,7 @@ class PrecheckedSweeper(BasicSweeper):
                       task_function=task_function, config=config)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from src.sweep import callback as sweep_callback
+        from src.sweep import callback as sweep_callback  # local: loads omegaconf (slow import)
 
         active = sweep_callback.ACTIVE
         composed = active.composed if active is not None else set()
