@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from src.core.records import read_run_records
 from src.tracking.names import DEFAULT_URI, metric_name
@@ -99,8 +99,7 @@ def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.assess", description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", required=True, help="MLflow experiment whose runs are the points")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    add_tracking_flags(parser, experiment="MLflow experiment whose runs are the points", required=True)
     parser.add_argument("--draws", type=int, default=100, help="random pairs / |L|-tuples in the stability study")
     parser.add_argument("--seed", type=int, default=0, help="seed of the stability draws")
     parser.add_argument("--min-points", type=int, default=3, help="fewest (model, benchmark) points for an R^2")
@@ -108,11 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = assess(args.experiment, args.tracking_uri, draws=args.draws, seed=args.seed, min_points=args.min_points)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(json.dumps(result))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
+from src.cli import entry
 from src.core.validity import DESCRIPTIONS, SCORING_MODES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,4 +97,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

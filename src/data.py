@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from src.cli import entry, user_error
 from src.common import owners
 from .benchmarks import BENCHMARKS, hub, load_benchmark
 from .benchmarks.position import (answer_slot_counts, answer_slot_warning, describe_answer_slots,
@@ -218,10 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         print(slots_report(args.benchmark, data_dir=args.data_dir, limit=args.limit, seed=args.seed, split=args.split,
                            path=args.path))
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.cli import entry, user_error
 from src.common.errors import UserError
 from .benchmarks import load_benchmark
 from src.core.prompts import PromptTemplate
@@ -206,12 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         render = chat_renderer(cfg) if args.apply_chat_template else None
         manifest = export(cfg, args.out, endpoint=args.endpoint, model_name=args.served_model, render=render)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(json.dumps({k: manifest[k] for k in ("prompts", "trials", "requests", "endpoint", "chat_template_applied")}))
     print(f"ingest the answers with: {manifest['ingest']}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

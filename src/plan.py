@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
+from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
 from src.tracking import store
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta", type=float, default=0.02, help="difference to detect (default 0.02)")
     parser.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
     parser.add_argument("--alpha", type=float, default=0.05, help="two-sided level of the test (default 0.05)")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    add_tracking_flags(parser)
     parser.add_argument("--pair-intersection", action="store_true",
                         help="pair two runs that asked different questions on the questions they share")
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples of the questions (default 1000)")
@@ -135,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                              power=args.power, intersect=args.pair_intersection, n_resamples=args.bootstrap,
                              seed=args.seed)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(heading)
     for line in format_rows(rows):
         print(line)
@@ -144,4 +143,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -17,6 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from src.cli import user_error
 from src.common import gc_tuning
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
 from src.sweep import callback as sweep_callback
@@ -36,8 +37,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         try:
             result = run_job(cfg, out_dir=hydra_cfg.runtime.output_dir)
         except UserError as err:
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(err.exit_code)
+            sys.exit(user_error(err))
         print(result.summary(), flush=True)  # the one JSON line scripts read
         print(result.closing(level=interval_level(cfg)), file=sys.stderr)  # for the person: headline, run, where to look
         return
@@ -57,8 +57,7 @@ def _checked_main() -> None:
     try:
         config_schema.check_command_line(sys.argv[1:])
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
+        sys.exit(user_error(err))
     signal.signal(signal.SIGTERM, _terminate)
     try:
         _hydra_main()
@@ -77,5 +76,6 @@ def _checked_main() -> None:
 
 
 if __name__ == "__main__":
+    gc_tuning.tune_for_batch()  # the entry point owns the process's GC settings (src/common/gc_tuning.py)
     gc_tuning.pause_for_imports()  # until the job's MLflow store is open (src/common/gc_tuning.py)
     main()

@@ -11,10 +11,10 @@ jobs, which then point at the uploaded parent. Runs that a server outage left RU
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
+from src.cli import entry, user_error
 from src.tracking import offline, store
 from src.common.errors import UserError
 from src.common.redact import MASK
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         copied = sync(args.offline_dir, args.to)
         closed = offline.apply_pending_closes(args.offline_dir)  # runs a server outage left RUNNING
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     for old, new in copied:
         print(f"uploaded offline run {old} as {new}")
     print(f"{len(copied)} run(s) uploaded")
@@ -122,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

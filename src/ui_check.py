@@ -30,6 +30,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from src.cli import entry
 from src.tracking.names import SERVER_ENV
 from src.tracking import review, store
 
@@ -224,4 +225,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

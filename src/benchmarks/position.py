@@ -1,6 +1,6 @@
 """Where the right answer sits: the slot distribution of a question set, the fixed-slot rule, seeded shuffles.
 
-METRICS.md "Answer position": when a benchmark's file order puts the answer at a fixed position
+docs/metrics.md "Answer position": when a benchmark's file order puts the answer at a fixed position
 (TruthfulQA mc1/mc2: the true answers come first, mc1's answer is always option A), the
 original order is a seeded shuffle of the file's options (`seeded_shuffle`, the TruthfulQA
 loaders' default), and the distribution of the answer's slot is reported for every benchmark.

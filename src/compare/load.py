@@ -1,7 +1,7 @@
 """Read the job runs of an experiment and/or sweep from MLflow into one table: a row per run, a column per metric.
 
 Only finished job runs count: sweep parents (`kind=sweep`), assessments and earlier comparisons are left out, as
-are runs still running or failed (counted, so the report can say so). Metric names come back in their METRICS.md
+are runs still running or failed (counted, so the report can say so). Metric names come back in their docs/metrics.md
 spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 """
 from __future__ import annotations

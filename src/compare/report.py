@@ -58,7 +58,7 @@ def overview(runs: Runs) -> Section:
     data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
     text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
     section = Section(RUNS_TITLE, intro=f"{len(frame)} finished job runs; every table below is computed from their "
-                                    "logged metrics (names as METRICS.md).")
+                                    "logged metrics (names as docs/metrics.md).")
     section.tables.append(Table(title="runs compared", data=frame, text=text, name="runs",
                                 caption="runs.csv holds every logged metric of every run"))
     section.notes += runs.skipped

@@ -1,7 +1,7 @@
 """`python -m src.compare --sure-rule RULE`: every run's repetition metrics under one SURE rule.
 
 A run logs its repetition metrics under the rule it was run with (tag `sure_rule`: `answer`, section 3.2, or
-`correctness`, the paper's tables; METRICS.md, "What the paper's tables count"). Runs under different rules
+`correctness`, the paper's tables; docs/metrics.md, "What the paper's tables count"). Runs under different rules
 are never put in one table; this recomputes the SURE/UNSURE shares, `rws` and `st` of the runs logged under
 the other rule from their records, so that every run, native or ingested, stands in the same table.
 """

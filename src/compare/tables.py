@@ -321,7 +321,7 @@ def _swap_verdict(table: Table, first: str, second: str, paired):
 
 # ---------------------------------------------------------------- repetition trials (repetition paper, Table 1)
 
-SURE_RULE_LINES = {  # the line under each repetition table (METRICS.md, "What the paper's tables count")
+SURE_RULE_LINES = {  # the line under each repetition table (docs/metrics.md, "What the paper's tables count")
     "answer": "SURE rule: answer (section 3.2: SURE when one answer is given at least p* of R times, right when it "
               "is the correct one)",
     "correctness": "SURE rule: correctness (the paper's tables: SURE right = all R trials right, SURE wrong = none "

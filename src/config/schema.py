@@ -57,7 +57,7 @@ class MetricsConfig:
     sure_rule: str = "answer"  # answer: SURE/right by the letter vote of section 3.2 | correctness: the paper's tables
 
 
-SURE_RULES = ("answer", "correctness")  # src/metrics/repetition.py, METRICS.md "What the paper's tables count"
+SURE_RULES = ("answer", "correctness")  # src/metrics/repetition.py, docs/metrics.md "What the paper's tables count"
 
 
 def check_metrics(cfg: DictConfig) -> None:

@@ -1,4 +1,4 @@
-"""The validity contract between scoring modes and variant sets (METRICS.md, "Validity rules").
+"""The validity contract between scoring modes and variant sets (docs/metrics.md, "Validity rules").
 
 Each scoring mode says what the model sees; each variant set says what its metrics need. A combination whose
 metrics would be constant by construction is refused before any compute, in one line naming the keys:
@@ -24,7 +24,7 @@ from src.common.errors import UserError
 # scoring mode -> does the prompt show the labelled options in their displayed order?
 SHOWS_OPTIONS = {"generate": True, "logprob": True, "cloze_shown": True, "cloze": False}
 SCORING_MODES = tuple(SHOWS_OPTIONS)
-DESCRIPTIONS = {  # what the model sees and what counts as its answer (README "What the model sees"; src.catalog)
+DESCRIPTIONS = {  # what the model sees and what counts as its answer (docs/validity.md; src.catalog)
     "generate": "shows the labelled options; the model writes its answer, which is parsed to a label",
     "logprob": "shows the labelled options; the most probable label token (drawn exactly at a temperature)",
     "cloze_shown": "shows the labelled options in the order asked; the option whose text is most likely after 'Answer:'",

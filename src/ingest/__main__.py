@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from .common import checked_path, check_repetitions, sha256_of
-from src.tracking.names import DEFAULT_URI
 from .generic import read_generic
 from .run_log import log_ingested
 from .cat import read_cat
@@ -58,8 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                          "(default: the file's, else external)")
     parser.add_argument("--fewshot", type=int, help="solved examples in the prompt, logged as fewshot "
                                                     "(default: the file's; cat 0)")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    parser.add_argument("--experiment", default="ingest", help="MLflow experiment (default ingest)")
+    add_tracking_flags(parser, experiment="MLflow experiment", default="ingest")
     parser.add_argument("--out", type=Path, help="also keep the run's artifacts in this folder")
     parser.add_argument("--run-name", help="MLflow run name (default model-benchmark-variants-T-ingest)")
     return parser.parse_args(argv)
@@ -149,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result, ingested, params = ingest(args)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     shown = {k: round(result.metrics[k], 4) for k in SUMMARY if k in result.metrics and result.metrics[k] == result.metrics[k]}
     print(json.dumps({"run_id": result.run_id, "n_questions": int(result.metrics["n_questions"]),
                       "n_trials": int(result.metrics["n_trials"]), **shown}))
@@ -163,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

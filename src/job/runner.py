@@ -84,7 +84,7 @@ def build_items(cfg: DictConfig, questions, template):
 
 def plan_items(cfg: DictConfig, questions, template):
     """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
-    of the questions that had variants left out under the `option_refs` policy (METRICS.md, validity rules)."""
+    of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules)."""
     from src.answer_formats import FORMATS  # local: loads pandas (slow import)
     from src.answering.trials import Item, trial_seed  # local: loads pandas (slow import)
 
@@ -170,7 +170,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
             "run_id": run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
             "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
             "scoring": cfg.scoring}, planned=int(cfg.repetitions) if adaptive else None)
-        sure_rule = str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))  # METRICS.md: answer | correctness
+        sure_rule = str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))  # docs/metrics.md: answer | correctness
         stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
         metrics = compute_metrics(records, sure_rule=sure_rule, intervals=int(stats.get("bootstrap", 1000)),
                                   level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))

@@ -1,6 +1,6 @@
 """Metric families: pure functions from the records table (src/core/records.py) to flat `{name: float}` dicts.
 
-Definitions follow METRICS.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
+Definitions follow docs/metrics.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
 `compute_metrics` picks the families a run's records support and adds the run-level counts.
 A family that lacks its inputs returns {} or leaves out what it cannot compute, never a 0 for an unknown.
 """

@@ -163,7 +163,7 @@ def _full_cycles(rows: pd.DataFrame) -> list[str]:
 def pride_acc(
     records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0
 ) -> float:
-    """PriDe accuracy (Zheng et al. 2024) as METRICS.md defines it.
+    """PriDe accuracy (Zheng et al. 2024) as docs/metrics.md defines it.
 
     A seeded `calibration_share` of the questions (at least one, drawn with `random.Random(seed)` from
     the sorted question ids) estimate a label-position prior: per question, the mean of log p(label)

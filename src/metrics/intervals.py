@@ -1,4 +1,4 @@
-"""Intervals for the headline metrics (METRICS.md, "Uncertainty"): a cluster bootstrap over questions, vectorised,
+"""Intervals for the headline metrics (docs/metrics.md, "Uncertainty"): a cluster bootstrap over questions, vectorised,
 and the Wilson score interval where a metric is a proportion of independent questions.
 
 **Cluster bootstrap.** A resample draws the run's n questions with replacement (a numpy Generator seeded from the

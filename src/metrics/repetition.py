@@ -6,7 +6,7 @@ returns {}. R is the planned repetition count, `n_planned` in an adaptive run's 
 max(repetition) + 1, so early-stopped questions (fewer rows) are judged against the same p*. Answers are option
 identities with INVALID as its own category.
 
-Two SURE rules (`sure_rule`, METRICS.md "What the paper's tables count"):
+Two SURE rules (`sure_rule`, docs/metrics.md "What the paper's tables count"):
 
 - `answer` (section 3.2, the default): SURE iff the most frequent answer is given at least p* times; SURE right
   iff that answer is the correct one, UNSURE right iff the correct answer is among the most frequent (ties).
@@ -25,7 +25,7 @@ import pandas as pd
 from .answers import ORIGINAL, answer_keys, correct_flags
 from .guessing import p_star
 
-SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (METRICS.md)
+SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (docs/metrics.md)
 SURE_RULE_TEXT = {
     "answer": "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct one "
               "(UNSURE: when the correct answer is among the most frequent)",

@@ -52,11 +52,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from src.perf import intervals, lm_eval, meter, processes, study
+from src.cli import entry
+from src.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
+from src.perf import intervals, lm_eval, processes, study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=50, help="ARC-Challenge questions (default 50)")
     parser.add_argument("--compare-limit", type=int, default=5,
                         help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)")
-    parser.add_argument("--only", action="append", choices=meter.PARTS, help="run only this part (repeatable)")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
     parser.add_argument("--rerun-limit", type=int, default=10,
                         help="rerun: synthetic questions of the timed `python -m src.run variants=cora` (default 10)")
     parser.add_argument("--resamples", type=int, default=1000, help="intervals: bootstrap resamples (default 1000)")
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.generation_phase:
         return processes.generation_phase(args)
-    parts = args.only or list(meter.PARTS)
-    os.environ.setdefault("MCQ_DATA_DIR", str(meter.REPO.parent / "shared" / "data"))
+    parts = args.only or list(PARTS)
+    os.environ.setdefault("MCQ_DATA_DIR", str(REPO.parent / "shared" / "data"))
     os.environ.setdefault("TQDM_DISABLE", "1")
 
     import logging
@@ -89,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
 
     logging.basicConfig(level=logging.WARNING)
-    meter = meter.Meter()
+    meter = Meter()
     ratios: dict[str, float] = {}
     cfg = compose_job([])
-    model_cfg = meter.model_config(cfg)
+    model_cfg = model_config(cfg)
     shared: dict[str, Any] = {"model_cfg": model_cfg}
     threads = os.cpu_count()
-    if set(parts) & set(meter.MODEL_PARTS):
+    if set(parts) & set(MODEL_PARTS):
         with meter.phase("import torch+transformers+project"):
             import torch
 
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         with meter.phase("model_load (ours)"):
-            shared["backend"] = meter.hf_backend(model_cfg)
+            shared["backend"] = hf_backend(model_cfg)
         shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
     else:
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
@@ -119,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = {}
     for key, value in ratios.items():
         line = f"  {key:30s} {value:10.4g}"
-        if key in meter.TARGETS:
-            text, check = meter.TARGETS[key]
+        if key in TARGETS:
+            text, check = TARGETS[key]
             targets[key] = bool(check(value))
             line += f"   {'MET' if targets[key] else 'NOT MET'}: {text}"
         print(line)
@@ -133,4 +134,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from src.perf import meter
+from src.perf.meter import Meter, build
 
 
-def part_intervals(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Intervals of every headline metric (overall and per subject) of a full MMLU x CoRA run of the simulated model:
     the vectorised cluster bootstrap (every metric resampled, Wilson off: the worst case), the intervals as a run
     logs them (Wilson where exact), and the naive bootstrap (compute_metrics on explicitly resampled records)
@@ -34,7 +34,7 @@ def part_intervals(meter: meter.Meter, args, ratios: dict[str, float], shared: d
     else:
         print("intervals: a full MMLU x CoRA records table of the simulated model (success_rate 0.7)", flush=True)
         with meter.phase("intervals_records (build+answer)"):
-            cfg, items = meter.build(["variants=cora", "model=simulated", "model.success_rate=0.7"], None, benchmark="mmlu")
+            cfg, items = build(["variants=cora", "model=simulated", "model.success_rate=0.7"], None, benchmark="mmlu")
             answers = answer_items(SimulatedBackend(success_rate=0.7), items, scoring="generate",
                                    params=SamplingParams(n=1), cache=None, progress=False)
             records = to_records(items, answers, run_info={"run_id": "perf", "model": "simulated", "benchmark": "mmlu",

@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from src.perf import meter
+from src.perf.meter import Meter, build, hf_backend
 
 
-def lm_eval_model(meter: meter.Meter, shared: dict[str, Any]):
+def lm_eval_model(meter: Meter, shared: dict[str, Any]):
     """lm-eval's HFLM on the same float copy of the GGUF (identical weights), built once."""
     if "lm" in shared:
         return shared["lm"]
@@ -36,7 +36,7 @@ def lm_eval_model(meter: meter.Meter, shared: dict[str, Any]):
     return shared["lm"]
 
 
-def lm_eval_label_logprobs(lm_bundle, backend, items, meter: meter.Meter, name: str) -> list[list[float]]:
+def lm_eval_label_logprobs(lm_bundle, backend, items, meter: Meter, name: str) -> list[list[float]]:
     """Per item, log P(label) with the label's spellings merged ("A" or " A" as the first answer token), from
     lm-eval's loglikelihood of each spelling after the chat-wrapped prompt, exactly the text our backend scores.
 
@@ -81,7 +81,7 @@ def compare(ours: list[list[float]], theirs: list[list[float]]) -> dict[str, flo
             "same_top1": sum(rank(x)[0] == rank(y)[0] for x, y in zip(ours, theirs)) / len(ours)}
 
 
-def _lm_eval_scores(meter: meter.Meter, shared: dict[str, Any], items, phase: str, headline: str) -> list[list[float]] | None:
+def _lm_eval_scores(meter: Meter, shared: dict[str, Any], items, phase: str, headline: str) -> list[list[float]] | None:
     """lm-eval's label log-probabilities of `items`, timed as `phase`; None when lm-eval is not installed."""
     print(headline, flush=True)
     bundle = lm_eval_model(meter, shared)
@@ -90,11 +90,11 @@ def _lm_eval_scores(meter: meter.Meter, shared: dict[str, Any], items, phase: st
     return lm_eval_label_logprobs(bundle, shared["backend"], items, meter, phase)
 
 
-def part_lmeval(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_lmeval(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
 
-    subset = shared.get("subset") or meter.build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
+    subset = shared.get("subset") or build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
     theirs = _lm_eval_scores(meter, shared, subset, "lmeval_scoring (batch 8)",
                              f"lmeval: lm-evaluation-harness vs this project on the same {len(subset)} CoRA prompts, both cold")
     if theirs is None:
@@ -112,8 +112,8 @@ def part_lmeval(meter: meter.Meter, args, ratios: dict[str, float], shared: dict
     ratios.update({f"lmeval_prompts_{k}": v for k, v in agreement.items()})
 
 
-def part_agreement(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
-    _, items = meter.build(["variants=original", "scoring=logprob"], args.limit)
+def part_agreement(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    _, items = build(["variants=original", "scoring=logprob"], args.limit)
     theirs = _lm_eval_scores(meter, shared, items, "lmeval_agreement_scoring",
                              f"agreement: label log-probabilities vs lm-eval on the original prompt of {len(items)} questions")
     if theirs is None:
@@ -142,7 +142,7 @@ def answer_agreement(ours, theirs) -> tuple[int, int, float]:
     return sum(a.slot == b.slot for a, b in pairs), len(pairs), max(gaps, default=math.nan)
 
 
-def part_dtype(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_dtype(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """What `model.dtype=auto` resolves to on this machine, and bfloat16 against float32 on the same prompts:
     CoRA label scoring (logprob, chat prompts) and the main job's option scoring (cloze_shown), both packed.
     bfloat16 is measured even where the hardware lacks it (torch then converts to float32 and back)."""
@@ -165,12 +165,12 @@ def part_dtype(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[
           f"bfloat16{'' if device == 'GPU' else ': AVX-512 BF16 or AMX'}); {model_cfg['name']} is configured "
           f"{model_cfg['dtype']}", flush=True)
     ratios["dtype_auto_is_bf16"] = float(auto == "bfloat16")
-    cora = shared.get("subset") or meter.build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
-    main_cfg, main = meter.build(["variants=cora"], args.compare_limit, benchmark="synthetic")
+    cora = shared.get("subset") or build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
+    main_cfg, main = build(["variants=cora"], args.compare_limit, benchmark="synthetic")
     params, answers = SamplingParams(n=1), {}
     for label, items, scoring, chat in (("cora", cora, "logprob", True), ("mainjob", main, main_cfg.scoring, False)):
         for dtype in ("float32", "bfloat16"):
-            backend = meter.hf_backend(model_cfg, chat=chat, dtype=dtype)
+            backend = hf_backend(model_cfg, chat=chat, dtype=dtype)
             answer_items(backend, items[:4], scoring=scoring, params=params, progress=False)  # warm-up, untimed
             with meter.phase(f"{label}_{dtype} ({scoring})", prompts=len(items), tokens=lambda: backend.forward_tokens):
                 answers[label, dtype] = answer_items(backend, items, scoring=scoring, params=params, progress=False)

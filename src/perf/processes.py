@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from src.perf import meter
+from src.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
 
 
-def part_startup(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """The fixed cost of a job, from fresh processes on a temporary SQLite store: `python -m src.run
     model=simulated limit=1` (its store made by a first, untimed run), the entry point's import alone, and the
     committed smoke sweep (24 simulated jobs) under the joblib launcher against the `seconds` its jobs logged.
@@ -29,20 +29,20 @@ def part_startup(meter: meter.Meter, args, ratios: dict[str, float], shared: dic
         uri = f"sqlite:///{tmp}/mlflow.db"
         run = [sys.executable, "-m", "src.run", "model=simulated", "limit=1", f"tracking.uri={uri}",
                f"cache.path={tmp}/responses.db", "resume=false"]
-        meter.fresh_process(meter, "startup_first_run (new store)", [*run, f"hydra.run.dir={tmp}/run0"])
+        fresh_process(meter, "startup_first_run (new store)", [*run, f"hydra.run.dir={tmp}/run0"])
         walls, cpus, imports = [], [], []
         for k in range(repeats):
-            cpu = meter._child_cpu_s()
-            meter.fresh_process(meter, f"startup_run_{k + 1}", [*run, f"hydra.run.dir={tmp}/run{k + 1}"])
+            cpu = _child_cpu_s()
+            fresh_process(meter, f"startup_run_{k + 1}", [*run, f"hydra.run.dir={tmp}/run{k + 1}"])
             walls.append(meter.results[f"startup_run_{k + 1}"]["seconds"])
-            cpus.append(meter._child_cpu_s() - cpu)
-            meter.fresh_process(meter, f"startup_import_{k + 1} (src.run)", [sys.executable, "-c", "import src.run"])
+            cpus.append(_child_cpu_s() - cpu)
+            fresh_process(meter, f"startup_import_{k + 1} (src.run)", [sys.executable, "-c", "import src.run"])
             imports.append(meter.results[f"startup_import_{k + 1} (src.run)"]["seconds"])
-        cpu = meter._child_cpu_s()
-        meter.fresh_process(meter, "startup_sweep (smoke, joblib)", [
+        cpu = _child_cpu_s()
+        fresh_process(meter, "startup_sweep (smoke, joblib)", [
             sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke", "hydra/launcher=joblib",
             f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep", f"cache.path={tmp}/sweep-responses.db"])
-        sweep_cpu = meter._child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
+        sweep_cpu = _child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name("smoke")
         jobs = client.search_runs([experiment.experiment_id], "tags.kind = 'job'")
@@ -75,12 +75,12 @@ def generation_phase(args) -> int:
     from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     share, sampling = GENERATION_PHASES[args.generation_phase]
-    cfg, items = meter.build(["variants=cora", "scoring=generate"], args.limit)
-    backend = meter.hf_backend(meter.model_config(cfg), share_prefix=share)
+    cfg, items = build(["variants=cora", "scoring=generate"], args.limit)
+    backend = hf_backend(model_config(cfg), share_prefix=share)
     requests = [it.request for it in items]
     backend.score_labels(requests[:2])
     backend.generate(requests[:2], SamplingParams(max_new_tokens=1))
-    meter, cpu = meter.Meter(), time.process_time()
+    meter, cpu = Meter(), time.process_time()
     with meter.phase(args.generation_phase, prompts=len(requests), tokens=lambda: backend.forward_tokens):
         if sampling is None:
             backend.score_labels(requests)
@@ -93,7 +93,7 @@ def generation_phase(args) -> int:
     return 0
 
 
-def part_generation(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Label scoring vs generation at R=1 and R=10 on the same CoRA prompts, prefix-shared and padded, each phase
     in a fresh process (RSS peaks never come down within one), started from the same model load."""
     import subprocess
@@ -104,7 +104,7 @@ def part_generation(meter: meter.Meter, args, ratios: dict[str, float], shared: 
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "phase.json"
             subprocess.run([sys.executable, "-m", "src.perf", "--generation-phase", phase, "--limit", str(args.limit),
-                            "--out", str(out)], cwd=meter.REPO, check=True)
+                            "--out", str(out)], cwd=REPO, check=True)
             result = json.loads(out.read_text())
         meter.results[f"generation_{phase}"] = result["phase"]
         samples[phase] = result["samples"]

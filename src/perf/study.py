@@ -8,10 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from src.perf import meter
+from src.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
 
 
-def part_load(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_load(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Two fresh processes on one empty models cache: the first hashes and de-quantises the GGUF and saves the
     float copy, the second reads it. Whole-process wall times (imports included, as a user waits) and each
     process's own load time."""
@@ -20,7 +20,7 @@ def part_load(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[s
     loads = {}
     with tempfile.TemporaryDirectory() as cold:
         for name in ("load_cold (process, convert)", "load_warm (process, cached)"):
-            out = meter.fresh_process(meter, name, [sys.executable, "-c", meter.LOAD_CHILD], MCQ_CACHE_DIR=cold)
+            out = fresh_process(meter, name, [sys.executable, "-c", LOAD_CHILD], MCQ_CACHE_DIR=cold)
             loads[name] = json.loads(out.strip().splitlines()[-1])["load_s"]
             print(f"  {'':28s} of which the load itself {loads[name]:.2f} s", flush=True)
     cold_name, warm_name = loads
@@ -28,13 +28,13 @@ def part_load(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[s
     ratios["load_cold_vs_warm_load_only"] = loads[cold_name] / loads[warm_name]
 
 
-def part_cora(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     from src.answering.cache import ResponseCache  # local: the part that times it imports it
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
 
-    cfg, items = meter.build(["variants=cora", "scoring=logprob"], args.limit)
-    _, subset = meter.build(["variants=cora", "scoring=logprob"], args.compare_limit)
+    cfg, items = build(["variants=cora", "scoring=logprob"], args.limit)
+    _, subset = build(["variants=cora", "scoring=logprob"], args.compare_limit)
     backend = shared["backend"]
     print(f"cora: {len(items)} prompts ({args.limit} questions x CoRA divergent set); naive and padded on "
           f"{len(subset)} prompts ({args.compare_limit} questions)", flush=True)
@@ -70,15 +70,15 @@ def part_cora(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[s
     shared["subset"] = subset
 
 
-def part_mainjob(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """The README's main job (`python -m src.run variants=cora`: synthetic, the model's cloze_shown scoring), its
     answering phase with option texts packed after their prompts vs padded batches that encode each prompt once
     for all its options, on the same prompts."""
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
 
-    cfg, items = meter.build(["variants=cora"], None, benchmark="synthetic")
-    backend = meter.hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
+    cfg, items = build(["variants=cora"], None, benchmark="synthetic")
+    backend = hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
     print(f"mainjob: {len(items)} prompts (synthetic x CoRA divergent set, scoring={cfg.scoring}), "
           f"padded on the first {args.compare_limit} questions' prompts", flush=True)
     subset = [it for it in items if int(it.question.id.rsplit("/", 1)[1]) < args.compare_limit]
@@ -97,11 +97,11 @@ def part_mainjob(meter: meter.Meter, args, ratios: dict[str, float], shared: dic
     ratios["mainjob_answering_seconds"] = r["mainjob_answering (packed)"]["seconds"]
 
 
-def part_repetition(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_repetition(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
 
-    _, items = meter.build(["variants=original", "prompt=repetition", "scoring=logprob"], args.limit)
+    _, items = build(["variants=original", "prompt=repetition", "scoring=logprob"], args.limit)
     backend = shared["backend"]
     print(f"repetition: {len(items)} prompts, 10 repetitions at T=0.7 (response cache off)", flush=True)
     tokens = lambda: backend.forward_tokens  # noqa: E731
@@ -119,13 +119,13 @@ def part_repetition(meter: meter.Meter, args, ratios: dict[str, float], shared: 
     ratios["exact_invalid_share"] = sum(a.slot is None for row in answers for a in row) / (10 * len(items))
 
 
-def part_adaptive(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_adaptive(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Adaptive repetitions against asking all R, on the real model: samples saved, wall ratio, same verdicts."""
     from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
     from src.metrics import question_outcomes  # local: loads numpy, pandas (slow import)
 
-    _, items = meter.build(["variants=original", "prompt=repetition", "scoring=generate"], args.limit)
+    _, items = build(["variants=original", "prompt=repetition", "scoring=generate"], args.limit)
     backend, R = shared["backend"], 10  # noqa: N806
     params = SamplingParams(n=R, temperature=0.7, max_new_tokens=3)
     print(f"adaptive: {len(items)} prompts, {R} generated repetitions at T=0.7 (response cache off)", flush=True)
@@ -154,7 +154,7 @@ def part_adaptive(meter: meter.Meter, args, ratios: dict[str, float], shared: di
           f"rules): {same}, asked samples identical: {bool(ratios['adaptive_same_samples'])}", flush=True)
 
 
-def part_rerun(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+def part_rerun(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """Whole commands from fresh processes: `python -m src.run variants=cora limit=N` on a new store and response
     cache, the same command again (resume finds the finished run and asks nothing), and again with resume=false
     (every answer from the response cache; metrics and logging redone). The models cache is made warm first, and
@@ -175,7 +175,7 @@ def part_rerun(meter: meter.Meter, args, ratios: dict[str, float], shared: dict[
                    f"tracking.uri={store}", f"cache.path={tmp}/responses.db"]
         names = ("run_first (process)", "run_again (process, resume)", "run_again (process, resume=false)")
         for i, (name, extra) in enumerate(zip(names, ([], [], ["resume=false"]))):
-            meter.fresh_process(meter, name, [*command, *extra, f"hydra.run.dir={tmp}/out{i}"])
+            fresh_process(meter, name, [*command, *extra, f"hydra.run.dir={tmp}/out{i}"])
     r = meter.results
     ratios["rerun_vs_first"] = r[names[1]]["seconds"] / r[names[0]]["seconds"]
     ratios["rerun_cached_answers_vs_first"] = r[names[2]]["seconds"] / r[names[0]]["seconds"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from src.tracking import runs, store
+from src.common import gc_tuning
 from src.common.errors import UserError
 from src.job.runner import interval_level, run_job
 from src.common.redact import redact_text
@@ -20,6 +21,7 @@ from src.sweep.callback import job_label, read_sweep_info, write_outcome
 
 def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
     """Run the job `cfg` of the multirun whose Hydra config is `hydra_cfg`, record its outcome, print its lines."""
+    gc_tuning.tune_for_batch()  # a launcher's worker process runs no entry point of ours: tuned here
     sweep = read_sweep_info(hydra_cfg.sweep.dir)
     out_dir = hydra_cfg.runtime.output_dir
     num, overrides = int(hydra_cfg.job.num), list(hydra_cfg.overrides.task)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 # Environment for an `mlflow server` or `mlflow ui` this project starts: without it MLflow also starts its GenAI job
 # runner (a dozen huey worker processes, each importing MLflow), which this tool never uses; the server then
-# answers in ~10 s instead of ~20 s on 2 cores (README "The MLflow UI").
+# answers in ~10 s instead of ~20 s on 2 cores (docs/review.md, "The MLflow UI").
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
-# MLflow metric names allow only [/\w.\- :]; METRICS.md's per-set names use '@' (wacc@cyclic).
+# MLflow metric names allow only [/\w.\- :]; docs/metrics.md's per-set names use '@' (wacc@cyclic).
 MLFLOW_AT = "_at_"
 
 
