@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from src.cli import user_error
 from src.common import gc_tuning
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
-from src.sweep import callback as sweep_callback
+from src.sweep import state as sweep_state
 from src.config.command_line import composed_once
 from src.common.errors import UserError
 from src.job.runner import interval_level, run_job
@@ -49,11 +49,11 @@ def _terminate(signum, frame):  # SIGTERM (Slurm's scancel, kill): end like Ctrl
 
 
 def main() -> None:
-    with composed_once(sys.argv[1:]):  # by the pre-check and by Hydra (src/config/command_line.py)
-        _checked_main()
+    with composed_once(sys.argv[1:]), sweep_state.opened() as sweep:  # composed once: src/config/command_line.py
+        _checked_main(sweep)
 
 
-def _checked_main() -> None:
+def _checked_main(sweep: sweep_state.SweepState) -> None:
     try:
         config_schema.check_command_line(sys.argv[1:])
     except UserError as err:
@@ -62,17 +62,17 @@ def _checked_main() -> None:
     try:
         _hydra_main()
     except KeyboardInterrupt:
-        active = sweep_callback.ACTIVE
+        active = sweep.callback
         if active is None or active.closed:
             print("error: interrupted; run the same command again to resume from the response cache", file=sys.stderr)
             sys.exit(130)
         sys.exit(active.finish(interrupted=True))
     except SystemExit:  # a sweep ended early in some other way: its parent run is not left RUNNING
-        active = sweep_callback.ACTIVE
+        active = sweep.callback
         if active is not None and active.parent_id and not active.closed:
             active.finish(interrupted=True)
         raise
-    sys.exit(sweep_callback.EXIT_CODE)
+    sys.exit(sweep.exit_code)
 
 
 if __name__ == "__main__":

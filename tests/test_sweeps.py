@@ -369,7 +369,7 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
     import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
-    from src.sweep import callback as sweep_callback
+    from src.sweep import callback as sweep_callback, state as sweep_state
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         default = compose("config", return_hydra_config=True).hydra.sweeper
@@ -386,12 +386,12 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
     callback = sweep_callback.MlflowSweepCallback()
     callback.composed = {("seed=0",)}
     batch = [["seed=0"], ["seed=1"]]
-    monkeypatch.setattr(sweep_callback, "ACTIVE", callback)
-    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
-    callback.composed = {("seed=0",), ("seed=1",)}
-    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
-    monkeypatch.setattr(sweep_callback, "ACTIVE", None)
-    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    with sweep_state.opened() as running:  # what python -m src.run holds while its sweep runs
+        running.callback = callback
+        PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+        callback.composed = {("seed=0",), ("seed=1",)}
+        PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)  # no command: no callback
     assert validated == [[["seed=1"]], batch]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from src.sweep import state as sweep_state
 from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
 from src.common.errors import UserError
 from src.config.schema import check_config
@@ -150,10 +151,6 @@ def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict]:
     return sorted(found, key=lambda o: int(o.get("num", 0)))
 
 
-ACTIVE: "MlflowSweepCallback | None" = None  # the callback of this process's multirun (run.py reads it)
-EXIT_CODE = 0  # set by the sweep's summary: 0, 2 when a job failed in one line, 1 when a job crashed
-
-
 class MlflowSweepCallback(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -171,10 +168,10 @@ class MlflowSweepCallback(Callback):
         self.loader = None  # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        global ACTIVE, EXIT_CODE
         from hydra.core.global_hydra import GlobalHydra
 
-        ACTIVE, EXIT_CODE = self, 0
+        running = sweep_state.current()  # the entry point's (run.py and the sweeper read it)
+        running.callback, running.exit_code = self, 0
         self.loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
         composed = composed_jobs(config, sweep_jobs(config), self.loader)
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
@@ -280,8 +277,8 @@ class MlflowSweepCallback(Callback):
 
     def finish(self, *, interrupted: bool) -> int:
         """Print the sweep's summary (one line per job that did not finish), give the parent run its terminal
-        status and set EXIT_CODE. Also called by run.py when the sweep is interrupted (Ctrl-C, SIGTERM)."""
-        global EXIT_CODE
+        status and leave the exit code in the command's sweep state. Also called by run.py when the sweep is
+        interrupted (Ctrl-C, SIGTERM)."""
         self.closed = True
         outcomes = read_outcomes(self.sweep_dir, self.invocation) if self.sweep_dir else []
         counts = {s: sum(o["status"] == s for o in outcomes) for s in ("finished", "skipped", "failed", "killed")}
@@ -310,8 +307,9 @@ class MlflowSweepCallback(Callback):
             for line in look_commands(uri, self.look[1], sweep_id=self.sweep_id):
                 print(line, file=sys.stderr)
         crashed = any(o.get("crashed") for o in outcomes)
-        EXIT_CODE = 130 if interrupted else (1 if crashed else 2) if failed else 0
-        return EXIT_CODE
+        code = 130 if interrupted else (1 if crashed else 2) if failed else 0
+        sweep_state.current().exit_code = code
+        return code
 
     def _close_parent(self, status: str) -> str:
         """The parent's terminal status, or where it was noted when its server is down."""

@@ -22,19 +22,19 @@ from hydra.types import HydraContext
 
 class PrecheckedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: HydraContext, task_function, config) -> None:
-        from src.sweep import callback as sweep_callback  # local: loads omegaconf (slow import)
         from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
+        from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process
 
-        active = sweep_callback.ACTIVE
+        active = sweep_state.current().callback
         loader = active.loader if active is not None and active.loader is not None \
             else GroupCachingConfigLoader.wrap(hydra_context.config_loader)
         super().setup(hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
                       task_function=task_function, config=config)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from src.sweep import callback as sweep_callback  # local: loads omegaconf (slow import)
+        from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process
 
-        active = sweep_callback.ACTIVE
+        active = sweep_state.current().callback
         composed = active.composed if active is not None else set()
         unchecked = [job for job in batch if tuple(job) not in composed]
         if unchecked:
