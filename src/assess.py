@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-from .errors import UserError
-from .records import read_run_records
+from src.cli import add_tracking_flags, entry, user_error
+from src.common.errors import UserError
+from src.core.records import read_run_records
+from src.tracking.names import DEFAULT_URI, metric_name
+from src.tracking import store
 
 ASSESSMENT_TAG = ("kind", "assessment")
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
-
-
-def _metric_name(mlflow_name: str) -> str:
-    from .tracking import MLFLOW_AT
-
-    return mlflow_name.replace(MLFLOW_AT, "@")
 
 
 def _runs(client, experiment_id: str) -> list:
@@ -37,12 +32,12 @@ def _runs(client, experiment_id: str) -> list:
 
 def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str) -> tuple[dict[str, str], int]:
     """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability study."""
-    from .metrics import tidy_permutations
-    from .metrics.assessment import STABILITY_METRICS, markdown, points_from_runs, r2_table, r2_wide, stability
+    from .metrics import tidy_permutations  # local: loads numpy (slow import)
+    from .metrics.assessment import STABILITY_METRICS, markdown, points_from_runs, r2_table, r2_wide, stability  # local: loads numpy, sklearn (slow import)
 
     points = points_from_runs([{
         "model": r.data.tags["model"], "benchmark": r.data.tags["benchmark"], "start_time": r.info.start_time,
-        "metrics": {_metric_name(k): v for k, v in r.data.metrics.items()}} for r in runs])
+        "metrics": {metric_name(k): v for k, v in r.data.metrics.items()}} for r in runs])
     files = {"points.csv": points.to_csv(index=False)}
     n_full = int(points["full_fr"].notna().sum()) if "full_fr" in points.columns else 0
     if n_full >= min_points:
@@ -84,9 +79,7 @@ def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from . import tracking
-
-    tracking.check_tracking(tracking_uri)
+    store.check_tracking(tracking_uri)
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
@@ -106,8 +99,7 @@ def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.assess", description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", required=True, help="MLflow experiment whose runs are the points")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    add_tracking_flags(parser, experiment="MLflow experiment whose runs are the points", required=True)
     parser.add_argument("--draws", type=int, default=100, help="random pairs / |L|-tuples in the stability study")
     parser.add_argument("--seed", type=int, default=0, help="seed of the stability draws")
     parser.add_argument("--min-points", type=int, default=3, help="fewest (model, benchmark) points for an R^2")
@@ -115,11 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = assess(args.experiment, args.tracking_uri, draws=args.draws, seed=args.seed, min_points=args.min_points)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(json.dumps(result))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -2,14 +2,15 @@
 
 One line each, read from where each thing is defined, so the list cannot drift from the code: benchmarks,
 variant sets, models and prompts from the first comment of their file in `conf/`, scoring modes from
-`src/validity.py`, metrics from the tables of `docs/metrics.md` (formula and paper there).
+`src/core/validity.py`, metrics from the tables of `docs/metrics.md` (formula and paper there).
 """
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
+from src.cli import entry
+from src.core.validity import DESCRIPTIONS, SCORING_MODES
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -42,8 +43,6 @@ def group_entries(section: str) -> list[tuple[str, str]]:
 
 
 def scoring_entries() -> list[tuple[str, str]]:
-    from .validity import DESCRIPTIONS, SCORING_MODES
-
     return [(mode, DESCRIPTIONS[mode]) for mode in SCORING_MODES]
 
 
@@ -98,4 +97,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

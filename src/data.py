@@ -25,11 +25,12 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import owners
+from src.cli import entry, user_error
+from src.common import owners
 from .benchmarks import BENCHMARKS, hub, load_benchmark
 from .benchmarks.position import (answer_slot_counts, answer_slot_warning, describe_answer_slots,
                                   expected_slot_shares, slot_name)
-from .errors import UserError
+from src.common.errors import UserError
 
 DEFAULT_DATA_DIR = os.environ.get("MCQ_DATA_DIR", "../shared/data")  # as conf/config.yaml's data_dir
 
@@ -97,7 +98,7 @@ def list_report(data_dir: str) -> str:
 def write_whole(target: Path, write: Callable[[Path], object]) -> None:
     """`write(temporary path)` beside `target`, then renamed onto it: a fetch killed halfway leaves no file that a
     reader (the snapshot glob `<split>-*.parquet`, `check`) takes for a whole one. The temporary name and the
-    clean-up of those a dead process left are the rule of `src/owners.py` (as for a GGUF conversion)."""
+    clean-up of those a dead process left are the rule of `src/common/owners.py` (as for a GGUF conversion)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     owners.clean_stale_temps([target.parent], "an interrupted fetch", ownerless=False)  # --to may hold the user's files
     tmp = target.parent / f"{owners.temp_prefix(target.name)}{os.urandom(4).hex()}"
@@ -218,10 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         print(slots_report(args.benchmark, data_dir=args.data_dir, limit=args.limit, seed=args.seed, split=args.split,
                            path=args.path))
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -1,7 +1,7 @@
 """`python -m src.export [config overrides] --out DIR`: the exact prompts of a study, for inference elsewhere.
 
 A study is any job config (`model=... benchmark=... variants=... fewshot=... prompt=... limit=...`, composed and
-checked as `python -m src.run` does); its prompts are the ones `src.job.plan_items` renders for a native run.
+checked as `python -m src.run` does); its prompts are the ones `src.job.runner.plan_items` renders for a native run.
 Writes into DIR:
 
 - `prompts.jsonl`: one row per trial (question x variant x repetition) in the generic format of
@@ -33,7 +33,12 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import UserError
+from src.cli import entry, user_error
+from src.common.errors import UserError
+from .benchmarks import load_benchmark
+from src.core.prompts import PromptTemplate
+from .backends import load_backend
+from .backends.text import chat_text
 
 PROMPTS_FILE = "prompts.jsonl"
 BATCH_FILE = "batch_requests.jsonl"
@@ -42,7 +47,7 @@ MANIFEST_FILE = "export.json"
 
 def effective_chat(cfg: DictConfig) -> bool:
     """Whether a native run wraps the prompts in the chat template: the prompt config asks for it and the model
-    config does not refuse it (a base model's `chat: false`), as `src.job` and the hf backend decide."""
+    config does not refuse it (a base model's `chat: false`), as `src.job.runner` and the hf backend decide."""
     return bool(cfg.prompt.get("chat", False)) and bool(cfg.model.get("chat", True))
 
 
@@ -52,8 +57,8 @@ def served_model(cfg: DictConfig) -> str:
 
 
 def check_exportable(cfg: DictConfig) -> None:
-    """A valid job config (`src.job.check_config`) whose answers are generated text, which a batch API returns."""
-    from .job import check_config
+    """A valid job config (`src.config.schema.check_config`) whose answers are generated text, which a batch API returns."""
+    from src.config.schema import check_config  # local: loads hydra (slow import)
 
     check_config(cfg)
     if cfg.scoring != "generate":
@@ -62,10 +67,8 @@ def check_exportable(cfg: DictConfig) -> None:
 
 
 def plan(cfg: DictConfig):
-    """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.run_job` does."""
-    from .benchmarks import load_benchmark
-    from .job import plan_items
-    from .prompts import PromptTemplate
+    """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.runner.run_job` does."""
+    from src.job.runner import plan_items  # local: loads hydra (slow import)
 
     check_exportable(cfg)
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
@@ -78,8 +81,8 @@ def plan(cfg: DictConfig):
 
 def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) -> list[dict[str, Any]]:
     """The generic-format rows of every trial of `items` (no answers), in the order a native run records them."""
-    from .answer_formats import FORMATS
-    from .trials import prompt_hash
+    from .answer_formats import FORMATS  # local: loads pandas (slow import)
+    from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
 
     greedy = float(cfg.temperature) == 0
     rows = []
@@ -107,7 +110,7 @@ def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, mode
                    render: Callable[[str], str] | None = None) -> list[dict[str, Any]]:
     """One OpenAI-style batch request per custom_id of `export_rows`. `render` wraps a prompt in the chat
     template (completions endpoint only)."""
-    from .answer_formats import FORMATS
+    from .answer_formats import FORMATS  # local: loads pandas (slow import)
 
     greedy = float(cfg.temperature) == 0
     out = []
@@ -131,13 +134,11 @@ def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, mode
 def hf_weights(cfg: DictConfig, option: str) -> tuple[str, dict[str, Any]]:
     """(local folder or hub id, from_pretrained's extra arguments) of an hf model config's weights: a GGUF's float
     copy (converted once), else the config's path. `option` names the command-line flag that needs them."""
-    from .backends import load_backend
-
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
     if model_cfg.get("backend") != "hf":
         raise UserError(f"{option}: model {cfg.model.name} is not an hf model config, so its weights are not here")
     backend = load_backend(model_cfg, chat=True)  # locates the weights; loads nothing yet
-    from .backends.hf import gguf_cache
+    from .backends.hf import gguf_cache  # local: loads torch, transformers (slow import)
 
     if backend.gguf_path is not None:
         return str(gguf_cache.ensure_float_copy(backend.gguf_path)), {}
@@ -151,8 +152,6 @@ def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:
                         "is not here; send the prompts to /v1/chat/completions (the server applies its template)")
     source, extra = hf_weights(cfg, "--apply-chat-template")
     import transformers
-
-    from .backends.text import chat_text
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
     if not getattr(tokenizer, "chat_template", None):
@@ -171,7 +170,7 @@ def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_nam
            render: Callable[[str], str] | None = None) -> dict[str, Any]:
     """Write prompts.jsonl, batch_requests.jsonl and export.json for the study `cfg` into `out`; returns the
     manifest. `render` (the model's chat template) sends the templated text to the completions endpoint."""
-    from .trials import prompt_hash
+    from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
 
     chat = effective_chat(cfg)
     endpoint = endpoint or ("completions" if render is not None or not chat else "chat")
@@ -216,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None and not args.print_weights:
         parser.error("--out DIR is required (or --print-weights)")
     try:
-        from .config_schema import compose_job
+        from src.config.schema import compose_job  # local: loads hydra (slow import)
 
         cfg = compose_job(args.overrides)
         if args.print_weights:
@@ -226,12 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         render = chat_renderer(cfg) if args.apply_chat_template else None
         manifest = export(cfg, args.out, endpoint=args.endpoint, model_name=args.served_model, render=render)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(json.dumps({k: manifest[k] for k in ("prompts", "trials", "requests", "endpoint", "chat_template_applied")}))
     print(f"ingest the answers with: {manifest['ingest']}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
-from .errors import UserError
-
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+from src.cli import add_tracking_flags, entry, user_error
+from src.common.errors import UserError
+from src.tracking.names import DEFAULT_URI
+from src.tracking import store
 
 
 def check_power_args(delta: float, alpha: float, power: float) -> None:
@@ -48,18 +48,17 @@ def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 
     """(heading, one row per metric: metric, n, sd, n_needed, enough) for one run or a pair of runs."""
     from mlflow.tracking import MlflowClient
 
-    from . import tracking
-    from .metrics.intervals import decompose
-    from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed
-    from .records import read_run_records, resolve_run_id
+    from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
+    from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed  # local: loads numpy, pandas (slow import)
+    from src.core.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
         raise UserError(f"--run: give one run, or two to compare (got {len(run_ids)})")
     if n_resamples < 100:
         raise UserError(f"--bootstrap: {n_resamples} must be >= 100 (resamples of the questions)")
-    tracking.check_tracking(tracking_uri)
-    db = tracking.sqlite_path(tracking_uri)
+    store.check_tracking(tracking_uri)
+    db = store.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
     run_ids = [resolve_run_id(run_id, tracking_uri, key="--run") for run_id in run_ids]  # short ids accepted
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta", type=float, default=0.02, help="difference to detect (default 0.02)")
     parser.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
     parser.add_argument("--alpha", type=float, default=0.05, help="two-sided level of the test (default 0.05)")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    add_tracking_flags(parser)
     parser.add_argument("--pair-intersection", action="store_true",
                         help="pair two runs that asked different questions on the questions they share")
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples of the questions (default 1000)")
@@ -136,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                              power=args.power, intersect=args.pair_intersection, n_resamples=args.bootstrap,
                              seed=args.seed)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(heading)
     for line in format_rows(rows):
         print(line)
@@ -145,4 +143,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -1,10 +1,10 @@
 """Entry point: `python -m src.run [overrides]` or `python -m src.run -m key=a,b ...` for a sweep.
 
-The Hydra application around `src.job.run_job`: it checks the overrides before Hydra composes them (so a typo
+The Hydra application around `src.job.runner.run_job`: it checks the overrides before Hydra composes them (so a typo
 or a wrong type is one `error:` line and exit 2, not Hydra's traceback), gives each job its output folder and
 sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2. A one-job command's
-config is composed once for the check and for Hydra (src/command_compose.py); garbage collection waits until the
-job's imports are done (src/gc_tuning.py).
+config is composed once for the check and for Hydra (src/config/command_line.py); garbage collection waits until the
+job's imports are done (src/common/gc_tuning.py).
 """
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from . import gc_tuning
-from . import config_schema  # registers the typed schema `job_schema` before Hydra composes
-from . import sweep_callback
-from .command_compose import composed_once
-from .errors import UserError
-from .job import interval_level, run_job
-from .sweep_job import run_sweep_job
+from src.cli import user_error
+from src.common import gc_tuning
+from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
+from src.sweep import state as sweep_state
+from src.config.command_line import composed_once
+from src.common.errors import UserError
+from src.job.runner import interval_level, run_job
+from src.sweep.job import run_sweep_job
 
 # Hydra finds sweepers only in the `hydra_plugins` namespace: ours (the default, conf/hydra/sweeper/) lives there
 sys.path.append(str(Path(__file__).parent / "plugins"))
@@ -36,8 +37,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         try:
             result = run_job(cfg, out_dir=hydra_cfg.runtime.output_dir)
         except UserError as err:
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(err.exit_code)
+            sys.exit(user_error(err))
         print(result.summary(), flush=True)  # the one JSON line scripts read
         print(result.closing(level=interval_level(cfg)), file=sys.stderr)  # for the person: headline, run, where to look
         return
@@ -49,33 +49,33 @@ def _terminate(signum, frame):  # SIGTERM (Slurm's scancel, kill): end like Ctrl
 
 
 def main() -> None:
-    with composed_once(sys.argv[1:]):  # by the pre-check and by Hydra (src/command_compose.py)
-        _checked_main()
+    with composed_once(sys.argv[1:]), sweep_state.opened() as sweep:  # composed once: src/config/command_line.py
+        _checked_main(sweep)
 
 
-def _checked_main() -> None:
+def _checked_main(sweep: sweep_state.SweepState) -> None:
     try:
         config_schema.check_command_line(sys.argv[1:])
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
+        sys.exit(user_error(err))
     signal.signal(signal.SIGTERM, _terminate)
     try:
         _hydra_main()
     except KeyboardInterrupt:
-        active = sweep_callback.ACTIVE
+        active = sweep.callback
         if active is None or active.closed:
             print("error: interrupted; run the same command again to resume from the response cache", file=sys.stderr)
             sys.exit(130)
         sys.exit(active.finish(interrupted=True))
     except SystemExit:  # a sweep ended early in some other way: its parent run is not left RUNNING
-        active = sweep_callback.ACTIVE
+        active = sweep.callback
         if active is not None and active.parent_id and not active.closed:
             active.finish(interrupted=True)
         raise
-    sys.exit(sweep_callback.EXIT_CODE)
+    sys.exit(sweep.exit_code)
 
 
 if __name__ == "__main__":
-    gc_tuning.pause_for_imports()  # until the job's MLflow store is open (src/gc_tuning.py)
+    gc_tuning.tune_for_batch()  # the entry point owns the process's GC settings (src/common/gc_tuning.py)
+    gc_tuning.pause_for_imports()  # until the job's MLflow store is open (src/common/gc_tuning.py)
     main()

@@ -11,13 +11,13 @@ jobs, which then point at the uploaded parent. Runs that a server outage left RU
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-from . import tracking
-from .errors import UserError
-from .redact import MASK
+from src.cli import entry, user_error
+from src.tracking import offline, store
+from src.common.errors import UserError
+from src.common.redact import MASK
 
 
 def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
@@ -28,7 +28,7 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
 
     db = offline_dir / "mlflow.db"
     if not db.is_file():
-        if (offline_dir / tracking.PENDING_FILE).is_file():
+        if (offline_dir / offline.PENDING_FILE).is_file():
             return []  # only runs to close (main applies them)
         raise UserError(f"no offline runs at {db}: pass --offline-dir (the tracking.offline_dir of the runs)")
     source = MlflowClient(tracking_uri=f"sqlite:///{db}")
@@ -59,10 +59,10 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    tracking.check_tracking(target_uri)
-    tracking.open_store(target_uri)
+    store.check_tracking(target_uri)
+    store.open_store(target_uri)
     target = MlflowClient(tracking_uri=target_uri)
-    exp_id = tracking.with_retries(lambda: tracking.experiment_id(target, experiment, target_uri))
+    exp_id = store.with_retries(lambda: store.experiment_id(target, experiment, target_uri))
     earlier = target.search_runs([exp_id], filter_string=f"tags.synced_from = '{run.info.run_id}'")
     for done in earlier:
         if done.info.status == run.info.status:  # uploaded whole by a sync that stopped before marking it
@@ -109,10 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         copied = sync(args.offline_dir, args.to)
-        closed = tracking.apply_pending_closes(args.offline_dir)  # runs a server outage left RUNNING
+        closed = offline.apply_pending_closes(args.offline_dir)  # runs a server outage left RUNNING
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     for old, new in copied:
         print(f"uploaded offline run {old} as {new}")
     print(f"{len(copied)} run(s) uploaded")
@@ -122,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -4,7 +4,7 @@ It makes a small experiment in a temporary SQLite store (a sweep parent run with
 run in-process: the CoRA divergent set, and repeated sampling of the original order), starts `mlflow ui` on
 127.0.0.1, and loads two pages in headless Chromium:
 
-- the experiment's review view (`src.tracking.review_link`): job runs only, listed flat by name, with their dataset and
+- the experiment's review view (`src.tracking.review.review_link`): job runs only, listed flat by name, with their dataset and
   headline metrics as columns;
 - the repetition run's page: its description (headline metrics with intervals), the `rws_st` tag, the dataset
   and the metrics table, headline metrics first.
@@ -30,7 +30,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tracking import SERVER_ENV
+from src.cli import entry
+from src.tracking.names import SERVER_ENV
+from src.tracking import review, store
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
@@ -64,14 +66,13 @@ def make_experiment(root: Path) -> Experiment:
     """A sweep parent run and the JOBS under it, in a fresh SQLite store under `root`."""
     from mlflow.tracking import MlflowClient
 
-    from . import tracking
-    from .config_schema import compose_job
-    from .job import run_job
+    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.job.runner import run_job  # local: loads hydra, omegaconf (slow import)
 
     uri = f"sqlite:///{root}/mlflow.db"
-    tracking.open_store(uri)
+    store.open_store(uri)
     client = MlflowClient(tracking_uri=uri)
-    experiment_id = tracking.experiment_id(client, EXPERIMENT, uri)
+    experiment_id = store.experiment_id(client, EXPERIMENT, uri)
     parent_name = f"sweep-{EXPERIMENT}-0001"
     parent = client.create_run(experiment_id, run_name=parent_name, tags={"kind": "sweep", "sweep_id": "0001"})
     sweep = {"sweep_id": "0001", "parent_run_id": parent.info.run_id}
@@ -165,11 +166,9 @@ def runs_page_checks(dom: str, exp: Experiment) -> list[str]:
 
 def run_page_checks(dom: str, exp: Experiment) -> list[str]:
     """What the repetition run's page must show: its description with the headline, `rws_st`, rws and st."""
-    from . import tracking
-
     run = exp.runs["repetition"]
     failed = []
-    headline = tracking.headline_text(dict(run.data.metrics))
+    headline = review.headline_text(dict(run.data.metrics))
     if f"Headline: {headline}" not in dom:
         failed.append(f"run page: the description's headline {headline!r} is not shown")
     if run.data.tags["rws_st"] not in dom:
@@ -184,8 +183,6 @@ def run_page_checks(dom: str, exp: Experiment) -> list[str]:
 
 def check(out: Path, *, work: Path, chromium: str) -> list[str]:
     """Make the experiment, serve it, render both pages into `out`; the failed checks (none: all hold)."""
-    from . import tracking
-
     work.mkdir(parents=True, exist_ok=True)
     exp = make_experiment(work)
     port = free_port()
@@ -193,9 +190,9 @@ def check(out: Path, *, work: Path, chromium: str) -> list[str]:
     try:
         base = f"http://127.0.0.1:{port}"
         profile = work / "chromium-profile"
-        runs_url = tracking.review_link(exp.experiment_id, base)
+        runs_url = review.review_link(exp.experiment_id, base)
         run_url = f"{base}/#/experiments/{exp.experiment_id}/runs/{exp.runs['repetition'].info.run_id}?" \
-                  f"{tracking.ML_WORKFLOW}"
+                  f"{review.ML_WORKFLOW}"
         out.mkdir(parents=True, exist_ok=True)
         runs_dom = render(chromium, runs_url, profile=profile, size=RUNS_WINDOW, screenshot=out / "mlflow_runs.png")
         run_dom = render(chromium, run_url, profile=profile, size=RUN_WINDOW, screenshot=out / "mlflow_run.png")
@@ -228,4 +225,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import src.config_schema  # noqa: F401 - registers the typed schema `job_schema` that conf/config.yaml names
+import src.config.schema  # noqa: F401 - registers the typed schema `job_schema` that conf/config.yaml names
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
@@ -146,13 +146,13 @@ def run_cli(tmp_path, empty_mlflow_db):
 
 @pytest.fixture
 def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
-    """Run one job in-process, `run_job_in(*overrides)` -> `src.job.JobResult`, with its MLflow store, response
+    """Run one job in-process, `run_job_in(*overrides)` -> `src.job.runner.JobResult`, with its MLflow store, response
     cache and outputs inside tmp_path (as `run_cli` does, without a subprocess). A bad config raises UserError.
     `run_job_in.sweep(*overrides)` runs every job a sweep's overrides name, in Hydra's order, one after another
     (no parent run: what is about multirun itself is tested through `run_cli`)."""
-    from src.config_schema import compose_job
-    from src.job import run_job
-    from src.sweep_callback import split_sweep
+    from src.config.schema import compose_job
+    from src.job.runner import run_job
+    from src.config.sweep_compose import split_sweep
 
     (tmp_path / "mlruns").mkdir(exist_ok=True)
     if not (tmp_path / "mlruns" / "mlflow.db").exists():

@@ -1,4 +1,4 @@
-"""Hand-built records tables for metric tests: columns as in src/records.py, unneeded ones filled with defaults.
+"""Hand-built records tables for metric tests: columns as in src/core/records.py, unneeded ones filled with defaults.
 
 An answer is given as the original option the model chose (or None for INVALID); labels, `correct` and the
 other derived columns follow from the displayed `order` the way the pipeline derives them.
@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from src.records import COLUMNS
+from src.core.records import COLUMNS
 
 LETTERS = string.ascii_uppercase
 INVALID_ANSWER = None  # readability alias in tests

@@ -1,4 +1,4 @@
-"""Adaptive repetitions (src/adaptive.py): a prompt stops once its repetition cell is settled, and the SURE/UNSURE x
+"""Adaptive repetitions (src/answering/adaptive.py): a prompt stops once its repetition cell is settled, and the SURE/UNSURE x
 right/wrong cells, RWS and S/T equal the full run's, under both SURE rules; the trials asked are the full run's."""
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from src.adaptive import still_to_ask
+from src.answering.adaptive import still_to_ask
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.config_schema import compose_job
-from src.errors import UserError
-from src.job import check_config, plan_items
+from src.config.schema import compose_job
+from src.common.errors import UserError
+from src.config.schema import check_config
+from src.job.runner import plan_items
 from src.metrics import compute_metrics, question_outcomes
 from src.metrics.guessing import _correctness_cell, p_star, trials_before_stop, verdict_fixed
-from src.trials import answer_items, to_records
+from src.answering.trials import answer_items, to_records
 
 from .conftest import DATA_DIR
 
@@ -58,7 +59,7 @@ def test_a_settled_cell_is_the_cell_of_every_completion(R):  # noqa: N803
 
 def _items(*overrides: str):
     from src.benchmarks import load_benchmark
-    from src.prompts import PromptTemplate
+    from src.core.prompts import PromptTemplate
 
     cfg = compose_job(["model=simulated", f"data_dir={DATA_DIR}", *overrides])
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)

@@ -16,7 +16,7 @@ from src.benchmarks.position import (answer_slot_counts, answer_slot_warning, de
                                      expected_slot_shares, fixed_answer_slot)
 from src.benchmarks.validate import clean_text, duplicate_option_groups
 from src.data import main as data_main
-from src.questions import Question
+from src.core.questions import Question
 
 from .conftest import DATA_DIR, REPO, needs_data
 

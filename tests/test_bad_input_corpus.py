@@ -8,13 +8,13 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from src.benchmarks import load_benchmark
-from src.config_schema import compose_job
-from src.errors import UserError
-from src.job import check_config
-from src.parsing import parse_with_rule
-from src.prompts import PromptTemplate, render
-from src.records import read_run_records
-from src.trials import prompt_hash
+from src.config.schema import compose_job
+from src.common.errors import UserError
+from src.config.schema import check_config
+from src.core.parsing import parse_with_rule
+from src.core.prompts import PromptTemplate, render
+from src.core.records import read_run_records
+from src.answering.trials import prompt_hash
 from src.variants import make_variants
 from src.variants.base import LETTERS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from src.benchmarks import load_benchmark, load_fewshot_pool
-from src.errors import UserError
+from src.common.errors import UserError
 
 
 def load(name: str, path: Path | str | None = None, **kw):

@@ -11,7 +11,7 @@ import pytest
 
 from src.benchmarks import BENCHMARKS, load_benchmark, load_fewshot_pool
 from src.benchmarks.synthetic import KINDS
-from src.errors import UserError
+from src.common.errors import UserError
 
 DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", Path(__file__).parents[1] / ".." / "shared" / "data")).resolve()
 needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark data not found at {DATA_DIR} (set MCQ_DATA_DIR)")

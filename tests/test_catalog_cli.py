@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from src.errors import UserError
-from src.records import read_run_records
+from src.common.errors import UserError
+from src.core.records import read_run_records
 
 from .conftest import REPO, mlflow_runs, needs_data
 
@@ -37,7 +37,8 @@ def logged(run, client) -> set[str]:
     """The run's metric names in MLflow, and its per-subject values (`acc_h/step1`) from its `subjects.csv`."""
     import pandas as pd
 
-    from src.tracking import MLFLOW_AT, SUBJECTS_FILE
+    from src.tracking.names import MLFLOW_AT
+    from src.tracking.review import SUBJECTS_FILE
 
     names = {name.replace(MLFLOW_AT, "@") for name in run.data.metrics}
     if any(a.path == SUBJECTS_FILE for a in client.list_artifacts(run.info.run_id)):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from src.errors import UserError
+from src.common.errors import UserError
 
 
 def write_jsonl(path, records):
@@ -73,7 +73,7 @@ def test_bad_config_values_name_the_key(run_job_in):
     (["temprature=0.5"], ["config key temprature", "temperature?"]),
     (["+temprature=0.5"], ["config key temprature", "temperature?"]),
     (["temperature=abc"], ["config key temperature", "abc"]),
-    (["-m", "temperature=0.3,abc"], ["config key temperature", "abc"]),
+    (["-m", "temperature=0,abc"], ["config key temperature", "abc"]),
     (["seed=1.5"], ["config key seed", "1.5"]),
     (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
     (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),
@@ -82,7 +82,7 @@ def test_bad_config_values_name_the_key(run_job_in):
                                          "paper, authors"]),
 ])
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
-    """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config_schema.check_command_line)."""
+    """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config.schema.check_command_line)."""
     from src import run
 
     monkeypatch.setattr("sys.argv", ["src.run", *argv])

@@ -15,8 +15,8 @@ import pytest
 
 from src.compare import load, plots, report, tables
 from src.compare.__main__ import main
-from src.errors import UserError
-from src.records import read_run_records
+from src.common.errors import UserError
+from src.core.records import read_run_records
 
 from .conftest import mlflow_runs
 from .smoke_store import run_module, smoke_store  # noqa: F401 - smoke_store is a fixture

@@ -11,12 +11,12 @@ import pytest
 
 from src.backends.base import Request, SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.cache import ResponseCache
+from src.answering.cache import ResponseCache
 from src.metrics import compute_metrics
 from src.metrics.expected import outcome_probs
 from src.metrics.guessing import T, p_star
-from src.questions import Question
-from src.trials import Item, answer_items, draw_answers, to_records
+from src.core.questions import Question
+from src.answering.trials import Item, answer_items, draw_answers, to_records
 from src.variants.base import Variant
 
 torch = pytest.importorskip("torch")

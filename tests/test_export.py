@@ -12,8 +12,8 @@ import pytest
 from src.answer_formats import FORMATS, FormatRequest
 from src.backends.base import Request, SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.config_schema import compose_job
-from src.errors import UserError
+from src.config.schema import compose_job
+from src.common.errors import UserError
 from src.export import BATCH_FILE, PROMPTS_FILE, export
 from src.export import main as export_main
 from src.ingest.__main__ import main as ingest_main

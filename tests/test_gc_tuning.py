@@ -1,4 +1,4 @@
-"""Garbage collection around a command's imports (src/gc_tuning.py): off while `python -m src.run` imports, back on,
+"""Garbage collection around a command's imports (src/common/gc_tuning.py): off while `python -m src.run` imports, back on,
 with what the imports made frozen, once the job's MLflow store is open; a program that turned collection off
 itself keeps it off."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ import gc
 
 import pytest
 
-from src import gc_tuning, tracking
+from src.common import gc_tuning
+from src.tracking import store
 
 
 @pytest.fixture
@@ -24,14 +25,14 @@ def test_collection_is_off_until_the_store_opens_then_on_with_the_imports_frozen
     assert gc.isenabled()
     gc_tuning.pause_for_imports()
     assert not gc.isenabled() and not freezes
-    tracking.open_store("http://127.0.0.1:9")  # a server's store: nothing to create, the imports are done
+    store.open_store("http://127.0.0.1:9")  # a server's store: nothing to create, the imports are done
     assert gc.isenabled() and freezes == [True]
-    tracking.open_store("http://127.0.0.1:9")  # every later store of the process: nothing more to do
+    store.open_store("http://127.0.0.1:9")  # every later store of the process: nothing more to do
     assert gc.isenabled() and freezes == [True]
 
 
 def test_without_the_pause_opening_a_store_changes_nothing(freezes):
-    tracking.open_store("http://127.0.0.1:9")
+    store.open_store("http://127.0.0.1:9")
     assert gc.isenabled() and not freezes
 
 

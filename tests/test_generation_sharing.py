@@ -62,7 +62,7 @@ def test_a_round_of_adaptive_repetitions_draws_the_same_streams_shared(tiny_mode
     full = backend.generate(reqs, SamplingParams(n=6, temperature=1.0, max_new_tokens=5))
 
     @dataclasses.dataclass(frozen=True)
-    class Round(SamplingParams):  # src/adaptive.py RoundParams: repetitions first..first+n-1
+    class Round(SamplingParams):  # src/answering/adaptive.py RoundParams: repetitions first..first+n-1
         first_repetition: int = 0
 
     later = backend.generate(reqs, Round(n=2, temperature=1.0, max_new_tokens=5, first_repetition=4))
@@ -122,7 +122,7 @@ def test_memory_estimate_per_token_and_the_tokens_a_budget_holds():
 
 def test_model_memory_gb_sets_the_tokens_per_pack(tiny_model_dir):
     from src.backends.hf import HFBackend
-    from src.errors import UserError
+    from src.common.errors import UserError
 
     backend = HFBackend.from_config({"backend": "hf", "name": "tiny", "path": str(tiny_model_dir), "memory_gb": 0.001},
                                     chat=False, progress=False)

@@ -116,7 +116,7 @@ def test_a_package_assembled_gguf_appears_whole_or_not_at_all(tmp_path, monkeypa
     """A package that assembles its GGUF from chunks (gemma3_270m) writes under a temporary name that is renamed
     into place when whole: a failed assembly leaves no file that a later start would trust."""
     from src.backends.hf.loading import _package_weights
-    from src.errors import UserError
+    from src.common.errors import UserError
 
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path / "cache"))
     package = tmp_path / "pkgs" / "fake_gguf_pkg"

@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 from src.backends import load_backend  # noqa: E402
 from src.backends.base import Request, SamplingParams  # noqa: E402
 from src.backends.hf import CONFIG_KEYS, HFBackend, gguf_cache  # noqa: E402
-from src.errors import UserError  # noqa: E402
+from src.common.errors import UserError  # noqa: E402
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
 
@@ -166,7 +166,7 @@ def test_missing_weights_and_bad_configs_are_user_errors(tmp_path):
 
 def model_config(name: str) -> dict:
     """A model file as a job sees it: composed with the base it names in its defaults list."""
-    from src.config_schema import compose_job
+    from src.config.schema import compose_job
 
     return OmegaConf.to_container(compose_job([f"model={name}"]).model, resolve=True)
 

@@ -16,7 +16,7 @@ import pytest
 
 from src.benchmarks import BENCHMARKS, hub, load_benchmark
 from src.data import main as data_main
-from src.errors import UserError
+from src.common.errors import UserError
 
 from .conftest import DATA_DIR, needs_data
 
@@ -227,7 +227,7 @@ data.fetch(["winogrande"], to=sys.argv[1])
 def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_temp(offline_env, tmp_path,
                                                                                      monkeypatch):
     """`fetch` killed (SIGKILL) while writing: no parquet file a run would read, only a temporary named after the
-    dead process, which the next fetch removes (the owner rule of src/owners.py) before writing the whole file."""
+    dead process, which the next fetch removes (the owner rule of src/common/owners.py) before writing the whole file."""
     import os
     import signal
     import subprocess
@@ -235,7 +235,7 @@ def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_
 
     import datasets
 
-    from src import owners
+    from src.common import owners
     from src.data import fetch
 
     from .conftest import REPO

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from src.ingest.__main__ import main
-from src.records import COLUMNS
+from src.core.records import COLUMNS
 
 from .conftest import REPO, mlflow_runs
 

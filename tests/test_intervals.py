@@ -13,7 +13,7 @@ import pytest
 
 from src.backends.base import Request, SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.errors import UserError
+from src.common.errors import UserError
 from src.metrics import HEADLINE_METRICS, HEADLINE_PREFIXES, applicable_families, compute_metrics, mcqa_metrics
 from src.metrics.intervals import (MIN_BOOTSTRAP_QUESTIONS, bootstrap_values, decompose, interval_names,
                                    is_interval_name, metric_intervals, percentile_interval, resample_counts,
@@ -280,8 +280,8 @@ def test_a_job_logs_intervals_beside_its_headline_metrics(run_job_in):
 
 
 def test_stats_config_is_checked_and_turns_intervals_off(run_job_in):
-    from src.config_schema import compose_job
-    from src.job import check_config
+    from src.config.schema import compose_job
+    from src.config.schema import check_config
 
     with pytest.raises(UserError, match=r"^config key stats\.bootstrap: -1 must be >= 0"):
         check_config(compose_job(["stats.bootstrap=-1"]))

@@ -3,7 +3,7 @@ computes over the questions that have the variants it needs, and none crashes.""
 import pytest
 
 from src.metrics import compute_metrics, cora_bootstrap, cora_metrics, fluctuation_metrics, pride_acc, revas_metrics
-from src.questions import Question
+from src.core.questions import Question
 from src.variants import plan_variants
 
 from .records_factory import cyclic_orders, permuted, records, trial

@@ -12,7 +12,7 @@ from .records_factory import cyclic_orders, permuted, records, trial
 import src.metrics
 import src.variants
 from src.metrics import METRIC_FAMILIES, compute_metrics
-from src.records import write_records
+from src.core.records import write_records
 
 from .conftest import REPO, examples
 
@@ -148,7 +148,7 @@ def test_all_invalid_run():
 def test_pure_packages_import_no_heavy_frameworks():
     """Importing metrics, variants, parsing, prompts and records, in a fresh interpreter, loads no hydra, mlflow
     or torch (an import anywhere in their import chain counts, as it would for a user)."""
-    modules = ["src.metrics", "src.variants", "src.parsing", "src.prompts", "src.records",
+    modules = ["src.metrics", "src.variants", "src.core.parsing", "src.core.prompts", "src.core.records",
                *(f"{package.__name__}.{m.name}" for package in (src.metrics, src.variants)
                  for m in pkgutil.iter_modules(package.__path__))]
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"

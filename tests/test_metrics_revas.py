@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from src.metrics import applicable_families, compute_metrics, revas_metrics, sc_distribution, tidy_permutations
-from src.records import write_records
+from src.core.records import write_records
 
 from .records_factory import cyclic_orders, permuted, records, trial
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from src import tracking
+from src.tracking import review
 from src.metrics import constant_by_construction, headline_order, rws_st_string
 
 from .conftest import mlflow_runs
@@ -36,7 +36,7 @@ def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repea
     assert not [name for name in logged if "/" in name]  # per subject: subjects.csv
     assert len(logged) < 40 < len(full)
     # per-subject values are a table artifact
-    local = Path(client.download_artifacts(run.info.run_id, tracking.SUBJECTS_FILE))
+    local = Path(client.download_artifacts(run.info.run_id, review.SUBJECTS_FILE))
     table = pd.read_csv(local).set_index("subject")
     records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
     assert set(table.index) == set(records["subject"])
@@ -56,9 +56,9 @@ def test_params_tags_description_and_dataset(repeated_run):
     assert tags["rws_st"] == rws_st_string(result.metrics)
     assert {"model", "benchmark", "variants", "temperature", "scoring", "git_commit", "prompt_hash", "backend",
             "config_hash", "kind", "sure_rule"} <= set(tags)  # every tag the README documents
-    note = tags[tracking.DESCRIPTION_TAG]
+    note = tags[review.DESCRIPTION_TAG]
     assert "**simulated** on **synthetic**: 12 questions" in note and "4 repetitions" in note
-    assert f"Headline: {tracking.headline_text(run.data.metrics)}" in note
+    assert f"Headline: {review.headline_text(run.data.metrics)}" in note
     st_lo, st_hi = result.metrics["st_lo"], result.metrics["st_hi"]
     assert f"st {result.metrics['st']:.3f} [{st_lo:.3f}, {st_hi:.3f}]" in note
     (asked,) = run.inputs.dataset_inputs
@@ -73,8 +73,8 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     assert {"mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_1.0", "mcqa_lo"} <= set(cora.data.metrics)
     assert "rws_st" not in cora.data.tags
     experiment = client.get_experiment(cora.info.experiment_id)
-    state = json.loads(experiment.tags[tracking.SHARED_VIEW_TAG + tracking.REVIEW_VIEW_KEY])
-    assert state["searchFilter"] == "tags.kind = 'job'" and state["orderByKey"] == tracking.JOB_RUNS_ORDER
+    state = json.loads(experiment.tags[review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY])
+    assert state["searchFilter"] == "tags.kind = 'job'" and state["orderByKey"] == review.JOB_RUNS_ORDER
     columns = state["selectedColumns"]
     for name in ("mcqa", "rws", "st", "cora"):
         assert f"metrics.`{name}`" in columns, name
@@ -84,7 +84,7 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
 def test_the_run_page_lists_the_headline_metrics_first():
     metrics = {"n_questions": 3.0, "accuracy": 0.5, "sure_right": 0.2, "st": 0.4, "st_lo": 0.1, "st_hi": 0.7,
                "rws": 0.9, "mcqa": 0.5, "wacc@cyclic": 0.3, "mcqa/law": 1.0, "cora": 0.5}
-    logged, _ = tracking.review_view(metrics, constant=["cora"])
+    logged, _ = review.review_view(metrics, constant=["cora"])
     assert list(logged)[:6] == ["mcqa", "rws", "st", "st_lo", "st_hi", "wacc_at_cyclic"]
     assert "cora" not in logged and "mcqa/law" not in logged and "accuracy" in logged
     assert headline_order(list(metrics)) == ["mcqa", "cora", "rws", "st", "wacc@cyclic"]

@@ -10,11 +10,11 @@ import socket
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from src.config_schema import compose_job
-from src.errors import UserError
-from src.job import run_job
-from src.sweep_callback import MlflowSweepCallback, read_sweep_info
-from src.tracking import check_tracking
+from src.config.schema import compose_job
+from src.common.errors import UserError
+from src.job.runner import run_job
+from src.sweep.callback import MlflowSweepCallback, read_sweep_info
+from src.tracking.store import check_tracking
 
 from .conftest import DATA_DIR, mlflow_runs
 

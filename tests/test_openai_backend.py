@@ -13,7 +13,7 @@ import pytest
 from src.backends import load_backend
 from src.backends.base import Request, SamplingParams
 from src.backends.openai_backend import OpenAIBackend
-from src.errors import UserError
+from src.common.errors import UserError
 
 from .conftest import mlflow_runs
 

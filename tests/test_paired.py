@@ -12,7 +12,7 @@ import pytest
 
 from src.compare import load, plots, report, tables
 from src.compare.paired import PairedStudy, paired_study
-from src.errors import UserError
+from src.common.errors import UserError
 from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
 from src.metrics.paired import (bootstrap_p_value, holm, paired_differences, paired_values, per_question_sd,
                                 question_mismatch, questions_needed)
@@ -118,7 +118,7 @@ def runs_of(frames: dict[str, pd.DataFrame], monkeypatch, **extra) -> load.Runs:
                      "scoring": "generate", "prompt": "cora", "fewshot": 0, "repetitions": 1, "limit": "null",
                      "seed": 0, "sure_rule": "answer", **metrics, **extra})
     by_id = {f"run{i}": frame for i, frame in enumerate(frames.values())}
-    monkeypatch.setattr("src.records.read_run_records", lambda run_id, uri, key="--run": by_id[run_id])
+    monkeypatch.setattr("src.compare.load.read_run_records", lambda run_id, uri, key="--run": by_id[run_id])
     no_prompts = pd.DataFrame(columns=["prompt_hash", "prompt"])  # the stand-in store holds no prompts.parquet
     monkeypatch.setattr("src.compare.load.read_prompts", lambda run_id, uri: no_prompts)
     return load.Runs(table=pd.DataFrame(rows), tracking_uri="http://stand-in:5000", experiments={"1": "e"})

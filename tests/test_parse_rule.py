@@ -12,12 +12,12 @@ from src.backends.base import Completion, Request, SamplingParams
 from src.backends.openai_backend import _texts
 from src.backends.simulated import SimulatedBackend
 from src.backends.vllm_backend import _completion
-from src.cache import ResponseCache
+from src.answering.cache import ResponseCache
 from src.answer_formats import FORMATS
 from src.answer_formats.multi_select import MULTI_SELECT_MIN_NEW_TOKENS
-from src.prompts import PromptTemplate, labels_for
-from src.questions import Question
-from src.trials import Item, answer_items, to_records
+from src.core.prompts import PromptTemplate, labels_for
+from src.core.questions import Question
+from src.answering.trials import Item, answer_items, to_records
 from src.variants import make_variants
 
 try:  # the HF test reuses test_hf_backend's tiny random llama (a session fixture) and helpers

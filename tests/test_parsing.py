@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.parsing import parse_with_rule
+from src.core.parsing import parse_with_rule
 
 ABCD = ("A", "B", "C", "D")
 NUM = ("1", "2", "3", "4")

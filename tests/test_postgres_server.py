@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from src.tracking import SERVER_ENV
+from src.tracking.names import SERVER_ENV
 
 from .conftest import REPO
 
@@ -184,7 +184,7 @@ def job_statuses(store: str) -> list[str]:
 def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from src.records import read_run_records
+    from src.core.records import read_run_records
 
     server = MlflowServer(postgres, tmp_path)
     try:

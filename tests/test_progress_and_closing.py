@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from src import progress
+from src.common import progress
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.closing import headline_metrics, look_commands
+from src.tracking.closing import headline_metrics, look_commands
 
 from .conftest import REPO, needs_data
 
@@ -43,10 +43,10 @@ def stderr(monkeypatch):
 
 
 def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
-    from src.config_schema import compose_job
-    from src.job import build_items
-    from src.prompts import PromptTemplate
-    from src.questions import Question
+    from src.config.schema import compose_job
+    from src.job.runner import build_items
+    from src.core.prompts import PromptTemplate
+    from src.core.questions import Question
 
     cfg = compose_job(["model=simulated", f"variants={variants}", f"scoring={scoring}"])
     questions = [Question(id=f"q/{i}", question=f"Which one is {i}?", options=(f"{i}", f"{i + 1}", f"{i + 2}"),
@@ -57,7 +57,7 @@ def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
 
 
 def _answer(items, **kwargs):
-    from src.trials import answer_items
+    from src.answering.trials import answer_items
 
     return answer_items(SimulatedBackend(success_rate=0.7), items, params=SamplingParams(n=1), chunk_size=8,
                         **{"scoring": "generate", **kwargs})
@@ -156,7 +156,7 @@ def test_a_sweep_prints_the_commands_once_in_its_summary(tmp_path, empty_mlflow_
 
     from hydra import compose, initialize_config_dir
 
-    from src.sweep_callback import MlflowSweepCallback, write_outcome
+    from src.sweep.callback import MlflowSweepCallback, write_outcome
 
     shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from src.errors import UserError
-from src.prompts import PromptTemplate, labels_for, render
-from src.questions import Question
+from src.common.errors import UserError
+from src.core.prompts import PromptTemplate, labels_for, render
+from src.core.questions import Question
 from src.variants.base import Variant
 
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "conf" / "prompt"
@@ -122,7 +122,7 @@ def test_fewshot_without_fewshot_field_is_a_user_error():
 @pytest.mark.parametrize("scoring", ["generate", "logprob", "cloze_shown"])
 def test_modes_that_show_options_render_different_prompts_for_different_orders(scoring):
     """The validity rule: under every mode allowed with order-comparing variant sets, each order is its own prompt."""
-    from src.validity import SHOWS_OPTIONS
+    from src.core.validity import SHOWS_OPTIONS
     from src.variants import make_variants
 
     assert SHOWS_OPTIONS[scoring]

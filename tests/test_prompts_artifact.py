@@ -1,10 +1,10 @@
 """Every records row can be audited from the run's artifacts alone: `prompts.parquet` holds the text behind each
-`prompt_hash` (src/records.py `write_prompts`)."""
+`prompt_hash` (src/core/records.py `write_prompts`)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from src.trials import prompt_hash
+from src.answering.trials import prompt_hash
 
 
 def test_every_records_row_finds_its_prompt_text(run_job_in):

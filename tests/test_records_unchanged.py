@@ -1,4 +1,4 @@
-"""The records of ten fixed jobs equal those the command line wrote before the job core moved to `src.job`
+"""The records of ten fixed jobs equal those the command line wrote before the job core moved to `src.job.runner`
 (tests/golden_records.py): same prompts, answers, parses and metrics, for the simulated and the real model."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Secrets planted in the config reach no file a run writes: not MLflow's params, tags, artifacts or database, not
-Hydra's .hydra/ folder or multirun.yaml, not the log. The rule itself is src/redact.py."""
+Hydra's .hydra/ folder or multirun.yaml, not the log. The rule itself is src/common/redact.py."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +8,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from src.redact import RedactCallback, install_log_redaction, redact, redact_text, redact_yaml_file
+from src.common.redact import RedactCallback, install_log_redaction, redact, redact_text, redact_yaml_file
 
 from .test_openai_backend import FakeServer
 

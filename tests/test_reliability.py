@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from src.records import read_run_records
+from src.core.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs, needs_data
 
@@ -72,7 +72,7 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
 @pytest.mark.slow
 def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
     """Two identical jobs started 3 s apart: the second finds the first RUNNING, sees that its owner process
-    lives (src/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own; both finish."""
+    lives (src/common/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own; both finish."""
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     cmd = [sys.executable, "-m", "src.run", "model=simulated", "model.delay_s=0.5", "limit=16", "cache.enabled=false",
            f"tracking.uri={store}"]
@@ -96,8 +96,8 @@ def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db
 
     from mlflow.tracking import MlflowClient
 
-    from src import owners
-    from src.tracking import mark_interrupted_runs
+    from src.common import owners
+    from src.tracking.runs import mark_interrupted_runs
 
     shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")

@@ -15,9 +15,9 @@ import pytest
 
 from src.compare import plots
 from src.compare.__main__ import main
-from src.errors import UserError
+from src.common.errors import UserError
 from src.metrics.chance import chance_levels, trial_chance
-from src.records import resolve_run_id
+from src.core.records import resolve_run_id
 
 MODELS = ("0.6", "0.9")
 

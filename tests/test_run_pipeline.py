@@ -80,7 +80,7 @@ def test_records_columns_and_option_maps(run_job_in):
             "benchmark.n_questions=15", "variants=cora", "repetitions=3", "temperature=0.7", "scoring=generate")
     client, (run,) = mlflow_runs(run_job_in.store_uri)
     records, _ = load_artifacts(client, run)
-    from src.records import COLUMNS
+    from src.core.records import COLUMNS
 
     assert list(records.columns) == list(COLUMNS)
     assert set(records.repetition) == {0, 1, 2}

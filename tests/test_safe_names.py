@@ -11,8 +11,8 @@ import pytest
 from src.compare.__main__ import default_out_dir
 from src.compare.report import REPORT_MARK, Section, write
 from src.compare.tables import Table
-from src.errors import UserError
-from src.safe_names import MAX_LENGTH, folder_name
+from src.common.errors import UserError
+from src.common.safe_names import MAX_LENGTH, folder_name
 
 HOSTILE = ["../../x", "../", "/tmp/abs", "~", "~/x", "a\x00b", "x" * 1000, "ünïcødé/../..", ".", "..", "", " ",
            "con", "a/b\\c", ".hidden", "-rf"]
@@ -107,10 +107,10 @@ def test_hostile_experiment_names_change_nothing_outside_the_output_folder(tmp_p
     from omegaconf import open_dict
 
     from src.compare.__main__ import main as compare_main
-    from src.config_schema import compose_job
+    from src.config.schema import compose_job
     from src.export import export
     from src.ingest.__main__ import main as ingest_main
-    from src.job import run_job
+    from src.job.runner import run_job
     from src.sync import sync
 
     from .conftest import DATA_DIR

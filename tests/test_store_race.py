@@ -1,6 +1,6 @@
 """Parallel first use of a fresh SQLite store and a fresh response cache: independent `python -m src.run`
 processes started at the same instant all finish, with no traceback (MLflow's schema creation runs once, under a
-lock beside the database: `src.tracking.open_store`)."""
+lock beside the database: `src.tracking.store.open_store`)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from src.records import read_run_records
+from src.core.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
 

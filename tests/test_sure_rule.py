@@ -9,7 +9,7 @@ import random
 import pandas as pd
 import pytest
 
-from src.errors import UserError
+from src.common.errors import UserError
 from src.metrics import compute_metrics, question_outcomes, repetition_metrics
 
 from .records_factory import records, repeated
@@ -103,7 +103,7 @@ def test_unknown_rule_is_refused():
 
 
 def test_config_key_and_its_one_line_error():
-    from src.config_schema import compose_job
+    from src.config.schema import compose_job
 
     assert compose_job(["model=simulated"]).metrics.sure_rule == "answer"
     assert compose_job(["model=simulated", "metrics.sure_rule=correctness"]).metrics.sure_rule == "correctness"

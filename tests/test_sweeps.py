@@ -77,8 +77,8 @@ def test_a_command_line_axis_keeps_the_model_outermost():
 
 
 def _check_job_config(cfg) -> None:
-    from src.prompts import PromptTemplate
-    from src.job import check_config
+    from src.core.prompts import PromptTemplate
+    from src.config.schema import check_config
 
     container = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     check_config(cfg)
@@ -101,8 +101,8 @@ def test_every_job_renders_its_prompts_on_the_data(name):
     """Each distinct (benchmark, variant set, shots, prompt) of a study builds its prompts for 2 questions:
     loaders, variants, few-shot pools and templates fit together before anyone spends GPU hours."""
     from src.benchmarks import load_benchmark
-    from src.prompts import PromptTemplate
-    from src.job import build_items
+    from src.core.prompts import PromptTemplate
+    from src.job.runner import build_items
 
     seen = set()
     for cfg in job_configs(name, (f"data_dir={DATA_DIR}", "limit=2")):
@@ -203,12 +203,12 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
 # ---------------------------------------------------------------- composed once before the first job
 
 def _composed_both_ways(name: str, cli: list[str]):
-    """Every job of a sweep as our loader composes it (src/sweep_compose.py: once per group choice) and as Hydra's
+    """Every job of a sweep as our loader composes it (src/config/sweep_compose.py: once per group choice) and as Hydra's
     own loader does (the whole composition per job), hydra node included: each a config's YAML or the error."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from src.sweep_callback import sweep_jobs
-    from src.sweep_compose import GroupCachingConfigLoader
+    from src.sweep.callback import sweep_jobs
+    from src.config.sweep_compose import GroupCachingConfigLoader
 
     def shown(load, master, job):
         try:
@@ -249,7 +249,7 @@ def test_every_committed_sweeps_jobs_are_composed_as_hydra_does(name):
 def _run_main_capturing(monkeypatch, argv: list[str], *, once: bool) -> tuple[str, str, int]:
     """`python -m src.run <argv>` in this process with the job swapped for a capture: the job's config and the
     hydra node Hydra ran it with (YAML), and how many whole compositions the command made. `once=False`: without
-    src/command_compose.py, as Hydra composes by itself."""
+    src/config/command_line.py, as Hydra composes by itself."""
     import contextlib
     import logging
     import signal
@@ -293,7 +293,7 @@ def _run_main_capturing(monkeypatch, argv: list[str], *, once: bool) -> tuple[st
 
 @pytest.mark.parametrize("argv", [
     ["model=simulated", "limit=1"],  # the README's one-question job
-    ["variants=perm_cyclic", "benchmark=synthetic", "temperature=0.7", "seed=3", "hydra.job.chdir=false",
+    ["variants=perm_cyclic", "benchmark=synthetic", "temperature=0", "seed=3", "hydra.job.chdir=false",
      "hydra.verbose=false"],  # group choices, plain keys, `hydra.key=value` overrides
 ])
 def test_a_command_runs_with_hydras_config_composed_once(monkeypatch, tmp_path, argv):
@@ -315,8 +315,8 @@ def test_the_pre_check_composes_a_command_line_sweep_once_per_group_choice(monke
     composed once per choice of config groups, each job's config equals its whole composition."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
-    from src.config_schema import compose_job, compose_jobs
-    from src.sweep_callback import split_sweep
+    from src.config.schema import compose_job, compose_jobs
+    from src.config.sweep_compose import split_sweep
 
     composing, count = ConfigLoaderImpl._load_configuration_impl, [0]
 
@@ -343,8 +343,8 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.global_hydra import GlobalHydra
 
-    from src import sweep_compose
-    from src.sweep_callback import sweep_jobs
+    from src.config import sweep_compose
+    from src.sweep.callback import sweep_jobs
 
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
         master = compose(config_name="smoke", return_hydra_config=True)
@@ -369,7 +369,7 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
     import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
-    from src import sweep_callback
+    from src.sweep import callback as sweep_callback, state as sweep_state
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         default = compose("config", return_hydra_config=True).hydra.sweeper
@@ -386,12 +386,12 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
     callback = sweep_callback.MlflowSweepCallback()
     callback.composed = {("seed=0",)}
     batch = [["seed=0"], ["seed=1"]]
-    monkeypatch.setattr(sweep_callback, "ACTIVE", callback)
-    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
-    callback.composed = {("seed=0",), ("seed=1",)}
-    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
-    monkeypatch.setattr(sweep_callback, "ACTIVE", None)
-    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    with sweep_state.opened() as running:  # what python -m src.run holds while its sweep runs
+        running.callback = callback
+        PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+        callback.composed = {("seed=0",), ("seed=1",)}
+        PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
+    PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)  # no command: no callback
     assert validated == [[["seed=1"]], batch]
 
 
@@ -399,7 +399,7 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
 
 def _start_sweep(uri: str, sweep_dir, *extra: str):
     """The sweep callback's start, in-process, for a one-job multirun into `uri` (no job runs)."""
-    from src.sweep_callback import MlflowSweepCallback
+    from src.sweep.callback import MlflowSweepCallback
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["model=simulated", "limit=2", f"tracking.uri={uri}",
@@ -415,7 +415,7 @@ def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_pat
     parent its terminal status and prints one summary line per job."""
     import shutil
 
-    from src.sweep_callback import read_sweep_info, write_outcome
+    from src.sweep.callback import read_sweep_info, write_outcome
 
     shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"

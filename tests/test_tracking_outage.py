@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from src.records import read_run_records
-from src.tracking import SERVER_ENV
+from src.core.records import read_run_records
+from src.tracking.names import SERVER_ENV
 
 from .conftest import DATA_DIR, REPO
 

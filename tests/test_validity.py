@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
-from src.errors import UserError
-from src.validity import SCORING_MODES, SHOWS_OPTIONS, check_validity, needs_shown_options
+from src.common.errors import UserError
+from src.core.validity import SCORING_MODES, SHOWS_OPTIONS, check_validity, needs_shown_options
 
 from .conftest import DATA_DIR, REPO, mlflow_runs, needs_data
 from .test_cli_errors import assert_one_line_error
@@ -23,8 +23,9 @@ def items_for(*overrides: str):
     from omegaconf import OmegaConf
 
     from src.benchmarks import load_benchmark
-    from src.prompts import PromptTemplate
-    from src.job import build_items, check_config
+    from src.core.prompts import PromptTemplate
+    from src.config.schema import check_config
+    from src.job.runner import build_items
 
     cfg = compose_job("model=simulated", "limit=6", *overrides)
     check_config(cfg)
@@ -104,7 +105,7 @@ def test_mmlu_cora_run_logs_questions_left_out_and_keeps_references(run_job_in, 
     from src.variants import NOTA, option_refs
 
     subjects = "benchmark.subjects=[moral_disputes,conceptual_physics]"
-    caplog.set_level("INFO", logger="src.job")
+    caplog.set_level("INFO", logger="src.job.runner")
     run_job_in("model=simulated", "benchmark=mmlu", subjects, "variants=cora")
     client, (run,) = mlflow_runs(run_job_in.store_uri)
     metrics = run.data.metrics

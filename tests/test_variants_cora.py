@@ -4,8 +4,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from src.errors import UserError
-from src.questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from src.variants import NOTA, NOTA_TEXT, make_variants
 from src.variants.cora import CORA_KINDS
 

@@ -6,8 +6,8 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from src.errors import UserError
-from src.questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from src.variants import make_variants
 from src.variants.permutations import PERM_SETS, nth_permutation, permutation_set, random_permutations
 

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from src.errors import UserError
-from src.questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from src.variants import (FILLER, NOTA, VARIANT_SETS, VariantPlan, duplicate_option_groups, has_option_refs,
                           make_variants, option_refs, plan_variants)
 from src.variants.revas import FILLER_TEXTS, fillers_for
@@ -386,7 +386,7 @@ def _ordinary_questions():
 DUMP = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from src.questions import Question
+from src.questions import Question  # old layout: the archived commit's
 from src.variants import make_variants
 qs = [Question(id=d["id"], question=d["question"], options=tuple(d["options"]), answer=d["answer"]) for d in json.load(sys.stdin)]
 sets = json.loads(sys.argv[2])
@@ -404,8 +404,8 @@ print(json.dumps(out))
 def test_ordinary_questions_get_the_variants_of_before(tmp_path):
     """Questions with no referring option and no duplicate text: plan_variants (every policy) gives exactly what
     make_variants gave at the commit before the rules, filler texts aside (issue 11 replaced them)."""
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE, "src/__init__.py", "src/errors.py",
-                              "src/questions.py", "src/variants"], capture_output=True)
+    old_layout = ["src/__init__.py", "src/errors.py", "src/questions.py", "src/variants"]  # old layout: BEFORE's paths
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE, *old_layout], capture_output=True)
     if archive.returncode != 0:
         pytest.skip(f"commit {BEFORE[:8]} not in this checkout's history")
     subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)

@@ -8,12 +8,12 @@ from hypothesis import given, settings, strategies as st
 
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.errors import UserError
+from src.common.errors import UserError
 from src.answer_formats import FormatRequest, MULTI_SELECT, TRUE_FALSE
 from src.answer_formats.multi_select import parse_label_set_with_rule
 from src.answer_formats.true_false import parse_yes_no_with_rule
-from src.prompts import PromptTemplate
-from src.questions import Question
+from src.core.prompts import PromptTemplate
+from src.core.questions import Question
 from src.variants import FILLER, NOTA, NOTA_TEXT, TF_LABELS, make_variants
 from src.variants.revas import FILLER_TEXTS, wrong_answers
 
@@ -216,7 +216,7 @@ def test_oracle_answers_yes_no_and_label_sets():
 
 def test_records_of_each_format():
     from src.answer_formats import FORMATS
-    from src.trials import Answer, Item, to_records
+    from src.answering.trials import Answer, Item, to_records
 
     question = q(4, answer=2)
     template = PromptTemplate(name="plain", template="Question: {question}\n{choices}\nAnswer:")

@@ -11,7 +11,7 @@ from src.backends import load_backend
 from src.backends.base import Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.backends.vllm_backend import VLLMBackend, continuation_loglik, first_token_logprobs
-from src.errors import UserError
+from src.common.errors import UserError
 
 VOCAB = {"A": 1, " A": 2, "B": 3, " B": 4, "C": 5, " C": 6, "Q": 7, "?": 8, " x": 9, "!": 10}
 

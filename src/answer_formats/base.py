@@ -2,7 +2,7 @@
 
 A format (`src.answer_formats.FORMATS`, looked up by `Variant.fmt`) renders a variant into a backend request,
 says which labels the model is shown and whether only generation can answer it, parses a completion into a
-`src.parsing.Parse` (slot, rule, and for a set of labels the slots), fills the record columns that depend on
+`src.core.parsing.Parse` (slot, rule, and for a set of labels the slots), fills the record columns that depend on
 it, and names the REVAS metric family that reads its rows (`src.metrics.revas`).
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ..backends.base import Request
-from ..parsing import Parse, strip_reasoning
-from ..prompts import PromptTemplate
-from ..questions import Question
+from src.core.parsing import Parse, strip_reasoning
+from src.core.prompts import PromptTemplate
+from src.core.questions import Question
 from ..variants.base import Variant
 
 
@@ -58,7 +58,7 @@ class AnswerFormat:
 
     def parse(self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
               truncated: bool = False) -> Parse:
-        """The answer a completion gives and the rule that decided it (see `src.parsing`)."""
+        """The answer a completion gives and the rule that decided it (see `src.core.parsing`)."""
         raise NotImplementedError
 
     def columns(self, question: Question, variant: Variant, labels: Sequence[str], *, slot: int | None,
@@ -74,7 +74,7 @@ class AnswerFormat:
             else None
 
 
-# Parsers of formats beside mcq return a Parse whose rule follows src/parsing.py: a decided answer's rule
+# Parsers of formats beside mcq return a Parse whose rule follows src/core/parsing.py: a decided answer's rule
 # ("first_word", "yes_no_word", "label_list", "label_mentions", "answer_phrase", "boxed", "option_text",
 # prefixed "reasoning_stripped+" after a removed <think> block) or an INVALID reason ("invalid_empty",
 # "invalid_hedge", "invalid_out_of_range", "invalid_option_list", "invalid_unclosed_reasoning",

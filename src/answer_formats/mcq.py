@@ -1,12 +1,12 @@
-"""Plain multiple choice: the `prompt` config's template, one label answered (parsed by `src.parsing`)."""
+"""Plain multiple choice: the `prompt` config's template, one label answered (parsed by `src.core.parsing`)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ..backends.base import Request
-from ..parsing import Parse, parse_with_rule
-from ..prompts import PromptTemplate, labels_for, render
-from ..questions import Question
+from src.core.parsing import Parse, parse_with_rule
+from src.core.prompts import PromptTemplate, labels_for, render
+from src.core.questions import Question
 from ..variants.base import Variant
 from .base import AnswerFormat
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from ..parsing import Parse
-from ..prompts import LABEL_STYLES, PromptTemplate, labels_for
-from ..questions import Question
+from src.core.parsing import Parse
+from src.core.prompts import LABEL_STYLES, PromptTemplate, labels_for
+from src.core.questions import Question
 from ..variants.base import Variant
 from .base import AnswerFormat, answer_text, ruled
 

@@ -10,9 +10,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..parsing import Parse
-from ..prompts import DEFAULT_SUBJECT, PromptTemplate
-from ..questions import Question
+from src.core.parsing import Parse
+from src.core.prompts import DEFAULT_SUBJECT, PromptTemplate
+from src.core.questions import Question
 from ..variants.base import TF_LABELS, Variant
 from .base import AnswerFormat, answer_text, ruled
 

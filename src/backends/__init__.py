@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from src.backends.base import Backend, LabelScores, OptionScores, Request, SamplingParams
-from src.errors import UserError
+from src.common.errors import UserError
 
 __all__ = ["Backend", "LabelScores", "OptionScores", "Request", "SamplingParams", "load_backend"]
 
@@ -20,7 +20,7 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
     kind = model_cfg.get("backend")
     if kind == "hf":
         try:
-            from src.backends.hf import HFBackend
+            from src.backends.hf import HFBackend  # local: loads torch, transformers (slow import)
         except ModuleNotFoundError as err:
             if err.name and err.name.split(".")[0] in _HF_PACKAGES:
                 raise UserError(f"model.backend=hf needs {err.name}: pip install torch transformers accelerate gguf "
@@ -28,11 +28,11 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
             raise
         return HFBackend.from_config(model_cfg, chat=chat)
     if kind == "vllm":
-        from src.backends.vllm_backend import VLLMBackend  # imports vllm itself only when the model loads
+        from src.backends.vllm_backend import VLLMBackend  # local: an optional backend, loaded when chosen (it imports vllm itself only when the model loads)
 
         return VLLMBackend.from_config(dict(model_cfg), chat=chat)
     if kind == "openai":
-        from src.backends.openai_backend import OpenAIBackend
+        from src.backends.openai_backend import OpenAIBackend  # local: an optional backend, loaded when chosen
 
         options = {k: v for k, v in model_cfg.items() if k != "backend"}
         try:
@@ -40,7 +40,7 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
         except TypeError as err:
             raise UserError(f"model config for backend openai: {err}; check the keys under model") from None
     if kind == "simulated":
-        from src.backends.simulated import SimulatedBackend
+        from src.backends.simulated import SimulatedBackend  # local: loads pandas (slow import)
 
         options = {k: v for k, v in model_cfg.items() if k != "backend"}
         try:

@@ -77,7 +77,7 @@ class SamplingParams:
 
 class Backend(Protocol):
     """What every backend does. A backend that wraps prompts (a chat template) also has `model_input(prompt)`:
-    the text the model is given, or None before its tokenizer is loaded (src/records.py `write_prompts`)."""
+    the text the model is given, or None before its tokenizer is loaded (src/core/records.py `write_prompts`)."""
 
     identity: str  # everything that changes outputs: path/revision/file hash; part of the response cache key
 

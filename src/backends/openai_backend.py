@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import chat_messages, completion, continuation_text, option_scores, text_label_keys
-from src.errors import UserError
-from src.progress import step_bar
+from src.common.errors import UserError
+from src.common.progress import step_bar
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class OpenAIBackend:
 
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], what: str) -> list[Any]:
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool, \
-                step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar:  # src/progress.py
+                step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar:  # src/common/progress.py
             futures = [pool.submit(fn, r) for r in requests]
             out = []
             try:

@@ -65,7 +65,7 @@ class SimulatedBackend:
         """Rendered answers; never truncated (an answer is a label, a list of labels or one short sentence)."""
         out = []
         for req in requests:
-            first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/adaptive.py)
+            first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/answering/adaptive.py)
             reps = [0] * params.n if params.temperature == 0 else range(first, first + params.n)
             if format_of(req) is MULTI_SELECT:
                 texts = [self._render_set(req, self._selection(req, r)) for r in reps]

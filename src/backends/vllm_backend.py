@@ -21,7 +21,7 @@ from src.backends.base import Completion, LabelScores, OptionScores, Request, Sa
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import (chat_text, completion, label_token_ids, option_continuations, option_scores,
                                plain_ids, prompt_ids, uses_chat)
-from src.errors import UserError
+from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 

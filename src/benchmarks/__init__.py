@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
@@ -29,7 +29,7 @@ from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
 from .synthetic import load_synthetic, synthetic_fewshot
 from .truthfulqa import truthfulqa_loader
 from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
-from ..questions import duplicate_option_groups  # noqa: F401 (re-exported)
+from src.core.questions import duplicate_option_groups  # noqa: F401 (re-exported)
 from .validate import check_unique_ids
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .files import FEWSHOT_KEY, iter_jsonl, read_text, require_fields, resolve_path
 from .validate import answer_from_label, checked_question, choose_split, record_error, where
 

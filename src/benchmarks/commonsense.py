@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..questions import Question
+from src.core.questions import Question
 from .arc import labelled_choice_questions
 from .files import iter_jsonl, read_text, require_fields, resolve_path, text_lines
 from .validate import checked_question, choose_split, record_error, where

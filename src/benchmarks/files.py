@@ -9,7 +9,8 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import UserError
+from src.common.errors import UserError
+from .validate import where
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +162,6 @@ def iter_table_records(file: Path, *, suffixes: tuple[str, ...], delimiter: str 
     """(place, record) for every record of a JSONL, JSON list, CSV (with a header), parquet or xlsx file, for the
     suffixes a reader accepts; `place` names the file and the line (JSONL, CSV) or row (JSON, parquet; xlsx: the
     spreadsheet's row number, header = row 1). Bad input is one line naming the file and line or row."""
-    from .validate import where
-
     suffix = file.suffix.lower()
     if suffix not in suffixes:
         raise UserError(f"{file}: unknown file type {file.suffix!r}; use one of {', '.join(suffixes)}")

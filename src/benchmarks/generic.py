@@ -24,8 +24,8 @@ import math
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .files import iter_table_records, resolve_path
 from .validate import LETTERS, checked_question, record_error
 

@@ -58,10 +58,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .position import seeded_shuffle
 from .validate import answer_from_label, checked_question, choose_split, record_error
+from .mmlu import normalise_error_type, wanted_subjects
+from .medical import medqa_question
 
 HUB_DIR_ENV = "MCQ_HUB_DIR"
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -117,7 +119,6 @@ class HubSource:
     def configs(self, options: Mapping[str, Any] | None = None) -> list[str | None]:
         if self.config != "{subject}":
             return [self.config]
-        from .mmlu import wanted_subjects
 
         return wanted_subjects(options or {}, list(MMLU_SUBJECTS), "mmlu", f"the Hub dataset {self.repo}")
 
@@ -137,8 +138,6 @@ class HubSource:
 
 def _wanted(options: Mapping[str, Any]) -> set[str] | None:
     """The MMLU subjects option `subjects` names (mmlu.wanted_subjects), or None when it names none (all)."""
-    from .mmlu import wanted_subjects
-
     if options.get("subjects") is None:
         return None
     return set(wanted_subjects(options, list(MMLU_SUBJECTS), "mmlu", "the Hub dataset cais/mmlu"))
@@ -163,8 +162,6 @@ def _mmlu(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Ma
 
 def _mmlu_redux(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str,
                 subject: str) -> list[Question]:
-    from .mmlu import normalise_error_type
-
     questions = []
     for n, row in enumerate(rows):
         qid = f"mmlu_redux/{subject}/{n}"
@@ -232,8 +229,6 @@ def _truthfulqa(task: str) -> Converter:
 
 
 def _medqa_4(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
-    from .medical import medqa_question
-
     return [medqa_question(row, qid=f"{name}/{n}", place=f"{place} row {n} (record {name}/{n})", split=split)
             for n, row in enumerate(rows)]
 

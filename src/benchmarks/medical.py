@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from ..questions import Question
+from src.core.questions import Question
 from .files import iter_jsonl, read_text, require_fields, resolve_path
 from .validate import LETTERS, answer_from_label, checked_question, choose_split, clean_text, record_error, where
 

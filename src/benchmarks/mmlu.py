@@ -18,8 +18,8 @@ import ast
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .files import iter_csv, read_text, resolve_path, sniff_delimiter
 from .validate import LETTERS, checked_question, choose_split, record_error, where
 

@@ -1,6 +1,6 @@
 """Where the right answer sits: the slot distribution of a question set, the fixed-slot rule, seeded shuffles.
 
-METRICS.md "Answer position": when a benchmark's file order puts the answer at a fixed position
+docs/metrics.md "Answer position": when a benchmark's file order puts the answer at a fixed position
 (TruthfulQA mc1/mc2: the true answers come first, mc1's answer is always option A), the
 original order is a seeded shuffle of the file's options (`seeded_shuffle`, the TruthfulQA
 loaders' default), and the distribution of the answer's slot is reported for every benchmark.
@@ -26,7 +26,7 @@ import math
 import random
 from typing import Iterable, Sequence
 
-from ..questions import Question
+from src.core.questions import Question
 from .validate import LETTERS
 
 FIXED_SLOT_SHARE = 0.5  # one slot holding more than this share of the answers...

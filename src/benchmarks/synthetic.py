@@ -20,8 +20,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .validate import checked_question
 
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")

@@ -27,8 +27,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .files import iter_csv, load_json, read_text, resolve_path
 from .position import seeded_shuffle
 from .validate import checked_question, choose_split, record_error, where

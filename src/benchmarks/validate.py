@@ -14,7 +14,7 @@ A question records which of its texts were cleaned in `metadata["cleaned"]` (e.g
 `("question", "option 4")`).
 
 Real benchmark files are read as they are otherwise: a few hold the same option text twice
-(`src.questions.duplicate_option_groups`: the same text after strip, case kept), so for them a duplicate is
+(`src.core.questions.duplicate_option_groups`: the same text after strip, case kept), so for them a duplicate is
 kept and marked `metadata["duplicate_options"] = True` (`load_benchmark` names them in one
 warning per load); only the generic loader, whose files the user controls, refuses options that
 are the same text after stripping.
@@ -24,8 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import UserError
-from ..questions import Question, duplicate_option_groups
+from src.common.errors import UserError
+from src.core.questions import Question, duplicate_option_groups
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DOUBLE_QUOTES = '"\u201c\u201d'  # straight and curly double quotes (MMLU mixes them: \u201ca penny saved ...")

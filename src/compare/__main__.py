@@ -11,15 +11,19 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import UserError
-from ..safe_names import folder_name
-from .load import DEFAULT_URI, add_chance, as_list, load_runs
+from src.cli import add_tracking_flags, entry, user_error
+from src.common.errors import UserError
+from src.common.safe_names import folder_name
+from .load import add_chance, as_list, load_runs
 from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write
+from src.core.records import resolve_run_id
+from ..plan import check_power_args
+from .sure_rule import apply_sure_rule
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m src.compare", description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", help="MLflow experiment (a sweep's tracking.experiment, e.g. smoke)")
+    add_tracking_flags(parser, experiment="MLflow experiment (a sweep's tracking.experiment, e.g. smoke)")
     parser.add_argument("--sweep-id", help="only the jobs of this multirun (tag sweep_id; printed in the parent run)")
     parser.add_argument("--benchmark", action="append", help="keep these benchmarks (repeat or comma-separate)")
     parser.add_argument("--model", action="append", help="keep these models (repeat or comma-separate)")
@@ -27,7 +31,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--diff", nargs=2, metavar=("RUN_A", "RUN_B"),
                         help="add the per-question disagreements between two runs (read from their records); "
                              "a run id or its first 8 or more characters, as the report prints them")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
     parser.add_argument("--out", type=Path, help="report folder (default reports/<experiment>)")
     parser.add_argument("--no-mlflow", action="store_true", help="write the report only; log no comparison run")
     parser.add_argument("--sure-rule", choices=("answer", "correctness"),
@@ -65,19 +68,14 @@ def compare(args: argparse.Namespace) -> dict:
                "variants": ", ".join(as_list(args.variants))}
     runs, sections = None, []
     if args.diff:
-        from ..records import resolve_run_id
-
         args.diff = [resolve_run_id(run_id, args.tracking_uri, key="--diff") for run_id in args.diff]
     if args.experiment or args.sweep_id:
         runs = load_runs(tracking_uri=args.tracking_uri, experiment=args.experiment, sweep_id=args.sweep_id,
                          benchmarks=args.benchmark, models=args.model, variants=args.variants)
         rule_notes = []
         if getattr(args, "sure_rule", None):
-            from .sure_rule import apply_sure_rule
-
             rule_notes = apply_sure_rule(runs, args.sure_rule)
         rule_notes += add_chance(runs)
-        from ..plan import check_power_args
 
         check_power_args(args.delta, args.alpha, args.power)
         sections = build_sections(runs, paired=not args.no_paired, fluctuation_spreads=args.fluctuation_spreads,
@@ -118,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = compare(args)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print(json.dumps({k: v for k, v in result.items() if k not in ("skipped", "paired")}))
     for line in result["paired"]:
         print(f"paired: {line}", file=sys.stderr)
@@ -130,4 +127,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

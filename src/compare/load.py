@@ -1,7 +1,7 @@
 """Read the job runs of an experiment and/or sweep from MLflow into one table: a row per run, a column per metric.
 
 Only finished job runs count: sweep parents (`kind=sweep`), assessments and earlier comparisons are left out, as
-are runs still running or failed (counted, so the report can say so). Metric names come back in their METRICS.md
+are runs still running or failed (counted, so the report can say so). Metric names come back in their docs/metrics.md
 spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 """
 from __future__ import annotations
@@ -12,9 +12,11 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..errors import UserError
+from src.common.errors import UserError
+from src.tracking.names import DEFAULT_URI, metric_name
+from src.core.records import PROMPTS_FILE, read_run_records
+from src.tracking import store
 
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
 ID_COLUMNS = ("run_id", "experiment_id", "experiment", "sweep_id", "start_time", "model", "benchmark", "variants",
@@ -43,8 +45,6 @@ class Runs:
 
     def records(self, run_id: str, *, key: str = "--experiment") -> pd.DataFrame:
         """A run's records table, read from MLflow once (UserError naming `key` when it has none)."""
-        from ..records import read_run_records
-
         if run_id not in self._records:
             self._records[run_id] = read_run_records(run_id, self.tracking_uri, key=key)
         return self._records[run_id]
@@ -63,8 +63,6 @@ def read_prompts(run_id: str, tracking_uri: str) -> pd.DataFrame:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from ..records import PROMPTS_FILE
-
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, PROMPTS_FILE, tmp)
@@ -79,7 +77,7 @@ CHANCE_COLUMNS = ("chance", "chance_variants")  # src/metrics/chance.py, per run
 def add_chance(runs: Runs) -> list[str]:
     """Fill each run's chance levels (`chance`, `chance_variants`) from its records where it logged none; returns
     one note per run whose records could not be read (its chance cells stay empty)."""
-    from ..metrics.chance import chance_levels
+    from ..metrics.chance import chance_levels  # local: loads numpy (slow import)
 
     table, notes = runs.table, []
     for column in CHANCE_COLUMNS:
@@ -96,12 +94,6 @@ def add_chance(runs: Runs) -> list[str]:
         for column in CHANCE_COLUMNS:
             table.at[index, column] = levels.get(column, math.nan)
     return notes
-
-
-def metric_name(mlflow_name: str) -> str:
-    from ..tracking import MLFLOW_AT
-
-    return mlflow_name.replace(MLFLOW_AT, "@")
 
 
 def _number(value, cast):
@@ -151,12 +143,10 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     """
     from mlflow.tracking import MlflowClient
 
-    from .. import tracking
-
     if not experiment and not sweep_id:
         raise UserError("--experiment or --sweep-id: give at least one of them")
-    tracking.check_tracking(tracking_uri)
-    db = tracking.sqlite_path(tracking_uri)
+    store.check_tracking(tracking_uri)
+    db = store.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; run a sweep first or point --tracking-uri at it")
     client = MlflowClient(tracking_uri=tracking_uri)
@@ -200,7 +190,7 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """"model / benchmark / variants / T=..." of a run (its full id, `src.records.resolve_run_id`), for headings."""
+    """"model / benchmark / variants / T=..." of a run (its full id, `src.core.records.resolve_run_id`), for headings."""
     from mlflow.tracking import MlflowClient
 
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags

@@ -9,35 +9,23 @@ the questions needed to detect a difference `delta` (each run alone and each pai
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from itertools import combinations
 
 import pandas as pd
 
-from ..errors import UserError
+from src.common.errors import UserError
 from ..metrics.paired import (PairedDifference, holm, paired_differences, per_question_sd, question_mismatch,
                               questions_needed)
+from src.metrics.display import difference_cell
 from .load import Runs
 from .tables import (CORA_FAMILY_PREFIXES, ONE_VARIANT_SETS, Built, Table, chance_of, condition_groups, fmt, latest,
                      slug, spread_text)
+from src.tracking import store as tracking_store
+from ..metrics.intervals import decompose
 
 SD_FLOOR = 1e-12  # a per-question sd at or below this: the metric did not vary, no n can be estimated
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
-
-
-def signed(value: float | None, digits: int = 3) -> str:
-    """+0.050, -0.020; an en dash when undefined."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:+.{digits}f}"
-
-
-def difference_cell(result: PairedDifference) -> str:
-    """`+0.050 [+0.010, +0.090]`, or the difference alone when it has no interval."""
-    if result.lo is None:
-        return signed(result.difference)
-    return f"{signed(result.difference)} [{signed(result.lo)}, {signed(result.hi)}]"
 
 
 def _p(value: float | None) -> str:
@@ -78,8 +66,6 @@ class _Records:
         return self.runs.records(run_id, key="--no-paired")
 
     def decomposition(self, row, keep: frozenset | None = None):
-        from ..metrics.intervals import decompose
-
         key = (row["run_id"], keep)
         if key not in self.cache:
             records = self.records(row["run_id"])
@@ -98,11 +84,9 @@ def paired_study(runs: Runs, *, intersect: bool = False, delta: float = DEFAULTS
                  alpha: float = DEFAULTS["alpha"], power: float = DEFAULTS["power"],
                  n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"]) -> PairedStudy:
     """Paired differences and power tables for every condition of `runs` (see the module docstring)."""
-    from .. import tracking
-
     study = PairedStudy()
     frame = runs.table
-    db = tracking.sqlite_path(runs.tracking_uri)
+    db = tracking_store.sqlite_path(runs.tracking_uri)
     if db is not None and not db.is_file():
         study.differences.notes.append(f"paired differences: no MLflow store at {db} to read the runs' records from")
         return study

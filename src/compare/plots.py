@@ -13,6 +13,9 @@ import pandas as pd
 from .load import CONDITION_KEYS
 from .tables import (REPETITION_SHARES, bmca_levels, bounds, condition_label, has, latest, option_levels,
                      repetition_groups, repetition_runs, revas_runs, slug, varying)
+from ..metrics.intervals import wilson_interval
+from .tables import ONE_VARIANT_SETS
+from ..metrics.chance import option_count_chance
 
 QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the repetition paper's section 4.4
     (0.98, 0.98, "USEFUL", "right", "top"),
@@ -196,8 +199,6 @@ def bmca_band(row) -> tuple[list[float], list[float], list[float]] | None:
     Wilson interval of that share over `n_questions`, the one the run logged for BMCA(1.0). The band is drawn only
     when the run logged BMCA(1.0)'s interval and this formula gives back exactly those bounds (the same level and
     questions), so no interval is made for a run that logged none."""
-    from ..metrics.intervals import wilson_interval
-
     logged, n = bounds(row, "bmca_1.0"), row.get("n_questions")
     if logged is None or n is None or not n == n or n <= 0 or pd.isna(row.get("bmca_1.0")):
         return None
@@ -212,8 +213,6 @@ def bmca_band(row) -> tuple[list[float], list[float], list[float]] | None:
 def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition), with the
     Wilson band of each curve where the run logged BMCA(1.0)'s interval (`bmca_band`)."""
-    from .tables import ONE_VARIANT_SETS
-
     plots = []
     runs = runs[~runs["variants"].isin(ONE_VARIANT_SETS)]  # one variant per question: BMCA(c) = MCQA at every c
     rows_with = _rows_with_any(runs, bmca_levels(runs.columns))
@@ -273,7 +272,6 @@ def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
                 ax.plot(hard, [r[f"acc_h@{n}"] for n in hard], ls=":", alpha=0.7, label=f"{label}: Acc-H", mfc="none",
                         **style)
                 _option_bars(ax, r, "acc_h", hard, colour)
-        from ..metrics.chance import option_count_chance
 
         shown = option_levels(rows.columns)
         if shown:

@@ -11,7 +11,8 @@ import pandas as pd
 
 from ..metrics.answers import ORIGINAL, answer_keys, correct_flags
 from ..metrics.chance import trial_chance
-from .tables import Built, Table, condition_groups, fmt, latest, slug
+from .tables import ONE_VARIANT_SETS, Built, Table, condition_groups, fmt, latest, slug
+from src.common.errors import UserError
 
 SHOWN_QUESTIONS = 20  # in the HTML and Markdown per table; the CSV holds every one
 PROMPT_CHARS = 400  # of a prompt in the page (its end); the CSV holds it whole
@@ -101,14 +102,12 @@ def disagreement_table(rows: pd.DataFrame, *, title: str, name: str, caption: st
     return Table(title=title, data=rows, text=text, name=name,
                  caption=f"{len(questions)} question{'s' if len(questions) != 1 else ''} answered differently"
                          f"{more}. {caption} Parse: the label read from the output (INVALID: none) and the rule that "
-                         "read it (src/parsing.py); chance: 1/k for the k options of that question as shown.")
+                         "read it (src/core/parsing.py); chance: 1/k for the k options of that question as shown.")
 
 
 def model_disagreements(runs) -> Built:
     """Per benchmark and condition (the CoRA table's grouping: runs that differ only in the model), the questions
     the models answer differently on the reference order. `runs` is a `load.Runs` (records read from MLflow)."""
-    from ..errors import UserError
-
     out = Built()
     for benchmark, label, rows, _ in condition_groups(runs.table, axes=("model",)):
         rows = latest(rows, ["model"])
@@ -140,9 +139,6 @@ VARIANT_QUESTIONS_SHOWN = 2  # a divergent set has up to 26 variants per questio
 def run_variant_disagreements(runs) -> Built:
     """Per run of a variant set with several orders or option lists per question (not `original`): the questions
     whose variants got answers that pick different options, every variant with its prompt, output and parse."""
-    from ..errors import UserError
-    from .tables import ONE_VARIANT_SETS
-
     out = Built()
     frame = runs.table[~runs.table["variants"].isin(ONE_VARIANT_SETS)]
     for _, r in frame.sort_values(["benchmark", "variants", "model"]).iterrows():

@@ -17,11 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from . import plots, tables
-from ..errors import UserError
-from ..records import read_run_records
-from ..safe_names import folder_name
+from src.common.errors import UserError
+from src.core.records import read_run_records
+from src.common.safe_names import folder_name
 from .load import Runs, read_prompts, run_label
 from .tables import Built, Table, fmt
+from .paired import paired_study
+from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
+from .spreads import paper_spreads
 
 COMPARISON_TAG = ("kind", "comparison")
 RUNS_TITLE = "Runs"  # the section that holds the report-wide notes
@@ -55,7 +58,7 @@ def overview(runs: Runs) -> Section:
     data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
     text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
     section = Section(RUNS_TITLE, intro=f"{len(frame)} finished job runs; every table below is computed from their "
-                                    "logged metrics (names as METRICS.md).")
+                                    "logged metrics (names as docs/metrics.md).")
     section.tables.append(Table(title="runs compared", data=frame, text=text, name="runs",
                                 caption="runs.csv holds every logged metric of every run"))
     section.notes += runs.skipped
@@ -93,8 +96,6 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
     the models answer differently (`questions`); `paired_options` go to `paired.paired_study` (intersect,
     delta, alpha, power, n_resamples, seed); `fluctuation_spreads` adds the answer-fluctuation paper's stability
     study (200 metric computations per run that asked every order)."""
-    from .paired import paired_study
-
     frame = runs.table
     cora = tables.cora_tables(frame)
     study = paired_study(runs, **(paired_options or {})) if paired else None
@@ -118,9 +119,6 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
         .add(tables.revas_tables(frame)).add_plots(plots.options_plots(frame)),
     ]
     if study is not None:
-        from .questions import model_disagreements, run_variant_disagreements
-        from .spreads import paper_spreads
-
         sections += [
             Section("Spreads the papers report, beside the intervals",
                     intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
@@ -235,8 +233,6 @@ def definitions_table(sections: list[Section]) -> Table:
 
 def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
     """Per-question disagreements between two runs, from their records."""
-    from .questions import disagreement_table, disagreements
-
     label_a, label_b = run_label(tracking_uri, run_a), run_label(tracking_uri, run_b)
     records_a = read_run_records(run_a, tracking_uri, key="--diff")
     records_b = read_run_records(run_b, tracking_uri, key="--diff")

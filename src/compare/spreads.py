@@ -18,6 +18,9 @@ import pandas as pd
 
 from .tables import (CHANCE_NOTE, Built, Table, cell, condition_groups, cora_study_runs, fmt, has, latest,
                      repetition_groups, repetition_runs, slug)
+from src.common.errors import UserError
+from ..metrics.cora import cora_bootstrap
+from ..metrics import tidy_permutations
 
 CORA_BOOTSTRAPPED = (("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
 FLUCTUATION_SHOWN = ("aacc", "wacc", "sacc", "fr", "one_minus_sensg")  # the paper's Figure 4, label metrics
@@ -26,9 +29,6 @@ INTERVAL_WORDS = "[95%]: the interval the run logged (questions resampled)"
 
 def cora_spreads(runs) -> Built:
     """Per CoRA table: each model's MCQA+, MV and CoRA with the logged interval and the CoRA paper's bootstrap std."""
-    from ..errors import UserError
-    from ..metrics.cora import cora_bootstrap
-
     out = Built()
     study = cora_study_runs(runs.table)
     for benchmark, label, rows, _ in condition_groups(study, axes=("model",)):
@@ -90,9 +90,7 @@ def repetition_spreads(runs) -> Built:
 def fluctuation_spreads(runs, *, n_draws: int = 100, seed: int = 0) -> Built:
     """Per run that asked every order: the answer-fluctuation paper's std over random pairs and |L|-tuples of
     permutations, beside the value and logged interval of the metric on the seeded random2 and randomL sets."""
-    from ..errors import UserError
-    from ..metrics import tidy_permutations
-    from ..metrics.assessment import stability
+    from ..metrics.assessment import stability  # local: loads sklearn (slow import)
 
     out = Built()
     frame = runs.table

@@ -1,7 +1,7 @@
 """`python -m src.compare --sure-rule RULE`: every run's repetition metrics under one SURE rule.
 
 A run logs its repetition metrics under the rule it was run with (tag `sure_rule`: `answer`, section 3.2, or
-`correctness`, the paper's tables; METRICS.md, "What the paper's tables count"). Runs under different rules
+`correctness`, the paper's tables; docs/metrics.md, "What the paper's tables count"). Runs under different rules
 are never put in one table; this recomputes the SURE/UNSURE shares, `rws` and `st` of the runs logged under
 the other rule from their records, so that every run, native or ingested, stands in the same table.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 
-from ..errors import UserError
+from src.common.errors import UserError
 from .load import Runs
+from src.core.records import read_run_records
 
 RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws", "st")
 
@@ -18,8 +19,7 @@ RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws
 def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
     """Recompute, in place, the repetition metrics of `runs.table` whose rule is not `rule`; returns notes
     (one per run recomputed, and per run whose records could not be read, which keeps its own rule)."""
-    from ..metrics.repetition import SURE_RULES, repetition_metrics
-    from ..records import read_run_records
+    from ..metrics.repetition import SURE_RULES, repetition_metrics  # local: loads numpy (slow import)
 
     if rule not in SURE_RULES:
         raise UserError(f"--sure-rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")

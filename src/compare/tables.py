@@ -16,7 +16,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from src.metrics.display import bounds, cell, difference_cell, fmt, fmt_ci  # noqa: F401 - the tables' cells
 from .load import CONDITION_KEYS
+from ..metrics import rws_st_string
+from ..metrics.intervals import is_interval_name
+from ..metrics.answers import answer_keys, correct_flags
+from ..metrics.chance import option_count_chance
 
 CORA_RANKED = (("MCQA", "mcqa"), ("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
 REPETITION_SHARES = (("SURE right", "sure_right"), ("UNSURE right", "unsure_right"),
@@ -45,41 +50,6 @@ class Built:
 
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def fmt(value, digits: int = 3) -> str:
-    """A number as the tables show it; NaN or missing as an en dash."""
-    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
-        return "–"
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def bounds(row, metric: str) -> tuple[float, float] | None:
-    """The interval a run logged beside `metric` (`<metric>_lo`, `<metric>_hi`), or None when it logged none
-    (older runs, `stats.bootstrap=0`, too few questions): an interval is only ever read, never made up here."""
-    from ..metrics.intervals import interval_names
-
-    lo_name, hi_name = interval_names(metric)
-    lo, hi = row.get(lo_name, math.nan), row.get(hi_name, math.nan)
-    try:
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
-
-
-def fmt_ci(value, interval: tuple[float, float] | None, digits: int = 3) -> str:
-    """`0.410 [0.360, 0.460]`: the value and its logged interval; the value alone without one."""
-    if interval is None or value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
-        return fmt(value, digits)
-    return f"{fmt(value, digits)} [{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
-
-
-def cell(row, metric: str, digits: int = 3) -> str:
-    """A run's (or merged row's) metric with its logged interval, as the tables show it."""
-    return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
 
 
 INTERVAL_NOTE = "[lo, hi]: the 95% interval each run logged (stats.level; none for runs logged without one)"
@@ -312,8 +282,6 @@ def rank_changes(cora: Built, paired=None) -> Built:
     out.tables.append(Table(title="MCQA rank vs CoRA rank", data=data, text=text.set_index("table"),
                             name="rank_changes", caption=caption))
     if swap_rows:
-        from .paired import difference_cell
-
         swap_data = pd.DataFrame(swap_rows)
         swap_text = pd.DataFrame({
             "above on MCQA": swap_data["above on MCQA"].to_numpy(),
@@ -353,7 +321,7 @@ def _swap_verdict(table: Table, first: str, second: str, paired):
 
 # ---------------------------------------------------------------- repetition trials (repetition paper, Table 1)
 
-SURE_RULE_LINES = {  # the line under each repetition table (METRICS.md, "What the paper's tables count")
+SURE_RULE_LINES = {  # the line under each repetition table (docs/metrics.md, "What the paper's tables count")
     "answer": "SURE rule: answer (section 3.2: SURE when one answer is given at least p* of R times, right when it "
               "is the correct one)",
     "correctness": "SURE rule: correctness (the paper's tables: SURE right = all R trials right, SURE wrong = none "
@@ -396,8 +364,6 @@ def repetition_groups(rows_with: pd.DataFrame):
 
 def repetition_tables(runs: pd.DataFrame) -> Built:
     """Per benchmark: per model x temperature the SURE/UNSURE right/wrong shares, acc mean/std, `RWS | S/T`."""
-    from ..metrics import rws_st_string
-
     out = Built()
     rows_with = repetition_runs(runs)
     if rows_with.empty:
@@ -456,11 +422,10 @@ def fluctuation_tables(runs: pd.DataFrame, *, min_points: int = 3) -> Built:
     (model, benchmark) points, via the assessment protocol in `src.metrics.assessment`."""
     out = Built()
     try:
-        from ..metrics.assessment import TARGETS, points_from_runs, r2_table, r2_wide
+        from ..metrics.assessment import TARGETS, points_from_runs, r2_table, r2_wide  # local: loads sklearn (slow import)
     except ImportError as err:  # the assessment module is optional for this report
         out.notes.append(f"fluctuation R² table: skipped, the assessment protocol is unavailable ({err})")
         return out
-    from ..metrics.intervals import is_interval_name
 
     metric_columns = [c for c in runs.columns if ("@" in c or c == "full_fr") and not is_interval_name(c)]
     if not any("@" in c for c in metric_columns):
@@ -533,7 +498,6 @@ def revas_tables(runs: pd.DataFrame) -> Built:
                     text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
                     records += [{"benchmark": benchmark, "condition": label, "model": r["model"], "measure": name,
                                  "n_options": n, "value": v} for n, v in zip(levels, values)]
-            from ..metrics.chance import option_count_chance
 
             index.append("chance · Acc")
             text_rows.append([fmt(option_count_chance(n)) for n in levels])
@@ -580,8 +544,6 @@ def diff_records(a: pd.DataFrame, b: pd.DataFrame) -> tuple[dict[str, float], pd
     >>> diff_records(a, b)[0]["disagreement_rate"]
     0.5
     """
-    from ..metrics.answers import answer_keys, correct_flags
-
     keys = ["question_id", "variant_id", "repetition"]
 
     def prepared(records: pd.DataFrame) -> pd.DataFrame:

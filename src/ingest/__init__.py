@@ -1,8 +1,8 @@
 """Answers produced elsewhere as this tool's records, metrics and MLflow run: `python -m src.ingest`.
 
-A run of answers made by another program or service gets the same records table (`src/records.py`, built by
-`src.trials.to_records`), the same metrics (`src.metrics.compute_metrics`), the same MLflow layout (params,
-tags, `records.parquet`, `metrics.json`, `config.yaml`, through `src.tracking.log_run`) and so the same
+A run of answers made by another program or service gets the same records table (`src/core/records.py`, built by
+`src.answering.trials.to_records`), the same metrics (`src.metrics.compute_metrics`), the same MLflow layout (params,
+tags, `records.parquet`, `metrics.json`, `config.yaml`, through `src.tracking.runs.log_run`) and so the same
 `python -m src.compare` report as a native run. Raw answer texts are re-parsed with this tool's parser and each
 record says by which rule (`parse_rule`). Tags say where the answers came from: `source=ingest`,
 `source_format`, `source_file`, `source_sha256`.

@@ -18,11 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UserError
+from src.cli import add_tracking_flags, entry, user_error
+from src.common.errors import UserError
 from .common import checked_path, check_repetitions, sha256_of
+from .generic import read_generic
+from .run_log import log_ingested
+from .cat import read_cat
+from .lm_eval import read_lm_eval
 
 FORMATS = ("cat", "lm_eval", "generic")
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 SUMMARY = ("mcqa", "accuracy", "invalid_rate", "sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "acc_mean",
            "acc_std", "rws", "st")
 
@@ -54,8 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                          "(default: the file's, else external)")
     parser.add_argument("--fewshot", type=int, help="solved examples in the prompt, logged as fewshot "
                                                     "(default: the file's; cat 0)")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    parser.add_argument("--experiment", default="ingest", help="MLflow experiment (default ingest)")
+    add_tracking_flags(parser, experiment="MLflow experiment", default="ingest")
     parser.add_argument("--out", type=Path, help="also keep the run's artifacts in this folder")
     parser.add_argument("--run-name", help="MLflow run name (default model-benchmark-variants-T-ingest)")
     return parser.parse_args(argv)
@@ -63,8 +66,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _read(args: argparse.Namespace, files: list[Path]):
     if args.format == "cat":
-        from .cat import read_cat
-
         for flag, value in (("--model", args.model), ("--benchmark", args.benchmark),
                             ("--temperature", args.temperature)):
             if value is None:
@@ -77,13 +78,10 @@ def _read(args: argparse.Namespace, files: list[Path]):
                         benchmark=args.benchmark, temperature=args.temperature, seed=args.seed or 0,
                         labels_from=args.labels_from)
     if args.format == "lm_eval":
-        from .lm_eval import read_lm_eval
-
         if args.model is None:
             raise UserError("--model: lm-eval's samples files do not name the model; give --model NAME")
         return read_lm_eval(files, model=args.model, benchmark=args.benchmark, temperature=args.temperature or 0.0,
                             seed=args.seed or 0, labels_from=args.labels_from)
-    from .generic import read_generic
 
     if len(files) > 1:
         raise UserError("--path: give one generic file per run (concatenate the rows of one run)")
@@ -95,8 +93,6 @@ def _read(args: argparse.Namespace, files: list[Path]):
 
 def ingest(args: argparse.Namespace):
     """Read, check and log; returns (IngestResult, Ingested, the params logged)."""
-    from .run_log import log_ingested
-
     files = [checked_path(p) for p in args.path]
     ingested = _read(args, files)
     check_repetitions(ingested.trials, str(files[0]))
@@ -129,8 +125,8 @@ def ingest(args: argparse.Namespace):
 
 def repetition_table(result, params: dict) -> str:
     """The repetition table of one run as `python -m src.compare` renders it (Markdown and its caption), or ""."""
-    from ..compare.report import markdown_table
-    from ..compare.tables import repetition_tables
+    from ..compare.report import markdown_table  # local: loads numpy (slow import)
+    from ..compare.tables import repetition_tables  # local: loads numpy (slow import)
 
     metrics = result.metrics
     if "st" not in metrics:
@@ -152,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result, ingested, params = ingest(args)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     shown = {k: round(result.metrics[k], 4) for k in SUMMARY if k in result.metrics and result.metrics[k] == result.metrics[k]}
     print(json.dumps({"run_id": result.run_id, "n_questions": int(result.metrics["n_questions"]),
                       "n_trials": int(result.metrics["n_trials"]), **shown}))
@@ -166,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

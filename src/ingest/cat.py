@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..backends.base import Request
-from ..errors import UserError
-from ..questions import Question
-from ..trials import Item
+from src.common.errors import UserError
+from src.core.questions import Question
+from src.answering.trials import Item
 from ..variants.base import NOTA, NOTA_TEXT, Variant
 from .common import Ingested, Trial, answer_of, is_missing, json_cell, table_rows
 

@@ -1,6 +1,6 @@
 """What every ingest format shares: reading a table file with one-line errors, turning an answer produced
 elsewhere into this tool's `Answer` (re-parsed with our parser when the raw text is there), and building the
-records table with `src.trials.to_records`, the function a native run builds its records with.
+records table with `src.answering.trials.to_records`, the function a native run builds its records with.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from ..answer_formats import FORMATS
-from ..benchmarks.files import plain  # noqa: F401 - used here and by the format modules
-from ..errors import UserError
-from ..records import COLUMNS
-from ..trials import Answer, Item
+from ..benchmarks.files import iter_table_records, plain  # noqa: F401 - used here and by the format modules
+from src.common.errors import UserError
+from src.core.records import COLUMNS
+from src.answering.trials import Answer, Item, to_records
 
 SOURCE_LABEL = "source_label"  # parse_rule of an answer whose label the file gave (--labels-from source)
 INVALID_SOURCE_LABEL = "invalid_source_label"  # the file's label is empty or not one of the labels shown
@@ -70,8 +70,6 @@ def checked_path(path: str | Path, flag: str = "--path") -> Path:
 
 def table_rows(file: Path, *, suffixes: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(place, row) for every row of a CSV, JSONL, JSON list, parquet or xlsx file (src/benchmarks/files.py)."""
-    from ..benchmarks.files import iter_table_records
-
     return iter_table_records(file, suffixes=tuple(suffixes))
 
 
@@ -121,11 +119,9 @@ def answer_of(fmt: str, labels: Sequence[str], options: Sequence[str], *, raw: A
 
 
 def build_records(ingested: Ingested, *, run_id: str) -> pd.DataFrame:
-    """The records table of the ingested trials: `src.trials.to_records` row for row (the columns and types of a
+    """The records table of the ingested trials: `src.answering.trials.to_records` row for row (the columns and types of a
     native run), trials grouped by (question, variant) in first-seen order and by repetition within, as a native
     run writes them; `cache_hit` false; `prompt_hash` the source's, or empty when it holds no prompt."""
-    from ..trials import to_records
-
     first: dict[tuple[str, str], int] = {}
     for t in ingested.trials:
         first.setdefault((t.item.question.id, t.item.variant.variant_id), len(first))

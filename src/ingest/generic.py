@@ -16,7 +16,7 @@ CSV (lists and objects as JSON text, e.g. `[2, 0, 1, 3]`), JSONL, JSON (a list o
 | `options` | no | the option texts shown, in slot order (to read answers that restate an option) |
 | `variant_kind` | no | e.g. `shuffled`; default `original` for the order 0..n-1, else `shuffled` |
 | `correct_option` | no | original index of the right answer (default: the option at `correct_label`) |
-| `fmt`, `variant_level`, `perm_sets`, `asked_option`, `subject`, `question` | no | as in `src/records.py` |
+| `fmt`, `variant_level`, `perm_sets`, `asked_option`, `subject`, `question` | no | as in `src/core/records.py` |
 | `prompt` / `prompt_hash` | no | the exact prompt (its hash is recorded) / the hash alone |
 | `truncated` | no | the answer was cut by a token limit |
 | `custom_id` | with `--answers` | the batch request the row's answer comes from |
@@ -38,9 +38,9 @@ from typing import Any
 from ..answer_formats import FORMATS, FormatRequest
 from ..backends.base import Request
 from ..benchmarks.files import iter_jsonl, read_text
-from ..errors import UserError
-from ..questions import Question
-from ..trials import Item
+from src.common.errors import UserError
+from src.core.questions import Question
+from src.answering.trials import Item
 from ..variants.base import LETTERS, TF_LABELS, Variant
 from .common import Ingested, Trial, answer_of, is_missing, json_cell, plain, table_rows
 

@@ -24,9 +24,9 @@ from typing import Any, Sequence
 
 from ..backends.base import Request
 from ..benchmarks.files import iter_jsonl, read_text
-from ..errors import UserError
-from ..questions import Question
-from ..trials import Answer, Item
+from src.common.errors import UserError
+from src.core.questions import Question
+from src.answering.trials import Answer, Item
 from ..variants.base import LETTERS, Variant
 from .common import Ingested, Trial, answer_of
 

@@ -1,6 +1,6 @@
-"""Log ingested answers as an MLflow run laid out as a native job's (`src.job.run_job`): the same metrics
+"""Log ingested answers as an MLflow run laid out as a native job's (`src.job.runner.run_job`): the same metrics
 (`compute_metrics` plus the run-level counts), params, tags and artifacts (`records.parquet`, `metrics.json`,
-`config.yaml`), through the same `src.tracking.log_run`, so `src.compare` reads it like any other run.
+`config.yaml`), through the same `src.tracking.runs.log_run`, so `src.compare` reads it like any other run.
 
 What differs is said in tags: `source=ingest`, `source_format`, `source_file` and `source_sha256` (the ingested
 file's sha256), `sure_rule`; `backend` names the source instead of a loaded model.
@@ -17,6 +17,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .common import Ingested, build_records
+from src.tracking import runs, store
+from src.core.records import write_records
+from ..variants import REASONS as EXCLUSION_REASONS
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,8 @@ def interval_options(seed: int) -> dict[str, Any]:
     schema defaults, seeded by the run's seed), where this version of `compute_metrics` has them."""
     import inspect
 
-    from .. import config_schema
-    from ..metrics import compute_metrics
+    from src.config import schema as config_schema  # local: loads hydra, omegaconf (slow import)
+    from ..metrics import compute_metrics  # local: loads numpy (slow import)
 
     stats = getattr(config_schema, "StatsConfig", None)
     if stats is None or "intervals" not in inspect.signature(compute_metrics).parameters:
@@ -49,16 +52,13 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
     import mlflow
     from omegaconf import OmegaConf
 
-    from .. import tracking
-    from ..metrics import compute_metrics
-    from ..records import write_records
-    from ..variants import REASONS as EXCLUSION_REASONS
+    from ..metrics import compute_metrics  # local: loads numpy (slow import)
 
-    tracking.check_tracking(tracking_uri)
+    store.check_tracking(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
-    exp_id = tracking.with_retries(lambda: tracking.experiment_id(mlflow, experiment, tracking_uri))
+    exp_id = store.with_retries(lambda: store.experiment_id(mlflow, experiment, tracking_uri))
     info = ingested.run_info
-    base_tags = {"kind": "job", "source": "ingest", "config_hash": tracking.config_hash(dict(params))}
+    base_tags = {"kind": "job", "source": "ingest", "config_hash": runs.config_hash(dict(params))}
     name = run_name or f"{info['model']}-{info['benchmark']}-{info['variant_set']}-T{float(info['temperature'])}-ingest"
     own_dir = tempfile.TemporaryDirectory(prefix="ingest-") if out_dir is None else None
     folder = Path(own_dir.name if own_dir else out_dir)
@@ -76,11 +76,11 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
             write_records(records, artifacts)
             (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
             (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(dict(params))))
-            tracking.log_run(
+            runs.log_run(
                 mlflow, params=dict(params), metrics=metrics,
                 tags={"model": str(info["model"]), "benchmark": str(info["benchmark"]),
                       "variants": str(info["variant_set"]), "temperature": str(float(info["temperature"])),
-                      "scoring": str(info["scoring"]), "git_commit": tracking.git_commit(),
+                      "scoring": str(info["scoring"]), "git_commit": runs.git_commit(),
                       "sure_rule": sure_rule, **ingested.tags, **dict(tags)},
                 artifacts_dir=artifacts)
         return IngestResult(run_id=run.info.run_id, metrics=metrics, records=records,

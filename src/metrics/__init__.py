@@ -1,6 +1,6 @@
-"""Metric families: pure functions from the records table (src/records.py) to flat `{name: float}` dicts.
+"""Metric families: pure functions from the records table (src/core/records.py) to flat `{name: float}` dicts.
 
-Definitions follow METRICS.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
+Definitions follow docs/metrics.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
 `compute_metrics` picks the families a run's records support and adds the run-level counts.
 A family that lacks its inputs returns {} or leaves out what it cannot compute, never a 0 for an unknown.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -18,9 +17,10 @@ from .expected import expected_metrics, outcome_probs
 from .cora import BMCA_LEVELS, cora_bootstrap, cora_metrics, mcqa_metrics, response_consistency
 from .fluctuation import answer_fluctuation, fluctuation_metrics, pride_acc, probability_fluctuation
 from .guessing import T, can_stop, msgr, p_star
+from .families import HEADLINE_METRICS, HEADLINE_PREFIXES, _metric_subject, applicable_families, tidy_permutations
 from .intervals import interval_names, is_interval_name, metric_intervals, wilson_interval
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
-from .revas import REVAS_KINDS, order_outcomes, revas_metrics, sc_distribution
+from .revas import order_outcomes, revas_metrics, sc_distribution
 from .subjects import by_subject, flatten_by_subject
 
 MetricFamily = Callable[[pd.DataFrame], dict[str, float]]
@@ -33,14 +33,6 @@ METRIC_FAMILIES: dict[str, MetricFamily] = {
     "revas": revas_metrics,
     "expected": expected_metrics,
 }
-# CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
-CORA_ALTERED_KINDS = frozenset({"shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled", "decoupled_nota",
-                                "decoupled_nota_shuffled"})
-# Per-subject breakdown (`<name>/<subject>`): the headline metrics of each family
-HEADLINE_METRICS = ("mcqa", "mcqa_plus", "bmca_1.0", "cora", "rws", "st", "acc_mean", "sc_mean", "acc_h", "nota_acc",
-                    "nota_acc_h", "tf_correct_yes", "tf_distractor_no", "recall_correct", "misleading_fix_rate",
-                    "full_fr")
-HEADLINE_PREFIXES = ("acc@", "acc_h@", "wacc@", "aacc@")
 
 # The CoRA family beside `mcqa`: for the original order alone (`variants=original`, with or without repetitions)
 # it is mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1 by construction (see applicable_families,
@@ -49,38 +41,6 @@ CORA_BESIDE_MCQA = ("mcqa_plus", "mv", "ci", "cora")
 CORA_LEVEL_PREFIX = "bmca_"
 
 REQUIRED_COLUMNS = ("question_id", "variant_kind", "variant_id", "repetition", "parsed_label", "chosen_option", "correct")
-
-
-def applicable_families(records: pd.DataFrame) -> list[str]:
-    """The families whose inputs the records hold.
-
-    - `mcqa`: an `original` variant exists;
-    - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
-      REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
-      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant, where the
-      family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
-    - `repetition`: max(repetition) >= 1;
-    - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
-    - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);
-    - `expected`: max(repetition) >= 1 and an `answer_dist` (exact first-token sampling) in the records.
-    """
-    if records.empty:
-        return []
-    kinds = set(records["variant_kind"].dropna())
-    chosen = []
-    if ORIGINAL in kinds:
-        chosen.append("mcqa")
-        if kinds & CORA_ALTERED_KINDS or (kinds == {ORIGINAL} and not _has_memberships(records)):
-            chosen.append("cora")
-    if int(records["repetition"].max()) >= 1:
-        chosen.append("repetition")
-    if "perm_set" in records.columns or _has_memberships(records):
-        chosen.append("fluctuation")
-    if kinds & set(REVAS_KINDS):
-        chosen.append("revas")
-    if "repetition" in chosen and "answer_dist" in records.columns and records["answer_dist"].notna().any():
-        chosen.append("expected")
-    return chosen
 
 
 def base_metric(name: str) -> str:
@@ -131,39 +91,6 @@ def headline_order(names: Sequence[str]) -> list[str]:
     return sorted(chosen, key=rank)
 
 
-def _memberships(value) -> list[str]:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return []
-    return [str(item) for item in value]
-
-
-def _has_memberships(records: pd.DataFrame) -> bool:
-    return "perm_sets" in records.columns and bool(records["perm_sets"].map(lambda v: len(_memberships(v)) > 0).any())
-
-
-def tidy_permutations(records: pd.DataFrame) -> pd.DataFrame:
-    """The tidy rows the fluctuation family reads: one row per (trial, permutation set it belongs to), with
-    `perm_set` and `perm_pos` parsed from the records' `perm_sets` ("cyclic:2"). Records that already have a
-    `perm_set` column, or no memberships, are returned as they are.
-
-    >>> df = pd.DataFrame({"question_id": ["q"], "perm_sets": [["original:0", "cyclic:0"]]})
-    >>> tidy_permutations(df)[["perm_set", "perm_pos"]].values.tolist()
-    [['original', 0], ['cyclic', 0]]
-    """
-    if "perm_set" in records.columns or not _has_memberships(records):
-        return records
-    members = records["perm_sets"].map(_memberships)
-    rows = records[members.map(len) > 0].assign(_membership=members).explode("_membership")
-    split = rows["_membership"].str.rsplit(":", n=1)
-    rows = rows.assign(perm_set=split.str[0], perm_pos=split.str[1].astype(int)).drop(columns="_membership")
-    return rows.reset_index(drop=True)
-
-
-def _metric_subject(subject: str) -> str:
-    """A subject as MLflow accepts it inside a metric name ("step2&3" -> "step2_3")."""
-    return re.sub(r"[^\w.\- ]", "_", str(subject))
-
-
 def subject_metrics(records: pd.DataFrame, families: Sequence[str], options: dict[str, Any]) -> dict[str, float]:
     """`<headline metric>/<subject>` for each subject of the records (none without subjects); NaN values left out."""
     def headline(rows: pd.DataFrame) -> dict[str, float]:
@@ -210,7 +137,7 @@ def compute_metrics(
     """
     missing = [column for column in REQUIRED_COLUMNS if column not in records.columns]
     if missing:
-        raise ValueError(f"records lack column(s) {', '.join(missing)}; build them with the columns of src/records.py")
+        raise ValueError(f"records lack column(s) {', '.join(missing)}; build them with the columns of src/core/records.py")
     chosen = applicable_families(records) if families is None else list(families)
     unknown = [name for name in chosen if name not in METRIC_FAMILIES]
     if unknown:

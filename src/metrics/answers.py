@@ -47,7 +47,7 @@ def first_repetition(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def metric_suffix(value: float) -> str:
-    """`0.5 -> "0.5"`, `1 -> "1.0"`: the level as METRICS.md writes it in a name like `bmca_1.0`."""
+    """`0.5 -> "0.5"`, `1 -> "1.0"`: the level as docs/metrics.md writes it in a name like `bmca_1.0`."""
     return str(float(value))
 
 

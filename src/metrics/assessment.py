@@ -1,6 +1,6 @@
 """The answer-fluctuation paper's assessment protocol (section 4) and stability study (section 5.3). Pure.
 
-A *point* is one (model, benchmark) with its logged metrics (names as METRICS.md, `wacc@cyclic`). For each
+A *point* is one (model, benchmark) with its logged metrics (names as docs/metrics.md, `wacc@cyclic`). For each
 permutation set and metric, `r2_table` fits scikit-learn's LinearRegression of the targets on the metric
 over the points and reports R^2: target `full_fr`, target `accuracy` (accuracy on the original order:
 `aacc@original`, else `mcqa`), and `both` (the two targets at once; sklearn's multi-output R^2 is the mean

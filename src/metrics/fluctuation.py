@@ -16,7 +16,7 @@ import pandas as pd
 from .answers import answer_keys, first_repetition
 
 PRIDE_SET = "cyclic"  # PriDe estimates its position prior from cyclic permutations (Zheng et al. 2024)
-# Which questions PriDe accuracy scores: "paper" only the questions outside the calibration share (METRICS.md);
+# Which questions PriDe accuracy scores: "paper" only the questions outside the calibration share (docs/metrics.md);
 # "authors" every question, the calibration ones by their option probabilities averaged over the cyclic orders,
 # as the authors' evaluation does (chujiezheng/LLM-MCQ-Bias code/debias_pride.py with debias_utils.simple).
 PRIDE_PROTOCOLS = ("paper", "authors")
@@ -168,7 +168,7 @@ def pride_acc(
     records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0,
     protocol: str = "paper",
 ) -> float:
-    """PriDe accuracy (Zheng et al. 2024) as METRICS.md defines it (`protocol="paper"`), or as the authors'
+    """PriDe accuracy (Zheng et al. 2024) as docs/metrics.md defines it (`protocol="paper"`), or as the authors'
     code scores it (`protocol="authors"`): the calibration questions count too, each predicted as the option
     whose probability, averaged over its cyclic orders, is highest.
 

@@ -86,7 +86,7 @@ def _correctness_cell(c: int, R: int) -> tuple[bool, bool]:  # noqa: N803
 
 def verdict_fixed(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> bool:  # noqa: N803
     """True once more trials cannot change a question's repetition cell (SURE/UNSURE x right/wrong) under EITHER
-    SURE rule; the stopping rule of adaptive repetitions (src/adaptive.py). Unlike `can_stop`, it also waits until
+    SURE rule; the stopping rule of adaptive repetitions (src/answering/adaptive.py). Unlike `can_stop`, it also waits until
     right/wrong is settled, so that the cell computed from the `made` trials equals the full run's.
 
     `n_correct`: right trials so far (they all name the one correct option); `n_other`: how often the most frequent

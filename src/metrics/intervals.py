@@ -1,4 +1,4 @@
-"""Intervals for the headline metrics (METRICS.md, "Uncertainty"): a cluster bootstrap over questions, vectorised,
+"""Intervals for the headline metrics (docs/metrics.md, "Uncertainty"): a cluster bootstrap over questions, vectorised,
 and the Wilson score interval where a metric is a proportion of independent questions.
 
 **Cluster bootstrap.** A resample draws the run's n questions with replacement (a numpy Generator seeded from the
@@ -52,6 +52,7 @@ import pandas as pd
 from . import revas as _revas
 from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
 from .cora import _correct_frame
+from .families import HEADLINE_METRICS, HEADLINE_PREFIXES, _metric_subject, applicable_families, tidy_permutations
 from .fluctuation import _ordered, complete_questions
 from .repetition import _one_variant_per_question, question_outcomes
 
@@ -365,8 +366,6 @@ def _question_ids(records: pd.DataFrame) -> np.ndarray:
 
 def _scope(records: pd.DataFrame, families: Sequence[str], subject: str | None, index: pd.Index,
            options: Mapping[str, Any]) -> Scope:
-    from . import HEADLINE_METRICS, HEADLINE_PREFIXES, tidy_permutations
-
     specs: dict[str, Spec] = {}
     for family in families:
         if family in SPECS:
@@ -388,8 +387,6 @@ def decompose(records: pd.DataFrame, *, families: Sequence[str] | None = None, b
     """The headline metrics of `records` (overall and, with `by_subjects`, per subject as `<metric>/<subject>`)
     as per-question quantities. `families` defaults to `applicable_families(records)`; `options` as
     `compute_metrics` takes them (those of `question_outcomes`, e.g. `consistency`, reach the repetition family)."""
-    from . import _metric_subject, applicable_families
-
     chosen = applicable_families(records) if families is None else list(families)
     question_ids = _question_ids(records)
     index = pd.Index(question_ids)

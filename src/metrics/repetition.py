@@ -2,11 +2,11 @@
 
 Uses every repetition of one variant per question: the `original` variant when the run has one, or the
 only variant when every question has exactly one; with several variants per question and no original it
-returns {}. R is the planned repetition count, `n_planned` in an adaptive run's records (src/adaptive.py) or
+returns {}. R is the planned repetition count, `n_planned` in an adaptive run's records (src/answering/adaptive.py) or
 max(repetition) + 1, so early-stopped questions (fewer rows) are judged against the same p*. Answers are option
 identities with INVALID as its own category.
 
-Two SURE rules (`sure_rule`, METRICS.md "What the paper's tables count"):
+Two SURE rules (`sure_rule`, docs/metrics.md "What the paper's tables count"):
 
 - `answer` (section 3.2, the default): SURE iff the most frequent answer is given at least p* times; SURE right
   iff that answer is the correct one, UNSURE right iff the correct answer is among the most frequent (ties).
@@ -25,7 +25,7 @@ import pandas as pd
 from .answers import ORIGINAL, answer_keys, correct_flags
 from .guessing import p_star
 
-SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (METRICS.md)
+SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (docs/metrics.md)
 SURE_RULE_TEXT = {
     "answer": "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct one "
               "(UNSURE: when the correct answer is among the most frequent)",
@@ -46,7 +46,7 @@ def check_sure_rule(sure_rule: str) -> str:
 
 
 def planned_repetitions(records: pd.DataFrame) -> int:
-    """R: `n_planned` in the records of an adaptive run (src/adaptive.py), else max(repetition) + 1."""
+    """R: `n_planned` in the records of an adaptive run (src/answering/adaptive.py), else max(repetition) + 1."""
     if "n_planned" in records.columns and records["n_planned"].notna().any():
         return int(records["n_planned"].max())
     return int(records["repetition"].max()) + 1
@@ -108,7 +108,7 @@ def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf
 
     The four shares are over questions and sum to 1; `rws` is NaN when nothing is SURE. `acc_mean` and
     `acc_std` (ddof=1) are over the R per-repetition accuracies (each over the trials made at that repetition);
-    left out when an adaptive run skipped trials (src/adaptive.py), whose cells are the full run's but whose later
+    left out when an adaptive run skipped trials (src/answering/adaptive.py), whose cells are the full run's but whose later
     repetitions hold only the questions still undecided.
     {} when R == 1 or no single variant per question can be chosen.
     """

@@ -1,7 +1,7 @@
 """Variant set registry: config `variants.name` -> generator of displayed option lists per question.
 
 Generators are pure and seeded by (seed, question id); they never change the question text.
-`make_variants` gives every variant of a set; `plan_variants` applies METRICS.md's validity rules under the
+`make_variants` gives every variant of a set; `plan_variants` applies docs/metrics.md's validity rules under the
 `option_refs` policy (keep_rules | exclude | ignore) and says how many variants it left out, by reason
 (src/variants/rules.py): options that refer to others ("All of the above", "Both A and B"), NOTA beside a
 none-like option, duplicate option texts.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .base import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
 from .cora import cora_variants, make_variant
 from .permutations import PERM_SETS, one_set, permutation_variants
@@ -70,7 +70,7 @@ class VariantPlan:
 
 
 def plan_variants(cfg: Mapping[str, Any], question: Question, *, seed: int, option_refs: str = "keep_rules") -> VariantPlan:
-    """The variants of `question` that METRICS.md's validity rules allow, under the `option_refs` policy.
+    """The variants of `question` that docs/metrics.md's validity rules allow, under the `option_refs` policy.
 
     - `keep_rules`: "... of the above" stays in the last slot(s) and shuffles or permutation sets move only the
       free options; a letter reference ("Both A and B") names the same options under the same labels in every

@@ -7,7 +7,7 @@ question's references, NOTA rule or distinct texts are left out, each counted wi
 """
 from __future__ import annotations
 
-from ..questions import Question
+from src.core.questions import Question
 from .base import NOTA, NOTA_TEXT, Variant, rng_for, shuffled
 from .rules import OPTION_REFS, Rules
 

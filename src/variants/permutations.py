@@ -15,8 +15,8 @@ import itertools
 import math
 import random
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .base import Variant
 from .rules import OPTION_REFS, Rules, free_orders
 
@@ -89,7 +89,7 @@ def _variant(question: Question, order: tuple[int, ...], memberships: tuple[tupl
 def permutation_variants(question: Question, *, seed: int, sets: tuple[str, ...] = PERM_SETS, perm_seed: int = 0,
                          max_full_options: int = MAX_FULL_OPTIONS, rules: Rules | None = None) -> list[Variant]:
     """One variant per distinct order over `sets`, with its (set, position) memberships. `seed` is unused:
-    the sets are fixed by A and `perm_seed` (METRICS.md).
+    the sets are fixed by A and `perm_seed` (docs/metrics.md).
 
     With `rules` (src/variants/rules.py) each set is built over the F free options only ("... of the
     above" and the options a letter reference names keep their slots): cyclic = the F rotations of the free

@@ -1,5 +1,5 @@
 """Options that refer to other options ("All of the above", "Both A and B", "Neither (a) nor (b)") and
-duplicate option texts: what METRICS.md's validity rules need to know about a question.
+duplicate option texts: what docs/metrics.md's validity rules need to know about a question.
 
 Two kinds of reference:
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from ..questions import Question, duplicate_option_groups  # noqa: F401 (one rule, re-exported)
+from src.core.questions import Question, duplicate_option_groups  # noqa: F401 (one rule, re-exported)
 
 ABOVE = "above"
 LETTERS = "letters"

@@ -17,8 +17,8 @@ import math
 import random
 from typing import Any, Mapping, Sequence
 
-from ..errors import UserError
-from ..questions import Question
+from src.common.errors import UserError
+from src.core.questions import Question
 from .base import FILLER, NOTA, NOTA_TEXT, Variant, rng_for
 from .rules import DUPLICATES, HAS_NOTA, OPTION_REFS, ORIGINAL, Rules, capped, free_orders
 

@@ -1,4 +1,4 @@
-"""METRICS.md's validity rules applied while variants are built: options that refer to other options,
+"""docs/metrics.md's validity rules applied while variants are built: options that refer to other options,
 NOTA beside a none-like option, duplicate option texts. Every variant left out is counted with a reason.
 
 A generator gets a `Rules` for its question and asks it three things about a displayed list (slot values:
@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from typing import Sequence
 
-from ..questions import Question
+from src.core.questions import Question
 from .base import FILLER, NOTA
 from .references import ABOVE, LETTERS, NEGATIVE, PLAIN, duplicate_option_groups, option_refs
 

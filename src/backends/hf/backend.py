@@ -31,7 +31,7 @@ from src.backends.hf.scoring import (label_scores, packed_continuation_logliks, 
                                      padded_continuation_logliks, padded_last_logits, spelled_label_scores)
 from src.backends.text import (chat_text, label_spelling_ids, label_token_ids, option_continuations, option_scores,
                                plain_ids, prompt_ids, uses_chat)
-from src.errors import UserError
+from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ...progress import step_bar
+from src.common.progress import step_bar
 
 
 class LoadedModel:
@@ -69,7 +69,7 @@ class LoadedModel:
                 bar.update(len(batch))
 
     def bar(self, total: int, unit: str, what: str) -> Any:
-        """A bar inside the job's (src/progress.py): labelled, removed when done, none in a log file."""
+        """A bar inside the job's (src/common/progress.py): labelled, removed when done, none in a log file."""
         return step_bar(total, f"{self.name} {what}", unit=unit, enabled=self.progress)
 
 

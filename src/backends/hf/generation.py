@@ -2,7 +2,7 @@
 
 Row r of a prompt samples with its own torch.Generator seeded from (request seed, r), so a request's samples do
 not depend on which other requests share its batch, nor on n; a round of adaptive repetitions (`first_repetition`
-in its params, src/adaptive.py) draws repetitions first..first+n-1 with those same streams. Greedy decoding
+in its params, src/answering/adaptive.py) draws repetitions first..first+n-1 with those same streams. Greedy decoding
 (temperature 0) runs one row and copies its text n times.
 
 Two layouts give the same tokens (tests/test_generation_sharing.py):
@@ -148,7 +148,7 @@ def row_generators(seeds: Sequence[int], params: SamplingParams) -> list[torch.G
     (repetition first..first+n-1 in a round of adaptive repetitions); None when greedy."""
     if params.temperature <= 0:
         return None
-    first = getattr(params, "first_repetition", 0)  # src/adaptive.py RoundParams
+    first = getattr(params, "first_repetition", 0)  # src/answering/adaptive.py RoundParams
     return [torch.Generator().manual_seed(stream_seed(seed, first + r)) for seed in seeds for r in range(params.n)]
 
 

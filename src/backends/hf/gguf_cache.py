@@ -25,12 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from src import owners
+from src.common import owners
 
 log = logging.getLogger(__name__)
 
 _MARKER = "mcq_gguf_source.json"  # written last inside the temp folder: its presence means the copy is whole
-_TEMP = owners.TEMP_NAME  # the temporary-name rule of src/owners.py
+_TEMP = owners.TEMP_NAME  # the temporary-name rule of src/common/owners.py
 FOREIGN_STALE_S = owners.FOREIGN_STALE_S
 
 

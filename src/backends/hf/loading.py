@@ -15,8 +15,8 @@ import torch
 import transformers
 
 from src.backends.hf import gguf_cache
-from src.errors import UserError
-from src.progress import library_bars
+from src.common.errors import UserError
+from src.common.progress import library_bars
 
 
 def torch_dtype(name: Any, *, device_map: str | dict | None = None) -> torch.dtype:
@@ -71,7 +71,7 @@ def locate_weights(name: str, *, path: str | None, gguf_file: str | None, packag
 def load_pretrained(name: str, location: str, gguf_path: Path | None, *, revision: str | None,
                     trust_remote_code: bool, dtype: Any, device_map: str | dict | None) -> tuple[Any, Any]:
     """(tokenizer, model in eval mode) from the weights `locate_weights` found. The libraries' own loading bars
-    show in a terminal only (src/progress.py)."""
+    show in a terminal only (src/common/progress.py)."""
     with library_bars():
         if gguf_path is not None:
             source, extra = gguf_cache.ensure_float_copy(gguf_path), {}

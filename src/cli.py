@@ -1,0 +1,88 @@
+"""`mcq <command> [args]`: every command of the project behind one console script, and what the commands share.
+
+    mcq run model=simulated limit=1        # = python -m src.run model=simulated limit=1
+    mcq compare --experiment smoke         # = python -m src.compare --experiment smoke
+    mcq --help                             # the commands
+
+Each `mcq X` calls the same `main(argv)` as `python -m src.X` (installed by `pip install -e .`, pyproject's
+[project.scripts]). The shared pieces: the `--tracking-uri` / `--experiment` flags, the exit codes, one `error:` line
+for bad input, and the garbage-collection tuning of a batch process, which the entry point sets (never an import
+of the package).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import runpy
+import sys
+from typing import Callable, Sequence
+
+from src.common import gc_tuning
+from src.common.errors import UserError
+from src.tracking.names import DEFAULT_URI
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a job or check failed (its own message says which)
+EXIT_USER_ERROR = 2  # bad input: one `error:` line naming what and what to do
+
+# mcq's command -> the module `python -m` runs; `run` is Hydra's application (its argv is Hydra's)
+COMMANDS = {
+    "run": "src.run",
+    "compare": "src.compare.__main__",
+    "ingest": "src.ingest.__main__",
+    "export": "src.export",
+    "data": "src.data",
+    "catalog": "src.catalog",
+    "plan": "src.plan",
+    "assess": "src.assess",
+    "sync": "src.sync",
+    "perf": "src.perf.__main__",
+    "ui-check": "src.ui_check",
+}
+
+
+def add_tracking_flags(parser: argparse.ArgumentParser, *, experiment: str | None = None, required: bool = False,
+                       default: str | None = None) -> None:
+    """`--tracking-uri` (default: the config's, sqlite:///mlruns/mlflow.db) and, when `experiment` says what it is
+    for, `--experiment`: the same flags for every command that reads or writes runs."""
+    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    if experiment is not None:
+        shown = f" (default {default})" if default is not None else ""
+        parser.add_argument("--experiment", required=required, default=default, help=experiment + shown)
+
+
+def user_error(err: UserError) -> int:
+    """The one line bad input gets, and its exit code (EXIT_USER_ERROR unless the error says otherwise)."""
+    print(f"error: {err}", file=sys.stderr)
+    return err.exit_code
+
+
+def entry(main: Callable[[Sequence[str] | None], int]) -> None:
+    """A command's `if __name__ == "__main__":` body: the batch process's GC tuning, then `main`, its exit code."""
+    gc_tuning.tune_for_batch()
+    sys.exit(main(None))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        lines = [f"  mcq {name:9s} = python -m {module.removesuffix('.__main__')}" for name, module in COMMANDS.items()]
+        print("usage: mcq <command> [args]   (mcq <command> --help for its own)\n" + "\n".join(lines),
+              file=sys.stdout if argv and argv[0] in ("-h", "--help") else sys.stderr)
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"error: unknown command {argv[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return EXIT_OK if argv and argv[0] in ("-h", "--help") else EXIT_USER_ERROR
+    name, rest = argv[0], argv[1:]
+    gc_tuning.tune_for_batch()
+    if name == "run":  # Hydra reads sys.argv and the entry module: run it as `python -m src.run` does
+        sys.argv = [f"mcq {name}", *rest]
+        try:
+            runpy.run_module(COMMANDS[name], run_name="__main__", alter_sys=False)
+        except SystemExit as done:
+            return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_FAILED)
+        return EXIT_OK
+    return importlib.import_module(COMMANDS[name]).main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

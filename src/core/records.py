@@ -1,0 +1,163 @@
+"""The per-trial records table: the source of truth every metric is computed from, and where a run keeps it.
+
+A job writes its table as `records.parquet` among the run's artifacts (`write_records`), with the text of each
+prompt in `prompts.parquet` keyed by `prompt_hash` (`write_prompts`); `read_run_records`
+fetches the table of a finished MLflow run (compare --diff, assess and the revas_misleading second stage).
+
+One row per question x variant x repetition. Columns (see DESIGN.md, decision 1):
+
+run_id, model, benchmark, variant_set      str   run identity (same on every row)
+question_id, subject                       str   subject may be None
+variant_kind, variant_id                   str   e.g. "nota_shuffled", "nota_shuffled_2"; the original order is kind "original"
+repetition                                 int   0..R-1
+temperature, seed                          float, int
+scoring                                    str   generate | logprob | cloze
+n_options                                  int   displayed options
+option_order                               list[int]  original option index per displayed slot; -1 NOTA, -2 filler
+correct_label                              str   displayed label of the right answer ("A", ...)
+correct_option                             int   original index of the right answer (-1 when NOTA is the answer)
+raw_output                                 str   model text (generate) or a rendering of the scores
+parsed_label                               str?  None when INVALID
+chosen_option                              int?  original index the parsed label points to (-1 NOTA, -2 filler); None when INVALID
+correct                                    bool  parsed_label == correct_label (INVALID is never correct)
+label_probs                                list[float]?  next-token probs of the displayed labels, renormalised (logprob scoring)
+label_mass                                 float?  probability the labels held before renormalising
+option_loglik, option_loglik_norm          list[float]?  cloze scores per displayed option
+answer_dist                                list[float]?  exact first-token sampling (logprob at a temperature): the
+                                                         tempered first-token probability of each displayed label,
+                                                         then of anything else (INVALID) last; the draws come from it
+prompt_hash                                str   sha256 of the exact prompt, first 16 hex chars
+cache_hit                                  bool  answered from the response cache
+fmt                                        str   answer format: mcq | true_false | multi_select
+variant_level                              int?  REVAS option-count level n (options shown); None outside revas_option_count
+perm_sets                                  list[str]  permutation-set memberships "set:pos" (pos 0 = reference order); [] otherwise
+asked_option                               int?  true_false: original option asked about; misleading_replaced: option replaced by a filler
+parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
+chosen_options                             list[int]?  multi_select: original options behind parsed_labels
+parse_rule                                 str   the rule that decided parsed_label (src/core/parsing.py): generate gives
+                                                 first_token, answer_phrase, boxed, option_text, self_correction
+                                                 (a revised answer), ... (prefixed "reasoning_stripped+" after a
+                                                 removed <think> block) or the INVALID
+                                                 reason (invalid_empty, invalid_hedge, invalid_out_of_range,
+                                                 invalid_no_label, truncated, ...); true_false first_word/yes_no_word,
+                                                 multi_select label_list/label_mentions; scores: logprob_argmax,
+                                                 exact_sample (logprob at a temperature), cloze_argmax
+truncated                                  bool?  generated text stopped by max_new_tokens, not by an end token; None
+                                                  when the backend cannot tell (or an old cache entry) or not generated
+
+Adaptive runs (`adaptive=true`, src/answering/adaptive.py) leave out the trials they did not ask and add two columns:
+n_asked                                    int   trials made of this question x variant (repetitions 0..n_asked-1;
+                                                 n_asked..n_planned-1 were skipped once its cell was settled)
+n_planned                                  int   R, the repetitions planned (the repetition family's R)
+
+Formats other than mcq reuse the columns as follows. true_false: n_options 1, option_order [asked option],
+correct_label and parsed_label "Yes"/"No", label_probs [p(Yes), p(No)], correct_option the question's right
+option, chosen_option the asked option on "Yes" and None on "No". multi_select: parsed_label the named labels
+joined ("A, C"), chosen_option None, correct only when exactly the right option is named.
+REVAS orders have variant_id "<prefix>_<j>", j = 0 their reference order (the first order shown).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from src.common.errors import UserError
+
+# Two options whose decision scores (log-likelihoods, or log label probabilities) are closer than this are a
+# near-tie: another CPU's float32 kernels, another dtype or batch size may order them the other way. Across
+# instruction sets the embedded model's log-probs moved by at most 5.5e-5 (docs/reproducibility.md); the margin
+# leaves a factor of ~18 for larger models and longer prompts, where the errors add up.
+NEAR_TIE_MARGIN = 1e-3
+RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
+COLUMNS = (
+    "run_id", "model", "benchmark", "variant_set", "question_id", "subject", "variant_kind", "variant_id",
+    "repetition", "temperature", "seed", "scoring", "n_options", "option_order", "correct_label",
+    "correct_option", "raw_output", "parsed_label", "chosen_option", "correct", "label_probs", "label_mass",
+    "option_loglik", "option_loglik_norm", "prompt_hash", "cache_hit",
+    "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
+    "parse_rule", "truncated",
+)
+
+
+def write_records(records: pd.DataFrame, folder: str | Path) -> Path:
+    """Write `records` as FOLDER/records.parquet, the file a run logs among its artifacts; returns its path."""
+    path = Path(folder) / RECORDS_FILE
+    records.to_parquet(path, index=False)
+    return path
+
+
+PROMPTS_FILE = "prompts.parquet"  # beside records.parquet: the text behind each prompt_hash
+
+
+def write_prompts(prompts: dict[str, tuple[str, str | None]], folder: str | Path) -> Path:
+    """Write FOLDER/prompts.parquet: one row per distinct prompt of a run, keyed by the records' `prompt_hash`, so
+    that any records row can be audited from the run's artifacts alone. `prompts` maps hash -> (prompt,
+    model_input): `prompt` is the rendered text (question, options as shown, few-shot examples), `model_input`
+    the text the model was given after the backend's own wrapping (a chat template), or None where the backend
+    did not load its tokenizer in this run (every answer from the cache) or sends the prompt as a chat message.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> table = pd.read_parquet(write_prompts({"ab12": ("Q?\\nA. x\\nAnswer:", None)}, folder))
+    >>> table.columns.tolist(), table.prompt[0]
+    (['prompt_hash', 'prompt', 'model_input'], 'Q?\\nA. x\\nAnswer:')
+    """
+    path = Path(folder) / PROMPTS_FILE
+    rows = [{"prompt_hash": key, "prompt": prompt, "model_input": shown} for key, (prompt, shown) in prompts.items()]
+    pd.DataFrame(rows, columns=["prompt_hash", "prompt", "model_input"]).to_parquet(path, index=False)
+    return path
+
+
+SHORT_ID_LENGTH = 8  # the reports print run ids this long; any unique prefix this long or longer names a run
+
+
+def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str:
+    """The full id of the run that `run_id` names: the id itself, or a unique prefix of 8 or more characters (the
+    short ids the reports print). UserError naming `key` when no run, or more than one, matches.
+
+    Every command that takes a run id (compare --diff, plan --run, variants.source_run) goes through here."""
+    import re
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    run_id = str(run_id).strip()
+    try:
+        return client.get_run(run_id).info.run_id
+    except MlflowException:
+        pass
+    if not re.fullmatch(r"[0-9a-f]{%d,32}" % SHORT_ID_LENGTH, run_id):
+        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
+                        f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'",
+                               max_results=3) if experiments else []
+    if len(found) == 1:
+        return found[0].info.run_id
+    if not found:
+        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
+                        f"give the id of a finished run (tracking.uri must point at its store)")
+    raise UserError(f"config key {key}: {run_id!r} is the start of several run ids at {tracking_uri} "
+                    f"({', '.join(r.info.run_id for r in found[:2])}, ...); give more characters")
+
+
+def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
+    """The records table a finished run logged (`run_id` the full id or a unique prefix, `resolve_run_id`);
+    UserError naming `key` when the run or its records are missing."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
+    client = MlflowClient(tracking_uri=tracking_uri)
+    run_id = resolve_run_id(run_id, tracking_uri, key=key)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, RECORDS_FILE, tmp)
+        except (MlflowException, OSError):
+            raise UserError(f"config key {key}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run "
+                            f"that finished") from None
+        return pd.read_parquet(path)

@@ -1,0 +1,73 @@
+"""The validity contract between scoring modes and variant sets (docs/metrics.md, "Validity rules").
+
+Each scoring mode says what the model sees; each variant set says what its metrics need. A combination whose
+metrics would be constant by construction is refused before any compute, in one line naming the keys:
+
+- `cloze` shows no options (question only, option texts scored as continuations): every order and option set
+  of a question is the same prompt, so only variant sets that ask one displayed list per question are valid;
+- `cloze` and `cloze_shown` rank option texts deterministically: a temperature changes nothing;
+- repetitions of one prompt differ only when answers are sampled (`generate` or `logprob` at a temperature
+  above 0); greedy answers are one decode copied R times, so every question would be SURE by construction.
+
+>>> check_validity(scoring="cloze", variants={"name": "original"}, temperature=0.0, repetitions=1)
+>>> check_validity(scoring="cloze", variants={"name": "perm_cyclic"}, temperature=0.0, repetitions=1)
+Traceback (most recent call last):
+...
+src.common.errors.UserError: config keys scoring=cloze and variants=perm_cyclic: cloze scoring shows the model no options, so every order or option set of a question is the same prompt and the set's consistency metrics would be constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or variants=original
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from src.common.errors import UserError
+
+# scoring mode -> does the prompt show the labelled options in their displayed order?
+SHOWS_OPTIONS = {"generate": True, "logprob": True, "cloze_shown": True, "cloze": False}
+SCORING_MODES = tuple(SHOWS_OPTIONS)
+DESCRIPTIONS = {  # what the model sees and what counts as its answer (docs/validity.md; src.catalog)
+    "generate": "shows the labelled options; the model writes its answer, which is parsed to a label",
+    "logprob": "shows the labelled options; the most probable label token (drawn exactly at a temperature)",
+    "cloze_shown": "shows the labelled options in the order asked; the option whose text is most likely after 'Answer:'",
+    "cloze": "shows the question only (lm-eval's acc); the option whose text is most likely as its continuation",
+}
+SAMPLING_MODES = ("generate", "logprob")  # modes whose answers depend on the temperature
+# Variant sets that ask each question through one displayed option list (plus, for revas_multi_select, a
+# select-all prompt that is always generated with the options shown): valid under every mode.
+ONE_LIST_SETS = frozenset({"original", "perm_original", "revas_multi_select"})
+
+
+def needs_shown_options(variants: Mapping[str, Any]) -> bool:
+    """Whether a variant set's metrics compare orders or option sets of one question (so the model must see them).
+
+    >>> needs_shown_options({"name": "cora"}), needs_shown_options({"name": "revas_true_false", "with_reorder": False})
+    (True, False)
+    """
+    name = variants.get("name")
+    if name in ONE_LIST_SETS:
+        return False
+    if name == "revas_true_false":  # the yes/no prompts show their option; the reorders need the list shown
+        return bool(variants.get("with_reorder", True))
+    return True
+
+
+def check_validity(*, scoring: str, variants: Mapping[str, Any], temperature: float, repetitions: int) -> None:
+    """Raise UserError when the combination cannot measure what its metrics are named for."""
+    if scoring not in SHOWS_OPTIONS:
+        raise UserError(f"config key scoring: {scoring!r} is not one of {', '.join(SCORING_MODES)}")
+    name = variants.get("name")
+    if not SHOWS_OPTIONS[scoring] and needs_shown_options(variants):
+        raise UserError(
+            f"config keys scoring={scoring} and variants={name}: cloze scoring shows the model no options, so every "
+            f"order or option set of a question is the same prompt and the set's consistency metrics would be "
+            f"constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, "
+            f"or variants=original")
+    if scoring not in SAMPLING_MODES and temperature > 0:
+        raise UserError(
+            f"config keys scoring={scoring} and temperature={temperature}: {scoring} ranks option texts without "
+            f"sampling, so the temperature would change nothing; set temperature=0, or scoring=logprob or generate "
+            f"to sample answers")
+    if repetitions > 1 and temperature <= 0:
+        raise UserError(
+            f"config keys repetitions={repetitions} and temperature={temperature}: greedy answers are one decode "
+            f"copied to every repetition, so every question would be SURE by construction; set temperature>0 "
+            f"(with scoring=generate or logprob) or repetitions=1")

@@ -1,0 +1,1 @@
+"""One job of a study: benchmark x variants x model, answered, measured and tracked."""

@@ -1,0 +1,219 @@
+"""One job as a plain function of its composed config: `run_job(cfg, out_dir=...)`.
+
+Wires config -> benchmark -> variants -> prompts -> backend -> records -> metrics -> MLflow. Each step is a
+plain function in its own module; this file only connects them. It reads nothing from the Hydra runtime or the
+process's arguments, so tests and other programs call it in-process with a config from
+`src.config.schema.compose_job`; `python -m src.run` is the Hydra entry point around it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.common.errors import UserError
+from src.config.schema import check_config
+from src.backends import load_backend
+from src.benchmarks import describe_answer_slots, load_benchmark, load_fewshot_pool
+from src.core.fewshot import pick_fewshot
+from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
+from src.tracking import review, runs
+from src.backends.base import SamplingParams
+from src.answering.cache import ResponseCache
+from src.tracking.closing import headline_metrics, job_block
+from src.core.prompts import PromptTemplate
+from src.common.redact import redact
+from src.variants.revas import wrong_answers
+
+log = logging.getLogger("src.job.runner")
+SUMMARY_METRICS = ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a job leaves: its MLflow run, its metrics and the folder of its artifacts."""
+
+    run_id: str
+    metrics: dict[str, float]
+    out_dir: Path
+    skipped: bool = False  # resume found a finished run of the same config; nothing was asked
+    headline: tuple[str, ...] = ()  # the study's headline metrics, in the order the closing block shows them
+    tracking_uri: str = ""  # the store the run is in (tracking.offline_dir's when the server was down)
+    experiment: str = ""
+
+    def closing(self, *, level: float | None = None, commands: bool = True) -> str:
+        """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py)."""
+        return job_block(self, level=level, commands=commands)
+
+    def summary(self) -> str:
+        """The one JSON line `python -m src.run` prints per job."""
+        if self.skipped:
+            return json.dumps({"run_id": self.run_id, "skipped": "already finished"})
+        shown: dict[str, object] = {}
+        for k in SUMMARY_METRICS:
+            if k in self.metrics:
+                shown[k] = round(self.metrics[k], 4)
+                if f"{k}_lo" in self.metrics and f"{k}_hi" in self.metrics:  # its interval (stats.level)
+                    shown[f"{k}_ci"] = [round(self.metrics[f"{k}_lo"], 4), round(self.metrics[f"{k}_hi"], 4)]
+        return json.dumps({"run_id": self.run_id, **shown})
+
+
+_LOADED: dict[str, object] = {}  # the last backend built in this process, by its config
+
+
+def reuse_backend(model_cfg: dict, *, chat: bool):
+    """Jobs of a sweep that run in one process (the basic launcher) share a loaded model: with the model axis
+    outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model."""
+    key = json.dumps([model_cfg, chat], sort_keys=True, default=str)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_backend(model_cfg, chat=chat)
+    return _LOADED[key]
+
+
+def build_items(cfg: DictConfig, questions, template):
+    """Every variant of every question, rendered into a backend request."""
+    return plan_items(cfg, questions, template)[0]
+
+
+def plan_items(cfg: DictConfig, questions, template):
+    """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
+    of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules)."""
+    from src.answer_formats import FORMATS  # local: loads pandas (slow import)
+    from src.answering.trials import Item, trial_seed  # local: loads pandas (slow import)
+
+    # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
+    seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
+    bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
+    pool = lru_cache(maxsize=None)(lambda subject: tuple(load_fewshot_pool(
+        bench_name, data_dir=data_dir, subject=subject)))
+    evaluated = {q.id for q in questions}
+    variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
+    if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
+        # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
+        from src.core.records import read_run_records  # local: loads pandas (slow import)
+
+        source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
+        if not evaluated & set(source["question_id"].astype(str)):
+            raise UserError(f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
+                            f"{cfg.benchmark.name} questions; give a run on the same benchmark and limit")
+        variant_cfg["source_answers"] = wrong_answers(source)
+        log.info("misleading replacement: %d of the source run's questions were answered wrong",
+                 len(variant_cfg["source_answers"]))
+    items, left_out = [], {}
+    for q in questions:
+        plan = plan_variants(variant_cfg, q, seed=seed, option_refs=option_refs)
+        for reason, count in plan.excluded.items():
+            if count:
+                left_out.setdefault(reason, []).append(q.id)
+        if not plan.variants:
+            continue
+        shots = pick_fewshot(pool, q, k=fewshot, seed=seed, exclude=evaluated)
+        shot_pairs = [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]
+        for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
+            items.append(Item(q, v, FORMATS[v.fmt].request(template, q, v, seed=trial_seed(seed, q.id, v.variant_id),
+                                                           fewshot=shot_pairs, scoring=scoring)))
+    return items, left_out
+
+
+def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | None = None) -> JobResult:
+    """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
+    artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
+    UserError for bad input or config, before any compute where it can."""
+    from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
+    from src.core.records import write_prompts, write_records  # local: loads pandas (slow import)
+    from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
+
+    check_config(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
+    job_hash = runs.config_hash(resolved)
+    # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
+    tracker = runs.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
+    if cfg.resume:
+        done = tracker.finished_run()
+        if done is not None:  # a rerun of an interrupted sweep skips the jobs that finished
+            log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
+            return JobResult(run_id=done.info.run_id, metrics=tracker.finished_metrics(done), out_dir=Path(out_dir),
+                             skipped=True, headline=headline_metrics(done.data.metrics), tracking_uri=tracker.uri,
+                             experiment=str(cfg.tracking.experiment))
+        tracker.mark_interrupted()
+    bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
+    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
+                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
+    template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
+    items, left_out = plan_items(cfg, questions, template)
+    log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
+    for reason, ids in sorted(left_out.items()):
+        log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
+                 cfg.variants.name, reason, ", ".join(ids[:3]))
+
+    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
+    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
+    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
+    cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
+
+    with tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
+        start = time.perf_counter()
+        params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                                max_new_tokens=cfg.max_new_tokens)
+        adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (src/answering/adaptive.py)
+        answers = answer_items(backend, items, scoring=cfg.scoring, params=params,
+                               cloze_normalise=bool(cfg.cloze_normalise), cache=cache, adaptive=adaptive)
+        records = to_records(items, answers, run_info={
+            "run_id": run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
+            "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
+            "scoring": cfg.scoring}, planned=int(cfg.repetitions) if adaptive else None)
+        sure_rule = str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))  # docs/metrics.md: answer | correctness
+        stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
+        pride_protocol = str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper"))  # paper | authors
+        metrics = compute_metrics(records, sure_rule=sure_rule, pride_protocol=pride_protocol,
+                                  intervals=int(stats.get("bootstrap", 1000)),
+                                  level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))
+        # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
+        metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
+        if adaptive:  # the share of the planned trials that were not asked
+            metrics["adaptive_skipped_share"] = 1.0 - len(records) / max(1, len(items) * int(cfg.repetitions))
+        metrics["seconds"] = time.perf_counter() - start
+        metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
+        artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
+        artifacts.mkdir(parents=True, exist_ok=True)
+        write_records(records, artifacts)
+        shown = getattr(backend, "model_input", lambda prompt: None)
+        write_prompts({prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items},
+                      artifacts)
+        (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+        shown = redact(resolved)
+        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(shown))
+        # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
+        constant = constant_by_construction(records, list(metrics))
+        shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
+        tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
+                "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
+                "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
+                "sure_rule": sure_rule}
+        if "st" in metrics:  # the repetition paper's `RWS | S/T`
+            tags["rws_st"] = rws_st_string(metrics)
+        tags[review.DESCRIPTION_TAG] = review.run_description(
+            model=cfg.model.name, benchmark=cfg.benchmark.name, variants=cfg.variants.name, scoring=cfg.scoring,
+            temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
+            limit=cfg.limit, metrics=shown_metrics, level=float(stats.get("level", 0.95)), rws_st=tags.get("rws_st"))
+        tracker.log(
+            params=review.review_params(runs.flatten(shown), n_questions=len(questions)),
+            metrics=metrics, constant=constant, tags=redact(tags), artifacts_dir=artifacts,
+            dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)))
+    return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),
+                     headline=headline_metrics(metrics, records), tracking_uri=tracker.uri,
+                     experiment=str(cfg.tracking.experiment))
+
+
+def interval_level(cfg: DictConfig) -> float | None:
+    """The coverage of the logged intervals (stats.level), None when none are logged (stats.bootstrap=0)."""
+    stats = cfg.get("stats")
+    return float(stats.level) if stats is not None and int(stats.bootstrap) > 0 else None

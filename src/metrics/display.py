@@ -1,0 +1,60 @@
+"""How a metric is written for a reader: a value, its logged interval, a signed paired difference.
+
+Shared by the comparison tables (`src.compare`) and a job run's description in MLflow (`src.tracking.review`), so
+that both show `0.410 [0.360, 0.460]` the same way.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .intervals import interval_names
+from .paired import PairedDifference
+
+
+def fmt(value, digits: int = 3) -> str:
+    """A number as the tables show it; NaN or missing as an en dash."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return "–"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def bounds(row, metric: str) -> tuple[float, float] | None:
+    """The interval a run logged beside `metric` (`<metric>_lo`, `<metric>_hi`), or None when it logged none
+    (older runs, `stats.bootstrap=0`, too few questions): an interval is only ever read, never made up here."""
+    lo_name, hi_name = interval_names(metric)
+    lo, hi = row.get(lo_name, math.nan), row.get(hi_name, math.nan)
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+
+
+def fmt_ci(value, interval: tuple[float, float] | None, digits: int = 3) -> str:
+    """`0.410 [0.360, 0.460]`: the value and its logged interval; the value alone without one."""
+    if interval is None or value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return fmt(value, digits)
+    return f"{fmt(value, digits)} [{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
+
+
+def cell(row, metric: str, digits: int = 3) -> str:
+    """A run's (or merged row's) metric with its logged interval, as the tables show it."""
+    return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
+
+
+def signed(value: float | None, digits: int = 3) -> str:
+    """+0.050, -0.020; an en dash when undefined."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:+.{digits}f}"
+
+
+def difference_cell(result: PairedDifference) -> str:
+    """`+0.050 [+0.010, +0.090]`, or the difference alone when it has no interval."""
+    if result.lo is None:
+        return signed(result.difference)
+    return f"{signed(result.difference)} [{signed(result.lo)}, {signed(result.hi)}]"

@@ -1,0 +1,88 @@
+"""Which metric families records hold the inputs for, and each family's headline metrics.
+
+Below `src.metrics` (which computes the families) and `src.metrics.intervals` (which resamples the headline
+metrics): both read these rules, written once here.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from .answers import ORIGINAL
+from .revas import REVAS_KINDS
+
+# CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
+CORA_ALTERED_KINDS = frozenset({"shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled", "decoupled_nota",
+                                "decoupled_nota_shuffled"})
+# Per-subject breakdown (`<name>/<subject>`): the headline metrics of each family
+HEADLINE_METRICS = ("mcqa", "mcqa_plus", "bmca_1.0", "cora", "rws", "st", "acc_mean", "sc_mean", "acc_h", "nota_acc",
+                    "nota_acc_h", "tf_correct_yes", "tf_distractor_no", "recall_correct", "misleading_fix_rate",
+                    "full_fr")
+HEADLINE_PREFIXES = ("acc@", "acc_h@", "wacc@", "aacc@")
+
+
+def applicable_families(records: pd.DataFrame) -> list[str]:
+    """The families whose inputs the records hold.
+
+    - `mcqa`: an `original` variant exists;
+    - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
+      REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
+      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant, where the
+      family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
+    - `repetition`: max(repetition) >= 1;
+    - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
+    - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);
+    - `expected`: max(repetition) >= 1 and an `answer_dist` (exact first-token sampling) in the records.
+    """
+    if records.empty:
+        return []
+    kinds = set(records["variant_kind"].dropna())
+    chosen = []
+    if ORIGINAL in kinds:
+        chosen.append("mcqa")
+        if kinds & CORA_ALTERED_KINDS or (kinds == {ORIGINAL} and not _has_memberships(records)):
+            chosen.append("cora")
+    if int(records["repetition"].max()) >= 1:
+        chosen.append("repetition")
+    if "perm_set" in records.columns or _has_memberships(records):
+        chosen.append("fluctuation")
+    if kinds & set(REVAS_KINDS):
+        chosen.append("revas")
+    if "repetition" in chosen and "answer_dist" in records.columns and records["answer_dist"].notna().any():
+        chosen.append("expected")
+    return chosen
+
+
+def _memberships(value) -> list[str]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [str(item) for item in value]
+
+
+def _has_memberships(records: pd.DataFrame) -> bool:
+    return "perm_sets" in records.columns and bool(records["perm_sets"].map(lambda v: len(_memberships(v)) > 0).any())
+
+
+def tidy_permutations(records: pd.DataFrame) -> pd.DataFrame:
+    """The tidy rows the fluctuation family reads: one row per (trial, permutation set it belongs to), with
+    `perm_set` and `perm_pos` parsed from the records' `perm_sets` ("cyclic:2"). Records that already have a
+    `perm_set` column, or no memberships, are returned as they are.
+
+    >>> df = pd.DataFrame({"question_id": ["q"], "perm_sets": [["original:0", "cyclic:0"]]})
+    >>> tidy_permutations(df)[["perm_set", "perm_pos"]].values.tolist()
+    [['original', 0], ['cyclic', 0]]
+    """
+    if "perm_set" in records.columns or not _has_memberships(records):
+        return records
+    members = records["perm_sets"].map(_memberships)
+    rows = records[members.map(len) > 0].assign(_membership=members).explode("_membership")
+    split = rows["_membership"].str.rsplit(":", n=1)
+    rows = rows.assign(perm_set=split.str[0], perm_pos=split.str[1].astype(int)).drop(columns="_membership")
+    return rows.reset_index(drop=True)
+
+
+def _metric_subject(subject: str) -> str:
+    """A subject as MLflow accepts it inside a metric name ("step2&3" -> "step2_3")."""
+    return re.sub(r"[^\w.\- ]", "_", str(subject))

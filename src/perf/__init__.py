@@ -1,0 +1,1 @@
+"""`python -m src.perf`: speed, memory and agreement numbers, split by part (see __main__.py)."""

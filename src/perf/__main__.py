@@ -1,0 +1,137 @@
+"""`python -m src.perf`: speed, memory and agreement numbers on the real default model (SmolLM2-135M, CPU), not a test.
+
+`python -m src.bench`, its old name, still runs it. Not to be confused with `src/benchmarks/`, the question sets.
+
+On the same model (one float copy of the GGUF, shared with lm-evaluation-harness) and the same ARC-Challenge
+questions, in one process, it times and prints wall time, prompts/s, forward tokens and peak memory (RSS,
+sampled), and the cost per token fed (ms/token, padding included) for:
+
+- load        whole commands from fresh processes: the first model load into an empty models cache (hash +
+              de-quantise the GGUF + save + load) vs a second process reading that cache
+- mainjob     the README's main job (synthetic, CoRA set, the model's cloze_shown scoring): its answering phase,
+              and option texts packed after their prompts vs padded batches on the same prompts
+- cora        the CoRA divergent set with logprob scoring: the optimised path (prefix-tree packing, response
+              cache cold, then warm: the answering phase of a rerun) vs padded batches of 16 (the primary
+              baseline: what batched harnesses do) and the naive path (one call per trial, batch size 1, no
+              cache, no sharing); padded and naive on the first --compare-limit questions
+- dtype       what `model.dtype=auto` resolves to here, and bfloat16 against float32 on the same CoRA label
+              scoring (--compare-limit questions) and main-job option scoring: time, decisions that agree out
+              of N and max |difference| of the log-probabilities
+- rerun       whole commands from fresh processes: `python -m src.run variants=cora limit=--rerun-limit` on a
+              fresh store and response cache (models cache warm), the same command again (resume finds the
+              finished run) and again with resume=false (every answer from the response cache)
+- repetition  10 repetitions at T=0.7 with exact first-token sampling vs one greedy pass (and vs generating
+              the 10 samples, the path it replaces)
+- lmeval      lm-evaluation-harness 0.4.x (`HFLM.loglikelihood` on `Instance`s) on the same CoRA prompts
+              (--compare-limit questions) vs this project, both cold
+- agreement   label log-probabilities of this project vs lm-eval on the original prompt of every question
+              (--limit): max |difference| and the option ranking per question
+- adaptive    10 generated repetitions at T=0.7 (repetition prompt, --limit questions, response cache off), all
+              of them vs adaptive repetitions (src/answering/adaptive.py): the share of samples saved, the wall-time ratio,
+              and whether every question's SURE/UNSURE x right/wrong cell (both SURE rules) is the same;
+              `--only adaptive` runs it alone
+- generation  label scoring vs generate R=1 greedy vs generate R=10 at T=0.7 (max_new_tokens of the config) on
+              the same CoRA prompts of --limit ARC-Challenge questions, prefix-shared and padded
+              (model.share_prefix=false): wall, tokens fed and peak RSS of each, every phase in a fresh process
+              that loads the model and warms up the same way, so that the RSS peaks compare; `--only generation`
+- intervals   the headline metrics' intervals (src/metrics/intervals.py) on a full MMLU x CoRA records table of
+              the simulated model (no model load; building the table takes 4-7 minutes, --intervals-records
+              keeps it for the next run): --resamples cluster
+              resamples, vectorised, against the naive path (the family functions on explicitly resampled
+              records, timed on --naive-resamples and extrapolated); `--only intervals` runs it alone
+- startup     whole commands from fresh processes, no model: `python -m src.run model=simulated limit=1` on a
+              temporary SQLite store (median of --startup-repeats), the import of the entry point, and the
+              24-job smoke sweep under the joblib launcher against the summed `seconds` (compute) of its jobs;
+              `--only startup` runs it alone (about a minute on 2 quiet cores)
+
+lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
+Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from src.cli import entry
+from src.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
+from src.perf import intervals, lm_eval, processes, study
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m src.perf", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=50, help="ARC-Challenge questions (default 50)")
+    parser.add_argument("--compare-limit", type=int, default=5,
+                        help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
+    parser.add_argument("--rerun-limit", type=int, default=10,
+                        help="rerun: synthetic questions of the timed `python -m src.run variants=cora` (default 10)")
+    parser.add_argument("--resamples", type=int, default=1000, help="intervals: bootstrap resamples (default 1000)")
+    parser.add_argument("--naive-resamples", type=int, default=3,
+                        help="intervals: resamples the naive path is timed on, then extrapolated (default 3)")
+    parser.add_argument("--intervals-records", metavar="PATH",
+                        help="intervals: time on this records.parquet (a run's artifact); when absent, the simulated "
+                             "MMLU x CoRA table is built and written there for the next run")
+    parser.add_argument("--startup-repeats", type=int, default=3,
+                        help="startup: fresh `python -m src.run model=simulated limit=1` processes timed (default 3)")
+    parser.add_argument("--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
+    parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
+    args = parser.parse_args(argv)
+    if args.generation_phase:
+        return processes.generation_phase(args)
+    parts = args.only or list(PARTS)
+    os.environ.setdefault("MCQ_DATA_DIR", str(REPO.parent / "shared" / "data"))
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+    import logging
+
+    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+
+    logging.basicConfig(level=logging.WARNING)
+    meter = Meter()
+    ratios: dict[str, float] = {}
+    cfg = compose_job([])
+    model_cfg = model_config(cfg)
+    shared: dict[str, Any] = {"model_cfg": model_cfg}
+    threads = os.cpu_count()
+    if set(parts) & set(MODEL_PARTS):
+        with meter.phase("import torch+transformers+project"):
+            import torch
+
+            from src.backends import hf  # noqa: F401 - local: loads torch, transformers (slow import)
+        threads = torch.get_num_threads()
+        print(f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        with meter.phase("model_load (ours)"):
+            shared["backend"] = hf_backend(model_cfg)
+        shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
+    else:
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+    for name, fn in (("load", study.part_load), ("mainjob", study.part_mainjob), ("cora", study.part_cora), ("repetition", study.part_repetition), ("lmeval", lm_eval.part_lmeval),
+                     ("agreement", lm_eval.part_agreement), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
+                     ("rerun", study.part_rerun), ("intervals", intervals.part_intervals), ("startup", processes.part_startup),
+                     ("generation", processes.part_generation)):
+        if name in parts:
+            fn(meter, args, ratios, shared)
+
+    print("\nratios and targets:")
+    targets = {}
+    for key, value in ratios.items():
+        line = f"  {key:30s} {value:10.4g}"
+        if key in TARGETS:
+            text, check = TARGETS[key]
+            targets[key] = bool(check(value))
+            line += f"   {'MET' if targets[key] else 'NOT MET'}: {text}"
+        print(line)
+    report = {"model": model_cfg["name"], "limit": args.limit, "compare_limit": args.compare_limit, "parts": parts,
+              "threads": threads, "load_average": os.getloadavg()[0], "phases": meter.results,
+              "ratios": ratios, "targets_met": targets}
+    Path(args.out).write_text(json.dumps(report, indent=2, sort_keys=True))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    entry(main)

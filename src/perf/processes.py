@@ -1,0 +1,121 @@
+"""`python -m src.perf` parts timed in fresh processes: startup and generation."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from src.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
+
+
+def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """The fixed cost of a job, from fresh processes on a temporary SQLite store: `python -m src.run
+    model=simulated limit=1` (its store made by a first, untimed run), the entry point's import alone, and the
+    committed smoke sweep (24 simulated jobs) under the joblib launcher against the `seconds` its jobs logged.
+    The CPU seconds beside the wall seconds do not grow with other processes' load as wall seconds do."""
+    import statistics
+
+    from mlflow.tracking import MlflowClient
+
+    repeats = max(1, args.startup_repeats)
+    print(f"startup: fresh processes, no model ({repeats} repeats, median), load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        uri = f"sqlite:///{tmp}/mlflow.db"
+        run = [sys.executable, "-m", "src.run", "model=simulated", "limit=1", f"tracking.uri={uri}",
+               f"cache.path={tmp}/responses.db", "resume=false"]
+        fresh_process(meter, "startup_first_run (new store)", [*run, f"hydra.run.dir={tmp}/run0"])
+        walls, cpus, imports = [], [], []
+        for k in range(repeats):
+            cpu = _child_cpu_s()
+            fresh_process(meter, f"startup_run_{k + 1}", [*run, f"hydra.run.dir={tmp}/run{k + 1}"])
+            walls.append(meter.results[f"startup_run_{k + 1}"]["seconds"])
+            cpus.append(_child_cpu_s() - cpu)
+            fresh_process(meter, f"startup_import_{k + 1} (src.run)", [sys.executable, "-c", "import src.run"])
+            imports.append(meter.results[f"startup_import_{k + 1} (src.run)"]["seconds"])
+        cpu = _child_cpu_s()
+        fresh_process(meter, "startup_sweep (smoke, joblib)", [
+            sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke", "hydra/launcher=joblib",
+            f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep", f"cache.path={tmp}/sweep-responses.db"])
+        sweep_cpu = _child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name("smoke")
+        jobs = client.search_runs([experiment.experiment_id], "tags.kind = 'job'")
+        compute = sum(r.data.metrics.get("seconds", 0.0) for r in jobs)
+    sweep = meter.results["startup_sweep (smoke, joblib)"]["seconds"]
+    print(f"  run: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU; import of "
+          f"src.run {statistics.median(imports):.2f} s; sweep: {len(jobs)} jobs, {sweep:.1f} s wall, "
+          f"{sweep_cpu:.1f} s CPU, their compute {compute:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+    ratios["startup_run_wall_s"] = statistics.median(walls)
+    ratios["startup_run_cpu_s"] = statistics.median(cpus)
+    ratios["startup_import_s"] = statistics.median(imports)
+    ratios["startup_sweep_jobs"] = float(len(jobs))
+    ratios["startup_sweep_compute_s"] = compute
+    ratios["startup_sweep_vs_compute"] = sweep / compute if compute else math.nan
+
+
+# --only generation: one fresh process per phase (name -> share_prefix, sampling settings; None: label scoring)
+GENERATION_PHASES = {
+    "labels": (True, None),
+    "greedy": (True, {"n": 1}),
+    "r10": (True, {"n": 10, "temperature": 0.7}),
+    "greedy_padded": (False, {"n": 1}),
+    "r10_padded": (False, {"n": 10, "temperature": 0.7}),
+}
+
+
+def generation_phase(args) -> int:
+    """A child of `part_generation`: load the model, warm up (first passes, the packing check), time one phase of
+    GENERATION_PHASES on the CoRA prompts, and write its numbers and samples to --out."""
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
+
+    share, sampling = GENERATION_PHASES[args.generation_phase]
+    cfg, items = build(["variants=cora", "scoring=generate"], args.limit)
+    backend = hf_backend(model_config(cfg), share_prefix=share)
+    requests = [it.request for it in items]
+    backend.score_labels(requests[:2])
+    backend.generate(requests[:2], SamplingParams(max_new_tokens=1))
+    meter, cpu = Meter(), time.process_time()
+    with meter.phase(args.generation_phase, prompts=len(requests), tokens=lambda: backend.forward_tokens):
+        if sampling is None:
+            backend.score_labels(requests)
+            samples = []
+        else:
+            params = SamplingParams(**sampling, max_new_tokens=cfg.max_new_tokens)
+            samples = [[str(c) for c in row] for row in backend.generate(requests, params)]
+    meter.results[args.generation_phase]["cpu_s"] = time.process_time() - cpu  # less swayed by other processes' load
+    Path(args.out).write_text(json.dumps({"phase": meter.results[args.generation_phase], "samples": samples}))
+    return 0
+
+
+def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """Label scoring vs generation at R=1 and R=10 on the same CoRA prompts, prefix-shared and padded, each phase
+    in a fresh process (RSS peaks never come down within one), started from the same model load."""
+    import subprocess
+
+    print(f"generation: CoRA prompts of {args.limit} ARC-Challenge questions, one fresh process per phase", flush=True)
+    samples = {}
+    for phase in GENERATION_PHASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "phase.json"
+            subprocess.run([sys.executable, "-m", "src.perf", "--generation-phase", phase, "--limit", str(args.limit),
+                            "--out", str(out)], cwd=REPO, check=True)
+            result = json.loads(out.read_text())
+        meter.results[f"generation_{phase}"] = result["phase"]
+        samples[phase] = result["samples"]
+    r = {phase: meter.results[f"generation_{phase}"] for phase in GENERATION_PHASES}
+    ratios["gen_greedy_vs_labels"] = r["greedy"]["seconds"] / r["labels"]["seconds"]
+    ratios["gen_r10_vs_labels"] = r["r10"]["seconds"] / r["labels"]["seconds"]
+    ratios["gen_greedy_vs_labels_cpu"] = r["greedy"]["cpu_s"] / r["labels"]["cpu_s"]
+    ratios["gen_r10_vs_labels_cpu"] = r["r10"]["cpu_s"] / r["labels"]["cpu_s"]
+    ratios["gen_r10_vs_r1_peak_rss"] = r["r10"]["peak_rss_mib"] / r["greedy"]["peak_rss_mib"]
+    ratios["gen_r10_vs_r1_padded_peak_rss"] = r["r10_padded"]["peak_rss_mib"] / r["greedy_padded"]["peak_rss_mib"]
+    ratios["gen_padded_vs_shared_r10_wall"] = r["r10_padded"]["seconds"] / r["r10"]["seconds"]
+    ratios["gen_padded_vs_shared_r10_tokens"] = r["r10_padded"]["forward_tokens"] / r["r10"]["forward_tokens"]
+    ratios["gen_shared_same_samples"] = float(samples["greedy"] == samples["greedy_padded"]
+                                              and samples["r10"] == samples["r10_padded"])

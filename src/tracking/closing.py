@@ -1,0 +1,97 @@
+"""What a finished job tells the person who started it, after its JSON line: the study's headline metrics with
+their intervals, the run id, and the two commands that look at it (`mlflow ui`, `python -m src.compare`).
+
+`python -m src.run` prints `job_block` to stderr at the end of a job (stdout keeps the one JSON summary line
+that scripts read); the jobs of a sweep print theirs without the commands, and the sweep's summary
+(src/sweep/callback.py) prints the commands once, for the whole sweep.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from src.tracking.names import DEFAULT_URI
+
+
+def headline_metrics(metrics: Mapping[str, float], records: Any = None) -> tuple[str, ...]:
+    """The names of the study's headline metrics among `metrics`, in the order `src.metrics.headline_order` gives
+    (a CoRA study: mcqa, mcqa_plus, bmca_1.0, cora; a repetition study: mcqa, rws, st, acc_mean; ...). When every
+    trial asked the original order (`records`), the CoRA family beside mcqa equals it by construction and the
+    run's accuracy is shown once, as mcqa. `accuracy` when no headline metric is there.
+
+    >>> headline_metrics({"mcqa": 0.4, "mcqa_lo": 0.3, "rws": 0.8, "st": 0.5, "n_trials": 10, "accuracy": 0.4})
+    ('mcqa', 'rws', 'st')
+    >>> headline_metrics({"accuracy": 0.5, "invalid_rate": 0.0})
+    ('accuracy',)
+    """
+    from src.metrics import (  # local: loads numpy, pandas (slow import)
+        CORA_BESIDE_MCQA,
+        CORA_LEVEL_PREFIX,
+        ORIGINAL,
+        headline_order,
+    )
+
+    names = headline_order(list(metrics))
+    if records is not None and not records.empty and set(records["variant_kind"].dropna()) == {ORIGINAL}:
+        names = [n for n in names if n not in CORA_BESIDE_MCQA and not n.startswith(CORA_LEVEL_PREFIX)]
+    return tuple(names) or (("accuracy",) if "accuracy" in metrics else ())
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def metric_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str]:
+    """One line per metric: its value and, when logged, its interval (`<name>_lo`, `<name>_hi`).
+
+    >>> metric_lines({"mcqa": 0.23, "mcqa_lo": 0.151, "mcqa_hi": 0.32, "cora": 0.18}, ["mcqa", "cora"])
+    ['  mcqa  0.23    [0.151, 0.32]', '  cora  0.18']
+    """
+    width = max((len(n) for n in names), default=0)
+    lines = []
+    for name in names:
+        if name not in metrics:
+            continue
+        line = f"  {name:<{width}}  {_number(metrics[name])}"
+        lo, hi = metrics.get(f"{name}_lo"), metrics.get(f"{name}_hi")
+        if lo is not None and hi is not None:
+            line = f"{line:<{width + 11}} [{_number(lo)}, {_number(hi)}]"
+        lines.append(line)
+    return lines
+
+
+def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> list[str]:
+    """The commands that show the runs of `experiment` in the store at `uri` (its password masked).
+
+    >>> look_commands("sqlite:///mlruns/mlflow.db", "smoke", sweep_id="ab12")  # doctest: +NORMALIZE_WHITESPACE
+    ['see the runs:      mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --host 127.0.0.1',
+     'compare the runs:  python -m src.compare --experiment smoke --sweep-id ab12']
+    >>> look_commands("http://u:pw@host:5000", "x")[0]
+    'see the runs:      open http://***@host:5000 (the MLflow server serves its UI)'
+    """
+    from src.common.redact import redact_text  # local: loads hydra (slow import)
+
+    shown = redact_text(uri)
+    if uri.startswith(("http://", "https://")):
+        ui = f"open {shown} (the MLflow server serves its UI)"
+    else:
+        ui = f"mlflow ui --backend-store-uri {shown} --host 127.0.0.1"
+    compare = f"python -m src.compare --experiment {experiment}"
+    if uri != DEFAULT_URI:  # the commands' --tracking-uri default: not repeated when it is that
+        compare += f" --tracking-uri {shown}"
+    if sweep_id:
+        compare += f" --sweep-id {sweep_id}"
+    return [f"see the runs:      {ui}", f"compare the runs:  {compare}"]
+
+
+def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
+    """The closing block of one job (a `src.job.runner.JobResult`): what it measured, its run, where to look."""
+    if result.skipped:
+        head = f"run {result.run_id} had already finished (resume=true; resume=false runs the job again)"
+    else:
+        head = f"run {result.run_id} finished"
+    has_interval = any(f"{name}_lo" in result.metrics for name in result.headline)
+    lines = [head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
+             *metric_lines(result.metrics, result.headline)]
+    if commands and result.tracking_uri:
+        lines += look_commands(result.tracking_uri, result.experiment)
+    return "\n".join(lines)

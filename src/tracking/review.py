@@ -1,0 +1,215 @@
+"""What a reviewer sees of a job run: its description, the review view's columns, subjects."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from src.tracking.names import mlflow_metric_name
+
+SUBJECTS_FILE = "subjects.csv"  # the per-subject values: a row per subject, a column per metric and bound
+
+
+DESCRIPTION_TAG = "mlflow.note.content"  # the run page's Description (Markdown)
+
+
+# config keys whose effective value the run logs under another param, so that params never disagree: `scoring`
+# (which `model.scoring` only defaults) and `n_questions` (the questions asked, after `limit`; the synthetic
+# generator's pool size stays in config.yaml)
+SHADOWED_PARAMS = ("model.scoring", "benchmark.n_questions")
+
+
+DESCRIBED_HEADLINES = 6  # headline metrics named in a run's description
+
+
+def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The metrics MLflow can hold, `@` spelt `_at_`: NaN (undefined, e.g. RWS with nothing SURE) and infinities
+    are left out (metrics.json keeps them)."""
+    return {mlflow_metric_name(k): float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
+
+
+def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
+    """(run metrics, subjects table): what MLflow gets of a run's metrics. Run-level metrics only, without the
+    `constant` ones (`src.metrics.constant_by_construction`); the per-subject values (`mcqa/<subject>`,
+    `mcqa_lo/<subject>`, ...) go to a table, a row per subject, rather than hundreds of metric keys.
+
+    The headline metrics come first, each followed by its bounds (the run page lists metrics in logged order).
+
+    >>> logged, table = review_view({"n_trials": 8, "mcqa": 0.5, "mcqa/law": 1.0, "mcqa_lo/law": 0.2, "ci": 1.0},
+    ...                             constant=["ci"])
+    >>> logged, table.to_dict("records")
+    ({'mcqa': 0.5, 'n_trials': 8.0}, [{'subject': 'law', 'mcqa': 1.0, 'mcqa_lo': 0.2}])
+    """
+    import pandas as pd
+
+    from src.metrics import headline_order, interval_names  # local: loads numpy, pandas (slow import)
+
+    dropped = set(constant)
+    kept = {k: v for k, v in metrics.items() if k not in dropped}
+    by_subject: dict[str, dict[str, float]] = {}
+    for name, value in kept.items():
+        metric, sep, subject = name.partition("/")
+        if sep:
+            by_subject.setdefault(subject, {})[metric] = value
+    table = pd.DataFrame([{"subject": subject, **values} for subject, values in sorted(by_subject.items())])
+    order = ["subject"]  # each metric followed by its bounds
+    for column in table.columns:
+        order += [c for c in (column, *interval_names(column)) if c in table.columns and c not in order]
+    run_level = {k: v for k, v in kept.items() if "/" not in k}
+    first = [name for headline in headline_order(list(run_level))
+             for name in (headline, *interval_names(headline)) if name in run_level]
+    ordered = {name: run_level[name] for name in [*first, *run_level]}  # the run page lists them in this order
+    return finite_metrics(ordered), table[order] if len(table) else table
+
+
+# The experiment's saved runs-table view that shows job runs with their headline metrics as columns: MLflow's
+# "share view" state, kept as an experiment tag and opened by the link `review_link` makes (docs/mlflow_ui.md)
+REVIEW_VIEW_KEY = "review"
+
+
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+
+
+REVIEW_COLUMNS = ("tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`", "tags.`scoring`",
+                  "params.`n_questions`", "attributes.`Dataset`")
+
+
+REVIEW_METRIC_COLUMNS = 12  # headline metric columns at most
+
+
+JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
+
+
+# by run name (model-benchmark-variants-T): sorted by anything but start time, the UI lists the job runs flat
+# instead of folding them under their collapsed sweep parent
+JOB_RUNS_ORDER = "tags.`mlflow.runName`"
+
+
+ML_WORKFLOW = "workflowType=machine_learning"  # the UI's "Model training" side, not its GenAI overview
+
+
+def review_link(experiment_id: str, base_url: str = "http://127.0.0.1:5000") -> str:
+    """The address of the experiment's review view in `mlflow ui`.
+
+    >>> review_link("3")
+    'http://127.0.0.1:5000/#/experiments/3/runs?viewStateShareKey=review&workflowType=machine_learning'
+    """
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={REVIEW_VIEW_KEY}&{ML_WORKFLOW}"
+
+
+def review_view_state(metric_columns: Sequence[str], earlier: str | None = None) -> str:
+    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the run's tags and
+    the headline metrics of every study logged so far as columns (`earlier` state's metrics kept).
+
+    >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa"])))
+    >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
+    ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
+    """
+    metrics: list[str] = []
+    if earlier:
+        try:
+            metrics = [c for c in json.loads(earlier).get("selectedColumns", []) if c.startswith("metrics.")]
+        except (ValueError, AttributeError):
+            metrics = []
+    for name in metric_columns:
+        column = f"metrics.`{mlflow_metric_name(name)}`"
+        if column not in metrics and len(metrics) < REVIEW_METRIC_COLUMNS:
+            metrics.append(column)
+    return json.dumps({"searchFilter": JOB_RUNS_FILTER, "orderByKey": JOB_RUNS_ORDER, "orderByAsc": True,
+                       "selectedColumns": [*REVIEW_COLUMNS, *metrics], "runsExpanded": {}, "groupBy": None})
+
+
+def write_subjects(table, artifacts_dir: Path) -> None:
+    """`subjects.csv` beside the records when the run has subjects."""
+    if len(table):
+        table.to_csv(Path(artifacts_dir) / SUBJECTS_FILE, index=False)
+
+
+def review_params(params: Mapping[str, Any], **effective: Any) -> dict[str, Any]:
+    """The flattened config without SHADOWED_PARAMS, plus the `effective` values (`n_questions=20`)."""
+    return {**{k: v for k, v in params.items() if k not in SHADOWED_PARAMS}, **effective}
+
+
+def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLINES) -> str:
+    """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals."""
+    from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
+    from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
+
+    names = [n for n in headline_order(list(metrics)) if metrics[n] == metrics[n]][:limit]
+    return ", ".join(f"{name} {cell(metrics, name)}" for name in names)
+
+
+def run_description(*, model: str, benchmark: str, variants: str, scoring: str, temperature: float,
+                    repetitions: int, n_questions: int, limit: Any, metrics: Mapping[str, float], level: float,
+                    rws_st: str | None = None) -> str:
+    """The run's description in words (MLflow's Description box, Markdown): what was asked of which model, and the
+    headline metrics with their intervals.
+
+    >>> print(run_description(model="m", benchmark="b", variants="original", scoring="generate", temperature=0.7,
+    ...     repetitions=5, n_questions=20, limit=20, level=0.95, rws_st="1.00 | 35%",
+    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35}))
+    **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7, 5 repetitions; 100 trials.
+    <BLANKLINE>
+    Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%).
+    <BLANKLINE>
+    RWS | S/T: 1.00 | 35%.
+    <BLANKLINE>
+    Per-subject values: `subjects.csv`; every metric: `metrics.json`; every trial: `records.parquet`.
+    """
+    from src.metrics import is_interval_name  # local: loads numpy, pandas (slow import)
+
+    limit_text = f" (`limit={limit}`)" if limit not in (None, "null") else ""
+    lines = [f"**{model}** on **{benchmark}**: {n_questions} questions{limit_text}, variant set `{variants}`, "
+             f"scoring `{scoring}`, temperature {float(temperature):g}"
+             + (f", {int(repetitions)} repetitions" if int(repetitions) > 1 else "")
+             + f"; {int(metrics.get('n_trials', 0))} trials."]
+    headline = headline_text(metrics)
+    if headline:
+        bounded = any(is_interval_name(name) for name in metrics)
+        lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})." if bounded else "."))
+    if rws_st:
+        lines.append(f"RWS | S/T: {rws_st}.")
+    lines.append(f"Per-subject values: `{SUBJECTS_FILE}`; every metric: `metrics.json`; every trial: "
+                 "`records.parquet`.")
+    return "\n\n".join(lines)
+
+
+def _notebook_contexts() -> list:
+    """MLflow's run contexts that import IPython to ask whether the job runs in a (Databricks) notebook, ~0.4 s
+    of every job's start, when it cannot: IPython not loaded (no notebook kernel) and no Databricks runtime."""
+    from mlflow.utils.databricks_utils import is_in_databricks_runtime
+
+    if "IPython" in sys.modules or is_in_databricks_runtime():
+        return []
+    from mlflow.tracking.context.databricks_command_context import (
+        DatabricksCommandRunContext,
+    )
+    from mlflow.tracking.context.databricks_job_context import DatabricksJobRunContext
+    from mlflow.tracking.context.databricks_notebook_context import (
+        DatabricksNotebookRunContext,
+    )
+    from mlflow.tracking.context.databricks_repo_context import DatabricksRepoRunContext
+    from mlflow.tracking.context.jupyter_notebook_context import (
+        JupyterNotebookRunContext,
+    )
+
+    return [JupyterNotebookRunContext, DatabricksNotebookRunContext, DatabricksJobRunContext,
+            DatabricksCommandRunContext, DatabricksRepoRunContext]
+
+
+def questions_dataset(questions, *, name: str):
+    """The questions a run asked as an MLflow dataset (the runs table's Dataset column): one row per question (the
+    options as JSON, the right option's text as target), named after the benchmark; its digest changes with the
+    questions."""
+    import mlflow.data
+    import pandas as pd
+
+    frame = pd.DataFrame([{"id": q.id, "subject": q.subject or "", "question": q.question,
+                           "options": json.dumps(list(q.options)), "answer": q.options[q.answer]} for q in questions])
+    from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.tracking.context import registry as context_registry
+
+    source = CodeDatasetSource(tags=context_registry.resolve_tags(ignore=_notebook_contexts()))  # as MLflow's own
+    return mlflow.data.from_pandas(frame, name=name, targets="answer", source=source)

@@ -1,0 +1,351 @@
+"""One MLflow run per job: its identity (config hash), the job tracker, runs of dead jobs."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from src.common.errors import UserError
+from src.tracking import offline, review, store
+from src.tracking.names import metric_name
+from src.common import owners
+
+log = logging.getLogger(__name__)
+
+
+last_run: dict[str, str] = {}  # the run the latest JobTracker of this process made: run_id, uri, status
+
+
+def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'model': {'name': 'x'}} -> {'model.name': 'x'}; lists become JSON strings."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = json.dumps(value) if isinstance(value, (list, tuple)) else value
+    return out
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# where things are, not what the job is; `stats` (the intervals' resamples and level) changes no question asked,
+# no answer and no point metric, so runs made before it existed keep their hash
+JOB_INDEPENDENT_KEYS = ("tracking", "cache", "resume", "data_dir", "stats")
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    """Identity of a job's work: the resolved config without the keys that only say where results go."""
+    kept = {k: v for k, v in cfg.items() if k not in JOB_INDEPENDENT_KEYS}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class JobTracker:
+    """A job's MLflow run, through MlflowClient: a health check of the store first, every call retried on the
+    races of parallel first use, MLflow's HTTP retries bounded by `tracking.retry_budget_s`. When the server does
+    not answer: with `tracking.on_outage=fail` the job stops in one line (UserError, exit 2); with `offline` it goes
+    on into `tracking.offline_dir` and says to run `python -m src.sync`. Every run it makes ends FINISHED, FAILED
+    or KILLED; a run on a server that died is noted for `src.sync` to close."""
+
+    def __init__(self, tracking_cfg: Mapping[str, Any], *, job_hash: str, sweep: Mapping[str, str] | None = None):
+        self.cfg = dict(tracking_cfg)
+        store.check_options(self.cfg)
+        store.apply_retry_budget(self.cfg.get("retry_budget_s", 20.0))
+        self.target = self.cfg["uri"]
+        self.offline_dir = Path(self.cfg.get("offline_dir") or "mlruns/offline")
+        self.offline_uri = f"sqlite:///{self.offline_dir}/mlflow.db"
+        self.job_hash = job_hash
+        self.sweep = dict(sweep or {})
+        self.run_id: str | None = None
+        self.fell_back = False
+        self._connect(self.offline_uri if self.cfg.get("offline") else self.target)
+
+    # -- where the job logs
+
+    @property
+    def offline(self) -> bool:
+        return self.uri == self.offline_uri
+
+    def _can_fall_back(self) -> bool:
+        return self.cfg.get("on_outage", "fail") == "offline" and not self.offline
+
+    def _connect(self, uri: str) -> None:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        try:
+            store.check_tracking(uri)  # the health check: before any compute, and before each job of a sweep
+            store.open_store(uri)
+            self.client = MlflowClient(tracking_uri=uri)
+            self.exp_id = self._call(lambda: store.experiment_id(self.client, self.cfg["experiment"], uri), fall_back=False)
+        except UserError as err:
+            if not self._can_fall_back():
+                raise
+            self._fall_back(err)
+            return
+        mlflow.set_tracking_uri(uri)
+
+    def _fall_back(self, err: BaseException) -> None:
+        print(f"warning: MLflow server {self.target} is not answering; this job logs to {self.offline_dir} "
+              f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {self.offline_dir} once the "
+              f"server is back", file=sys.stderr)
+        self.fell_back = True
+        self._connect(self.offline_uri)
+
+    def _down(self, err: BaseException, doing: str) -> store.TrackingDown:
+        return store.TrackingDown(f"config key tracking.uri: MLflow server {self.uri} stopped answering {doing} "
+                            f"({store.short(err)}); answers already computed are in the response cache: start the server "
+                            f"and run the same command again, or set tracking.on_outage=offline")
+
+    def _call(self, op, *, fall_back: bool = True, doing: str = "before the job started"):
+        """`op()` with the race retries; a server outage becomes TrackingDown (after MLflow's bounded retries)."""
+        try:
+            return store.with_retries(op)
+        except UserError:
+            raise
+        except Exception as err:
+            if store.is_outage(err):
+                raise self._down(err, doing) from None
+            raise
+
+    # -- before the job
+
+    def finished_run(self):
+        """The latest FINISHED run of this job's config hash in the experiment, or None."""
+        return self._before(lambda: finished_run_of(self.client, self.exp_id, self.job_hash))
+
+    def finished_metrics(self, run) -> dict[str, float]:
+        """Every metric a finished run's job computed: its `metrics.json` (MLflow holds the review view only,
+        `review_view`), or the metrics MLflow holds when the artifact cannot be read."""
+        import tempfile
+
+        try:
+            with tempfile.TemporaryDirectory(prefix="metrics-") as folder:
+                local = self._call(lambda: self.client.download_artifacts(run.info.run_id, "metrics.json", folder))
+                return {k: float(v) for k, v in json.loads(Path(local).read_text()).items()}
+        except store.TrackingDown:
+            raise
+        except Exception:  # noqa: BLE001 - a run without a readable metrics.json (logged elsewhere, or older)
+
+            return {metric_name(k): v for k, v in run.data.metrics.items()}
+
+    def mark_interrupted(self) -> None:
+        self._before(lambda: mark_interrupted_runs(self.client, self.exp_id, self.job_hash))
+
+    def _before(self, op):
+        try:
+            return self._call(op)
+        except store.TrackingDown as err:
+            if not self._can_fall_back():
+                raise
+            self._fall_back(err)
+            return self._call(op)
+
+    # -- the run
+
+    def _tags(self, tags: Mapping[str, str]) -> dict[str, str]:
+        out = {"config_hash": self.job_hash, "kind": "job", "owner": owners.this_owner(),
+               "heartbeat": str(int(time.time())), **tags}
+        if self.offline:
+            from src.common.redact import redact_text  # local: loads hydra (slow import)
+
+            out["offline_target"] = redact_text(self.target)  # where `python -m src.sync` uploads it (no secret)
+        if self.sweep.get("sweep_id"):
+            out["sweep_id"] = self.sweep["sweep_id"]
+        if self.sweep.get("parent_run_id"):
+            out["mlflow.parentRunId"] = self.sweep["parent_run_id"]
+        return out
+
+    def _create(self, run_name: str, tags: Mapping[str, str]) -> str:
+        from mlflow.tracking.context import registry as context_registry
+
+        resolved = context_registry.resolve_tags(self._tags(tags), ignore=review._notebook_contexts())
+        run = self._call(lambda: self.client.create_run(self.exp_id, tags=resolved, run_name=run_name))
+        self.run_id = run.info.run_id
+        last_run.clear()
+        last_run.update(run_id=self.run_id, uri=self.uri, status="RUNNING")
+        return self.run_id
+
+    @contextlib.contextmanager
+    def run(self, run_name: str, tags: Mapping[str, str] | None = None) -> Iterator[str]:
+        """A new run for the job; it ends FINISHED, FAILED (an error) or KILLED (Ctrl-C, SIGTERM)."""
+        self._run_name, self._run_tags = run_name, dict(tags or {})
+        try:
+            self._create(run_name, self._run_tags)
+        except store.TrackingDown as err:
+            self._lost_create(since=time.time() - 60)
+            if not self._can_fall_back():
+                raise
+            self._fall_back(err)
+            self._create(run_name, self._run_tags)
+        beating = threading.Event()
+        heart = threading.Thread(target=self._beat, args=(self.client, self.run_id, beating), daemon=True)
+        heart.start()
+        try:
+            yield self.run_id
+        except KeyboardInterrupt:
+            beating.set()
+            self._close("KILLED", interrupted="true")
+            raise
+        except store.TrackingDown:
+            raise  # closed, or noted for src.sync, where it was raised
+        except BaseException:
+            beating.set()
+            self._close("FAILED")
+            raise
+        finally:
+            beating.set()
+        self._close("FINISHED")
+
+    @staticmethod
+    def _beat(client, run_id: str, stop: threading.Event) -> None:
+        """Refresh the run's `heartbeat` tag while the job lives, so that no other process takes it for dead."""
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                client.set_tag(run_id, "heartbeat", str(int(time.time())))
+            except Exception:  # noqa: BLE001 - a missed beat only makes the run look older
+                pass
+
+    def _lost_create(self, since: float) -> None:
+        """The server may have made the run whose id never came back: note it, found by its config hash."""
+        offline.note_pending_close(self.offline_dir, self.uri, None, "KILLED", interrupted="true",
+                           search={"experiment_id": self.exp_id, "config_hash": self.job_hash,
+                                   "since": int(since * 1000)})
+
+    def _close(self, status: str, **tags: str) -> None:
+        last_run["status"] = status
+        try:
+            store.check_tracking(self.uri)
+            for key, value in tags.items():
+                self._call(lambda: self.client.set_tag(self.run_id, key, value))
+            self._call(lambda: self.client.set_terminated(self.run_id, status))
+        except UserError as err:
+            offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
+            print(f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); python -m src.sync "
+                  f"--offline-dir {self.offline_dir} marks it once the server is back", file=sys.stderr)
+
+    def log(self, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],
+            artifacts_dir: Path, constant: Sequence[str] = (), dataset=None) -> None:
+        """Params, metrics (as `review_view` shows them, without the `constant` ones), tags, the questions asked as
+        the run's `dataset` input and the artifacts into the job's run; a server outage here moves the run into the
+        offline store (`on_outage=offline`) or stops the job in one line with the run noted as FAILED."""
+        view = review.review_view(metrics, constant=constant)
+        review.write_subjects(view[1], artifacts_dir)
+        try:
+            self._log(params, view[0], tags, artifacts_dir, dataset)
+        except store.TrackingDown as err:
+            lost = self.run_id
+            if not self._can_fall_back():
+                last_run["status"] = "FAILED"
+                offline.note_pending_close(self.offline_dir, self.uri, lost, "FAILED", error="tracking server outage")
+                raise
+            offline.note_pending_close(self.offline_dir, self.uri, lost, "KILLED", interrupted="true",
+                               error="tracking server outage; the job went on offline")
+            self._fall_back(err)
+            self._create(self._run_name, {**self._run_tags, "replaces_run_id": lost})
+            self._log(params, view[0], tags, artifacts_dir, dataset)
+
+    def _log(self, params, metrics, tags, artifacts_dir: Path, dataset=None) -> None:
+        from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+        doing = f"while logging run {self.run_id}"
+        now = int(time.time() * 1000)
+        self._call(lambda: self.client.log_batch(
+            self.run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+            params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
+            tags=[RunTag(k, str(v)) for k, v in tags.items()]), doing=doing)
+        if dataset is not None:  # the runs table's Dataset column: the benchmark, and a digest of its questions
+            asked = DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])
+            self._call(lambda: self.client.log_inputs(self.run_id, [asked]), doing=doing)
+        self._call(lambda: self._share_review_view(metrics), doing=doing)
+        self._call(lambda: self.client.log_artifacts(self.run_id, str(artifacts_dir)), doing=doing)
+
+    def _share_review_view(self, metrics: Mapping[str, float]) -> None:
+        """Add this run's headline metrics to the experiment's review view (`review_link`)."""
+        from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
+
+        names = headline_order([metric_name(k) for k in metrics])
+        key = review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY
+        earlier = self.client.get_experiment(self.exp_id).tags.get(key)
+        state = review.review_view_state(names, earlier)
+        if state != earlier:
+            self.client.set_experiment_tag(self.exp_id, key, state)
+
+
+def finished_run_of(client, experiment: str, job_hash: str):
+    """`finished_run` through an MlflowClient."""
+    runs = client.search_runs([experiment], max_results=1, order_by=["attributes.start_time DESC"],
+                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'")
+    return runs[0] if runs else None
+
+
+HEARTBEAT_S = 30.0  # a live job refreshes its run's `heartbeat` tag this often
+
+
+STALE_S = 180.0  # a run of another host whose heartbeat is older than this is taken for dead
+
+
+def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
+    """Whether the process that made a RUNNING run is gone: its `owner` (src/common/owners.py) is a process of this host
+    that no longer runs, or, for another host, its `heartbeat` (epoch seconds) is older than STALE_S. A run
+    without an owner (logged before owners were tagged) is taken for dead, as it always was.
+
+    >>> from src import owners
+    >>> provably_dead({"owner": owners.this_owner(), "heartbeat": "0"})
+    False
+    >>> provably_dead({"owner": "elsewhere:1", "heartbeat": str(time.time())}), provably_dead({"owner": "elsewhere:1"})
+    (False, True)
+    """
+    owner = tags.get("owner")
+    if owners.parse_owner(owner) is None:
+        return True
+    alive = owners.is_alive(owner)
+    if alive is not None:
+        return not alive
+    try:
+        beat = float(tags.get("heartbeat", "nan"))
+    except ValueError:
+        return True
+    return not ((now if now is not None else time.time()) - beat <= STALE_S)
+
+
+def mark_interrupted_runs(client, experiment: str, job_hash: str) -> None:
+    """Runs of this job left RUNNING by a process that is provably dead are marked KILLED, so the UI shows what
+    happened; the rerun that calls this resumes their work from the response cache. A run whose process still
+    lives (the same command started twice) is left alone: this job makes a run of its own beside it."""
+    for run in client.search_runs([experiment],
+                                  filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'RUNNING'"):
+        if not provably_dead(run.data.tags):
+            log.info("run %s of the same job is still running (owner %s); this job makes a run of its own",
+                     run.info.run_id, run.data.tags.get("owner"))
+            continue
+        client.set_tag(run.info.run_id, "interrupted", "true")
+        client.set_terminated(run.info.run_id, "KILLED")
+
+
+def log_run(mlflow, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],
+            artifacts_dir: Path) -> None:
+    """Log into the active run, the metrics as `review_view` shows them (non-finite ones, NaN: undefined, e.g. RWS
+    with nothing SURE, are skipped in MLflow and kept in metrics.json; per-subject values in subjects.csv)."""
+    finite, subjects = review.review_view(metrics)
+    review.write_subjects(subjects, artifacts_dir)
+    store.with_retries(lambda: mlflow.log_params({k: ("null" if v is None else str(v)[:6000]) for k, v in params.items()}))
+    store.with_retries(lambda: mlflow.log_metrics(finite))
+    store.with_retries(lambda: mlflow.set_tags(dict(tags)))
+    mlflow.log_artifacts(str(artifacts_dir))

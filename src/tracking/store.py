@@ -1,0 +1,193 @@
+"""The tracking store: checking and opening it, experiments, retries on races and outages."""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from src.common import gc_tuning
+from src.common.errors import UserError
+from src.tracking.names import DEFAULT_URI
+
+
+def sqlite_path(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def job_tracking_uri(tracking_cfg: Mapping[str, Any]) -> str:
+    """The store a job logs to: `tracking.uri`, or with `tracking.offline=true` a local SQLite file under
+    `tracking.offline_dir` that `python -m src.sync` uploads later."""
+    if tracking_cfg.get("offline"):
+        folder = Path(tracking_cfg.get("offline_dir") or "mlruns/offline")
+        return f"sqlite:///{folder}/mlflow.db"
+    return tracking_cfg["uri"]
+
+
+def check_tracking(uri: str) -> None:
+    """Fail fast, before any compute, when the tracking store cannot be reached."""
+    db = sqlite_path(uri)
+    if db is not None:
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"config key tracking.uri: cannot create {db.parent} ({err.strerror}); "
+                            "point tracking.uri at a writable sqlite:/// path") from None
+        return
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+        except OSError as err:
+            raise UserError(f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); start it, set "
+                            f"tracking.on_outage=offline or tracking.uri={DEFAULT_URI}") from None
+        return
+    if uri.startswith("file:") or "://" not in uri:
+        raise UserError(f"config key tracking.uri: {uri!r} is a file store, which current MLflow refuses; "
+                        f"use tracking.uri={DEFAULT_URI}")
+
+
+def experiment_id(mlflow, name: str, uri: str) -> str:
+    """Get or create the experiment (`mlflow` is the module or an MlflowClient); local sqlite stores keep artifacts
+    beside the database."""
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    db = sqlite_path(uri)
+    location = (db.parent / "artifacts").resolve().as_uri() if db is not None else None
+    try:
+        return mlflow.create_experiment(name, artifact_location=location)
+    except Exception:  # another job of the same sweep created it first
+        exp = mlflow.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+# Messages of a store that a parallel job is using or creating at the same moment: SQLite's lock, MLflow's schema
+# creation (alembic) seen half done by another process, and a row two jobs insert at once (the experiment's review
+# view tag: MLflow looks for it, then inserts it; the retry reads it again and merges), in SQLite's and
+# PostgreSQL's words. Retried; anything else is raised at once.
+RACE_MESSAGES = re.compile(r"database is locked|duplicate column name|expected to match one row|no such table|"
+                           r"no such column|(table|index) \S+ already exists|unique constraint failed|"
+                           r"duplicate key value violates unique constraint")
+
+
+def is_race(err: BaseException) -> bool:
+    """A message of parallel first use of a store (retried), not of a real error.
+
+    >>> is_race(Exception("(sqlite3.OperationalError) table experiment_tags already exists"))
+    True
+    >>> is_race(Exception('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique '
+    ...                   'constraint "experiment_tag_pk"'))
+    True
+    >>> is_race(Exception("Experiment(name=x) already exists"))
+    False
+    """
+    return RACE_MESSAGES.search(str(err).lower()) is not None
+
+
+def with_retries(op, *, attempts: int = 12):
+    """Run `op`, retrying while a shared SQLite store is locked by a parallel job (joblib launcher) or its schema
+    is being created by another process."""
+    for attempt in range(attempts):
+        try:
+            return op()
+        except Exception as err:  # MLflow wraps sqlite's OperationalError in its own exception types
+            if not is_race(err) or attempt == attempts - 1:
+                raise
+            time.sleep(min(0.1 * 2 ** attempt, 5.0))
+
+
+_OPENED: set[str] = set()  # the stores this process opened (created or upgraded once)
+
+
+def open_store(uri: str) -> None:
+    """Make sure the store's schema exists before any other MLflow call of this process. For a SQLite store the
+    creation (MLflow's alembic migrations, seconds long) runs under an exclusive lock on `<db>.init.lock`, so
+    parallel first jobs (joblib workers, several `python -m src.run`) create it once and the others wait for it."""
+    db = sqlite_path(uri)
+    if uri not in _OPENED and db is not None:
+        from mlflow.tracking import MlflowClient
+
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with _file_lock(Path(f"{db}.init.lock")):
+            with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
+    _OPENED.add(uri)
+    gc_tuning.end_import_pause()  # MLflow and its store are imported: the command's heap is built
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the retries above are the only guard
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+OUTAGE_CHOICES = ("fail", "offline")
+
+
+def check_options(tracking_cfg: Mapping[str, Any]) -> None:
+    """The `tracking.on_outage` and `tracking.retry_budget_s` values, in one line each."""
+    choice = tracking_cfg.get("on_outage", "fail")
+    if choice not in OUTAGE_CHOICES:
+        raise UserError(f"config key tracking.on_outage: {choice!r} is not a choice; choose fail (stop the job, "
+                        f"exit 2) or offline (log to tracking.offline_dir, upload later with python -m src.sync)")
+    budget = tracking_cfg.get("retry_budget_s", 20.0)
+    if budget is None or not 0 <= float(budget) <= 600:
+        raise UserError(f"config key tracking.retry_budget_s: {budget} must be between 0 and 600 seconds")
+
+
+def client_retries(budget_s: float) -> tuple[int, int]:
+    """(retries, request timeout in s) for MLflow's HTTP client so that its retries of one call end within
+    `budget_s`: urllib3 sleeps 0, 2, 4, 8 ... s (backoff factor 1) plus up to 1 s of jitter before each retry.
+
+    >>> client_retries(20), client_retries(5), client_retries(0)
+    ((4, 5), (2, 5), (1, 5))
+    """
+    retries = 0
+    while retries < 10 and (2 ** (retries + 1) - 2) + retries <= budget_s:
+        retries += 1
+    return retries, max(5, math.ceil(budget_s / (retries + 1)))
+
+
+def apply_retry_budget(budget_s: float) -> None:
+    """Bound MLflow's own retries (by default ~4 minutes per call against a dead server) to `budget_s`."""
+    retries, timeout = client_retries(float(budget_s))
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(retries)
+    os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] = "1"
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(timeout)
+
+
+def is_outage(err: BaseException) -> bool:
+    """An error of a tracking server that does not answer (refused, reset, timed out, 5xx after the retries)."""
+    import requests
+
+    if isinstance(err, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)):
+        return True
+    text = str(err)
+    return "API request to" in text and ("failed with exception" in text or "timeout" in text.lower() or
+                                         "Max retries exceeded" in text)
+
+
+def short(err: BaseException, limit: int = 160) -> str:
+    """An exception as a short single line (for one-line messages)."""
+    text = " ".join(str(err).split())
+    if "Caused by" in text:
+        text = text.split("Caused by")[-1].strip(" (:")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class TrackingDown(UserError):
+    """The tracking server stopped answering within the retry budget."""

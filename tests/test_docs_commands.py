@@ -1,0 +1,130 @@
+"""Every command a user would copy from README.md and docs/*.md (the fenced shell blocks) is checked here.
+
+- `python -m src.run ...` / `mcq run ...`: the command-line check of every job it names (`check_command_line`:
+  composed as Hydra will, then the one `check_config`), i.e. the door a user meets first; a committed sweep
+  (`-cd sweeps -cn NAME`) must exist and its extra overrides pass the same check;
+- the other `python -m src.X` / `mcq X` commands: their own argument parser takes the command as written;
+- `pip install -e ".[extra]"`: the extra exists in pyproject.toml; `python -m pytest PATH`: the path exists.
+Tools that are not this project (`mlflow ui|server`, `git clone`, `pip install torch...`) are not run here.
+The README's five-command study runs whole in tests/test_docs_commands.py::test_the_readme_study_runs (slow tier),
+with `model=simulated` and small limits in place of the real models.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from src import cli
+from src.config.schema import check_command_line
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def commands() -> list[tuple[str, str]]:
+    """(page, command) for every command line in a fenced shell block; `\\` continuations joined, `&&` chains split,
+    trailing comments dropped."""
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", page.read_text(), re.S):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = re.sub(r"\s+#.*$", "", line.strip())
+                for part in line.split("&&"):
+                    part = part.strip()
+                    if re.match(r"(python -m |mcq |pip install )", part):
+                        found.append((page.name, part))
+    return found
+
+
+COMMANDS = commands()
+
+
+class Parsed(Exception):
+    """Raised after an argument parser accepted the command (so the command itself does not run)."""
+
+
+def _parse_only(monkeypatch) -> None:
+    real = argparse.ArgumentParser.parse_args
+
+    def parse(self, args=None, namespace=None):
+        real(self, args, namespace)
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse)
+
+
+def test_the_pages_hold_commands():
+    pages = {page for page, _ in COMMANDS}
+    assert {"README.md", "review.md", "launchers.md", "speed.md"} <= pages
+    assert any(command.startswith("python -m src.run") for _, command in COMMANDS)
+
+
+@pytest.mark.parametrize("page, command", COMMANDS, ids=[f"{p}:{c[:60]}" for p, c in COMMANDS])
+def test_every_documented_command_is_accepted(page, command, monkeypatch):
+    words = shlex.split(command)
+    if words[0] == "pip":
+        extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        for spec in re.findall(r"\.\[([\w,-]+)\]", command):
+            assert set(spec.split(",")) <= set(extras), f"{page}: {command}: no such extra"
+        return
+    if words[:3] == ["python", "-m", "pytest"]:
+        for path in (w.split("::")[0] for w in words[3:] if w.startswith("tests/")):
+            assert (REPO / path).exists(), f"{page}: {command}: {path} is not there"
+        return
+    name, args = (words[2].removeprefix("src."), words[3:]) if words[0] == "python" else (words[1], words[2:])
+    name = name.replace("ui_check", "ui-check")
+    assert name in cli.COMMANDS, f"{page}: {command}: not a command of this project"
+    if name == "run":
+        if "-cn" in args:
+            sweep = args[args.index("-cn") + 1]
+            assert (REPO / args[args.index("-cd") + 1] / f"{sweep}.yaml").is_file(), f"{page}: {command}"
+            args = ["-m", *[a for a in args if "=" in a]]
+        check_command_line(args)  # raises the one-line UserError a user would see
+        return
+    _parse_only(monkeypatch)
+    module = importlib.import_module(cli.COMMANDS[name])
+    with pytest.raises(Parsed):
+        module.main(args)
+
+
+def _readme_study() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    block = text.split("## A model-selection study in five commands", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_readme_study_runs(tmp_path):
+    """The README's five commands, in order, with `model=simulated` (two success rates) in place of the real models
+    and 20 questions (what plan needs to estimate a variance): the sweeps log their runs, compare writes its report, plan reads two of the runs."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    study = _readme_study()
+    assert len(study) == 5
+    run_ids = []
+    for line in study:
+        words = shlex.split(line)
+        if words[0] == "mlflow":
+            continue  # the UI: tests/test_mlflow_ui.py (browser tier)
+        if words[2] == "src.run":
+            words = [w for w in words if not w.startswith(("model=", "limit="))]
+            words += ["model=simulated", "model.success_rate=0.5,0.9", "limit=20", f"tracking.uri={uri}",
+                      f"hydra.sweep.dir={tmp_path}/sweep{len(run_ids)}", "hydra/launcher=basic"]
+        elif words[2] == "src.compare":
+            words += ["--tracking-uri", uri, "--out", str(tmp_path / "report"), "--no-mlflow"]
+        elif words[2] == "src.plan":
+            words = [w if w not in ("RUN_A", "RUN_B") else run_ids[("RUN_A", "RUN_B").index(w)] for w in words]
+            words += ["--tracking-uri", uri]
+        proc = subprocess.run([sys.executable, *words[1:]], cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        if words[2] == "src.run":
+            run_ids += [json.loads(out)["run_id"] for out in proc.stdout.splitlines() if out.startswith("{")]
+    assert len(run_ids) >= 4 and (tmp_path / "report").is_dir()

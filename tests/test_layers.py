@@ -1,0 +1,152 @@
+"""The import graph of src/: layers as folders, imports flowing downwards only, no circle.
+
+Read with `ast` from the source (module-level and function-local imports; those under `if TYPE_CHECKING:` are
+type hints, not imports), so it needs no import of the project and costs ~0.3 s.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# The layers, highest first: a module may import its own layer's modules and any lower layer's, never a higher
+# one's. A module belongs to the layer of the longest prefix that names it. The metrics sit below answering:
+# they are pure functions of records, and adaptive repetitions stop by the SURE rule's arithmetic
+# (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking.
+LAYERS = (
+    ("commands", ("src.run", "src.export", "src.data", "src.catalog", "src.plan", "src.assess", "src.sync",
+                  "src.ui_check", "src.perf", "src.compare.__main__", "src.ingest.__main__", "src.cli")),
+    ("orchestration", ("src.job", "src.sweep", "src.plugins")),
+    ("report", ("src.compare", "src.ingest")),
+    ("config", ("src.config",)),
+    ("tracking", ("src.tracking",)),
+    ("answering", ("src.answering",)),
+    ("measures", ("src.metrics",)),
+    ("domain", ("src.core", "src.answer_formats", "src.backends", "src.benchmarks", "src.variants")),
+    ("common", ("src.common", "src")),
+)
+LOCAL_REASON = "local:"  # a function-local import of a project module says why on its line: `# local: loads torch`
+
+
+def layer_of(module: str) -> int:
+    """Index into LAYERS of `module` (its longest matching prefix); -1 when no layer names it."""
+    best, length = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > length:
+                best, length = index, len(prefix)
+    return best
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    """Every module of src/: dotted name -> (file, is a package's __init__)."""
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    hidden = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            hidden.update(id(inner) for inner in ast.walk(node))
+    return hidden
+
+
+def imports(known: dict[str, tuple[Path, bool]]):
+    """(importer, imported project module, line, function-local?, the import's first source line), for every import
+    of a project module in src/."""
+    for module, (path, is_package) in known.items():
+        text = path.read_text()
+        tree = ast.parse(text)
+        lines = text.splitlines()
+        hidden = _type_checking_nodes(tree)
+        in_function = {id(inner) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       for inner in ast.walk(fn)}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in hidden:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                targets = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in known else stem for alias in node.names]
+            for target in dict.fromkeys(targets):
+                while target and target not in known:
+                    target = target.rpartition(".")[0]
+                if target and target != module and target.startswith("src"):
+                    yield module, target, node.lineno, id(node) in in_function, lines[node.lineno - 1]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    known = modules()
+    return known, list(imports(known))
+
+
+def test_every_module_has_a_layer(graph):
+    known, _ = graph
+    homeless = [m for m in known if layer_of(m) < 0]
+    assert not homeless, f"modules no layer names (add their folder to LAYERS in {__file__}): {homeless}"
+
+
+def test_no_import_goes_up_a_layer(graph):
+    _, edges = graph
+    upward = [f"{a}:{line} imports {b} ({LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]})"
+              for a, b, line, _, _ in edges if layer_of(b) < layer_of(a)]
+    assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
+
+
+def test_no_import_circle(graph):
+    known, edges = graph
+    out: dict[str, set[str]] = {m: set() for m in known}
+    for a, b, *_ in edges:
+        out[a].add(b)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(out[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(known):
+        if start not in state and (circle := visit(start)):
+            pytest.fail("import circle: " + " -> ".join(circle))
+
+
+def test_function_local_imports_of_the_project_say_why(graph):
+    """A project import inside a function hides the dependency graph: kept only where the module it loads is slow to
+    import (torch, pandas, mlflow, ...) for callers that never need it, and then it says so on its line."""
+    _, edges = graph
+    silent = sorted({f"{a}:{line}: {text.strip()}" for a, _, line, local, text in edges
+                     if local and LOCAL_REASON not in text.partition("#")[2]})
+    assert not silent, f"function-local project imports without a `# {LOCAL_REASON} why` comment:\n" + "\n".join(silent)
+
+
+def test_the_checks_see_what_they_check():
+    """The graph reader on a known shape: a relative import, an import under TYPE_CHECKING (not an edge) and a
+    function-local one."""
+    known = modules()
+    edges = {(a, b, local) for a, b, _, local, _ in imports(known)}
+    assert ("src.answering.trials", "src.answering.adaptive", True) in edges
+    assert not any(a == "src.answering.adaptive" and b == "src.answering.trials" for a, b, _ in edges)
+    assert layer_of("src.run") < layer_of("src.job.runner") < layer_of("src.tracking.store") < layer_of("src.common.errors")
