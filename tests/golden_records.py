@@ -48,7 +48,7 @@ REAL_MODEL_JOBS = frozenset(name for name in JOBS if name.startswith("smollm2"))
 # Real-model scores differ in the last digits between CPU kernels: max |Δ log-prob| 5.5e-5 measured between AVX2
 # and AVX-512 kernels on SmolLM2 (docs/reproducibility.md), so 1e-4 absolute.
 FLOAT_TOLERANCE = 1e-4
-# `raw_output` of a ranking scoring renders each score to four decimals (src/trials.py `_scores_text`): two
+# `raw_output` of a ranking scoring renders each score to four decimals (src/answering/trials.py `_scores_text`): two
 # renderings of scores that differ by FLOAT_TOLERANCE differ by at most that plus one unit in the last place.
 RENDERED_TOLERANCE = FLOAT_TOLERANCE + 1e-4
 # the parse rules of scorings that rank options by a score (logprob, cloze, cloze_shown): their decision can flip
@@ -115,7 +115,7 @@ def record_differences(expected: list[dict], actual: list[dict], where: str = ""
     raw_output compares label by label, its scores within the rendering's tolerance; decisions compare exactly,
     except where the expected record is a near-tie (its two best options within NEAR_TIE_MARGIN): a changed
     decision there is a flip that another machine may show, listed apart."""
-    from src.records import NEAR_TIE_MARGIN
+    from src.core.records import NEAR_TIE_MARGIN
 
     if len(expected) != len(actual):
         return [f"{where}: {len(expected)} != {len(actual)} items"], []

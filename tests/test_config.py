@@ -44,7 +44,7 @@ def test_data_dir_follows_env(monkeypatch):
 
 
 def test_pride_protocol_key_defaults_to_the_paper():
-    from src.config_schema import compose_job
+    from src.config.schema import compose_job
 
     assert compose_job(["model=simulated"]).metrics.pride_protocol == "paper"
     assert compose_job(["model=simulated", "metrics.pride_protocol=authors"]).metrics.pride_protocol == "authors"

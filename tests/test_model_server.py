@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from src.errors import UserError
-from src.records import read_run_records
+from src.common.errors import UserError
+from src.core.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
 from .test_openai_backend import ServedInThread
@@ -167,8 +167,8 @@ def in_process_decisions(folder: Path, empty_mlflow_db: Path) -> dict:
     each spin two threads on two cores slow each other down tenfold."""
     import torch
 
-    from src.config_schema import compose_job
-    from src.job import run_job
+    from src.config.schema import compose_job
+    from src.job.runner import run_job
 
     shutil.copyfile(empty_mlflow_db, folder / "mlflow.db")  # tables made once per suite (conftest)
     uri = f"sqlite:///{folder}/mlflow.db"

@@ -1,6 +1,6 @@
 """`python -m src.perf`: speed, memory and agreement numbers on the real default model (SmolLM2-135M, CPU), not a test.
 
-`python -m src.bench`, its old name, still runs it. Not to be confused with `src/benchmarks/`, the question sets.
+Not to be confused with `src/benchmarks/`, the question sets.
 
 On the same model (one float copy of the GGUF, shared with lm-evaluation-harness) and the same ARC-Challenge
 questions, in one process, it times and prints wall time, prompts/s, forward tokens and peak memory (RSS,
