@@ -104,8 +104,9 @@ def _readme_study() -> list[str]:
 
 @pytest.mark.slow
 def test_the_readme_study_runs(tmp_path):
-    """The README's five commands, in order, with `model=simulated` (two success rates) in place of the real models
-    and 20 questions (what plan needs to estimate a variance): the sweeps log their runs, compare writes its report, plan reads two of the runs."""
+    """The README's five commands, in order, with `model=simulated` (two success rates) in place of the real models,
+    20 questions (what plan needs to estimate a variance) and one temperature of the three: the sweeps log their runs,
+    compare writes its report, plan reads two of the runs."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     study = _readme_study()
     assert len(study) == 5
@@ -115,7 +116,8 @@ def test_the_readme_study_runs(tmp_path):
         if words[0] == "mlflow":
             continue  # the UI: tests/test_mlflow_ui.py (browser tier)
         if words[2] == "src.run":
-            words = [w for w in words if not w.startswith(("model=", "limit="))]
+            words = [w for w in words if not w.startswith(("model=", "limit=", "temperature="))]
+            words += ["temperature=0.7"] if any(w.startswith("repetitions=") for w in words) else []
             words += ["model=simulated", "model.success_rate=0.5,0.9", "limit=20", f"tracking.uri={uri}",
                       f"hydra.sweep.dir={tmp_path}/sweep{len(run_ids)}", "hydra/launcher=basic"]
         elif words[2] == "src.compare":

@@ -89,7 +89,8 @@ def test_refused_single_run_and_sweep_say_so_in_one_line_before_any_compute(run_
     sweep = run_cli("model=simulated", "scoring=cloze,generate", "variants=original,cora", "limit=2",
                     multirun=True, check=False)
     assert sweep.returncode == 2
-    lines = [ln for ln in sweep.stderr.splitlines() if ln.startswith("error: job ")]
+    # refused by the command line's check before Hydra starts (the same check_config the sweep and the job run)
+    lines = [ln for ln in sweep.stderr.splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1 and "scoring=cloze" in lines[0] and "variants=cora" in lines[0], sweep.stderr
     assert not (run_cli.tmp / "multirun" / "0").exists(), "no job ran"
 
