@@ -66,7 +66,7 @@ def check_metrics(cfg: DictConfig) -> None:
     the key)."""
     from omegaconf import OmegaConf
 
-    from src.metrics.fluctuation import PRIDE_PROTOCOLS
+    from src.metrics.fluctuation import PRIDE_PROTOCOLS  # local: loads pandas (slow import) for one tuple
 
     for key, noun, choices in (("sure_rule", "rule", SURE_RULES), ("pride_protocol", "protocol", PRIDE_PROTOCOLS)):
         value = OmegaConf.select(cfg, f"metrics.{key}", default=choices[0])
