@@ -12,7 +12,7 @@ not flagged), has a fixed answer position (`fixed_answer_slot`);
 `load_benchmark` logs `answer_slot_warning` for it once per load. `describe_answer_slots` is the
 one-line summary a run logs; `python -m src.data slots BENCHMARK` prints the table.
 
->>> from ..questions import Question
+>>> from src.core.questions import Question
 >>> qs = [Question(id=str(i), question="?", options=("a", "b", "c", "d"), answer=i % 4) for i in range(8)]
 >>> answer_slot_counts(qs)
 {0: 2, 1: 2, 2: 2, 3: 2}

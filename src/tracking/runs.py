@@ -306,7 +306,7 @@ def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
     that no longer runs, or, for another host, its `heartbeat` (epoch seconds) is older than STALE_S. A run
     without an owner (logged before owners were tagged) is taken for dead, as it always was.
 
-    >>> from src import owners
+    >>> from src.common import owners
     >>> provably_dead({"owner": owners.this_owner(), "heartbeat": "0"})
     False
     >>> provably_dead({"owner": "elsewhere:1", "heartbeat": str(time.time())}), provably_dead({"owner": "elsewhere:1"})
