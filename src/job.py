@@ -146,6 +146,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from .cache import ResponseCache
     from .closing import headline_metrics
     from .metrics import compute_metrics, constant_by_construction, rws_st_string
+    from .metrics.chance import chance_levels
     from .prompts import PromptTemplate
     from .records import write_prompts, write_records
     from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
@@ -196,6 +197,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
         metrics = compute_metrics(records, sure_rule=sure_rule, intervals=int(stats.get("bootstrap", 1000)),
                                   level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))
+        metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
         # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
         metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
         if adaptive:  # the share of the planned trials that were not asked

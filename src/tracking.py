@@ -96,7 +96,11 @@ REVIEW_VIEW_KEY = "review"
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
 REVIEW_COLUMNS = ("tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`", "tags.`scoring`",
                   "params.`n_questions`", "attributes.`Dataset`")
-REVIEW_METRIC_COLUMNS = 12  # headline metric columns at most
+# the headline columns of the review view, in this order, each with its bounds: the accuracy (MCQA, else the
+# accuracy over every trial) and its chance level, then each study's consistency headline: CoRA, RWS and S/T, the
+# full fluctuation rate, REVAS hard accuracy; the other headline metrics stay on the run page
+REVIEW_HEADLINES = ("mcqa", "cora", "rws", "st", "full_fr", "acc_h")
+REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
 # by run name (model-benchmark-variants-T): sorted by anything but start time, the UI lists the job runs flat
 # instead of folding them under their collapsed sweep parent
@@ -113,26 +117,46 @@ def review_link(experiment_id: str, base_url: str = "http://127.0.0.1:5000") -> 
     return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={REVIEW_VIEW_KEY}&{ML_WORKFLOW}"
 
 
-def review_view_state(metric_columns: Sequence[str], earlier: str | None = None) -> str:
-    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the run's tags and
-    the headline metrics of every study logged so far as columns (`earlier` state's metrics kept).
+def review_metric_names(names: Sequence[str]) -> list[str]:
+    """The metric columns of the review view among `names`: REVIEW_HEADLINES (else `accuracy`), each followed by
+    its bounds, and `chance` after the accuracy's.
 
-    >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa"])))
-    >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
-    ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
+    >>> review_metric_names(["st", "rws", "mcqa_hi", "chance", "mcqa", "mcqa_lo", "bmca_1.0", "n_trials"])
+    ['mcqa', 'mcqa_lo', 'mcqa_hi', 'chance', 'rws', 'st']
+    >>> review_metric_names(["accuracy", "chance_variants", "sc_mean"])
+    ['accuracy', 'chance_variants']
     """
-    metrics: list[str] = []
+    from .metrics import interval_names
+    from .metrics.chance import CHANCE_OF
+
+    present = set(names)
+    headlines = [n for n in REVIEW_HEADLINES if n in present] or [n for n in (REVIEW_FALLBACK,) if n in present]
+    chosen: list[str] = []
+    for name in headlines:
+        chosen += [n for n in (name, *interval_names(name)) if n in present]
+        if name in CHANCE_OF and CHANCE_OF[name] in present and CHANCE_OF[name] not in chosen:
+            chosen.append(CHANCE_OF[name])
+    return chosen
+
+
+def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -> str:
+    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the headline
+    columns (`review_metric_names`) of every study logged so far (`earlier` state's metrics kept), the run's tags.
+
+    >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa", "chance"])))
+    >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
+    ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`chance`', 'metrics.`rws`', 'metrics.`st`'])
+    """
+    names = list(metric_names)
     if earlier:
         try:
-            metrics = [c for c in json.loads(earlier).get("selectedColumns", []) if c.startswith("metrics.")]
+            names += [c[len("metrics.`"):-1] for c in json.loads(earlier).get("selectedColumns", [])
+                      if c.startswith("metrics.`")]
         except (ValueError, AttributeError):
-            metrics = []
-    for name in metric_columns:
-        column = f"metrics.`{mlflow_metric_name(name)}`"
-        if column not in metrics and len(metrics) < REVIEW_METRIC_COLUMNS:
-            metrics.append(column)
+            pass
+    metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in review_metric_names(names)]
     return json.dumps({"searchFilter": JOB_RUNS_FILTER, "orderByKey": JOB_RUNS_ORDER, "orderByAsc": True,
-                       "selectedColumns": [*REVIEW_COLUMNS, *metrics], "runsExpanded": {}, "groupBy": None})
+                       "selectedColumns": [*metrics, *REVIEW_COLUMNS], "runsExpanded": {}, "groupBy": None})
 
 
 def write_subjects(table, artifacts_dir: Path) -> None:
@@ -158,21 +182,23 @@ def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLI
 def run_description(*, model: str, benchmark: str, variants: str, scoring: str, temperature: float,
                     repetitions: int, n_questions: int, limit: Any, metrics: Mapping[str, float], level: float,
                     rws_st: str | None = None) -> str:
-    """The run's description in words (MLflow's Description box, Markdown): what was asked of which model, and the
-    headline metrics with their intervals.
+    """The run's description in words (MLflow's Description box, Markdown): what was asked of which model, the
+    headline metrics with their intervals and the chance level (with the sentence `chance_verdict` gives a run at
+    chance, in bold).
 
     >>> print(run_description(model="m", benchmark="b", variants="original", scoring="generate", temperature=0.7,
     ...     repetitions=5, n_questions=20, limit=20, level=0.95, rws_st="1.00 | 35%",
-    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35}))
+    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35, "chance": 0.25}))
     **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7, 5 repetitions; 100 trials.
     <BLANKLINE>
-    Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%).
+    Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%); chance 0.250, mcqa: above chance.
     <BLANKLINE>
     RWS | S/T: 1.00 | 35%.
     <BLANKLINE>
     Per-subject values: `subjects.csv`; every metric: `metrics.json`; every trial: `records.parquet`.
     """
     from .metrics import is_interval_name
+    from .metrics.chance import chance_verdict
 
     limit_text = f" (`limit={limit}`)" if limit not in (None, "null") else ""
     lines = [f"**{model}** on **{benchmark}**: {n_questions} questions{limit_text}, variant set `{variants}`, "
@@ -180,9 +206,14 @@ def run_description(*, model: str, benchmark: str, variants: str, scoring: str, 
              + (f", {int(repetitions)} repetitions" if int(repetitions) > 1 else "")
              + f"; {int(metrics.get('n_trials', 0))} trials."]
     headline = headline_text(metrics)
+    verdict = chance_verdict(metrics)
     if headline:
         bounded = any(is_interval_name(name) for name in metrics)
-        lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})." if bounded else "."))
+        said = f", {verdict.metric}: {verdict.short()}" if verdict and verdict.short() else ""
+        lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})" if bounded else "")
+                     + (f"; chance {verdict.chance:.3f}{said}." if verdict else "."))
+    if verdict and verdict.sentence():
+        lines.append(f"**{verdict.sentence()[0].upper()}{verdict.sentence()[1:]}**")
     if rws_st:
         lines.append(f"RWS | S/T: {rws_st}.")
     lines.append(f"Per-subject values: `{SUBJECTS_FILE}`; every metric: `metrics.json`; every trial: "
@@ -725,9 +756,8 @@ class JobTracker:
     def _share_review_view(self, metrics: Mapping[str, float]) -> None:
         """Add this run's headline metrics to the experiment's review view (`review_link`)."""
         from .compare.load import metric_name
-        from .metrics import headline_order
 
-        names = headline_order([metric_name(k) for k in metrics])
+        names = [metric_name(k) for k in metrics]
         key = SHARED_VIEW_TAG + REVIEW_VIEW_KEY
         earlier = self.client.get_experiment(self.exp_id).tags.get(key)
         state = review_view_state(names, earlier)

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ..metrics.chance import CHANCE_OF
 from .load import CONDITION_KEYS
 
 CORA_RANKED = (("MCQA", "mcqa"), ("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
@@ -97,10 +98,6 @@ def spread_text(values: Iterable[float]) -> str:
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
-# the chance column that applies to an accuracy-like metric: `chance` on the reference order, `chance_variants`
-# over every variant; a metric not listed (consistency, SURE shares, differences of ranks) has no chance level
-CHANCE_OF = {"mcqa": "chance", "acc_mean": "chance", "accuracy": "chance_variants", "mcqa_plus": "chance_variants",
-             "aacc@original": "chance"}
 CORA_FAMILY_PREFIXES = ("mcqa_plus", "mv", "bmca_", "ci", "cora")  # meaningless for a one-variant set (CI = 1)
 
 
