@@ -94,13 +94,17 @@ def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
 # "share view" state, kept as an experiment tag and opened by the link `review_link` makes (docs/mlflow_ui.md)
 REVIEW_VIEW_KEY = "review"
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
-REVIEW_COLUMNS = ("tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`", "tags.`scoring`",
-                  "params.`n_questions`", "attributes.`Dataset`")
-# the headline columns of the review view, in this order, each with its bounds: the accuracy (MCQA, else the
-# accuracy over every trial) and its chance level, then each study's consistency headline: CoRA, RWS and S/T, the
-# full fluctuation rate, REVAS hard accuracy; the other headline metrics stay on the run page
+# The view's columns after the fixed Run Name, Created and Duration. The UI sorts the metric columns by name, so
+# what sorts before the accuracy (`cora`, its bounds, `chance`) pushes it right: in a 1,400-px window (MLflow's
+# Assistant panel open, as on a first visit) three metric columns fit. So the accuracy keeps its bounds and a
+# consistency headline that sorts before it shows its value only (its bounds are on the run page); the chance
+# level is the `chance` tag, which says whether the accuracy's interval contains it; the Dataset column (300 px)
+# is left to the run page. REVIEW_HEADLINES: in this order, the first present (else `accuracy`) is the accuracy.
 REVIEW_HEADLINES = ("mcqa", "cora", "rws", "st", "full_fr", "acc_h")
 REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
+CHANCE_TAG = "chance"  # `0.226: mcqa indistinguishable from chance` (src.metrics.chance.ChanceVerdict.tag)
+REVIEW_COLUMNS = (f"tags.`{CHANCE_TAG}`", "tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`",
+                  "tags.`scoring`", "params.`n_questions`")
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
 # by run name (model-benchmark-variants-T): sorted by anything but start time, the UI lists the job runs flat
 # instead of folding them under their collapsed sweep parent
@@ -118,24 +122,22 @@ def review_link(experiment_id: str, base_url: str = "http://127.0.0.1:5000") -> 
 
 
 def review_metric_names(names: Sequence[str]) -> list[str]:
-    """The metric columns of the review view among `names`: REVIEW_HEADLINES (else `accuracy`), each followed by
-    its bounds, and `chance` after the accuracy's.
+    """The metric columns of the review view among `names`: REVIEW_HEADLINES (else `accuracy`), the accuracy with
+    its bounds, the others with theirs where they sort after the accuracy (see REVIEW_COLUMNS).
 
-    >>> review_metric_names(["st", "rws", "mcqa_hi", "chance", "mcqa", "mcqa_lo", "bmca_1.0", "n_trials"])
-    ['mcqa', 'mcqa_lo', 'mcqa_hi', 'chance', 'rws', 'st']
+    >>> review_metric_names(["st", "rws", "mcqa_hi", "cora_lo", "cora", "mcqa", "mcqa_lo", "bmca_1.0", "rws_lo"])
+    ['mcqa', 'mcqa_lo', 'mcqa_hi', 'cora', 'rws', 'rws_lo', 'st']
     >>> review_metric_names(["accuracy", "chance_variants", "sc_mean"])
-    ['accuracy', 'chance_variants']
+    ['accuracy']
     """
     from .metrics import interval_names
-    from .metrics.chance import CHANCE_OF
 
     present = set(names)
     headlines = [n for n in REVIEW_HEADLINES if n in present] or [n for n in (REVIEW_FALLBACK,) if n in present]
     chosen: list[str] = []
     for name in headlines:
-        chosen += [n for n in (name, *interval_names(name)) if n in present]
-        if name in CHANCE_OF and CHANCE_OF[name] in present and CHANCE_OF[name] not in chosen:
-            chosen.append(CHANCE_OF[name])
+        shown = [name, *interval_names(name)] if name >= headlines[0] else [name]
+        chosen += [n for n in shown if n in present]
     return chosen
 
 
@@ -145,7 +147,7 @@ def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -
 
     >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa", "chance"])))
     >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
-    ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`chance`', 'metrics.`rws`', 'metrics.`st`'])
+    ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
     """
     names = list(metric_names)
     if earlier:

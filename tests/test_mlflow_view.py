@@ -79,6 +79,9 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     for name in ("mcqa", "rws", "st", "cora"):
         assert f"metrics.`{name}`" in columns, name
     assert "metrics.`ci`" not in columns and "tags.`model`" in columns
+    # MCQA with its bounds; the chance level as the tag that judges the accuracy (src/metrics/chance.py)
+    assert columns[:3] == ["metrics.`mcqa`", "metrics.`mcqa_lo`", "metrics.`mcqa_hi`"] and "tags.`chance`" in columns
+    assert cora.data.tags["chance"] == f"{cora.data.metrics['chance']:.3f}: mcqa above chance"
 
 
 def test_the_run_page_lists_the_headline_metrics_first():

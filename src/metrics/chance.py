@@ -109,6 +109,14 @@ class ChanceVerdict:
             return AT_CHANCE
         return "above chance" if self.value > self.chance else "below chance"
 
+    def tag(self) -> str:
+        """The run's `chance` tag (the review view's chance column).
+
+        >>> ChanceVerdict("mcqa", 0.23, 0.2262, 0.158, 0.322).tag()
+        '0.226: mcqa indistinguishable from chance'
+        """
+        return f"{self.chance:.3f}" + (f": {self.metric} {self.short()}" if self.short() else "")
+
     def sentence(self) -> str:
         """What the verdict means, in one sentence: only a run at chance gets one ('' otherwise).
 
