@@ -141,6 +141,16 @@ def _finite(value) -> float | None:
     return None if math.isnan(value) else value
 
 
+def verdict_of(metrics, name: str) -> ChanceVerdict | None:
+    """The verdict on the accuracy-like metric `name` (one of CHANCE_OF) of a run's metrics; None without a value
+    or a chance level."""
+    value = _finite(metrics.get(name))
+    chance = _finite(metrics.get(CHANCE_OF[name])) if name in CHANCE_OF else None
+    if value is None or chance is None:
+        return None
+    return ChanceVerdict(name, value, chance, _finite(metrics.get(f"{name}_lo")), _finite(metrics.get(f"{name}_hi")))
+
+
 def chance_verdict(metrics) -> ChanceVerdict | None:
     """The verdict on a run's metrics (a dict, or a row of the report's runs table) that hold a chance level
     (`chance`, `chance_variants`, as `chance_levels` gives them): the first of VERDICT_METRICS with a chance
@@ -153,9 +163,4 @@ def chance_verdict(metrics) -> ChanceVerdict | None:
     >>> chance_verdict({"rws": 0.5}) is None
     True
     """
-    for name in VERDICT_METRICS:
-        value, chance = _finite(metrics.get(name)), _finite(metrics.get(CHANCE_OF[name]))
-        if value is None or chance is None:
-            continue
-        return ChanceVerdict(name, value, chance, _finite(metrics.get(f"{name}_lo")), _finite(metrics.get(f"{name}_hi")))
-    return None
+    return next(filter(None, (verdict_of(metrics, name) for name in VERDICT_METRICS)), None)
