@@ -43,6 +43,11 @@ sampled), and the cost per token fed (ms/token, padding included) for:
               temporary SQLite store (median of --startup-repeats), the import of the entry point, and the
               24-job smoke sweep under the joblib launcher against the summed `seconds` (compute) of its jobs;
               `--only startup` runs it alone (about a minute on 2 quiet cores)
+- review_scale the review at the scale of a real sweep (docs/review_at_scale.md): 8 simulated models (success
+              rates 0.30 to 0.86) x 4 benchmarks x 2 temperatures x 2 variant sets (original, CoRA) = 128 jobs of
+              --scale-limit questions into one SQLite store (the smoke sweep's file, its axes replaced on the
+              command line), then `python -m src.compare` on all of it from a fresh process: its wall and CPU
+              seconds and the size of report.html; `--only review_scale` runs it alone (~6 minutes on 2 cores)
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
 Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
@@ -64,9 +69,10 @@ from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "adaptive", "dtype", "rerun", "intervals",
-         "startup", "generation")
+         "startup", "generation", "review_scale")
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
-MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation"))
+MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation",
+                                                  "review_scale"))
 TARGETS = {  # the issue's targets, checked on the printed numbers
     "cora_vs_padded": ("CoRA label scoring: >= 3x faster than padded batches of 16 on the same prompts",
                        lambda r: r >= 3.0),
@@ -90,6 +96,9 @@ TARGETS = {  # the issue's targets, checked on the printed numbers
                           lambda r: r <= 2.5),
     "gen_r10_vs_r1_peak_rss": ("generate: peak RSS at R=10 <= 1.2x R=1 on the same prompts", lambda r: r <= 1.2),
     "gen_shared_same_samples": ("generate: prefix-shared samples identical to padded batches'", lambda r: r == 1.0),
+    "review_scale_compare_cpu_s": ("review at scale: `python -m src.compare` on 128 runs < 60 s of CPU (its wall on "
+                                   "a quiet machine; wall under load is printed beside it)", lambda r: r < 60.0),
+    "review_scale_html_mb": ("review at scale: report.html of 128 runs < 5 MB", lambda r: r < 5.0),
     "intervals_bootstrap_seconds": ("intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
                                     lambda r: r < 30.0),
 }
@@ -691,6 +700,47 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     ratios["startup_sweep_vs_compute"] = sweep / compute if compute else math.nan
 
 
+# --only review_scale: the axes of the 128-job sweep, given on the command line of the smoke sweep's file
+SCALE_AXES = {"model.success_rate": "0.3,0.38,0.46,0.54,0.62,0.7,0.78,0.86",
+              "benchmark": "arc_challenge,commonsenseqa,mmlu,hellaswag", "temperature": "0.3,0.7",
+              "variants": "original,cora"}
+
+
+def scale_commands(root: Path, limit: int, axes: dict[str, str] = SCALE_AXES) -> tuple[list[str], list[str]]:
+    """(the sweep, the comparison): the commands `part_review_scale` times, on a store under `root`."""
+    uri = f"sqlite:///{root}/mlflow.db"
+    sweep = [sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke",
+             *[f"{key}={value}" for key, value in axes.items()], f"limit={limit}", "repetitions=1",
+             "tracking.experiment=review_scale", f"tracking.uri={uri}", f"cache.path={root}/responses.db",
+             f"hydra.sweep.dir={root}/sweep"]
+    compare = [sys.executable, "-m", "src.compare", "--experiment", "review_scale", "--tracking-uri", uri,
+               "--out", str(root / "report"), "--no-mlflow"]
+    return sweep, compare
+
+
+def part_review_scale(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """The 128-job simulated sweep into one store, then `python -m src.compare` on it from a fresh process: wall
+    and CPU seconds (CPU: what the wall would be on a quiet machine; the wall grows with other processes' load)
+    and the size of report.html."""
+    root = Path(args.scale_dir) if args.scale_dir else Path(tempfile.mkdtemp(prefix="review-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    sweep, compare = scale_commands(root.resolve(), args.scale_limit)
+    print(f"review_scale: 128 jobs of {args.scale_limit} questions into {root}, load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    if not (root / "mlflow.db").is_file():  # --scale-dir keeps the store for the next measurement
+        fresh_process(meter, "review_scale_sweep (128 jobs)", sweep)
+    cpu = _child_cpu_s()
+    fresh_process(meter, "review_scale_compare", compare)
+    compare_cpu = _child_cpu_s() - cpu
+    html_mb = (root / "report" / "report.html").stat().st_size / 1e6
+    wall = meter.results["review_scale_compare"]["seconds"]
+    print(f"  compare: {wall:.1f} s wall, {compare_cpu:.1f} s CPU; report.html {html_mb:.2f} MB; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    ratios["review_scale_compare_wall_s"] = wall
+    ratios["review_scale_compare_cpu_s"] = compare_cpu
+    ratios["review_scale_html_mb"] = html_mb
+
+
 # --only generation: one fresh process per phase (name -> share_prefix, sampling settings; None: label scoring)
 GENERATION_PHASES = {
     "labels": (True, None),
@@ -769,6 +819,11 @@ def main(argv: list[str] | None = None) -> int:
                              "MMLU x CoRA table is built and written there for the next run")
     parser.add_argument("--startup-repeats", type=int, default=3,
                         help="startup: fresh `python -m src.run model=simulated limit=1` processes timed (default 3)")
+    parser.add_argument("--scale-limit", type=int, default=100,
+                        help="review_scale: questions per job of the 128-job sweep (default 100)")
+    parser.add_argument("--scale-dir", metavar="DIR",
+                        help="review_scale: the store and report folder; a store already there is compared again "
+                             "without rerunning the sweep (default: a new temporary folder, kept)")
     parser.add_argument("--generation-phase", choices=sorted(GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
@@ -805,7 +860,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in (("load", part_load), ("mainjob", part_mainjob), ("cora", part_cora), ("repetition", part_repetition), ("lmeval", part_lmeval),
                      ("agreement", part_agreement), ("adaptive", part_adaptive), ("dtype", part_dtype),
                      ("rerun", part_rerun), ("intervals", part_intervals), ("startup", part_startup),
-                     ("generation", part_generation)):
+                     ("generation", part_generation), ("review_scale", part_review_scale)):
         if name in parts:
             fn(meter, args, ratios, shared)
 
