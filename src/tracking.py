@@ -215,7 +215,7 @@ def run_description(*, model: str, benchmark: str, variants: str, scoring: str, 
         lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})" if bounded else "")
                      + (f"; chance {verdict.chance:.3f}{said}." if verdict else "."))
     if verdict and verdict.sentence():
-        lines.append(f"**{verdict.sentence()[0].upper()}{verdict.sentence()[1:]}**")
+        lines.append(f"**{verdict.sentence()}**")
     if rws_st:
         lines.append(f"RWS | S/T: {rws_st}.")
     lines.append(f"Per-subject values: `{SUBJECTS_FILE}`; every metric: `metrics.json`; every trial: "
