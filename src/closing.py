@@ -80,26 +80,30 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
     return [f"see the runs:      {ui}", f"compare the runs:  {compare}"]
 
 
-def chance_lines(metrics: Mapping[str, float]) -> list[str]:
-    """The chance level the run's accuracy is judged against (`src.metrics.chance.chance_verdict`) and, for a run
-    at chance, the one sentence on what that means; nothing when the run has no chance level.
+def judged_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str]:
+    """`metric_lines` of `names`, then the chance level the run's accuracy is judged against
+    (`src.metrics.chance.chance_verdict`) aligned with them, and, for a run at chance, the one sentence on what that
+    means.
 
-    >>> for line in chance_lines({"mcqa": 0.23, "mcqa_lo": 0.158, "mcqa_hi": 0.322, "chance": 0.2262}):
+    >>> for line in judged_lines({"mcqa": 0.23, "mcqa_lo": 0.158, "mcqa_hi": 0.322, "chance": 0.2262}, ["mcqa"]):
     ...     print(line)  # doctest: +NORMALIZE_WHITESPACE
+      mcqa    0.23    [0.158, 0.322]
       chance  0.2262  (mcqa: indistinguishable from chance)
     mcqa's interval [0.158, 0.322] contains chance (0.226): this run is indistinguishable from chance; its accuracy
     cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, answer fluctuation) describe how a
     guesser's answers agree, not what the model knows.
-    >>> chance_lines({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25})
-    ['  chance  0.25  (mcqa: above chance)']
+    >>> judged_lines({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25}, ["mcqa"])[-1]
+    '  chance  0.25  (mcqa: above chance)'
     """
     from .metrics.chance import chance_verdict
 
     verdict = chance_verdict(metrics)
     if verdict is None:
-        return []
-    said = f"  ({verdict.metric}: {verdict.short()})" if verdict.short() else ""
-    return [f"  chance  {_number(verdict.chance)}{said}", *filter(None, [verdict.sentence()])]
+        return metric_lines(metrics, names)
+    lines = metric_lines({**metrics, "chance": verdict.chance}, [*names, "chance"])
+    if verdict.short():
+        lines[-1] += f"  ({verdict.metric}: {verdict.short()})"
+    return [*lines, *filter(None, [verdict.sentence()])]
 
 
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
@@ -110,7 +114,7 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
         head = f"run {result.run_id} finished"
     has_interval = any(f"{name}_lo" in result.metrics for name in result.headline)
     lines = [head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
-             *metric_lines(result.metrics, result.headline), *chance_lines(result.metrics)]
+             *judged_lines(result.metrics, result.headline)]
     if commands and result.tracking_uri:
         lines += look_commands(result.tracking_uri, result.experiment)
     return "\n".join(lines)
