@@ -145,7 +145,8 @@ HEADERS_SCRIPT = """(() => {
   const cells = [...document.querySelectorAll('[role=columnheader]')];
   if (!cells.length) return null;
   return JSON.stringify({width: window.innerWidth, text: document.body.innerText,
-    headers: cells.map(c => { const r = c.getBoundingClientRect(), x = (r.left + r.right) / 2, y = (r.top + r.bottom) / 2;
+    headers: cells.map(c => {
+      const r = c.getBoundingClientRect(), x = (r.left + r.right) / 2, y = (r.top + r.bottom) / 2;
       const top = document.elementFromPoint(x, y);  // null or another element: off-screen, scrolled away or covered
       return {text: c.innerText.trim(), left: r.left, right: r.right, visible: !!top && c.contains(top)}; })});
 })()"""

@@ -156,7 +156,8 @@ def test_report_has_paired_differences_power_and_significant_swaps(monkeypatch, 
     assert (row["lo"], row["hi"]) == pytest.approx((data.at["mcqa", "lo"], data.at["mcqa", "hi"]), abs=1e-12)
     assert row["p_holm"] == pytest.approx(data.at["mcqa", "p_holm"], abs=1e-12)
     shown = table.text.iloc[0]
-    assert shown["leader"] == f"strong {tables.judged_cell(runs.table.iloc[0], 'mcqa')}" and shown["verdict"] == "lead (p < 0.05)"
+    assert shown["leader"] == f"strong {tables.judged_cell(runs.table.iloc[0], 'mcqa')}"
+    assert shown["verdict"] == "lead (p < 0.05)"
     assert shown["leader − runner-up [95%]"] == paired.text.set_index("metric").at["mcqa", "A − B [95%]"]
 
     written = report.write(sections, tmp_path / "r", header=["h"], title="t")

@@ -83,7 +83,8 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
     assert "CoRA ranking" not in headings and "Rank changes between MCQA and CoRA" not in headings
     assert not any("REVAS" in h or "fluctuation" in h.lower() for h in headings)
     assert headings[:2] == ["Summary: the leader on each benchmark", "Runs"] and "Repetition trials" in headings
-    assert re.findall(r"^### (.+)$", md, flags=re.M)[:2] == ["leader and runner-up per benchmark", "What each number is"]
+    first_tables = re.findall(r"^### (.+)$", md, flags=re.M)[:2]
+    assert first_tables == ["leader and runner-up per benchmark", "What each number is"]
     assert "not in these runs (no section): CoRA ranking" in md
     assert not list((tmp_path / "rep" / "plots").glob("bmca_*.png"))
     _assert_chance_everywhere(md)
@@ -198,7 +199,8 @@ def test_a_plain_accuracy_comparison_gives_each_model_its_interval_and_says_chan
     assert "1 of them is indistinguishable from chance (†" in md and "describe how a guesser's answers agree" in md
     summary = pd.read_csv(tmp_path / "plain" / "tables" / "summary.csv").iloc[0]
     assert (summary["leader"], summary["runner_up"]) == ("sim_0.9", "sim_0.26") and not summary["tie"]
-    assert re.search(r"\| sim_0\.9 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \| sim_0\.26 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] † \| "
+    assert re.search(r"\| sim_0\.9 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \| "
+                     r"sim_0\.26 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] † \| "
                      r"\+0\.\d{3} \[\+0\.\d{3}, \+0\.\d{3}\] \| <?0\.\d{3} \| lead \(p < 0\.05\) \|", md)
     assert md.index("## Summary: the leader on each benchmark") < md.index("## Runs")
     assert sum(line.startswith("> Note: not in these runs") for line in md.splitlines()) == 1

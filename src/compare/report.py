@@ -67,7 +67,8 @@ def overview(runs: Runs) -> Section:
                  for v, (_, row) in zip(verdicts, rows.iterrows())])
     text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
     at_chance = sum(bool(v and v.at_chance) for v in verdicts)
-    intro = f"{len(frame)} finished job runs; every table below is computed from their logged metrics (names as METRICS.md)."
+    intro = (f"{len(frame)} finished job runs; every table below is computed from their logged metrics "
+             "(names as METRICS.md).")
     if at_chance:
         intro += (f" {at_chance} of them {'is' if at_chance == 1 else 'are'} {AT_CHANCE} (†: the interval of "
                   f"the accuracy contains chance): {AT_CHANCE_MEANING}.")
@@ -336,7 +337,8 @@ def html_table(text: pd.DataFrame, *, prose: bool = False) -> str:
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
 text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
-.prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
+.prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}
+.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
 
 
 def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
