@@ -56,7 +56,8 @@ def pytest_addoption(parser):
                      help="run the tests marked postgres (a real PostgreSQL-backed mlflow server, about a minute); "
                           "MCQ_TEST_POSTGRES=1 does the same")
     parser.addoption("--run-browser", action="store_true", default=False,
-                     help="run the tests marked browser (the MLflow UI in headless Chromium, under a minute); "
+                     help="run the tests marked browser (the MLflow UI in headless Chromium and python -m src.ui, "
+                          "about two minutes); "
                           "MCQ_TEST_BROWSER=1 does the same")
     parser.addoption("--run-model-server", action="store_true", default=False,
                      help="run the tests marked model_server (the openai backend against `transformers serve`, about "

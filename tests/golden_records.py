@@ -25,11 +25,14 @@ VOLATILE_METRICS = ("seconds", "cache_hit_rate")
 
 
 def stable_metrics(metrics: dict) -> dict:
-    """The metrics a structural change must keep: not timings, and not the intervals (`*_lo`/`*_hi`, added after
-    these records were stored and tested in tests/test_intervals.py)."""
+    """The metrics a structural change must keep: not timings, not the intervals (`*_lo`/`*_hi`, added after
+    these records were stored and tested in tests/test_intervals.py) and not the chance levels (added after them,
+    computed from the records these tests compare, tested in tests/test_report_review.py)."""
     from src.metrics import is_interval_name
+    from src.metrics.chance import CHANCE_NAMES
 
-    return {k: v for k, v in metrics.items() if k not in VOLATILE_METRICS and not is_interval_name(k)}
+    return {k: v for k, v in metrics.items()
+            if k not in VOLATILE_METRICS and k not in CHANCE_NAMES and not is_interval_name(k)}
 
 SIMULATED = ["model=simulated", "model.invalid_rate=0.1"]
 JOBS: dict[str, list[str]] = {

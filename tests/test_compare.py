@@ -150,12 +150,19 @@ def test_absent_inputs_are_skipped_with_a_reason(tmp_path):
     frame = runs_frame([{"model": "m", "benchmark": "b", "variants": "original", "mcqa": 0.5, "accuracy": 0.5}])
     runs = load.Runs(table=frame, tracking_uri="sqlite:///x.db", experiments={"1": "e"})
     sections = report.build_sections(runs)
-    notes = " ".join(n for s in sections for n in s.notes)
+    reasons = " ".join(n for _, notes in sections[0].absent for n in notes)
     for reason in ("no run logged `cora`", "no run logged `st`", "no run logged permutation-set metrics",
                    "no run logged REVAS metrics", "no run logged bmca_<c>", "no acc@n"):
-        assert reason in notes
+        assert reason in reasons
     report.write(sections, tmp_path, header=["h"], title="t")
-    assert "Note: CoRA table: no run logged `cora`" in (tmp_path / "report.html").read_text()
+    # one line about the absent studies: in Markdown that line alone, in HTML a collapsed list with the reasons
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    (line,) = [line for line in md.splitlines() if line.startswith("> Note:")]
+    assert line.startswith("> Note: not in these runs (no section): CoRA ranking; Rank changes between MCQA and CoRA; "
+                           "Repetition trials;") and line.endswith("; How many questions are enough")
+    details = re.search(r"<details class=note><summary>Note: not in these runs.*?</details>", page)
+    assert details and "CoRA table: no run logged `cora`" in details.group(0) and page.count("<details") == 1
+    assert "<table class=prose>" in page  # the definitions, left-aligned
 
 
 # ---------------------------------------------------------------- end to end on the smoke sweep
@@ -232,8 +239,8 @@ def test_filters_and_skips(smoke_store, tmp_path, capsys):
                  "arc_challenge", "--variants", "cora", "--no-mlflow"]) == 0
     md = (out / "report.md").read_text()
     assert "commonsenseqa" not in md.split("## Runs")[1] and "### arc_challenge (T=0.3)" in md
-    assert "Note: fluctuation R² table: no run logged permutation-set metrics" in md
-    assert "Note: REVAS tables: no run logged REVAS metrics" in md
+    absent = next(line for line in md.splitlines() if line.startswith("> Note: not in these runs (no section): "))
+    assert "Answer fluctuation: R² of metrics on permutation subsets" in absent and "REVAS:" in absent
     capsys.readouterr()
     assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out),
                  "--model", "gpt5"]) == 2

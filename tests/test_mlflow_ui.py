@@ -20,3 +20,58 @@ def test_the_mlflow_ui_shows_the_headline_metrics(tmp_path, monkeypatch):
     for name in ("mlflow_runs.png", "mlflow_run.png"):
         png = (tmp_path / "shots" / name).read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 20_000, name  # a rendered page, not a blank one
+
+
+def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, monkeypatch):
+    """`python -m src.ui --screenshot FILE` (the command docs/mlflow_ui.md gives): the printed address opens the
+    review view, which lists the job runs with the MCQA column inside a 1,400 x 900 window, Assistant panel open."""
+    import json
+    import subprocess
+    import sys
+
+    if ui_check.find_chromium() is None:
+        pytest.fail(f"no Chromium on PATH: {ui_check.INSTALL_HINT}")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    exp = ui_check.make_experiment(tmp_path)
+    shot = tmp_path / "review.png"
+    proc = subprocess.run([sys.executable, "-m", "src.ui", "--experiment", ui_check.EXPERIMENT, "--tracking-uri",
+                           exp.uri, "--screenshot", str(shot)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert shown["url"].endswith(f"/#/experiments/{exp.experiment_id}/runs?viewStateShareKey=review&"
+                                 "workflowType=machine_learning")
+    assert sorted(shown["runs_listed"]) == sorted(run.info.run_name for run in exp.runs.values())
+    assert "mcqa" in shown["headline_columns"] and shown["failed"] == [] and shown["window"] == [1400, 900]
+    assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_src_ui_serves_until_interrupted_and_leaves_no_server(tmp_path, monkeypatch):
+    """Without --screenshot: one line with the review view's address, the server answering it, and Ctrl-C (SIGINT)
+    stops the server with the command."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    exp = ui_check.make_experiment(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "src.ui", "--experiment", ui_check.EXPERIMENT, "--tracking-uri",
+                             exp.uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        address = re.fullmatch(r"review view: (http://127\.0\.0\.1:(\d+)/#/experiments/\d+/runs\?\S+)\n", line)
+        assert address, line + proc.stderr.read()[-2000:] if proc.poll() is not None else line
+        port = address.group(2)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10).status == 200
+        server_pid = int(re.search(r"pid (\d+)", proc.stderr.readline()).group(1))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(server_pid, 0)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -79,6 +79,9 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     for name in ("mcqa", "rws", "st", "cora"):
         assert f"metrics.`{name}`" in columns, name
     assert "metrics.`ci`" not in columns and "tags.`model`" in columns
+    # MCQA with its bounds; the chance level as the tag that judges the accuracy (src/metrics/chance.py)
+    assert columns[:3] == ["metrics.`mcqa`", "metrics.`mcqa_lo`", "metrics.`mcqa_hi`"] and "tags.`chance`" in columns
+    assert cora.data.tags["chance"] == f"{cora.data.metrics['chance']:.3f}: mcqa above chance"
 
 
 def test_the_run_page_lists_the_headline_metrics_first():
@@ -106,3 +109,18 @@ def test_a_single_trial_original_run_keeps_the_cora_family(run_job_in):
     _, (run,) = mlflow_runs(run_job_in.store_uri)
     assert {"mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_1.0"} <= set(run.data.metrics)
     assert "rws_st" not in run.data.tags
+
+
+def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_job_in, capsys):
+    """`python -m src.ui` names what is wrong and what to do, exit 2, before starting any server."""
+    from src import ui
+
+    assert ui.main(["--tracking-uri", f"sqlite:///{tmp_path}/none/mlflow.db"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: --tracking-uri") and "run a job first" in err
+    run_job_in("model=simulated", "limit=2")
+    assert ui.main(["--tracking-uri", run_job_in.store_uri, "--experiment", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: --experiment nope: not in {run_job_in.store_uri}; its experiments: Default, mcq-consistency"
+    assert ui.main(["--tracking-uri", "http://127.0.0.1:9/"]) == 2
+    assert "serves its own UI" in capsys.readouterr().err

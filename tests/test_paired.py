@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from src.compare import load, plots, report, tables
+from src.compare import load, plots, report, summary, tables
 from src.compare.paired import PairedStudy, paired_study
 from src.common.errors import UserError
 from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
@@ -146,12 +146,40 @@ def test_report_has_paired_differences_power_and_significant_swaps(monkeypatch, 
     # CoRA table cells carry the logged intervals
     cora = by_title["CoRA ranking"].tables[0].text
     assert cora.at["MCQA", "strong"].count("[") == 1 and cora.at["MCQA", "strong"].endswith("(1)")
-    assert sections[0].paired_lines and all(" − " in line for line in sections[0].paired_lines)
+    assert by_title["Runs"].paired_lines and all(" − " in line for line in by_title["Runs"].paired_lines)
+    # the first table of the page: per benchmark the leader, the runner-up, the paired difference and Holm's p
+    assert sections[0].title == summary.TITLE
+    (table,) = sections[0].tables
+    row = table.data.iloc[0]
+    assert (row["leader"], row["runner_up"], row["metric"]) == ("strong", "weak", "mcqa") and not row["tie"]
+    assert row["difference"] == pytest.approx(data.at["mcqa", "difference"], abs=1e-12)
+    assert (row["lo"], row["hi"]) == pytest.approx((data.at["mcqa", "lo"], data.at["mcqa", "hi"]), abs=1e-12)
+    assert row["p_holm"] == pytest.approx(data.at["mcqa", "p_holm"], abs=1e-12)
+    shown = table.text.iloc[0]
+    assert shown["leader"] == f"strong {tables.judged_cell(runs.table.iloc[0], 'mcqa')}"
+    assert shown["verdict"] == "lead (p < 0.05)"
+    assert shown["leader − runner-up [95%]"] == paired.text.set_index("metric").at["mcqa", "A − B [95%]"]
+
     written = report.write(sections, tmp_path / "r", header=["h"], title="t")
     names = {p.name for p in written}
     assert {"paired_bench.csv", "power_bench.csv", "rank_swaps.csv"} <= names
     html = (tmp_path / "r" / "report.html").read_text()
     assert "Paired differences between models" in html and "How many questions are enough" in html
+
+
+def test_the_summary_marks_a_tie_when_the_lead_is_not_significant(monkeypatch):
+    strong, weak = two_models()
+    runs = runs_of({"a": strong, "b": strong.copy()}, monkeypatch)  # the same answers: no lead at all
+    (table,) = summary.leader_table(runs, paired_study(runs)).tables
+    assert table.data.iloc[0]["tie"] and table.text.iloc[0]["verdict"] == "tie (equal)"
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    (alone,) = summary.leader_table(runs, None).tables  # --no-paired: no test, so no lead is claimed
+    assert alone.text.iloc[0]["verdict"] == "tie? (no paired test)" and alone.text.iloc[0]["p (Holm)"] == "–"
+    # a lead whose Holm-adjusted p is not below alpha is a tie, whatever the difference
+    study = paired_study(runs)
+    p_holm = study.differences.tables[0].data.set_index("metric").at["mcqa", "p_holm"]
+    (strict,) = summary.leader_table(runs, study, alpha=p_holm).tables
+    assert strict.data.iloc[0]["tie"] and strict.text.iloc[0]["verdict"] == f"tie (p ≥ {p_holm:g})"
 
 
 def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch):

@@ -1,5 +1,5 @@
 """What a person sees of a job: one progress bar per job in a terminal, plain `progress:` lines in a log file, and
-the closing block (the study's headline metrics with intervals, the run id, the `mlflow ui` and `src.compare`
+the closing block (the study's headline metrics with intervals, the run id, the `src.ui` and `src.compare`
 commands) after the one JSON line on stdout; a sweep prints the commands once, in its summary."""
 from __future__ import annotations
 
@@ -122,14 +122,38 @@ def test_the_closing_block_of_a_cora_study_shows_its_headline_metrics_run_and_co
     lines = block.splitlines()
     assert lines[0] == f"run {result.run_id} finished, 95% intervals in brackets:"
     shown = [line.split()[0] for line in lines[1:] if line.startswith("  ")]
-    assert shown == ["mcqa", "mcqa_plus", "bmca_1.0", "cora"]
+    assert shown == ["mcqa", "mcqa_plus", "bmca_1.0", "cora", "chance"]
     mcqa = next(line for line in lines if line.split()[0] == "mcqa")
     assert mcqa.split()[1] == f"{result.metrics['mcqa']:.4g}"
     assert f"[{result.metrics['mcqa_lo']:.4g}, {result.metrics['mcqa_hi']:.4g}]" in mcqa
-    assert lines[-2] == f"see the runs:      mlflow ui --backend-store-uri {run_job_in.store_uri} --host 127.0.0.1"
+    # the simulated model (success rate 0.8) is far above chance: said so, and no word of "indistinguishable"
+    chance = next(line for line in lines if line.split()[0] == "chance")
+    assert float(chance.split()[1]) == pytest.approx(result.metrics["chance"], abs=5e-4)
+    assert 0.2 < result.metrics["chance"] < 0.34 and "(mcqa: above chance)" in chance
+    assert "indistinguishable" not in block
+    assert lines[-2] == (f"see the runs:      python -m src.ui --experiment mcq-consistency "
+                         f"--tracking-uri {run_job_in.store_uri}")
     assert lines[-1] == (f"compare the runs:  python -m src.compare --experiment mcq-consistency "
                          f"--tracking-uri {run_job_in.store_uri}")
     assert "see the runs" not in result.closing(commands=False)  # a sweep's job: the sweep prints them once
+
+
+def test_a_run_at_chance_says_so_in_its_closing_block_and_description(run_job_in):
+    """A simulated model right as often as a guesser: its MCQA interval contains chance, said where the numbers are
+    (closing block, MLflow run description) with the one sentence on its consistency metrics."""
+    from mlflow.tracking import MlflowClient
+
+    from src import tracking
+
+    result = run_job_in("model=simulated", "model.success_rate=0.26", "variants=cora", "limit=30")
+    metrics = result.metrics
+    assert metrics["mcqa_lo"] <= metrics["chance"] <= metrics["mcqa_hi"]
+    block = result.closing(level=0.95)
+    assert "(mcqa: indistinguishable from chance)" in block
+    assert f"contains chance ({metrics['chance']:.3f})" in block and "consistency metrics" in block
+    note = MlflowClient(run_job_in.store_uri).get_run(result.run_id).data.tags[tracking.DESCRIPTION_TAG]
+    assert f"chance {metrics['chance']:.3f}, mcqa: indistinguishable from chance." in note
+    assert "this run is indistinguishable from chance" in note
 
 
 @pytest.mark.slow
@@ -173,7 +197,7 @@ def test_a_sweep_prints_the_commands_once_in_its_summary(tmp_path, empty_mlflow_
     callback.expected = 2
     assert callback.finish(interrupted=False) == 0
     err = capsys.readouterr().err
-    assert err.count("mlflow ui --backend-store-uri") == 1
+    assert err.count("python -m src.ui --experiment look") == 1
     assert f"python -m src.compare --experiment look --tracking-uri {uri} --sweep-id {callback.sweep_id}" in err
 
 
@@ -185,7 +209,7 @@ def test_the_command_line_keeps_one_json_line_on_stdout_and_closes_on_stderr(run
     run_id = json.loads(summaries[0])["run_id"]
     assert "see the runs" not in proc.stdout
     assert f"run {run_id} finished" in proc.stderr
-    assert f"mlflow ui --backend-store-uri {run_cli.store_uri} --host 127.0.0.1" in proc.stderr
+    assert f"python -m src.ui --experiment mcq-consistency --tracking-uri {run_cli.store_uri}" in proc.stderr
     assert "python -m src.compare --experiment mcq-consistency" in proc.stderr
 
 

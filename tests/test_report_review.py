@@ -82,8 +82,9 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
     headings = re.findall(r"^## (.+)$", md, flags=re.M)
     assert "CoRA ranking" not in headings and "Rank changes between MCQA and CoRA" not in headings
     assert not any("REVAS" in h or "fluctuation" in h.lower() for h in headings)
-    assert headings[0] == "Runs" and "Repetition trials" in headings
-    assert re.findall(r"^### (.+)$", md, flags=re.M)[0] == "What each number is"
+    assert headings[:2] == ["Summary: the leader on each benchmark", "Runs"] and "Repetition trials" in headings
+    first_tables = re.findall(r"^### (.+)$", md, flags=re.M)[:2]
+    assert first_tables == ["leader and runner-up per benchmark", "What each number is"]
     assert "not in these runs (no section): CoRA ranking" in md
     assert not list((tmp_path / "rep" / "plots").glob("bmca_*.png"))
     _assert_chance_everywhere(md)
@@ -171,8 +172,35 @@ def test_fluctuation_spreads_are_opt_in(run_job_in, tmp_path):
 
     _jobs(run_job_in, "perm", "variants=perm_full", "scoring=logprob", "temperature=0")
     md = _report(run_job_in, "perm", tmp_path / "default")
-    assert "--fluctuation-spreads" in md and "Answer fluctuation: simulated" not in md
+    page = (tmp_path / "default" / "report.html").read_text()  # the spreads section is absent: said in its list
+    assert "--fluctuation-spreads" in page.split("<details")[1] and "Answer fluctuation: simulated" not in md
     few = functools.partial(spreads.fluctuation_spreads, n_draws=3)  # the same study, fewer draws: a fast test
     with mock.patch.object(spreads, "fluctuation_spreads", few):
         md = _report(run_job_in, "perm", tmp_path / "asked", "--fluctuation-spreads")
     assert "std over random pairs (fluctuation paper)" in md and "Answer fluctuation: simulated" in md
+
+
+def test_a_plain_accuracy_comparison_gives_each_model_its_interval_and_says_chance(run_job_in, tmp_path):
+    """Two `variants=original` runs (the most common review: which model is more accurate?): each model's accuracy
+    with its interval in the runs table and the summary, the model at chance marked † with the sentence on what
+    that means, the one above chance not; the absent studies in one line."""
+    for rate in ("0.26", "0.9"):
+        run_job_in("model=simulated", f"model.success_rate={rate}", f"model.name=sim_{rate}", "limit=40",
+                   "tracking.experiment=plain")
+    md = _report(run_job_in, "plain", tmp_path / "plain")
+    runs = pd.read_csv(tmp_path / "plain" / "tables" / "runs.csv").set_index("model")
+    for model, row in runs.iterrows():
+        shown = f"mcqa {row['mcqa']:.3f} [{row['mcqa_lo']:.3f}, {row['mcqa_hi']:.3f}]"
+        at_chance = row["mcqa_lo"] <= row["chance"] <= row["mcqa_hi"]
+        assert at_chance == (model == "sim_0.26")
+        line = next(line for line in md.splitlines() if line.startswith("| ") and f"| {model} |" in line)
+        assert shown + (" †" if at_chance else "") in line, line
+        assert ("indistinguishable from chance" if at_chance else "above chance") in line
+    assert "1 of them is indistinguishable from chance (†" in md and "describe how a guesser's answers agree" in md
+    summary = pd.read_csv(tmp_path / "plain" / "tables" / "summary.csv").iloc[0]
+    assert (summary["leader"], summary["runner_up"]) == ("sim_0.9", "sim_0.26") and not summary["tie"]
+    assert re.search(r"\| sim_0\.9 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \| "
+                     r"sim_0\.26 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] † \| "
+                     r"\+0\.\d{3} \[\+0\.\d{3}, \+0\.\d{3}\] \| <?0\.\d{3} \| lead \(p < 0\.05\) \|", md)
+    assert md.index("## Summary: the leader on each benchmark") < md.index("## Runs")
+    assert sum(line.startswith("> Note: not in these runs") for line in md.splitlines()) == 1

@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import plots, tables
 from src.common.errors import UserError
+from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict
 from src.core.records import read_run_records
 from src.common.safe_names import folder_name
 from .load import Runs, read_prompts, run_label
@@ -40,6 +41,9 @@ class Section:
     plots: list[plots.Plot] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     paired_lines: list[str] = field(default_factory=list)  # printed by the CLI: one line per paired difference
+    # the studies these runs do not hold, each with why (`present_studies`): one line in Markdown, a collapsed list
+    # in HTML
+    absent: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def add(self, built: Built) -> "Section":
         self.tables += built.tables
@@ -57,10 +61,25 @@ def overview(runs: Runs) -> Section:
     columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns]
     data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
     text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
-    section = Section(RUNS_TITLE, intro=f"{len(frame)} finished job runs; every table below is computed from their "
-                                    "logged metrics (names as docs/metrics.md).")
+    rows = frame.loc[data.index]
+    verdicts = [chance_verdict(row) for _, row in rows.iterrows()]
+    # each run's headline accuracy with its interval, and what it says against chance (src/metrics/chance.py)
+    text.insert(min(len(text.columns), list(text.columns).index("n_questions") + 1 if "n_questions" in text.columns
+                    else len(text.columns)), "accuracy judged [95%]",
+                [f"{v.metric} {tables.judged_cell(row, v.metric)}" if v else "–"
+                 for v, (_, row) in zip(verdicts, rows.iterrows())])
+    text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
+    at_chance = sum(bool(v and v.at_chance) for v in verdicts)
+    intro = (f"{len(frame)} finished job runs; every table below is computed from their logged metrics "
+             "(names as docs/metrics.md).")
+    if at_chance:
+        intro += (f" {at_chance} of them {'is' if at_chance == 1 else 'are'} {AT_CHANCE} (†: the interval of "
+                  f"the accuracy contains chance): {AT_CHANCE_MEANING}.")
+    section = Section(RUNS_TITLE, intro=intro)
     section.tables.append(Table(title="runs compared", data=frame, text=text, name="runs",
-                                caption="runs.csv holds every logged metric of every run"))
+                                caption="runs.csv holds every logged metric of every run; accuracy judged: MCQA "
+                                        "(else acc mean, else accuracy) with its interval, against the chance column; "
+                                        + tables.AT_CHANCE_NOTE))
     section.notes += runs.skipped
     section.notes += metric_name_notes(frame, runs.metric_columns)
     return section
@@ -152,20 +171,36 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
         ]
         sections[0].paired_lines = study.lines
     sections = present_studies(sections)
-    sections[0].tables.insert(0, definitions_table(sections))  # at the top of the page, before any number
-    return sections
+    from .summary import TITLE, leader_table
+
+    summary = Section(TITLE, intro="Which model is best on each benchmark, and is its lead significant?").add(
+        leader_table(runs, study, alpha=(paired_options or {}).get("alpha", 0.05)))
+    first = [summary] if summary.tables else []  # the answer on the first screen
+    sections[0].tables.insert(0, definitions_table(first + sections))  # at the top of the runs, before their numbers
+    return first + sections
 
 
 def present_studies(sections: list[Section]) -> list[Section]:
-    """The runs section, then only the sections with a table or a plot; the notes of the others (why there was
-    nothing to show) go under the runs, after one line naming the studies not in these runs."""
+    """The runs section, then only the sections with a table or a plot; the others are one line under the runs
+    naming the studies not in these runs (`absent_line`), with why each is absent in `Section.absent` (a collapsed
+    list in the HTML page)."""
     runs, rest = sections[0], sections[1:]
     kept = [s for s in rest if s.tables or s.plots]
-    left = [s for s in rest if not (s.tables or s.plots)]
-    if left:
-        runs.notes.append("not in these runs (no section): " + "; ".join(s.title for s in left))
-        runs.notes += [note for s in left for note in s.notes]
+    runs.absent = [(s.title, s.notes) for s in rest if not (s.tables or s.plots)]
+    if runs.absent:
+        runs.notes.append(absent_line(runs))
     return [runs, *kept]
+
+
+def absent_line(section: Section) -> str:
+    return "not in these runs (no section): " + "; ".join(title for title, _ in section.absent)
+
+
+def absent_html(section: Section) -> str:
+    """The studies not in these runs as a collapsed list: the one line, opening on why each is absent."""
+    items = "".join(f"<li><b>{html.escape(title)}</b>: {html.escape(' '.join(notes) or 'nothing to show')}</li>"
+                    for title, notes in section.absent)
+    return f"<details class=note><summary>Note: {html.escape(absent_line(section))}</summary><ul>{items}</ul></details>"
 
 
 # Each accuracy-like column or row label a table may show, defined once (words from docs/metrics.md)
@@ -227,7 +262,7 @@ def definitions_table(sections: list[Section]) -> Table:
     rows = [(" / ".join(n for n in names if n in shown), words) for names, words in DEFINITIONS if shown & set(names)]
     text = pd.DataFrame({"definition": [words for _, words in rows]},
                         index=pd.Index([names for names, _ in rows], name="number"))
-    return Table(title="What each number is", data=text.reset_index(), text=text, name="definitions",
+    return Table(title="What each number is", data=text.reset_index(), text=text, name="definitions", prose=True,
                  caption="every accuracy-like number on this page, defined once (formulas and papers: docs/metrics.md)")
 
 
@@ -287,17 +322,19 @@ def markdown_table(text: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def html_table(text: pd.DataFrame) -> str:
+def html_table(text: pd.DataFrame, *, prose: bool = False) -> str:
+    """A table of numbers (right-aligned, labels left), or with `prose` one of words, left-aligned throughout."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [text.index.name or "", *text.columns])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in [label, *row.tolist()]) + "</tr>"
                    for label, row in text.iterrows())
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table{' class=prose' if prose else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
 text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
-.note{color:#8a5300}.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
+.prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}
+.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
 
 
 def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
@@ -314,7 +351,7 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
             md += [f"### {table.title}", "", markdown_table(table.text), ""]
             if table.caption:
                 md += [f"*{table.caption}* (`tables/{table.name}.csv`)", ""]
-            body.append(f"<h3>{html.escape(table.title)}</h3>{html_table(table.text)}")
+            body.append(f"<h3>{html.escape(table.title)}</h3>{html_table(table.text, prose=table.prose)}")
             if table.caption:
                 body.append(f"<p class=caption>{html.escape(table.caption)} (tables/{html.escape(table.name)}.csv)</p>")
         for plot in section.plots:
@@ -327,7 +364,8 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
                         "</figcaption></figure>")
         for note in section.notes:
             md += [f"> Note: {note}", ""]
-            body.append(f"<p class=note>Note: {html.escape(note)}</p>")
+            body.append(absent_html(section) if section.absent and note == absent_line(section)
+                        else f"<p class=note>Note: {html.escape(note)}</p>")
     page = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
     return "\n".join(md), page

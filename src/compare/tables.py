@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from src.metrics.chance import CHANCE_OF, verdict_of
 from src.metrics.display import bounds, cell, difference_cell, fmt, fmt_ci  # noqa: F401 - the tables' cells
 from .load import CONDITION_KEYS
 from ..metrics import rws_st_string
@@ -42,6 +43,7 @@ class Table:
     text: pd.DataFrame
     name: str  # file stem of its CSV
     caption: str = ""
+    prose: bool = False  # cells of words (definitions): left-aligned in HTML
 
 
 @dataclass
@@ -52,6 +54,19 @@ class Built:
     notes: list[str] = field(default_factory=list)
 
 
+def chance_mark(row, metric: str) -> str:
+    """` †` after an accuracy whose logged interval contains its chance level (`src.metrics.chance.verdict_of`)."""
+    verdict = verdict_of(row, metric)
+    return " †" if verdict is not None and verdict.at_chance else ""
+
+
+def judged_cell(row, metric: str, digits: int = 3) -> str:
+    """`cell`, marked ` †` where the interval contains chance (AT_CHANCE_NOTE)."""
+    return cell(row, metric, digits) + chance_mark(row, metric)
+
+
+AT_CHANCE_NOTE = ("†: the interval contains chance, the run is indistinguishable from chance (its consistency "
+                  "metrics then describe how a guesser's answers agree, not what the model knows)")
 INTERVAL_NOTE = "[lo, hi]: the 95% interval each run logged (stats.level; none for runs logged without one)"
 CHANCE_NOTE = ("chance: the accuracy of a uniform guesser on the same questions (1/k for k options shown, 1/2 for "
                "true/false; src/metrics/chance.py)")
@@ -67,10 +82,6 @@ def spread_text(values: Iterable[float]) -> str:
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
-# the chance column that applies to an accuracy-like metric: `chance` on the reference order, `chance_variants`
-# over every variant; a metric not listed (consistency, SURE shares, differences of ranks) has no chance level
-CHANCE_OF = {"mcqa": "chance", "acc_mean": "chance", "accuracy": "chance_variants", "mcqa_plus": "chance_variants",
-             "aacc@original": "chance"}
 CORA_FAMILY_PREFIXES = ("mcqa_plus", "mv", "bmca_", "ci", "cora")  # meaningless for a one-variant set (CI = 1)
 
 
@@ -203,7 +214,7 @@ def cora_tables(runs: pd.DataFrame) -> Built:
             ranks.loc[name] = rank_desc(values.loc[name]).to_numpy()
         ranked = {name for name, _ in CORA_RANKED}
         key = dict(zip(names, metrics))
-        shown = {(n, model): cell(rows.loc[model], key[n]) for n in names for model in values.columns}
+        shown = {(n, model): judged_cell(rows.loc[model], key[n]) for n in names for model in values.columns}
         text = pd.DataFrame({model: [f"{shown[n, model]} ({int(ranks.at[n, model])})"
                                      if n in ranked and not math.isnan(values.at[n, model]) else shown[n, model]
                                      for n in names] for model in values.columns}, index=names, dtype=object)
@@ -228,7 +239,7 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         out.tables.append(Table(title=title, data=data, text=text, name=slug("cora", benchmark, label),
                                 caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, "
                                         "1 = best; " + INTERVAL_NOTE + f"; {CHANCE_NOTE}: on the original order for "
-                                        "MCQA, over every variant for MCQA+; " + INVALID_NOTE))
+                                        "MCQA, over every variant for MCQA+; " + INVALID_NOTE + "; " + AT_CHANCE_NOTE))
     return out
 
 
@@ -391,7 +402,7 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
         text["chance"] = data["chance"].map(fmt).to_numpy()
         logged = any(bounds(r, m) for r in records for m in ("rws", "st", "acc_mean"))
         if logged:  # the intervals the runs logged, after the paper's columns (which stay as the paper prints them)
-            text["acc mean [95%]"] = [cell(r, "acc_mean") for r in records]
+            text["acc mean [95%]"] = [judged_cell(r, "acc_mean") for r in records]
             text["RWS [95%]"] = [cell(r, "rws") for r in records]
             text["S/T [95%]"] = [cell(r, "st") for r in records]
             for m in ("acc_mean", "rws", "st"):
@@ -408,7 +419,7 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
                                         "accuracy stdev (sample std of the R per-repetition accuracies), beside the "
                                         f"interval of acc mean; {CHANCE_NOTE}, of acc mean; {INVALID_NOTE}. "
                                         + SURE_RULE_LINES.get(rule, f"SURE rule: {rule}")
-                                        + (f". {INTERVAL_NOTE}" if logged else "")))
+                                        + (f". {INTERVAL_NOTE}; {AT_CHANCE_NOTE}" if logged else "")))
     if sure_rules(rows_with).nunique() > 1:
         out.notes.append("repetition tables: the runs use both SURE rules, so each rule has its own tables; "
                          "`--sure-rule answer` or `--sure-rule correctness` recomputes every run under one rule")
@@ -516,7 +527,7 @@ def revas_tables(runs: pd.DataFrame) -> Built:
         if present:
             data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
             merged = rows.to_dict("records")
-            text = pd.DataFrame({name: [cell(r, m) for r in merged] for name, m in present},
+            text = pd.DataFrame({name: [judged_cell(r, m) for r in merged] for name, m in present},
                                 index=pd.Index(data["model"], name="model"))
             data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
             data["chance"] = column_or_nan(rows, "chance").to_numpy()
@@ -526,7 +537,8 @@ def revas_tables(runs: pd.DataFrame) -> Built:
             data.insert(1, "condition", label)
             out.tables.append(Table(title=f"{title}: summary", data=data, text=text,
                                     name=slug("revas_summary", benchmark, label),
-                                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}"))
+                                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; "
+                                            f"{AT_CHANCE_NOTE}"))
     return out
 
 

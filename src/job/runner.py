@@ -127,6 +127,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
     from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_levels, chance_verdict  # local: loads numpy, pandas (slow import)
     from src.core.records import write_prompts, write_records  # local: loads pandas (slow import)
     from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
 
@@ -176,6 +177,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         metrics = compute_metrics(records, sure_rule=sure_rule, pride_protocol=pride_protocol,
                                   intervals=int(stats.get("bootstrap", 1000)),
                                   level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))
+        metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
         # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
         metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
         if adaptive:  # the share of the planned trials that were not asked
@@ -198,6 +200,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
                 "sure_rule": sure_rule}
+        verdict = chance_verdict(metrics)
+        if verdict is not None:  # the review view's chance column (src/metrics/chance.py)
+            tags[review.CHANCE_TAG] = verdict.tag()
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
         tags[review.DESCRIPTION_TAG] = review.run_description(

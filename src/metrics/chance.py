@@ -11,16 +11,31 @@ Questions weigh equally, as in every metric: a question's chance is the mean ove
 mean over its questions. `chance_levels` gives it on the reference order (what MCQA, acc mean and the accuracy
 on the original order are measured on) and over every variant (what MCQA+ and average accuracies are
 measured on); with one option count everywhere the two are equal.
+
+Decidability (`chance_verdict`), the one rule every place that prints a headline uses (the closing block, the
+MLflow run description and review view, the report's tables and plots): a run's accuracy (MCQA, else acc mean,
+else accuracy over every trial) is compared with its chance level; where the accuracy's interval contains chance
+the run is "indistinguishable from chance", and its consistency metrics describe how a guesser's answers agree.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
 from .answers import ORIGINAL
 
 CHANCE_NAMES = {"chance": "on the reference order", "chance_variants": "over every variant"}
+# the chance level that applies to an accuracy-like metric: `chance` on the reference order, `chance_variants`
+# over every variant; a metric not listed (consistency, SURE shares, differences of ranks) has no chance level
+CHANCE_OF = {"mcqa": "chance", "acc_mean": "chance", "accuracy": "chance_variants", "mcqa_plus": "chance_variants",
+             "aacc@original": "chance"}
+# the accuracy a run is judged by, in this order: the first one a run logged
+VERDICT_METRICS = ("mcqa", "acc_mean", "accuracy")
+AT_CHANCE = "indistinguishable from chance"
+AT_CHANCE_MEANING = ("its accuracy cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, "
+                     "answer fluctuation) describe how a guesser's answers agree, not what the model knows")
 
 
 def trial_chance(n_options: int, fmt: str = "mcq") -> float:
@@ -67,3 +82,85 @@ def chance_levels(records: pd.DataFrame) -> dict[str, float]:
         reference = frame.groupby("question_id", sort=False).head(1)
     first = reference.groupby("question_id", sort=False)["chance"].mean()
     return {"chance": float(first.mean()), "chance_variants": float(every.mean())}
+
+
+@dataclass(frozen=True)
+class ChanceVerdict:
+    """A run's accuracy `metric` against its chance level: `at_chance` when the accuracy's interval [lo, hi]
+    contains chance (None when the run logged no interval: undecided)."""
+
+    metric: str
+    value: float
+    chance: float
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def at_chance(self) -> bool | None:
+        if self.lo is None or self.hi is None:
+            return None
+        return self.lo <= self.chance <= self.hi
+
+    def short(self) -> str:
+        """`indistinguishable from chance`, `above chance`, `below chance`, or '' when undecided."""
+        if self.at_chance is None:
+            return ""
+        if self.at_chance:
+            return AT_CHANCE
+        return "above chance" if self.value > self.chance else "below chance"
+
+    def tag(self) -> str:
+        """The run's `chance` tag (the review view's chance column).
+
+        >>> ChanceVerdict("mcqa", 0.23, 0.2262, 0.158, 0.322).tag()
+        '0.226: mcqa indistinguishable from chance'
+        """
+        return f"{self.chance:.3f}" + (f": {self.metric} {self.short()}" if self.short() else "")
+
+    def sentence(self) -> str:
+        """What the verdict means, in one sentence: only a run at chance gets one ('' otherwise).
+
+        >>> print(ChanceVerdict("mcqa", 0.23, 0.226, 0.158, 0.322).sentence())  # doctest: +NORMALIZE_WHITESPACE
+        mcqa's interval [0.158, 0.322] contains chance (0.226): this run is indistinguishable from chance; its
+        accuracy cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, answer fluctuation)
+        describe how a guesser's answers agree, not what the model knows.
+        >>> ChanceVerdict("mcqa", 0.8, 0.25, 0.7, 0.9).sentence()
+        ''
+        """
+        if not self.at_chance:
+            return ""
+        return (f"{self.metric}'s interval [{self.lo:.3f}, {self.hi:.3f}] contains chance ({self.chance:.3f}): "
+                f"this run is {AT_CHANCE}; {AT_CHANCE_MEANING}.")
+
+
+def _finite(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def verdict_of(metrics, name: str) -> ChanceVerdict | None:
+    """The verdict on the accuracy-like metric `name` (one of CHANCE_OF) of a run's metrics; None without a value
+    or a chance level."""
+    value = _finite(metrics.get(name))
+    chance = _finite(metrics.get(CHANCE_OF[name])) if name in CHANCE_OF else None
+    if value is None or chance is None:
+        return None
+    return ChanceVerdict(name, value, chance, _finite(metrics.get(f"{name}_lo")), _finite(metrics.get(f"{name}_hi")))
+
+
+def chance_verdict(metrics) -> ChanceVerdict | None:
+    """The verdict on a run's metrics (a dict, or a row of the report's runs table) that hold a chance level
+    (`chance`, `chance_variants`, as `chance_levels` gives them): the first of VERDICT_METRICS with a chance
+    level, with its interval (`<name>_lo`, `<name>_hi`) when logged; None when no accuracy has a chance level.
+
+    >>> chance_verdict({"mcqa": 0.23, "mcqa_lo": 0.158, "mcqa_hi": 0.322, "chance": 0.226}).short()
+    'indistinguishable from chance'
+    >>> chance_verdict({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25}).short()
+    'above chance'
+    >>> chance_verdict({"rws": 0.5}) is None
+    True
+    """
+    return next(filter(None, (verdict_of(metrics, name) for name in VERDICT_METRICS)), None)

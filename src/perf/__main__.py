@@ -43,6 +43,12 @@ sampled), and the cost per token fed (ms/token, padding included) for:
               temporary SQLite store (median of --startup-repeats), the import of the entry point, and the
               24-job smoke sweep under the joblib launcher against the summed `seconds` (compute) of its jobs;
               `--only startup` runs it alone (about a minute on 2 quiet cores)
+- review_scale the review at the scale of a real sweep (docs/review_at_scale.md): 8 simulated models (success
+              rates 0.30 to 0.86) x 4 benchmarks x 2 temperatures x 2 variant sets (original, CoRA) = 128 jobs of
+              --scale-limit questions into one SQLite store (the smoke sweep's file, its axes replaced on the
+              command line), then `python -m src.compare` on all of it from a fresh process: its wall and CPU
+              seconds and the size of report.html; `--only review_scale` runs it alone (~6 minutes on 2 cores)
+
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
 Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
@@ -76,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
                              "MMLU x CoRA table is built and written there for the next run")
     parser.add_argument("--startup-repeats", type=int, default=3,
                         help="startup: fresh `python -m src.run model=simulated limit=1` processes timed (default 3)")
+    parser.add_argument("--scale-limit", type=int, default=100,
+                        help="review_scale: questions per job of the 128-job sweep (default 100)")
+    parser.add_argument("--scale-dir", metavar="DIR",
+                        help="review_scale: the store and report folder; a store already there is compared again "
+                             "without rerunning the sweep (default: a new temporary folder, kept)")
     parser.add_argument("--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
@@ -112,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in (("load", study.part_load), ("mainjob", study.part_mainjob), ("cora", study.part_cora), ("repetition", study.part_repetition), ("lmeval", lm_eval.part_lmeval),
                      ("agreement", lm_eval.part_agreement), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
                      ("rerun", study.part_rerun), ("intervals", intervals.part_intervals), ("startup", processes.part_startup),
-                     ("generation", processes.part_generation)):
+                     ("generation", processes.part_generation), ("review_scale", processes.part_review_scale)):
         if name in parts:
             fn(meter, args, ratios, shared)
 

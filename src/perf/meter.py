@@ -13,11 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "adaptive", "dtype", "rerun", "intervals",
-         "startup", "generation")
+         "startup", "generation", "review_scale")
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
-MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation"))
+MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation",
+                                                  "review_scale"))
 
 
 TARGETS = {  # the issue's targets, checked on the printed numbers
@@ -43,6 +44,9 @@ TARGETS = {  # the issue's targets, checked on the printed numbers
                           lambda r: r <= 2.5),
     "gen_r10_vs_r1_peak_rss": ("generate: peak RSS at R=10 <= 1.2x R=1 on the same prompts", lambda r: r <= 1.2),
     "gen_shared_same_samples": ("generate: prefix-shared samples identical to padded batches'", lambda r: r == 1.0),
+    "review_scale_compare_cpu_s": ("review at scale: `python -m src.compare` on 128 runs < 60 s of CPU (its wall on "
+                                   "a quiet machine; wall under load is printed beside it)", lambda r: r < 60.0),
+    "review_scale_html_mb": ("review at scale: report.html of 128 runs < 5 MB", lambda r: r < 5.0),
     "intervals_bootstrap_seconds": ("intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
                                     lambda r: r < 30.0),
 }

@@ -1,4 +1,4 @@
-"""`python -m src.perf` parts timed in fresh processes: startup and generation."""
+"""`python -m src.perf` parts timed in fresh processes: startup, generation and the review at scale."""
 from __future__ import annotations
 
 import json
@@ -57,6 +57,47 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     ratios["startup_sweep_jobs"] = float(len(jobs))
     ratios["startup_sweep_compute_s"] = compute
     ratios["startup_sweep_vs_compute"] = sweep / compute if compute else math.nan
+
+
+# --only review_scale: the axes of the 128-job sweep, given on the command line of the smoke sweep's file
+SCALE_AXES = {"model.success_rate": "0.3,0.38,0.46,0.54,0.62,0.7,0.78,0.86",
+              "benchmark": "arc_challenge,commonsenseqa,mmlu,hellaswag", "temperature": "0.3,0.7",
+              "variants": "original,cora"}
+
+
+def scale_commands(root: Path, limit: int, axes: dict[str, str] = SCALE_AXES) -> tuple[list[str], list[str]]:
+    """(the sweep, the comparison): the commands `part_review_scale` times, on a store under `root`."""
+    uri = f"sqlite:///{root}/mlflow.db"
+    sweep = [sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke",
+             *[f"{key}={value}" for key, value in axes.items()], f"limit={limit}", "repetitions=1",
+             "tracking.experiment=review_scale", f"tracking.uri={uri}", f"cache.path={root}/responses.db",
+             f"hydra.sweep.dir={root}/sweep"]
+    compare = [sys.executable, "-m", "src.compare", "--experiment", "review_scale", "--tracking-uri", uri,
+               "--out", str(root / "report"), "--no-mlflow"]
+    return sweep, compare
+
+
+def part_review_scale(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """The 128-job simulated sweep into one store, then `python -m src.compare` on it from a fresh process: wall
+    and CPU seconds (CPU: what the wall would be on a quiet machine; the wall grows with other processes' load)
+    and the size of report.html."""
+    root = Path(args.scale_dir) if args.scale_dir else Path(tempfile.mkdtemp(prefix="review-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    sweep, compare = scale_commands(root.resolve(), args.scale_limit)
+    print(f"review_scale: 128 jobs of {args.scale_limit} questions into {root}, load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    if not (root / "mlflow.db").is_file():  # --scale-dir keeps the store for the next measurement
+        fresh_process(meter, "review_scale_sweep (128 jobs)", sweep)
+    cpu = _child_cpu_s()
+    fresh_process(meter, "review_scale_compare", compare)
+    compare_cpu = _child_cpu_s() - cpu
+    html_mb = (root / "report" / "report.html").stat().st_size / 1e6
+    wall = meter.results["review_scale_compare"]["seconds"]
+    print(f"  compare: {wall:.1f} s wall, {compare_cpu:.1f} s CPU; report.html {html_mb:.2f} MB; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    ratios["review_scale_compare_wall_s"] = wall
+    ratios["review_scale_compare_cpu_s"] = compare_cpu
+    ratios["review_scale_html_mb"] = html_mb
 
 
 # --only generation: one fresh process per phase (name -> share_prefix, sampling settings; None: label scoring)

@@ -1,5 +1,6 @@
 """What a finished job tells the person who started it, after its JSON line: the study's headline metrics with
-their intervals, the run id, and the two commands that look at it (`mlflow ui`, `python -m src.compare`).
+their intervals and the chance level they are judged against (`src.metrics.chance.chance_verdict`), the run id,
+and the two commands that look at it (`python -m src.ui`, `python -m src.compare`).
 
 `python -m src.run` prints `job_block` to stderr at the end of a job (stdout keeps the one JSON summary line
 that scripts read); the jobs of a sweep print theirs without the commands, and the sweep's summary
@@ -63,24 +64,51 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
     """The commands that show the runs of `experiment` in the store at `uri` (its password masked).
 
     >>> look_commands("sqlite:///mlruns/mlflow.db", "smoke", sweep_id="ab12")  # doctest: +NORMALIZE_WHITESPACE
-    ['see the runs:      mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --host 127.0.0.1',
+    ['see the runs:      python -m src.ui --experiment smoke',
      'compare the runs:  python -m src.compare --experiment smoke --sweep-id ab12']
+    >>> look_commands("sqlite:////tmp/s/mlflow.db", "x")[0]
+    'see the runs:      python -m src.ui --experiment x --tracking-uri sqlite:////tmp/s/mlflow.db'
     >>> look_commands("http://u:pw@host:5000", "x")[0]
     'see the runs:      open http://***@host:5000 (the MLflow server serves its UI)'
     """
     from src.common.redact import redact_text  # local: loads hydra (slow import)
 
     shown = redact_text(uri)
+    store = "" if uri == DEFAULT_URI else f" --tracking-uri {shown}"
     if uri.startswith(("http://", "https://")):
         ui = f"open {shown} (the MLflow server serves its UI)"
-    else:
-        ui = f"mlflow ui --backend-store-uri {shown} --host 127.0.0.1"
-    compare = f"python -m src.compare --experiment {experiment}"
-    if uri != DEFAULT_URI:  # the commands' --tracking-uri default: not repeated when it is that
-        compare += f" --tracking-uri {shown}"
+    else:  # src/ui.py: mlflow ui on 127.0.0.1, opened on the experiment's review view
+        ui = f"python -m src.ui --experiment {experiment}{store}"
+    compare = f"python -m src.compare --experiment {experiment}{store}"
     if sweep_id:
         compare += f" --sweep-id {sweep_id}"
     return [f"see the runs:      {ui}", f"compare the runs:  {compare}"]
+
+
+def judged_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str]:
+    """`metric_lines` of `names`, then the chance level the run's accuracy is judged against
+    (`src.metrics.chance.chance_verdict`) aligned with them, and, for a run at chance, the one sentence on what that
+    means.
+
+    >>> for line in judged_lines({"mcqa": 0.23, "mcqa_lo": 0.158, "mcqa_hi": 0.322, "chance": 0.2262}, ["mcqa"]):
+    ...     print(line)  # doctest: +NORMALIZE_WHITESPACE
+      mcqa    0.23    [0.158, 0.322]
+      chance  0.2262  (mcqa: indistinguishable from chance)
+    mcqa's interval [0.158, 0.322] contains chance (0.226): this run is indistinguishable from chance; its accuracy
+    cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, answer fluctuation) describe how a
+    guesser's answers agree, not what the model knows.
+    >>> judged_lines({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25}, ["mcqa"])[-1]
+    '  chance  0.25  (mcqa: above chance)'
+    """
+    from src.metrics.chance import chance_verdict  # local: loads numpy, pandas (slow import)
+
+    verdict = chance_verdict(metrics)
+    if verdict is None:
+        return metric_lines(metrics, names)
+    lines = metric_lines({**metrics, "chance": verdict.chance}, [*names, "chance"])
+    if verdict.short():
+        lines[-1] += f"  ({verdict.metric}: {verdict.short()})"
+    return [*lines, *filter(None, [verdict.sentence()])]
 
 
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
@@ -91,7 +119,7 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
         head = f"run {result.run_id} finished"
     has_interval = any(f"{name}_lo" in result.metrics for name in result.headline)
     lines = [head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
-             *metric_lines(result.metrics, result.headline)]
+             *judged_lines(result.metrics, result.headline)]
     if commands and result.tracking_uri:
         lines += look_commands(result.tracking_uri, result.experiment)
     return "\n".join(lines)

@@ -67,17 +67,18 @@ def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
 # The experiment's saved runs-table view that shows job runs with their headline metrics as columns: MLflow's
 # "share view" state, kept as an experiment tag and opened by the link `review_link` makes (docs/mlflow_ui.md)
 REVIEW_VIEW_KEY = "review"
-
-
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
-
-
-REVIEW_COLUMNS = ("tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`", "tags.`scoring`",
-                  "params.`n_questions`", "attributes.`Dataset`")
-
-
-REVIEW_METRIC_COLUMNS = 12  # headline metric columns at most
-
+# The view's columns after the fixed Run Name, Created and Duration. The UI sorts the metric columns by name, so
+# what sorts before the accuracy (`cora`, its bounds, `chance`) pushes it right: in a 1,400-px window (MLflow's
+# Assistant panel open, as on a first visit) three metric columns fit. So the accuracy keeps its bounds and a
+# consistency headline that sorts before it shows its value only (its bounds are on the run page); the chance
+# level is the `chance` tag, which says whether the accuracy's interval contains it; the Dataset column (300 px)
+# is left to the run page. REVIEW_HEADLINES: in this order, the first present (else `accuracy`) is the accuracy.
+REVIEW_HEADLINES = ("mcqa", "cora", "rws", "st", "full_fr", "acc_h")
+REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
+CHANCE_TAG = "chance"  # `0.226: mcqa indistinguishable from chance` (src.metrics.chance.ChanceVerdict.tag)
+REVIEW_COLUMNS = (f"tags.`{CHANCE_TAG}`", "tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`",
+                  "tags.`scoring`", "params.`n_questions`")
 
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
 
@@ -99,26 +100,44 @@ def review_link(experiment_id: str, base_url: str = "http://127.0.0.1:5000") -> 
     return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={REVIEW_VIEW_KEY}&{ML_WORKFLOW}"
 
 
-def review_view_state(metric_columns: Sequence[str], earlier: str | None = None) -> str:
-    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the run's tags and
-    the headline metrics of every study logged so far as columns (`earlier` state's metrics kept).
+def review_metric_names(names: Sequence[str]) -> list[str]:
+    """The metric columns of the review view among `names`: REVIEW_HEADLINES (else `accuracy`), the accuracy with
+    its bounds, the others with theirs where they sort after the accuracy (see REVIEW_COLUMNS).
 
-    >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa"])))
+    >>> review_metric_names(["st", "rws", "mcqa_hi", "cora_lo", "cora", "mcqa", "mcqa_lo", "bmca_1.0", "rws_lo"])
+    ['mcqa', 'mcqa_lo', 'mcqa_hi', 'cora', 'rws', 'rws_lo', 'st']
+    >>> review_metric_names(["accuracy", "chance_variants", "sc_mean"])
+    ['accuracy']
+    """
+    from src.metrics import interval_names  # local: loads numpy, pandas (slow import)
+
+    present = set(names)
+    headlines = [n for n in REVIEW_HEADLINES if n in present] or [n for n in (REVIEW_FALLBACK,) if n in present]
+    chosen: list[str] = []
+    for name in headlines:
+        shown = [name, *interval_names(name)] if name >= headlines[0] else [name]
+        chosen += [n for n in shown if n in present]
+    return chosen
+
+
+def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -> str:
+    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the headline
+    columns (`review_metric_names`) of every study logged so far (`earlier` state's metrics kept), the run's tags.
+
+    >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa", "chance"])))
     >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
     ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
     """
-    metrics: list[str] = []
+    names = list(metric_names)
     if earlier:
         try:
-            metrics = [c for c in json.loads(earlier).get("selectedColumns", []) if c.startswith("metrics.")]
+            names += [c[len("metrics.`"):-1] for c in json.loads(earlier).get("selectedColumns", [])
+                      if c.startswith("metrics.`")]
         except (ValueError, AttributeError):
-            metrics = []
-    for name in metric_columns:
-        column = f"metrics.`{mlflow_metric_name(name)}`"
-        if column not in metrics and len(metrics) < REVIEW_METRIC_COLUMNS:
-            metrics.append(column)
+            pass
+    metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in review_metric_names(names)]
     return json.dumps({"searchFilter": JOB_RUNS_FILTER, "orderByKey": JOB_RUNS_ORDER, "orderByAsc": True,
-                       "selectedColumns": [*REVIEW_COLUMNS, *metrics], "runsExpanded": {}, "groupBy": None})
+                       "selectedColumns": [*metrics, *REVIEW_COLUMNS], "runsExpanded": {}, "groupBy": None})
 
 
 def write_subjects(table, artifacts_dir: Path) -> None:
@@ -144,21 +163,23 @@ def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLI
 def run_description(*, model: str, benchmark: str, variants: str, scoring: str, temperature: float,
                     repetitions: int, n_questions: int, limit: Any, metrics: Mapping[str, float], level: float,
                     rws_st: str | None = None) -> str:
-    """The run's description in words (MLflow's Description box, Markdown): what was asked of which model, and the
-    headline metrics with their intervals.
+    """The run's description in words (MLflow's Description box, Markdown): what was asked of which model, the
+    headline metrics with their intervals and the chance level (with the sentence `chance_verdict` gives a run at
+    chance, in bold).
 
     >>> print(run_description(model="m", benchmark="b", variants="original", scoring="generate", temperature=0.7,
     ...     repetitions=5, n_questions=20, limit=20, level=0.95, rws_st="1.00 | 35%",
-    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35}))
+    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35, "chance": 0.25}))
     **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7, 5 repetitions; 100 trials.
     <BLANKLINE>
-    Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%).
+    Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%); chance 0.250, mcqa: above chance.
     <BLANKLINE>
     RWS | S/T: 1.00 | 35%.
     <BLANKLINE>
     Per-subject values: `subjects.csv`; every metric: `metrics.json`; every trial: `records.parquet`.
     """
     from src.metrics import is_interval_name  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_verdict  # local: loads numpy, pandas (slow import)
 
     limit_text = f" (`limit={limit}`)" if limit not in (None, "null") else ""
     lines = [f"**{model}** on **{benchmark}**: {n_questions} questions{limit_text}, variant set `{variants}`, "
@@ -166,9 +187,14 @@ def run_description(*, model: str, benchmark: str, variants: str, scoring: str, 
              + (f", {int(repetitions)} repetitions" if int(repetitions) > 1 else "")
              + f"; {int(metrics.get('n_trials', 0))} trials."]
     headline = headline_text(metrics)
+    verdict = chance_verdict(metrics)
     if headline:
         bounded = any(is_interval_name(name) for name in metrics)
-        lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})." if bounded else "."))
+        said = f", {verdict.metric}: {verdict.short()}" if verdict and verdict.short() else ""
+        lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})" if bounded else "")
+                     + (f"; chance {verdict.chance:.3f}{said}." if verdict else "."))
+    if verdict and verdict.sentence():
+        lines.append(f"**{verdict.sentence()}**")
     if rws_st:
         lines.append(f"RWS | S/T: {rws_st}.")
     lines.append(f"Per-subject values: `{SUBJECTS_FILE}`; every metric: `metrics.json`; every trial: "

@@ -278,9 +278,7 @@ class JobTracker:
 
     def _share_review_view(self, metrics: Mapping[str, float]) -> None:
         """Add this run's headline metrics to the experiment's review view (`review_link`)."""
-        from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
-
-        names = headline_order([metric_name(k) for k in metrics])
+        names = [metric_name(k) for k in metrics]
         key = review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY
         earlier = self.client.get_experiment(self.exp_id).tags.get(key)
         state = review.review_view_state(names, earlier)

@@ -1,0 +1,116 @@
+"""`python -m src.ui [--experiment NAME] [--tracking-uri URI] [--port N] [--screenshot FILE]`: the runs in the
+MLflow UI, opened where they are.
+
+Starts `mlflow ui` for the store on 127.0.0.1 (a free port unless `--port`; without MLflow's GenAI job runner,
+`tracking.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs only,
+by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
+fluctuation rate as the studies have them; `src.tracking.review_metric_names`) and serves until Ctrl-C.
+
+`--screenshot FILE` is for headless use: it loads that address in headless Chromium in a 1,400 x 900 window,
+writes the PNG, prints one JSON line (the address, the run names and headline columns in the window) and stops
+the server; exit 1 when the window shows no job run or no MCQA (accuracy) column. Bad input (no store at the
+URI, an unknown experiment, no Chromium for `--screenshot`): one line `error: ...`, exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from . import tracking, ui_check
+from .errors import UserError
+
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+DEFAULT_EXPERIMENT = "mcq-consistency"  # tracking.experiment's default (src/config_schema.py)
+WINDOW = (1400, 900)  # a laptop's browser window: the review view's first columns must fit in it
+
+
+def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[str]]:
+    """(the experiment's review-view address at `base_url`, the names of its job runs); UserError for a missing
+    store or experiment."""
+    from mlflow.tracking import MlflowClient
+
+    db = tracking.sqlite_path(uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"--tracking-uri {uri}: no MLflow store at {db}; run a job first (python -m src.run) or give "
+                        "the store's URI")
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        names = sorted(e.name for e in client.search_experiments())
+        raise UserError(f"--experiment {experiment}: not in {uri}; its experiments: {', '.join(names) or 'none'}")
+    runs = client.search_runs([found.experiment_id], filter_string=tracking.JOB_RUNS_FILTER, max_results=1000)
+    return tracking.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs]
+
+
+def window_check(page: dict, run_names: list[str]) -> dict:
+    """What the window shows of the review view (`ui_check.inspect_page`'s answer): the job runs listed, the
+    headline columns whose header lies inside the window, and the failed checks (none: all hold)."""
+    width = page["width"]
+    inside = list(dict.fromkeys(h["text"] for h in page["headers"] if h["text"] and h["visible"]))
+    listed = [name for name in run_names if name in page["text"]]
+    headlines = [name for name in inside if name in (*tracking.REVIEW_HEADLINES, tracking.REVIEW_FALLBACK, "chance")
+                 or name.endswith(("_lo", "_hi"))]
+    failed = []
+    if run_names and not listed:
+        failed.append("no job run is listed")
+    if not {"mcqa", tracking.REVIEW_FALLBACK} & set(inside):
+        failed.append(f"no mcqa (or accuracy) column inside the {width}-px window; headers inside: {inside}")
+    return {"runs_listed": listed, "headline_columns": headlines, "failed": failed}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
+                        help=f"MLflow experiment (tracking.experiment; default {DEFAULT_EXPERIMENT})")
+    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"the runs' store (default {DEFAULT_URI})")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--screenshot", type=Path, metavar="FILE",
+                        help=f"headless: write a PNG of the review view in a {WINDOW[0]} x {WINDOW[1]} window, "
+                             "print what it shows and stop")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.tracking_uri.startswith(("http://", "https://")):
+        print(f"error: --tracking-uri {args.tracking_uri}: a tracking server serves its own UI; open it in a browser",
+              file=sys.stderr)
+        return 2
+    chromium = ui_check.find_chromium() if args.screenshot else None
+    if args.screenshot and chromium is None:
+        print(f"error: --screenshot needs Chromium on PATH; install it: {ui_check.INSTALL_HINT}", file=sys.stderr)
+        return 2
+    port = args.port or ui_check.free_port()
+    try:
+        url, run_names = review_address(args.tracking_uri, args.experiment, f"http://127.0.0.1:{port}")
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    with tempfile.TemporaryDirectory(prefix="mcq-ui-") as tmp:
+        try:
+            server = ui_check.start_ui(args.tracking_uri, port, Path(tmp) / "mlflow-ui.log")
+        except RuntimeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        try:
+            if args.screenshot:
+                page = ui_check.inspect_page(chromium, url, profile=Path(tmp) / "chromium", size=WINDOW,
+                                             screenshot=args.screenshot)
+                shown = window_check(page, run_names)
+                print(json.dumps({"url": url, "screenshot": str(args.screenshot), "window": list(WINDOW), **shown}))
+                return 1 if shown["failed"] else 0
+            print(f"review view: {url}", flush=True)
+            print(f"mlflow ui (pid {server.pid}) serves {args.tracking_uri} on 127.0.0.1:{port}; Ctrl-C stops it",
+                  file=sys.stderr, flush=True)
+            return server.wait()
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            ui_check.stop_ui(server)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
