@@ -2,9 +2,9 @@
 MLflow UI, opened where they are.
 
 Starts `mlflow ui` for the store on 127.0.0.1 (a free port unless `--port`; without MLflow's GenAI job runner,
-`tracking.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs only,
+`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs only,
 by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
-fluctuation rate as the studies have them; `src.tracking.review_metric_names`) and serves until Ctrl-C.
+fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves until Ctrl-C.
 
 `--screenshot FILE` is for headless use: it loads that address in headless Chromium in a 1,400 x 900 window,
 writes the PNG, prints one JSON line (the address, the run names and headline columns in the window) and stops
@@ -19,11 +19,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import tracking, ui_check
-from .errors import UserError
+from src import ui_check
+from src.cli import add_tracking_flags, entry, user_error
+from src.common.errors import UserError
+from src.tracking import review, store
 
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
-DEFAULT_EXPERIMENT = "mcq-consistency"  # tracking.experiment's default (src/config_schema.py)
+DEFAULT_EXPERIMENT = "mcq-consistency"  # tracking.experiment's default (src/config/schema.py)
 WINDOW = (1400, 900)  # a laptop's browser window: the review view's first columns must fit in it
 
 
@@ -32,7 +33,7 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     store or experiment."""
     from mlflow.tracking import MlflowClient
 
-    db = tracking.sqlite_path(uri)
+    db = store.sqlite_path(uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri {uri}: no MLflow store at {db}; run a job first (python -m src.run) or give "
                         "the store's URI")
@@ -41,8 +42,8 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     if found is None:
         names = sorted(e.name for e in client.search_experiments())
         raise UserError(f"--experiment {experiment}: not in {uri}; its experiments: {', '.join(names) or 'none'}")
-    runs = client.search_runs([found.experiment_id], filter_string=tracking.JOB_RUNS_FILTER, max_results=1000)
-    return tracking.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs]
+    runs = client.search_runs([found.experiment_id], filter_string=review.JOB_RUNS_FILTER, max_results=1000)
+    return review.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs]
 
 
 def window_check(page: dict, run_names: list[str]) -> dict:
@@ -51,21 +52,19 @@ def window_check(page: dict, run_names: list[str]) -> dict:
     width = page["width"]
     inside = list(dict.fromkeys(h["text"] for h in page["headers"] if h["text"] and h["visible"]))
     listed = [name for name in run_names if name in page["text"]]
-    headlines = [name for name in inside if name in (*tracking.REVIEW_HEADLINES, tracking.REVIEW_FALLBACK, "chance")
+    headlines = [name for name in inside if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, "chance")
                  or name.endswith(("_lo", "_hi"))]
     failed = []
     if run_names and not listed:
         failed.append("no job run is listed")
-    if not {"mcqa", tracking.REVIEW_FALLBACK} & set(inside):
+    if not {"mcqa", review.REVIEW_FALLBACK} & set(inside):
         failed.append(f"no mcqa (or accuracy) column inside the {width}-px window; headers inside: {inside}")
     return {"runs_listed": listed, "headline_columns": headlines, "failed": failed}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
-                        help=f"MLflow experiment (tracking.experiment; default {DEFAULT_EXPERIMENT})")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"the runs' store (default {DEFAULT_URI})")
+    add_tracking_flags(parser, experiment="MLflow experiment (tracking.experiment)", default=DEFAULT_EXPERIMENT)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--screenshot", type=Path, metavar="FILE",
                         help=f"headless: write a PNG of the review view in a {WINDOW[0]} x {WINDOW[1]} window, "
@@ -87,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         url, run_names = review_address(args.tracking_uri, args.experiment, f"http://127.0.0.1:{port}")
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     with tempfile.TemporaryDirectory(prefix="mcq-ui-") as tmp:
         try:
             server = ui_check.start_ui(args.tracking_uri, port, Path(tmp) / "mlflow-ui.log")
@@ -113,4 +111,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

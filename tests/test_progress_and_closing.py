@@ -143,7 +143,7 @@ def test_a_run_at_chance_says_so_in_its_closing_block_and_description(run_job_in
     (closing block, MLflow run description) with the one sentence on its consistency metrics."""
     from mlflow.tracking import MlflowClient
 
-    from src import tracking
+    from src.tracking import review
 
     result = run_job_in("model=simulated", "model.success_rate=0.26", "variants=cora", "limit=30")
     metrics = result.metrics
@@ -151,7 +151,7 @@ def test_a_run_at_chance_says_so_in_its_closing_block_and_description(run_job_in
     block = result.closing(level=0.95)
     assert "(mcqa: indistinguishable from chance)" in block
     assert f"contains chance ({metrics['chance']:.3f})" in block and "consistency metrics" in block
-    note = MlflowClient(run_job_in.store_uri).get_run(result.run_id).data.tags[tracking.DESCRIPTION_TAG]
+    note = MlflowClient(run_job_in.store_uri).get_run(result.run_id).data.tags[review.DESCRIPTION_TAG]
     assert f"chance {metrics['chance']:.3f}, mcqa: indistinguishable from chance." in note
     assert "this run is indistinguishable from chance" in note
 

@@ -10,7 +10,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from src import perf
+from src.perf import meter, processes
 from src.compare.summary import TITLE
 
 pytestmark = pytest.mark.slow  # a 4-job sweep and a comparison, each in a fresh process
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.slow  # a 4-job sweep and a comparison, each in a fresh
 def test_the_scale_commands_make_a_report_that_opens_on_the_leaders(tmp_path):
     axes = {"model.success_rate": "0.3,0.86", "benchmark": "synthetic", "temperature": "0.3",
             "variants": "original,cora"}
-    sweep, compare = perf.scale_commands(tmp_path, 30, axes)
+    sweep, compare = processes.scale_commands(tmp_path, 30, axes)
     for command in (sweep, compare):
-        proc = subprocess.run(command, cwd=perf.REPO, capture_output=True, text=True, timeout=600,
+        proc = subprocess.run(command, cwd=meter.REPO, capture_output=True, text=True, timeout=600,
                               env={**os.environ, "TQDM_DISABLE": "1"})
         assert proc.returncode == 0, proc.stderr[-2000:]
     report = tmp_path / "report"

@@ -24,6 +24,7 @@ from src.common.safe_names import folder_name
 from .load import Runs, read_prompts, run_label
 from .tables import Built, Table, fmt
 from .paired import paired_study
+from .summary import TITLE as SUMMARY_TITLE, leader_table
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
 
@@ -171,9 +172,7 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
         ]
         sections[0].paired_lines = study.lines
     sections = present_studies(sections)
-    from .summary import TITLE, leader_table
-
-    summary = Section(TITLE, intro="Which model is best on each benchmark, and is its lead significant?").add(
+    summary = Section(SUMMARY_TITLE, intro="Which model is best on each benchmark, and is its lead significant?").add(
         leader_table(runs, study, alpha=(paired_options or {}).get("alpha", 0.05)))
     first = [summary] if summary.tables else []  # the answer on the first screen
     sections[0].tables.insert(0, definitions_table(first + sections))  # at the top of the runs, before their numbers

@@ -13,7 +13,8 @@ import math
 
 import pandas as pd
 
-from ..metrics.chance import VERDICT_METRICS
+from src.metrics.chance import VERDICT_METRICS
+from src.metrics.display import difference_cell
 from .load import Runs
 from .tables import AT_CHANCE_NOTE, Built, Table, condition_groups, fmt, judged_cell, latest
 
@@ -45,7 +46,6 @@ def _p_text(value: float | None) -> str:
 def leader_table(runs: Runs, study=None, *, alpha: float = 0.05) -> Built:
     """The summary table (module docstring); `study` is the report's `paired.PairedStudy` (None: `--no-paired`,
     the differences are left out and said so)."""
-    from .paired import difference_cell
 
     out = Built()
     records, text_rows, index = [], [], []
