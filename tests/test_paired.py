@@ -154,6 +154,22 @@ def test_report_has_paired_differences_power_and_significant_swaps(monkeypatch, 
     assert "Paired differences between models" in html and "How many questions are enough" in html
 
 
+def test_significance_is_read_from_the_holm_adjusted_p_not_the_raw_one(monkeypatch):
+    """Four metrics of one pair, each with raw p = 2/1001 (the smallest 1000 resamples give): Holm multiplies the
+    smallest by 4, so at alpha 0.005 every raw p is below the level and every adjusted one above it."""
+    strong, weak = two_models()
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    for alpha in (0.005, 0.05):
+        (table,) = paired_study(runs, alpha=alpha).differences.tables
+        data = table.data
+        assert list(data["significant"]) == [p < alpha for p in data["p_holm"]], alpha
+        assert list(table.text["significant"]) == ["*" if p < alpha else "" for p in data["p_holm"]]
+        if alpha == 0.005:  # the case that tells the two apart: raw p below the level, the adjusted one not
+            assert (data["p"] < alpha).all() and not data["significant"].any()
+        else:
+            assert data["significant"].all()
+
+
 def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch):
     strong, weak = two_models()
     weak = weak[weak["question_id"] < "q100"]  # 100 of the 120 questions
