@@ -46,6 +46,10 @@ CASES = [
     ("Option C is correct because Marseille ...", ABCD, CAPITALS, 2),
     ("I would choose (A).", ABCD, None, 0),
     ("Answer: b.", ABCD, None, 1),
+    # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
+    ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
+    ("Hmm. Answer: A ... no.\n{\"answer\": \"C\"}", ABCD, None, 2),
+    ("I'd go with B, but the final answer is (C).", ABCD, None, 2),
     # -- the option text instead of a letter
     ("Paris", ABCD, CAPITALS, 1),
     ("paris.", ABCD, CAPITALS, 1),
