@@ -149,6 +149,22 @@ def test_resample_records_copies_whole_questions():
     assert out.groupby("question_id")["variant_id"].apply(sorted).map(tuple).nunique() == 1
 
 
+def test_every_question_can_be_drawn_and_each_is_drawn_once_per_resample_on_average():
+    """A resample draws n questions uniformly with replacement: over 4000 resamples of 5 questions every one,
+    the last included, is drawn, each on average once per resample (binomial(5, 1/5) counts: the mean of 4000
+    has sd sqrt(0.8 / 4000) = 0.014; 0.1 is 7 sd)."""
+    counts = resample_counts(np.random.default_rng(0), 5, 4000)
+    assert counts.shape == (4000, 5) and (counts.sum(axis=1) == 5).all()
+    assert (counts > 0).any(axis=0).all()
+    assert np.abs(counts.mean(axis=0) - 1).max() < 0.1
+    # through the bootstrap a metric sees: the one right answer is the last question's, so some replicates
+    # (all but 0.8^5 = 33% of them) have MCQA above 0, on average 1/5
+    table = records([trial(f"q{i}", answer=0 if i == 4 else 1) for i in range(5)])
+    values = bootstrap_values(decompose(table, by_subjects=False), n_resamples=2000, seed=0, names=["mcqa"])["mcqa"]
+    assert (values > 0).mean() == pytest.approx(1 - 0.8 ** 5, abs=0.05)
+    assert values.mean() == pytest.approx(0.2, abs=0.02)
+
+
 # ---- MCQA of a simulated model: coverage and width (the issue's done-when) ----
 
 def simulated_original(seed: int, n: int = 1000, success_rate: float = 0.7) -> pd.DataFrame:
