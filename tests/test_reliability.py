@@ -175,6 +175,18 @@ def test_a_killed_or_running_run_of_the_same_config_is_not_taken_for_finished(ru
     client.set_terminated(after_killed.run_id, "KILLED")  # no run left RUNNING
 
 
+def test_a_run_of_another_host_is_dead_once_its_heartbeat_is_older_than_stale_s():
+    """The rerun marks KILLED only what is provably dead: another host's run by its heartbeat, alive up to and at
+    STALE_S seconds, dead after; a heartbeat that is no number, or none, proves nothing alive."""
+    from src.tracking import STALE_S, provably_dead
+
+    tags = {"owner": "another_host:12", "heartbeat": "1000.0"}
+    assert not provably_dead(tags, now=1000.0 + STALE_S)
+    assert provably_dead(tags, now=1000.0 + STALE_S + 0.5)
+    assert provably_dead({**tags, "heartbeat": "soon"}, now=1000.0)
+    assert provably_dead({"owner": "another_host:12"}, now=1000.0)
+
+
 @pytest.mark.parametrize("sampling", [["temperature=0"], ["temperature=0.7", "repetitions=4"]], ids=["greedy", "sampled"])
 def test_simulated_records_are_byte_identical_across_runs(run_job_in, tmp_path, sampling):
     job = ["model=simulated", "benchmark.n_questions=20", "variants=cora", "scoring=generate", "cache.enabled=false",
