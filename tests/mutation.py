@@ -170,7 +170,7 @@ def copy_tree(into: Path) -> None:
 
 
 def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, str]:
-    """'pass', 'fail' or 'timeout' of the target's fast tests in `tree`, the seconds they took, and their output's
+    """'pass', 'fail', 'error' or 'timeout' of the target's fast tests in `tree`, the seconds they took, and their output's
     last lines."""
     data = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider",
@@ -184,7 +184,9 @@ def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, s
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - start, ""
     tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-    return ("pass" if proc.returncode == 0 else "fail"), time.monotonic() - start, tail
+    # exit 1: a test failed; anything else (2: the mutated module did not import) kills it too, but is said
+    verdict = {0: "pass", 1: "fail"}.get(proc.returncode, "error")
+    return verdict, time.monotonic() - start, tail
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             print(m.label)
         print(f"{len(chosen)} of {total} mutants")
         return 0
-    survivors, killed, timeouts, broken = [], 0, 0, []
+    survivors, killed, timeouts, errors, broken = [], 0, 0, 0, []
     with tempfile.TemporaryDirectory(prefix="mcq-mutation-") as folder:
         tree = Path(folder)
         copy_tree(tree)
@@ -232,11 +234,12 @@ def main(argv: list[str] | None = None) -> int:
                 (tree / mutant.target.path).write_text(original, encoding="utf-8")
             killed += verdict != "pass"
             timeouts += verdict == "timeout"
+            errors += verdict == "error"
             if verdict == "pass":
                 survivors.append(mutant)
-            print(f"[{i}/{len(ran)}] {'SURVIVED' if verdict == 'pass' else 'killed' + (' (timeout)' if verdict == 'timeout' else '')}"
-                  f" {mutant.label} ({seconds:.0f} s)", flush=True)
-    print(f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout; "
+            shown = {"pass": "SURVIVED", "fail": "killed", "error": "killed (error)", "timeout": "killed (timeout)"}
+            print(f"[{i}/{len(ran)}] {shown[verdict]} {mutant.label} ({seconds:.0f} s)", flush=True)
+    print(f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout, {errors} by an error; "
           f"{len(ran)} of {total} mutants run in {time.monotonic() - start:.0f} s")
     for target in broken:
         print(f"not run: the unmutated tests of {target.path} fail")
