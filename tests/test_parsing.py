@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.parsing import parse_with_rule
+from src.parsing import Parse, parse_with_rule
 
 ABCD = ("A", "B", "C", "D")
 NUM = ("1", "2", "3", "4")
@@ -87,3 +87,11 @@ def test_result_is_a_shown_slot_or_none():
     for raw, labels, options, _ in CASES:
         got = parse_with_rule(raw, labels, options).slot
         assert got is None or 0 <= got < len(labels)
+
+
+def test_a_dangling_connective_after_a_phrase_means_cut_only_in_a_cut_text():
+    """"... the answer is B," ends a complete answer (B); cut by max_new_tokens it may have gone on "B, C"."""
+    assert parse_with_rule("I think the answer is B,", ABCD, None).slot == 1
+    assert parse_with_rule("I think the answer is B or", ABCD, None).slot == 1
+    for raw in ("I think the answer is B,", "I think the answer is B or"):
+        assert parse_with_rule(raw, ABCD, None, truncated=True) == Parse(None, "truncated")
