@@ -3,8 +3,9 @@ resume code, run on demand (not in CI; docs/mutation.md has the latest score and
 
 Each mutant is one small operator change in one function of TARGETS (a comparison `<` made `<=`, `==` made `!=`,
 `+` made `-`, `and` made `or`, a `not` dropped, an integer n made n + 1, True made False, `reverse=` flipped). It
-is written into a copy of the tree in a temporary folder (never into the worktree) and the target's fast tests run
-against it (`-m "not slow" -x`); a mutant is killed when they fail (or time out), and survives when they pass.
+is written into a copy of the tree in a temporary folder (never into the worktree) and the target's fast tests and
+the module's doctests run against it (`-m "not slow" -x`); a mutant is killed when they fail (or time out), and
+survives when they pass.
 The unmutated copy must pass first, or the target is reported as broken and not mutated.
 
     python -m tests.mutation                      # every mutant of every target
@@ -55,7 +56,8 @@ TARGETS = (
            ("tests/test_parsing.py", "tests/test_parse_rule.py", "tests/test_parser_corpus.py")),
     Target("variant-rules", "src/variants/rules.py",
            ("__init__", "_anchor", "fixed", "arrange", "free_slots", "check", "_refs_broken", "capped"),
-           ("tests/test_variants_references.py", "tests/test_variants_cora.py", "tests/test_variants_permutations.py")),
+           ("tests/test_variants_references.py", "tests/test_variants_cora.py", "tests/test_variants_permutations.py",
+            "src/variants/cora.py", "src/variants/permutations.py")),  # their doctests build Rules(question)
     Target("intervals", "src/metrics/intervals.py",
            ("wilson_interval", "resample_counts", "bootstrap_values", "percentile_interval"),
            ("tests/test_intervals.py",)),
@@ -173,9 +175,10 @@ def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, s
     """'pass', 'fail', 'error' or 'timeout' of the target's fast tests in `tree`, the seconds they took, and their output's
     last lines."""
     data = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
+    # the module's own doctests too, as the suite runs them (--doctest-modules)
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider",
-           "-o", "addopts=", "--disable-plugin-autoload", "-p", "hypothesispytest", "--no-header",
-           *(["-k", target.keyword] if target.keyword else []), *target.tests]
+           "-o", "addopts=", "--disable-plugin-autoload", "-p", "hypothesispytest", "--no-header", "--doctest-modules",
+           *(["-k", target.keyword] if target.keyword else []), target.path, *target.tests]
     env = {**os.environ, "MCQ_DATA_DIR": str(data), "TQDM_DISABLE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONPATH", None)  # the copy's own src, found from its root (the working folder)
     start = time.monotonic()

@@ -229,6 +229,18 @@ def test_of_the_above_before_an_ordinary_option_freezes_every_order(block):
     assert len(cyclic.variants) == 4 and all(v.option_order[-1] == 4 for v in cyclic.variants)
 
 
+def test_a_positional_reference_keeps_what_it_covers_above_it_and_no_nota_joins_a_block():
+    # "None of the above" covers "green" only while green is above it: (1, 0) says nothing of green
+    none_right = q(["green", "None of the above", "All of the above"], answer=1, qid="none_right")
+    plan = plan_variants({"name": "cora"}, none_right, seed=0)
+    assert [v.option_order for v in plan.variants] == [(0, 1, 2)]
+    assert plan.excluded == {"option_refs": 5, "has_nota": 8}
+    # "All of these" (the answer) beside NOTA would call NOTA right too: only the lists without NOTA are shown
+    all_right = q(["pink", "All of the above", "All of these"], answer=2, qid="all_right")
+    plan = plan_variants({"name": "cora"}, all_right, seed=0)
+    assert [v.option_order for v in plan.variants] == [(0, 1, 2), (0, 2)] and plan.excluded == {"option_refs": 12}
+
+
 def test_letter_references_keep_their_labels():
     plan = plan_variants({"name": "revas_reorder"}, BOTH, seed=0)
     assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3), (0, 1, 3, 2)]
