@@ -275,6 +275,8 @@ def test_deterministic_given_the_seed(tables):
 
 def test_wilson_and_undefined_resamples():
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    with pytest.raises(ValueError, match="needs n > 0"):  # no questions: no interval, said, not a ZeroDivisionError
+        wilson_interval(0, 0)
     assert percentile_interval(np.array([1.0] * 98 + [np.nan] * 2), 0.95) is None  # 2% undefined: no interval
     assert percentile_interval(np.array([1.0] * 995 + [np.nan] * 5), 0.95) == (1.0, 1.0)
 

@@ -241,6 +241,15 @@ def test_a_positional_reference_keeps_what_it_covers_above_it_and_no_nota_joins_
     assert [v.option_order for v in plan.variants] == [(0, 1, 2), (0, 2)] and plan.excluded == {"option_refs": 12}
 
 
+@pytest.mark.parametrize("name", ALL_SETS)
+def test_a_reference_in_the_first_slot_is_honoured(name):
+    """Option A ("Neither A nor B", the answer) names itself and B: every list that shows it keeps both labels."""
+    first = q(["Neither A nor B", "pink", "blue"], answer=0, qid="first")
+    for v in plan_variants(cfg(name), first, seed=0).variants:
+        assert honours(first, v) is None, (v.variant_id, v.option_order, honours(first, v))
+    assert (0, 2) not in [v.option_order for v in plan_variants({"name": "cora"}, first, seed=0).variants]
+
+
 def test_letter_references_keep_their_labels():
     plan = plan_variants({"name": "revas_reorder"}, BOTH, seed=0)
     assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3), (0, 1, 3, 2)]
