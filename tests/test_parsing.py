@@ -95,3 +95,9 @@ def test_a_dangling_connective_after_a_phrase_means_cut_only_in_a_cut_text():
     assert parse_with_rule("I think the answer is B or", ABCD, None).slot == 1
     for raw in ("I think the answer is B,", "I think the answer is B or"):
         assert parse_with_rule(raw, ABCD, None, truncated=True) == Parse(None, "truncated")
+    # a complete phrase before the cut one does not decide: the cut one may have gone on "C or D" (a hedge)
+    for raw in ("I think the answer is B. So the answer is C or", "I think the answer is B. So the answer is B or"):
+        assert parse_with_rule(raw, ABCD, None, truncated=True) == Parse(None, "truncated")
+    # not cut: B, and B then C is a conflict
+    assert parse_with_rule("I think the answer is B. So the answer is B or", ABCD, None).slot == 1
+    assert parse_with_rule("I think the answer is B. So the answer is C or", ABCD, None).rule == "invalid_conflict"
