@@ -273,6 +273,14 @@ def test_deterministic_given_the_seed(tables):
     assert first["mcqa_lo"] == other["mcqa_lo"]  # Wilson: no resampling
 
 
+@pytest.mark.parametrize("successes, n, lo, hi", [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605),
+                                                   (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)])
+def test_wilson_matches_newcombes_published_intervals(successes, n, lo, hi):
+    """Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table II, method 3 (score
+    interval without continuity correction): four decimals, so within half a unit of the fourth."""
+    assert wilson_interval(successes, n) == pytest.approx((lo, hi), abs=5e-5)
+
+
 def test_wilson_and_undefined_resamples():
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
     with pytest.raises(ValueError, match="needs n > 0"):  # no questions: no interval, said, not a ZeroDivisionError
