@@ -283,6 +283,8 @@ def test_wilson_matches_newcombes_published_intervals(successes, n, lo, hi):
 
 def test_wilson_and_undefined_resamples():
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    # exactly, where the formula leaves a residue: 1 - 1e-16 at 13 of 13, 1.4e-17 at 0 of 17
+    assert wilson_interval(13, 13)[1] == 1.0 and wilson_interval(0, 17)[0] == 0.0
     with pytest.raises(ValueError, match="needs n > 0"):  # no questions: no interval, said, not a ZeroDivisionError
         wilson_interval(0, 0)
     assert percentile_interval(np.array([1.0] * 98 + [np.nan] * 2), 0.95) is None  # 2% undefined: no interval
