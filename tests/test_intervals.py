@@ -290,6 +290,9 @@ def test_wilson_and_undefined_resamples():
     assert percentile_interval(np.array([1.0] * 98 + [np.nan] * 2), 0.95) is None  # 2% undefined: no interval
     assert percentile_interval(np.array([1.0] * 995 + [np.nan] * 5), 0.95) == (1.0, 1.0)
     assert percentile_interval(np.array([0.25]), 0.95) == (0.25, 0.25)  # one defined replicate is an interval
+    # the 2.5th and 97.5th percentiles of 0, 0.001, ..., 1 (numpy's linear interpolation: exact here)
+    assert percentile_interval(np.arange(1001) / 1000, 0.95) == pytest.approx((0.025, 0.975), abs=1e-12)
+    assert percentile_interval(np.arange(1001) / 1000, 0.9) == pytest.approx((0.05, 0.95), abs=1e-12)
     one = decompose(records([trial("q1", answer=0)]), by_subjects=False)  # one question: every resample is it
     assert bootstrap_values(one, n_resamples=5, names=["mcqa"])["mcqa"].tolist() == [1.0] * 5
     assert bootstrap_values(one, n_resamples=1, names=["mcqa"])["mcqa"].tolist() == [1.0]
