@@ -17,7 +17,7 @@ from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
 from src.metrics.paired import (bootstrap_p_value, holm, paired_differences, paired_values, per_question_sd,
                                 question_mismatch, questions_needed)
 
-from .records_factory import divergent, records
+from .records_factory import divergent, records, repeated
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -49,6 +49,9 @@ def test_both_runs_get_the_same_resample_and_each_its_own_bootstrap():
     for dec, values in ((a, values_a), (b, values_b)):
         own = bootstrap_values(dec, n_resamples=300, seed=7, names=["mcqa", "cora"])
         assert np.array_equal(own["mcqa"], values["mcqa"]) and np.array_equal(own["cora"], values["cora"])
+    # any integer seed, a negative one too (both map it onto the generator's seeds the same way)
+    (negative,) = paired_values([a], ["mcqa"], n_resamples=50, seed=-3)
+    assert np.array_equal(bootstrap_values(a, n_resamples=50, seed=-3, names=["mcqa"])["mcqa"], negative["mcqa"])
 
 
 def test_a_run_against_itself_differs_by_zero_with_p_one():
@@ -79,11 +82,30 @@ def test_p_value_and_holm():
     assert bootstrap_p_value(np.array([np.nan, np.nan])) is None
     assert bootstrap_p_value(np.zeros(99)) == 1.0
     assert bootstrap_p_value(np.full(999, -1.0)) == pytest.approx(2 / 1000)
+    assert bootstrap_p_value(np.full(999, 1.0)) == pytest.approx(2 / 1000)
+    # 2 of 9 at or below 0, 8 at or above (the tie counts on both sides): p = 2 (1 + 2) / 10
+    assert bootstrap_p_value(np.arange(-1.0, 8.0)) == pytest.approx(0.6)
     ps = [0.001, 0.2, None, 0.04, 0.03]
     adjusted = holm(ps)
     assert adjusted[2] is None
     assert all(h >= p for h, p in zip(adjusted, ps) if p is not None)
     assert adjusted[0] == pytest.approx(0.004) and adjusted[4] == pytest.approx(0.09) and adjusted[1] == 0.2
+
+
+def test_a_difference_gets_an_interval_only_with_enough_questions_and_defined_metrics():
+    from src.metrics.intervals import MIN_BOOTSTRAP_QUESTIONS
+
+    strong, weak = two_models()
+    few = [f"q{i:03d}" for i in range(MIN_BOOTSTRAP_QUESTIONS - 1)]
+    small = [decompose(r[r["question_id"].isin(few)], by_subjects=False) for r in (strong, weak)]
+    for d in paired_differences(*small, n_resamples=200).values():
+        assert d.lo is None and d.hi is None and d.p is None and d.sd is None and d.n_questions == len(few)
+    # RWS undefined in one run (nothing SURE: every question answered differently each time) is not compared
+    unsure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0, 1, 2, 3] * 2)]),
+                       by_subjects=False)
+    sure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0] * 8)]), by_subjects=False)
+    found = paired_differences(unsure, sure, n_resamples=50)
+    assert "st" in found and "rws" not in found and found["st"].difference == -1.0
 
 
 def test_questions_needed_is_the_normal_approximation():
@@ -96,6 +118,10 @@ def test_questions_needed_is_the_normal_approximation():
     assert sd == pytest.approx(math.sqrt(0.75 * 0.25), rel=0.1)
     with pytest.raises(ValueError):
         questions_needed(0.5, 0)
+    for bad in ({"alpha": 1.5}, {"power": 1.5}, {"alpha": 0}, {"power": 1}):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            questions_needed(0.5, 0.02, **bad)
+    assert questions_needed(0.0, 0.02) == 1  # no variation: one question
 
 
 def test_question_mismatch_says_the_counts():
