@@ -196,6 +196,25 @@ def test_significance_is_read_from_the_holm_adjusted_p_not_the_raw_one(monkeypat
             assert data["significant"].all()
 
 
+def test_power_rows_cover_each_run_and_significance_needs_p_below_alpha(monkeypatch):
+    strong, weak = two_models()
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    study = paired_study(runs)
+    (table,) = study.differences.tables
+    assert list(table.data.columns[:2]) == ["table", "model_a"]  # the CSV's first column names its table
+    p_holm = float(table.data["p_holm"].min())
+    assert not paired_study(runs, alpha=p_holm).differences.tables[0].data["significant"].any()  # p = alpha: no
+    (power,) = study.power.tables
+    assert power.data.columns[0] == "table"
+    for who in ("strong", "weak", "strong − weak (paired)"):
+        assert {"mcqa", "cora"} <= set(power.data.loc[power.data["who"] == who, "metric"]), who  # CoRA runs: CoRA too
+    rows = power.data[power.data["n_needed"].notna()]
+    assert len(rows) and all(r["enough"] == (r["n"] >= r["n_needed"]) for _, r in rows.iterrows())
+    assert not any("different SURE rules" in note for note in study.differences.notes)
+    runs.table.loc[1, "sure_rule"] = "correctness"
+    assert any("use different SURE rules" in note for note in paired_study(runs).differences.notes)
+
+
 def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch):
     strong, weak = two_models()
     weak = weak[weak["question_id"] < "q100"]  # 100 of the 120 questions
