@@ -60,7 +60,7 @@ TARGETS = (
             "src/variants/cora.py", "src/variants/permutations.py")),  # their doctests build Rules(question)
     Target("intervals", "src/metrics/intervals.py",
            ("wilson_interval", "resample_counts", "bootstrap_values", "percentile_interval"),
-           ("tests/test_intervals.py",)),
+           ("tests/test_intervals.py", "tests/test_paired.py")),  # the paired draws are the run's own bootstrap's
     Target("paired", "src/metrics/paired.py",
            ("_counts", "bootstrap_p_value", "paired_differences", "holm", "questions_needed"),
            ("tests/test_paired.py",)),
