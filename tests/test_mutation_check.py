@@ -47,3 +47,25 @@ def test_a_mutant_is_run_in_a_copy_and_killed(capsys):
     out = capsys.readouterr().out
     assert f"] killed {mutant.label} (" in out and "score: 1/1 killed (100.0%)" in out
     assert (REPO / mutant.target.path).read_text(encoding="utf-8") == before
+
+
+def test_the_commands_of_docs_mutation_md_select_what_it_says(capsys):
+    """Each `python -m tests.mutation` command of the page, with --list added: it parses and picks its mutants
+    (running them is on demand: minutes to an hour; the slow test above runs one end to end)."""
+    import shlex
+
+    text = (REPO / "docs" / "mutation.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("python -m tests.mutation")]
+    assert len(commands) == 4
+    for command in commands:
+        args = shlex.split(command)[3:]
+        assert mutation.main([*args, "--list"]) == 0, command
+        lines = capsys.readouterr().out.splitlines()
+        chosen, _, total = lines[-1].removesuffix(" mutants").partition(" of ")
+        assert int(chosen) == len(lines) - 1 > 0, command
+        if "--sample" in args:
+            assert int(chosen) == int(args[args.index("--sample") + 1]) < int(total), command
+        if "--target" in args and "resume" in args:
+            assert all(line.startswith("src/tracking.py:") for line in lines[:-1])
+        if "--match" in args:
+            assert all(line.startswith(args[args.index("--match") + 1]) for line in lines[:-1])

@@ -49,6 +49,12 @@ def test_both_runs_get_the_same_resample_and_each_its_own_bootstrap():
     for dec, values in ((a, values_a), (b, values_b)):
         own = bootstrap_values(dec, n_resamples=300, seed=7, names=["mcqa", "cora"])
         assert np.array_equal(own["mcqa"], values["mcqa"]) and np.array_equal(own["cora"], values["cora"])
+    # by default too: both functions default to seed 0
+    default = paired_differences(a, b, ["mcqa"], n_resamples=300)["mcqa"]
+    assert default == paired_differences(a, b, ["mcqa"], n_resamples=300, seed=0)["mcqa"]
+    d = (bootstrap_values(a, n_resamples=300, names=["mcqa"])["mcqa"]
+         - bootstrap_values(b, n_resamples=300, names=["mcqa"])["mcqa"])
+    assert default.sd == pytest.approx(float(np.std(d, ddof=1)) * math.sqrt(len(a.question_ids)), rel=1e-12)
     # any integer seed, a negative one too (both map it onto the generator's seeds the same way)
     (negative,) = paired_values([a], ["mcqa"], n_resamples=50, seed=-3)
     assert np.array_equal(bootstrap_values(a, n_resamples=50, seed=-3, names=["mcqa"])["mcqa"], negative["mcqa"])
