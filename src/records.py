@@ -35,8 +35,9 @@ asked_option                               int?  true_false: original option ask
 parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
 chosen_options                             list[int]?  multi_select: original options behind parsed_labels
 parse_rule                                 str   the rule that decided parsed_label (src/parsing.py): generate gives
-                                                 first_token, answer_phrase, boxed, option_text, ... (prefixed
-                                                 "reasoning_stripped+" after a removed <think> block) or the INVALID
+                                                 first_token, answer_phrase, boxed, option_text, self_correction
+                                                 (a revised answer), ... (prefixed "reasoning_stripped+" after a
+                                                 removed <think> block) or the INVALID
                                                  reason (invalid_empty, invalid_hedge, invalid_out_of_range,
                                                  invalid_no_label, truncated, ...); true_false first_word/yes_no_word,
                                                  multi_select label_list/label_mentions; scores: logprob_argmax,
@@ -65,6 +66,11 @@ import pandas as pd
 
 from .errors import UserError
 
+# Two options whose decision scores (log-likelihoods, or log label probabilities) are closer than this are a
+# near-tie: another CPU's float32 kernels, another dtype or batch size may order them the other way. Across
+# instruction sets the embedded model's log-probs moved by at most 5.5e-5 (docs/reproducibility.md); the margin
+# leaves a factor of ~18 for larger models and longer prompts, where the errors add up.
+NEAR_TIE_MARGIN = 1e-3
 RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
 COLUMNS = (
     "run_id", "model", "benchmark", "variant_set", "question_id", "subject", "variant_kind", "variant_id",

@@ -74,6 +74,9 @@ OPT_IN_TIERS = {
                           'pip install -e ".[server-test]"; .ci/run runs it as its second step'),
     "browser": OptInTier("--run-browser", "MCQ_TEST_BROWSER", "the MLflow UI in headless Chromium, under a minute",
                          "apt-get install -y chromium; .ci/run runs it as its third step"),
+    "model_server": OptInTier("--run-model-server", "MCQ_TEST_MODEL_SERVER",
+                              "the openai backend against `transformers serve`, about 3 minutes",
+                              'pip install -e ".[serve-test]"; .ci/run runs it as its fourth step'),
 }
 
 

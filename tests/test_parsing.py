@@ -48,6 +48,7 @@ CASES = [
     ("Answer: b.", ABCD, None, 1),
     # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
     ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
+    ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # issue 33's case
     ("Hmm. Answer: A ... no.\n{\"answer\": \"C\"}", ABCD, None, 2),
     ("I'd go with B, but the final answer is (C).", ABCD, None, 2),
     # -- the option text instead of a letter
@@ -101,3 +102,29 @@ def test_a_dangling_connective_after_a_phrase_means_cut_only_in_a_cut_text():
     # not cut: B, and B then C is a conflict
     assert parse_with_rule("I think the answer is B. So the answer is B or", ABCD, None).slot == 1
     assert parse_with_rule("I think the answer is B. So the answer is C or", ABCD, None).rule == "invalid_conflict"
+
+
+@pytest.mark.parametrize(("raw", "truncated", "expected"), [
+    ("The answer is B. Wait, actually it's C.", False, (2, "self_correction")),
+    ("<think>hmm</think>B. On second thought, D.", False, (3, "reasoning_stripped+self_correction")),
+    ("Answer: B\nCorrection: the answer is C.", False, (2, "self_correction")),
+    ("The answer is B, or maybe C.", False, (None, "invalid_hedge")),  # never committed to C
+    ("B. Wait, maybe C?", False, (None, "invalid_hedge")),
+    ("The answer is B. Wait, actually it's", True, (None, "truncated")),  # the revised answer was cut
+    ("B. Actually, Paris has been the capital since 987.", False, (1, "first_token")),  # revises nothing
+    ("The answer is B. Wait, yes, it's B.", False, (1, "answer_phrase")),  # the same answer: no revision
+    ("No, it's C", False, (2, "answer_phrase")),  # nothing before it to revise
+])
+def test_self_correction_last_committed_answer_wins(raw, truncated, expected):
+    got = parse_with_rule(raw, ABCD, CAPITALS, truncated=truncated)
+    assert (got.slot, got.rule) == expected
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("The answer is A.\nFinal answer: B", 1),  # a strong cue beats the first line's plain phrase
+    ("Answer: A. Final answer: B", 1),
+    ("I think the answer is A. Final answer: B", 1),
+    ("Final answer: B. Wait, actually it's C.", 2),  # a revision after the strong cue still wins
+])
+def test_phrase_tiers_hold_beside_revisions(raw, expected):
+    assert parse_with_rule(raw, ABCD, CAPITALS).slot == expected
