@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -51,47 +52,81 @@ def examples(n: int) -> int:
     return max(5, n // 5) if EDIT_LOOP else n
 
 
+@dataclass(frozen=True)
+class OptInTier:
+    """A tier of tests that needs what the edit loop does not have (a server, a browser, a cluster): run only when
+    asked for, by `option` or `env`=1. Asked for, it fails where it would skip: a missing dependency then is a
+    broken setup to report, never a green run that tested nothing (pytest_runtest_makereport)."""
+
+    option: str
+    env: str
+    what: str
+    setup: str  # what to install, and where .ci/run runs it
+
+    def asked(self, config) -> bool:
+        return bool(config.getoption(self.option)) or os.environ.get(self.env) == "1"
+
+
+# marker -> tier; a new tier (Slurm, Ray, a model server) is one line here and its marker in pyproject.toml
+OPT_IN_TIERS = {
+    "postgres": OptInTier("--run-postgres", "MCQ_TEST_POSTGRES",
+                          "a real PostgreSQL-backed mlflow server, about a minute",
+                          'pip install -e ".[server-test]"; .ci/run runs it as its second step'),
+    "browser": OptInTier("--run-browser", "MCQ_TEST_BROWSER", "the MLflow UI and python -m src.ui in headless Chromium, about two minutes",
+                         "apt-get install -y chromium; .ci/run runs it as its third step"),
+    "model_server": OptInTier("--run-model-server", "MCQ_TEST_MODEL_SERVER",
+                              "the openai backend against `transformers serve`, about 3 minutes",
+                              'pip install -e ".[serve-test]"; .ci/run runs it as its fourth step'),
+}
+
+
 def pytest_addoption(parser):
-    parser.addoption("--run-postgres", action="store_true", default=False,
-                     help="run the tests marked postgres (a real PostgreSQL-backed mlflow server, about a minute); "
-                          "MCQ_TEST_POSTGRES=1 does the same")
-    parser.addoption("--run-browser", action="store_true", default=False,
-                     help="run the tests marked browser (the MLflow UI in headless Chromium and python -m src.ui, "
-                          "about two minutes); "
-                          "MCQ_TEST_BROWSER=1 does the same")
-    parser.addoption("--run-model-server", action="store_true", default=False,
-                     help="run the tests marked model_server (the openai backend against `transformers serve`, about "
-                          "3 minutes); MCQ_TEST_MODEL_SERVER=1 does the same")
+    for marker, tier in OPT_IN_TIERS.items():
+        parser.addoption(tier.option, action="store_true", default=False,
+                         help=f"run the tests marked {marker} ({tier.what}); {tier.env}=1 does the same")
+
+
+def asked_tiers(item) -> list[tuple[str, OptInTier]]:
+    """The opt-in tiers of a test that the run asked for."""
+    return [(marker, tier) for marker, tier in OPT_IN_TIERS.items()
+            if item.get_closest_marker(marker) and tier.asked(item.config)]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks this adds
 def pytest_collection_modifyitems(config, items):
-    run_postgres = config.getoption("--run-postgres") or os.environ.get("MCQ_TEST_POSTGRES") == "1"
-    skip_postgres = pytest.mark.skip(reason="PostgreSQL tier, opt-in: add --run-postgres or set MCQ_TEST_POSTGRES=1 "
-                                            '(pip install -e ".[server-test]"; .ci/run runs it as its second step)')
-    run_browser = config.getoption("--run-browser") or os.environ.get("MCQ_TEST_BROWSER") == "1"
-    skip_browser = pytest.mark.skip(reason="browser tier, opt-in: add --run-browser or set MCQ_TEST_BROWSER=1 "
-                                           "(apt-get install -y chromium; .ci/run runs it as its third step)")
-    run_model_server = config.getoption("--run-model-server") or os.environ.get("MCQ_TEST_MODEL_SERVER") == "1"
-    skip_model_server = pytest.mark.skip(reason="model-server tier, opt-in: add --run-model-server or set "
-                                                'MCQ_TEST_MODEL_SERVER=1 (pip install -e ".[serve-test]"; .ci/run runs it '
-                                                "as its fourth step)")
+    skips = {marker: pytest.mark.skip(reason=f"{marker} tier, opt-in: add {tier.option} or set {tier.env}=1 "
+                                             f"({tier.setup})")
+             for marker, tier in OPT_IN_TIERS.items() if not tier.asked(config)}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if not run_browser and item.get_closest_marker("browser"):
-            item.add_marker(skip_browser)
-        if not run_model_server and item.get_closest_marker("model_server"):
-            item.add_marker(skip_model_server)
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker):
+                item.add_marker(skip)
         if SUBPROCESS_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
         for fixture in sorted(fixtures & XDIST_GROUPS.keys()):
             item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[fixture]))
-        if not run_postgres and item.get_closest_marker("postgres"):
-            item.add_marker(skip_postgres)
     # Files with slow tests first, each file's tests kept together and in order: the workers share out the long
     # tests while much is left, and the suite ends on short ones, so no worker idles while another finishes a long one.
     heavy = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in heavy)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test of an opt-in tier that was asked for fails where it would skip (pytest.skip, importorskip, a skipif
+    mark, in the test or a fixture), naming what is missing and how to get it."""
+    outcome = yield
+    report = outcome.get_result()
+    tiers = asked_tiers(item) if report.skipped and not hasattr(report, "wasxfail") else []
+    if tiers:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        marker, tier = tiers[0]
+        install = tier.setup.partition(";")[0]
+        report.outcome = "failed"
+        report.longrepr = (f"{marker} tier asked for ({tier.option} or {tier.env}=1) but it cannot run: {reason}"
+                           + ("" if install in reason else f" ({install})"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -149,6 +149,22 @@ def test_resample_records_copies_whole_questions():
     assert out.groupby("question_id")["variant_id"].apply(sorted).map(tuple).nunique() == 1
 
 
+def test_every_question_can_be_drawn_and_each_is_drawn_once_per_resample_on_average():
+    """A resample draws n questions uniformly with replacement: over 4000 resamples of 5 questions every one,
+    the last included, is drawn, each on average once per resample (binomial(5, 1/5) counts: the mean of 4000
+    has sd sqrt(0.8 / 4000) = 0.014; 0.1 is 7 sd)."""
+    counts = resample_counts(np.random.default_rng(0), 5, 4000)
+    assert counts.shape == (4000, 5) and (counts.sum(axis=1) == 5).all()
+    assert (counts > 0).any(axis=0).all()
+    assert np.abs(counts.mean(axis=0) - 1).max() < 0.1
+    # through the bootstrap a metric sees: the one right answer is the last question's, so some replicates
+    # (all but 0.8^5 = 33% of them) have MCQA above 0, on average 1/5
+    table = records([trial(f"q{i}", answer=0 if i == 4 else 1) for i in range(5)])
+    values = bootstrap_values(decompose(table, by_subjects=False), n_resamples=2000, seed=0, names=["mcqa"])["mcqa"]
+    assert (values > 0).mean() == pytest.approx(1 - 0.8 ** 5, abs=0.05)
+    assert values.mean() == pytest.approx(0.2, abs=0.02)
+
+
 # ---- MCQA of a simulated model: coverage and width (the issue's done-when) ----
 
 def simulated_original(seed: int, n: int = 1000, success_rate: float = 0.7) -> pd.DataFrame:
@@ -257,10 +273,30 @@ def test_deterministic_given_the_seed(tables):
     assert first["mcqa_lo"] == other["mcqa_lo"]  # Wilson: no resampling
 
 
+@pytest.mark.parametrize("successes, n, lo, hi", [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605),
+                                                   (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)])
+def test_wilson_matches_newcombes_published_intervals(successes, n, lo, hi):
+    """Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table II, method 3 (score
+    interval without continuity correction): four decimals, so within half a unit of the fourth."""
+    assert wilson_interval(successes, n) == pytest.approx((lo, hi), abs=5e-5)
+
+
 def test_wilson_and_undefined_resamples():
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    # exactly, where the formula leaves a residue: 1 - 1e-16 at 13 of 13, 1.4e-17 at 0 of 17
+    assert wilson_interval(13, 13)[1] == 1.0 and wilson_interval(0, 17)[0] == 0.0
+    with pytest.raises(ValueError, match="needs n > 0"):  # no questions: no interval, said, not a ZeroDivisionError
+        wilson_interval(0, 0)
     assert percentile_interval(np.array([1.0] * 98 + [np.nan] * 2), 0.95) is None  # 2% undefined: no interval
     assert percentile_interval(np.array([1.0] * 995 + [np.nan] * 5), 0.95) == (1.0, 1.0)
+    assert percentile_interval(np.array([0.25]), 0.95) == (0.25, 0.25)  # one defined replicate is an interval
+    # the 2.5th and 97.5th percentiles of 0, 0.001, ..., 1 (numpy's linear interpolation: exact here)
+    assert percentile_interval(np.arange(1001) / 1000, 0.95) == pytest.approx((0.025, 0.975), abs=1e-12)
+    assert percentile_interval(np.arange(1001) / 1000, 0.9) == pytest.approx((0.05, 0.95), abs=1e-12)
+    one = decompose(records([trial("q1", answer=0)]), by_subjects=False)  # one question: every resample is it
+    assert bootstrap_values(one, n_resamples=5, names=["mcqa"])["mcqa"].tolist() == [1.0] * 5
+    assert bootstrap_values(one, n_resamples=1, names=["mcqa"])["mcqa"].tolist() == [1.0]
+    assert bootstrap_values(one, n_resamples=0, names=["mcqa"]) == {}
 
 
 # ---- a job ----

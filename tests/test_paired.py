@@ -17,7 +17,7 @@ from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
 from src.metrics.paired import (bootstrap_p_value, holm, paired_differences, paired_values, per_question_sd,
                                 question_mismatch, questions_needed)
 
-from .records_factory import divergent, records
+from .records_factory import divergent, records, repeated
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -49,6 +49,15 @@ def test_both_runs_get_the_same_resample_and_each_its_own_bootstrap():
     for dec, values in ((a, values_a), (b, values_b)):
         own = bootstrap_values(dec, n_resamples=300, seed=7, names=["mcqa", "cora"])
         assert np.array_equal(own["mcqa"], values["mcqa"]) and np.array_equal(own["cora"], values["cora"])
+    # by default too: both functions default to seed 0
+    default = paired_differences(a, b, ["mcqa"], n_resamples=300)["mcqa"]
+    assert default == paired_differences(a, b, ["mcqa"], n_resamples=300, seed=0)["mcqa"]
+    d = (bootstrap_values(a, n_resamples=300, names=["mcqa"])["mcqa"]
+         - bootstrap_values(b, n_resamples=300, names=["mcqa"])["mcqa"])
+    assert default.sd == pytest.approx(float(np.std(d, ddof=1)) * math.sqrt(len(a.question_ids)), rel=1e-12)
+    # any integer seed, a negative one too (both map it onto the generator's seeds the same way)
+    (negative,) = paired_values([a], ["mcqa"], n_resamples=50, seed=-3)
+    assert np.array_equal(bootstrap_values(a, n_resamples=50, seed=-3, names=["mcqa"])["mcqa"], negative["mcqa"])
 
 
 def test_a_run_against_itself_differs_by_zero_with_p_one():
@@ -79,11 +88,30 @@ def test_p_value_and_holm():
     assert bootstrap_p_value(np.array([np.nan, np.nan])) is None
     assert bootstrap_p_value(np.zeros(99)) == 1.0
     assert bootstrap_p_value(np.full(999, -1.0)) == pytest.approx(2 / 1000)
+    assert bootstrap_p_value(np.full(999, 1.0)) == pytest.approx(2 / 1000)
+    # 2 of 9 at or below 0, 8 at or above (the tie counts on both sides): p = 2 (1 + 2) / 10
+    assert bootstrap_p_value(np.arange(-1.0, 8.0)) == pytest.approx(0.6)
     ps = [0.001, 0.2, None, 0.04, 0.03]
     adjusted = holm(ps)
     assert adjusted[2] is None
     assert all(h >= p for h, p in zip(adjusted, ps) if p is not None)
     assert adjusted[0] == pytest.approx(0.004) and adjusted[4] == pytest.approx(0.09) and adjusted[1] == 0.2
+
+
+def test_a_difference_gets_an_interval_only_with_enough_questions_and_defined_metrics():
+    from src.metrics.intervals import MIN_BOOTSTRAP_QUESTIONS
+
+    strong, weak = two_models()
+    few = [f"q{i:03d}" for i in range(MIN_BOOTSTRAP_QUESTIONS - 1)]
+    small = [decompose(r[r["question_id"].isin(few)], by_subjects=False) for r in (strong, weak)]
+    for d in paired_differences(*small, n_resamples=200).values():
+        assert d.lo is None and d.hi is None and d.p is None and d.sd is None and d.n_questions == len(few)
+    # RWS undefined in one run (nothing SURE: every question answered differently each time) is not compared
+    unsure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0, 1, 2, 3] * 2)]),
+                       by_subjects=False)
+    sure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0] * 8)]), by_subjects=False)
+    found = paired_differences(unsure, sure, n_resamples=50)
+    assert "st" in found and "rws" not in found and found["st"].difference == -1.0
 
 
 def test_questions_needed_is_the_normal_approximation():
@@ -96,6 +124,10 @@ def test_questions_needed_is_the_normal_approximation():
     assert sd == pytest.approx(math.sqrt(0.75 * 0.25), rel=0.1)
     with pytest.raises(ValueError):
         questions_needed(0.5, 0)
+    for bad in ({"alpha": 1.5}, {"power": 1.5}, {"alpha": 0}, {"power": 1}):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            questions_needed(0.5, 0.02, **bad)
+    assert questions_needed(0.0, 0.02) == 1  # no variation: one question
 
 
 def test_question_mismatch_says_the_counts():
@@ -180,6 +212,41 @@ def test_the_summary_marks_a_tie_when_the_lead_is_not_significant(monkeypatch):
     p_holm = study.differences.tables[0].data.set_index("metric").at["mcqa", "p_holm"]
     (strict,) = summary.leader_table(runs, study, alpha=p_holm).tables
     assert strict.data.iloc[0]["tie"] and strict.text.iloc[0]["verdict"] == f"tie (p ≥ {p_holm:g})"
+
+
+def test_significance_is_read_from_the_holm_adjusted_p_not_the_raw_one(monkeypatch):
+    """Four metrics of one pair, each with raw p = 2/1001 (the smallest 1000 resamples give): Holm multiplies the
+    smallest by 4, so at alpha 0.005 every raw p is below the level and every adjusted one above it."""
+    strong, weak = two_models()
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    for alpha in (0.005, 0.05):
+        (table,) = paired_study(runs, alpha=alpha).differences.tables
+        data = table.data
+        assert list(data["significant"]) == [p < alpha for p in data["p_holm"]], alpha
+        assert list(table.text["significant"]) == ["*" if p < alpha else "" for p in data["p_holm"]]
+        if alpha == 0.005:  # the case that tells the two apart: raw p below the level, the adjusted one not
+            assert (data["p"] < alpha).all() and not data["significant"].any()
+        else:
+            assert data["significant"].all()
+
+
+def test_power_rows_cover_each_run_and_significance_needs_p_below_alpha(monkeypatch):
+    strong, weak = two_models()
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    study = paired_study(runs)
+    (table,) = study.differences.tables
+    assert list(table.data.columns[:2]) == ["table", "model_a"]  # the CSV's first column names its table
+    p_holm = float(table.data["p_holm"].min())
+    assert not paired_study(runs, alpha=p_holm).differences.tables[0].data["significant"].any()  # p = alpha: no
+    (power,) = study.power.tables
+    assert power.data.columns[0] == "table"
+    for who in ("strong", "weak", "strong − weak (paired)"):
+        assert {"mcqa", "cora"} <= set(power.data.loc[power.data["who"] == who, "metric"]), who  # CoRA runs: CoRA too
+    rows = power.data[power.data["n_needed"].notna()]
+    assert len(rows) and all(r["enough"] == (r["n"] >= r["n_needed"]) for _, r in rows.iterrows())
+    assert not any("different SURE rules" in note for note in study.differences.notes)
+    runs.table.loc[1, "sure_rule"] = "correctness"
+    assert any("use different SURE rules" in note for note in paired_study(runs).differences.notes)
 
 
 def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch):

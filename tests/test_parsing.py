@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.core.parsing import parse_with_rule
+from src.core.parsing import Parse, parse_with_rule
 
 ABCD = ("A", "B", "C", "D")
 NUM = ("1", "2", "3", "4")
@@ -46,6 +46,11 @@ CASES = [
     ("Option C is correct because Marseille ...", ABCD, CAPITALS, 2),
     ("I would choose (A).", ABCD, None, 0),
     ("Answer: b.", ABCD, None, 1),
+    # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
+    ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
+    ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # issue 33's case
+    ("Hmm. Answer: A ... no.\n{\"answer\": \"C\"}", ABCD, None, 2),
+    ("I'd go with B, but the final answer is (C).", ABCD, None, 2),
     # -- the option text instead of a letter
     ("Paris", ABCD, CAPITALS, 1),
     ("paris.", ABCD, CAPITALS, 1),
@@ -83,6 +88,20 @@ def test_result_is_a_shown_slot_or_none():
     for raw, labels, options, _ in CASES:
         got = parse_with_rule(raw, labels, options).slot
         assert got is None or 0 <= got < len(labels)
+
+
+def test_a_dangling_connective_after_a_phrase_means_cut_only_in_a_cut_text():
+    """"... the answer is B," ends a complete answer (B); cut by max_new_tokens it may have gone on "B, C"."""
+    assert parse_with_rule("I think the answer is B,", ABCD, None).slot == 1
+    assert parse_with_rule("I think the answer is B or", ABCD, None).slot == 1
+    for raw in ("I think the answer is B,", "I think the answer is B or"):
+        assert parse_with_rule(raw, ABCD, None, truncated=True) == Parse(None, "truncated")
+    # a complete phrase before the cut one does not decide: the cut one may have gone on "C or D" (a hedge)
+    for raw in ("I think the answer is B. So the answer is C or", "I think the answer is B. So the answer is B or"):
+        assert parse_with_rule(raw, ABCD, None, truncated=True) == Parse(None, "truncated")
+    # not cut: B, and B then C is a conflict
+    assert parse_with_rule("I think the answer is B. So the answer is B or", ABCD, None).slot == 1
+    assert parse_with_rule("I think the answer is B. So the answer is C or", ABCD, None).rule == "invalid_conflict"
 
 
 @pytest.mark.parametrize(("raw", "truncated", "expected"), [

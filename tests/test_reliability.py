@@ -154,6 +154,39 @@ def test_finished_job_is_skipped_on_rerun_unless_resume_false(run_job_in):
     assert len(runs) == 2
 
 
+def test_a_killed_or_running_run_of_the_same_config_is_not_taken_for_finished(run_job_in):
+    """resume skips a job only for a FINISHED run of its config: after a KILLED run the job runs again, and beside
+    a RUNNING one whose process still lives (here: this one) it makes a run of its own, leaving that one alone."""
+    from src import owners
+
+    job = ("model=simulated", "limit=3")
+    killed = run_job_in(*job)
+    client, _ = mlflow_runs(run_job_in.store_uri)
+    client.set_terminated(killed.run_id, "KILLED")
+    after_killed = run_job_in(*job)
+    assert not after_killed.skipped and after_killed.run_id != killed.run_id
+    client.update_run(after_killed.run_id, status="RUNNING")
+    client.set_tag(after_killed.run_id, "owner", owners.this_owner())  # alive: not marked KILLED by the rerun
+    beside_running = run_job_in(*job)
+    assert not beside_running.skipped and beside_running.run_id not in (killed.run_id, after_killed.run_id)
+    status = {r.info.run_id: r.info.status for r in mlflow_runs(run_job_in.store_uri)[1]}
+    assert status == {killed.run_id: "KILLED", after_killed.run_id: "RUNNING", beside_running.run_id: "FINISHED"}
+    assert run_job_in(*job).run_id == beside_running.run_id  # the FINISHED one is found, and only it
+    client.set_terminated(after_killed.run_id, "KILLED")  # no run left RUNNING
+
+
+def test_a_run_of_another_host_is_dead_once_its_heartbeat_is_older_than_stale_s():
+    """The rerun marks KILLED only what is provably dead: another host's run by its heartbeat, alive up to and at
+    STALE_S seconds, dead after; a heartbeat that is no number, or none, proves nothing alive."""
+    from src.tracking import STALE_S, provably_dead
+
+    tags = {"owner": "another_host:12", "heartbeat": "1000.0"}
+    assert not provably_dead(tags, now=1000.0 + STALE_S)
+    assert provably_dead(tags, now=1000.0 + STALE_S + 0.5)
+    assert provably_dead({**tags, "heartbeat": "soon"}, now=1000.0)
+    assert provably_dead({"owner": "another_host:12"}, now=1000.0)
+
+
 @pytest.mark.parametrize("sampling", [["temperature=0"], ["temperature=0.7", "repetitions=4"]], ids=["greedy", "sampled"])
 def test_simulated_records_are_byte_identical_across_runs(run_job_in, tmp_path, sampling):
     job = ["model=simulated", "benchmark.n_questions=20", "variants=cora", "scoring=generate", "cache.enabled=false",

@@ -134,6 +134,21 @@ def test_a_run_logs_its_rule_as_a_tag_and_computes_with_it(run_job_in):
     assert correctness.metrics["acc_mean"] == answer.metrics["acc_mean"]
     # right 9 times in 10: all 10 right (SURE under correctness) has chance 0.35, 9 or 10 right (SURE by vote) 0.74
     assert correctness.metrics["st"] < answer.metrics["st"]
+    # `python -m src.compare --sure-rule correctness` recomputes the answer run from its records: the same answers
+    # as the correctness run (same seed), so the same shares, RWS and S/T, and the same intervals
+    from src.compare.__main__ import main as compare_main
+    from src.compare.sure_rule import RULE_METRICS
+    from src.metrics.intervals import interval_names
+
+    out = run_job_in.tmp / "report"
+    assert compare_main(["--experiment", "mcq-consistency", "--tracking-uri", run_job_in.store_uri, "--out", str(out),
+                         "--no-mlflow", "--no-paired", "--sure-rule", "correctness"]) == 0
+    rows = pd.read_csv(out / "tables" / "runs.csv").set_index("run_id")
+    assert rows.at[answer.run_id, "sure_rule"] == "correctness"
+    names = [*RULE_METRICS, *(bound for name in ("rws", "st") for bound in interval_names(name))]
+    for name in names:
+        assert rows.at[answer.run_id, name] == pytest.approx(correctness.metrics[name], abs=1e-9), name
+        assert rows.at[correctness.run_id, name] == pytest.approx(correctness.metrics[name], abs=1e-9), name
 
 
 def test_report_tables_say_their_rule_and_keep_rules_apart():
@@ -155,3 +170,44 @@ def test_report_tables_say_their_rule_and_keep_rules_apart():
     assert any("--sure-rule" in note for note in built.notes)
     one = repetition_tables(runs.iloc[:1])
     assert [t.title for t in one.tables] == ["medqa"] and "SURE rule: answer" in one.tables[0].caption
+
+
+# ---------------------------------------------------------------- `python -m src.compare --sure-rule RULE`
+
+def test_compare_sure_rule_recomputes_other_rules_runs_under_the_requested_rule(monkeypatch):
+    """apply_sure_rule on a run table: a run logged under `answer` gets the correctness rule's shares, RWS and
+    S/T from its records; a run already under the requested rule is left as logged; a run whose records cannot
+    be read keeps its own rule, with a note."""
+    from src.compare.load import Runs
+    from src.compare.sure_rule import RULE_METRICS, apply_sure_rule
+
+    table = records(repeated("a", NINE_RIGHT) + repeated("b", NONE_RIGHT_SPREAD) + repeated("c", FOUR_RIGHT_MODAL)
+                    + repeated("d", HALF_RIGHT))
+    answer, correctness = (repetition_metrics(table, sure_rule=rule) for rule in ("answer", "correctness"))
+    assert all(answer[k] != correctness[k] for k in ("sure_right", "sure_wrong", "rws"))  # the rules disagree
+    logged = {"sure_right": 0.9, "unsure_right": 0.0, "unsure_wrong": 0.0, "sure_wrong": 0.1, "rws": 0.9, "st": 1.0}
+    base = {"benchmark": "b", "temperature": 0.7, "acc_mean": 0.5}
+    runs = Runs(table=pd.DataFrame([
+        {**base, "run_id": "answer-run", "model": "m1", "sure_rule": "answer", **answer},
+        {**base, "run_id": "native-run", "model": "m2", "sure_rule": "correctness", **logged},
+        {**base, "run_id": "lost-run", "model": "m3", "sure_rule": "answer", **answer},
+    ]), tracking_uri="http://stand-in:5000", experiments={})
+
+    def read(run_id, uri, key="--run"):
+        if run_id == "lost-run":
+            raise UserError(f"config key {key}: run {run_id} has no records.parquet")
+        return table
+
+    monkeypatch.setattr("src.records.read_run_records", read)
+    notes = apply_sure_rule(runs, "correctness")
+    rows = runs.table.set_index("run_id")
+    for name in RULE_METRICS:
+        assert rows.at["answer-run", name] == pytest.approx(correctness[name], nan_ok=True), name
+        assert rows.at["native-run", name] == logged[name], name  # its own rule already: not recomputed
+        assert rows.at["lost-run", name] == pytest.approx(answer[name], nan_ok=True), name
+    assert rows["sure_rule"].to_dict() == {"answer-run": "correctness", "native-run": "correctness",
+                                           "lost-run": "answer"}
+    assert len(notes) == 2 and "run answer-r (m1, T=0.7) was logged under answer" in notes[0]
+    assert notes[1].startswith("--sure-rule correctness: run lost-run keeps its rule answer (")
+    with pytest.raises(UserError, match="--sure-rule: unknown rule 'vote'"):
+        apply_sure_rule(runs, "vote")

@@ -251,6 +251,43 @@ def test_random_sets_sample_the_free_options():
     assert {v.option_order[3] for v in plan.variants} == {3} and plan.excluded == {"option_refs": 1}
 
 
+@pytest.mark.parametrize("block", ["All of the above", "None of the above"])
+def test_of_the_above_before_an_ordinary_option_freezes_every_order(block):
+    """"... of the above" in the second-to-last slot with an ordinary option after it: the last option is not
+    "above" it in the original, and no other order keeps what it says, so every permutation set is the
+    original order alone and the rest is counted; at the end of the list the options above it shuffle."""
+    options = ["green", "blue", "red", block, "teal"]
+    before_last = q(options, answer=4, qid="before_last")
+    for name, total in (("perm_cyclic", 5), ("perm_random2", 2), ("perm_randomL", 5), ("perm_full", 120)):
+        plan = plan_variants({"name": name}, before_last, seed=0)
+        assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3, 4)], name
+        assert plan.excluded == {"option_refs": total - 1}, name
+    last = q(["green", "blue", "red", "teal", block], answer=0, qid="last")
+    cyclic = plan_variants({"name": "perm_cyclic"}, last, seed=0)
+    assert len(cyclic.variants) == 4 and all(v.option_order[-1] == 4 for v in cyclic.variants)
+
+
+def test_a_positional_reference_keeps_what_it_covers_above_it_and_no_nota_joins_a_block():
+    # "None of the above" covers "green" only while green is above it: (1, 0) says nothing of green
+    none_right = q(["green", "None of the above", "All of the above"], answer=1, qid="none_right")
+    plan = plan_variants({"name": "cora"}, none_right, seed=0)
+    assert [v.option_order for v in plan.variants] == [(0, 1, 2)]
+    assert plan.excluded == {"option_refs": 5, "has_nota": 8}
+    # "All of these" (the answer) beside NOTA would call NOTA right too: only the lists without NOTA are shown
+    all_right = q(["pink", "All of the above", "All of these"], answer=2, qid="all_right")
+    plan = plan_variants({"name": "cora"}, all_right, seed=0)
+    assert [v.option_order for v in plan.variants] == [(0, 1, 2), (0, 2)] and plan.excluded == {"option_refs": 12}
+
+
+@pytest.mark.parametrize("name", ALL_SETS)
+def test_a_reference_in_the_first_slot_is_honoured(name):
+    """Option A ("Neither A nor B", the answer) names itself and B: every list that shows it keeps both labels."""
+    first = q(["Neither A nor B", "pink", "blue"], answer=0, qid="first")
+    for v in plan_variants(cfg(name), first, seed=0).variants:
+        assert honours(first, v) is None, (v.variant_id, v.option_order, honours(first, v))
+    assert (0, 2) not in [v.option_order for v in plan_variants({"name": "cora"}, first, seed=0).variants]
+
+
 def test_letter_references_keep_their_labels():
     plan = plan_variants({"name": "revas_reorder"}, BOTH, seed=0)
     assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3), (0, 1, 3, 2)]

@@ -3,11 +3,14 @@
 A run logs its repetition metrics under the rule it was run with (tag `sure_rule`: `answer`, section 3.2, or
 `correctness`, the paper's tables; docs/metrics.md, "What the paper's tables count"). Runs under different rules
 are never put in one table; this recomputes the SURE/UNSURE shares, `rws` and `st` of the runs logged under
-the other rule from their records, so that every run, native or ingested, stands in the same table.
+the other rule from their records (their intervals too, where the run logged intervals), so that every run,
+native or ingested, stands in the same table.
 """
 from __future__ import annotations
 
 import math
+
+import pandas as pd
 
 from src.common.errors import UserError
 from .load import Runs
@@ -19,7 +22,9 @@ RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws
 def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
     """Recompute, in place, the repetition metrics of `runs.table` whose rule is not `rule`; returns notes
     (one per run recomputed, and per run whose records could not be read, which keeps its own rule)."""
-    from ..metrics.repetition import SURE_RULES, repetition_metrics  # local: loads numpy (slow import)
+    from src.metrics.intervals import interval_names, metric_intervals  # local: loads numpy (slow import)
+    from src.metrics.repetition import SURE_RULES, repetition_metrics  # local: loads numpy (slow import)
+    from src.core.records import read_run_records  # local: loads pandas (slow import)
 
     if rule not in SURE_RULES:
         raise UserError(f"--sure-rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")
@@ -42,7 +47,14 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
             notes.append(f"--sure-rule {rule}: run {row['run_id'][:8]} keeps its rule {row['sure_rule']} ({err})")
             continue
         metrics = repetition_metrics(records, sure_rule=rule)
-        for name in RULE_METRICS:
+        bounds = [bound for name in RULE_METRICS for bound in interval_names(name) if bound in table.columns]
+        if any(row[bound] == row[bound] for bound in bounds):
+            # the logged intervals are the other rule's (an S/T of 0.17 with [0.52, 0.83]): made again under
+            # this one as the job makes them (1000 resamples seeded by the run's seed; the tables say 95%)
+            seed = 0 if pd.isna(row.get("seed")) else int(row["seed"])
+            metrics |= metric_intervals(records, metrics, families=["repetition"], by_subjects=False, seed=seed,
+                                        sure_rule=rule)
+        for name in [*RULE_METRICS, *bounds]:
             if name not in table.columns:
                 table[name] = math.nan
             table.at[index, name] = metrics.get(name, math.nan)

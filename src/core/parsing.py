@@ -363,7 +363,7 @@ def _phrase_slots(text: str, index: dict[str, int], options: Sequence[str] | Non
                 continue
             found.setdefault(tier, set()).add(slot)
     verdict = _settle(found, out_of_range and not found, hedged)
-    if verdict is None and cut:
+    if cut:  # a phrase cut after its label may have gone on "B or C": the verdict depends on the cut text
         return Parse(None, "truncated")
     return verdict
 

@@ -1,0 +1,256 @@
+"""`python -m tests.mutation`: a mutation check of the metric, parsing, variant-rule, interval, paired-test and
+resume code, run on demand (not in CI; docs/mutation.md has the latest score and survivors).
+
+Each mutant is one small operator change in one function of TARGETS (a comparison `<` made `<=`, `==` made `!=`,
+`+` made `-`, `and` made `or`, a `not` dropped, an integer n made n + 1, True made False, `reverse=` flipped). It
+is written into a copy of the tree in a temporary folder (never into the worktree) and the target's fast tests and
+the module's doctests run against it (`-m "not slow" -x`); a mutant is killed when they fail (or time out), and
+survives when they pass.
+The unmutated copy must pass first, or the target is reported as broken and not mutated.
+
+    python -m tests.mutation                      # every mutant of every target
+    python -m tests.mutation --sample 120         # 120 of them, drawn with --seed (default 0), spread over targets
+    python -m tests.mutation --target parsing --list    # the mutants, without running anything
+    python -m tests.mutation --match "src/parsing.py:288 "  # the mutants of one line (a survivor, again)
+
+Mutants are chosen by the AST (`ast`), each written out by `ast.unparse` of its module (comments are lost in the
+copy, behaviour is not). Mutations inside f-strings and `raise` statements (messages, not behaviour) are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Functions of one module to mutate (None: every function), and the fast tests that should kill them."""
+
+    name: str
+    path: str
+    functions: tuple[str, ...] | None
+    tests: tuple[str, ...]
+    keyword: str | None = None  # pytest -k
+
+
+TARGETS = (
+    Target("metrics", "src/metrics/cora.py",
+           ("response_consistency", "mcqa_score", "mcqa_metrics", "_consistency_index", "cora_metrics"),
+           ("tests/test_metrics_cora.py", "tests/test_metrics_missing_variants.py")),
+    Target("metrics", "src/metrics/repetition.py", ("question_outcomes", "repetition_metrics"),
+           ("tests/test_metrics_repetition.py", "tests/test_sure_rule.py")),
+    Target("parsing", "src/parsing.py",
+           ("_settle", "_phrase_slots", "_label_of", "_hedged", "_label_slot", "strip_reasoning", "parse_with_rule"),
+           ("tests/test_parsing.py", "tests/test_parse_rule.py", "tests/test_parser_corpus.py")),
+    Target("variant-rules", "src/variants/rules.py",
+           ("__init__", "_anchor", "fixed", "arrange", "free_slots", "check", "_refs_broken", "capped"),
+           ("tests/test_variants_references.py", "tests/test_variants_cora.py", "tests/test_variants_permutations.py",
+            "src/variants/cora.py", "src/variants/permutations.py")),  # their doctests build Rules(question)
+    Target("intervals", "src/metrics/intervals.py",
+           ("wilson_interval", "resample_counts", "bootstrap_values", "percentile_interval"),
+           ("tests/test_intervals.py", "tests/test_paired.py")),  # the paired draws are the run's own bootstrap's
+    Target("paired", "src/metrics/paired.py",
+           ("_counts", "bootstrap_p_value", "paired_differences", "holm", "questions_needed"),
+           ("tests/test_paired.py",)),
+    Target("paired", "src/compare/paired.py", ("_condition", "_power_row", "lookup"), ("tests/test_paired.py",)),
+    Target("resume", "src/tracking.py", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
+           ("tests/test_reliability.py",)),
+)
+
+SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+         ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.And: ast.Or, ast.Or: ast.And}
+SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in",
+          ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
+          ast.Div: "/", ast.And: "and", ast.Or: "or"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    target: Target
+    function: str
+    line: int
+    what: str  # e.g. "< -> <="
+    site: int  # index of the mutation site in the module's walk, to make it again
+
+    @property
+    def label(self) -> str:
+        return f"{self.target.path}:{self.line} {self.function}: {self.what}"
+
+
+def _sites(node: ast.AST):
+    """(node, what, apply) for every mutation site under `node`; `apply` mutates the node in place."""
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            if type(op) in SWAPS:
+                yield node, f"{SYMBOL[type(op)]} -> {SYMBOL[SWAPS[type(op)]]}", \
+                    (lambda n, i=i: n.ops.__setitem__(i, SWAPS[type(n.ops[i])]()))
+    elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in SWAPS:
+        yield node, f"{SYMBOL[type(node.op)]} -> {SYMBOL[SWAPS[type(node.op)]]}", \
+            (lambda n: setattr(n, "op", SWAPS[type(n.op)]()))
+    elif isinstance(node, ast.BoolOp):
+        yield node, f"{SYMBOL[type(node.op)]} -> {SYMBOL[SWAPS[type(node.op)]]}", \
+            (lambda n: setattr(n, "op", SWAPS[type(n.op)]()))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield node, "not x -> x", (lambda n: setattr(n, "op", ast.UAdd()))  # +bool(x) is x's truth
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        yield node, f"{node.value} -> {not node.value}", (lambda n: setattr(n, "value", not n.value))
+    elif isinstance(node, ast.Constant) and type(node.value) is int:
+        yield node, f"{node.value} -> {node.value + 1}", (lambda n: setattr(n, "value", n.value + 1))
+    elif isinstance(node, ast.keyword) and node.arg == "reverse":
+        yield node, "reverse=x -> reverse=not x", \
+            (lambda n: setattr(n, "value", ast.UnaryOp(ast.Not(), n.value)))
+
+
+def _walk_behaviour(node: ast.AST):
+    """ast.walk, leaving out f-strings, raise statements and docstrings' neighbours: messages, not behaviour."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        if isinstance(current, (ast.JoinedStr, ast.Raise)):
+            continue
+        yield current
+        todo.extend(reversed(list(ast.iter_child_nodes(current))))
+
+
+def _functions(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def mutants(target: Target) -> list[Mutant]:
+    tree = ast.parse((REPO / target.path).read_text(encoding="utf-8"))
+    out, site = [], 0
+    for function in _functions(tree):
+        if target.functions is not None and function.name not in target.functions:
+            continue
+        for node in _walk_behaviour(function):
+            for found, what, _ in _sites(node):
+                out.append(Mutant(target, function.name, getattr(found, "lineno", function.lineno), what, site))
+                site += 1
+    return out
+
+
+def mutated_source(mutant: Mutant) -> str:
+    """The module's source with the mutant applied (sites are counted in the same order as `mutants`)."""
+    tree = ast.parse((REPO / mutant.target.path).read_text(encoding="utf-8"))
+    site = 0
+    for function in _functions(tree):
+        if mutant.target.functions is not None and function.name not in mutant.target.functions:
+            continue
+        for node in _walk_behaviour(function):
+            for found, _, apply in _sites(node):
+                if site == mutant.site:
+                    apply(found)
+                    return ast.unparse(ast.fix_missing_locations(tree))
+                site += 1
+    raise LookupError(mutant.label)
+
+
+def copy_tree(into: Path) -> None:
+    """The files git tracks or would track (no ignored build output, stores or caches) copied into `into`."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / name)
+
+
+def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, str]:
+    """'pass', 'fail', 'error' or 'timeout' of the target's fast tests in `tree`, the seconds they took, and their output's
+    last lines."""
+    data = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
+    # the module's own doctests too, as the suite runs them (--doctest-modules)
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider",
+           "-o", "addopts=", "--disable-plugin-autoload", "-p", "hypothesispytest", "--no-header", "--doctest-modules",
+           *(["-k", target.keyword] if target.keyword else []), target.path, *target.tests]
+    env = {**os.environ, "MCQ_DATA_DIR": str(data), "TQDM_DISABLE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)  # the copy's own src, found from its root (the working folder)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - start, ""
+    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+    # exit 1: a test failed; anything else (2: the mutated module did not import) kills it too, but is said
+    verdict = {0: "pass", 1: "fail"}.get(proc.returncode, "error")
+    return verdict, time.monotonic() - start, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.splitlines()[0])
+    parser.add_argument("--target", action="append", choices=sorted({t.name for t in TARGETS}),
+                        help="only these targets (repeat); default all")
+    parser.add_argument("--sample", type=int, help="run this many mutants, drawn with --seed, spread over targets")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--match", action="append",
+                        help="only the mutants whose label (as printed: path:line function: change) contains this "
+                             "text (repeat: any of them), e.g. to run the survivors again")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    args = parser.parse_args(argv)
+    targets = [t for t in TARGETS if not args.target or t.name in args.target]
+    chosen = [m for t in targets for m in mutants(t) if not args.match or any(text in m.label for text in args.match)]
+    total = len(chosen)
+    if args.sample and args.sample < total:
+        chosen = sorted(random.Random(args.seed).sample(chosen, args.sample),
+                        key=lambda m: (TARGETS.index(m.target), m.site))
+    if args.list:
+        for m in chosen:
+            print(m.label)
+        print(f"{len(chosen)} of {total} mutants")
+        return 0
+    survivors, killed, timeouts, errors, broken = [], 0, 0, 0, []
+    with tempfile.TemporaryDirectory(prefix="mcq-mutation-") as folder:
+        tree = Path(folder)
+        copy_tree(tree)
+        baseline: dict[Target, float] = {}
+        for target in dict.fromkeys(m.target for m in chosen):
+            verdict, seconds, tail = run_tests(tree, target, timeout=1800)
+            print(f"baseline {target.path}: {verdict} in {seconds:.0f} s", flush=True)
+            if verdict != "pass":
+                print(tail)
+                broken.append(target)
+            baseline[target] = seconds
+        start = time.monotonic()
+        ran = [m for m in chosen if m.target not in broken]
+        for i, mutant in enumerate(ran, 1):
+            original = (tree / mutant.target.path).read_text(encoding="utf-8")
+            (tree / mutant.target.path).write_text(mutated_source(mutant), encoding="utf-8")
+            try:
+                verdict, seconds, _ = run_tests(tree, mutant.target, timeout=3 * baseline[mutant.target] + 30)
+            finally:
+                (tree / mutant.target.path).write_text(original, encoding="utf-8")
+            killed += verdict != "pass"
+            timeouts += verdict == "timeout"
+            errors += verdict == "error"
+            if verdict == "pass":
+                survivors.append(mutant)
+            shown = {"pass": "SURVIVED", "fail": "killed", "error": "killed (error)", "timeout": "killed (timeout)"}
+            print(f"[{i}/{len(ran)}] {shown[verdict]} {mutant.label} ({seconds:.0f} s)", flush=True)
+    print(f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout, {errors} by an error; "
+          f"{len(ran)} of {total} mutants run in {time.monotonic() - start:.0f} s")
+    for target in broken:
+        print(f"not run: the unmutated tests of {target.path} fail")
+    print(f"survivors ({len(survivors)}):")
+    for mutant in survivors:
+        print(f"  {mutant.label}")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Opt-in tiers (tests/conftest.py, OPT_IN_TIERS): skipped, saying how to run them, unless asked for; asked for by
+their flag or environment variable, a missing dependency fails the test (never a skip), in the test or a fixture."""
+from __future__ import annotations
+
+import pytest
+
+from .conftest import OPT_IN_TIERS
+
+pytest_plugins = ["pytester"]
+
+TIER_TESTS = '''
+import pytest
+
+pytestmark = pytest.mark.{marker}
+
+
+@pytest.fixture
+def server():
+    pytest.importorskip("mcq_no_such_driver", reason="mcq_no_such_driver is not installed: pip install it")
+
+
+def test_needs_a_driver(server):
+    pass
+
+
+def test_needs_a_binary():
+    pytest.skip("no mcq-no-such-binary on PATH")
+
+
+def test_has_what_it_needs():
+    pass
+'''
+
+
+def run_tier(pytester, marker: str, *args: str):
+    pytester.makepyfile(test_tier=TIER_TESTS.format(marker=marker))
+    return pytester.runpytest_inprocess("--disable-plugin-autoload", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                                        "-W", "ignore::pytest.PytestAssertRewriteWarning", *args)
+
+
+@pytest.mark.parametrize("marker", sorted(OPT_IN_TIERS))
+def test_a_tier_not_asked_for_is_skipped_saying_how_to_run_it(pytester, marker):
+    tier = OPT_IN_TIERS[marker]
+    result = run_tier(pytester, marker, "-rs")
+    result.assert_outcomes(skipped=3)
+    assert f"{marker} tier, opt-in: add {tier.option} or set {tier.env}=1 ({tier.setup})" in result.stdout.str()
+
+
+@pytest.mark.parametrize("marker", sorted(OPT_IN_TIERS))
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_tier_asked_for_fails_where_a_dependency_is_missing(pytester, monkeypatch, marker, how):
+    tier = OPT_IN_TIERS[marker]
+    monkeypatch.delenv(tier.env, raising=False)
+    if how == "env":
+        monkeypatch.setenv(tier.env, "1")
+    result = run_tier(pytester, marker, *([tier.option] if how == "flag" else []))
+    result.assert_outcomes(passed=1, failed=1, errors=1)  # the fixture's skip is an error at setup
+    asked = f"{marker} tier asked for ({tier.option} or {tier.env}=1) but it cannot run: "
+    out = result.stdout.str()
+    assert asked + "mcq_no_such_driver is not installed: pip install it (" in out  # its own reason, then the setup
+    assert asked + f"no mcq-no-such-binary on PATH ({tier.setup.partition(';')[0]})" in out
