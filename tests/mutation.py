@@ -11,7 +11,7 @@ The unmutated copy must pass first, or the target is reported as broken and not 
     python -m tests.mutation                      # every mutant of every target
     python -m tests.mutation --sample 120         # 120 of them, drawn with --seed (default 0), spread over targets
     python -m tests.mutation --target parsing --list    # the mutants, without running anything
-    python -m tests.mutation --match "src/parsing.py:288 "  # the mutants of one line (a survivor, again)
+    python -m tests.mutation --match "src/core/parsing.py:288 "  # the mutants of one line (a survivor, again)
 
 Mutants are chosen by the AST (`ast`), each written out by `ast.unparse` of its module (comments are lost in the
 copy, behaviour is not). Mutations inside f-strings and `raise` statements (messages, not behaviour) are left out.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import os
 import random
 import shutil
@@ -51,7 +50,7 @@ TARGETS = (
            ("tests/test_metrics_cora.py", "tests/test_metrics_missing_variants.py")),
     Target("metrics", "src/metrics/repetition.py", ("question_outcomes", "repetition_metrics"),
            ("tests/test_metrics_repetition.py", "tests/test_sure_rule.py")),
-    Target("parsing", "src/parsing.py",
+    Target("parsing", "src/core/parsing.py",
            ("_settle", "_phrase_slots", "_label_of", "_hedged", "_label_slot", "strip_reasoning", "parse_with_rule"),
            ("tests/test_parsing.py", "tests/test_parse_rule.py", "tests/test_parser_corpus.py")),
     Target("variant-rules", "src/variants/rules.py",
@@ -65,7 +64,7 @@ TARGETS = (
            ("_counts", "bootstrap_p_value", "paired_differences", "holm", "questions_needed"),
            ("tests/test_paired.py",)),
     Target("paired", "src/compare/paired.py", ("_condition", "_power_row", "lookup"), ("tests/test_paired.py",)),
-    Target("resume", "src/tracking.py", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
+    Target("resume", "src/tracking/", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
            ("tests/test_reliability.py",)),
 )
 

@@ -31,7 +31,7 @@ def test_list_names_the_chosen_mutants(capsys):
     total = sum(len(mutation.mutants(t)) for t in resume)
     assert mutation.main(["--target", "resume", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == f"{total} of {total} mutants" and all(line.startswith("src/tracking.py:") for line in lines[:-1])
+    assert lines[-1] == f"{total} of {total} mutants" and all(line.startswith("src/tracking/:") for line in lines[:-1])
     assert mutation.main(["--target", "resume", "--list", "--sample", "3", "--seed", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"3 of {total} mutants"
 
@@ -66,6 +66,6 @@ def test_the_commands_of_docs_mutation_md_select_what_it_says(capsys):
         if "--sample" in args:
             assert int(chosen) == int(args[args.index("--sample") + 1]) < int(total), command
         if "--target" in args and "resume" in args:
-            assert all(line.startswith("src/tracking.py:") for line in lines[:-1])
+            assert all(line.startswith("src/tracking/:") for line in lines[:-1])
         if "--match" in args:
             assert all(line.startswith(args[args.index("--match") + 1]) for line in lines[:-1])

@@ -157,7 +157,7 @@ def test_finished_job_is_skipped_on_rerun_unless_resume_false(run_job_in):
 def test_a_killed_or_running_run_of_the_same_config_is_not_taken_for_finished(run_job_in):
     """resume skips a job only for a FINISHED run of its config: after a KILLED run the job runs again, and beside
     a RUNNING one whose process still lives (here: this one) it makes a run of its own, leaving that one alone."""
-    from src import owners
+    from src.common import owners
 
     job = ("model=simulated", "limit=3")
     killed = run_job_in(*job)
@@ -178,7 +178,7 @@ def test_a_killed_or_running_run_of_the_same_config_is_not_taken_for_finished(ru
 def test_a_run_of_another_host_is_dead_once_its_heartbeat_is_older_than_stale_s():
     """The rerun marks KILLED only what is provably dead: another host's run by its heartbeat, alive up to and at
     STALE_S seconds, dead after; a heartbeat that is no number, or none, proves nothing alive."""
-    from src.tracking import STALE_S, provably_dead
+    from src.tracking.runs import STALE_S, provably_dead
 
     tags = {"owner": "another_host:12", "heartbeat": "1000.0"}
     assert not provably_dead(tags, now=1000.0 + STALE_S)

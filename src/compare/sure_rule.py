@@ -24,7 +24,6 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
     (one per run recomputed, and per run whose records could not be read, which keeps its own rule)."""
     from src.metrics.intervals import interval_names, metric_intervals  # local: loads numpy (slow import)
     from src.metrics.repetition import SURE_RULES, repetition_metrics  # local: loads numpy (slow import)
-    from src.core.records import read_run_records  # local: loads pandas (slow import)
 
     if rule not in SURE_RULES:
         raise UserError(f"--sure-rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")
