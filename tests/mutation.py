@@ -64,7 +64,7 @@ TARGETS = (
            ("_counts", "bootstrap_p_value", "paired_differences", "holm", "questions_needed"),
            ("tests/test_paired.py",)),
     Target("paired", "src/compare/paired.py", ("_condition", "_power_row", "lookup"), ("tests/test_paired.py",)),
-    Target("resume", "src/tracking/", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
+    Target("resume", "src/tracking/runs.py", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
            ("tests/test_reliability.py",)),
 )
 
