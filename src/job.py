@@ -34,6 +34,7 @@ class JobResult:
     headline: tuple[str, ...] = ()  # the study's headline metrics, in the order the closing block shows them
     tracking_uri: str = ""  # the store the run is in (tracking.offline_dir's when the server was down)
     experiment: str = ""
+    near_ties: tuple[int, int] | None = None  # (near-ties, ranked decisions), src/records.py; None: no ranking
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
         """The block `python -m src.run` prints to stderr after the JSON line (src/closing.py)."""
@@ -147,7 +148,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from .closing import headline_metrics
     from .metrics import compute_metrics, constant_by_construction, rws_st_string
     from .prompts import PromptTemplate
-    from .records import write_prompts, write_records
+    from .records import near_ties, write_prompts, write_records
     from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
     from .redact import redact  # secrets never reach params, tags or artifacts
     from .variants import REASONS as EXCLUSION_REASONS
@@ -220,6 +221,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
                 "sure_rule": sure_rule}
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
+        ties = near_ties(records)
+        if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
+            tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
         tags[tracking.DESCRIPTION_TAG] = tracking.run_description(
             model=cfg.model.name, benchmark=cfg.benchmark.name, variants=cfg.variants.name, scoring=cfg.scoring,
             temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
@@ -230,7 +234,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
             dataset=tracking.questions_dataset(questions, name=str(cfg.benchmark.name)))
     return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),
                      headline=headline_metrics(metrics, records), tracking_uri=tracker.uri,
-                     experiment=str(cfg.tracking.experiment))
+                     experiment=str(cfg.tracking.experiment), near_ties=ties if ties[1] else None)
 
 
 def interval_level(cfg: DictConfig) -> float | None:
