@@ -70,6 +70,11 @@ import pandas as pd
 
 from .errors import UserError
 
+# Two options whose decision scores (log-likelihoods, or log label probabilities) are closer than this are a
+# near-tie: another CPU's float32 kernels, another dtype or batch size may order them the other way. Across
+# instruction sets the embedded model's log-probs moved by at most 5.5e-5 (docs/reproducibility.md); the margin
+# leaves a factor of ~18 for larger models and longer prompts, where the errors add up.
+NEAR_TIE_MARGIN = 1e-3
 RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
 COLUMNS = (
     "run_id", "model", "benchmark", "variant_set", "question_id", "subject", "variant_kind", "variant_id",
