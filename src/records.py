@@ -85,13 +85,6 @@ COLUMNS = (
     "parse_rule", "truncated", "decision_margin",
 )
 
-# A ranking decision whose margin (`decision_margin`, log units) is below this is a near-tie: float32 rounding
-# of another CPU's kernels, of another batch or packing, may flip it. The largest |difference| of a float32 score
-# measured between instruction-set settings and CPUs on the golden jobs is 6e-5 (docs/reproducibility.md), so a
-# margin moves by at most about 1.2e-4 (two scores); 1e-3 leaves 8x room for longer texts and other kernels.
-NEAR_TIE_MARGIN = 1e-3
-
-
 def near_ties(records: pd.DataFrame) -> tuple[int, int]:
     """(near-ties, ranked decisions) of `records`: how many decisions had a `decision_margin` below NEAR_TIE_MARGIN
     (the ones another machine, dtype or batch size may flip), of how many had a margin at all. (0, 0) for a table

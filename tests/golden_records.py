@@ -56,6 +56,9 @@ RENDERED_TOLERANCE = FLOAT_TOLERANCE + 1e-4
 RANKING_RULES = ("cloze_argmax", "logprob_argmax")
 # what a decision is: a near-tie may change these on another machine, nothing else may change them
 DECISION_FIELDS = ("parsed_label", "chosen_option", "correct", "parsed_labels", "chosen_options")
+# columns added to the records after the goldens were written: the goldens stay the reference, so an added column
+# is checked against what the golden record implies (`added_column_differences`), not stored anew
+ADDED_COLUMNS = ("decision_margin",)
 
 
 def canonical(records: pd.DataFrame) -> list[dict[str, Any]]:
@@ -126,6 +129,10 @@ def record_differences(expected: list[dict], actual: list[dict], where: str = ""
         if not (isinstance(e, dict) and isinstance(a, dict)):
             diffs += differences(e, a, at, tol)
             continue
+        added = [k for k in ADDED_COLUMNS if k in a and k not in e]
+        if added:
+            diffs += added_column_differences(e, a, at, tol)
+            a = {k: v for k, v in a.items() if k not in added}
         if set(e) != set(a):
             diffs.append(f"{at}: keys {sorted(set(e) ^ set(a))} differ")
             continue
@@ -146,6 +153,18 @@ def record_differences(expected: list[dict], actual: list[dict], where: str = ""
                 continue
             diffs += differences(e[k], a[k], f"{at}.{k}", tol)
     return diffs, flips
+
+
+def added_column_differences(expected: dict[str, Any], actual: dict[str, Any], where: str, tol: float) -> list[str]:
+    """Where the columns of ADDED_COLUMNS in `actual` disagree with the golden record `expected` that lacks them:
+    `decision_margin` is the golden's decision gap (`decision_gap`) on a ranking record, within two renderings'
+    tolerance where the gap is read from a rendered raw_output (cloze), within 2 x `tol` otherwise; None elsewhere."""
+    margin = actual.get("decision_margin")
+    gap = decision_gap(expected) if expected.get("parse_rule") in RANKING_RULES else None
+    if gap is None or margin is None:
+        return [] if gap is None and margin is None else [f"{where}.decision_margin: {margin!r}, golden gap {gap!r}"]
+    allowed = 2 * RENDERED_TOLERANCE if expected["parse_rule"] == "cloze_argmax" else 2 * tol + 1e-9
+    return [] if abs(margin - gap) <= allowed else [f"{where}.decision_margin: {margin!r} != golden gap {gap!r}"]
 
 
 def job_differences(expected: dict[str, Any], records: list[dict], metrics: dict, where: str, tol: float

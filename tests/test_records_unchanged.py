@@ -84,3 +84,19 @@ def test_a_changed_decision_fails_unless_the_golden_was_a_near_tie():
     diffs, job_flips = job_differences(job, tie_flipped, {"mcqa": 0.75}, "j", FLOAT_TOLERANCE)
     assert diffs == [] and job_flips == [f"j.records{flip[1:]}" for flip in flips]
     assert job_differences(job, tie, {"mcqa": 0.75}, "j", FLOAT_TOLERANCE)[0] == ["j.metrics.mcqa: 0.5 != 0.75"]
+
+
+def test_an_added_decision_margin_is_checked_against_the_golden_not_stored_anew():
+    """The goldens predate `decision_margin`: a record with it matches when it is the golden's decision gap."""
+    from tests.golden_records import decision_gap
+
+    golden = _ranking_golden()
+    with_margin = [dict(row, decision_margin=decision_gap(row) + 5e-5) for row in golden]
+    assert record_differences(golden, with_margin, "r", FLOAT_TOLERANCE) == ([], [])
+    off = [dict(row) for row in with_margin]
+    off[0]["decision_margin"] += 0.01
+    assert record_differences(golden, off, "r", FLOAT_TOLERANCE)[0] == [
+        f"r[0].decision_margin: {off[0]['decision_margin']!r} != golden gap {decision_gap(golden[0])!r}"]
+    generated = [dict(row) for row in stored("sim_cora_t07")["records"][:2]]
+    assert record_differences(generated, [dict(row, decision_margin=None) for row in generated], "g") == ([], [])
+    assert record_differences(generated, [dict(row, decision_margin=0.5) for row in generated], "g")[0]
