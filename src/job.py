@@ -88,6 +88,16 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
     return _LOADED[key]
 
 
+def job_backend(cfg: DictConfig):
+    """The backend a job of `cfg` answers with (`reuse_backend`); `python -m src.recheck` builds it to compare its
+    identity with a logged run's."""
+    from .trials import CLOZE_MODES
+
+    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
+    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
+    return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
+
+
 def build_items(cfg: DictConfig, questions, template):
     """Every variant of every question, rendered into a backend request."""
     return plan_items(cfg, questions, template)[0]
@@ -149,7 +159,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from .metrics import compute_metrics, constant_by_construction, rws_st_string
     from .prompts import PromptTemplate
     from .records import near_ties, write_prompts, write_records
-    from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
+    from .trials import answer_items, prompt_hash, to_records
     from .redact import redact  # secrets never reach params, tags or artifacts
     from .variants import REASONS as EXCLUSION_REASONS
 
@@ -177,9 +187,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
                  cfg.variants.name, reason, ", ".join(ids[:3]))
 
-    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
-    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
-    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
+    backend = job_backend(cfg)
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
     with tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
@@ -218,7 +226,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
-                "sure_rule": sure_rule}
+                "sure_rule": sure_rule, **tracking.provenance_tags()}
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
         ties = near_ties(records)

@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from src.records import SCORE_TOLERANCE
+
 GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "golden"
 # columns that differ between two runs of one config by design
 VOLATILE_COLUMNS = ("run_id", "cache_hit")
@@ -45,9 +47,8 @@ JOBS: dict[str, list[str]] = {
     "smollm2_original_logprob": ["variants=original", "limit=5", "scoring=logprob"],
 }
 REAL_MODEL_JOBS = frozenset(name for name in JOBS if name.startswith("smollm2"))
-# Real-model scores differ in the last digits between CPU kernels: max |Δ log-prob| 5.5e-5 measured between AVX2
-# and AVX-512 kernels on SmolLM2 (docs/reproducibility.md), so 1e-4 absolute.
-FLOAT_TOLERANCE = 1e-4
+# Real-model scores differ in the last digits between CPU kernels (docs/reproducibility.md): src/records.py
+FLOAT_TOLERANCE = SCORE_TOLERANCE
 # `raw_output` of a ranking scoring renders each score to four decimals (src/trials.py `_scores_text`): two
 # renderings of scores that differ by FLOAT_TOLERANCE differ by at most that plus one unit in the last place.
 RENDERED_TOLERANCE = FLOAT_TOLERANCE + 1e-4
