@@ -178,13 +178,14 @@ def job_differences(expected: dict[str, Any], records: list[dict], metrics: dict
     return diffs, flips
 
 
-def _cli_job(name: str) -> dict[str, Any]:
-    """Run one golden job through `python -m src.run`; its overrides, metrics and canonical records."""
+def _cli_job(name: str, kernels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one golden job through `python -m src.run` (with the environment variables `kernels` set); its overrides,
+    metrics and canonical records."""
     repo = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "src.run", *JOBS[name], f"tracking.uri=sqlite:///{tmp}/mlflow.db",
                "cache.enabled=false", f"hydra.run.dir={tmp}/out"]
-        subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, "TQDM_DISABLE": "1"})
+        subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, **(kernels or {}), "TQDM_DISABLE": "1"})
         artifacts = Path(tmp) / "out" / "artifacts"
         records = pd.read_parquet(artifacts / "records.parquet")
         metrics = json.loads((artifacts / "metrics.json").read_text())
@@ -212,10 +213,42 @@ def _check(names: list[str]) -> int:
     return 1 if failed else 0
 
 
+# what `--kernels` compares with this machine's default kernels: each variable that can pin torch's, MKL's or
+# oneDNN's CPU kernels to a lower instruction set, and the pair that changed the numbers (docs/reproducibility.md)
+KERNEL_SETTINGS = {
+    "ATEN_CPU_CAPABILITY=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
+    "MKL_ENABLE_INSTRUCTIONS=AVX2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "ONEDNN_MAX_CPU_ISA=AVX2": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2": {"ATEN_CPU_CAPABILITY": "avx2",
+                                                              "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+
+
+def _kernels(names: list[str]) -> int:
+    """The real-model jobs under this machine's default kernels, then the stored golden and each KERNEL_SETTINGS
+    entry against them, as `python -m src.recheck` compares two runs: decisions changed (near-tie or not), max |Δ|
+    of the floats, raw outputs (renderings) that differ; and the near-ties of the default run."""
+    from src.recheck import compare_records
+    from src.records import near_ties
+
+    names = names or sorted(REAL_MODEL_JOBS)
+    here = {name: pd.DataFrame(_cli_job(name)["records"]) for name in names}
+    for name in names:
+        print(f"{name}, default kernels: near-ties {'%d of %d' % near_ties(here[name])}")
+    for label, kernels in [("stored golden", None), *KERNEL_SETTINGS.items()]:
+        for name in names:
+            other = stored(name) if kernels is None else _cli_job(name, kernels)
+            print(f"{name}, {label}: {compare_records(pd.DataFrame(other['records']), here[name]).lines()[0]}",
+                  flush=True)
+    return 0
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["--write"], ["--check"]):
-        sys.exit("usage: python -m tests.golden_records --write|--check [NAME ...]")
+    modes = {"--write": _write, "--check": _check, "--kernels": _kernels}
+    if sys.argv[1:2] not in [[mode] for mode in modes]:
+        sys.exit("usage: python -m tests.golden_records --write|--check|--kernels [NAME ...]")
     if sys.argv[1] == "--write":
         _write(sys.argv[2:] or list(JOBS))
     else:
-        sys.exit(_check(sys.argv[2:] or list(JOBS)))
+        sys.exit(modes[sys.argv[1]](sys.argv[2:] or ([] if sys.argv[1] == "--kernels" else list(JOBS))))
