@@ -72,8 +72,9 @@ from .errors import UserError
 
 # Two options whose decision scores (log-likelihoods, or log label probabilities) are closer than this are a
 # near-tie: another CPU's float32 kernels, another dtype or batch size may order them the other way. Across
-# instruction sets the embedded model's log-probs moved by at most 5.5e-5 (docs/reproducibility.md); the margin
-# leaves a factor of ~18 for larger models and longer prompts, where the errors add up.
+# instruction sets and CPUs the embedded model's scores moved by at most 6.0e-5 (docs/reproducibility.md), so a
+# margin (two scores) by at most 1.2e-4; 1e-3 leaves a factor of ~8 for larger models and longer prompts, where
+# the errors add up.
 NEAR_TIE_MARGIN = 1e-3
 # How far a float32 score (log-probability, log-likelihood, probability) of one run may lie from another machine's
 # and still be the same result: the largest move measured between instruction sets is 6e-5 (docs/reproducibility.md).
@@ -88,6 +89,7 @@ COLUMNS = (
     "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
     "parse_rule", "truncated", "decision_margin",
 )
+
 
 def near_ties(records: pd.DataFrame) -> tuple[int, int]:
     """(near-ties, ranked decisions) of `records`: how many decisions had a `decision_margin` below NEAR_TIE_MARGIN

@@ -15,10 +15,10 @@ import torch
 
 from src.recheck import compare_records, main, provenance_differences
 from src.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
+from src.tracking import KERNEL_VARIABLES
 from tests.conftest import DATA_DIR, REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
 
 
 def _table(labels, margins, probs) -> pd.DataFrame:
