@@ -100,7 +100,8 @@ def compare_records(logged: pd.DataFrame, rerun: pd.DataFrame) -> Comparison:
         out.text_changed += row["raw_output"] != row["raw_output_new"]
         if all(_same(row[c], row[f"{c}_new"]) for c in DECISION_COLUMNS if c in row):
             continue
-        margin = next(iter(_values(row.get("decision_margin"))), None)  # the logged run's
+        # the logged run's margin (the re-run's for a run logged before the column: the merge kept that one)
+        margin = next(iter(_values(row.get("decision_margin"))), None)
         near = margin is not None and margin < NEAR_TIE_MARGIN
         out.not_near_tie += not near
         where = "/".join(str(row[k]) for k in keys)
