@@ -50,18 +50,23 @@ class MetricsConfig:
     """How the metrics are computed from the records (they never change what is asked)."""
 
     sure_rule: str = "answer"  # answer: SURE/right by the letter vote of section 3.2 | correctness: the paper's tables
+    pride_protocol: str = "paper"  # paper: pride_acc leaves the calibration questions out | authors: scores them too
 
 
 SURE_RULES = ("answer", "correctness")  # src/metrics/repetition.py, METRICS.md "What the paper's tables count"
 
 
 def check_metrics(cfg: DictConfig) -> None:
-    """Refuse a `metrics.sure_rule` that is not a SURE rule (one line naming the key)."""
+    """Refuse a `metrics.sure_rule` or `metrics.pride_protocol` that is not one of its choices (one line naming
+    the key)."""
     from omegaconf import OmegaConf
 
-    rule = OmegaConf.select(cfg, "metrics.sure_rule", default="answer")
-    if rule not in SURE_RULES:
-        raise UserError(f"config key metrics.sure_rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")
+    from .metrics.fluctuation import PRIDE_PROTOCOLS
+
+    for key, noun, choices in (("sure_rule", "rule", SURE_RULES), ("pride_protocol", "protocol", PRIDE_PROTOCOLS)):
+        value = OmegaConf.select(cfg, f"metrics.{key}", default=choices[0])
+        if value not in choices:
+            raise UserError(f"config key metrics.{key}: unknown {noun} {value!r}; choose one of {', '.join(choices)}")
 
 
 @dataclass

@@ -203,7 +203,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
             "scoring": cfg.scoring}, planned=int(cfg.repetitions) if adaptive else None)
         sure_rule = str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))  # METRICS.md: answer | correctness
         stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
-        metrics = compute_metrics(records, sure_rule=sure_rule, intervals=int(stats.get("bootstrap", 1000)),
+        pride_protocol = str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper"))  # paper | authors
+        metrics = compute_metrics(records, sure_rule=sure_rule, pride_protocol=pride_protocol,
+                                  intervals=int(stats.get("bootstrap", 1000)),
                                   level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))
         # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
         metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})

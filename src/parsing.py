@@ -12,13 +12,21 @@ option text itself ("Paris", "The answer is Paris"). Anything ambiguous ("A or B
 different labels, a restated list of the options), outside the shown labels, empty, or a refusal is
 None: an unparsed answer is INVALID, never silently wrong.
 
+A completion that revises itself ("The answer is B. Wait, actually it's C.", "B\n\nOn second thought, D",
+"Answer: B\nCorrection: C") is read piece by piece, cut at its revision markers ("wait", "actually", "on
+second thought", "correction:", "no, it's", "scratch that", ...): the last piece that commits to an answer
+wins (rule `self_correction` when it changes the answer). A revision that names another label without
+committing to it ("B, or maybe C", "B. Wait, maybe C?") is INVALID, and so is a cut text that stops after a
+revision marker before the revised answer. A marker followed by no label ("B. Actually, Paris has been the
+capital since 987") revises nothing. Inside each piece the phrase tiers hold (a strong cue beats a plain one).
+
 A completion cut by `max_new_tokens` (`truncated=True`) keeps its verdict when the verdict does not
 depend on the cut text (a complete label followed by a separator, a newline or the end of the text,
 and no dangling "or"/","); otherwise it is INVALID with rule "truncated", and so is an option text that
 ends the cut text ("Paris" may have been "Paris, Texas") or a text with no answer before the cut.
 
 Every verdict comes with the rule that made it (`parse_with_rule`), stored per trial as `parse_rule`:
-first_token, answer_phrase, boxed, option_text (each prefixed "reasoning_stripped+" when a reasoning
+first_token, answer_phrase, boxed, option_text, self_correction (each prefixed "reasoning_stripped+" when a reasoning
 block was removed), or invalid_empty, invalid_hedge, invalid_conflict, invalid_out_of_range,
 invalid_option_list, invalid_unclosed_reasoning, invalid_no_label, truncated.
 
@@ -79,8 +87,17 @@ _PHRASES = (
 )
 _BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 _LATEX_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
-# After a label, these mean the model hedged between labels: "A or B", "A/B", "A, B and C".
-_HEDGE = re.compile(r"^[\*\)\]'\"’”`\.]*\s*(?:or|and|,|/|&|\|)\s*(?:option\s+)?" + _DECOR_CLASS + _LABEL_TOKEN)
+# After a label, these mean the model hedged between labels: "A or B", "A/B", "A, B and C", "B, or maybe C".
+_TENTATIVE = r"(?:maybe|perhaps|possibly|probably)"
+_HEDGE = re.compile(r"^[\*\)\]'\"’”`\.]*\s*(?:,\s*)?(?:or|and|,|/|&|\|)\s*(?i:" + _TENTATIVE + r"\s+)?(?:option\s+)?"
+                    + _DECOR_CLASS + _LABEL_TOKEN)
+# Revision markers: what follows one may replace the answer before it. "actually" alone is weak (it often
+# only explains: "B. Actually, Paris ..."): it revises only when an answer follows it.
+_REVISION = re.compile(r"(?i)(?<![\w'’])(?:(?P<weak>actually)|wait|hold\s+on|on\s+(?:second|further)\s+thought|"
+                       r"on\s+reflection|correction|scratch\s+that|let\s+me\s+reconsider|I\s+was\s+wrong|"
+                       r"I\s+made\s+a\s+mistake|oops|no(?=\s*,|\s*[—–]|\s+-\s|\s+wait))(?![\w'’])[\s,:;.!—–\-*]*")
+# A piece of a revision that names a label without committing to it: "maybe C", "C?", "or is it D".
+_UNSURE = re.compile(r"(?i)\b(?:" + _TENTATIVE + r"|might\s+be|could\s+be|or)\b|\?")
 # Anywhere: "Either A or C", "B or D", "A/C" between two shown labels.
 _HEDGE_ANY = re.compile(r"(?<![\w'’])[\(\[\*]*(?P<a>[A-Z]|\d{1,2})(?![\w'’])[\)\]\*]*\s*(?:,\s*)?(?:or|and|/)\s*"
                         r"(?:option\s+)?[\(\[\*]*(?P<b>[A-Z]|\d{1,2})(?![\w'’])")
@@ -133,7 +150,8 @@ def parse_with_rule(raw: str, labels: Sequence[str], options: Sequence[str] | No
         return Parse(None, "truncated" if truncated else "invalid_unclosed_reasoning")
     if not text.strip():
         return Parse(None, "invalid_empty")
-    verdict = _parse_text(text, labels, options, truncated=truncated)
+    verdict = _revised(text, labels, options, truncated=truncated) or _parse_text(text, labels, options,
+                                                                                   truncated=truncated)
     if reasoning and verdict.slot is not None:
         return Parse(verdict.slot, f"reasoning_stripped+{verdict.rule}")
     return verdict
@@ -150,6 +168,10 @@ def _parse_text(text: str, labels: Sequence[str], options: Sequence[str] | None,
         verdict = _first_token_label(lines[0].strip(), text, index, options, numeric=numeric, truncated=truncated)
         if verdict is not None:
             return verdict
+        strong = _phrase_slots(text, index, options, numeric=numeric, truncated=truncated, skip=copied,
+                               tiers=(_STRONG,))
+        if strong is not None:  # "The answer is A.\nFinal answer: B": a strong cue beats the first line's phrase
+            return strong if strong.slot is None else Parse(strong.slot, "answer_phrase")
         if _ANSWER_HEADING.match(lines[0]) and len(lines) > 1:  # "Final answer:\n\nC"
             rest = text[text.find(lines[1]):]
             verdict = _first_token_label(lines[1].strip(), rest, index, options, numeric=numeric, truncated=truncated)
@@ -181,6 +203,42 @@ def _parse_text(text: str, labels: Sequence[str], options: Sequence[str] | None,
         if a is not None and b is not None and a != b:
             return Parse(None, "invalid_hedge")
     return Parse(None, "invalid_no_label")
+
+
+def _revised(text: str, labels: Sequence[str], options: Sequence[str] | None, *, truncated: bool) -> Parse | None:
+    """The verdict of a completion that revises its answer, or None when it revises nothing (the usual rules
+    read the whole text). Pieces between revision markers are read on their own; the last that commits wins."""
+    marks = list(_REVISION.finditer(text))
+    if not marks:
+        return None
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    pieces = [(m, text[m.end():end]) for m, end in zip(marks, ends)]
+    head = text[:marks[0].start()]
+    first = _parse_text(head, labels, options, truncated=False) if head.strip() else None
+    committed = first.slot if first is not None else None
+    shown = re.compile(r"(?<![\w'’])[\(\[\*]*(?:" + "|".join(re.escape(label) for label in labels)
+                       + r")(?![\w'’])")
+    final, unsure, open_revision = None, False, False
+    for k, (mark, piece) in enumerate(pieces):
+        last = k == len(pieces) - 1
+        verdict = _parse_text(piece, labels, options, truncated=truncated and last) if piece.strip() else None
+        if verdict is not None and verdict.slot is not None:
+            final, unsure, open_revision = verdict.slot, False, False
+        elif shown.search(piece) and (_UNSURE.search(piece) or verdict is not None and verdict.rule in (
+                "invalid_hedge", "invalid_conflict")):
+            unsure = True  # "Wait, maybe C?": another label, not committed to
+        elif not mark.group("weak"):
+            open_revision = True  # "Wait," and then no answer (yet)
+    if (committed is not None or final is not None) and unsure:
+        return Parse(None, "invalid_hedge")
+    if truncated and open_revision:
+        return Parse(None, "truncated")  # cut after "Wait, actually it's": the revised answer is lost
+    if final is None or final == committed:
+        return None
+    if committed is None:  # "No, it's C": an answer, read by the usual rules; "First guess: **A** ... **C**": C
+        whole = _parse_text(text, labels, options, truncated=truncated)
+        return whole if whole.slot is not None else Parse(final, "self_correction")
+    return Parse(final, "self_correction")
 
 
 def _restated_options(text: str, labels: Sequence[str]) -> tuple[bool, set[int]]:
@@ -282,10 +340,12 @@ def _label_of(label: str, after: str, index: dict[str, int], *, numeric: bool) -
 
 
 def _phrase_slots(text: str, index: dict[str, int], options: Sequence[str] | None, *, numeric: bool,
-                  truncated: bool, skip: set[int]) -> Parse | None:
+                  truncated: bool, skip: set[int], tiers: tuple[int, ...] = (_STRONG, _PLAIN)) -> Parse | None:
     found: dict[int, set[int]] = {}
     out_of_range = hedged = cut = False
     for tier, pattern in _PHRASES:
+        if tier not in tiers:
+            continue
         for match in pattern.finditer(text):
             if match.start("label") in skip:
                 continue  # a label of a copied option list

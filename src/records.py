@@ -35,8 +35,9 @@ asked_option                               int?  true_false: original option ask
 parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
 chosen_options                             list[int]?  multi_select: original options behind parsed_labels
 parse_rule                                 str   the rule that decided parsed_label (src/parsing.py): generate gives
-                                                 first_token, answer_phrase, boxed, option_text, ... (prefixed
-                                                 "reasoning_stripped+" after a removed <think> block) or the INVALID
+                                                 first_token, answer_phrase, boxed, option_text, self_correction
+                                                 (a revised answer), ... (prefixed "reasoning_stripped+" after a
+                                                 removed <think> block) or the INVALID
                                                  reason (invalid_empty, invalid_hedge, invalid_out_of_range,
                                                  invalid_no_label, truncated, ...); true_false first_word/yes_no_word,
                                                  multi_select label_list/label_mentions; scores: logprob_argmax,

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,10 +71,8 @@ def test_every_registered_benchmark_is_tested():
 
 
 @needs_data
-def test_mmlu_first_record_subjects_and_speed():
-    start = time.perf_counter()
+def test_mmlu_first_record_and_subjects():
     questions = load_benchmark("mmlu", path=None, data_dir=str(DATA_DIR))
-    assert time.perf_counter() - start < 3  # ~0.3 s here; the bound leaves room for a busy machine
     q = questions[0]
     assert q.id == "mmlu/abstract_algebra/test/0" and q.subject == "abstract_algebra"
     assert q.question.startswith("Find the degree for the given field extension")

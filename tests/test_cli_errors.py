@@ -78,6 +78,8 @@ def test_bad_config_values_name_the_key(run_job_in):
     (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
     (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),
     (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
+    (["metrics.pride_protocol=author"], ["config key metrics.pride_protocol", "unknown protocol 'author'",
+                                         "paper, authors"]),
 ])
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
     """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config_schema.check_command_line)."""

@@ -41,3 +41,10 @@ def test_data_dir_follows_env(monkeypatch):
     assert compose_with().data_dir == "/somewhere/data"
     monkeypatch.delenv("MCQ_DATA_DIR")
     assert compose_with().data_dir == "../shared/data"
+
+
+def test_pride_protocol_key_defaults_to_the_paper():
+    from src.config_schema import compose_job
+
+    assert compose_job(["model=simulated"]).metrics.pride_protocol == "paper"
+    assert compose_job(["model=simulated", "metrics.pride_protocol=authors"]).metrics.pride_protocol == "authors"

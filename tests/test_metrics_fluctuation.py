@@ -115,3 +115,85 @@ def test_family_only_with_perm_set_column_and_chosen_automatically():
     m = compute_metrics(table)
     assert m["wacc@oi"] == 0.25 and m["invalid_rate"] == 0.25
     assert "fr@oi" not in compute_metrics(table.drop(columns=["perm_set", "perm_pos"]))
+
+
+# --- PriDe as the paper defines it and as its authors' code scores it (issue 31) ------------------------------
+# Hand table: six questions, a position bias b over the four label positions, and what the model believes
+# (the option it multiplies by 3). In cyclic order j the label probabilities are p_j(l) ∝ b(l) · 3^[option at l
+# is believed]. Over the four cyclic orders every position holds the believed option once, so a calibration
+# question's prior softmax(mean_j log p_j) is exactly b, and on a scored question log p - log b keeps only
+# the belief: PriDe predicts the believed option. The calibration questions, read as the authors do (each
+# option's probability averaged over the orders), also give the believed option.
+PRIDE_BIAS = (0.4, 0.3, 0.2, 0.1)
+PRIDE_TABLE = {  # question: (right option, believed option)
+    "q0": (1, 1), "q1": (3, 3), "q2": (0, 2), "q3": (2, 2), "q4": (2, 2), "q5": (1, 0),
+}
+# seed 0 calibrates on q3 (believes right) and q5 (wrong): paper scores q0 q1 q2 q4 -> 3/4; authors all six,
+# 3 + 1 right -> 4/6. seed 1 calibrates on q1 and q4 (both right): paper q0 q2 q3 q5 -> 2/4; authors 4/6.
+PRIDE_EXPECTED = {0: {"paper": 3 / 4, "authors": 4 / 6}, 1: {"paper": 2 / 4, "authors": 4 / 6}}
+
+
+def pride_hand_table():
+    rows, probs_of = [], {}
+    for qid, (right, believed) in PRIDE_TABLE.items():
+        probs = []
+        for order in cyclic_orders(4):
+            weights = np.array(PRIDE_BIAS) * np.where(np.array(order) == believed, 3.0, 1.0)
+            probs.append(list(weights / weights.sum()))
+        probs_of[qid] = np.array(probs)
+        answers = [order[int(np.argmax(p))] for order, p in zip(cyclic_orders(4), probs)]
+        rows += permuted(qid, "cyclic", cyclic_orders(4), answers, correct_option=right, probs=probs)
+    return records(rows), probs_of
+
+
+def authors_evaluation(probs_of: dict, calibration: set[str]) -> float:
+    """The evaluation of chujiezheng/LLM-MCQ-Bias (commit da14c48, code/debias_pride.py with
+    code/debias_utils.py `simple`), restated for one split: each calibration question's rows (cyclic order j
+    shows option (j + i) mod 4 at position i) are renormalised; its prediction is the option whose
+    probability, gathered over the orders, is highest on average, and its prior is
+    softmax(mean_j log(p_j + 1e-10)); every other question is predicted as
+    argmax(log(p_0 + 1e-10) - log(mean prior + 1e-10)) on its first order; accuracy is over all questions."""
+    predictions, labels, priors = [], [], []
+    for qid in sorted(calibration):
+        observed = probs_of[qid] / (probs_of[qid].sum(axis=1, keepdims=True) + 1e-10)
+        gathered = [[] for _ in range(4)]
+        for j in range(4):
+            for i in range(4):
+                gathered[(j + i) % 4].append(observed[j, i])
+        predictions.append(int(np.argmax(np.mean(gathered, axis=1))))
+        mean_log = np.log(observed + 1e-10).mean(axis=0)
+        prior = np.exp(mean_log - mean_log.max())
+        priors.append(prior / (prior.sum() + 1e-10))
+        labels.append(PRIDE_TABLE[qid][0])
+    prior = np.mean(priors, axis=0)
+    for qid in sorted(set(PRIDE_TABLE) - calibration):
+        predictions.append(int(np.argmax(np.log(probs_of[qid][0] + 1e-10) - np.log(prior + 1e-10))))
+        labels.append(PRIDE_TABLE[qid][0])
+    return float(np.mean(np.array(predictions) == np.array(labels)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pride_protocols_equal_the_hand_table_and_the_authors_evaluation(seed):
+    import random
+
+    table, probs_of = pride_hand_table()
+    calibration = set(random.Random(seed).sample(sorted(PRIDE_TABLE), 2))  # pride_acc's draw: 2 of 6 (share 1/3)
+    for protocol, expected in PRIDE_EXPECTED[seed].items():
+        got = pride_acc(table, calibration_share=1 / 3, seed=seed, protocol=protocol)
+        assert got == pytest.approx(expected, abs=1e-9)
+        assert fluctuation_metrics(table, pride_share=1 / 3, pride_seed=seed, pride_protocol=protocol)[
+            "pride_acc@cyclic"] == pytest.approx(expected, abs=1e-9)
+    assert pride_acc(table, calibration_share=1 / 3, seed=seed, protocol="authors") == pytest.approx(
+        authors_evaluation(probs_of, calibration), abs=1e-9)
+    # the paper's reading is the authors' evaluation with the calibration questions left out
+    scored = set(PRIDE_TABLE) - calibration
+    paper = np.mean([PRIDE_TABLE[q][0] == PRIDE_TABLE[q][1] for q in scored])
+    assert pride_acc(table, calibration_share=1 / 3, seed=seed) == pytest.approx(paper, abs=1e-9)
+
+
+def test_pride_protocol_is_checked():
+    table, _ = pride_hand_table()
+    with pytest.raises(ValueError, match="unknown PriDe protocol 'author'; choose one of paper, authors"):
+        pride_acc(table, protocol="author")
+    logged = compute_metrics(table, pride_protocol="authors", pride_share=1 / 3)
+    assert logged["pride_acc@cyclic"] == pytest.approx(4 / 6)

@@ -83,3 +83,29 @@ def test_result_is_a_shown_slot_or_none():
     for raw, labels, options, _ in CASES:
         got = parse_with_rule(raw, labels, options).slot
         assert got is None or 0 <= got < len(labels)
+
+
+@pytest.mark.parametrize(("raw", "truncated", "expected"), [
+    ("The answer is B. Wait, actually it's C.", False, (2, "self_correction")),
+    ("<think>hmm</think>B. On second thought, D.", False, (3, "reasoning_stripped+self_correction")),
+    ("Answer: B\nCorrection: the answer is C.", False, (2, "self_correction")),
+    ("The answer is B, or maybe C.", False, (None, "invalid_hedge")),  # never committed to C
+    ("B. Wait, maybe C?", False, (None, "invalid_hedge")),
+    ("The answer is B. Wait, actually it's", True, (None, "truncated")),  # the revised answer was cut
+    ("B. Actually, Paris has been the capital since 987.", False, (1, "first_token")),  # revises nothing
+    ("The answer is B. Wait, yes, it's B.", False, (1, "answer_phrase")),  # the same answer: no revision
+    ("No, it's C", False, (2, "answer_phrase")),  # nothing before it to revise
+])
+def test_self_correction_last_committed_answer_wins(raw, truncated, expected):
+    got = parse_with_rule(raw, ABCD, CAPITALS, truncated=truncated)
+    assert (got.slot, got.rule) == expected
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("The answer is A.\nFinal answer: B", 1),  # a strong cue beats the first line's plain phrase
+    ("Answer: A. Final answer: B", 1),
+    ("I think the answer is A. Final answer: B", 1),
+    ("Final answer: B. Wait, actually it's C.", 2),  # a revision after the strong cue still wins
+])
+def test_phrase_tiers_hold_beside_revisions(raw, expected):
+    assert parse_with_rule(raw, ABCD, CAPITALS).slot == expected

@@ -3,6 +3,7 @@
 ordinary questions unchanged from before the rules existed."""
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -71,6 +72,13 @@ def honours(question, variant):
     ("none of above", "none", True), ("Any of the above", "any", False), ("All of the above are correct.", "all", False),
     ("All of them", "all", False), ("Both of them", "both", False), ("None of the options given is correct", "none", True),
     ("Both", "both", False), ("Neither", "neither", True), ("d)\tnone of the above", "none", True),
+    # the sentence goes on (MMLU nutrition, conceptual_physics, security_studies, high_school_physics)
+    ("All of the above were among the causes.", "all", False),
+    ("None of these for the moon does not rotate", "none", True),
+    ("All of these options. To make non-compliance too costly ...", "all", False),
+    ("Any 2 of the above values", "any", False),
+    ("None of the above - HIV/AIDS is a traditional issue.", "none", True),
+    ("Neither of the above, because x", "neither", True),
 ])
 def test_block_references(text, quantifier, none_like):
     question = q(["red", "green", text] if quantifier in ("both", "neither") else ["red", "green", "blue", text])
@@ -87,6 +95,10 @@ def test_block_references(text, quantifier, none_like):
     ("(1) and (2)", {0, 1}, "and"), ("(a) and (b)", {0, 1}, "and"), ("Both (a) and (b)", {0, 1}, "and"),
     ("Neither (a) nor (b).", {0, 1}, "neither"), ("(A), (B), and (C)", {0, 1, 2}, "and"), ("Options A and B", {0, 1}, "and"),
     ("Both A & C", {0, 2}, "and"), ("Both option 2 and 3", {1, 2}, "and"), ("a. and c. above", {0, 2}, "and"),
+    ("Both A and C are correct", {0, 2}, "and"), ("(A) and (B) both in the same way.", {0, 1}, "and"),
+    ("(A), (B), and (C) are part of the theory", {0, 1, 2}, "and"), ("neither A nor B, since x", {0, 1}, "neither"),
+    ("1 and 3 only", {0, 2}, "and"), ("All of (a) to (c) are disadvantages.", {0, 1, 2}, "and"),
+    ("all of 1-3", {0, 1, 2}, "and"), ("Any of A-C", {0, 1, 2}, "or"),
 ])
 def test_letter_references(text, named, quantifier):
     question = q(["Mercaptan", "Silicone", "Reversible hydrocolloid", text, "Agar"])
@@ -113,9 +125,34 @@ def test_all_except_speaks_of_every_other_option():
     ["AML", "ALL", "CML", "CLL"],  # leukaemias, not "all"
     ["All the King's Men", "above average", "None of the offspring will be affected", "Both plans are random"],
     ["guilty of both larceny and conspiracy", "neither the burden of production nor of persuasion", "x", "y"],
+    # near-misses with trailing words: the question's subject, articles, content that looks like labels
+    ["none of them are successful.", "some, but not all of them are successful.", "all are successful.", "x"],
+    ["Only a single virus", "Having 5 genera", "Only three viruses", "x"],
+    ["a molten core", "fast rotation", "an atmosphere", "both a molten core and fast rotation"],
+    ["all a part of one body.", "all a part of God.", "x", "y"],
+    ["Both are concerned with the law in action.", "Both are anti-formalist.", "x", "y"],
+    ["Only the maker of the car and the retailer.", "Only the maker of the car.", "Only the retailer.",
+     "All three defendants."],
+    ["1,2-dichlorobenzene", "1,3-dichlorobenzene", "2,4-dichlorobenzene", "1,4-dichlorobenzene"],
+    ["(1, 6)", "(-1, 4)", "(3, 2)", "(-4, 3)"],
 ])
 def test_not_references(options):
     assert not has_option_refs(q(options))
+
+
+def test_letters_the_question_uses_as_names_are_not_references():
+    stem = "Two events A and B each have a nonzero probability. If A and B are independent, which is true?"
+    options = ["P(A and B) = P(A) P(B)", "A and B may or may not be mutually exclusive.",
+               "A and B must be mutually exclusive.", "x"]
+    assert not has_option_refs(q(options, question=stem))
+    assert option_refs(q(options, question="Which is true?"))[1].kind == "letters"
+
+
+def test_counted_reference_only_beside_single_options():
+    structures = ["the neural tube.", "ectomesenchymal cells.", "dental enamel.", "all three structures."]
+    assert option_refs(q(structures))[3].kind == "above"
+    assert not has_option_refs(q(["x", "y", "z", "All three steps are endothermic."]))  # more words: a statement
+    assert not has_option_refs(q(["x", "y", "z", "all three structures."], question="Name the three structures"))
 
 
 def test_labels_enumerated_in_the_question_are_its_statements():
@@ -147,8 +184,9 @@ def test_detector_counts_on_the_shipped_data():
     for name in ("mmlu", "mmlu_redux", "medmcqa"):
         questions = load_benchmark(name, path=None, data_dir=str(DATA_DIR))
         shares[name] = (sum(map(has_option_refs, questions)), len(questions))
-    assert shares["mmlu"][1] == 14042 and 620 <= shares["mmlu"][0] <= 680  # measured 671
-    assert 0.05 <= shares["mmlu_redux"][0] / shares["mmlu_redux"][1] <= 0.06  # measured 326 / 5700
+    # measured 691 (671 before references followed by more words were read, issue 31)
+    assert shares["mmlu"][1] == 14042 and 640 <= shares["mmlu"][0] <= 720
+    assert 0.05 <= shares["mmlu_redux"][0] / shares["mmlu_redux"][1] <= 0.062  # measured 337 / 5700 (326 before)
     assert 0.055 <= shares["medmcqa"][0] / shares["medmcqa"][1] <= 0.07  # measured 273 / 4183
 
 
@@ -452,3 +490,73 @@ def test_rules_hold_on_any_mix_of_options(options, data, name):
                 assert v.option_order[v.correct_slot] == target
                 if policy != "ignore":  # no text twice: no second NOTA, no duplicate, no filler equal to an option
                     assert len({" ".join(t.split()) for t in v.option_texts}) == v.n_options or v.kind == "original"
+
+
+# --- issue 31: references followed by more words, on the real files ---------------------------------------
+
+SAMPLE = REPO / "tests" / "data" / "self_reference_sample.jsonl"
+
+
+@needs_data
+def test_hand_checked_sample_agrees_with_the_detector():
+    """tests/data/self_reference_sample.jsonl: options of MMLU test, MMLU-Redux and MedMCQA (identifiers only, the
+    texts are read from ../shared/data), each judged by hand: a reference to other options or not. Drawn with
+    seed 31: every detection with words after the phrase, 30 whole-option block and 25 letter references at
+    random; as near-misses every option that opens with a quantifier ("none of them ...", "all ...", "both ...",
+    "only ...") or a label-like list ("1,2-dichlorobenzene", "A and B must be ...") the detector leaves alone,
+    sampled, plus the cases the rule was decided on."""
+    from src.benchmarks import load_benchmark
+
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    assert sum(r["self_reference"] for r in rows) >= 80 and sum(not r["self_reference"] for r in rows) >= 80
+    questions = {}
+    for name in sorted({r["id"].split("/")[0] for r in rows}):
+        questions.update((x.id, x) for x in load_benchmark(name, path=None, data_dir=str(DATA_DIR)))
+    wrong = []
+    for r in rows:
+        assert (DATA_DIR / r["file"]).is_file(), r["file"]
+        question = questions[r["id"]]
+        if (option_refs(question)[r["option"]].kind is not None) != r["self_reference"]:
+            wrong.append((r["id"], r["option"], r["pattern"], question.options[r["option"]][:60]))
+    assert not wrong
+
+
+# Option-initial phrases the issue names, found without the detector: a block phrase ("all of the above",
+# "none of these" ...) or "both/neither <label> and/nor <label>", each with or without more words.
+BLOCK_PHRASE = re.compile(r"^\W*(all|none|both|neither|any|either)(\s+of)?(\s+the)?\s+(above|these)\b", re.I)
+PAIR_PHRASE = re.compile(r"^\W*(both|neither)\s+(\(?[a-e]\)?)\s+(and|nor)\s+(\(?[a-e]\)?)(?!\w)", re.I)
+
+
+@needs_data
+def test_mmlu_cora_keeps_option_initial_references_in_every_subject():
+    """On the whole MMLU test file with variants=cora: no "all of the above"/"none of these"-style option moves
+    from its slot (its distance from the end of the list), none is doubled by an added NOTA, and the options a
+    "both A and C"/"neither A nor B" option names keep their labels (the option itself may swap with a free
+    option: its meaning is unchanged)."""
+    from src.benchmarks import load_benchmark
+
+    questions = load_benchmark("mmlu", path=None, data_dir=str(DATA_DIR))
+    assert len(questions) == 14042
+    seen = Counter()
+    for question in questions:
+        n = question.n_options
+        block = [i for i, o in enumerate(question.options) if BLOCK_PHRASE.match(o)]
+        pairs = {i: m for i, o in enumerate(question.options) if (m := PAIR_PHRASE.match(o))}
+        if not block and not pairs:
+            continue
+        seen[question.id.split("/")[1]] += 1
+        for v in plan_variants({"name": "cora"}, question, seed=0).variants:
+            order = v.option_order
+            for i in block:
+                if i in order:
+                    assert order.index(i) == len(order) - (n - i), (question.id, v.variant_id, question.options[i])
+                    none_like = re.match(r"^\W*(none|neither)", question.options[i], re.I)
+                    assert not (none_like and NOTA in order), (question.id, v.variant_id, "NOTA beside it")
+            for i, m in pairs.items():
+                if i in order:
+                    for label in (m.group(2), m.group(4)):
+                        j = ord(label.strip("()").casefold()) - ord("a")
+                        assert j in order and order.index(j) == j, (question.id, v.variant_id, question.options[i])
+                    if m.group(1).casefold() == "neither":
+                        assert NOTA not in order, (question.id, v.variant_id, "NOTA beside it")
+    assert (sum(seen.values()), len(seen)) == (618, 40)  # questions with such an option, subjects: all checked

@@ -16,6 +16,10 @@ import pandas as pd
 from .answers import answer_keys, first_repetition
 
 PRIDE_SET = "cyclic"  # PriDe estimates its position prior from cyclic permutations (Zheng et al. 2024)
+# Which questions PriDe accuracy scores: "paper" only the questions outside the calibration share (METRICS.md);
+# "authors" every question, the calibration ones by their option probabilities averaged over the cyclic orders,
+# as the authors' evaluation does (chujiezheng/LLM-MCQ-Bias code/debias_pride.py with debias_utils.simple).
+PRIDE_PROTOCOLS = ("paper", "authors")
 
 
 def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
@@ -161,9 +165,12 @@ def _full_cycles(rows: pd.DataFrame) -> list[str]:
 
 
 def pride_acc(
-    records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0
+    records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0,
+    protocol: str = "paper",
 ) -> float:
-    """PriDe accuracy (Zheng et al. 2024) as METRICS.md defines it.
+    """PriDe accuracy (Zheng et al. 2024) as METRICS.md defines it (`protocol="paper"`), or as the authors'
+    code scores it (`protocol="authors"`): the calibration questions count too, each predicted as the option
+    whose probability, averaged over its cyclic orders, is highest.
 
     A seeded `calibration_share` of the questions (at least one, drawn with `random.Random(seed)` from
     the sorted question ids) estimate a label-position prior: per question, the mean of log p(label)
@@ -172,8 +179,10 @@ def pride_acc(
     and scored. Priors are kept per label count |L|; a question whose |L| no calibration question has
     is scored without debiasing. Only questions with every cyclic order are drawn for calibration (the
     same draw as before when all have them); a question without its reference order is not scored.
-    Raises ValueError when label_probs or questions are missing.
+    Raises ValueError when label_probs or questions are missing, or for an unknown protocol.
     """
+    if protocol not in PRIDE_PROTOCOLS:
+        raise ValueError(f"unknown PriDe protocol {protocol!r}; choose one of {', '.join(PRIDE_PROTOCOLS)}")
     rows = _ordered(_pride_rows(records, perm_set))
     problem = _pride_problem(rows, perm_set, calibration_share)
     if problem:
@@ -184,17 +193,23 @@ def pride_acc(
     calibration = set(random.Random(seed).sample(pool, min(n_calibration, len(pool))))
     priors: dict[int, list[np.ndarray]] = {}
     scored = []
+    hits = []
     for question_id, group in rows.groupby("question_id", sort=True):
-        logp = np.log(np.clip(np.stack([_renormalised(p) for p in group["label_probs"]]), 1e-12, None))
+        probs = np.stack([_renormalised(p) for p in group["label_probs"]])
+        logp = np.log(np.clip(probs, 1e-12, None))
         if question_id in calibration:
             mean_logp = logp.mean(axis=0)
             prior = np.exp(mean_logp - mean_logp.max())
             priors.setdefault(logp.shape[1], []).append(prior / prior.sum())
+            if protocol == "authors":  # each option's probability wherever it was shown, averaged over the orders
+                by_option = np.zeros(probs.shape[1])
+                for order, p in zip(group["option_order"], probs):
+                    by_option[list(order)] += p
+                hits.append(int(np.argmax(by_option)) == int(group["correct_option"].iloc[0]))
         elif (group["perm_pos"] == 0).any():  # scored on its reference order; without one it is left out
             first = group.iloc[0]
             scored.append((logp[0], list(first["option_order"]), int(first["correct_option"])))
     mean_prior = {size: np.mean(found, axis=0) for size, found in priors.items()}
-    hits = []
     for logp, order, correct in scored:
         prior = mean_prior.get(len(logp))
         debiased = logp if prior is None else logp - np.log(prior)
@@ -203,7 +218,7 @@ def pride_acc(
 
 
 def fluctuation_metrics(
-    records: pd.DataFrame, *, pride_share: float = 0.05, pride_seed: int = 0
+    records: pd.DataFrame, *, pride_share: float = 0.05, pride_seed: int = 0, pride_protocol: str = "paper"
 ) -> dict[str, float]:
     """Every fluctuation metric per permutation set (`wacc@cyclic`, ...), `full_fr` and `pride_acc@cyclic`.
 
@@ -221,5 +236,6 @@ def fluctuation_metrics(
     if "fr@full" in out:
         out["full_fr"] = out["fr@full"]
     if _pride_problem(_pride_rows(rows, PRIDE_SET), PRIDE_SET, pride_share) is None:
-        out[f"pride_acc@{PRIDE_SET}"] = pride_acc(rows, calibration_share=pride_share, seed=pride_seed)
+        out[f"pride_acc@{PRIDE_SET}"] = pride_acc(rows, calibration_share=pride_share, seed=pride_seed,
+                                                  protocol=pride_protocol)
     return out

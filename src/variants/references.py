@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..questions import Question, duplicate_option_groups  # noqa: F401 (one rule, re-exported)
 
@@ -49,21 +50,39 @@ _TAIL = (r"(?:\s+" + _NOUN + r")?"
          r"(?:\s+(?:given|listed|mentioned|here))?"
          r"(?:\s+(?:is|are)\s+(?:all\s+)?(?:correct|true|false|right|valid|appropriate|applicable|possible"
          r"|a\s+true\s+statement|true\s+statements|valid\s+conclusions))?")
-_ABOVE_RE = re.compile(
-    r"^(?P<q>all|none|both|neither|any|either)(?:\s+of)?(?:\s+the)?\s+"
+_ABOVE_START = (
+    r"^(?P<q>all|none|both|neither|any|either)(?:\s+(?:two|three|2|3))?(?:\s+of)?(?:\s+the)?\s+"
     r"(?P<w>above(?:[\s-]+mentioned)?|aforementioned|these|them|those|below|following|" + _NOUN +
-    r"(?:\s+(?:given|listed|mentioned|above|here))?)" + _TAIL + r"$")
+    r"(?:\s+(?:given|listed|mentioned|above|here))?)")
+_ABOVE_RE = re.compile(_ABOVE_START + _TAIL + r"$")
+# The sentence may go on ("All of the above were among the causes", "None of these for the moon does not
+# rotate"): "the above" and "these" point at the listed options whatever follows. "them"/"those" with more
+# words do not ("Of the ways of escaping ..., Hare claims: none of them are successful" speaks of the
+# question's subject), nor do "the following"/"the statements ..." (the question's own list).
+_ABOVE_OPEN = re.compile(_ABOVE_START + r"(?=\W|$)")
+_OPEN_WORDS = ("above", "aforementioned", "these")
 _BARE = {"all": "all", "both": "both", "neither": "neither", "all three": "all", "all four": "all",
          "both equally": "both"}
 _NONE_BARE = {"none", "none of it"}
+# "all three structures" beside three single options: the options. Not when the others are combinations
+# ("Only the manufacturer of the car and the retailer" ... "All three defendants": the question's three) or
+# the question names the noun ("All three steps are endothermic").
+_COUNTED = re.compile(r"^all\s+(?P<n>three|four|3|4)\s+(?P<noun>[a-z]+?)s?$")
+_COUNT = {"three": 3, "four": 4, "3": 3, "4": 4}
+_COMBINATION = re.compile(r"\b(?:and|only|both)\b", re.I)
 
 # Letter references: labels joined by connectives, optional prefix and suffix words.
-_LABEL = r"\(?(?:[a-z]|[1-9])\)?\.?"
+_LABEL = r"\(?(?:[a-z]|[1-9])\)?\.?(?!\w)"
 _SEP = r"(?:\s*,\s*(?:and|or)\s+|\s*,\s*|\s+(?:and|or|nor)\s+|\s*&\s*|\s*/\s*|\s+)"
 _PREFIX = (r"(?P<p>both|neither|either|only|all\s+except|all\s+but|all\s+of|any\s+of|except)?\s*"
            r"(?:(?:options?|choices?|answers?)\s+)?")
 _SUFFIX = r"(?P<s>\s+only|\s+both|\s+above|\s+are\s+(?:correct|true|right)|\s+is\s+(?:correct|true|right))?"
-_LETTERS_RE = re.compile(r"^" + _PREFIX + r"(?P<labels>" + _LABEL + r"(?:" + _SEP + _LABEL + r")*)" + _SUFFIX + r"$", re.I)
+# The sentence may go on ("(A) and (B) both in the same way", "Both A and C are correct"): `rest`.
+_LETTERS_RE = re.compile(r"^" + _PREFIX + r"(?P<labels>" + _LABEL + r"(?:" + _SEP + _LABEL + r")*)" + _SUFFIX +
+                         r"(?P<rest>(?:\s*[,;:—–]\s*|\s+)\S.*)?$", re.I)
+# "All of (a) to (c)", "any of 1-3": a range of labels, read as the list it spans
+_RANGE = re.compile(r"^((?:all|any)(?:\s+of)?\s+(?:(?:options?|choices?|answers?)\s+)?)"
+                    r"\(?([a-z]|[1-9])\)?\s*(?:-|–|to|through)\s*\(?([a-z]|[1-9])\)?(?!\w)", re.I)
 _LABEL_TOKEN = re.compile(r"(?<!\w)\(?([a-z]|[1-9])\)?\.?(?!\w)", re.I)
 _CONNECTIVE = re.compile(r"\b(?:and|or|nor)\b|&", re.I)
 _SHORT_PAIR = re.compile(r"^[\w.+\-−–]{1,5}(?:(?:\s*,\s*)?(?:\s*&\s*|\s+(?:and|or|nor)\s+)[\w.+\-−–]{1,5})+$", re.I)
@@ -110,6 +129,8 @@ def _above_phrase(text: str) -> tuple[str, bool] | None:
     if low in _BARE:  # a bare "Both" means "both of the above"; "ALL" is a leukaemia, not a reference
         return (_BARE[low], True) if not plain.isupper() else None
     m = _ABOVE_RE.match(low)
+    if not m and (m := _ABOVE_OPEN.match(low)) and not m.group("w").startswith(_OPEN_WORDS):
+        m = None
     if not m:
         return None
     word, quantifier = m.group("w"), m.group("q")
@@ -118,16 +139,31 @@ def _above_phrase(text: str) -> tuple[str, bool] | None:
     return quantifier, word.startswith("above") or word == "aforementioned"
 
 
-def _letters_form(text: str) -> tuple[str, tuple[int, ...], bool] | None:
-    """(quantifier, named indices, numeric) of a label-only text, or None. Indices may be out of range."""
+class _Letters(NamedTuple):
+    quantifier: str
+    idx: tuple[int, ...]  # named indices, maybe out of range
+    numeric: bool
+    tokens: tuple[str, ...]  # the labels as written
+    open: bool  # more words follow the label list
+
+
+def _letters_form(text: str) -> _Letters | None:
+    """What a label list at the start of `text` names, or None."""
     found = _letters_phrase(text)
     if found is None and (head := _head(text, ";:—")) is not None:
         found = _letters_phrase(head)
     return found
 
 
-def _letters_phrase(text: str) -> tuple[str, tuple[int, ...], bool] | None:
-    t = _norm(text)
+def _spelled_range(m: re.Match) -> str:
+    first, last = m.group(2), m.group(3)
+    if first.isdigit() != last.isdigit() or first.isupper() != last.isupper() or first >= last:
+        return m.group(0)
+    return m.group(1) + ", ".join(chr(c) for c in range(ord(first), ord(last) + 1))
+
+
+def _letters_phrase(text: str) -> _Letters | None:
+    t = _RANGE.sub(_spelled_range, _norm(text))
     m = _LETTERS_RE.match(t)
     if not m:
         return None
@@ -136,6 +172,9 @@ def _letters_phrase(text: str) -> tuple[str, tuple[int, ...], bool] | None:
     labels_text = m.group("labels")
     if not (_CONNECTIVE.search(labels_text) or prefix or suffix == "only"):
         return None  # "A", "a, c, d, b": a bare label or a comma list is not a reference
+    more = m.group("rest") is not None
+    if more and not (_CONNECTIVE.search(labels_text) or "," in labels_text):
+        return None  # "Only a single virus", "both a molten core and ...": an article, not a label
     tokens = [tok for tok in _LABEL_TOKEN.findall(labels_text)]
     if not tokens:
         return None
@@ -156,13 +195,18 @@ def _letters_phrase(text: str) -> tuple[str, tuple[int, ...], bool] | None:
         quantifier = "except"
     elif prefix == "only" or suffix == "only" and len(idx) == 1:
         quantifier = "only"
-    elif re.search(r"\bor\b", labels_text, re.I) or prefix == "either":
+    elif re.search(r"\bor\b", labels_text, re.I) or prefix in ("either", "any of"):
         quantifier = "or"
     else:
         quantifier = "and"
     if len(idx) == 1 and quantifier not in ("only", "except"):
         return None
-    return quantifier, idx, numeric
+    return _Letters(quantifier, idx, numeric, tuple(tokens), more)
+
+
+def _named_in_stem(stem: str, tokens: tuple[str, ...]) -> bool:
+    """The question uses these capital letters as names ("Two events A and B ...", "two athletes, A and B")."""
+    return all(tok.isupper() and re.search(rf"(?<![\w(]){tok}(?![\w)])", stem) for tok in tokens)
 
 
 def _enumerated_in_stem(stem: str, tokens: list[str]) -> bool:
@@ -180,6 +224,12 @@ def _enumerated_in_stem(stem: str, tokens: list[str]) -> bool:
 def _analyse(options: tuple[str, ...], stem: str) -> tuple[OptionRef, ...]:
     n = len(options)
     above = {i: f for i, text in enumerate(options) if (f := _above_form(text))}
+    for i, text in enumerate(options):
+        m = _COUNTED.match(_norm(text).casefold())
+        if (m and i not in above and _COUNT[m.group("n")] == n - 1
+                and not re.search(rf"\b{m.group('noun')}", stem, re.I)
+                and not any(_COMBINATION.search(o) for j, o in enumerate(options) if j != i)):
+            above[i] = ("all", True)
     letters = {}
     for i, text in enumerate(options):
         if i in above:
@@ -190,13 +240,13 @@ def _analyse(options: tuple[str, ...], stem: str) -> tuple[OptionRef, ...]:
     candidates = set(above) | set(letters)
     accepted: dict[int, tuple[str, tuple[int, ...]]] = {}
     if len(candidates) < n:  # when every option is a label list, they name the question's statements
-        for i, (quantifier, idx, numeric) in letters.items():
+        for i, (quantifier, idx, numeric, tokens, more) in letters.items():
             if any(j < 0 or j >= n or (j in candidates and j != i) for j in idx) or set(idx) <= {i}:
                 continue  # a missing option, another reference, or only itself ("1 only": a value)
-            head = options[i] if _LETTERS_RE.match(_norm(options[i])) else _head(options[i], ";:—")
-            tokens = _LABEL_TOKEN.findall(_LETTERS_RE.match(_norm(head)).group("labels"))
             if (numeric or tokens[0].islower()) and _enumerated_in_stem(stem, tokens):
                 continue
+            if more and _named_in_stem(stem, tokens):
+                continue  # "A and B must be mutually exclusive": events A and B of the question
             others = [options[j] for j in range(n) if j not in candidates]
             if any(_SHORT_PAIR.match(_norm(o)) for o in others):
                 continue  # "B6 and B12" beside "A and C": the labels are content
