@@ -309,8 +309,8 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
     if planned is not None:  # trials not asked are absent: say how many were made of how many planned
         frame["n_asked"] = pd.array([len(reps) for reps in answers for _ in reps], dtype="int64")
         frame["n_planned"] = pd.array([planned] * len(frame), dtype="int64")
-    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "decision_margin": "Float64", "variant_level": "Int64",
-                         "asked_option": "Int64", "truncated": "boolean"})
+    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "decision_margin": "Float64",
+                         "variant_level": "Int64", "asked_option": "Int64", "truncated": "boolean"})
 
 
 def _format_columns(it: Item, a: Answer) -> dict[str, Any]:
