@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from src.records import SCORE_TOLERANCE
+
 GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "golden"
 # columns that differ between two runs of one config by design
 VOLATILE_COLUMNS = ("run_id", "cache_hit")
@@ -48,9 +50,8 @@ JOBS: dict[str, list[str]] = {
     "smollm2_original_logprob": ["variants=original", "limit=5", "scoring=logprob"],
 }
 REAL_MODEL_JOBS = frozenset(name for name in JOBS if name.startswith("smollm2"))
-# Real-model scores differ in the last digits between CPU kernels: max |Δ log-prob| 5.5e-5 measured between AVX2
-# and AVX-512 kernels on SmolLM2 (docs/reproducibility.md), so 1e-4 absolute.
-FLOAT_TOLERANCE = 1e-4
+# Real-model scores differ in the last digits between CPU kernels (docs/reproducibility.md): src/core/records.py
+FLOAT_TOLERANCE = SCORE_TOLERANCE
 # `raw_output` of a ranking scoring renders each score to four decimals (src/answering/trials.py `_scores_text`): two
 # renderings of scores that differ by FLOAT_TOLERANCE differ by at most that plus one unit in the last place.
 RENDERED_TOLERANCE = FLOAT_TOLERANCE + 1e-4
@@ -59,6 +60,9 @@ RENDERED_TOLERANCE = FLOAT_TOLERANCE + 1e-4
 RANKING_RULES = ("cloze_argmax", "logprob_argmax")
 # what a decision is: a near-tie may change these on another machine, nothing else may change them
 DECISION_FIELDS = ("parsed_label", "chosen_option", "correct", "parsed_labels", "chosen_options")
+# columns added to the records after the goldens were written: the goldens stay the reference, so an added column
+# is checked against what the golden record implies (`added_column_differences`), not stored anew
+ADDED_COLUMNS = ("decision_margin",)
 
 
 def canonical(records: pd.DataFrame) -> list[dict[str, Any]]:
@@ -129,6 +133,10 @@ def record_differences(expected: list[dict], actual: list[dict], where: str = ""
         if not (isinstance(e, dict) and isinstance(a, dict)):
             diffs += differences(e, a, at, tol)
             continue
+        added = [k for k in ADDED_COLUMNS if k in a and k not in e]
+        if added:
+            diffs += added_column_differences(e, a, at, tol)
+            a = {k: v for k, v in a.items() if k not in added}
         if set(e) != set(a):
             diffs.append(f"{at}: keys {sorted(set(e) ^ set(a))} differ")
             continue
@@ -151,6 +159,18 @@ def record_differences(expected: list[dict], actual: list[dict], where: str = ""
     return diffs, flips
 
 
+def added_column_differences(expected: dict[str, Any], actual: dict[str, Any], where: str, tol: float) -> list[str]:
+    """Where the columns of ADDED_COLUMNS in `actual` disagree with the golden record `expected` that lacks them:
+    `decision_margin` is the golden's decision gap (`decision_gap`) on a ranking record, within two renderings'
+    tolerance where the gap is read from a rendered raw_output (cloze), within 2 x `tol` otherwise; None elsewhere."""
+    margin = actual.get("decision_margin")
+    gap = decision_gap(expected) if expected.get("parse_rule") in RANKING_RULES else None
+    if gap is None or margin is None:
+        return [] if gap is None and margin is None else [f"{where}.decision_margin: {margin!r}, golden gap {gap!r}"]
+    allowed = 2 * RENDERED_TOLERANCE if expected["parse_rule"] == "cloze_argmax" else 2 * tol + 1e-9
+    return [] if abs(margin - gap) <= allowed else [f"{where}.decision_margin: {margin!r} != golden gap {gap!r}"]
+
+
 def job_differences(expected: dict[str, Any], records: list[dict], metrics: dict, where: str, tol: float
                     ) -> tuple[list[str], list[str]]:
     """(differences, near-tie flips) of a job's records and metrics against its stored golden. Metrics follow
@@ -161,13 +181,14 @@ def job_differences(expected: dict[str, Any], records: list[dict], metrics: dict
     return diffs, flips
 
 
-def _cli_job(name: str) -> dict[str, Any]:
-    """Run one golden job through `python -m src.run`; its overrides, metrics and canonical records."""
+def _cli_job(name: str, kernels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one golden job through `python -m src.run` (with the environment variables `kernels` set); its overrides,
+    metrics and canonical records."""
     repo = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "src.run", *JOBS[name], f"tracking.uri=sqlite:///{tmp}/mlflow.db",
                "cache.enabled=false", f"hydra.run.dir={tmp}/out"]
-        subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, "TQDM_DISABLE": "1"})
+        subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, **(kernels or {}), "TQDM_DISABLE": "1"})
         artifacts = Path(tmp) / "out" / "artifacts"
         records = pd.read_parquet(artifacts / "records.parquet")
         metrics = json.loads((artifacts / "metrics.json").read_text())
@@ -195,10 +216,42 @@ def _check(names: list[str]) -> int:
     return 1 if failed else 0
 
 
+# what `--kernels` compares with this machine's default kernels: each variable that can pin torch's, MKL's or
+# oneDNN's CPU kernels to a lower instruction set, and the pair that changed the numbers (docs/reproducibility.md)
+KERNEL_SETTINGS = {
+    "ATEN_CPU_CAPABILITY=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
+    "MKL_ENABLE_INSTRUCTIONS=AVX2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "ONEDNN_MAX_CPU_ISA=AVX2": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2": {"ATEN_CPU_CAPABILITY": "avx2",
+                                                              "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+
+
+def _kernels(names: list[str]) -> int:
+    """The real-model jobs under this machine's default kernels, then the stored golden and each KERNEL_SETTINGS
+    entry against them, as `python -m src.recheck` compares two runs: decisions changed (near-tie or not), max |Δ|
+    of the floats, raw outputs (renderings) that differ; and the near-ties of the default run."""
+    from src.recheck import compare_records
+    from src.records import near_ties
+
+    names = names or sorted(REAL_MODEL_JOBS)
+    here = {name: pd.DataFrame(_cli_job(name)["records"]) for name in names}
+    for name in names:
+        print(f"{name}, default kernels: near-ties {'%d of %d' % near_ties(here[name])}")
+    for label, kernels in [("stored golden", None), *KERNEL_SETTINGS.items()]:
+        for name in names:
+            other = stored(name) if kernels is None else _cli_job(name, kernels)
+            print(f"{name}, {label}: {compare_records(pd.DataFrame(other['records']), here[name]).lines()[0]}",
+                  flush=True)
+    return 0
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["--write"], ["--check"]):
-        sys.exit("usage: python -m tests.golden_records --write|--check [NAME ...]")
+    modes = {"--write": _write, "--check": _check, "--kernels": _kernels}
+    if sys.argv[1:2] not in [[mode] for mode in modes]:
+        sys.exit("usage: python -m tests.golden_records --write|--check|--kernels [NAME ...]")
     if sys.argv[1] == "--write":
         _write(sys.argv[2:] or list(JOBS))
     else:
-        sys.exit(_check(sys.argv[2:] or list(JOBS)))
+        sys.exit(modes[sys.argv[1]](sys.argv[2:] or ([] if sys.argv[1] == "--kernels" else list(JOBS))))

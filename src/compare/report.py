@@ -83,7 +83,31 @@ def overview(runs: Runs) -> Section:
                                         + tables.AT_CHANCE_NOTE))
     section.notes += runs.skipped
     section.notes += metric_name_notes(frame, runs.metric_columns)
+    section.notes += near_tie_notes(frame)
     return section
+
+
+def near_tie_notes(frame: pd.DataFrame) -> list[str]:
+    """One line: how many ranked decisions (logprob, cloze) of the runs were near-ties, the ones another CPU, dtype
+    or batch size may flip (src/records.py NEAR_TIE_MARGIN), and in which runs; none for runs without margins.
+
+    >>> near_tie_notes(pd.DataFrame({"run_id": ["ab12cd34ef", "9f8e7d6c5b"], "near_ties": [2.0, 0.0],
+    ...                              "ranked_decisions": [46.0, 10.0]}))  # doctest: +NORMALIZE_WHITESPACE
+    ['near-ties (decision margin below 0.001: another CPU, dtype or batch size may flip them): 2 of 56 ranked
+      decisions of 2 runs; run ab12cd34: 2 of 46']
+    """
+    from ..records import NEAR_TIE_MARGIN
+
+    if "ranked_decisions" not in frame.columns:
+        return []
+    ranked = frame[frame["ranked_decisions"].fillna(0) > 0]
+    if ranked.empty:
+        return []
+    runs = "; ".join(f"run {r.run_id[:8]}: {int(r.near_ties)} of {int(r.ranked_decisions)}"
+                     for r in ranked.itertuples() if r.near_ties > 0)
+    return [f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
+            f"{int(ranked['near_ties'].sum())} of {int(ranked['ranked_decisions'].sum())} ranked decisions of "
+            f"{len(ranked)} runs" + (f"; {runs}" if runs else "")]
 
 
 def _cell(value) -> str:

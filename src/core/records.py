@@ -44,6 +44,11 @@ parse_rule                                 str   the rule that decided parsed_la
                                                  exact_sample (logprob at a temperature), cloze_argmax
 truncated                                  bool?  generated text stopped by max_new_tokens, not by an end token; None
                                                   when the backend cannot tell (or an old cache entry) or not generated
+decision_margin                            float?  a ranking's decision (parse_rule logprob_argmax, cloze_argmax): the
+                                                   chosen option's score minus the next best one's, in log units
+                                                   (log label probability; the cloze score the decision used, per
+                                                   byte under cloze_normalise); None elsewhere (generated, sampled).
+                                                   Below NEAR_TIE_MARGIN it is a near-tie (`near_ties`)
 
 Adaptive runs (`adaptive=true`, src/answering/adaptive.py) leave out the trials they did not ask and add two columns:
 n_asked                                    int   trials made of this question x variant (repetitions 0..n_asked-1;
@@ -68,9 +73,14 @@ from src.common.errors import UserError
 
 # Two options whose decision scores (log-likelihoods, or log label probabilities) are closer than this are a
 # near-tie: another CPU's float32 kernels, another dtype or batch size may order them the other way. Across
-# instruction sets the embedded model's log-probs moved by at most 5.5e-5 (docs/reproducibility.md); the margin
-# leaves a factor of ~18 for larger models and longer prompts, where the errors add up.
+# instruction sets and CPUs the embedded model's scores moved by at most 6.0e-5 (docs/reproducibility.md), so a
+# margin (two scores) by at most 1.2e-4; 1e-3 leaves a factor of ~8 for larger models and longer prompts, where
+# the errors add up.
 NEAR_TIE_MARGIN = 1e-3
+# How far a float32 score (log-probability, log-likelihood, probability) of one run may lie from another machine's
+# and still be the same result: the largest move measured between instruction sets is 6e-5 (docs/reproducibility.md).
+# The golden tests and `python -m src.recheck` compare floats within it.
+SCORE_TOLERANCE = 1e-4
 RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
 COLUMNS = (
     "run_id", "model", "benchmark", "variant_set", "question_id", "subject", "variant_kind", "variant_id",
@@ -78,8 +88,22 @@ COLUMNS = (
     "correct_option", "raw_output", "parsed_label", "chosen_option", "correct", "label_probs", "label_mass",
     "option_loglik", "option_loglik_norm", "prompt_hash", "cache_hit",
     "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
-    "parse_rule", "truncated",
+    "parse_rule", "truncated", "decision_margin",
 )
+
+
+def near_ties(records: pd.DataFrame) -> tuple[int, int]:
+    """(near-ties, ranked decisions) of `records`: how many decisions had a `decision_margin` below NEAR_TIE_MARGIN
+    (the ones another machine, dtype or batch size may flip), of how many had a margin at all. (0, 0) for a table
+    without margins (generated answers, runs from before the column).
+
+    >>> near_ties(pd.DataFrame({"decision_margin": [0.0004, 0.2, None]})), near_ties(pd.DataFrame({"x": [1]}))
+    ((1, 2), (0, 0))
+    """
+    if "decision_margin" not in records.columns:
+        return 0, 0
+    margins = pd.to_numeric(records["decision_margin"], errors="coerce")
+    return int((margins < NEAR_TIE_MARGIN).sum()), int(margins.notna().sum())
 
 
 def write_records(records: pd.DataFrame, folder: str | Path) -> Path:

@@ -26,7 +26,7 @@ from ..backends.base import Request
 from ..benchmarks.files import iter_jsonl, read_text
 from src.common.errors import UserError
 from src.core.questions import Question
-from src.answering.trials import Answer, Item
+from src.answering.trials import Answer, Item, decision_margin
 from ..variants.base import LETTERS, Variant
 from .common import Ingested, Trial, answer_of
 
@@ -133,12 +133,14 @@ def read_lm_eval(files: Sequence[Path], *, model: str, benchmark: str | None, te
                     weights = [math.exp(s - top) for s in scores]
                     probs = tuple(w / sum(weights) for w in weights)
                     mass = min(1.0, sum(math.exp(s) for s in scores))
-                    answers = [Answer(_scores_text(labels, probs), best, probs, mass, parse_rule="logprob_argmax")]
+                    answers = [Answer(_scores_text(labels, probs), best, probs, mass, parse_rule="logprob_argmax",
+                                      decision_margin=decision_margin(scores, best))]
                     scorings.add("logprob")
                 else:
                     norm = tuple(s / max(1, len(c.encode())) for s, c in zip(scores, conts))
                     answers = [Answer(_scores_text(labels, scores), best, option_loglik=tuple(scores),
-                                      option_loglik_norm=norm, parse_rule="cloze_argmax")]
+                                      option_loglik_norm=norm, parse_rule="cloze_argmax",
+                                      decision_margin=decision_margin(scores, best))]
                     scorings.add("cloze")
                 prompt = str(args[0][0])
             else:

@@ -46,6 +46,7 @@ class JobResult:
     headline: tuple[str, ...] = ()  # the study's headline metrics, in the order the closing block shows them
     tracking_uri: str = ""  # the store the run is in (tracking.offline_dir's when the server was down)
     experiment: str = ""
+    near_ties: tuple[int, int] | None = None  # (near-ties, ranked decisions), src/records.py; None: no ranking
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
         """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py)."""
@@ -75,6 +76,16 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
         _LOADED.clear()
         _LOADED[key] = load_backend(model_cfg, chat=chat)
     return _LOADED[key]
+
+
+def job_backend(cfg: DictConfig):
+    """The backend a job of `cfg` answers with (`reuse_backend`); `python -m src.recheck` builds it to compare its
+    identity with a logged run's."""
+    from .trials import CLOZE_MODES
+
+    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
+    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
+    return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
 
 
 def build_items(cfg: DictConfig, questions, template):
@@ -128,7 +139,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     UserError for bad input or config, before any compute where it can."""
     from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
     from src.metrics.chance import chance_levels, chance_verdict  # local: loads numpy, pandas (slow import)
-    from src.core.records import write_prompts, write_records  # local: loads pandas (slow import)
+    from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
     from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
 
     check_config(cfg)
@@ -155,9 +166,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
                  cfg.variants.name, reason, ", ".join(ids[:3]))
 
-    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
-    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
-    backend = reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
+    backend = job_backend(cfg)
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
     with tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
@@ -199,12 +208,15 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
-                "sure_rule": sure_rule}
+                "sure_rule": sure_rule, **runs.provenance_tags()}
         verdict = chance_verdict(metrics)
         if verdict is not None:  # the review view's chance column (src/metrics/chance.py)
             tags[review.CHANCE_TAG] = verdict.tag()
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
+        ties = near_ties(records)
+        if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
+            tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
         tags[review.DESCRIPTION_TAG] = review.run_description(
             model=cfg.model.name, benchmark=cfg.benchmark.name, variants=cfg.variants.name, scoring=cfg.scoring,
             temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
@@ -215,7 +227,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
             dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)))
     return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),
                      headline=headline_metrics(metrics, records), tracking_uri=tracker.uri,
-                     experiment=str(cfg.tracking.experiment))
+                     experiment=str(cfg.tracking.experiment), near_ties=ties if ties[1] else None)
 
 
 def interval_level(cfg: DictConfig) -> float | None:

