@@ -37,6 +37,7 @@ COMMANDS = {
     "assess": "src.assess",
     "sync": "src.sync",
     "perf": "src.perf.__main__",
+    "recheck": "src.recheck",
     "ui": "src.ui",
     "ui-check": "src.ui_check",
 }

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +26,13 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from .errors import UserError
-from .records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
+from src.cli import add_tracking_flags, entry, user_error
+from src.common.errors import UserError
+from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE, read_run_records, resolve_run_id
+from src.tracking import runs, store
+from src.tracking.names import DEFAULT_URI
+from src.tracking.runs import KERNEL_VARIABLES
 
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 TRIAL_KEY = ("question_id", "variant_id", "repetition")  # one row of a records table
 DECISION_COLUMNS = ("parsed_label", "parsed_labels")
 FLOAT_COLUMNS = ("label_probs", "label_mass", "option_loglik", "option_loglik_norm", "answer_dist", "decision_margin")
@@ -132,8 +134,6 @@ def provenance_differences(tags: Mapping[str, str], identity: str, commit: str) 
 
 def environment_notes(tags: Mapping[str, str], here: Mapping[str, str]) -> list[str]:
     """Package versions, instruction set and kernel variables that differ from the run's `provenance.*` tags."""
-    from .tracking import KERNEL_VARIABLES
-
     logged = {k: v for k, v in tags.items() if k.startswith("provenance.")}
     if not logged:
         return ["the run logged no package versions or instruction set (made before they were logged)"]
@@ -150,11 +150,9 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     from mlflow.tracking import MlflowClient
     from omegaconf import OmegaConf
 
-    from . import tracking
-    from .job import job_backend, run_job
-    from .records import read_run_records, resolve_run_id
+    from src.job.runner import job_backend, run_job  # local: loads hydra, the backends (slow import)
 
-    tracking.check_tracking(tracking_uri)
+    store.check_tracking(tracking_uri)
     run_id = resolve_run_id(run, tracking_uri, key="--run")
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
     if tags.get("source") == "ingest" or tags.get("kind", "job") != "job":
@@ -171,14 +169,14 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         cfg.tracking.uri, cfg.tracking.experiment = f"sqlite:///{tmp}/recheck.db", "recheck"
         cfg.cache.enabled, cfg.resume = False, False
         identity = job_backend(cfg).identity
-        reasons = provenance_differences(tags, identity, tracking.git_commit())
+        reasons = provenance_differences(tags, identity, runs.git_commit())
         if reasons and not go_on:
             raise UserError(f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "
                             f"rechecked here as it was made; add --go-on to re-run it anyway")
         result = run_job(cfg, out_dir=Path(tmp) / "out")
         rerun = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
     comparison = compare_records(logged, rerun)
-    here = tracking.provenance_tags()
+    here = runs.provenance_tags()
     notes = [f"re-run with {'; '.join(reasons)} (--go-on)"] if reasons else []
     notes += environment_notes(tags, here)
     return [*comparison.lines(), *(f"note: {n}" for n in notes)], comparison.exit_code
@@ -187,18 +185,17 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.recheck", description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a finished run (its id or first 8+ characters)")
-    parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    add_tracking_flags(parser)
     parser.add_argument("--go-on", action="store_true",
                         help="re-run even when the weights, dtype or code differ from the run's (said in the output)")
     args = parser.parse_args(argv)
     try:
         lines, code = recheck(args.run, tracking_uri=args.tracking_uri, go_on=args.go_on)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        return user_error(err)
     print("\n".join(lines))
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from src.records import SCORE_TOLERANCE
+from src.core.records import SCORE_TOLERANCE
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "golden"
 # columns that differ between two runs of one config by design
@@ -233,7 +233,7 @@ def _kernels(names: list[str]) -> int:
     entry against them, as `python -m src.recheck` compares two runs: decisions changed (near-tie or not), max |Δ|
     of the floats, raw outputs (renderings) that differ; and the near-ties of the default run."""
     from src.recheck import compare_records
-    from src.records import near_ties
+    from src.core.records import near_ties
 
     names = names or sorted(REAL_MODEL_JOBS)
     here = {name: pd.DataFrame(_cli_job(name)["records"]) for name in names}

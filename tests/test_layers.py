@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking.
 LAYERS = (
     ("commands", ("src.run", "src.export", "src.data", "src.catalog", "src.plan", "src.assess", "src.sync",
-                  "src.ui", "src.ui_check", "src.perf", "src.compare.__main__", "src.ingest.__main__", "src.cli")),
+                  "src.ui", "src.ui_check", "src.recheck", "src.perf", "src.compare.__main__", "src.ingest.__main__", "src.cli")),
     ("orchestration", ("src.job", "src.sweep", "src.plugins")),
     ("report", ("src.compare", "src.ingest")),
     ("config", ("src.config",)),

@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from src.closing import near_tie_line
-from src.records import NEAR_TIE_MARGIN, near_ties
+from src.tracking.closing import near_tie_line
+from src.core.records import NEAR_TIE_MARGIN, near_ties
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 # the simulated model answers INVALID with a uniform distribution: those decisions are exact ties

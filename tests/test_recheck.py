@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from src.recheck import compare_records, main, provenance_differences
-from src.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
-from src.tracking import KERNEL_VARIABLES
+from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
+from src.tracking.runs import KERNEL_VARIABLES
 from tests.conftest import DATA_DIR, REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore")

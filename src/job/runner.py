@@ -46,7 +46,7 @@ class JobResult:
     headline: tuple[str, ...] = ()  # the study's headline metrics, in the order the closing block shows them
     tracking_uri: str = ""  # the store the run is in (tracking.offline_dir's when the server was down)
     experiment: str = ""
-    near_ties: tuple[int, int] | None = None  # (near-ties, ranked decisions), src/records.py; None: no ranking
+    near_ties: tuple[int, int] | None = None  # (near-ties, ranked decisions), src/core/records.py; None: no ranking
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
         """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py)."""
@@ -81,7 +81,7 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
 def job_backend(cfg: DictConfig):
     """The backend a job of `cfg` answers with (`reuse_backend`); `python -m src.recheck` builds it to compare its
     identity with a logged run's."""
-    from .trials import CLOZE_MODES
+    from src.answering.trials import CLOZE_MODES  # local: loads pandas (slow import)
 
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
     # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
@@ -140,7 +140,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
     from src.metrics.chance import chance_levels, chance_verdict  # local: loads numpy, pandas (slow import)
     from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
-    from src.answering.trials import CLOZE_MODES, answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
+    from src.answering.trials import answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
 
     check_config(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
