@@ -19,6 +19,9 @@ Writes into DIR:
 
 The answers come back as the batch output file: `python -m src.ingest --format generic --path DIR/prompts.jsonl
 --answers OUTPUT.jsonl`. Only `scoring=generate` studies are exported: a batch API returns text.
+
+`python -m src.export model=NAME --print-weights` prints the local folder or hub id of an hf model config's
+weights (a GGUF's float copy, made once: src/backends/hf/gguf_cache.py), for a server to load (docs/serving.md).
 """
 from __future__ import annotations
 
@@ -125,23 +128,32 @@ def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, mode
     return out
 
 
-def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:
-    """The model's chat template as a function of the prompt, from its tokenizer (hf model configs)."""
+def hf_weights(cfg: DictConfig, option: str) -> tuple[str, dict[str, Any]]:
+    """(local folder or hub id, from_pretrained's extra arguments) of an hf model config's weights: a GGUF's float
+    copy (converted once), else the config's path. `option` names the command-line flag that needs them."""
     from .backends import load_backend
 
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
     if model_cfg.get("backend") != "hf":
+        raise UserError(f"{option}: model {cfg.model.name} is not an hf model config, so its weights are not here")
+    backend = load_backend(model_cfg, chat=True)  # locates the weights; loads nothing yet
+    from .backends.hf import gguf_cache
+
+    if backend.gguf_path is not None:
+        return str(gguf_cache.ensure_float_copy(backend.gguf_path)), {}
+    return backend.location, {"revision": backend.revision, "trust_remote_code": backend.trust_remote_code}
+
+
+def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:
+    """The model's chat template as a function of the prompt, from its tokenizer (hf model configs)."""
+    if cfg.model.get("backend") != "hf":
         raise UserError(f"--apply-chat-template: model {cfg.model.name} is not an hf model config, so its tokenizer "
                         "is not here; send the prompts to /v1/chat/completions (the server applies its template)")
-    backend = load_backend(model_cfg, chat=True)  # locates the weights; loads nothing yet
+    source, extra = hf_weights(cfg, "--apply-chat-template")
     import transformers
 
-    from .backends.hf import gguf_cache
     from .backends.text import chat_text
 
-    source = gguf_cache.ensure_float_copy(backend.gguf_path) if backend.gguf_path is not None else backend.location
-    extra = {} if backend.gguf_path is not None else {"revision": backend.revision,
-                                                       "trust_remote_code": backend.trust_remote_code}
     tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
     if not getattr(tokenizer, "chat_template", None):
         raise UserError(f"--apply-chat-template: model {cfg.model.name}'s tokenizer has no chat template; export "
@@ -189,8 +201,10 @@ def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_nam
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.export", description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="job config overrides, as python -m src.run takes them")
-    parser.add_argument("--out", type=Path, required=True, help="folder for prompts.jsonl, batch_requests.jsonl, "
-                                                                "export.json")
+    parser.add_argument("--out", type=Path, help="folder for prompts.jsonl, batch_requests.jsonl, export.json")
+    parser.add_argument("--print-weights", action="store_true",
+                        help="print the local folder (a GGUF's float copy) or hub id of the hf model's weights, for a "
+                             "server to load (docs/serving.md), and export nothing")
     parser.add_argument("--endpoint", choices=("chat", "completions"),
                         help="batch endpoint (default: chat when the prompt config asks for the chat template)")
     parser.add_argument("--served-model", help="the model name in each request body (default: the model config's "
@@ -199,10 +213,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="wrap each prompt in the model's chat template here (hf configs) and send it to "
                              "/v1/completions")
     args = parser.parse_args(argv)
+    if args.out is None and not args.print_weights:
+        parser.error("--out DIR is required (or --print-weights)")
     try:
         from .config_schema import compose_job
 
         cfg = compose_job(args.overrides)
+        if args.print_weights:
+            print(hf_weights(cfg, "--print-weights")[0])
+            return 0
         check_exportable(cfg)  # before a tokenizer is loaded
         render = chat_renderer(cfg) if args.apply_chat_template else None
         manifest = export(cfg, args.out, endpoint=args.endpoint, model_name=args.served_model, render=render)

@@ -58,6 +58,9 @@ def pytest_addoption(parser):
     parser.addoption("--run-browser", action="store_true", default=False,
                      help="run the tests marked browser (the MLflow UI in headless Chromium, under a minute); "
                           "MCQ_TEST_BROWSER=1 does the same")
+    parser.addoption("--run-model-server", action="store_true", default=False,
+                     help="run the tests marked model_server (the openai backend against `transformers serve`, about "
+                          "3 minutes); MCQ_TEST_MODEL_SERVER=1 does the same")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks this adds
@@ -68,10 +71,16 @@ def pytest_collection_modifyitems(config, items):
     run_browser = config.getoption("--run-browser") or os.environ.get("MCQ_TEST_BROWSER") == "1"
     skip_browser = pytest.mark.skip(reason="browser tier, opt-in: add --run-browser or set MCQ_TEST_BROWSER=1 "
                                            "(apt-get install -y chromium; .ci/run runs it as its third step)")
+    run_model_server = config.getoption("--run-model-server") or os.environ.get("MCQ_TEST_MODEL_SERVER") == "1"
+    skip_model_server = pytest.mark.skip(reason="model-server tier, opt-in: add --run-model-server or set "
+                                                'MCQ_TEST_MODEL_SERVER=1 (pip install -e ".[serve-test]"; .ci/run runs it '
+                                                "as its fourth step)")
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if not run_browser and item.get_closest_marker("browser"):
             item.add_marker(skip_browser)
+        if not run_model_server and item.get_closest_marker("model_server"):
+            item.add_marker(skip_model_server)
         if SUBPROCESS_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
         for fixture in sorted(fixtures & XDIST_GROUPS.keys()):

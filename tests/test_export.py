@@ -170,3 +170,13 @@ def test_real_chat_template_from_the_models_tokenizer(tmp_path):
     row, request = read_jsonl(tmp_path / "c" / PROMPTS_FILE)[0], read_jsonl(tmp_path / "c" / BATCH_FILE)[0]
     assert manifest["endpoint"] == "completions"
     assert request["body"]["prompt"].endswith(f"<|im_start|>user\n{row['prompt']}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_print_weights_is_for_hf_model_configs_and_out_is_needed_otherwise(capsys):
+    """`--print-weights` (the folder a server loads: docs/serving.md, run by tests/test_model_server.py)."""
+    assert export_main(["model=simulated", "--print-weights"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --print-weights: model simulated is not an hf model config")
+    with pytest.raises(SystemExit) as exit_:
+        export_main(["model=simulated", "limit=1"])
+    assert exit_.value.code == 2 and "--out DIR is required" in capsys.readouterr().err

@@ -20,7 +20,24 @@ from .conftest import mlflow_runs
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 
 
-class FakeServer:
+class ServedInThread:
+    """A ThreadingHTTPServer on a free 127.0.0.1 port, answering from a thread inside `with`."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeServer(ServedInThread):
     """Canned completions. `failures` is a list of HTTP codes (or "slow") served, one each, before answering."""
 
     def __init__(self):
@@ -28,6 +45,7 @@ class FakeServer:
         self.failures: list[int | str] = []
         self.in_flight = self.max_in_flight = 0
         self.delay_s = 0.0
+        self.ignores: set[str] = set()  # request fields answered as `transformers serve` does: as if not sent
         self.lock = threading.Lock()
         server = self
 
@@ -67,32 +85,27 @@ class FakeServer:
                         with server.lock:
                             server.in_flight -= 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serve(Handler)
+        self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def reply(self, path: str, payload: dict) -> dict:
+        payload = {k: v for k, v in payload.items() if k not in self.ignores}
         if path.endswith("/completions") and payload.get("echo"):
             text = payload["prompt"]
             offsets = [0] + [i + 1 for i, ch in enumerate(text) if ch == " "]
             tokens = [text[a:b] for a, b in zip(offsets, offsets[1:] + [len(text)])]
-            return {"choices": [{"text": text, "logprobs": {"tokens": tokens, "text_offset": offsets,
-                                                            "token_logprobs": [None] + [-0.5] * (len(tokens) - 1)}}]}
+            tokens.append("!")  # the one token max_tokens=1 generates after the echoed prompt: not the option's
+            offsets.append(len(text))
+            return {"choices": [{"text": text + "!", "logprobs": {
+                "tokens": tokens, "text_offset": offsets, "token_logprobs": [None] + [-0.5] * (len(tokens) - 2) + [-9.0]}}]}
         if payload.get("logprobs"):
             top = [{"token": "A", "logprob": math.log(0.5)}, {"token": " A", "logprob": math.log(0.1)},
                    {"token": " B", "logprob": math.log(0.2)}, {"token": "Hello", "logprob": math.log(0.1)}]
             return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"},
-                                 "logprobs": {"content": [{"token": "A", "logprob": math.log(0.5), "top_logprobs": top}]}}]}
+                                 "logprobs": {"content": [{"token": "A", "logprob": math.log(0.5),
+                                                           **({"top_logprobs": top} if "top_logprobs" in payload else {})}]}}]}
         n = payload.get("n", 1)
         return {"choices": [{"index": i, "message": {"role": "assistant", "content": "ABCD"[i % 4]}} for i in range(n)]}
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -169,6 +182,29 @@ def test_cloze_uses_echoed_prompt_logprobs_on_the_completions_endpoint(server):
     assert server.calls[0][1]["echo"] is True and server.calls[0][0] == "/v1/completions"
     with pytest.raises(UserError, match="endpoint=completions"):
         backend(server).score_options(REQUESTS[:1])
+
+
+@pytest.mark.parametrize("ignored, endpoint, ask, field", [
+    ({"logprobs", "top_logprobs"}, "chat", "logprob", "`logprobs`"),
+    ({"top_logprobs"}, "chat", "logprob", "`top_logprobs`"),
+    ({"logprobs"}, "completions", "logprob", "`logprobs`"),
+    ({"echo", "logprobs"}, "completions", "cloze", "`echo`"),
+    ({"n"}, "chat", "samples", "`n`"),
+])
+def test_a_server_ignoring_a_field_the_scoring_needs_is_refused_in_one_line(server, ignored, endpoint, ask, field):
+    """`transformers serve` answers as if `n`, `logprobs`, `top_logprobs` and `echo` were not sent: never scored from
+    what came back, and the queued requests are not sent once the first reply shows it."""
+    server.ignores = ignored
+    b = backend(server, endpoint=endpoint, max_concurrency=1)
+    calls = {"logprob": lambda: b.score_labels(REQUESTS), "cloze": lambda: b.score_options(REQUESTS),
+             "samples": lambda: b.generate(REQUESTS, SamplingParams(n=3, temperature=0.7))}
+    with pytest.raises(UserError, match=field) as err:
+        calls[ask]()
+    assert "\n" not in str(err.value) and server.url.removesuffix("/v1") in str(err.value)
+    assert len(server.calls) <= 2, "at most the request in flight besides the refused one"
+    if ask == "samples":  # the way out the refusal names: one request per sample
+        out = backend(server, n_per_request=False).generate(REQUESTS[:1], SamplingParams(n=3, temperature=0.7))
+        assert out == [["A", "A", "A"]] and [c[1]["seed"] for c in server.calls[-3:]] == [10, 11, 12]
 
 
 def test_missing_key_and_bad_config(monkeypatch, server):

@@ -132,7 +132,7 @@ def test_served_backends_read_finish_reason_length_as_truncated():
     assert _completion(NS(text="B")).truncated is None
     reply = {"choices": [{"index": 0, "message": {"content": "B. Paris"}, "finish_reason": "length"},
                          {"index": 1, "text": "C", "finish_reason": "stop"}, {"index": 2, "text": "D"}]}
-    assert [(t, t.truncated) for t in _texts(reply, 3)] == [("B. Paris", True), ("C", False), ("D", None)]
+    assert [(t, t.truncated) for t in _texts(reply)] == [("B. Paris", True), ("C", False), ("D", None)]
 
 
 @pytest.mark.skipif(torch is None, reason="torch and transformers are not installed")

@@ -4,7 +4,11 @@
   (`seed`, honoured best-effort by servers); `top_k` is sent only when set (vLLM accepts it, OpenAI does not).
 - score_labels: `max_tokens=1` with `logprobs`/`top_logprobs`: label probabilities from the first token's top
   log-probabilities (src/backends/logprobs.py); a label outside the top K counts 0.
-- score_options (cloze): the completions endpoint with `echo` and `logprobs` (prompt log-probabilities).
+- score_options (cloze): the completions endpoint with `echo` and `logprobs` (prompt log-probabilities), and
+  `max_tokens=1` as lm-evaluation-harness sends (servers refuse 0); the generated token is not counted.
+
+A server that ignores one of these fields (`transformers serve` ignores `n`, `logprobs`, `top_logprobs` and
+`echo`: docs/serving.md) is refused in one line naming the field, never scored from what it did return.
 
 Requests run in a thread pool of `max_concurrency`; 429 and 5xx answers and network errors are retried
 with exponential backoff (honouring Retry-After), each request with a timeout. The API key is read from
@@ -13,6 +17,7 @@ error messages, so it never reaches MLflow params, tags or artifacts.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -115,7 +120,8 @@ class OpenAIBackend:
                     except ValueError:
                         pass
                 reason = f"HTTP {err.code}"
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as err:
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
+                    http.client.HTTPException) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
                 if attempt == self.max_retries:
                     raise UserError(f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); "
                                     f"check model.base_url") from None
@@ -131,10 +137,20 @@ class OpenAIBackend:
                 step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar:  # src/progress.py
             futures = [pool.submit(fn, r) for r in requests]
             out = []
-            for future in futures:
-                out.append(future.result())
-                bar.update(1)
+            try:
+                for future in futures:
+                    out.append(future.result())
+                    bar.update(1)
+            except BaseException:  # a refusal or a dead server: the queued requests are not sent
+                for future in futures:
+                    future.cancel()
+                raise
             return out
+
+    def _lacks(self, field: str, what: str, got: str, fix: str) -> UserError:
+        """The one-line refusal of a server that ignored a request field `what` needs (docs/serving.md)."""
+        return UserError(f"model {self.name}: {what} needs the request field `{field}`, which the server at "
+                         f"{self.base_url} ignores ({got}; docs/serving.md says what each server returns); {fix}")
 
     def _complete(self, prompt: str, **fields: Any) -> dict[str, Any]:
         if self.endpoint == "chat":
@@ -153,10 +169,13 @@ class OpenAIBackend:
             if params.top_k is not None:
                 fields["top_k"] = params.top_k
             if n == 1 or self.n_per_request:
-                texts = _texts(self._complete(r.prompt, n=n, seed=r.seed, **fields), n)
+                texts = _texts(self._complete(r.prompt, n=n, seed=r.seed, **fields))
+                if len(texts) < n:
+                    raise self._lacks("n", f"{n} samples per request", f"{len(texts)} choice(s) came back",
+                                      "set model.n_per_request=false (one request per sample)")
             else:
-                texts = [_texts(self._complete(r.prompt, n=1, seed=r.seed + k, **fields), 1)[0] for k in range(n)]
-            return texts * params.n if greedy else texts
+                texts = [_texts(self._complete(r.prompt, n=1, seed=r.seed + k, **fields))[0] for k in range(n)]
+            return texts[:1] * params.n if greedy else texts[:n]
 
         return self._map(one, requests, "generate")
 
@@ -170,6 +189,10 @@ class OpenAIBackend:
                                        top_logprobs=self.top_logprobs)
             else:
                 reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=self.top_logprobs)
+            field = missing_logprobs_field(reply)
+            if field:
+                raise self._lacks(field, "scoring=logprob", f"its reply has no {field}",
+                                  "use scoring=generate, or a server that returns them")
             top = first_token_top_logprobs(reply)
             scores, exact = label_scores_from_top(top, text_label_keys(top, r.labels), sampling)
             if not exact and not self._warned_inexact:
@@ -190,23 +213,48 @@ class OpenAIBackend:
             loglik = []
             for option in r.options:
                 prompt = r.prompt + continuation_text(r.prompt, option)
-                reply = self._post("completions", {"model": self.model, "prompt": prompt, "max_tokens": 0, "echo": True,
+                reply = self._post("completions", {"model": self.model, "prompt": prompt, "max_tokens": 1, "echo": True,
                                                    "logprobs": 0, "temperature": 0})
-                loglik.append(echo_loglik(reply, start=len(r.prompt)))
+                if not (_choice_logprobs(reply).get("text_offset")):
+                    raise self._lacks("echo", "scoring=cloze", "its reply has no prompt logprobs",
+                                      "use scoring=generate, or a server that echoes the prompt's logprobs")
+                loglik.append(echo_loglik(reply, start=len(r.prompt), end=len(prompt)))
             return option_scores(loglik, r.options)
 
         return self._map(one, requests, "score_options")
 
 
-def _texts(reply: dict[str, Any], n: int) -> list[str]:
+def _texts(reply: dict[str, Any]) -> list[str]:
     """The choices' texts; truncated where `finish_reason` is "length" (max_tokens hit), unknown where absent."""
     choices = sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0))
     texts = [(c.get("message") or {}).get("content") if "message" in c else c.get("text") for c in choices]
     reasons = [c.get("finish_reason") for c in choices]
-    texts = [completion(t or "", reason) for t, reason in zip(texts, reasons)]
-    if len(texts) < n:
-        raise UserError(f"the server returned {len(texts)} choices for n={n}; set model.n_per_request=false")
-    return texts[:n]
+    return [completion(t or "", reason) for t, reason in zip(texts, reasons)]
+
+
+def _choice_logprobs(reply: dict[str, Any]) -> dict[str, Any]:
+    """The first choice's `logprobs` object; {} where the server sent none."""
+    return (reply.get("choices") or [{}])[0].get("logprobs") or {}
+
+
+def missing_logprobs_field(reply: dict[str, Any]) -> str | None:
+    """Which field a reply to a `logprobs`/`top_logprobs` request lacks: "logprobs" (none sent), "top_logprobs"
+    (no alternatives for the first token), or None (a chat or a completions reply with both).
+
+    >>> missing_logprobs_field({"choices": [{"message": {"content": "A"}}]})
+    'logprobs'
+    >>> missing_logprobs_field({"choices": [{"logprobs": {"content": [{"token": "A", "logprob": -0.1}]}}]})
+    'top_logprobs'
+    >>> missing_logprobs_field({"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{"A": -0.2}]}}]})
+    """
+    logprobs = _choice_logprobs(reply)
+    if not logprobs:
+        return "logprobs"
+    if "content" in logprobs:  # chat
+        alternatives = (logprobs.get("content") or [{}])[0].get("top_logprobs")
+    else:  # completions
+        alternatives = (logprobs.get("top_logprobs") or [None])[0]
+    return None if alternatives else "top_logprobs"
 
 
 def first_token_top_logprobs(reply: dict[str, Any]) -> dict[str, float]:
@@ -218,8 +266,7 @@ def first_token_top_logprobs(reply: dict[str, Any]) -> dict[str, float]:
     >>> first_token_top_logprobs({"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{"A": -0.2, "C": -3.0}]}}]})
     {'A': -0.2, 'C': -3.0}
     """
-    choice = (reply.get("choices") or [{}])[0]
-    logprobs = choice.get("logprobs") or {}
+    logprobs = _choice_logprobs(reply)
     if "content" in logprobs:  # chat
         first = (logprobs.get("content") or [{}])[0]
         top = {item["token"]: float(item["logprob"]) for item in first.get("top_logprobs") or []}
@@ -233,16 +280,17 @@ def first_token_top_logprobs(reply: dict[str, Any]) -> dict[str, float]:
     return top
 
 
-def echo_loglik(reply: dict[str, Any], *, start: int) -> float:
-    """Sum of the echoed prompt's token log-probabilities from character offset `start` on (the continuation).
+def echo_loglik(reply: dict[str, Any], *, start: int, end: int) -> float:
+    """Sum of the echoed prompt's token log-probabilities at character offsets `start` <= offset < `end` (the
+    continuation; from `end` on lies the token the server generated).
 
-    >>> echo_loglik({"choices": [{"logprobs": {"tokens": ["Q", ":", " yes"], "token_logprobs": [None, -1.0, -0.5],
-    ...     "text_offset": [0, 1, 2]}}]}, start=2)
+    >>> echo_loglik({"choices": [{"logprobs": {"tokens": ["Q", ":", " yes", "!"],
+    ...     "token_logprobs": [None, -1.0, -0.5, -3.0], "text_offset": [0, 1, 2, 6]}}]}, start=2, end=6)
     -0.5
     """
-    logprobs = (reply.get("choices") or [{}])[0].get("logprobs") or {}
+    logprobs = _choice_logprobs(reply)
     total = 0.0
     for offset, lp in zip(logprobs.get("text_offset") or [], logprobs.get("token_logprobs") or []):
-        if offset >= start and lp is not None and not math.isnan(lp):
+        if start <= offset < end and lp is not None and not math.isnan(lp):
             total += float(lp)
     return total
