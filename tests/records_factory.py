@@ -45,6 +45,7 @@ def trial(
         "option_loglik": None, "option_loglik_norm": None, "prompt_hash": "0" * 16, "cache_hit": False,
         "fmt": "mcq", "variant_level": None, "perm_sets": [], "asked_option": None, "parsed_labels": None,
         "chosen_options": None, "answer_dist": None, "parse_rule": "first_token", "truncated": False,
+        "decision_margin": None,
     }
     row.update(extra)
     return row
