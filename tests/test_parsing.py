@@ -49,6 +49,8 @@ CASES = [
     # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
     ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
     ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # issue 33's case
+    ("A. Lyon\nB. Paris\nC. Marseille\nD. Nice\nThe answer is B? Let me check again. Final answer: D", ABCD, CAPITALS,
+     3),  # after a restated option list: the phrases of both tiers weighed together
     ("Hmm. Answer: A ... no.\n{\"answer\": \"C\"}", ABCD, None, 2),
     ("I'd go with B, but the final answer is (C).", ABCD, None, 2),
     # -- the option text instead of a letter
