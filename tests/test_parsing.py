@@ -130,3 +130,13 @@ def test_self_correction_last_committed_answer_wins(raw, truncated, expected):
 ])
 def test_phrase_tiers_hold_beside_revisions(raw, expected):
     assert parse_with_rule(raw, ABCD, CAPITALS).slot == expected
+
+
+@pytest.mark.parametrize(("raw", "truncated", "expected"), [
+    ("   \n", True, Parse(None, "truncated")),  # nothing but the cut: cut, not an empty answer
+    ("I think the answer is b.", False, Parse(1, "answer_phrase")),  # a lowercase label as "b." counts
+    ("I think the answer is E.", False, Parse(None, "invalid_out_of_range")),
+    ("I think the answer is A or B.", False, Parse(None, "invalid_hedge")),
+])
+def test_answer_phrases_say_why_they_are_invalid(raw, truncated, expected):
+    assert parse_with_rule(raw, ABCD, None, truncated=truncated) == expected
