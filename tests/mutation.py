@@ -171,8 +171,8 @@ def copy_tree(into: Path) -> None:
 
 
 def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, str]:
-    """'pass', 'fail', 'error' or 'timeout' of the target's fast tests in `tree`, the seconds they took, and their output's
-    last lines."""
+    """'pass', 'fail', 'error' or 'timeout' of the target's fast tests in `tree`, the seconds they took, and their
+    output's last lines."""
     data = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
     # the module's own doctests too, as the suite runs them (--doctest-modules)
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider",
@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 survivors.append(mutant)
             shown = {"pass": "SURVIVED", "fail": "killed", "error": "killed (error)", "timeout": "killed (timeout)"}
             print(f"[{i}/{len(ran)}] {shown[verdict]} {mutant.label} ({seconds:.0f} s)", flush=True)
-    print(f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout, {errors} by an error; "
+    print(f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout, "
+          f"{errors} by an error; "
           f"{len(ran)} of {total} mutants run in {time.monotonic() - start:.0f} s")
     for target in broken:
         print(f"not run: the unmutated tests of {target.path} fail")

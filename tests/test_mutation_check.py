@@ -31,7 +31,8 @@ def test_list_names_the_chosen_mutants(capsys):
     total = sum(len(mutation.mutants(t)) for t in resume)
     assert mutation.main(["--target", "resume", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == f"{total} of {total} mutants" and all(line.startswith("src/tracking/:") for line in lines[:-1])
+    assert lines[-1] == f"{total} of {total} mutants"
+    assert all(line.startswith("src/tracking/runs.py:") for line in lines[:-1])
     assert mutation.main(["--target", "resume", "--list", "--sample", "3", "--seed", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"3 of {total} mutants"
 

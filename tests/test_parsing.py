@@ -49,6 +49,8 @@ CASES = [
     # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
     ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
     ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # issue 33's case
+    ("A. Lyon\nB. Paris\nC. Marseille\nD. Nice\nThe answer is B? Let me check again. Final answer: D", ABCD, CAPITALS,
+     3),  # after a restated option list: the phrases of both tiers weighed together
     ("Hmm. Answer: A ... no.\n{\"answer\": \"C\"}", ABCD, None, 2),
     ("I'd go with B, but the final answer is (C).", ABCD, None, 2),
     # -- the option text instead of a letter
@@ -128,3 +130,13 @@ def test_self_correction_last_committed_answer_wins(raw, truncated, expected):
 ])
 def test_phrase_tiers_hold_beside_revisions(raw, expected):
     assert parse_with_rule(raw, ABCD, CAPITALS).slot == expected
+
+
+@pytest.mark.parametrize(("raw", "truncated", "expected"), [
+    ("   \n", True, Parse(None, "truncated")),  # nothing but the cut: cut, not an empty answer
+    ("I think the answer is b.", False, Parse(1, "answer_phrase")),  # a lowercase label as "b." counts
+    ("I think the answer is E.", False, Parse(None, "invalid_out_of_range")),
+    ("I think the answer is A or B.", False, Parse(None, "invalid_hedge")),
+])
+def test_answer_phrases_say_why_they_are_invalid(raw, truncated, expected):
+    assert parse_with_rule(raw, ABCD, None, truncated=truncated) == expected
