@@ -67,6 +67,6 @@ def test_the_commands_of_docs_mutation_md_select_what_it_says(capsys):
         if "--sample" in args:
             assert int(chosen) == int(args[args.index("--sample") + 1]) < int(total), command
         if "--target" in args and "resume" in args:
-            assert all(line.startswith("src/tracking/:") for line in lines[:-1])
+            assert all(line.startswith("src/tracking/runs.py:") for line in lines[:-1])
         if "--match" in args:
             assert all(line.startswith(args[args.index("--match") + 1]) for line in lines[:-1])
