@@ -146,7 +146,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     from .cache import ResponseCache
     from .closing import headline_metrics
     from .metrics import compute_metrics, constant_by_construction, rws_st_string
-    from .metrics.chance import chance_levels, chance_verdict
+    from .metrics.chance import chance_levels, chance_tags
     from .prompts import PromptTemplate
     from .records import write_prompts, write_records
     from .trials import CLOZE_MODES, answer_items, prompt_hash, to_records
@@ -220,9 +220,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": tracking.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
                 "sure_rule": sure_rule}
-        verdict = chance_verdict(metrics)
-        if verdict is not None:  # the review view's chance column (src/metrics/chance.py)
-            tags[tracking.CHANCE_TAG] = verdict.tag()
+        tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
         tags[tracking.DESCRIPTION_TAG] = tracking.run_description(
