@@ -53,6 +53,7 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
     from omegaconf import OmegaConf
 
     from ..metrics import compute_metrics  # local: loads numpy (slow import)
+    from src.metrics.chance import chance_levels, chance_tags  # local: loads numpy (slow import)
 
     store.check_tracking(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
@@ -67,6 +68,7 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
             start = time.perf_counter()
             records = build_records(ingested, run_id=run.info.run_id)
             metrics = compute_metrics(records, sure_rule=sure_rule, **interval_options(int(info["seed"])))
+            metrics.update(chance_levels(records))  # as a native run: what the headline is judged against
             # as a native run: every exclusion reason, 0 included, so that runs line up by metric name in MLflow
             metrics.update({f"n_excluded_{reason}": 0.0 for reason in EXCLUSION_REASONS})
             metrics["seconds"] = time.perf_counter() - start
@@ -81,7 +83,7 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
                 tags={"model": str(info["model"]), "benchmark": str(info["benchmark"]),
                       "variants": str(info["variant_set"]), "temperature": str(float(info["temperature"])),
                       "scoring": str(info["scoring"]), "git_commit": runs.git_commit(),
-                      "sure_rule": sure_rule, **ingested.tags, **dict(tags)},
+                      "sure_rule": sure_rule, **chance_tags(metrics), **ingested.tags, **dict(tags)},
                 artifacts_dir=artifacts)
         return IngestResult(run_id=run.info.run_id, metrics=metrics, records=records,
                             out_dir=None if own_dir else folder)

@@ -138,7 +138,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
     from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
-    from src.metrics.chance import chance_levels, chance_verdict  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_levels, chance_tags  # local: loads numpy, pandas (slow import)
     from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
     from src.answering.trials import answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
 
@@ -209,9 +209,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
                 "sure_rule": sure_rule, **runs.provenance_tags()}
-        verdict = chance_verdict(metrics)
-        if verdict is not None:  # the review view's chance column (src/metrics/chance.py)
-            tags[review.CHANCE_TAG] = verdict.tag()
+        tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
         ties = near_ties(records)

@@ -33,6 +33,7 @@ CHANCE_OF = {"mcqa": "chance", "acc_mean": "chance", "accuracy": "chance_variant
              "aacc@original": "chance"}
 # the accuracy a run is judged by, in this order: the first one a run logged
 VERDICT_METRICS = ("mcqa", "acc_mean", "accuracy")
+CHANCE_TAG = "chance"  # the run's tag that says it (`ChanceVerdict.tag`): the review view's chance column
 AT_CHANCE = "indistinguishable from chance"
 AT_CHANCE_MEANING = ("its accuracy cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, "
                      "answer fluctuation) describe how a guesser's answers agree, not what the model knows")
@@ -164,3 +165,13 @@ def chance_verdict(metrics) -> ChanceVerdict | None:
     True
     """
     return next(filter(None, (verdict_of(metrics, name) for name in VERDICT_METRICS)), None)
+
+
+def chance_tags(metrics) -> dict[str, str]:
+    """The run's CHANCE_TAG (`ChanceVerdict.tag`), or none when its metrics hold no chance level.
+
+    >>> chance_tags({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25})
+    {'chance': '0.250: mcqa above chance'}
+    """
+    verdict = chance_verdict(metrics)
+    return {CHANCE_TAG: verdict.tag()} if verdict is not None else {}

@@ -76,8 +76,8 @@ SHARED_VIEW_TAG = "mlflow.sharedViewState."
 # is left to the run page. REVIEW_HEADLINES: in this order, the first present (else `accuracy`) is the accuracy.
 REVIEW_HEADLINES = ("mcqa", "cora", "rws", "st", "full_fr", "acc_h")
 REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
-CHANCE_TAG = "chance"  # `0.226: mcqa indistinguishable from chance` (src.metrics.chance.ChanceVerdict.tag)
-REVIEW_COLUMNS = (f"tags.`{CHANCE_TAG}`", "tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`",
+# `chance`: src.metrics.chance.CHANCE_TAG (`0.226: mcqa indistinguishable from chance`)
+REVIEW_COLUMNS = ("tags.`chance`", "tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`",
                   "tags.`scoring`", "params.`n_questions`")
 
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
