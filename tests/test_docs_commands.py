@@ -80,6 +80,16 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
         for path in (w.split("::")[0] for w in words[3:] if w.startswith("tests/")):
             assert (REPO / path).exists(), f"{page}: {command}: {path} is not there"
         return
+    if words[:2] == ["python", "-m"] and words[2].startswith("tests."):  # the on-demand development tools
+        module = importlib.import_module(words[2])
+        if hasattr(module, "main"):
+            _parse_only(monkeypatch)
+            with pytest.raises(Parsed):
+                module.main(words[3:])
+        else:  # a `--mode` script: the mode must be one its usage line names
+            assert words[3] in (module.__doc__ or "") + Path(module.__file__).read_text().split("__main__", 1)[1], \
+                f"{page}: {command}: {words[3]} is not a mode of {words[2]}"
+        return
     name, args = (words[2].removeprefix("src."), words[3:]) if words[0] == "python" else (words[1], words[2:])
     name = name.replace("ui_check", "ui-check")
     assert name in cli.COMMANDS, f"{page}: {command}: not a command of this project"

@@ -14,7 +14,7 @@ import pandas as pd
 
 from src.common.errors import UserError
 from .load import Runs
-from src.core.records import read_run_records
+from src.core import records as run_records
 
 RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws", "st")
 
@@ -41,7 +41,7 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
             table.at[index, "sure_rule"] = rule
             continue
         try:
-            records = read_run_records(row["run_id"], runs.tracking_uri, key="--sure-rule")
+            records = run_records.read_run_records(row["run_id"], runs.tracking_uri, key="--sure-rule")
         except UserError as err:
             notes.append(f"--sure-rule {rule}: run {row['run_id'][:8]} keeps its rule {row['sure_rule']} ({err})")
             continue
