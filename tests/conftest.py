@@ -55,6 +55,9 @@ def pytest_addoption(parser):
     parser.addoption("--run-postgres", action="store_true", default=False,
                      help="run the tests marked postgres (a real PostgreSQL-backed mlflow server, about a minute); "
                           "MCQ_TEST_POSTGRES=1 does the same")
+    parser.addoption("--run-slurm", action="store_true", default=False,
+                     help="run the tests marked slurm (a one-node Slurm cluster started by tests/cluster/slurm_up.sh, "
+                          "as root; a few minutes); MCQ_TEST_SLURM=1 does the same")
     parser.addoption("--run-browser", action="store_true", default=False,
                      help="run the tests marked browser (the MLflow UI in headless Chromium, under a minute); "
                           "MCQ_TEST_BROWSER=1 does the same")
@@ -68,8 +71,13 @@ def pytest_collection_modifyitems(config, items):
     run_browser = config.getoption("--run-browser") or os.environ.get("MCQ_TEST_BROWSER") == "1"
     skip_browser = pytest.mark.skip(reason="browser tier, opt-in: add --run-browser or set MCQ_TEST_BROWSER=1 "
                                            "(apt-get install -y chromium; .ci/run runs it as its third step)")
+    run_slurm = config.getoption("--run-slurm") or os.environ.get("MCQ_TEST_SLURM") == "1"
+    skip_slurm = pytest.mark.skip(reason="Slurm tier, opt-in: add --run-slurm or set MCQ_TEST_SLURM=1 (as root; "
+                                         ".ci/run runs it as its fourth step)")
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
+        if not run_slurm and item.get_closest_marker("slurm"):
+            item.add_marker(skip_slurm)
         if not run_browser and item.get_closest_marker("browser"):
             item.add_marker(skip_browser)
         if SUBPROCESS_FIXTURES & fixtures:
