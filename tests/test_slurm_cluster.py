@@ -17,6 +17,7 @@ below (test_docs_show_the_commands_the_tier_runs).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -84,19 +85,20 @@ class Cluster:
         raise AssertionError(f"job #{num} of {sweep_dir} never {state}: {self.run('squeue', '-r', '-t', 'all')}")
 
 
-@pytest.fixture(scope="module")
-def slurm():
-    """A one-node Slurm cluster with accounting, started by tests/cluster/slurm_up.sh and stopped by slurm_down.sh."""
+@contextlib.contextmanager
+def cluster_up(*flags: str):
+    """A one-node Slurm cluster started by tests/cluster/slurm_up.sh (`flags`: `--no-accounting`), stopped by
+    slurm_down.sh, which must leave none of its daemons running."""
     if os.geteuid() != 0:
         pytest.fail("the Slurm tier runs as root: slurm_up.sh installs packages and starts slurmd")
     folder = Path(tempfile.mkdtemp(prefix="mcq-slurm-"))
     began = time.time()
-    up = subprocess.run(["bash", str(CLUSTER / "slurm_up.sh"), str(folder)], capture_output=True, text=True,
+    up = subprocess.run(["bash", str(CLUSTER / "slurm_up.sh"), str(folder), *flags], capture_output=True, text=True,
                         timeout=900, stdin=subprocess.DEVNULL)
     try:
         if up.returncode != 0:
             pytest.fail(f"the Slurm cluster did not start (slurm_up.sh exit {up.returncode}):\n{up.stderr[-4000:]}")
-        print(f"\nslurm_up.sh: {time.time() - began:.1f} s")
+        print(f"\nslurm_up.sh {' '.join(flags)}: {time.time() - began:.1f} s")
         yield Cluster(folder)
     finally:
         pids = [line.split()[1] for line in (folder / "pids").read_text().splitlines()] \
@@ -105,6 +107,13 @@ def slurm():
         alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
         shutil.rmtree(folder, ignore_errors=True)
         assert not alive, f"slurm_down.sh left daemons running: {alive}"
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """The cluster with accounting (slurmdbd on MariaDB), as real clusters run it."""
+    with cluster_up() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -203,31 +212,38 @@ def test_real_model_job(slurm, server, tmp_path):
     print(f"\nSmolLM2 job on Slurm: {time.time() - began:.1f} s")
 
 
-@pytest.mark.slurm
-@pytest.mark.slow
-def test_scancel_one_task_then_rerun(slurm, server, tmp_path):
-    experiment = "slurm-scancel"
-    args = ("temperature=0.3,0.5,0.7", "limit=200", *SLOW, f"tracking.experiment={experiment}")
-    proc = sweep(slurm, server.uri, tmp_path, *args, wait=False)
-    task = slurm.wait_task(tmp_path / "sweep", 1, "RUNNING")
+def scancel_job_1(cluster: Cluster, uri: str, tmp: Path, experiment: str, args: tuple[str, ...], *, jobs: int) -> float:
+    """Start the sweep, `scancel` job #1 (temperature 0.5) while it answers, check how the sweep ends; the seconds
+    from the scancel to the end of the sweep."""
+    proc = sweep(cluster, uri, tmp, *args, wait=False)
+    task = cluster.wait_task(tmp / "sweep", 1, "RUNNING")
     deadline = time.time() + 120
     while not any(r.info.status == "RUNNING" and r.info.run_name.endswith("-T0.5")
-                  for r in runs_of(server.uri, experiment)):  # job #1 is answering (its tags come at the end)
+                  for r in runs_of(uri, experiment)):  # job #1 is answering (its tags come at the end)
         assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-4000:]
         time.sleep(0.5)
-    slurm.run("scancel", task)
+    cluster.run("scancel", task)
     cancelled = time.time()
     out, err = proc.communicate(timeout=300)
     ended = time.time() - cancelled
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert proc.returncode == 2 and "Traceback" not in err, err[-5000:]
     assert len(errors) == 1 and errors[0].startswith("error: job #1 (") and "CANCELLED" in errors[0], errors
-    assert ": 3 job(s), 2 finished, 0 skipped, 1 failed (1 killed)" in summary(err)
-    assert [ln.split()[0] for ln in err.splitlines() if re.match(r"  #\d ", ln)] == ["#0", "#1", "#2"]
+    assert f": {jobs} job(s), {jobs - 1} finished, 0 skipped, 1 failed (1 killed)" in summary(err)
+    assert [ln.split()[0] for ln in err.splitlines() if re.match(r"  #\d ", ln)] == [f"#{n}" for n in range(jobs)]
     assert ended < 120, f"the sweep ended {ended:.0f} s after the scancel"
-    runs = runs_of(server.uri, experiment)
+    runs = runs_of(uri, experiment)
     assert not [r for r in runs if r.info.status == "RUNNING"]
     assert [r.info.status for r in runs if r.info.run_name.endswith("-T0.5")] == ["KILLED"]
+    return ended
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_scancel_one_task_then_rerun(slurm, server, tmp_path):
+    experiment = "slurm-scancel"
+    args = ("temperature=0.3,0.5,0.7", "limit=200", *SLOW, f"tracking.experiment={experiment}")
+    ended = scancel_job_1(slurm, server.uri, tmp_path, experiment, args, jobs=3)
 
     again = sweep(slurm, server.uri, tmp_path, *args)
     assert again.returncode == 0, again.stderr[-5000:]
