@@ -144,7 +144,8 @@ def job_log(sweep_dir: Path, num: int, stream: str) -> str:
 
 
 def summary(stderr: str) -> str:
-    return next((line for line in stderr.splitlines() if line.startswith("sweep ")), f"no summary in:\n{stderr[-4000:]}")
+    return next((line for line in stderr.splitlines() if line.startswith("sweep ")),
+                f"no summary in:\n{stderr[-4000:]}")
 
 
 def runs_of(uri: str, experiment: str, env: dict | None = None):
@@ -309,9 +310,9 @@ def auth_server(tmp_path):
     config.chmod(0o600)
     root = tmp_path / "server"
     root.mkdir()
-    server = MlflowServer(f"sqlite:///{root}/mlflow.db", root, what="with basic-auth", args=("--app-name", "basic-auth"),
-                          env={"MLFLOW_AUTH_CONFIG_PATH": str(config),
-                               "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16)})
+    env = {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16)}
+    server = MlflowServer(f"sqlite:///{root}/mlflow.db", root, what="with basic-auth",
+                          args=("--app-name", "basic-auth"), env=env)
     try:
         server.start()
         server.admin = admin

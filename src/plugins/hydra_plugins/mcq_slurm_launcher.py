@@ -13,9 +13,9 @@ as before. What it changes, and why:
   at the first job that ended without a result (the jobs after it are never reported) and, where `sacct` has no
   accounting database to ask, waits forever (submitit reads a job it cannot see as still running). Here every
   job is watched at once by src/slurm_queue.py's `QueueWatcher`: `sacct` every `STATE_POLL_S` at most, `squeue`
-  for the jobs sacct does not know. A job that ended without a result is one `error: job #N (...)` line naming its Slurm state, a
-  record for the sweep's summary, and the sweep goes on: reported within STATE_POLL_S + 15 s (submitit's wait for
-  a late result file) of leaving the queue.
+  for the jobs sacct does not know. A job that ended without a result is one `error: job #N (...)` line naming its
+  Slurm state, a record for the sweep's summary, and the sweep goes on: reported within STATE_POLL_S + 15 s
+  (submitit's wait for a late result file) of leaving the queue.
 """
 from __future__ import annotations
 
