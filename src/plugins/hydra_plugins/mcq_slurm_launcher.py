@@ -49,7 +49,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
         from src.run import _terminate  # SIGTERM ends a job as Ctrl-C does: its run KILLED, its outcome written
 
         usr = JobEnvironment._usr_sig()
-        submitit_usr = signal.getsignal(usr)
+        submitit_term, submitit_usr = signal.getsignal(signal.SIGTERM), signal.getsignal(usr)
         signal.signal(signal.SIGTERM, _terminate)
         signal.signal(usr, _preempted)
         try:
@@ -58,6 +58,10 @@ class TrackedSlurmLauncher(SlurmLauncher):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # `scontrol requeue` below sends one to this process
             submitit_usr(usr, None)  # checkpoint (self.checkpoint), `scontrol requeue`, exit
             raise
+        finally:  # once the job has its result, submitit's handlers again: a late signal must not lose it
+            if signal.getsignal(signal.SIGTERM) is _terminate:
+                signal.signal(signal.SIGTERM, submitit_term)
+            signal.signal(usr, submitit_usr)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Submit the jobs as one Slurm array (as the plugin does) and wait for all of them at once."""
