@@ -107,6 +107,8 @@ fi
 
 # One node, one partition. linuxproc/task none: no cgroups, so it runs in containers too. A finished job stays
 # visible to `squeue -t all` for MinJobAge seconds (the launcher's state source when there is no accounting).
+# A requeued job may start again cred_expire + 1 s later (Slurm's default: 120 s; its killed instance's credential
+# must have expired, or the launch fails).
 cat > "$DIR/slurm.conf" <<EOF
 ClusterName=mcq
 SlurmctldHost=$NODE(127.0.0.1)
@@ -125,6 +127,7 @@ ReturnToService=2
 MpiDefault=none
 KillWait=10
 MinJobAge=300
+AuthInfo=cred_expire=30
 $ACCT_LINES
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=cpu Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
