@@ -205,7 +205,7 @@ def test_real_model_job(slurm, server, tmp_path):
     began = time.time()
     cmd = [sys.executable, "-m", "src.run", "-m", "hydra/launcher=slurm_cpu", "hydra.launcher.partition=cpu",
            "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "model=smollm2_135m", "benchmark=arc_challenge",
-           "limit=4", "variants=cora", "scoring=logprob", f"data_dir={DATA_DIR}", f"tracking.uri={server.uri}",
+           "limit=4", "variants=original", "scoring=logprob", f"data_dir={DATA_DIR}", f"tracking.uri={server.uri}",
            "tracking.experiment=slurm-smollm2", f"cache.path={tmp_path}/cache.db", f"hydra.sweep.dir={tmp_path}/sweep"]
     proc = subprocess.run(cmd, cwd=REPO, env=slurm.env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0 and ": 1 job(s), 1 finished" in summary(proc.stderr), proc.stderr[-5000:]
