@@ -77,6 +77,9 @@ OPT_IN_TIERS = {
     "model_server": OptInTier("--run-model-server", "MCQ_TEST_MODEL_SERVER",
                               "the openai backend against `transformers serve`, about 3 minutes",
                               'pip install -e ".[serve-test]"; .ci/run runs it as its fourth step'),
+    "slurm": OptInTier("--run-slurm", "MCQ_TEST_SLURM",
+                       "a one-node Slurm cluster started by tests/cluster/slurm_up.sh, as root; about nine minutes",
+                       'pip install -e ".[cluster]", as root; .ci/run runs it as its fifth step'),
 }
 
 

@@ -17,20 +17,16 @@ import glob
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from src.tracking.names import SERVER_ENV
-
 from .conftest import REPO
+from .mlflow_server import MlflowServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # two PostgreSQL-backed server starts and two sweeps
 
@@ -38,10 +34,6 @@ JOBS = ("0", "1", "2", "3")  # seed=0,1,2,3: a 4-job sweep
 LIMIT = 8  # questions per job; variants=original, repetitions=1: 8 trials a job
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _system_pg_bin() -> Path | None:
@@ -123,42 +115,6 @@ def postgres():
         shutil.rmtree(root, ignore_errors=True)
 
 
-class MlflowServer:
-    """`mlflow server` on 127.0.0.1:port against the PostgreSQL store; `start()` waits for /health, `kill()` is
-    SIGKILL to the process group this object started (the server and its uvicorn worker)."""
-
-    def __init__(self, store: str, root: Path) -> None:
-        self.store, self.root, self.port = store, root, free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> float:
-        began = time.time()
-        self.starts += 1
-        log = self.root / f"server-{self.starts}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", self.store, "--artifacts-destination", str(self.root / "artifacts"),
-             "--workers", "1"],
-            stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True, env={**os.environ, **SERVER_ENV})
-        deadline = time.time() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.uri}/health", timeout=2).read()
-                return time.time() - began
-            except OSError:
-                if self.proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"mlflow server did not start against PostgreSQL:\n{log.read_text()[-3000:]}")
-                time.sleep(0.3)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-
 def job_statuses(store: str) -> list[str]:
     """Statuses of the job runs (tag kind=job) in the PostgreSQL store, read straight from the database."""
     import sqlalchemy as sa
@@ -180,7 +136,7 @@ def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
 
     from src.core.records import read_run_records
 
-    server = MlflowServer(postgres, tmp_path)
+    server = MlflowServer(postgres, tmp_path, what="against PostgreSQL")
     try:
         first_start_s = server.start()
         # 4 jobs, 2 at a time; each asks 8 questions at 0.5 s a question, so jobs are computing when the server goes

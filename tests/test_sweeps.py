@@ -129,16 +129,18 @@ def test_cora_sweep_keeps_the_papers_prompt():
     assert shots == {"medqa": 0, "mmlu": 5, "arc_challenge": 25, "truthfulqa_mc1": 0}  # the paper, section 6
 
 
-@pytest.mark.parametrize("launcher", ["slurm_gpu"])
-def test_cluster_launcher_config_composes(launcher):
+@pytest.mark.parametrize("launcher,gpus", [("slurm_gpu", 1), ("slurm_cpu", None)])
+def test_cluster_launcher_config_composes(launcher, gpus):
+    """slurm_gpu stays the GPU default; slurm_cpu is it on a CPU partition. Both name the project's Slurm launcher
+    (src/plugins/hydra_plugins/mcq_slurm_launcher.py) and let a job that reaches its time limit be requeued."""
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
-        cfg = compose(config_name="smoke", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
-    assert cfg.hydra.launcher._target_.endswith("SlurmLauncher") and cfg.hydra.launcher.gpus_per_node == 1
-
-
-def test_ray_launcher_config_names_the_ray_launcher():
-    text = (REPO / "conf" / "hydra" / "launcher" / "ray_cluster.yaml").read_text()
-    assert re.search(r"^defaults:\n  - ray\n", text, re.M) and "address: auto" in text
+        cfg = compose(config_name="smoke", overrides=[f"hydra/launcher={launcher}", "hydra.launcher.partition=cpu"],
+                      return_hydra_config=True)
+    launcher_cfg = cfg.hydra.launcher
+    assert launcher_cfg._target_ == "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher"
+    assert launcher_cfg.gpus_per_node == gpus and launcher_cfg.partition == "cpu"
+    assert launcher_cfg.max_num_timeout >= 1 and 0 < launcher_cfg.signal_delay_s < launcher_cfg.timeout_min * 60
+    assert launcher_cfg.submitit_folder.endswith("/.submitit/%j")  # job logs in the sweep folder (docs/clusters.md)
 
 
 # ---------------------------------------------------------------- the smoke sweep under three launchers
