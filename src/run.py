@@ -50,10 +50,6 @@ def _hydra_main(cfg: DictConfig) -> None:
     run_sweep_job(cfg, hydra_cfg)
 
 
-def _terminate(signum, frame):  # SIGTERM (Slurm's scancel, kill): end like Ctrl-C, so runs are marked KILLED
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     with composed_once(sys.argv[1:]), sweep_state.opened() as sweep:  # composed once: src/config/command_line.py
         _checked_main(sweep)
@@ -64,7 +60,7 @@ def _checked_main(sweep: sweep_state.SweepState) -> None:
         config_schema.check_command_line(sys.argv[1:])
     except UserError as err:
         sys.exit(user_error(err))
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, sweep_state.interrupt_on_sigterm)
     try:
         _hydra_main()
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from src.tracking import SERVER_ENV
+from src.tracking.names import SERVER_ENV
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""src/slurm_queue.py's QueueWatcher, submitit's own Slurm watcher with squeue asked about what sacct cannot tell,
+"""src/sweep/slurm_queue.py's QueueWatcher, submitit's own Slurm watcher with squeue asked about what sacct cannot tell,
 against stand-in `sacct` and `squeue` commands on PATH: a cluster without accounting (sacct fails) still sees a
 cancelled job end, and a job that has left the queue without a trace is reported, not waited for forever."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from src.slurm_queue import LEFT_QUEUE, QueueWatcher
+from src.sweep.slurm_queue import LEFT_QUEUE, QueueWatcher
 
 NO_ACCOUNTING = "echo 'sacct: error: Slurm accounting storage is disabled' >&2; exit 1"
 
@@ -74,7 +74,7 @@ def test_with_accounting_sacct_answers_and_squeue_is_not_asked(commands):
 
 def test_the_watcher_looks_at_least_every_state_poll(commands):
     """submitit's watcher waits up to its delay_s between two looks (10 minutes for Slurm jobs); ours at most 30 s."""
-    from src.slurm_queue import STATE_POLL_S
+    from src.sweep.slurm_queue import STATE_POLL_S
 
     commands(sacct=NO_ACCOUNTING, squeue="printf '7_0|RUNNING\\n'")
     watcher = QueueWatcher(delay_s=STATE_POLL_S)

@@ -35,3 +35,9 @@ def opened() -> Iterator[SweepState]:
 def current() -> SweepState:
     """The running command's state; outside one (a test driving the callback), a fresh one that nobody reads."""
     return _OPEN if _OPEN is not None else SweepState()
+
+
+def interrupt_on_sigterm(signum, frame):
+    """SIGTERM (Slurm's scancel or preemption, kill) ends a job as Ctrl-C does: its run is marked KILLED and its
+    outcome written. `python -m src.run` and the Slurm launcher's job install it."""
+    raise KeyboardInterrupt

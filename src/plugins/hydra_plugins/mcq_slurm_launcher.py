@@ -5,14 +5,14 @@ as before. What it changes, and why:
 
 - In the job (`__call__`): submitit's job process ignores SIGTERM (it logs "Bypassing signal SIGTERM") and
   answers the time-limit signal (USR2, `signal_delay_s` before the limit) by requeueing at once. Here SIGTERM
-  (`scancel`, `scontrol requeue`, a preemption) ends the job as Ctrl-C does in a one-process sweep (src/run.py's
+  (`scancel`, `scontrol requeue`, a preemption) ends the job as Ctrl-C does in a one-process sweep (src/sweep/state.py's
   handler): its run is marked KILLED and its outcome written; the response cache already holds every answered
   chunk. USR2 does the same, then hands over to submitit's own handler, which checkpoints (this launcher's
   `checkpoint`, the plugin's: the same job again) and requeues it; the requeued job resumes from the cache.
 - In the submitting process (`launch`): the plugin waits with `job.results()` on each job in turn, which raises
   at the first job that ended without a result (the jobs after it are never reported) and, where `sacct` has no
   accounting database to ask, waits forever (submitit reads a job it cannot see as still running). Here every
-  job is watched at once by src/slurm_queue.py's `QueueWatcher`: `sacct` every `STATE_POLL_S` at most, `squeue`
+  job is watched at once by src/sweep/slurm_queue.py's `QueueWatcher`: `sacct` every `STATE_POLL_S` at most, `squeue`
   for the jobs sacct does not know. A job that ended without a result is one `error: job #N (...)` line naming its
   Slurm state, a record for the sweep's summary, and the sweep goes on: reported within STATE_POLL_S + 15 s
   (submitit's wait for a late result file) of leaving the queue.
@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
@@ -46,11 +46,11 @@ class TrackedSlurmLauncher(SlurmLauncher):
         """One sweep job in its Slurm job's process (submitit has set its signal handlers)."""
         from submitit import JobEnvironment
 
-        from src.run import _terminate  # SIGTERM ends a job as Ctrl-C does: its run KILLED, its outcome written
+        from src.sweep.state import interrupt_on_sigterm  # local: Slurm sweeps only
 
         usr = JobEnvironment._usr_sig()
         submitit_term, submitit_usr = signal.getsignal(signal.SIGTERM), signal.getsignal(usr)
-        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGTERM, interrupt_on_sigterm)
         signal.signal(usr, _preempted)
         try:
             return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
@@ -59,7 +59,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
             submitit_usr(usr, None)  # checkpoint (self.checkpoint), `scontrol requeue`, exit
             raise
         finally:  # once the job has its result, submitit's handlers again: a late signal must not lose it
-            if signal.getsignal(signal.SIGTERM) is _terminate:
+            if signal.getsignal(signal.SIGTERM) is interrupt_on_sigterm:
                 signal.signal(signal.SIGTERM, submitit_term)
             signal.signal(usr, submitit_usr)
 
@@ -86,7 +86,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
         state = Singleton.get_state()
         jobs = executor.map_array(self, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
                                   [f"job_id_for_{n}" for n in nums], [state] * len(nums))
-        from src.slurm_queue import STATE_POLL_S, QueueWatcher  # submitit's import waits until a sweep needs it
+        from src.sweep.slurm_queue import STATE_POLL_S, QueueWatcher  # local: Slurm sweeps only
 
         watcher = QueueWatcher(delay_s=STATE_POLL_S)
         for job in jobs:
@@ -103,7 +103,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
         """The job's JobReturn; for a job that ended without one, its error line and outcome record."""
         from submitit.core.utils import FailedJobError, UncompletedJobError
 
-        from src.slurm_queue import LEFT_QUEUE
+        from src.sweep.slurm_queue import LEFT_QUEUE  # local: Slurm sweeps only
 
         try:
             return job.result()
@@ -116,9 +116,10 @@ class TrackedSlurmLauncher(SlurmLauncher):
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=None)
 
     def _lost(self, num: int, overrides: list[str], what: str, *, status: str) -> None:
-        """One line and the outcome record of job #num, which ended outside its own error handling (src/sweep_job.py
+        """One line and the outcome record of job #num, which ended outside its own error handling (src/sweep/job.py
         writes the record of a job that could); the record the job wrote when it was stopped keeps its run id."""
-        from src.sweep_callback import job_label, read_outcomes, read_sweep_info, write_outcome
+        from src.sweep.callback import (  # local: Slurm sweeps only
+            job_label, read_outcomes, read_sweep_info, write_outcome)
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         invocation = read_sweep_info(sweep_dir).get("invocation")
