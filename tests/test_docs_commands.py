@@ -14,16 +14,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from src import cli
+from src.tracking.names import SERVER_ENV
 from src.config.schema import check_command_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,8 +40,10 @@ def commands() -> list[tuple[str, str]]:
     found = []
     for page in PAGES:
         for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", page.read_text(), re.S):
+            exported = dict(re.findall(r"^export (\w+)=(\S+)$", block, re.M))  # `$NAME` as the block sets it
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
+                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)
                 for part in line.split("&&"):
                     part = part.strip()
                     if re.match(r"(python -m |mcq |pip install )", part):
@@ -97,7 +103,11 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
         if "-cn" in args:
             sweep = args[args.index("-cn") + 1]
             assert (REPO / args[args.index("-cd") + 1] / f"{sweep}.yaml").is_file(), f"{page}: {command}"
-            args = ["-m", *[a for a in args if "=" in a]]
+            # the sweep file's group choices (`- override model: simulated`) come first, as Hydra composes them
+            sweep_file = yaml.safe_load((REPO / args[args.index("-cd") + 1] / f"{sweep}.yaml").read_text())
+            chosen = [f"{key.removeprefix('override ')}={value}" for entry in sweep_file.get("defaults", [])
+                      if isinstance(entry, dict) for key, value in entry.items() if key.startswith("override ")]
+            args = ["-m", *chosen, *[a for a in args if "=" in a]]
         check_command_line(args)  # raises the one-line UserError a user would see
         return
     _parse_only(monkeypatch)
@@ -123,8 +133,16 @@ def test_the_readme_study_runs(tmp_path):
     run_ids = []
     for line in study:
         words = shlex.split(line)
-        if words[0] == "mlflow":
-            continue  # the UI: tests/test_mlflow_ui.py (browser tier)
+        if words[2] == "src.ui":  # it serves until Ctrl-C: it must print the review view's address, then stop on SIGINT
+            ui = subprocess.Popen([sys.executable, *words[1:], "--tracking-uri", uri], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **SERVER_ENV})
+            try:
+                first = ui.stdout.readline()
+                assert first.startswith("review view: http://127.0.0.1:"), (first, ui.stderr.read()[-2000:])
+            finally:
+                ui.send_signal(signal.SIGINT)
+                assert ui.wait(timeout=60) == 0
+            continue
         if words[2] == "src.run":
             words = [w for w in words if not w.startswith(("model=", "limit=", "temperature="))]
             words += ["temperature=0.7"] if any(w.startswith("repetitions=") for w in words) else []
