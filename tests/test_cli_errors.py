@@ -80,6 +80,12 @@ def test_bad_config_values_name_the_key(run_job_in):
     (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
     (["metrics.pride_protocol=author"], ["config key metrics.pride_protocol", "unknown protocol 'author'",
                                          "paper, authors"]),
+
+    # a committed sweep file: its keys and group choices, as Hydra will compose them
+    (["-m", "-cd", "sweeps", "-cn", "smoke", "model.succes_rate=0.9"], ["config key model.succes_rate",
+                                                                         "model.success_rate?"]),
+    (["-m", "-cd", "sweeps", "-cn", "smoke", "benchmark=mmlux"], ["config key benchmark", "benchmark=mmlu?"]),
+    (["-m", "-cd", "sweeps", "-cn", "cora", "limit=abc"], ["config key limit", "abc"]),
 ])
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
     """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config.schema.check_command_line)."""

@@ -24,9 +24,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import yaml
 
 from src import cli
+from src.config.schema import sweep_file_choices
 from src.tracking.names import SERVER_ENV
 from src.config.schema import check_command_line
 
@@ -104,9 +104,7 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
             sweep = args[args.index("-cn") + 1]
             assert (REPO / args[args.index("-cd") + 1] / f"{sweep}.yaml").is_file(), f"{page}: {command}"
             # the sweep file's group choices (`- override model: simulated`) come first, as Hydra composes them
-            sweep_file = yaml.safe_load((REPO / args[args.index("-cd") + 1] / f"{sweep}.yaml").read_text())
-            chosen = [f"{key.removeprefix('override ')}={value}" for entry in sweep_file.get("defaults", [])
-                      if isinstance(entry, dict) for key, value in entry.items() if key.startswith("override ")]
+            chosen = sweep_file_choices(REPO / args[args.index("-cd") + 1], sweep)
             args = ["-m", *chosen, *[a for a in args if "=" in a]]
         check_command_line(args)  # raises the one-line UserError a user would see
         return

@@ -224,14 +224,15 @@ def _checked(overrides: Sequence[str], conf_dir: Path, composed) -> DictConfig:
     return cfg
 
 
-def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR) -> DictConfig:
+def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR, config_name: str = "config"
+                ) -> DictConfig:
     """The composed config of one job from command-line style overrides, with no Hydra runtime (for tests, the
     benchmark command and the pre-flight check of `python -m src.run`). Raises UserError in one line."""
     from hydra import compose
 
     def composed() -> DictConfig:
         with _own_hydra(conf_dir):
-            return compose("config", overrides=list(overrides))
+            return compose(config_name, overrides=list(overrides))
 
     return _checked(overrides, conf_dir, composed)
 
@@ -362,9 +363,42 @@ def check_command_line(argv: Sequence[str]) -> None:
     """`python -m src.run`'s check before Hydra starts: compose every job the command line names (each job of a
     sweep) and raise the first config error in one line. Left to Hydra: its own options (--help, --cfg, ...) and
     `hydra.*` overrides."""
+    sweep_file = _sweep_file(argv)
+    if sweep_file is not None:  # `-cd sweeps -cn NAME`: its keys and types, composed as Hydra will compose them
+        argv = [a for a in argv if a not in ("-cd", "-cn", *sweep_file)]
     if any(a.startswith("-") and a not in HYDRA_FLAGS for a in argv):
         return
     overrides = [a for a in argv if not a.startswith("-") and not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     jobs = split_sweep(overrides) if HYDRA_FLAGS & set(argv) else [overrides]
+    if sweep_file is not None:
+        # The file's own axes (hydra.sweeper.params) are not expanded here: each job is checked whole by the
+        # sweep's pre-check (src/sweep/callback.py), which runs the same check_config before the first job.
+        chosen = sweep_file_choices(*sweep_file)  # first, so that an error line names the keys of the file's groups
+        for job in jobs:
+            check_group_choices(job)  # the groups live in conf/, the file only chooses among them
+            compose_job([*chosen, *job], conf_dir=Path(sweep_file[0]).resolve(), config_name=sweep_file[1])
+        return
     for cfg in compose_jobs(jobs):
         check_config(cfg)  # types were checked by composing; then the one check of every door: one line, exit 2
+
+
+def sweep_file_choices(folder: str | Path, name: str) -> list[str]:
+    """The group choices a sweep file makes (`- override model: simulated` -> `model=simulated`), as overrides.
+
+    >>> sweep_file_choices(Path(__file__).parents[2] / "sweeps", "smoke")
+    ['model=simulated', 'variants=cora']
+    """
+    import yaml
+
+    defaults = yaml.safe_load((Path(folder) / f"{name}.yaml").read_text()).get("defaults", [])
+    return [f"{key.removeprefix('override ')}={value}" for entry in defaults if isinstance(entry, dict)
+            for key, value in entry.items() if key.startswith("override ")]
+
+
+def _sweep_file(argv: Sequence[str]) -> tuple[str, str] | None:
+    """(folder, name) of a command's `-cd FOLDER -cn NAME` (a committed sweep file), when it names both."""
+    try:
+        folder, name = argv[list(argv).index("-cd") + 1], argv[list(argv).index("-cn") + 1]
+    except (ValueError, IndexError):
+        return None
+    return (folder, name) if (Path(folder) / f"{name}.yaml").is_file() else None
