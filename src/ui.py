@@ -23,8 +23,8 @@ from src import ui_check
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from src.tracking import review, store
+from src.tracking.names import DEFAULT_EXPERIMENT
 
-DEFAULT_EXPERIMENT = "mcq-consistency"  # tracking.experiment's default (src/config/schema.py)
 WINDOW = (1400, 900)  # a laptop's browser window: the review view's first columns must fit in it
 
 

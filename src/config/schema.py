@@ -22,7 +22,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from src.common.errors import UserError
-from src.tracking.names import DEFAULT_URI
+from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.common.redact import redact_text
 from src.core.validity import check_validity
@@ -43,7 +43,7 @@ class CacheConfig:
 @dataclass
 class TrackingConfig:
     uri: str = DEFAULT_URI
-    experiment: str = "mcq-consistency"
+    experiment: str = DEFAULT_EXPERIMENT
     offline: bool = False  # true: log to offline_dir now, upload with `python -m src.sync` later
     offline_dir: str = "mlruns/offline"
     on_outage: str = "fail"  # a server that does not answer: fail (one line, exit 2) | offline (log to offline_dir)

@@ -27,3 +27,4 @@ def metric_name(mlflow_name: str) -> str:
 
 # where runs go unless tracking.uri / --tracking-uri says otherwise (a SQLite file beside the working folder)
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+DEFAULT_EXPERIMENT = "mcq-consistency"  # tracking.experiment unless a config or --experiment says otherwise
