@@ -54,8 +54,11 @@ def honours(question, variant):
                 return f"{question.options[i]!r} moved to slot {slot}"
             if not r.refs <= set(order):
                 return f"{question.options[i]!r} lost an option it covers"
-        if r.kind == "letters" and any(j not in order or order.index(j) != j for j in r.refs):
-            return f"{question.options[i]!r} names another option now"
+        if r.kind == "letters":
+            if slot != len(order) - (a - i) and i not in r.refs:
+                return f"{question.options[i]!r} moved to slot {slot}"
+            if any(j not in order or order.index(j) != j for j in r.refs):
+                return f"{question.options[i]!r} names another option now"
     for group in duplicate_option_groups(question):
         if sum(i in group for i in order) > 1:
             return "duplicate text shown twice"
@@ -289,9 +292,12 @@ def test_a_reference_in_the_first_slot_is_honoured(name):
 
 
 def test_letter_references_keep_their_labels():
+    # "Both A and B" stays in slot D and names A and B: C alone is free, so the original order is the only one
     plan = plan_variants({"name": "revas_reorder"}, BOTH, seed=0)
-    assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3), (0, 1, 3, 2)]
-    assert plan.excluded == {"option_refs": 2}  # 2 free options: 2 of the 4 orders
+    assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3)]
+    assert plan.excluded == {"option_refs": 3}
+    shuffles = plan_variants({"name": "cora"}, BOTH_RIGHT, seed=0)  # "A and C only" in D, "none" in E: B, E free
+    assert {v.option_order[3] for v in shuffles.variants if len(v.option_order) == 5} == {3}
     cora = plan_variants({"name": "cora"}, BOTH, seed=0)
     ids = {v.variant_id for v in cora.variants}
     # distractors 0, 1, 3: NOTA replacing A or B breaks "Both A and B", replacing it does not
@@ -566,10 +572,9 @@ PAIR_PHRASE = re.compile(r"^\W*(both|neither)\s+(\(?[a-e]\)?)\s+(and|nor)\s+(\(?
 
 @needs_data
 def test_mmlu_cora_keeps_option_initial_references_in_every_subject():
-    """On the whole MMLU test file with variants=cora: no "all of the above"/"none of these"-style option moves
-    from its slot (its distance from the end of the list), none is doubled by an added NOTA, and the options a
-    "both A and C"/"neither A nor B" option names keep their labels (the option itself may swap with a free
-    option: its meaning is unchanged)."""
+    """On the whole MMLU test file with variants=cora: no "all of the above"/"none of these"-style or "both A
+    and C"/"neither A nor B" option moves from its slot (its distance from the end of the list), none that says
+    "none" is doubled by an added NOTA, and the options a "both A and C" option names keep their labels."""
     from src.benchmarks import load_benchmark
 
     questions = load_benchmark("mmlu", path=None, data_dir=str(DATA_DIR))
@@ -591,6 +596,7 @@ def test_mmlu_cora_keeps_option_initial_references_in_every_subject():
                     assert not (none_like and NOTA in order), (question.id, v.variant_id, "NOTA beside it")
             for i, m in pairs.items():
                 if i in order:
+                    assert order.index(i) == len(order) - (n - i), (question.id, v.variant_id, question.options[i])
                     for label in (m.group(2), m.group(4)):
                         j = ord(label.strip("()").casefold()) - ord("a")
                         assert j in order and order.index(j) == j, (question.id, v.variant_id, question.options[i])

@@ -72,9 +72,9 @@ class VariantPlan:
 def plan_variants(cfg: Mapping[str, Any], question: Question, *, seed: int, option_refs: str = "keep_rules") -> VariantPlan:
     """The variants of `question` that docs/metrics.md's validity rules allow, under the `option_refs` policy.
 
-    - `keep_rules`: "... of the above" stays in the last slot(s) and shuffles or permutation sets move only the
-      free options; a letter reference ("Both A and B") names the same options under the same labels in every
-      variant; NOTA is never added beside a none-like option; a variant that cannot keep these is not made.
+    - `keep_rules`: a reference option keeps its slot ("... of the above" the last one(s), "Both A and B" its
+      own), shuffles or permutation sets move only the free options, and a letter reference names the same
+      options under the same labels in every variant; NOTA is never added beside a none-like option; a variant that cannot keep these is not made.
     - `exclude`: a question with an option that refers to others gets no variant at all (`refs_excluded`).
     - `ignore`: the references are not looked at (make_variants' variants).
     Under every policy a variant that would show two options with one text is not made (`original` is).

@@ -91,8 +91,8 @@ def permutation_variants(question: Question, *, seed: int, sets: tuple[str, ...]
     """One variant per distinct order over `sets`, with its (set, position) memberships. `seed` is unused:
     the sets are fixed by A and `perm_seed` (docs/metrics.md).
 
-    With `rules` (src/variants/rules.py) each set is built over the F free options only ("... of the
-    above" and the options a letter reference names keep their slots): cyclic = the F rotations of the free
+    With `rules` (src/variants/rules.py) each set is built over the F free options only (references and
+    the options a letter reference names keep their slots): cyclic = the F rotations of the free
     options, random2/randomL = `random.Random(perm_seed).sample` of their permutations (2 or F), full = F!,
     reference order first as always. Orders the A-option sets have beyond these, and every order but the
     identity of a question with duplicate texts, are counted in `rules.excluded`.

@@ -4,9 +4,10 @@ NOTA beside a none-like option, duplicate option texts. Every variant left out i
 A generator gets a `Rules` for its question and asks it three things about a displayed list (slot values:
 original indices, NOTA, FILLER):
 
-- `arrange(values)`: the list rearranged so that "... of the above" options sit at their distance from the
-  end (the last slot for the usual last option; fillers go before them) and the options a displayed letter
-  reference names ("Both A and B") keep their labels; None when that is impossible;
+- `arrange(values)`: the list rearranged so that every reference option ("... of the above", "Both A and C
+  are correct") sits at its distance from the end (its own slot in a list of the question's size, the last
+  slot for the usual last option; fillers go before it) and the options a displayed letter reference names
+  keep their labels; None when that is impossible;
 - `check(values, ...)`: why the list may not be shown (a reason) or None;
 - `free_slots(values)`: the slots a reorder may permute: every slot but the anchored and named ones.
 
@@ -68,7 +69,12 @@ class Rules:
         return size - (self.question.n_options - value)
 
     def fixed(self, values: Sequence[int]) -> dict[int, int]:
-        """{original option: slot it must hold} for the block references and named options shown in `values`."""
+        """{original option: slot it must hold} for the references and named options shown in `values`.
+
+        A reference never moves (issue 31: a reader who met "Both A and C" in slot D meets it there in every
+        variant): it keeps its distance from the end, so its own slot in a list of the question's size. The
+        options a letter reference names keep their labels; one that names itself ("Neither A nor B" in slot
+        A) keeps its label too."""
         if not self.active:
             return {}
         shown = {v for v in values if v >= 0}
@@ -81,8 +87,7 @@ class Rules:
                 for j in r.refs:
                     if j in shown:
                         out[j] = j
-                if v in r.refs:
-                    out[v] = v
+                out.setdefault(v, self._anchor(v, len(values)))
         return out
 
     def arrange(self, values: Sequence[int]) -> tuple[int, ...] | None:
@@ -143,7 +148,7 @@ class Rules:
                     if not truth_kept:
                         return True  # a filler among "All of the above" (the answer) or "Both of these"
             elif r.kind == LETTERS:
-                if any(j not in values or values.index(j) != j for j in r.refs):
+                if fixed[v] != slot or any(j not in values or values.index(j) != j for j in r.refs):
                     return True
         return False
 
