@@ -6,10 +6,11 @@ Starts `mlflow ui` for the store on 127.0.0.1 (a free port unless `--port`; with
 by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
 fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves until Ctrl-C.
 
-`--screenshot FILE` is for headless use: it loads that address in headless Chromium in a 1,400 x 900 window,
-writes the PNG, prints one JSON line (the address, the run names and headline columns in the window) and stops
-the server; exit 1 when the window shows no job run or no MCQA (accuracy) column. Bad input (no store at the
-URI, an unknown experiment, no Chromium for `--screenshot`): one line `error: ...`, exit 2.
+`--screenshot FILE` is for headless use: it loads that address in headless Chromium (the system's, driven by
+Playwright: `pip install -e ".[browser]"`) in a 1,400 x 900 window, writes the PNG, prints one JSON line (the
+address, the run names and headline columns in the window) and stops the server; exit 1 when the window shows no
+job run or no MCQA (accuracy) column. Bad input (no store at the URI, an unknown experiment, no Playwright or no
+Chromium for `--screenshot`): one line `error: ...`, exit 2.
 """
 from __future__ import annotations
 
@@ -47,19 +48,29 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
 
 
 def window_check(page: dict, run_names: list[str]) -> dict:
-    """What the window shows of the review view (`ui_check.inspect_page`'s answer): the job runs listed, the
-    headline columns whose header lies inside the window, and the failed checks (none: all hold)."""
+    """What the window shows of the review view (`screenshot`'s answer): the job runs listed, the headline columns
+    whose header lies inside the window, and the failed checks (none: all hold)."""
     width = page["width"]
     inside = list(dict.fromkeys(h["text"] for h in page["headers"] if h["text"] and h["visible"]))
     listed = [name for name in run_names if name in page["text"]]
     headlines = [name for name in inside if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, "chance")
                  or name.endswith(("_lo", "_hi"))]
-    failed = []
+    failed = [] if page.get("drawn", True) else [f"the page was not drawn within {ui_check.PAGE_TIMEOUT_S:.0f} s"]
     if run_names and not listed:
         failed.append("no job run is listed")
     if not {"mcqa", review.REVIEW_FALLBACK} & set(inside):
         failed.append(f"no mcqa (or accuracy) column inside the {width}-px window; headers inside: {inside}")
     return {"runs_listed": listed, "headline_columns": headlines, "failed": failed}
+
+
+def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
+    """The review view at `url` in headless Chromium (Playwright, one browser closed on return) in a WINDOW-sized
+    window, once its table is drawn (with a run's row when the experiment has job runs): a PNG of the window to
+    `png`, and `ui_check.HEADERS_SCRIPT`'s answer (no headers when the page did not draw them in time)."""
+    with ui_check.open_browser(ui_check.find_chromium()) as browser:
+        page = ui_check.load_page(browser, url, size=WINDOW, script=ui_check.HEADERS_SCRIPT, screenshot=png,
+                                  ready=ui_check.RUNS_READY if has_runs else ui_check.HEADERS_READY)
+    return {**(page.found or {"width": WINDOW[0], "text": "", "headers": []}), "drawn": page.ready}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -78,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --tracking-uri {args.tracking_uri}: a tracking server serves its own UI; open it in a browser",
               file=sys.stderr)
         return 2
-    chromium = ui_check.find_chromium() if args.screenshot else None
-    if args.screenshot and chromium is None:
-        print(f"error: --screenshot needs Chromium on PATH; install it: {ui_check.INSTALL_HINT}", file=sys.stderr)
+    missing = ui_check.browser_missing("--screenshot") if args.screenshot else None
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     port = args.port or ui_check.free_port()
     try:
@@ -95,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             if args.screenshot:
-                page = ui_check.inspect_page(chromium, url, profile=Path(tmp) / "chromium", size=WINDOW,
-                                             screenshot=args.screenshot)
-                shown = window_check(page, run_names)
+                shown = window_check(screenshot(url, args.screenshot, has_runs=bool(run_names)), run_names)
                 print(json.dumps({"url": url, "screenshot": str(args.screenshot), "window": list(WINDOW), **shown}))
                 return 1 if shown["failed"] else 0
             print(f"review view: {url}", flush=True)

@@ -9,10 +9,14 @@ run in-process: the CoRA divergent set, and repeated sampling of the original or
 - the repetition run's page: its description (headline metrics with intervals, chance), the `chance` and `rws_st`
   tags, the dataset and the metrics table, headline metrics first.
 
-The rendered pages (Chromium's `--dump-dom`) must show the run names, the headline metric names and values and
-not the sweep parent; the screenshots go to `--out` as `mlflow_runs.png` and `mlflow_run.png`. The server is
-stopped by its process group. Exit 0 when every check holds, 1 naming the checks that failed, 2 when no Chromium
-is installed (`apt-get install -y chromium`).
+The browser is the system's Chromium (`find_chromium`) driven by Playwright's sync API (the `browser` extra:
+`pip install -e ".[browser]"`; its wheel brings its driver, no browser download): one browser for the command,
+closed on leaving; each page in a fresh context with the window's size, read once it is drawn and its requests
+have had `SETTLE_S`. The rendered pages (`page.content()`) must show the run names, the headline metric names and
+values and not the sweep parent; the screenshots go to `--out` as `mlflow_runs.png` and `mlflow_run.png`. The
+server is stopped by its process group. Exit 0 when every check holds, 1 naming the checks that failed, 2 when
+Playwright or Chromium is missing (one line naming what to install: `pip install -e ".[browser]"`,
+`apt-get install -y chromium`).
 """
 from __future__ import annotations
 
@@ -27,8 +31,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from src.cli import entry
 from src.tracking.names import SERVER_ENV
@@ -36,13 +42,15 @@ from src.tracking import review, store
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
+PLAYWRIGHT_HINT = 'pip install -e ".[browser]"'  # Playwright's wheel brings its driver; the browser is the system's
 EXPERIMENT = "ui-check"
 JOBS = {  # what each simulated job asks (overrides of the default config)
     "cora": ["variants=cora", "limit=20"],
     "repetition": ["variants=original", "repetitions=5", "temperature=0.7", "limit=20"],
 }
 SERVER_START_S = 300.0  # `mlflow ui` answers after ~20 s on a quiet machine, minutes on a loaded one
-PAGE_BUDGET_MS = 30_000  # Chromium's virtual time for the page's scripts and requests
+PAGE_TIMEOUT_S = 120.0  # a page's load and drawing (seconds on a quiet machine)
+SETTLE_S = 3.0  # then its remaining requests (metrics, tags) fill the cells
 RUNS_WINDOW = (2600, 520)
 RUN_WINDOW = (1500, 1750)
 
@@ -123,25 +131,43 @@ def stop_ui(proc: subprocess.Popen) -> None:
         proc.wait(timeout=15)
 
 
-def chromium_args(chromium: str, profile: Path, size: tuple[int, int]) -> list[str]:
-    args = [chromium, "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-            f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={PAGE_BUDGET_MS}"]
+def chromium_args() -> list[str]:
+    """Chromium's flags beyond Playwright's own headless set: `--no-sandbox` as root only."""
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        args.append("--no-sandbox")  # Chromium's sandbox refuses to run as root (containers, CI)
-    return args
+        return ["--no-sandbox"]  # Chromium's sandbox refuses to run as root (containers, CI)
+    return []
 
 
-def render(chromium: str, url: str, *, profile: Path, size: tuple[int, int], screenshot: Path | None = None) -> str:
-    """The page's DOM after its scripts ran (and a screenshot of it when `screenshot` is given)."""
-    base = chromium_args(chromium, profile, size)
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
-    if screenshot is not None:
-        subprocess.run([*base, f"--screenshot={screenshot}", url], capture_output=True, timeout=180, check=True)
-    return dom
+def browser_missing(what: str) -> str | None:
+    """The one `error:` line when `what` (the command or flag that needs a browser) cannot drive one here: no
+    Playwright (the `browser` extra) or no Chromium on PATH; None when both are there."""
+    try:
+        import playwright.sync_api  # noqa: F401 - the `browser` extra; only the browser commands need it
+    except ImportError:
+        return f"error: {what} needs Playwright: {PLAYWRIGHT_HINT}"
+    if find_chromium() is None:
+        return f"error: {what} needs Chromium on PATH ({', '.join(CHROMIUM_NAMES)}); install it: {INSTALL_HINT}"
+    return None
 
 
-# what `inspect_page` reads of a rendered runs table: each header's text, edges and whether it is visible (what
-# the window shows at its centre, not scrolled away or covered by a panel), the window's width and the page's text
+@contextmanager
+def open_browser(chromium: str) -> Iterator:
+    """Headless Chromium (the system's binary at `chromium`, not a Playwright download) driven by Playwright's sync
+    API; the browser and Playwright's driver are closed on leaving, whatever happened inside."""
+    from playwright.sync_api import sync_playwright  # the `browser` extra: only the browser commands need it
+
+    with sync_playwright() as playwright:
+        # chromium_sandbox=True: Playwright would add --no-sandbox for every user; chromium_args() adds it as root
+        browser = playwright.chromium.launch(executable_path=chromium, args=chromium_args(), chromium_sandbox=True,
+                                             timeout=PAGE_TIMEOUT_S * 1000)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+# what `load_page` reads of a rendered runs table: each header's text, edges and whether it is visible (what the
+# window shows at its centre, not scrolled away or covered by a panel), the window's width and the page's text
 HEADERS_SCRIPT = """(() => {
   const cells = [...document.querySelectorAll('[role=columnheader]')];
   if (!cells.length) return null;
@@ -151,69 +177,50 @@ HEADERS_SCRIPT = """(() => {
       const top = document.elementFromPoint(x, y);  // null or another element: off-screen, scrolled away or covered
       return {text: c.innerText.trim(), left: r.left, right: r.right, visible: !!top && c.contains(top)}; })});
 })()"""
+HEADERS_READY = "document.querySelector('[role=columnheader]') !== null"  # the runs table's header is drawn
+RUNS_READY = HEADERS_READY + " && document.querySelector('[role=gridcell]') !== null"  # and its first run's row
+RUN_READY = "document.body.innerText.includes('Headline:')"  # the run page's description is drawn
 
 
-def inspect_page(chromium: str, url: str, *, profile: Path, size: tuple[int, int], script: str = HEADERS_SCRIPT,
-                 screenshot: Path | None = None, timeout_s: float = 120.0, settle_s: float = 3.0):
-    """Load `url` in headless Chromium at `size` and run `script` (JavaScript returning a JSON string, or null
-    while the page is not ready) until it answers; returns its parsed value, after a PNG of the window to
-    `screenshot` when given. Drives the browser through its DevTools protocol (aiohttp, which MLflow installs),
-    since only a live page knows where its columns are laid out."""
-    import asyncio
+@dataclass
+class Page:
+    """What `load_page` read of a page: its DOM, `script`'s parsed answer (None without a script or when it answers
+    null) and whether the page got ready in time."""
 
-    args = [a for a in chromium_args(chromium, profile, size) if not a.startswith("--virtual-time-budget")]
-    (profile / "DevToolsActivePort").unlink(missing_ok=True)
-    proc = subprocess.Popen([*args, "--remote-debugging-port=0", "about:blank"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        return asyncio.run(_inspect(proc, url, profile, script, screenshot, timeout_s, settle_s))
-    finally:
-        stop_ui(proc)  # the browser and its helpers: its own process group
+    dom: str
+    found: object = None
+    ready: bool = True
 
 
-async def _inspect(proc, url: str, profile: Path, script: str, screenshot: Path | None, timeout_s: float,
-                   settle_s: float):
-    import asyncio
-    import base64
-    import itertools
-
-    import aiohttp
+def load_page(browser, url: str, *, size: tuple[int, int], ready: str, script: str | None = None,
+              screenshot: Path | None = None, timeout_s: float = PAGE_TIMEOUT_S, settle_s: float = SETTLE_S) -> Page:
+    """Load `url` in a fresh page of `browser` (a new browser context: a new profile, nothing kept from the last
+    page) with a `size` viewport, wait until the JavaScript expression `ready` holds (the load and the wait
+    together at most `timeout_s`), give the page's remaining requests `settle_s`, then read its DOM and run
+    `script` (JavaScript returning a JSON string, or null); a PNG of the viewport goes to `screenshot` when given.
+    A page that is not ready in time is read as it is (`ready` False): the checks then say what is missing."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # the `browser` extra
 
     deadline = time.monotonic() + timeout_s
-    port_file = profile / "DevToolsActivePort"
-    while not port_file.is_file() or not port_file.read_text().strip():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"Chromium did not open its DevTools port (exit {proc.poll()})")
-        await asyncio.sleep(0.2)
-    port = port_file.read_text().split()[0]
-    ids = itertools.count(1)
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"http://127.0.0.1:{port}/json/list") as answer:
-            page = next(t for t in await answer.json() if t["type"] == "page")
-        async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-            async def call(method: str, **params):
-                number = next(ids)
-                await ws.send_json({"id": number, "method": method, "params": params})
-                async for message in ws:
-                    data = message.json()
-                    if data.get("id") == number:
-                        return data.get("result", {})
-                raise RuntimeError(f"Chromium closed the DevTools connection during {method}")
-
-            await call("Page.navigate", url=url)
-            found = None
-            while found is None:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{url}: the page did not render within {timeout_s:.0f} s")
-                await asyncio.sleep(1)
-                found = (await call("Runtime.evaluate", expression=script, returnByValue=True))["result"].get("value")
-            await asyncio.sleep(settle_s)  # the remaining requests (metrics, tags) fill the cells
-            found = (await call("Runtime.evaluate", expression=script, returnByValue=True))["result"].get("value")
-            if screenshot is not None:
-                shot = await call("Page.captureScreenshot", format="png")
-                screenshot.parent.mkdir(parents=True, exist_ok=True)
-                screenshot.write_bytes(base64.b64decode(shot["data"]))
-    return json.loads(found)
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    try:
+        page = context.new_page()
+        try:
+            page.goto(url, timeout=timeout_s * 1000)
+            page.wait_for_function(ready, polling=250, timeout=max(1.0, deadline - time.monotonic()) * 1000)
+            is_ready = True
+        except PlaywrightTimeout:
+            is_ready = False
+        if is_ready:
+            # not "networkidle": Playwright counts the request for MLflow's telemetry worker script as never finished
+            page.wait_for_timeout(settle_s * 1000)
+        answer = page.evaluate(script) if script is not None else None
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=screenshot)
+        return Page(dom=page.content(), found=json.loads(answer) if answer else None, ready=is_ready)
+    finally:
+        context.close()
 
 
 def shown(value: float) -> str:
@@ -266,13 +273,15 @@ def check(out: Path, *, work: Path, chromium: str) -> list[str]:
     server = start_ui(exp.uri, port, work / "mlflow-ui.log")
     try:
         base = f"http://127.0.0.1:{port}"
-        profile = work / "chromium-profile"
         runs_url = review.review_link(exp.experiment_id, base)
         run_url = f"{base}/#/experiments/{exp.experiment_id}/runs/{exp.runs['repetition'].info.run_id}?" \
                   f"{review.ML_WORKFLOW}"
         out.mkdir(parents=True, exist_ok=True)
-        runs_dom = render(chromium, runs_url, profile=profile, size=RUNS_WINDOW, screenshot=out / "mlflow_runs.png")
-        run_dom = render(chromium, run_url, profile=profile, size=RUN_WINDOW, screenshot=out / "mlflow_run.png")
+        with open_browser(chromium) as browser:
+            runs_dom = load_page(browser, runs_url, size=RUNS_WINDOW, ready=RUNS_READY,
+                                 screenshot=out / "mlflow_runs.png").dom
+            run_dom = load_page(browser, run_url, size=RUN_WINDOW, ready=RUN_READY,
+                                screenshot=out / "mlflow_run.png").dom
     finally:
         stop_ui(server)
     (work / "runs.html").write_text(runs_dom)
@@ -285,15 +294,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder of the screenshots (default docs)")
     parser.add_argument("--keep", type=Path, help="keep the store, the server log and the rendered DOMs here")
     args = parser.parse_args(argv)
-    chromium = find_chromium()
-    if chromium is None:
-        print(f"error: no Chromium on PATH ({', '.join(CHROMIUM_NAMES)}); install it: {INSTALL_HINT}", file=sys.stderr)
+    missing = browser_missing("python -m src.ui_check")
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     os.environ.setdefault("TQDM_DISABLE", "1")
     with tempfile.TemporaryDirectory(prefix="ui-check-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        failed = check(args.out, work=work.resolve(), chromium=chromium)
+        failed = check(args.out, work=work.resolve(), chromium=find_chromium())
     for line in failed:
         print(f"failed: {line}", file=sys.stderr)
     print(json.dumps({"checks_failed": len(failed), "screenshots": [str(args.out / "mlflow_runs.png"),

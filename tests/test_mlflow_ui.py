@@ -1,5 +1,7 @@
 """The MLflow UI in a real browser (`python -m src.ui_check`): the review view lists the job runs with their
-headline metrics, and a run page shows its description, `rws_st` and headline metrics. Needs Chromium."""
+headline metrics, and a run page shows its description, `rws_st` and headline metrics. Needs Playwright (the
+browser extra) and Chromium; asked for without either, the tier fails (tests/conftest.py turns the skip into a
+failure)."""
 from __future__ import annotations
 
 import pytest
@@ -7,15 +9,25 @@ import pytest
 from src import ui_check
 
 # an opt-in tier (--run-browser, the third step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
-# and four headless Chromium loads
+# and three page loads in headless Chromium, driven by Playwright
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
+def needs_browser() -> str:
+    """The Chromium binary Playwright drives, or a skip saying what is missing (tests/conftest.py adds what to
+    install): called in the test, not a fixture, so that the tier asked for reports the test FAILED, not an error
+    at setup."""
+    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+    found = ui_check.find_chromium()
+    if found is None:
+        pytest.skip(f"no Chromium on PATH ({', '.join(ui_check.CHROMIUM_NAMES)})")
+    return found
+
+
 def test_the_mlflow_ui_shows_the_headline_metrics(tmp_path, monkeypatch):
-    if ui_check.find_chromium() is None:  # asked for: a missing browser fails, it is not skipped
-        pytest.fail(f"no Chromium on PATH: {ui_check.INSTALL_HINT}")
+    chromium = needs_browser()
     monkeypatch.setenv("TQDM_DISABLE", "1")
-    failed = ui_check.check(tmp_path / "shots", work=tmp_path / "work", chromium=ui_check.find_chromium())
+    failed = ui_check.check(tmp_path / "shots", work=tmp_path / "work", chromium=chromium)
     assert failed == []
     for name in ("mlflow_runs.png", "mlflow_run.png"):
         png = (tmp_path / "shots" / name).read_bytes()
@@ -29,8 +41,7 @@ def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, mo
     import subprocess
     import sys
 
-    if ui_check.find_chromium() is None:
-        pytest.fail(f"no Chromium on PATH: {ui_check.INSTALL_HINT}")
+    needs_browser()
     monkeypatch.setenv("TQDM_DISABLE", "1")
     exp = ui_check.make_experiment(tmp_path)
     shot = tmp_path / "review.png"

@@ -124,3 +124,38 @@ def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_
     assert err == f"error: --experiment nope: not in {run_job_in.store_uri}; its experiments: Default, mcq-consistency"
     assert ui.main(["--tracking-uri", "http://127.0.0.1:9/"]) == 2
     assert "serves its own UI" in capsys.readouterr().err
+
+
+def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeypatch, capsys):
+    """Without Playwright (the browser extra; hidden here), `python -m src.ui_check` and `python -m src.ui
+    --screenshot` print one line naming `pip install -e ".[browser]"`, exit 2, before reading a store or starting a
+    server; with Playwright but no Chromium on PATH, the line names the apt-get install."""
+    import sys
+    import types
+
+    from src import ui, ui_check
+
+    def started(*args, **kwargs):
+        raise AssertionError("a server or an experiment was made before the browser check")
+
+    monkeypatch.setattr(ui_check, "start_ui", started)
+    monkeypatch.setattr(ui_check, "make_experiment", started)
+    missing_store = ["--tracking-uri", f"sqlite:///{tmp_path}/none/mlflow.db"]
+    for name in ("playwright", "playwright.sync_api"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import playwright.sync_api` raises ImportError
+    assert ui_check.main(["--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == 'error: python -m src.ui_check needs Playwright: pip install -e ".[browser]"\n'
+    assert ui.main([*missing_store, "--screenshot", str(tmp_path / "x.png")]) == 2
+    assert capsys.readouterr().err == 'error: --screenshot needs Playwright: pip install -e ".[browser]"\n'
+    assert ui.main(missing_store) == 2  # without --screenshot no browser is needed: the store's own error
+    assert "no MLflow store" in capsys.readouterr().err
+
+    for name in ("playwright", "playwright.sync_api"):  # Playwright there, no Chromium
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setattr(ui_check, "find_chromium", lambda: None)
+    assert ui_check.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: python -m src.ui_check needs Chromium on PATH")
+    assert err.endswith(f"install it: {ui_check.INSTALL_HINT}\n")
+    assert ui.main([*missing_store, "--screenshot", str(tmp_path / "x.png")]) == 2
+    assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")
