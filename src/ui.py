@@ -29,9 +29,10 @@ from src.tracking.names import DEFAULT_EXPERIMENT
 WINDOW = (1400, 900)  # a laptop's browser window: the review view's first columns must fit in it
 
 
-def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[str]]:
-    """(the experiment's review-view address at `base_url`, the names of its job runs); UserError for a missing
-    store or experiment."""
+def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[str], str | None]:
+    """(the experiment's review-view address at `base_url`, the names of its job runs, a note when the accuracy
+    column sorts too far right to be seen in a 1,400-px window, else None); UserError for a missing store or
+    experiment."""
     from mlflow.tracking import MlflowClient
 
     db = store.sqlite_path(uri)
@@ -44,7 +45,14 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
         names = sorted(e.name for e in client.search_experiments())
         raise UserError(f"--experiment {experiment}: not in {uri}; its experiments: {', '.join(names) or 'none'}")
     runs = client.search_runs([found.experiment_id], filter_string=review.JOB_RUNS_FILTER, max_results=1000)
-    return review.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs]
+    state = found.tags.get(review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY)
+    accuracy, before = review.columns_before_accuracy(state)
+    note = None
+    if len(before) > review.WINDOW_COLUMNS_BEFORE_ACCURACY:
+        note = (f"note: {accuracy} is metric column {len(before) + 1} of the review view ({', '.join(before)} sort "
+                f"before it, as the UI orders metrics by name): in a 1,400-px window close the Assistant panel or "
+                f"scroll right to see it")
+    return review.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs], note
 
 
 def window_check(page: dict, run_names: list[str]) -> dict:
@@ -95,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     port = args.port or ui_check.free_port()
     try:
-        url, run_names = review_address(args.tracking_uri, args.experiment, f"http://127.0.0.1:{port}")
+        url, run_names, note = review_address(args.tracking_uri, args.experiment, f"http://127.0.0.1:{port}")
     except UserError as err:
         return user_error(err)
     with tempfile.TemporaryDirectory(prefix="mcq-ui-") as tmp:
@@ -110,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({"url": url, "screenshot": str(args.screenshot), "window": list(WINDOW), **shown}))
                 return 1 if shown["failed"] else 0
             print(f"review view: {url}", flush=True)
+            if note:
+                print(note, file=sys.stderr, flush=True)
             print(f"mlflow ui (pid {server.pid}) serves {args.tracking_uri} on 127.0.0.1:{port}; Ctrl-C stops it",
                   file=sys.stderr, flush=True)
             return server.wait()

@@ -159,3 +159,20 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     assert err.endswith(f"install it: {ui_check.INSTALL_HINT}\n")
     assert ui.main([*missing_store, "--screenshot", str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")
+
+
+def test_src_ui_says_when_the_accuracy_column_sorts_out_of_a_laptop_window(run_job_in):
+    """The UI orders metric columns by name: one study's headline before MCQA leaves it in a 1,400-px window (the
+    browser tier checks that), three (REVAS acc_h, CoRA cora, the fluctuation study's full_fr) push it out, and
+    `python -m src.ui` says so with the address."""
+    from src import ui
+
+    run_job_in("model=simulated", "variants=cora", "limit=4")
+    url, runs, note = ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")
+    assert url.startswith("http://127.0.0.1:9/#/experiments/") and len(runs) == 1 and note is None
+    run_job_in("model=simulated", "variants=revas_reorder", "limit=4")
+    assert ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")[2] is None
+    run_job_in("model=simulated", "variants=perm_all", "limit=4")
+    _, runs, note = ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")
+    assert len(runs) == 3
+    assert note.startswith("note: mcqa is metric column 4 of the review view (acc_h, cora, full_fr sort before it")

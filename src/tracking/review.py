@@ -120,6 +120,30 @@ def review_metric_names(names: Sequence[str]) -> list[str]:
     return chosen
 
 
+# Metric columns the runs table shows whole after its fixed columns in a 1,400-px window with the Assistant panel
+# open (100 px each): with more than two sorting before the accuracy it leaves the window (measured with
+# `python -m src.ui --screenshot`, 2026-11-26: acc_h, cora and full_fr of three studies push mcqa out).
+WINDOW_COLUMNS_BEFORE_ACCURACY = 2
+
+
+def columns_before_accuracy(view_state: str | None) -> tuple[str | None, list[str]]:
+    """(the view's accuracy column, the metric columns the UI shows left of it: it sorts them by name), from the
+    review view's state; (None, []) without a state or an accuracy column.
+
+    >>> columns_before_accuracy(review_view_state(["full_fr", "acc_h", "cora", "mcqa", "mcqa_lo", "rws"]))
+    ('mcqa', ['acc_h', 'cora', 'full_fr'])
+    >>> columns_before_accuracy(None)
+    (None, [])
+    """
+    try:
+        columns = json.loads(view_state).get("selectedColumns", []) if view_state else []
+    except (ValueError, AttributeError):
+        columns = []
+    metrics = sorted(c[len("metrics.`"):-1] for c in columns if c.startswith("metrics.`"))
+    accuracy = next((name for name in (REVIEW_HEADLINES[0], REVIEW_FALLBACK) if name in metrics), None)
+    return accuracy, [name for name in metrics if accuracy is not None and name < accuracy]
+
+
 def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -> str:
     """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the headline
     columns (`review_metric_names`) of every study logged so far (`earlier` state's metrics kept), the run's tags.
