@@ -298,6 +298,13 @@ def test_letter_references_keep_their_labels():
     assert plan.excluded == {"option_refs": 3}
     shuffles = plan_variants({"name": "cora"}, BOTH_RIGHT, seed=0)  # "A and C only" in D, "none" in E: B, E free
     assert {v.option_order[3] for v in shuffles.variants if len(v.option_order) == 5} == {3}
+    # two free options (C, E): they trade places, A, B and "Both A and B" stay; NOTA may replace C, E or the reference
+    five = q(["ejecta", "raised rims", "central peaks", "Both A and B", "rays"], answer=2, qid="both5")
+    plan = plan_variants({"name": "revas_reorder"}, five, seed=0)
+    assert [v.option_order for v in plan.variants] == [(0, 1, 2, 3, 4), (0, 1, 4, 3, 2)]
+    cora = {v.variant_id: v.option_order for v in plan_variants({"name": "cora"}, five, seed=0).variants}
+    assert cora["shuffled_0"] == (0, 1, 4, 3, 2) and cora["nota_3"] == (0, 1, 2, 3, NOTA)
+    assert cora["nota_shuffled_3"] == (0, 1, NOTA, 3, 2) and "nota_0" not in cora
     cora = plan_variants({"name": "cora"}, BOTH, seed=0)
     ids = {v.variant_id for v in cora.variants}
     # distractors 0, 1, 3: NOTA replacing A or B breaks "Both A and B", replacing it does not
