@@ -81,6 +81,9 @@ OPT_IN_TIERS = {
     "slurm": OptInTier("--run-slurm", "MCQ_TEST_SLURM",
                        "a one-node Slurm cluster started by tests/cluster/slurm_up.sh, as root; about nine minutes",
                        'pip install -e ".[cluster]", as root; .ci/run runs it as its fifth step'),
+    "ray": OptInTier("--run-ray", "MCQ_TEST_RAY",
+                     "sweeps through hydra-ray-launcher on a local Ray cluster the test starts, about three minutes",
+                     'pip install -e ".[ray]"; .ci/run runs it as its sixth step'),
 }
 
 

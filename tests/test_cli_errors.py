@@ -100,5 +100,23 @@ def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch
     assert line.startswith("error: ") and all(n in line for n in needles), line
 
 
+@pytest.mark.parametrize("hidden", ["hydra_plugins.hydra_ray_launcher", "ray"])
+def test_a_launcher_whose_extra_is_missing_is_one_line_and_exit_2(monkeypatch, capsys, hidden):
+    """hydra/launcher=ray_cluster without hydra-ray-launcher or Ray (the ray extra; hidden here): one line naming
+    `pip install -e ".[ray]"`, exit 2, before Hydra (whose own error is a block about `hydra/launcher/ray`)."""
+    import sys
+
+    from src import run
+
+    monkeypatch.setitem(sys.modules, hidden, None)  # its import raises ImportError, as when it is not installed
+    monkeypatch.setattr("sys.argv", ["src.run", "-m", "-cd", "sweeps", "-cn", "smoke", "hydra/launcher=ray_cluster"])
+    monkeypatch.setattr(run, "_hydra_main", lambda: pytest.fail("Hydra was reached"))
+    with pytest.raises(SystemExit) as exit_:
+        run.main()
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ('error: hydra/launcher=ray_cluster needs hydra-ray-launcher and Ray: '
+                                       'pip install -e ".[ray]"\n')
+
+
 def test_typo_through_the_command_line_is_one_line_and_exit_2(run_cli):
     assert_one_line_error(run_cli("+temprature=0.5", check=False), "temprature", "temperature?")

@@ -359,10 +359,40 @@ def check_config(cfg: DictConfig) -> None:
                    temperature=float(cfg.temperature), repetitions=int(cfg.repetitions))
 
 
+# launcher configs (conf/hydra/launcher/) whose plugin is an extra, not a dependency: what it needs (its packages,
+# the modules that say they are installed) and the extra that installs them
+LAUNCHER_EXTRAS = {"ray_cluster": ("hydra-ray-launcher and Ray", ("hydra_plugins.hydra_ray_launcher", "ray"), "ray")}
+
+
+def check_launcher(argv: Sequence[str]) -> None:
+    """A launcher whose plugin is not installed is one line naming the extra that installs it (not Hydra's
+    "Could not load 'hydra/launcher/ray'" block).
+
+    >>> check_launcher(["-m", "hydra/launcher=joblib"])
+    """
+    import importlib.util
+    import sys
+
+    for arg in argv:
+        key, _, choice = arg.partition("=")
+        if key.lstrip("+") != "hydra/launcher" or choice not in LAUNCHER_EXTRAS:
+            continue
+        needs, modules, extra = LAUNCHER_EXTRAS[choice]
+        for module in modules:
+            try:
+                found = (sys.modules[module] is not None if module in sys.modules
+                         else importlib.util.find_spec(module) is not None)
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise UserError(f'hydra/launcher={choice} needs {needs}: pip install -e ".[{extra}]"')
+
+
 def check_command_line(argv: Sequence[str]) -> None:
     """`python -m src.run`'s check before Hydra starts: compose every job the command line names (each job of a
     sweep) and raise the first config error in one line. Left to Hydra: its own options (--help, --cfg, ...) and
     `hydra.*` overrides."""
+    check_launcher(argv)
     sweep_file = _sweep_file(argv)
     if sweep_file is not None:  # `-cd sweeps -cn NAME`: its keys and types, composed as Hydra will compose them
         argv = [a for a in argv if a not in ("-cd", "-cn", *sweep_file)]

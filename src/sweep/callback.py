@@ -151,12 +151,34 @@ def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict]:
     return sorted(found, key=lambda o: int(o.get("num", 0)))
 
 
+def report_lost_job(config: DictConfig, hydra_context: Any, num: int, overrides: list[str], what: str, *,
+                    status: str) -> None:
+    """One `error: job #N (...)` line and the outcome record of job #num of the multirun `config`, which ended
+    outside its own error handling (a cluster launcher's job that was cancelled, killed or lost: src/sweep/job.py
+    writes the record of a job that could); the record the job wrote when it was stopped keeps its run id."""
+    from omegaconf import open_dict
+
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    invocation = read_sweep_info(sweep_dir).get("invocation")
+    earlier = next((o for o in read_outcomes(sweep_dir, invocation) if int(o.get("num", -1)) == num), {})
+    message = f"{what}; run the same command again to resume it from the response cache"
+    print(f"error: job #{num} ({job_label(overrides)}): {message}", file=sys.stderr, flush=True)
+    job_cfg = hydra_context.config_loader.load_sweep_config(config, overrides)
+    with open_dict(job_cfg.hydra.job):
+        job_cfg.hydra.job.num = num  # the job's folder (hydra.sweep.subdir) is named by it
+    out_dir = sweep_dir / str(job_cfg.hydra.sweep.subdir)
+    write_outcome(out_dir, num=num, overrides=overrides, invocation=invocation,
+                  offline_dir=str(job_cfg.tracking.offline_dir), run_id=earlier.get("run_id"),
+                  status=status, error=message)
+
+
 class MlflowSweepCallback(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.client = None
         self.parent_id: str | None = None
         self.parent_uri: str | None = None
+        self.experiment_id: str | None = None
         self.sweep_id: str | None = None
         self.sweep_dir: Path | None = None
         self.invocation = uuid.uuid4().hex[:12]
@@ -230,6 +252,7 @@ class MlflowSweepCallback(Callback):
         tracking_offline.apply_pending_closes(offline_dir, uri)  # runs an earlier outage left open on this server
         self.client, self.parent_uri = MlflowClient(tracking_uri=uri), uri
         exp_id = store.with_retries(lambda: store.experiment_id(self.client, config.tracking.experiment, uri))
+        self.experiment_id = exp_id
         parent = None
 
         if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
@@ -315,6 +338,9 @@ class MlflowSweepCallback(Callback):
         """The parent's terminal status, or where it was noted when its server is down."""
         try:
             store.check_tracking(self.parent_uri)
+            # a job whose process was killed outright (SIGKILL, out of memory, its node lost) could not end its run
+            store.with_retries(lambda: runs.mark_dead_runs(
+                self.client, self.experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"))
             store.with_retries(lambda: self.client.set_terminated(self.parent_id, status))
             return status
         except Exception as err:

@@ -352,14 +352,23 @@ def mark_interrupted_runs(client, experiment: str, job_hash: str) -> None:
     """Runs of this job left RUNNING by a process that is provably dead are marked KILLED, so the UI shows what
     happened; the rerun that calls this resumes their work from the response cache. A run whose process still
     lives (the same command started twice) is left alone: this job makes a run of its own beside it."""
-    for run in client.search_runs([experiment],
-                                  filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'RUNNING'"):
+    mark_dead_runs(client, experiment, f"tags.config_hash = '{job_hash}'")
+
+
+def mark_dead_runs(client, experiment: str, which: str) -> list[str]:
+    """The RUNNING runs of `experiment` that the filter `which` selects and whose process is provably dead, marked
+    KILLED (tag `interrupted=true`); their ids. A sweep calls it at its end for its own job runs
+    (`tags.sweep_id = ...`): a job whose process was killed outright (SIGKILL, out of memory, its node lost) leaves
+    no run RUNNING."""
+    marked = []
+    for run in client.search_runs([experiment], filter_string=f"{which} and attributes.status = 'RUNNING'"):
         if not provably_dead(run.data.tags):
-            log.info("run %s of the same job is still running (owner %s); this job makes a run of its own",
-                     run.info.run_id, run.data.tags.get("owner"))
+            log.info("run %s is still running (owner %s): left as it is", run.info.run_id, run.data.tags.get("owner"))
             continue
         client.set_tag(run.info.run_id, "interrupted", "true")
         client.set_terminated(run.info.run_id, "KILLED")
+        marked.append(run.info.run_id)
+    return marked
 
 
 def log_run(mlflow, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -116,22 +115,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=None)
 
     def _lost(self, num: int, overrides: list[str], what: str, *, status: str) -> None:
-        """One line and the outcome record of job #num, which ended outside its own error handling (src/sweep/job.py
-        writes the record of a job that could); the record the job wrote when it was stopped keeps its run id."""
-        from src.sweep.callback import (  # local: Slurm sweeps only
-            job_label, read_outcomes, read_sweep_info, write_outcome)
+        """One line and the outcome record of job #num, which ended outside its own error handling."""
+        from src.sweep.callback import report_lost_job  # local: Slurm sweeps only
 
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        invocation = read_sweep_info(sweep_dir).get("invocation")
-        earlier = next((o for o in read_outcomes(sweep_dir, invocation) if int(o.get("num", -1)) == num), {})
-        message = f"{what}; run the same command again to resume it from the response cache"
-        print(f"error: job #{num} ({job_label(overrides)}): {message}", file=sys.stderr, flush=True)
-        from omegaconf import open_dict
-
-        job_cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
-        with open_dict(job_cfg.hydra.job):
-            job_cfg.hydra.job.num = num  # the job's folder (hydra.sweep.subdir) is named by it
-        out_dir = sweep_dir / str(job_cfg.hydra.sweep.subdir)
-        write_outcome(out_dir, num=num, overrides=overrides, invocation=invocation,
-                      offline_dir=str(job_cfg.tracking.offline_dir), run_id=earlier.get("run_id"),
-                      status=status, error=message)
+        report_lost_job(self.config, self.hydra_context, num, overrides, what, status=status)

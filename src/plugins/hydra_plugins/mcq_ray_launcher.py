@@ -1,0 +1,97 @@
+"""hydra-ray-launcher's launcher (`ray`), with what a sweep needs on a running Ray cluster.
+
+conf/hydra/launcher/ray_cluster.yaml selects it (`_target_`); its `ray.init` and `ray.remote` keys are the plugin's,
+passed to `ray.init(...)` and `ray.remote(...)`. What it changes, and why:
+
+- Joining a running cluster: the plugin always adds `object_store_memory` to `ray.init`, which Ray (2.40 and
+  later) refuses when it connects to an existing cluster ("object_store_memory must not be provided"). Here
+  nothing is added. A cluster that does not answer is one `error:` line naming the address, exit 2.
+- The submitting process: `ray.init` replaces its SIGTERM handler with one that exits at once; the project's
+  (src/sweep/state.py: the sweep stops, its parent run is marked KILLED) is put back.
+- Waiting: the plugin calls `ray.get` on each job in turn, which raises at the first job whose worker died (the
+  jobs after it are never reported, the sweep ends in a traceback). Here every job is waited for at once; a job
+  that ended without a result (its worker killed or out of memory, its node lost) is one `error: job #N (...)`
+  line naming Ray's error, a record for the sweep's summary, and the sweep goes on. Its run, left RUNNING by the
+  killed process, is marked KILLED at the end of the sweep (src/sweep/callback.py); the same command again
+  resumes it from the response cache.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher
+
+log = logging.getLogger(__name__)
+
+# Ray's errors for a task that ended without a result through no fault of its own code
+KILLED_ERRORS = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "TaskCancelledError", "ObjectLostError",
+                 "OwnerDiedError", "LocalRayletDiedError")
+
+
+class TrackedRayLauncher(RayLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        """Start every job as one Ray task (as the plugin does) and wait for all of them at once."""
+        import ray
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import configure_log, filter_overrides, setup_globals
+        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray
+        from omegaconf import OmegaConf, open_dict
+
+        setup_globals()
+        assert self.config is not None and self.hydra_context is not None and job_overrides
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        self._connect(ray, OmegaConf.to_container(self.ray_cfg.init, resolve=True) or {})
+        nums = [initial_job_idx + i for i in range(len(job_overrides))]
+        refs = []
+        for num, overrides in zip(nums, job_overrides):
+            log.info("\t#%d : %s", num, " ".join(filter_overrides(overrides)))
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.id = f"job_id_for_{num}"
+                sweep_config.hydra.job.num = num
+            refs.append(launch_job_on_ray(self.hydra_context, self.ray_cfg.remote, sweep_config,
+                                          self.task_function, Singleton.get_state()))
+        returns: dict[int, JobReturn] = {}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            i = refs.index(done[0])
+            returns[i] = self._collect(ray, done[0], nums[i], list(job_overrides[i]))
+        return [returns[i] for i in range(len(refs))]
+
+    def _connect(self, ray, init: dict) -> None:
+        """`ray.init(**init)`, the process's SIGTERM handler kept; a cluster that does not answer: exit 2."""
+        if ray.is_initialized():
+            return
+        handler = signal.getsignal(signal.SIGTERM)
+        try:
+            ray.init(**init)
+        except ConnectionError as err:
+            print(f"error: hydra/launcher=ray_cluster: no Ray cluster at {init.get('address')!r} "
+                  f"({' '.join(str(err).split())[:200]}); start one (`ray start --head`) or set RAY_ADDRESS or "
+                  f"hydra.launcher.ray.init.address to its address", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        finally:
+            signal.signal(signal.SIGTERM, handler)
+
+    def _collect(self, ray, ref, num: int, overrides: list[str]) -> JobReturn:
+        """The job's JobReturn; for a job that ended without one, its error line and outcome record."""
+        from src.sweep.callback import report_lost_job  # local: Ray sweeps only
+
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayError as err:
+            name = type(err).__name__
+            first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]
+            killed = any(n in (c.__name__ for c in type(err).__mro__) for n in KILLED_ERRORS)
+            report_lost_job(self.config, self.hydra_context, num, overrides,
+                            f"Ray task ended without a result ({name}: {first}); its log: the worker's lines above, "
+                            f"and worker-*.err in the session's logs folder on its node",
+                            status="killed" if killed else "failed")
+            return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=None)
