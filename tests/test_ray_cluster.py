@@ -72,7 +72,8 @@ class Head:
     def start(self) -> float:
         if shutil.which("ray") is None:
             pytest.skip('Ray is not installed: pip install -e ".[ray]"')  # asked for, the tier fails (conftest)
-        pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason='pip install -e ".[ray]"')
+        pytest.importorskip("hydra_plugins.hydra_ray_launcher",
+                            reason='hydra-ray-launcher is not installed: pip install -e ".[ray]"')
         began = time.time()
         log = open(self.folder / "head.log", "w")
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -136,11 +137,11 @@ def ray_head():
             print(f"\nthe Ray head stopped in {took:.1f} s ({how})")
 
 
-def sweep(head: Head, uri: str, tmp: Path, *overrides: str, wait: bool = True, command: str = SWEEP):
+def sweep(head: Head, uri: str, tmp: Path, *overrides: str, wait: bool = True, env: dict | None = None):
     """SWEEP as the docs write it, with this test's tracking server, cache and sweep folder."""
-    cmd = f"{command} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
+    cmd = f"{SWEEP} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
     proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=REPO, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**head.env, "MLFLOW_TRACKING_URI": uri})
+                            stderr=subprocess.PIPE, env={**head.env, "MLFLOW_TRACKING_URI": uri, **(env or {})})
     if not wait:
         return proc
     out, err = proc.communicate(timeout=400)
@@ -209,6 +210,22 @@ def test_a_killed_worker_then_rerun(ray_head, server, tmp_path):
     check_every_trial_once(server.uri, [r for r in runs if r.info.status != "KILLED"], jobs=3)
     print(f"\nSIGKILL of job #1's worker: the sweep ended {ended:.1f} s later, exit 2:\n{errors[0]}\n"
           f"{summary(err)}\nagain: {summary(again.stderr)}")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_no_cluster_at_the_address_is_one_line_and_exit_2(ray_head, tmp_path):
+    """RAY_ADDRESS naming a port nothing listens on: one line naming the address, exit 2, in seconds (ray.init
+    alone retries for minutes); the sweep's parent run is not left RUNNING."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    began = time.time()
+    nowhere = f"127.0.0.1:{free_port()}"
+    proc = sweep(ray_head, uri, tmp_path, env={"RAY_ADDRESS": nowhere})
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(errors) == 1 and f"no Ray cluster answers at '{nowhere}'" in errors[0], errors
+    assert time.time() - began < 120
+    assert not [r for r in runs_of(uri, "ray-smoke") if r.info.status == "RUNNING"]
 
 
 @pytest.mark.ray

@@ -117,6 +117,32 @@ def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db
                       "no_owner": "KILLED"}
 
 
+def test_a_sweep_marks_its_job_runs_left_by_a_dead_process_killed_at_its_end(tmp_path):
+    """A job whose process was killed outright (SIGKILL, out of memory: a Ray or Slurm worker) could not end its run;
+    the sweep's end marks it KILLED. A run of a live process, and the runs of another sweep, are left as they are."""
+    from src.common import owners
+    from src.sweep.callback import MlflowSweepCallback
+
+    from .test_offline_mode import sweep_config
+
+    _, config = sweep_config(tmp_path, "s", [f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"])
+    callback = MlflowSweepCallback()
+    callback.sweep_dir = tmp_path / "s" / "sweep"
+    callback.sweep_dir.mkdir(parents=True)
+    callback._open_parent(config)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    client, exp = callback.client, callback.experiment_id
+    made = {name: client.create_run(exp, tags={"kind": "job", "sweep_id": sweep, "owner": owner}).info.run_id
+            for name, sweep, owner in (("dead", callback.sweep_id, f"{owners.host()}:{gone.pid}"),
+                                       ("live", callback.sweep_id, owners.this_owner()),
+                                       ("other_sweep", "another", f"{owners.host()}:{gone.pid}"))}
+    callback.finish(interrupted=False)
+    status = {name: client.get_run(run_id).info.status for name, run_id in made.items()}
+    assert status == {"dead": "KILLED", "live": "RUNNING", "other_sweep": "RUNNING"}
+    assert client.get_run(made["dead"]).data.tags["interrupted"] == "true"
+
+
 def test_unreachable_tracking_server_fails_fast_naming_the_key(run_cli):
     start = time.time()
     proc = run_cli("model=simulated", "tracking.uri=http://127.0.0.1:9", "limit=3", check=False)

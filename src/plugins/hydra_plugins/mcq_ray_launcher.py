@@ -5,7 +5,8 @@ passed to `ray.init(...)` and `ray.remote(...)`. What it changes, and why:
 
 - Joining a running cluster: the plugin always adds `object_store_memory` to `ray.init`, which Ray (2.40 and
   later) refuses when it connects to an existing cluster ("object_store_memory must not be provided"). Here
-  nothing is added. A cluster that does not answer is one `error:` line naming the address, exit 2.
+  nothing is added. A cluster that does not answer is one `error:` line naming the address, exit 2 (`ray.init`
+  alone retries for minutes).
 - The submitting process: `ray.init` replaces its SIGTERM handler with one that exits at once; the project's
   (src/sweep/state.py: the sweep stops, its parent run is marked KILLED) is put back.
 - Waiting: the plugin calls `ray.get` on each job in turn, which raises at the first job whose worker died (the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -66,16 +68,22 @@ class TrackedRayLauncher(RayLauncher):
         return [returns[i] for i in range(len(refs))]
 
     def _connect(self, ray, init: dict) -> None:
-        """`ray.init(**init)`, the process's SIGTERM handler kept; a cluster that does not answer: exit 2."""
+        """`ray.init(**init)`, the process's SIGTERM handler kept. A cluster that does not answer is one line and
+        exit 2: a HOST:PORT nothing listens on is found by a plain TCP connection first (`ray.init` itself would
+        retry for minutes), `auto` with no cluster on this machine by Ray."""
         if ray.is_initialized():
             return
+        address = init.get("address")
         handler = signal.getsignal(signal.SIGTERM)
         try:
+            if address and address != "auto" and "://" not in address:
+                host, _, port = address.rpartition(":")
+                socket.create_connection((host, int(port)), timeout=10).close()
             ray.init(**init)
-        except ConnectionError as err:
-            print(f"error: hydra/launcher=ray_cluster: no Ray cluster at {init.get('address')!r} "
-                  f"({' '.join(str(err).split())[:200]}); start one (`ray start --head`) or set RAY_ADDRESS or "
-                  f"hydra.launcher.ray.init.address to its address", file=sys.stderr, flush=True)
+        except (OSError, ValueError) as err:  # ConnectionError is an OSError
+            print(f"error: hydra/launcher=ray_cluster: no Ray cluster answers at {address!r} "
+                  f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); start one (ray start --head) or set "
+                  f"RAY_ADDRESS or hydra.launcher.ray.init.address to its HEAD:PORT", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
         finally:
             signal.signal(signal.SIGTERM, handler)
