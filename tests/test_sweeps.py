@@ -143,25 +143,6 @@ def test_cluster_launcher_config_composes(launcher, gpus):
     assert launcher_cfg.submitit_folder.endswith("/.submitit/%j")  # job logs in the sweep folder (docs/clusters.md)
 
 
-def test_ray_launcher_config_composes(monkeypatch):
-    """ray_cluster (the ray extra) names the project's Ray launcher (src/plugins/hydra_plugins/mcq_ray_launcher.py),
-    joins the cluster RAY_ADDRESS names (`auto`: the one on this machine), one CPU and no GPU per job, and lets no
-    dead worker's job be retried behind the sweep's back. Without the extra, `python -m src.run` names it in one
-    line (tests/test_config_errors.py)."""
-    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason='the ray extra: pip install -e ".[ray]"')
-    for address, expected in ((None, "auto"), ("10.0.0.5:6379", "10.0.0.5:6379")):
-        if address is None:
-            monkeypatch.delenv("RAY_ADDRESS", raising=False)
-        else:
-            monkeypatch.setenv("RAY_ADDRESS", address)
-        with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
-            cfg = compose(config_name="smoke", overrides=["hydra/launcher=ray_cluster"], return_hydra_config=True)
-        ray = cfg.hydra.launcher.ray
-        assert cfg.hydra.launcher._target_ == "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher"
-        assert ray.init.address == expected and "object_store_memory" not in ray.init
-        assert ray.remote == {"num_cpus": 1, "num_gpus": 0, "max_retries": 0}
-
-
 # ---------------------------------------------------------------- the smoke sweep under three launchers
 
 def _job_metrics(uri: str, experiment: str) -> dict[tuple, dict[str, float]]:
