@@ -106,6 +106,15 @@ def test_a_difference_gets_an_interval_only_with_enough_questions_and_defined_me
     small = [decompose(r[r["question_id"].isin(few)], by_subjects=False) for r in (strong, weak)]
     for d in paired_differences(*small, n_resamples=200).values():
         assert d.lo is None and d.hi is None and d.p is None and d.sd is None and d.n_questions == len(few)
+    enough = few + [f"q{MIN_BOOTSTRAP_QUESTIONS - 1:03d}"]  # exactly the minimum: an interval
+    at_minimum = [decompose(r[r["question_id"].isin(enough)], by_subjects=False) for r in (strong, weak)]
+    assert all(d.lo is not None and d.p is not None for d in paired_differences(*at_minimum, n_resamples=200).values())
+    # by default the overall metrics only, not each subject's (the per-subject ones are asked for by name)
+    halves = {q: ("law" if int(q[1:]) % 2 else "math") for q in strong["question_id"].unique()}
+    by_subject = [decompose(r.assign(subject=r["question_id"].map(halves)), by_subjects=True) for r in (strong, weak)]
+    assert any("/" in name for name in by_subject[0].names)
+    found = paired_differences(*by_subject, n_resamples=50)
+    assert found and not any("/" in name for name in found)
     # RWS undefined in one run (nothing SURE: every question answered differently each time) is not compared
     unsure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0, 1, 2, 3] * 2)]),
                        by_subjects=False)
@@ -124,7 +133,7 @@ def test_questions_needed_is_the_normal_approximation():
     assert sd == pytest.approx(math.sqrt(0.75 * 0.25), rel=0.1)
     with pytest.raises(ValueError):
         questions_needed(0.5, 0)
-    for bad in ({"alpha": 1.5}, {"power": 1.5}, {"alpha": 0}, {"power": 1}):
+    for bad in ({"alpha": 1.5}, {"power": 1.5}, {"alpha": 0}, {"alpha": 1}, {"power": 0}, {"power": 1}):
         with pytest.raises(ValueError, match="between 0 and 1"):
             questions_needed(0.5, 0.02, **bad)
     assert questions_needed(0.0, 0.02) == 1  # no variation: one question
