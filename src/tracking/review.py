@@ -126,6 +126,16 @@ def review_metric_names(names: Sequence[str]) -> list[str]:
 WINDOW_COLUMNS_BEFORE_ACCURACY = 2
 
 
+def view_metric_columns(view_state: str | None) -> list[str]:
+    """The metric names among a review view state's columns (`metrics.`name``), in its order; [] without a state or
+    for one that is not the UI's JSON."""
+    try:
+        columns = json.loads(view_state).get("selectedColumns", []) if view_state else []
+    except (ValueError, AttributeError):
+        return []
+    return [c[len("metrics.`"):-1] for c in columns if c.startswith("metrics.`")]
+
+
 def columns_before_accuracy(view_state: str | None) -> tuple[str | None, list[str]]:
     """(the view's accuracy column, the metric columns the UI shows left of it: it sorts them by name), from the
     review view's state; (None, []) without a state or an accuracy column.
@@ -135,11 +145,7 @@ def columns_before_accuracy(view_state: str | None) -> tuple[str | None, list[st
     >>> columns_before_accuracy(None)
     (None, [])
     """
-    try:
-        columns = json.loads(view_state).get("selectedColumns", []) if view_state else []
-    except (ValueError, AttributeError):
-        columns = []
-    metrics = sorted(c[len("metrics.`"):-1] for c in columns if c.startswith("metrics.`"))
+    metrics = sorted(view_metric_columns(view_state))
     accuracy = next((name for name in (REVIEW_HEADLINES[0], REVIEW_FALLBACK) if name in metrics), None)
     return accuracy, [name for name in metrics if accuracy is not None and name < accuracy]
 
@@ -152,13 +158,7 @@ def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -
     >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
     ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
     """
-    names = list(metric_names)
-    if earlier:
-        try:
-            names += [c[len("metrics.`"):-1] for c in json.loads(earlier).get("selectedColumns", [])
-                      if c.startswith("metrics.`")]
-        except (ValueError, AttributeError):
-            pass
+    names = [*metric_names, *view_metric_columns(earlier)]
     metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in review_metric_names(names)]
     return json.dumps({"searchFilter": JOB_RUNS_FILTER, "orderByKey": JOB_RUNS_ORDER, "orderByAsc": True,
                        "selectedColumns": [*metrics, *REVIEW_COLUMNS], "runsExpanded": {}, "groupBy": None})
