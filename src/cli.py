@@ -17,7 +17,7 @@ import runpy
 import sys
 from typing import Callable, Sequence
 
-from src.common import gc_tuning
+from src.common import gc_tuning, progress
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
 
@@ -62,6 +62,7 @@ def user_error(err: UserError) -> int:
 def entry(main: Callable[[Sequence[str] | None], int]) -> None:
     """A command's `if __name__ == "__main__":` body: the batch process's GC tuning, then `main`, its exit code."""
     gc_tuning.tune_for_batch()
+    progress.quiet_housekeeping()
     sys.exit(main(None))
 
 
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if argv and argv[0] in ("-h", "--help") else EXIT_USER_ERROR
     name, rest = argv[0], argv[1:]
     gc_tuning.tune_for_batch()
+    progress.quiet_housekeeping()
     if name == "run":  # Hydra reads sys.argv and the entry module: run it as `python -m src.run` does
         sys.argv = [f"mcq {name}", *rest]
         try:

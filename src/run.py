@@ -19,7 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from src.cli import user_error
-from src.common import gc_tuning
+from src.common import gc_tuning, progress
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
 from src.sweep import state as sweep_state
 from src.config.command_line import composed_once
@@ -80,4 +80,5 @@ def _checked_main(sweep: sweep_state.SweepState) -> None:
 if __name__ == "__main__":
     gc_tuning.tune_for_batch()  # the entry point owns the process's GC settings (src/common/gc_tuning.py)
     gc_tuning.pause_for_imports()  # until the job's MLflow store is open (src/common/gc_tuning.py)
+    progress.quiet_housekeeping()
     main()

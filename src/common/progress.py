@@ -125,3 +125,32 @@ def library_bars() -> Iterator[None]:
             enable_progress_bars()
         if transformers_was_on:
             transformers_logging.enable_progress_bar()
+
+
+@contextmanager
+def direct_library_bars() -> Iterator[None]:
+    """Within it, a bar that a library draws with tqdm itself (transformers' GGUF conversion: "Converting and
+    de-quantizing GGUF tensors", which no library switch turns off) goes nowhere unless stderr is a terminal: tqdm
+    writes to the `sys.stderr` of the moment it starts, which is a sink here. Only for a step whose failures are
+    exceptions, since anything else it prints to stderr goes too."""
+    if _is_terminal(_stream()) and not _disabled_by_env():
+        yield
+        return
+    import contextlib
+
+    with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+        yield
+
+
+# Loggers of libraries whose INFO lines are their own housekeeping, nothing the person running a job acts on: MLflow
+# announcing that it creates or upgrades a new store's tables. Their warnings and errors still show.
+HOUSEKEEPING_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
+
+
+def quiet_housekeeping() -> None:
+    """A command's stderr is its progress and what it has to say: the libraries' housekeeping lines are raised to
+    WARNING (called by each entry point, once)."""
+    import logging
+
+    for name in HOUSEKEEPING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -63,7 +63,6 @@ REVAS orders have variant_id "<prefix>_<j>", j = 0 their reference order (the fi
 """
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -175,7 +174,6 @@ def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> p
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no progress bar
     client = MlflowClient(tracking_uri=tracking_uri)
     run_id = resolve_run_id(run_id, tracking_uri, key=key)
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from src.common import owners
+from src.common import owners, progress
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ def ensure_float_copy(gguf_path: str | os.PathLike) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name), dir=target.parent))
     try:
-        _convert(gguf_path, tmp)
+        with progress.direct_library_bars():  # transformers' conversion bar: a terminal's only
+            _convert(gguf_path, tmp)
         _write_json_atomic(tmp / _MARKER, {"gguf_file": gguf_path.name, "sha256": file_sha256(gguf_path),
                                            "converted_s": round(time.perf_counter() - started, 1)})
         try:

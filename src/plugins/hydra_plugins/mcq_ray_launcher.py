@@ -15,6 +15,12 @@ passed to `ray.init(...)` and `ray.remote(...)`. What it changes, and why:
   line naming Ray's error, a record for the sweep's summary, and the sweep goes on. Its run, left RUNNING by the
   killed process, is marked KILLED at the end of the sweep (src/sweep/callback.py); the same command again
   resumes it from the response cache.
+
+The module imports nothing of the `ray` extra at its top: Hydra's plugin scan and pytest's doctest collection import
+every module here, also where the extra is absent (then `hydra/launcher=ray_cluster` is refused in one line before
+the sweep starts: LAUNCHER_EXTRAS in src/config/schema.py). So the class derives from Hydra's `Launcher` and takes
+the plugin's constructor and `setup` (hydra-ray-launcher's `RayLauncher` adds nothing else: its `launch` is the one
+replaced here), and the plugin's job-starting helper is imported when a sweep launches.
 """
 from __future__ import annotations
 
@@ -26,7 +32,9 @@ from pathlib import Path
 from typing import Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
-from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +43,25 @@ KILLED_ERRORS = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "Tas
                  "OwnerDiedError", "LocalRayletDiedError")
 
 
-class TrackedRayLauncher(RayLauncher):
+class TrackedRayLauncher(Launcher):
+    def __init__(self, ray: DictConfig) -> None:
+        """`ray`: the plugin's `ray` node (`init`, `remote`), as hydra-ray-launcher's `RayLauncher` takes it."""
+        self.ray_cfg = ray
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+        self.config: DictConfig | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Start every job as one Ray task (as the plugin does) and wait for all of them at once."""
-        import ray
+        import ray  # local: the ray extra (see the module's docstring)
         from hydra.core.singleton import Singleton
         from hydra.core.utils import configure_log, filter_overrides, setup_globals
-        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray
+        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray  # local: the ray extra
         from omegaconf import OmegaConf, open_dict
 
         setup_globals()

