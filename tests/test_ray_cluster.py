@@ -74,6 +74,25 @@ def test_ray_launcher_config_composes(monkeypatch):
         assert ray.remote == {"num_cpus": 1, "num_gpus": 0, "max_retries": 0}
 
 
+@pytest.mark.ray
+def test_the_plugins_own_name_runs_the_project_launcher():
+    """`hydra/launcher=ray` (hydra-ray-launcher's own config) is the project's Ray launcher with the plugin's keys
+    (issue 43): the sweeper swaps the class (PROJECT_LAUNCHERS), and the class takes the plugin's `ray` node."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from src.run import PLUGINS  # noqa: F401 - the project's hydra_plugins on sys.path, as the command does
+    from hydra_plugins.mcq_consistency_sweeper import PROJECT_LAUNCHERS, use_project_launcher
+
+    with initialize_config_dir(config_dir=str(REPO / "sweeps"), version_base="1.3"):
+        cfg = compose(config_name="smoke", overrides=["hydra/launcher=ray"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_ in PROJECT_LAUNCHERS
+    keys = set(cfg.hydra.launcher.ray)
+    use_project_launcher(cfg)
+    launcher = instantiate(cfg.hydra.launcher)
+    assert type(launcher).__name__ == "TrackedRayLauncher" and set(launcher.ray_cfg) == keys
+
+
 # ---------------------------------------------------------------- the head node
 
 class Head:

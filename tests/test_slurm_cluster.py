@@ -127,9 +127,12 @@ def server(tmp_path_factory):
         mlflow_server.kill()
 
 
-def sweep(cluster: Cluster, uri: str, tmp: Path, *overrides: str, env: dict | None = None, wait: bool = True):
-    """SWEEP as the docs write it, with this test's tracking server, experiment, cache and sweep folder."""
-    cmd = f"{SWEEP} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
+def sweep(cluster: Cluster, uri: str, tmp: Path, *overrides: str, env: dict | None = None, wait: bool = True,
+          launcher: str = "slurm_cpu"):
+    """SWEEP as the docs write it, with this test's tracking server, experiment, cache and sweep folder;
+    `launcher="submitit_slurm"`: the plugin's own name in place of the project's config (issue 43)."""
+    base = SWEEP.replace("hydra/launcher=slurm_cpu", f"hydra/launcher={launcher}")
+    cmd = f"{base} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
     proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=REPO, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={**cluster.env, **(env or {}), "MLFLOW_TRACKING_URI": uri})
     if not wait:
@@ -213,10 +216,11 @@ def test_real_model_job(slurm, server, tmp_path):
     print(f"\nSmolLM2 job on Slurm: {time.time() - began:.1f} s")
 
 
-def scancel_job_1(cluster: Cluster, uri: str, tmp: Path, experiment: str, args: tuple[str, ...], *, jobs: int) -> float:
+def scancel_job_1(cluster: Cluster, uri: str, tmp: Path, experiment: str, args: tuple[str, ...], *, jobs: int,
+                  launcher: str = "slurm_cpu") -> float:
     """Start the sweep, `scancel` job #1 (temperature 0.5) while it answers, check how the sweep ends; the seconds
     from the scancel to the end of the sweep."""
-    proc = sweep(cluster, uri, tmp, *args, wait=False)
+    proc = sweep(cluster, uri, tmp, *args, wait=False, launcher=launcher)
     task = cluster.wait_task(tmp / "sweep", 1, "RUNNING")
     deadline = time.time() + 120
     while not any(r.info.status == "RUNNING" and r.info.run_name.endswith("-T0.5")

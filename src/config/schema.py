@@ -361,7 +361,8 @@ def check_config(cfg: DictConfig) -> None:
 
 # launcher configs (conf/hydra/launcher/) whose plugin is an extra, not a dependency: what it needs (its packages,
 # the modules that say they are installed) and the extra that installs them
-LAUNCHER_EXTRAS = {"ray_cluster": ("hydra-ray-launcher and Ray", ("hydra_plugins.hydra_ray_launcher", "ray"), "ray")}
+LAUNCHER_EXTRAS = {name: ("hydra-ray-launcher and Ray", ("hydra_plugins.hydra_ray_launcher", "ray"), "ray")
+                   for name in ("ray_cluster", "ray")}  # `ray`: the plugin's own name, run by the project's launcher
 
 
 def check_launcher(argv: Sequence[str]) -> None:

@@ -5,6 +5,10 @@
   `on_multirun_start`, and refused the sweep when one is invalid; this sweeper has Hydra compose only the jobs the
   callback did not (a sweep without the callback, a job whose composition failed there). Each job's own
   `check_config` still runs inside the job (src/job/runner.py).
+- The launcher Hydra's and submitit's documentation teach by its plugin's name (`hydra/launcher=submitit_slurm`, or
+  hydra-ray-launcher's `ray`) is the project's launcher class with the plugin's keys unchanged (`PROJECT_LAUNCHERS`):
+  the plugin's own waits on a cancelled Slurm job forever where `sacct` has no accounting, and stops at the first
+  Ray job whose worker died. `submitit_local`, `joblib` and `basic` are used as they are.
 - The launcher gets the callback's config loader (src/config/sweep_compose.py): it composes once per distinct choice of
   config groups and applies each job's plain `key=value` overrides to a copy, in whichever process runs the job.
 
@@ -18,6 +22,29 @@ from typing import Sequence
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.types import HydraContext
+from omegaconf import DictConfig, open_dict, read_write
+
+# a launcher plugin's class -> the project's class that takes the same keys (src/plugins/hydra_plugins/)
+PROJECT_LAUNCHERS = {
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher":
+        "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
+    "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher": "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher",
+}
+
+
+def use_project_launcher(config: DictConfig) -> None:
+    """Point `hydra.launcher._target_` at the project's class where it names a plugin's class the project replaces.
+
+    >>> from omegaconf import OmegaConf
+    >>> cfg = OmegaConf.create({"hydra": {"launcher": {"_target_": next(iter(PROJECT_LAUNCHERS)), "partition": "cpu"}}})
+    >>> use_project_launcher(cfg); cfg.hydra.launcher._target_, cfg.hydra.launcher.partition
+    ('hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher', 'cpu')
+    """
+    launcher = config.hydra.launcher
+    target = PROJECT_LAUNCHERS.get(launcher.get("_target_"))
+    if target is not None:
+        with read_write(launcher), open_dict(launcher):
+            launcher._target_ = target
 
 
 class PrecheckedSweeper(BasicSweeper):
@@ -25,6 +52,7 @@ class PrecheckedSweeper(BasicSweeper):
         from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
         from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process
 
+        use_project_launcher(config)
         active = sweep_state.current().callback
         loader = active.loader if active is not None and active.loader is not None \
             else GroupCachingConfigLoader.wrap(hydra_context.config_loader)

@@ -1,0 +1,39 @@
+"""The launcher a Hydra user names by its plugin's name (issue 43): `hydra/launcher=submitit_slurm`, the name Hydra's
+and submitit's documentation teach, runs the project's Slurm launcher with the plugin's keys unchanged
+(src/plugins/hydra_plugins/mcq_consistency_sweeper.py, PROJECT_LAUNCHERS); the Slurm tier runs the cancel scenario
+under that name (tests/test_slurm_no_accounting.py). hydra-ray-launcher's `ray` is checked in the Ray tier."""
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+
+from src.run import PLUGINS  # noqa: F401 - puts the project's hydra_plugins on sys.path, as the command does
+from hydra_plugins.mcq_consistency_sweeper import PROJECT_LAUNCHERS, use_project_launcher
+from tests.conftest import REPO
+
+
+def composed_launcher(choice: str):
+    with initialize_config_dir(config_dir=str(REPO / "sweeps"), version_base="1.3"):
+        return compose(config_name="smoke", overrides=[f"hydra/launcher={choice}"], return_hydra_config=True)
+
+
+def test_submitit_slurm_by_its_plugin_name_is_the_project_launcher_with_the_plugins_keys():
+    cfg = composed_launcher("submitit_slurm")
+    before = OmegaConf.to_container(cfg.hydra.launcher)
+    assert before["_target_"] in PROJECT_LAUNCHERS, "the plugin's class name changed: PROJECT_LAUNCHERS is out of step"
+    use_project_launcher(cfg)
+    after = OmegaConf.to_container(cfg.hydra.launcher)
+    assert after.pop("_target_") == "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher"
+    assert after == {k: v for k, v in before.items() if k != "_target_"}  # every key of the plugin, as it was
+    project, plugin = get_class(cfg.hydra.launcher._target_), get_class(before["_target_"])
+    assert issubclass(project, plugin)  # it takes the plugin's constructor: the same keys mean the same
+
+
+@pytest.mark.parametrize("choice", ["slurm_cpu", "submitit_local", "joblib"])
+def test_other_launchers_are_left_as_they_are(choice):
+    cfg = composed_launcher(choice)
+    target = cfg.hydra.launcher._target_
+    use_project_launcher(cfg)
+    assert cfg.hydra.launcher._target_ == target
