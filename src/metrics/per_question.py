@@ -1,0 +1,67 @@
+"""A metric stated once: the per-question statistics it is made of, and how they combine.
+
+Every metric with an interval is a function of question-weighted ratios (docs/metrics.md, "Uncertainty"): each
+question i contributes a numerator `num_i` and a denominator `den_i` to each of the metric's ratios, and the
+metric combines the ratios `sum_i w_i num_i / sum_i w_i den_i` (a plain mean over questions is one ratio with
+`den_i = 1`). A family states this once per metric (`PerQuestion`, built by `mean_of` or `ratio_of`), in its
+`*_statistics` function; from that one statement come
+
+- the value the family logs (`value`: every weight 1),
+- its interval (src/metrics/intervals.py: the weights of a cluster resample of the questions, or Wilson for a
+  share of 0/1 outcomes), and
+- the paired test of two runs (src/metrics/paired.py: the same resample weights both runs).
+
+The point value is summed as pandas sums a column (numpy's pairwise sum over the questions in index order), so
+that a metric moved into a statement logs the very number it logged before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+Combine = Callable[[list[np.ndarray]], np.ndarray]  # the ratios' values (one array each, one entry per weighting)
+
+
+@dataclass(frozen=True)
+class PerQuestion:
+    """One metric as per-question statistics: `ratios`, each a (numerator, denominator) pair of Series indexed
+    by question id, and `combine`, how the metric is made of the ratios' values (None: it is the one ratio).
+    `share`: by definition the share of its questions with a 0/1 outcome (its interval may then be Wilson's)."""
+
+    ratios: tuple[tuple[pd.Series, pd.Series], ...]
+    combine: Combine | None = None
+    share: bool = False
+
+    def value(self) -> float:
+        """The metric with every question weighted 1: NaN where a ratio has no denominator.
+
+        >>> mean_of(pd.Series([1.0, 0.0, 0.5], index=["a", "b", "c"])).value()
+        0.5
+        >>> ratio_of(pd.Series([1.0, 0.0]), pd.Series([0.0, 0.0])).value()
+        nan
+        """
+        ratios = [np.array([_ratio(float(num.sum()), float(den.sum()))]) for num, den in self.ratios]
+        return float(ratios[0][0] if self.combine is None else self.combine(ratios)[0])
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else float("nan")
+
+
+def mean_of(values: pd.Series, *, share: bool = False) -> PerQuestion:
+    """The mean over the questions of `values`' index (each contributes its value over 1)."""
+    values = values.astype(float)
+    return PerQuestion(((values, pd.Series(1.0, index=values.index)),), None, share)
+
+
+def ratio_of(numerator: pd.Series, denominator: pd.Series, *, share: bool = False) -> PerQuestion:
+    """sum of `numerator` / sum of `denominator` over the questions of their (shared) index."""
+    return PerQuestion(((numerator.astype(float), denominator.astype(float)),), None, share)
+
+
+def values_of(statements: Mapping[str, PerQuestion]) -> dict[str, float]:
+    """Each stated metric's value (`PerQuestion.value`), in the statements' order."""
+    return {name: statement.value() for name, statement in statements.items()}
