@@ -199,7 +199,7 @@ class JobTracker:
     def _create(self, run_name: str, tags: Mapping[str, str]) -> str:
         from mlflow.tracking.context import registry as context_registry
 
-        resolved = context_registry.resolve_tags(self._tags(tags), ignore=review._notebook_contexts())
+        resolved = context_registry.resolve_tags(self._tags(tags))
         run = self._call(lambda: self.client.create_run(self.exp_id, tags=resolved, run_name=run_name))
         self.run_id = run.info.run_id
         last_run.clear()
