@@ -1,7 +1,9 @@
 """Metric families: pure functions from the records table (src/core/records.py) to flat `{name: float}` dicts.
 
-Definitions follow docs/metrics.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
-`compute_metrics` picks the families a run's records support and adds the run-level counts.
+Definitions follow docs/metrics.md. `METRIC_FAMILIES` is the registry of the families' metrics (tests iterate it);
+a metric that is a mean or ratio over questions is stated once per question in its family's `*_statistics`
+(`families.FAMILY_STATISTICS`, src/metrics/per_question.py), which gives its value here, its interval and its paired
+test. `compute_metrics` picks the families a run's records support and adds the run-level counts.
 A family that lacks its inputs returns {} or leaves out what it cannot compute, never a 0 for an unknown.
 """
 from __future__ import annotations
