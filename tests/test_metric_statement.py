@@ -85,3 +85,18 @@ def test_a_family_logs_its_statements_values(family):
             assert value == logged[metric] or (np.isnan(value) and np.isnan(logged[metric])), (name, metric)
             compared += 1
     assert compared, f"no simulated golden job has the {family} family"
+
+
+def test_rws_is_the_ratio_of_the_logged_shares_and_its_interval_wilsons_on_the_sure_questions():
+    """RWS, stated as the share of SURE right among SURE (`share_among`): its logged value is the ratio of the two
+    logged shares, bit for bit as before the statements (3/5 over 3/5 + 1/5 is 0.7499999999999999, not the 0.75 of
+    3/4), and its interval is Wilson's on the 4 SURE questions, 3 of them right."""
+    from src.metrics import compute_metrics
+
+    outcomes = [(0, 0)] * 3 + [(1, 1), (0, 1)]  # 3 SURE right, 1 SURE wrong, 1 UNSURE (the correctness rule)
+    table = records([trial(f"q{i}", answer=answer, repetition=r)
+                     for i, answers in enumerate(outcomes) for r, answer in enumerate(answers)])
+    m = compute_metrics(table, families=["repetition"], sure_rule="correctness", intervals=200)
+    assert (m["sure_right"], m["sure_wrong"]) == (0.6, 0.2)
+    assert m["rws"] == 0.6 / (0.6 + 0.2) == 0.7499999999999999
+    assert (m["rws_lo"], m["rws_hi"]) == pytest.approx(wilson_interval(3, 4), abs=1e-12)

@@ -107,19 +107,29 @@ class Parts:
     # defined as a share of questions with a 0/1 outcome (`PerQuestion.share`): decided by the definition, not by
     # the data, so that a run logs the same interval names whatever its answers
     share: bool = False
+    outcome: tuple[np.ndarray, np.ndarray] | None = None  # a share's outcome when it combines ratios (`PerQuestion`)
+
+    @property
+    def counted(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(outcome, counts) per question of a share: its `outcome`, or its one ratio; None for any other metric."""
+        if self.outcome is not None:
+            return self.outcome
+        return self.ratios[0] if self.combine is None and len(self.ratios) == 1 else None
 
     @property
     def binary(self) -> bool:
-        """A share of questions with a 0/1 outcome, by definition (`share`) and in the data: one ratio whose
-        numerator and denominator are 0 or 1 (a hand-built table with two original rows of a question is not)."""
-        if not self.share or self.combine is not None or len(self.ratios) != 1:
+        """A share of questions with a 0/1 outcome, by definition (`share`) and in the data: an outcome and counts
+        of 0 or 1 (a hand-built table with two original rows of a question is not)."""
+        if not self.share or self.counted is None:
             return False
-        num, den = self.ratios[0]
+        num, den = self.counted
         return bool(np.isin(num, (0.0, 1.0)).all() and np.isin(den, (0.0, 1.0)).all() and (num <= den).all())
 
     @property
     def n_questions(self) -> int:
-        """Questions behind the metric (the fewest over its ratios)."""
+        """Questions behind the metric (a share's counted questions, else the fewest over its ratios)."""
+        if self.outcome is not None:
+            return int(np.count_nonzero(self.outcome[1]))
         return min(int(np.count_nonzero(den)) for _, den in self.ratios)
 
 
@@ -186,10 +196,13 @@ def scope_of(statements: Mapping[str, PerQuestion], subject: str | None, index: 
     """The stated metrics of one scope as arrays over the scope's questions (`index`: every question of the run)."""
     members = pd.Index(sorted({q for statement in statements.values() for pair in statement.ratios
                                for series in pair for q in series.index}))
+
+    def arrays(pair: tuple[pd.Series, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
+
     metrics = {
-        name: Parts(tuple((num.reindex(members, fill_value=0.0).to_numpy(dtype=float),
-                           den.reindex(members, fill_value=0.0).to_numpy(dtype=float))
-                          for num, den in statement.ratios), statement.combine, share=statement.share)
+        name: Parts(tuple(arrays(pair) for pair in statement.ratios), statement.combine, share=statement.share,
+                    outcome=None if statement.outcome is None else arrays(statement.outcome))
         for name, statement in statements.items()
     }
     return Scope(subject, index.get_indexer(members).astype(np.int64), metrics)
@@ -309,7 +322,7 @@ def decomposition_intervals(decomposition: Decomposition, point: Mapping[str, fl
             continue
         parts = decomposition.parts(name)
         if closed_form and parts.binary:
-            num, den = parts.ratios[0]
+            num, den = parts.counted
             wilson[name] = wilson_interval(float(num.sum()), float(den.sum()), level)
         elif parts.n_questions >= MIN_BOOTSTRAP_QUESTIONS:
             resampled.append(name)

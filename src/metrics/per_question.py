@@ -3,8 +3,8 @@
 Every metric with an interval is a function of question-weighted ratios (docs/metrics.md, "Uncertainty"): each
 question i contributes a numerator `num_i` and a denominator `den_i` to each of the metric's ratios, and the
 metric combines the ratios `sum_i w_i num_i / sum_i w_i den_i` (a plain mean over questions is one ratio with
-`den_i = 1`). A family states this once per metric (`PerQuestion`, built by `mean_of` or `ratio_of`), in its
-`*_statistics` function; from that one statement come
+`den_i = 1`). A family states this once per metric (`PerQuestion`, built by `mean_of`, `ratio_of`, `share_among`),
+in its `*_statistics` function; from that one statement come
 
 - the value the family logs (`value`: every weight 1),
 - its interval (src/metrics/intervals.py: the weights of a cluster resample of the questions, or Wilson for a
@@ -29,11 +29,14 @@ Combine = Callable[[list[np.ndarray]], np.ndarray]  # the ratios' values (one ar
 class PerQuestion:
     """One metric as per-question statistics: `ratios`, each a (numerator, denominator) pair of Series indexed
     by question id, and `combine`, how the metric is made of the ratios' values (None: it is the one ratio).
-    `share`: by definition the share of its questions with a 0/1 outcome (its interval may then be Wilson's)."""
+    `share`: by definition the share of its questions with a 0/1 outcome (its interval may then be Wilson's);
+    that outcome is the one ratio's, or `outcome` (the per-question outcome and whether the question counts) for
+    a share whose value combines several ratios (RWS, `share_among`)."""
 
     ratios: tuple[tuple[pd.Series, pd.Series], ...]
     combine: Combine | None = None
     share: bool = False
+    outcome: tuple[pd.Series, pd.Series] | None = None
 
     def value(self) -> float:
         """The metric with every question weighted 1: NaN where a ratio has no denominator.
@@ -60,6 +63,26 @@ def mean_of(values: pd.Series, *, share: bool = False) -> PerQuestion:
 def ratio_of(numerator: pd.Series, denominator: pd.Series, *, share: bool = False) -> PerQuestion:
     """sum of `numerator` / sum of `denominator` over the questions of their (shared) index."""
     return PerQuestion(((numerator.astype(float), denominator.astype(float)),), None, share)
+
+
+def _share_of_first(ratios: list[np.ndarray]) -> np.ndarray:
+    first, second = ratios
+    both = first + second
+    return np.divide(first, both, out=np.full(both.shape, np.nan), where=both > 0)
+
+
+def share_among(part: pd.Series, rest: pd.Series) -> PerQuestion:
+    """The share of the questions with `part` among those with `part` or `rest` (two disjoint 0/1 outcomes per
+    question, e.g. SURE right among SURE = SURE right or SURE wrong): a share of 0/1 outcomes whose value is the
+    ratio of the two means, mean(part) / (mean(part) + mean(rest)), as the shares it is read beside are logged
+    (NaN when neither occurs).
+
+    >>> share_among(pd.Series([1.0, 0.0, 0.0]), pd.Series([0.0, 1.0, 0.0])).value()
+    0.5
+    """
+    part, rest = part.astype(float), rest.astype(float)
+    ones = pd.Series(1.0, index=part.index)
+    return PerQuestion(((part, ones), (rest, ones)), _share_of_first, share=True, outcome=(part, part + rest))
 
 
 def values_of(statements: Mapping[str, PerQuestion]) -> dict[str, float]:

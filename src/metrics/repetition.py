@@ -24,7 +24,7 @@ import pandas as pd
 
 from .answers import ORIGINAL, answer_keys, correct_flags
 from .guessing import p_star
-from .per_question import PerQuestion, mean_of, ratio_of, values_of
+from .per_question import PerQuestion, mean_of, share_among, values_of
 
 SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (docs/metrics.md)
 SURE_RULE_TEXT = {
@@ -113,9 +113,10 @@ def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
 def repetition_statistics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
                           sure_rule: str = "answer") -> dict[str, PerQuestion]:
     """The family stated per question (`question_outcomes`): the four SURE/UNSURE shares and S/T as means of a
-    question's 0/1 outcome, RWS as SURE right over SURE, and `acc_mean` as the mean over repetitions r of the
-    right trials over the trials made at r (each question contributes its own). `acc_mean` is left out when an
-    adaptive run skipped trials (see `repetition_metrics`). {} when R == 1 or no single variant per question."""
+    question's 0/1 outcome, RWS as the share of SURE right among SURE, and `acc_mean` as the mean over repetitions
+    r of the right trials over the trials made at r (each question contributes its own). `acc_mean` is left out
+    when an adaptive run skipped trials (see `repetition_metrics`). {} when R == 1 or no single variant per
+    question."""
     check_sure_rule(sure_rule)
     if records.empty or int(records["repetition"].max()) < 1:
         return {}
@@ -129,7 +130,7 @@ def repetition_statistics(records: pd.DataFrame, *, consistency: float = 0.99, c
         "unsure_right": mean_of(~sure & right),
         "unsure_wrong": mean_of(~sure & ~right),
         "sure_wrong": mean_of(sure & ~right),
-        "rws": ratio_of(sure & right, sure, share=True),
+        "rws": share_among(sure & right, sure & ~right),  # SURE right among SURE
         "st": mean_of(sure, share=True),
     }
     if skipped_trials(rows):  # later repetitions hold only the undecided questions: no per-repetition accuracy
