@@ -66,6 +66,8 @@ def test_a_toy_metric_gets_its_value_interval_and_paired_test_from_its_statement
                                 n_resamples=500)["said_a"]
     assert versus.difference == pytest.approx(value - (other["parsed_label"] == "A").mean(), abs=1e-12)
     assert versus.hi < 0 and versus.p < 0.01
+    with pytest.raises(ValueError, match="question_ids lacks"):  # a run on other questions cannot be paired
+        decomposition_of(said_a(run(61, 0.9, seed=2)), decomposition.question_ids)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILY_STATISTICS))

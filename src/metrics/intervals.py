@@ -216,6 +216,8 @@ def decomposition_of(statements: Mapping[str, PerQuestion], question_ids: Sequen
                                for series in pair for q in series.index})
     ids = np.asarray(question_ids)
     scope = scope_of(statements, None, pd.Index(ids))
+    if (scope.positions < 0).any():
+        raise ValueError("the statements name questions that question_ids lacks")
     return Decomposition(ids, (scope,) if scope.metrics else ())
 
 
