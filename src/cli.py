@@ -5,14 +5,16 @@
     mcq --help                             # the commands
 
 Each `mcq X` calls the same `main(argv)` as `python -m src.X` (installed by `pip install -e .`, pyproject's
-[project.scripts]). The shared pieces: the `--tracking-uri` / `--experiment` flags, the exit codes, one `error:` line
-for bad input, and the garbage-collection tuning of a batch process, which the entry point sets (never an import
-of the package).
+[project.scripts]). The shared pieces: the `--tracking-uri` / `--experiment` flags, the check of the power flags
+(`--delta`, `--alpha`, `--power` of `plan` and `compare`), the exit codes, one `error:` line for bad input, and the
+garbage-collection tuning of a batch process, which the entry point sets (never an import of the package). The
+commands import this module and no other command (tests/test_layers.py).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import runpy
 import sys
 from typing import Callable, Sequence
@@ -57,6 +59,16 @@ def user_error(err: UserError) -> int:
     """The one line bad input gets, and its exit code (EXIT_USER_ERROR unless the error says otherwise)."""
     print(f"error: {err}", file=sys.stderr)
     return err.exit_code
+
+
+def check_power_args(delta: float, alpha: float, power: float) -> None:
+    """One-line errors for a delta, alpha or power out of range."""
+    if not (delta > 0 and math.isfinite(delta)):
+        raise UserError(f"--delta: {delta:g} must be > 0 (the difference to detect, e.g. 0.02)")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha: {alpha:g} must be between 0 and 1 (exclusive), e.g. 0.05")
+    if not 0 < power < 1:
+        raise UserError(f"--power: {power:g} must be between 0 and 1 (exclusive), e.g. 0.8")
 
 
 def entry(main: Callable[[Sequence[str] | None], int]) -> None:

@@ -17,22 +17,11 @@ answer its question: "enough" says whether the run's own n already reaches n_nee
 from __future__ import annotations
 
 import argparse
-import math
 
-from src.cli import add_tracking_flags, entry, user_error
+from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
 from src.tracking import store
-
-
-def check_power_args(delta: float, alpha: float, power: float) -> None:
-    """One-line errors for a delta, alpha or power out of range."""
-    if not (delta > 0 and math.isfinite(delta)):
-        raise UserError(f"--delta: {delta:g} must be > 0 (the difference to detect, e.g. 0.02)")
-    if not 0 < alpha < 1:
-        raise UserError(f"--alpha: {alpha:g} must be between 0 and 1 (exclusive), e.g. 0.05")
-    if not 0 < power < 1:
-        raise UserError(f"--power: {power:g} must be between 0 and 1 (exclusive), e.g. 0.8")
 
 
 def _run_info(client, run_id: str) -> tuple[str, str]:

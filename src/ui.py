@@ -20,10 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from src import ui_check
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
-from src.tracking import review, store
+from src.tracking import browser, review, store
 from src.tracking.names import DEFAULT_EXPERIMENT
 
 WINDOW = (1400, 900)  # a laptop's browser window: the review view's first columns must fit in it
@@ -63,7 +62,7 @@ def window_check(page: dict, run_names: list[str]) -> dict:
     listed = [name for name in run_names if name in page["text"]]
     headlines = [name for name in inside if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, "chance")
                  or name.endswith(("_lo", "_hi"))]
-    failed = [] if page.get("drawn", True) else [f"the page was not drawn within {ui_check.PAGE_TIMEOUT_S:.0f} s"]
+    failed = [] if page.get("drawn", True) else [f"the page was not drawn within {browser.PAGE_TIMEOUT_S:.0f} s"]
     if run_names and not listed:
         failed.append("no job run is listed")
     if not {"mcqa", review.REVIEW_FALLBACK} & set(inside):
@@ -74,10 +73,10 @@ def window_check(page: dict, run_names: list[str]) -> dict:
 def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
     """The review view at `url` in headless Chromium (Playwright, one browser closed on return) in a WINDOW-sized
     window, once its table is drawn (with a run's row when the experiment has job runs): a PNG of the window to
-    `png`, and `ui_check.HEADERS_SCRIPT`'s answer (no headers when the page did not draw them in time)."""
-    with ui_check.open_browser(ui_check.find_chromium()) as browser:
-        page = ui_check.load_page(browser, url, size=WINDOW, script=ui_check.HEADERS_SCRIPT, screenshot=png,
-                                  ready=ui_check.RUNS_READY if has_runs else ui_check.HEADERS_READY)
+    `png`, and `browser.HEADERS_SCRIPT`'s answer (no headers when the page did not draw them in time)."""
+    with browser.open_browser(browser.find_chromium()) as chrome:
+        page = browser.load_page(chrome, url, size=WINDOW, script=browser.HEADERS_SCRIPT, screenshot=png,
+                                 ready=browser.RUNS_READY if has_runs else browser.HEADERS_READY)
     return {**(page.found or {"width": WINDOW[0], "text": "", "headers": []}), "drawn": page.ready}
 
 
@@ -97,18 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --tracking-uri {args.tracking_uri}: a tracking server serves its own UI; open it in a browser",
               file=sys.stderr)
         return 2
-    missing = ui_check.browser_missing("--screenshot") if args.screenshot else None
+    missing = browser.browser_missing("--screenshot") if args.screenshot else None
     if missing:
         print(missing, file=sys.stderr)
         return 2
-    port = args.port or ui_check.free_port()
+    port = args.port or browser.free_port()
     try:
         url, run_names, note = review_address(args.tracking_uri, args.experiment, f"http://127.0.0.1:{port}")
     except UserError as err:
         return user_error(err)
     with tempfile.TemporaryDirectory(prefix="mcq-ui-") as tmp:
         try:
-            server = ui_check.start_ui(args.tracking_uri, port, Path(tmp) / "mlflow-ui.log")
+            server = browser.start_ui(args.tracking_uri, port, Path(tmp) / "mlflow-ui.log")
         except RuntimeError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -126,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return 0
         finally:
-            ui_check.stop_ui(server)
+            browser.stop_ui(server)
 
 
 if __name__ == "__main__":

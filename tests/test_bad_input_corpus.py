@@ -16,7 +16,7 @@ from src.core.prompts import PromptTemplate, render
 from src.core.records import read_run_records
 from src.answering.trials import prompt_hash
 from src.variants import make_variants
-from src.variants.base import LETTERS
+from src.core.variant import LETTERS
 
 from .conftest import REPO, mlflow_runs, examples
 

@@ -17,7 +17,7 @@ from src.metrics.expected import outcome_probs
 from src.metrics.guessing import T, p_star
 from src.core.questions import Question
 from src.answering.trials import Item, answer_items, draw_answers, to_records
-from src.variants.base import Variant
+from src.core.variant import Variant
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

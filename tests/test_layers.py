@@ -25,9 +25,13 @@ LAYERS = (
     ("tracking", ("src.tracking",)),
     ("answering", ("src.answering",)),
     ("measures", ("src.metrics",)),
-    ("domain", ("src.core", "src.answer_formats", "src.backends", "src.benchmarks", "src.variants")),
+    ("domain", ("src.answer_formats", "src.backends", "src.benchmarks", "src.variants")),
+    ("nouns", ("src.core",)),
     ("common", ("src.common", "src")),
 )
+# What every command shares (the `mcq` console script, the tracking flags, exit codes): the one module of the
+# commands layer that the other commands import. Any other piece two commands share lives in a lower layer.
+COMMANDS_SHARED = "src.cli"
 LOCAL_REASON = "local:"  # a function-local import of a project module says why on its line: `# local: loads torch`
 
 
@@ -108,6 +112,22 @@ def test_no_import_goes_up_a_layer(graph):
     assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
 
 
+def command_of(module: str) -> str | None:
+    """The command (its prefix in the commands layer: `src.perf` for every module of src/perf/) a module belongs
+    to; None outside the commands layer."""
+    if layer_of(module) != 0:
+        return None
+    return max((prefix for prefix in LAYERS[0][1] if module == prefix or module.startswith(prefix + ".")), key=len)
+
+
+def test_no_command_imports_another_command(graph):
+    """A command imports no other command (only `COMMANDS_SHARED`): what two commands share moves below them."""
+    _, edges = graph
+    crossing = [f"{a}:{line} imports {b}" for a, b, line, _, _ in edges
+                if command_of(a) and command_of(b) and command_of(a) != command_of(b) and b != COMMANDS_SHARED]
+    assert not crossing, "a command imports another command:\n" + "\n".join(crossing)
+
+
 def test_no_import_circle(graph):
     known, edges = graph
     out: dict[str, set[str]] = {m: set() for m in known}
@@ -150,3 +170,6 @@ def test_the_checks_see_what_they_check():
     assert ("src.answering.trials", "src.answering.adaptive", True) in edges
     assert not any(a == "src.answering.adaptive" and b == "src.answering.trials" for a, b, _ in edges)
     assert layer_of("src.run") < layer_of("src.job.runner") < layer_of("src.tracking.store") < layer_of("src.common.errors")
+    assert layer_of("src.variants.cora") < layer_of("src.core.variant")  # the generators above the nouns they make
+    assert command_of("src.perf.meter") == "src.perf" and command_of("src.compare.__main__") == "src.compare.__main__"
+    assert command_of("src.ui") == "src.ui" != command_of("src.ui_check") and command_of("src.compare.report") is None

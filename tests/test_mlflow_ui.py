@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from src import ui_check
+from src.tracking import browser
 
 # an opt-in tier (--run-browser, the third step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
 # and three page loads in headless Chromium, driven by Playwright
@@ -18,9 +19,9 @@ def needs_browser() -> str:
     install): called in the test, not a fixture, so that the tier asked for reports the test FAILED, not an error
     at setup."""
     pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
-    found = ui_check.find_chromium()
+    found = browser.find_chromium()
     if found is None:
-        pytest.skip(f"no Chromium on PATH ({', '.join(ui_check.CHROMIUM_NAMES)})")
+        pytest.skip(f"no Chromium on PATH ({', '.join(browser.CHROMIUM_NAMES)})")
     return found
 
 

@@ -134,11 +134,12 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     import types
 
     from src import ui, ui_check
+    from src.tracking import browser
 
     def started(*args, **kwargs):
         raise AssertionError("a server or an experiment was made before the browser check")
 
-    monkeypatch.setattr(ui_check, "start_ui", started)
+    monkeypatch.setattr(browser, "start_ui", started)  # both commands start `mlflow ui` through src.tracking.browser
     monkeypatch.setattr(ui_check, "make_experiment", started)
     missing_store = ["--tracking-uri", f"sqlite:///{tmp_path}/none/mlflow.db"]
     for name in ("playwright", "playwright.sync_api"):
@@ -152,11 +153,11 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
 
     for name in ("playwright", "playwright.sync_api"):  # Playwright there, no Chromium
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setattr(ui_check, "find_chromium", lambda: None)
+    monkeypatch.setattr(browser, "find_chromium", lambda: None)
     assert ui_check.main([]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: python -m src.ui_check needs Chromium on PATH")
-    assert err.endswith(f"install it: {ui_check.INSTALL_HINT}\n")
+    assert err.endswith(f"install it: {browser.INSTALL_HINT}\n")
     assert ui.main([*missing_store, "--screenshot", str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")
 

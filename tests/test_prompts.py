@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from src.common.errors import UserError
 from src.core.prompts import PromptTemplate, labels_for, render
 from src.core.questions import Question
-from src.variants.base import Variant
+from src.core.variant import Variant
 
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "conf" / "prompt"
 PROMPT_FILES = sorted(PROMPT_DIR.glob("*.yaml"))

@@ -16,7 +16,7 @@ from ..backends.base import Request
 from src.core.parsing import Parse, strip_reasoning
 from src.core.prompts import PromptTemplate
 from src.core.questions import Question
-from ..variants.base import Variant
+from src.core.variant import Variant
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from ..backends.base import Request
 from src.core.parsing import Parse, parse_with_rule
 from src.core.prompts import PromptTemplate, labels_for, render
 from src.core.questions import Question
-from ..variants.base import Variant
+from src.core.variant import Variant
 from .base import AnswerFormat
 
 

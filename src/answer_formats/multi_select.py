@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from src.core.parsing import Parse
 from src.core.prompts import LABEL_STYLES, PromptTemplate, labels_for
 from src.core.questions import Question
-from ..variants.base import Variant
+from src.core.variant import Variant
 from .base import AnswerFormat, answer_text, ruled
 
 MULTI_SELECT_TEMPLATE = (

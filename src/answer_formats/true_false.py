@@ -13,7 +13,7 @@ import pandas as pd
 from src.core.parsing import Parse
 from src.core.prompts import DEFAULT_SUBJECT, PromptTemplate
 from src.core.questions import Question
-from ..variants.base import TF_LABELS, Variant
+from src.core.variant import TF_LABELS, Variant
 from .base import AnswerFormat, answer_text, ruled
 
 TRUE_FALSE_TEMPLATE = (

@@ -15,7 +15,7 @@ from src.common.progress import job_progress
 from src.answer_formats import FORMATS, format_of
 from src.core.questions import Question
 from src.core.records import COLUMNS
-from src.variants import Variant
+from src.core.variant import Variant
 
 
 CLOZE_MODES = ("cloze", "cloze_shown")  # option texts scored as continuations, without or with the options listed

@@ -23,11 +23,11 @@ import contextlib
 import copy
 from typing import Iterator
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobRuntime
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from src.config.hydra_adapter import ConfigLoaderImpl, use_config_loader
 from src.config.schema import HYDRA_FLAGS
 
 # the command's compositions while `composed_once` is active (None otherwise, as in a launcher worker that received
@@ -85,14 +85,13 @@ class CommandConfigLoader(ConfigLoaderImpl):
 def composed_once(argv: list[str]) -> Iterator[None]:
     """Every Hydra instance made inside (the pre-check's, Hydra's main) composes with a `CommandConfigLoader`,
     for a command of one job (no `-m`: a multirun's pre-check composes each of its jobs, which nothing reuses)."""
-    import hydra._internal.hydra as hydra_core
-
     if HYDRA_FLAGS & set(argv):
         yield
         return
     global _COMPOSED
-    hydra_core.ConfigLoaderImpl, _COMPOSED = CommandConfigLoader, {}
+    _COMPOSED = {}
     try:
-        yield
+        with use_config_loader(CommandConfigLoader):
+            yield
     finally:
-        hydra_core.ConfigLoaderImpl, _COMPOSED = ConfigLoaderImpl, None
+        _COMPOSED = None

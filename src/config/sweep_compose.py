@@ -20,9 +20,9 @@ import copy
 import uuid
 from typing import Any
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from omegaconf import DictConfig, OmegaConf, open_dict
 from src.common.errors import UserError
+from src.config.hydra_adapter import ConfigLoaderImpl, get_overrides_dirname, split_arguments
 
 # this process's compositions for one sweep: (token of its loader, top-level config groups, group choice -> config)
 _CACHE: dict[str, Any] = {"token": None, "groups": None, "bases": {}}
@@ -122,7 +122,6 @@ def composed_jobs(config: DictConfig, jobs: list[list[str]],
 
 def split_sweep(overrides: list[str]) -> list[list[str]]:
     """The override lists of every job a sweep's overrides name, in the order Hydra's basic sweeper runs them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
@@ -130,4 +129,4 @@ def split_sweep(overrides: list[str]) -> list[list[str]]:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except OverrideParseException as err:
         raise UserError(f"config overrides {' '.join(overrides)}: {' '.join(str(err).split())}") from err
-    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return split_arguments(parsed)

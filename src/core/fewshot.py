@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from src.core.questions import Question
-from src.variants.base import rng_for
+from src.core.questions import Question, rng_for
 
 
 def pick_fewshot(pool_for_subject: Callable[[str | None], Sequence[Question]], question: Question, *, k: int,

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from src.variants.base import LETTERS, Variant
+from src.core.variant import LETTERS, Variant
 
 # label_style -> (label alphabet, how a label is shown in front of its option)
 LABEL_STYLES = {

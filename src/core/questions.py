@@ -1,6 +1,7 @@
-"""The one question type every benchmark loader produces."""
+"""The one question type every benchmark loader produces, and the random stream of each question (`rng_for`)."""
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -51,3 +52,8 @@ def duplicate_option_groups(question: Question | Iterable[str], *, casefold: boo
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
     return [tuple(g) for g in groups.values() if len(g) > 1]
+
+
+def rng_for(seed: int, question_id: str, purpose: str) -> random.Random:
+    """Deterministic stream per (seed, question, purpose); str seeds hash with sha512, independent of PYTHONHASHSEED."""
+    return random.Random(f"{seed}|{question_id}|{purpose}")

@@ -31,7 +31,7 @@ from ..backends.base import Request
 from src.common.errors import UserError
 from src.core.questions import Question
 from src.answering.trials import Item
-from ..variants.base import NOTA, NOTA_TEXT, Variant
+from ..core.variant import NOTA, NOTA_TEXT, Variant
 from .common import Ingested, Trial, answer_of, is_missing, json_cell, table_rows
 
 SUFFIXES = (".xlsx", ".csv")

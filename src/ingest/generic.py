@@ -41,7 +41,7 @@ from ..benchmarks.files import iter_jsonl, read_text
 from src.common.errors import UserError
 from src.core.questions import Question
 from src.answering.trials import Item
-from ..variants.base import LETTERS, TF_LABELS, Variant
+from ..core.variant import LETTERS, TF_LABELS, Variant
 from .common import Ingested, Trial, answer_of, is_missing, json_cell, plain, table_rows
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")

@@ -27,7 +27,7 @@ from ..benchmarks.files import iter_jsonl, read_text
 from src.common.errors import UserError
 from src.core.questions import Question
 from src.answering.trials import Answer, Item, decision_margin
-from ..variants.base import LETTERS, Variant
+from ..core.variant import LETTERS, Variant
 from .common import Ingested, Trial, answer_of
 
 _TASK = re.compile(r"^samples_(?P<task>.+?)_\d{4}-\d{2}-\d{2}T")

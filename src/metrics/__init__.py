@@ -1,12 +1,13 @@
 """Metric families: pure functions from the records table (src/core/records.py) to flat `{name: float}` dicts.
 
-Definitions follow docs/metrics.md. `METRIC_FAMILIES` is the one registry (tests iterate it);
-`compute_metrics` picks the families a run's records support and adds the run-level counts.
+Definitions follow docs/metrics.md. `METRIC_FAMILIES` is the registry of the families' metrics (tests iterate it);
+a metric that is a mean or ratio over questions is stated once per question in its family's `*_statistics`
+(`families.FAMILY_STATISTICS`, src/metrics/per_question.py), which gives its value here, its interval and its paired
+test. `compute_metrics` picks the families a run's records support and adds the run-level counts.
 A family that lacks its inputs returns {} or leaves out what it cannot compute, never a 0 for an unknown.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any, Callable, Sequence
 
@@ -17,7 +18,8 @@ from .expected import expected_metrics, outcome_probs
 from .cora import BMCA_LEVELS, cora_bootstrap, cora_metrics, mcqa_metrics, response_consistency
 from .fluctuation import answer_fluctuation, fluctuation_metrics, pride_acc, probability_fluctuation
 from .guessing import T, can_stop, msgr, p_star
-from .families import HEADLINE_METRICS, HEADLINE_PREFIXES, _metric_subject, applicable_families, tidy_permutations
+from .families import (HEADLINE_METRICS, HEADLINE_PREFIXES, applicable_families, call_family, keyword_options,
+                       metric_subject, tidy_permutations)
 from .intervals import interval_names, is_interval_name, metric_intervals, wilson_interval
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
 from .revas import order_outcomes, revas_metrics, sc_distribution
@@ -96,20 +98,12 @@ def subject_metrics(records: pd.DataFrame, families: Sequence[str], options: dic
     def headline(rows: pd.DataFrame) -> dict[str, float]:
         found: dict[str, float] = {}
         for name in families:
-            fn = METRIC_FAMILIES[name]
-            data = tidy_permutations(rows) if name == "fluctuation" else rows
-            found.update(fn(data, **{key: value for key, value in options.items() if key in _keyword_options(fn)}))
+            found.update(call_family(METRIC_FAMILIES[name], name, rows, options))
         return {key: value for key, value in found.items()
                 if (key in HEADLINE_METRICS or key.startswith(HEADLINE_PREFIXES)) and not math.isnan(value)}
 
     breakdown = by_subject(records, headline)
-    return flatten_by_subject({_metric_subject(subject): values for subject, values in breakdown.items()})
-
-
-def _keyword_options(fn: Callable) -> set[str]:
-    return {
-        name for name, param in inspect.signature(fn).parameters.items() if param.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+    return flatten_by_subject({metric_subject(subject): values for subject, values in breakdown.items()})
 
 
 def compute_metrics(
@@ -142,7 +136,7 @@ def compute_metrics(
     unknown = [name for name in chosen if name not in METRIC_FAMILIES]
     if unknown:
         raise ValueError(f"unknown metric families {unknown}; choose from {sorted(METRIC_FAMILIES)}")
-    accepted = set().union(*(_keyword_options(fn) for fn in [*METRIC_FAMILIES.values(), cora_bootstrap]))
+    accepted = set().union(*(keyword_options(fn) for fn in [*METRIC_FAMILIES.values(), cora_bootstrap]))
     stray = sorted(set(options) - accepted)
     if stray:
         raise TypeError(f"unknown metric option(s) {stray}; known: {sorted(accepted)}")
@@ -155,15 +149,11 @@ def compute_metrics(
         "accuracy": float(correct_flags(records).mean()) if n_trials else float("nan"),
     }
     for name in chosen:
-        fn = METRIC_FAMILIES[name]
-        wanted = _keyword_options(fn)
-        data = tidy_permutations(records) if name == "fluctuation" else records
-        out.update(fn(data, **{key: value for key, value in options.items() if key in wanted}))
+        out.update(call_family(METRIC_FAMILIES[name], name, records, options))
     if by_subjects:
         out.update(subject_metrics(records, chosen, options))
     if bootstrap and "cora" in chosen:
-        wanted = _keyword_options(cora_bootstrap)
-        out.update(cora_bootstrap(records, **{key: value for key, value in options.items() if key in wanted}))
+        out.update(call_family(cora_bootstrap, "cora", records, options))
     if intervals:
         out.update(metric_intervals(records, out, n_resamples=intervals, level=level, seed=interval_seed,
                                     families=chosen, by_subjects=by_subjects, **options))

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .answers import ORIGINAL, correct_flags, first_repetition, metric_suffix, natural_key
+from .draws import draw_counts
+from .per_question import PerQuestion, mean_of, values_of
 
 BMCA_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # the paper's six consistency levels
 
@@ -41,27 +43,63 @@ def response_consistency(records: pd.DataFrame) -> pd.Series:
     return grouped.sum() / grouped.count()
 
 
+def _original_correct(frame: pd.DataFrame) -> pd.Series:
+    """Per question with an `original` row: its share of original rows answered right (one row: 0 or 1)."""
+    original = frame[frame["variant_kind"] == ORIGINAL]
+    return original.groupby("question_id")["correct"].mean()
+
+
+def mcqa_statistics(records: pd.DataFrame) -> dict[str, PerQuestion]:
+    """MCQA stated per question: the mean over the questions with an `original` variant of its accuracy there
+    (repetition 0); {} when no original rows exist."""
+    per_question = _original_correct(_correct_frame(records))
+    return {} if per_question.empty else {"mcqa": mean_of(per_question, share=True)}
+
+
 def mcqa_score(records: pd.DataFrame) -> float | None:
     """Question-weighted accuracy on the `original` variant (repetition 0); None when no original rows exist."""
-    frame = _correct_frame(records)
-    original = frame[frame["variant_kind"] == ORIGINAL]
-    if original.empty:
-        return None
-    return float(original.groupby("question_id")["correct"].mean().mean())
+    stated = mcqa_statistics(records)
+    return stated["mcqa"].value() if stated else None
 
 
 def mcqa_metrics(records: pd.DataFrame) -> dict[str, float]:
     """`{"mcqa": ...}`, or `{}` when the run has no `original` variant."""
-    score = mcqa_score(records)
-    return {} if score is None else {"mcqa": score}
+    return values_of(mcqa_statistics(records))
 
 
-def _consistency_index(mcqa: float, bmca_full: float) -> float:
+def _consistency_index(ratios: list[np.ndarray]) -> np.ndarray:
+    mcqa, bmca_full = ratios
     return 1.0 - (mcqa - bmca_full)
 
 
+def _cora_value(ratios: list[np.ndarray]) -> np.ndarray:
+    return ratios[0] * _consistency_index(ratios)  # eq. 7: MCQA x CI, not MCQA+ x CI
+
+
+def cora_statistics(records: pd.DataFrame, *, bmca_levels: Sequence[float] = BMCA_LEVELS) -> dict[str, PerQuestion]:
+    """The CoRA family stated per question: rc_i (`response_consistency`) for MCQA+, MV and BMCA(c); MCQA and
+    BMCA(1.0) over the questions with an original row for CI = 1 - (MCQA - BMCA(1.0)) and CoRA = MCQA x CI."""
+    frame = _correct_frame(records)
+    if frame.empty:
+        return {}
+    grouped = frame.groupby("question_id", sort=True)["correct"]
+    rc = grouped.sum() / grouped.count()  # as response_consistency
+    out = {"mcqa_plus": mean_of(rc), "mv": mean_of(rc > 0.5)}
+    for level in bmca_levels:
+        out[f"bmca_{metric_suffix(level)}"] = mean_of(rc >= level, share=level == 1.0)
+    per_question = _original_correct(frame)
+    if len(per_question):
+        ones = pd.Series(1.0, index=per_question.index)
+        full = (rc.loc[per_question.index] >= 1.0).astype(float)
+        pair = ((per_question.astype(float), ones), (full, ones))
+        out["mcqa"] = mean_of(per_question, share=True)
+        out["ci"] = PerQuestion(pair, _consistency_index)
+        out["cora"] = PerQuestion(pair, _cora_value)
+    return out
+
+
 def cora_metrics(records: pd.DataFrame, *, bmca_levels: Sequence[float] = BMCA_LEVELS) -> dict[str, float]:
-    """`mcqa`, `mcqa_plus`, `mv`, `bmca_<c>` for each level, `ci`, `cora`.
+    """`mcqa`, `mcqa_plus`, `mv`, `bmca_<c>` for each level, `ci`, `cora` (`cora_statistics`).
 
     `mcqa`, `ci` and `cora` need an `original` variant and are left out without one. CI compares MCQA with
     BMCA(1.0) over the same questions: those that have an original row.
@@ -73,20 +111,7 @@ def cora_metrics(records: pd.DataFrame, *, bmca_levels: Sequence[float] = BMCA_L
     >>> m["mcqa"], m["mcqa_plus"], m["bmca_1.0"], m["ci"], m["cora"]
     (1.0, 0.75, 0.5, 0.5, 0.5)
     """
-    frame = _correct_frame(records)
-    if frame.empty:
-        return {}
-    rc = response_consistency(records)
-    out: dict[str, float] = {"mcqa_plus": float(rc.mean()), "mv": float((rc > 0.5).mean())}
-    for level in bmca_levels:
-        out[f"bmca_{metric_suffix(level)}"] = float((rc >= level).mean())
-    originals = frame.loc[frame["variant_kind"] == ORIGINAL, "question_id"].unique()
-    if len(originals):
-        mcqa = mcqa_score(records)
-        bmca_full = float((rc.loc[np.sort(originals)] >= 1.0).mean())
-        ci = _consistency_index(mcqa, bmca_full)
-        out.update(mcqa=mcqa, ci=ci, cora=mcqa * ci)  # eq. 7: MCQA x CI, not MCQA+ x CI
-    return dict(sorted(out.items()))
+    return dict(sorted(values_of(cora_statistics(records, bmca_levels=bmca_levels)).items()))
 
 
 def _slot_matrices(frame: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -135,9 +160,7 @@ def cora_bootstrap(
         u = rng.random((stop - start, k_slots))
         for size, (ids, matrix) in groups.items():
             slots = np.minimum((u * size).astype(np.int64), size - 1)
-            offsets = (np.arange(stop - start) * size)[:, None]
-            counts = np.bincount((slots + offsets).ravel(), minlength=(stop - start) * size)
-            counts = counts.reshape(stop - start, size).astype(float)
+            counts = draw_counts(slots, size)
             hits = matrix @ counts.T  # questions x resamples: right answers among the k drawn slots
             plus[start:stop] += hits.sum(axis=0) / k_slots
             mv[start:stop] += (2 * hits > k_slots).sum(axis=0)
@@ -145,7 +168,7 @@ def cora_bootstrap(
     stats = {"mcqa_plus": plus / n_questions, "mv": mv / n_questions}
     if mcqa is not None:
         bmca_full = full_original / len(original_ids)
-        stats["cora"] = mcqa * _consistency_index(mcqa, bmca_full)
+        stats["cora"] = _cora_value([np.full(n_resamples, mcqa), bmca_full])
     out: dict[str, float] = {}
     for name, values in stats.items():
         out[f"{name}_boot_mean"] = float(values.mean())

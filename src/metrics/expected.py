@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..answer_formats import FORMATS, MCQ
 from .guessing import p_star
-from .repetition import _one_variant_per_question
+from .repetition import one_variant_per_question
 
 OUTCOMES = ("sure_right", "sure_wrong", "unsure_right", "unsure_wrong")
 
@@ -90,7 +90,7 @@ def expected_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: 
     if records.empty or "answer_dist" not in records.columns or int(records["repetition"].max()) < 1:
         return {}
     R = int(records["repetition"].max()) + 1  # noqa: N806 - the papers' name
-    rows = _one_variant_per_question(records)
+    rows = one_variant_per_question(records)
     rows = rows[rows["answer_dist"].map(lambda d: d is not None and not (isinstance(d, float) and math.isnan(d)))]
     if rows.empty:
         return {}

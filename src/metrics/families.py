@@ -1,17 +1,24 @@
-"""Which metric families records hold the inputs for, and each family's headline metrics.
+"""Which metric families records hold the inputs for, each family's headline metrics, and each family's metrics
+stated per question (src/metrics/per_question.py).
 
 Below `src.metrics` (which computes the families) and `src.metrics.intervals` (which resamples the headline
 metrics): both read these rules, written once here.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from .answers import ORIGINAL
-from .revas import REVAS_KINDS
+from .cora import cora_statistics, mcqa_statistics
+from .fluctuation import fluctuation_statistics
+from .per_question import PerQuestion
+from .repetition import repetition_statistics
+from .revas import REVAS_KINDS, revas_statistics
 
 # CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
 CORA_ALTERED_KINDS = frozenset({"shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled", "decoupled_nota",
@@ -83,6 +90,47 @@ def tidy_permutations(records: pd.DataFrame) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
-def _metric_subject(subject: str) -> str:
+def metric_subject(subject: str) -> str:
     """A subject as MLflow accepts it inside a metric name ("step2&3" -> "step2_3")."""
     return re.sub(r"[^\w.\- ]", "_", str(subject))
+
+
+# Each family whose metrics are means or ratios over questions, and the function stating them per question: their
+# values, their intervals (src/metrics/intervals.py) and their paired tests (src/metrics/paired.py) all come from
+# it. The expected family has none: its metrics are expectations under a sampled answer distribution.
+FAMILY_STATISTICS: dict[str, Callable[..., dict[str, PerQuestion]]] = {
+    "mcqa": mcqa_statistics,
+    "cora": cora_statistics,
+    "repetition": repetition_statistics,
+    "fluctuation": fluctuation_statistics,
+    "revas": revas_statistics,
+}
+
+
+def keyword_options(fn: Callable) -> set[str]:
+    """The keyword-only parameters of a family function: the metric options (`compute_metrics`) it takes."""
+    return {name for name, param in inspect.signature(fn).parameters.items()
+            if param.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def family_input(family: str, records: pd.DataFrame) -> pd.DataFrame:
+    """The table a family reads: the fluctuation family its tidy rows (`tidy_permutations`), every other the records."""
+    return tidy_permutations(records) if family == "fluctuation" else records
+
+
+def call_family(fn: Callable, family: str, records: pd.DataFrame, options: Mapping[str, Any]):
+    """`fn` (a family's metrics or statistics) on the family's input, with the options it takes."""
+    wanted = keyword_options(fn)
+    return fn(family_input(family, records), **{key: value for key, value in options.items() if key in wanted})
+
+
+def headline_statistics(records: pd.DataFrame, families: Sequence[str], options: Mapping[str, Any]
+                        ) -> dict[str, PerQuestion]:
+    """The per-question statements of the headline metrics (HEADLINE_METRICS, HEADLINE_PREFIXES) of `families`
+    on `records`, in the families' order (a later family's statement of a name replaces an earlier one's)."""
+    found: dict[str, PerQuestion] = {}
+    for family in families:
+        if family in FAMILY_STATISTICS:
+            found.update(call_family(FAMILY_STATISTICS[family], family, records, options))
+    return {name: statement for name, statement in found.items()
+            if name in HEADLINE_METRICS or name.startswith(HEADLINE_PREFIXES)}

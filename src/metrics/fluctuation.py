@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .answers import answer_keys, first_repetition
+from .per_question import PerQuestion, mean_of, values_of
 
 PRIDE_SET = "cyclic"  # PriDe estimates its position prior from cyclic permutations (Zheng et al. 2024)
 # Which questions PriDe accuracy scores: "paper" only the questions outside the calibration share (docs/metrics.md);
@@ -59,14 +60,13 @@ def _renormalised(probs) -> np.ndarray:
     return p / p.sum()
 
 
-def answer_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
-    """`fr`, `aacc`, `sacc`, `wacc`, `bacc`, `sensg`, `one_minus_sensg` over one permutation set's rows.
+def _one_minus(ratios: list[np.ndarray]) -> np.ndarray:
+    return 1.0 - ratios[0]
 
-    >>> rows = pd.DataFrame({"question_id": "q", "perm_pos": [0, 1], "parsed_label": ["A", "B"],
-    ...     "chosen_option": [0, 1], "correct_option": 0})
-    >>> answer_fluctuation(rows)["sacc"], answer_fluctuation(rows)["wacc"]
-    (0.5, 0.0)
-    """
+
+def answer_fluctuation_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`fr`, `aacc`, `sacc`, `wacc`, `bacc`, `sensg`, `one_minus_sensg` over one permutation set's rows, stated
+    per question (each a mean over the set's complete questions; `answer_fluctuation` gives their values)."""
     rows = _ordered(complete_questions(rows))
     if rows.empty:
         return {}
@@ -92,16 +92,27 @@ def answer_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
     sacc = per_question["reference_right"] * per_question["agree_share"]
     wacc = (per_question["reference_right"] & per_question["all_agree"]).astype(float)
     bacc = per_question["bacc"].astype(float)
-    sensg = bacc - wacc
+    sensg = mean_of(bacc - wacc)
     return {
-        "fr": float(fr.mean()),
-        "aacc": float(per_question["aacc"].mean()),
-        "sacc": float(sacc.mean()),
-        "wacc": float(wacc.mean()),
-        "bacc": float(bacc.mean()),
-        "sensg": float(sensg.mean()),
-        "one_minus_sensg": float(1.0 - sensg.mean()),
+        "fr": mean_of(fr, share=True),
+        "aacc": mean_of(per_question["aacc"]),
+        "sacc": mean_of(sacc),
+        "wacc": mean_of(wacc, share=True),
+        "bacc": mean_of(bacc),
+        "sensg": sensg,
+        "one_minus_sensg": PerQuestion(sensg.ratios, _one_minus),
     }
+
+
+def answer_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
+    """`fr`, `aacc`, `sacc`, `wacc`, `bacc`, `sensg`, `one_minus_sensg` over one permutation set's rows.
+
+    >>> rows = pd.DataFrame({"question_id": "q", "perm_pos": [0, 1], "parsed_label": ["A", "B"],
+    ...     "chosen_option": [0, 1], "correct_option": 0})
+    >>> answer_fluctuation(rows)["sacc"], answer_fluctuation(rows)["wacc"]
+    (0.5, 0.0)
+    """
+    return values_of(answer_fluctuation_statistics(rows))
 
 
 def probability_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
@@ -217,6 +228,29 @@ def pride_acc(
     return float(np.mean(hits))
 
 
+def _permutation_rows(records: pd.DataFrame) -> pd.DataFrame | None:
+    """Repetition 0 of the rows in a permutation set; None without a `perm_set` column."""
+    if "perm_set" not in records.columns or records.empty:
+        return None
+    rows = first_repetition(records)
+    return rows[rows["perm_set"].notna()]
+
+
+def fluctuation_statistics(records: pd.DataFrame) -> dict[str, PerQuestion]:
+    """Every answer-fluctuation metric per permutation set (`wacc@cyclic`, ...) stated per question, and
+    `full_fr` (`fr@full`, the fluctuation paper's reference)."""
+    rows = _permutation_rows(records)
+    if rows is None:
+        return {}
+    out: dict[str, PerQuestion] = {}
+    for perm_set, group in rows.groupby("perm_set", sort=True):
+        for name, statement in answer_fluctuation_statistics(group).items():
+            out[f"{name}@{perm_set}"] = statement
+    if "fr@full" in out:
+        out["full_fr"] = out["fr@full"]
+    return out
+
+
 def fluctuation_metrics(
     records: pd.DataFrame, *, pride_share: float = 0.05, pride_seed: int = 0, pride_protocol: str = "paper"
 ) -> dict[str, float]:
@@ -225,16 +259,17 @@ def fluctuation_metrics(
     {} without a `perm_set` column. Probability metrics appear only for sets whose rows all carry
     label_probs; `pride_acc@cyclic` only with label_probs on a cyclic set of at least two questions.
     """
-    if "perm_set" not in records.columns or records.empty:
+    rows = _permutation_rows(records)
+    if rows is None:
         return {}
-    rows = first_repetition(records)
-    rows = rows[rows["perm_set"].notna()]
+    answers = values_of(fluctuation_statistics(rows))
     out: dict[str, float] = {}
     for perm_set, group in rows.groupby("perm_set", sort=True):
-        for name, value in {**answer_fluctuation(group), **probability_fluctuation(group)}.items():
+        out.update((name, value) for name, value in answers.items() if name.endswith(f"@{perm_set}"))
+        for name, value in probability_fluctuation(group).items():
             out[f"{name}@{perm_set}"] = value
-    if "fr@full" in out:
-        out["full_fr"] = out["fr@full"]
+    if "full_fr" in answers:
+        out["full_fr"] = answers["full_fr"]
     if _pride_problem(_pride_rows(rows, PRIDE_SET), PRIDE_SET, pride_share) is None:
         out[f"pride_acc@{PRIDE_SET}"] = pride_acc(rows, calibration_share=pride_share, seed=pride_seed,
                                                   protocol=pride_protocol)

@@ -4,16 +4,11 @@ and the Wilson score interval where a metric is a proportion of independent ques
 **Cluster bootstrap.** A resample draws the run's n questions with replacement (a numpy Generator seeded from the
 run's seed) and keeps every variant and repetition of each drawn question; a question drawn twice counts as two
 questions. Every headline metric (`HEADLINE_METRICS`, `HEADLINE_PREFIXES` of `src.metrics`), overall and per
-subject, is a function of question-weighted ratios of per-question quantities:
-
-- a mean over a set of questions: `sum_i w_i x_i / sum_i w_i 1[i in set]` (mcqa, mcqa_plus, bmca_1.0, st,
-  sc_mean, acc_h, acc@n, acc_h@n, nota_acc, nota_acc_h, tf_correct_yes, tf_distractor_no, recall_correct,
-  misleading_fix_rate, wacc@set, aacc@set, full_fr);
-- `rws` = sum w sure_right / sum w sure; `cora` = m (1 - (m - b)) with m the MCQA ratio and b BMCA(1.0) over the
-  questions with an original; `acc_mean` = the mean over repetitions r of sum w hits_r / sum w trials_r.
+subject, is stated by its family as question-weighted ratios of per-question quantities (src/metrics/per_question.py:
+`sum_i w_i num_i / sum_i w_i den_i` per ratio, and how the metric combines its ratios); this module knows no metric.
 
 `w_i` is how often question i was drawn, so the records are reduced once to per-question quantities
-(`decompose`, by the family code's own helpers) and 1000 resamples are one (resamples x questions) count matrix
+(`decompose`, from the families' own statements) and 1000 resamples are one (resamples x questions) count matrix
 times a (questions x quantities) matrix: seconds on a full MMLU CoRA run where calling the family functions on
 resampled records takes minutes (`python -m src.perf --only intervals` prints both). With all weights 1 each
 decomposition gives the family's point value, and with a resample's counts the family's value on that
@@ -27,9 +22,9 @@ questions) is left out, and with more than 1% of them undefined the metric gets 
 the percentile bootstrap covers far less than its level, so such a metric (a small subject, a small run) is
 logged without an interval rather than with a wrong one.
 
-**Closed form.** Where a metric is by definition the share of its questions with a 0/1 outcome (`SHARE_METRICS`:
-MCQA with one original trial per question, BMCA(1.0), S/T, RWS among the SURE questions, acc_h, wacc, ...; the
-data are checked to be 0/1) the count is binomial over independent questions (for RWS: given how many are SURE),
+**Closed form.** Where a metric is by definition the share of its questions with a 0/1 outcome (its statement's
+`share`: MCQA with one original trial per question, BMCA(1.0), S/T, RWS among the SURE questions, acc_h, wacc, ...;
+the data are checked to be 0/1) the count is binomial over independent questions (for RWS: given how many are SURE),
 and the Wilson score interval is used instead: exact in its
 model, no resampling, and unlike the bootstrap (or the normal interval) it keeps its coverage for a small n or
 a share near 0 or 1. At n = 1000 it agrees with the bootstrap within the bootstrap's own noise.
@@ -40,35 +35,23 @@ list the bounds sit next to their metric and the per-subject bounds next to each
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from . import revas as _revas
-from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
-from .cora import _correct_frame
-from .families import HEADLINE_METRICS, HEADLINE_PREFIXES, _metric_subject, applicable_families, tidy_permutations
-from .fluctuation import _ordered, complete_questions
-from .repetition import _one_variant_per_question, question_outcomes
+from .draws import draw_counts
+from .families import applicable_families, headline_statistics, metric_subject
+from .per_question import Combine, PerQuestion
 
 LO, HI = "_lo", "_hi"
-# Headline metrics defined as the share of their questions with a 0/1 outcome: Wilson. Decided by the definition,
-# not by the data, so that a run logs the same interval names whatever its answers (mcqa_plus is not a share even
-# in a run where every question's variants agree).
-SHARE_METRICS = frozenset({"mcqa", "bmca_1.0", "rws", "st", "acc_h", "nota_acc", "nota_acc_h", "tf_correct_yes",
-                           "recall_correct", "misleading_fix_rate", "full_fr"})
-SHARE_PREFIXES = ("acc@", "acc_h@", "wacc@")
 MIN_BOOTSTRAP_QUESTIONS = 20  # fewer questions behind a metric: no bootstrap interval
 MAX_UNDEFINED_SHARE = 0.01  # more resamples than this with the metric undefined: no interval
 _STREAM = 0xB007  # the bootstrap's own random stream beside the run's other uses of its seed
 _DRAWS_PER_CHUNK = 4_000_000  # resamples are drawn in chunks of about this many question draws (memory)
-
-Combine = Callable[[list[np.ndarray]], np.ndarray]
 
 
 def interval_names(name: str) -> tuple[str, str]:
@@ -121,20 +104,32 @@ class Parts:
 
     ratios: tuple[tuple[np.ndarray, np.ndarray], ...]
     combine: Combine | None = None
-    share: bool = False  # defined as a share of questions with a 0/1 outcome (SHARE_METRICS)
+    # defined as a share of questions with a 0/1 outcome (`PerQuestion.share`): decided by the definition, not by
+    # the data, so that a run logs the same interval names whatever its answers
+    share: bool = False
+    outcome: tuple[np.ndarray, np.ndarray] | None = None  # a share's outcome when it combines ratios (`PerQuestion`)
+
+    @property
+    def counted(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(outcome, counts) per question of a share: its `outcome`, or its one ratio; None for any other metric."""
+        if self.outcome is not None:
+            return self.outcome
+        return self.ratios[0] if self.combine is None and len(self.ratios) == 1 else None
 
     @property
     def binary(self) -> bool:
-        """A share of questions with a 0/1 outcome, by definition (`share`) and in the data: one ratio whose
-        numerator and denominator are 0 or 1 (a hand-built table with two original rows of a question is not)."""
-        if not self.share or self.combine is not None or len(self.ratios) != 1:
+        """A share of questions with a 0/1 outcome, by definition (`share`) and in the data: an outcome and counts
+        of 0 or 1 (a hand-built table with two original rows of a question is not)."""
+        if not self.share or self.counted is None:
             return False
-        num, den = self.ratios[0]
+        num, den = self.counted
         return bool(np.isin(num, (0.0, 1.0)).all() and np.isin(den, (0.0, 1.0)).all() and (num <= den).all())
 
     @property
     def n_questions(self) -> int:
-        """Questions behind the metric (the fewest over its ratios)."""
+        """Questions behind the metric (a share's counted questions, else the fewest over its ratios)."""
+        if self.outcome is not None:
+            return int(np.count_nonzero(self.outcome[1]))
         return min(int(np.count_nonzero(den)) for _, den in self.ratios)
 
 
@@ -193,208 +188,53 @@ class Decomposition:
         return out
 
 
-# ---- per-question quantities, family by family (each mirrors its family's code in this package) ----
-
-Spec = tuple[tuple[tuple[pd.Series, pd.Series], ...], "Combine | None"]
-
-
-def _mean_of(values: pd.Series) -> Spec:
-    """A mean over the questions of `values`' index."""
-    values = values.astype(float)
-    return ((values, pd.Series(1.0, index=values.index)),), None
-
-
-def _cora_value(ratios: list[np.ndarray]) -> np.ndarray:
-    mcqa, bmca_full = ratios
-    return mcqa * (1.0 - (mcqa - bmca_full))  # eq. 7 with CI = 1 - (MCQA - BMCA(1.0))
-
-
-def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
-    stacked = np.vstack(ratios)
-    present = np.isfinite(stacked)
-    count = present.sum(axis=0)
-    total = np.where(present, stacked, 0.0).sum(axis=0)
-    return np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
-
-
-def _mcqa_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
-    frame = _correct_frame(records)
-    original = frame[frame["variant_kind"] == ORIGINAL]
-    if original.empty:
-        return {}
-    return {"mcqa": _mean_of(original.groupby("question_id")["correct"].mean())}
-
-
-def _cora_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
-    frame = _correct_frame(records)
-    if frame.empty:
-        return {}
-    grouped = frame.groupby("question_id", sort=True)["correct"]
-    rc = grouped.sum() / grouped.count()  # as response_consistency
-    out = {"mcqa_plus": _mean_of(rc), "bmca_1.0": _mean_of(rc >= 1.0)}
-    original = frame[frame["variant_kind"] == ORIGINAL]
-    if len(original):
-        per_question = original.groupby("question_id")["correct"].mean().astype(float)
-        ones = pd.Series(1.0, index=per_question.index)
-        full = (rc.loc[per_question.index] >= 1.0).astype(float)
-        out["mcqa"] = ((per_question, ones),), None
-        out["cora"] = ((per_question, ones), (full, ones)), _cora_value
-    return out
-
-
-def _repetition_specs(records: pd.DataFrame, **options: Any) -> dict[str, Spec]:
-    if records.empty or int(records["repetition"].max()) < 1:
-        return {}
-    rows = _one_variant_per_question(records)
-    if rows.empty:
-        return {}
-    wanted = inspect.signature(question_outcomes).parameters  # consistency, conf, the SURE rule, ...
-    outcomes = question_outcomes(records, **{key: value for key, value in options.items() if key in wanted})
-    sure = outcomes["sure"].astype(float)
-    sure_right = (outcomes["sure"] & outcomes["right"]).astype(float)
-    trials = pd.DataFrame({"question_id": rows["question_id"].to_numpy(), "repetition": rows["repetition"].to_numpy(),
-                           "correct": correct_flags(rows).astype(float)})
-    per_repetition = trials.groupby(["question_id", "repetition"])["correct"].agg(["sum", "count"])
-    hits = per_repetition["sum"].unstack(fill_value=0.0)
-    counts = per_repetition["count"].unstack(fill_value=0).astype(float)
-    return {
-        "rws": (((sure_right, sure),), None),
-        "st": _mean_of(sure),
-        "acc_mean": (tuple((hits[r], counts[r]) for r in hits.columns), _mean_over_repetitions),
-    }
-
-
-def _revas_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
-    if records.empty:
-        return {}
-    rows = first_repetition(records)
-    out: dict[str, Spec] = {}
-    base = _revas._reorder_rows(rows)
-    has_reorders = bool((base["variant_kind"] == _revas.REORDER).any())
-    if has_reorders:  # reorder_metrics
-        outcomes = _revas._reordered(_revas.order_outcomes(base))
-        out["sc_mean"] = _mean_of(outcomes["sc"])
-        out["acc_h"] = _mean_of(outcomes["acc_h"])
-    level = pd.to_numeric(_revas._column(rows, "variant_level", None), errors="coerce")
-    leveled = rows[level.notna() & _revas._in_family(rows, "orders")]
-    for n, group in leveled.groupby(level[leveled.index].astype(int), sort=True):  # level_metrics
-        outcomes = _revas.order_outcomes(group)
-        reference = outcomes["ref_right"].dropna()
-        if len(reference):
-            out[f"acc@{n}"] = _mean_of(reference.astype(bool))
-        out[f"acc_h@{n}"] = _mean_of(_revas._reordered(outcomes)["acc_h"])
-    nota = rows[rows["variant_kind"] == "nota_replaces_correct"]
-    if len(nota):  # nota_metrics
-        outcomes = _revas.order_outcomes(nota)
-        out["nota_acc_h"] = _mean_of(_revas._reordered(outcomes)["acc_h"])
-        reference = outcomes["ref_right"].dropna()
-        if len(reference):
-            out["nota_acc"] = _mean_of(reference.astype(bool))
-    if _revas._in_family(rows, "true_false").any() and has_reorders:  # true_false_metrics, the paper's subset
-        frame = _revas._true_false_frame(rows)
-        outcomes = _revas._reordered(_revas.order_outcomes(base[base["question_id"].isin(frame["question_id"])]))
-        subset = frame[frame["question_id"].isin(set(outcomes.index[outcomes["acc_h"].astype(bool)]))]
-        correct, distractors = subset[subset["is_correct"]], subset[~subset["is_correct"]]
-        if len(correct):
-            out["tf_correct_yes"] = _mean_of(correct.groupby("question_id")["right"].mean())
-        if len(distractors):
-            out["tf_distractor_no"] = _mean_of(distractors.groupby("question_id")["right"].mean())
-    recall = _recall_correct(rows)
-    if recall is not None:
-        out["recall_correct"] = _mean_of(recall)
-    replaced = rows[rows["variant_kind"] == "misleading_replaced"]
-    if len(replaced):  # misleading_metrics
-        fixed = pd.Series(correct_flags(replaced), index=replaced["question_id"].to_numpy()).groupby(level=0).mean()
-        out["misleading_fix_rate"] = _mean_of(fixed)
-    return out
-
-
-def _recall_correct(rows: pd.DataFrame) -> pd.Series | None:
-    """Per question, the share of its multi-select answers naming the correct option, over the questions whose
-    original-order answer was a wrong option (revas.multi_select_per_question); None when there is none."""
-    per_question = _revas.multi_select_per_question(rows)
-    return None if per_question is None else per_question["correct"].astype(float)
-
-
-def _fluctuation_per_question(rows: pd.DataFrame) -> pd.DataFrame | None:
-    """Per question of one permutation set: fr, aacc, wacc (as fluctuation.answer_fluctuation)."""
-    rows = _ordered(complete_questions(rows))
-    if rows.empty:
-        return None
-    answers = pd.Series(answer_keys(rows), index=rows.index)
-    question = rows["question_id"]
-    reference = answers.groupby(question.to_numpy()).transform("first")
-    frame = pd.DataFrame({"question_id": question.to_numpy(), "agree": (answers == reference).to_numpy(),
-                          "right": answers.to_numpy() == pd.to_numeric(rows["correct_option"]).to_numpy()})
-    frame["reference_right"] = frame["right"].groupby(frame["question_id"]).transform("first")
-    per_question = frame.groupby("question_id").agg(all_agree=("agree", "all"), aacc=("right", "mean"),
-                                                    reference_right=("reference_right", "first"))
-    return pd.DataFrame({"fr": 1.0 - per_question["all_agree"].astype(float), "aacc": per_question["aacc"],
-                         "wacc": (per_question["reference_right"] & per_question["all_agree"]).astype(float)})
-
-
-def _fluctuation_specs(records: pd.DataFrame, **_: Any) -> dict[str, Spec]:
-    if "perm_set" not in records.columns or records.empty:
-        return {}
-    rows = first_repetition(records)
-    rows = rows[rows["perm_set"].notna()]
-    out: dict[str, Spec] = {}
-    for perm_set, group in rows.groupby("perm_set", sort=True):
-        per_question = _fluctuation_per_question(group)
-        if per_question is None:
-            continue
-        out[f"wacc@{perm_set}"] = _mean_of(per_question["wacc"])
-        out[f"aacc@{perm_set}"] = _mean_of(per_question["aacc"])
-        if perm_set == "full":
-            out["full_fr"] = _mean_of(per_question["fr"])
-    return out
-
-
-# The families with headline metrics (the expected family has none), as src.metrics.METRIC_FAMILIES names them.
-SPECS: dict[str, Callable[..., dict[str, Spec]]] = {
-    "mcqa": _mcqa_specs,
-    "cora": _cora_specs,
-    "repetition": _repetition_specs,
-    "fluctuation": _fluctuation_specs,
-    "revas": _revas_specs,
-}
-
-
 def _question_ids(records: pd.DataFrame) -> np.ndarray:
     return np.sort(records["question_id"].dropna().unique())
 
 
-def _scope(records: pd.DataFrame, families: Sequence[str], subject: str | None, index: pd.Index,
-           options: Mapping[str, Any]) -> Scope:
-    specs: dict[str, Spec] = {}
-    for family in families:
-        if family in SPECS:
-            data = tidy_permutations(records) if family == "fluctuation" else records
-            specs.update(SPECS[family](data, **options))
-    specs = {name: spec for name, spec in specs.items() if name in HEADLINE_METRICS or name.startswith(HEADLINE_PREFIXES)}
-    members = pd.Index(sorted({q for ratios, _ in specs.values() for pair in ratios for s in pair for q in s.index}))
+def scope_of(statements: Mapping[str, PerQuestion], subject: str | None, index: pd.Index) -> Scope:
+    """The stated metrics of one scope as arrays over the scope's questions (`index`: every question of the run)."""
+    members = pd.Index(sorted({q for statement in statements.values() for pair in statement.ratios
+                               for series in pair for q in series.index}))
+
+    def arrays(pair: tuple[pd.Series, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
+
     metrics = {
-        name: Parts(tuple((num.reindex(members, fill_value=0.0).to_numpy(dtype=float),
-                           den.reindex(members, fill_value=0.0).to_numpy(dtype=float)) for num, den in ratios), combine,
-                    share=name in SHARE_METRICS or name.startswith(SHARE_PREFIXES))
-        for name, (ratios, combine) in specs.items()
+        name: Parts(tuple(arrays(pair) for pair in statement.ratios), statement.combine, share=statement.share,
+                    outcome=None if statement.outcome is None else arrays(statement.outcome))
+        for name, statement in statements.items()
     }
     return Scope(subject, index.get_indexer(members).astype(np.int64), metrics)
+
+
+def decomposition_of(statements: Mapping[str, PerQuestion], question_ids: Sequence[str] | None = None
+                     ) -> Decomposition:
+    """One scope's stated metrics as a `Decomposition` over `question_ids` (default: every question they name)."""
+    if question_ids is None:
+        question_ids = sorted({q for statement in statements.values() for pair in statement.ratios
+                               for series in pair for q in series.index})
+    ids = np.asarray(question_ids)
+    scope = scope_of(statements, None, pd.Index(ids))
+    if (scope.positions < 0).any():
+        raise ValueError("the statements name questions that question_ids lacks")
+    return Decomposition(ids, (scope,) if scope.metrics else ())
 
 
 def decompose(records: pd.DataFrame, *, families: Sequence[str] | None = None, by_subjects: bool = True,
               **options: Any) -> Decomposition:
     """The headline metrics of `records` (overall and, with `by_subjects`, per subject as `<metric>/<subject>`)
-    as per-question quantities. `families` defaults to `applicable_families(records)`; `options` as
-    `compute_metrics` takes them (those of `question_outcomes`, e.g. `consistency`, reach the repetition family)."""
+    as per-question quantities, from the families' statements (`families.headline_statistics`). `families`
+    defaults to `applicable_families(records)`; `options` as `compute_metrics` takes them (those of
+    `question_outcomes`, e.g. `consistency`, reach the repetition family)."""
     chosen = applicable_families(records) if families is None else list(families)
     question_ids = _question_ids(records)
     index = pd.Index(question_ids)
-    scopes = [_scope(records, chosen, None, index, options)]
+    scopes = [scope_of(headline_statistics(records, chosen, options), None, index)]
     if by_subjects and "subject" in records.columns:
         rows = records[records["subject"].notna()]
         for subject, group in rows.groupby("subject", sort=True):  # as subject_metrics / by_subject
-            scopes.append(_scope(group, chosen, _metric_subject(subject), index, options))
+            scopes.append(scope_of(headline_statistics(group, chosen, options), metric_subject(subject), index))
     return Decomposition(question_ids, tuple(scope for scope in scopes if scope.metrics))
 
 
@@ -405,10 +245,21 @@ def resample_counts(rng: np.random.Generator, n_questions: int, n_resamples: int
     >>> resample_counts(np.random.default_rng(0), 4, 2).sum(axis=1).tolist()
     [4.0, 4.0]
     """
-    draws = rng.integers(0, n_questions, size=(n_resamples, n_questions))
-    offsets = (np.arange(n_resamples) * n_questions)[:, None]
-    counts = np.bincount((draws + offsets).ravel(), minlength=n_resamples * n_questions)
-    return counts.reshape(n_resamples, n_questions).astype(float)
+    return draw_counts(rng.integers(0, n_questions, size=(n_resamples, n_questions)), n_questions)
+
+
+def resample_chunks(n_questions: int, n_resamples: int, seed: int = 0) -> Iterator[np.ndarray]:
+    """The count matrices (`resample_counts`) of `n_resamples` cluster resamples of `n_questions` questions, chunk
+    by chunk (memory), from the bootstrap's own random stream seeded by `seed`: every interval and every paired
+    test draws its resamples here, so a run's paired replicates are exactly its own bootstrap's.
+
+    >>> [chunk.shape for chunk in resample_chunks(3, 2, seed=1)]
+    [(2, 3)]
+    """
+    rng = np.random.default_rng([_STREAM, seed % 2**63])
+    chunk = max(1, _DRAWS_PER_CHUNK // n_questions)  # depends on n only, so the draws do not depend on anything else
+    for start in range(0, n_resamples, chunk):
+        yield resample_counts(rng, n_questions, min(chunk, n_resamples - start))
 
 
 def bootstrap_values(decomposition: Decomposition, *, n_resamples: int, seed: int = 0,
@@ -418,11 +269,9 @@ def bootstrap_values(decomposition: Decomposition, *, n_resamples: int, seed: in
     wanted = decomposition.names if names is None else list(names)
     if n == 0 or n_resamples < 1 or not wanted:
         return {}
-    rng = np.random.default_rng([_STREAM, seed % 2**63])
-    chunk = max(1, _DRAWS_PER_CHUNK // n)  # depends on n only, so the draws do not depend on anything else
     found: dict[str, list[np.ndarray]] = {name: [] for name in wanted}
-    for start in range(0, n_resamples, chunk):
-        values = decomposition.values(resample_counts(rng, n, min(chunk, n_resamples - start)), wanted)
+    for counts in resample_chunks(n, n_resamples, seed):
+        values = decomposition.values(counts, wanted)
         for name in wanted:
             found[name].append(values[name])
     return {name: np.concatenate(parts) for name, parts in found.items()}
@@ -459,6 +308,15 @@ def metric_intervals(records: pd.DataFrame, point: Mapping[str, float], *, n_res
     if n_resamples == 0 or records.empty:
         return {}
     decomposition = decompose(records, families=families, by_subjects=by_subjects, **options)
+    return decomposition_intervals(decomposition, point, n_resamples=n_resamples, level=level, seed=seed,
+                                   closed_form=closed_form)
+
+
+def decomposition_intervals(decomposition: Decomposition, point: Mapping[str, float], *, n_resamples: int = 1000,
+                            level: float = 0.95, seed: int = 0, closed_form: bool = True) -> dict[str, float]:
+    """`<metric>_lo` and `<metric>_hi` for each metric of `decomposition` with a finite value in `point`, as
+    `metric_intervals` gives them (Wilson for a share of 0/1 outcomes when `closed_form`, else the percentile
+    interval of the cluster bootstrap; none below `MIN_BOOTSTRAP_QUESTIONS` questions)."""
     wilson, resampled = {}, []
     for name in decomposition.names:
         value = point.get(name)
@@ -466,7 +324,7 @@ def metric_intervals(records: pd.DataFrame, point: Mapping[str, float], *, n_res
             continue
         parts = decomposition.parts(name)
         if closed_form and parts.binary:
-            num, den = parts.ratios[0]
+            num, den = parts.counted
             wilson[name] = wilson_interval(float(num.sum()), float(den.sum()), level)
         elif parts.n_questions >= MIN_BOOTSTRAP_QUESTIONS:
             resampled.append(name)

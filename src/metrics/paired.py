@@ -15,9 +15,9 @@ bootstrap analogue this is for a share metric (only the discordant questions mov
   keeps it above 0 with a finite B: the smallest p-value of 1000 resamples is 2/1001).
 
 Within one table the p-values of every pair and metric are Holm-adjusted (`holm`), which controls the chance of
-any false "significant" in the table at `alpha`. Resamples are drawn from a numpy Generator on the same stream as
-the run's own intervals (`intervals._STREAM`) seeded from `seed`: deterministic, and each run's marginal
-replicates are exactly its own `bootstrap_values` with that seed.
+any false "significant" in the table at `alpha`. Resamples are the run's own intervals' (`intervals.resample_chunks`)
+seeded from `seed`: deterministic, and each run's marginal replicates are exactly its own `bootstrap_values` with
+that seed.
 
 **How many questions are enough.** The per-question standard deviation of a metric is sd = sqrt(n) * SE, with SE
 the standard deviation of its bootstrap replicates over the run's n questions (for a 0/1 share this is
@@ -41,8 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .intervals import (_DRAWS_PER_CHUNK, _STREAM, MIN_BOOTSTRAP_QUESTIONS, Decomposition, percentile_interval,
-                        resample_counts)
+from .intervals import MIN_BOOTSTRAP_QUESTIONS, Decomposition, percentile_interval, resample_chunks
 
 
 @dataclass(frozen=True)
@@ -75,14 +74,6 @@ def question_mismatch(ids_a: Sequence[str], ids_b: Sequence[str]) -> str | None:
     return f"{len(a)} and {len(b)} questions, {len(a & b)} shared"
 
 
-def _counts(n_questions: int, n_resamples: int, seed: int):
-    """The resamples' count matrices, chunk by chunk, exactly as `intervals.bootstrap_values` draws them."""
-    rng = np.random.default_rng([_STREAM, seed % 2**63])
-    chunk = max(1, _DRAWS_PER_CHUNK // n_questions)
-    for start in range(0, n_resamples, chunk):
-        yield resample_counts(rng, n_questions, min(chunk, n_resamples - start))
-
-
 def paired_values(decompositions: Sequence[Decomposition], names: Sequence[str], *, n_resamples: int,
                   seed: int = 0) -> list[dict[str, np.ndarray]]:
     """Each metric of `names` on `n_resamples` resamples of the questions, for every decomposition under the SAME
@@ -97,7 +88,7 @@ def paired_values(decompositions: Sequence[Decomposition], names: Sequence[str],
     found: list[dict[str, list[np.ndarray]]] = [{name: [] for name in names} for _ in decompositions]
     if n == 0 or n_resamples < 1 or not names:
         return [{name: np.array([]) for name in names} for _ in decompositions]
-    for counts in _counts(n, n_resamples, seed):
+    for counts in resample_chunks(n, n_resamples, seed):
         for decomposition, out in zip(decompositions, found):
             values = decomposition.values(counts, names)
             for name in names:

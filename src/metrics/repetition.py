@@ -24,6 +24,7 @@ import pandas as pd
 
 from .answers import ORIGINAL, answer_keys, correct_flags
 from .guessing import p_star
+from .per_question import PerQuestion, mean_of, share_among, values_of
 
 SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (docs/metrics.md)
 SURE_RULE_TEXT = {
@@ -59,7 +60,8 @@ def skipped_trials(rows: pd.DataFrame) -> bool:
     return bool((rows["n_asked"] < rows["n_planned"]).any())
 
 
-def _one_variant_per_question(records: pd.DataFrame) -> pd.DataFrame:
+def one_variant_per_question(records: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the one variant per question the family reads: `original`, or the only one (module docstring)."""
     original = records[records["variant_kind"] == ORIGINAL]
     if not original.empty:
         return original
@@ -73,7 +75,7 @@ def question_outcomes(records: pd.DataFrame, *, consistency: float = 0.99, conf:
     """Per question: n_max, n_correct, p_star, sure, right (indexed by question_id), SURE and right under
     `sure_rule` (`answer`: section 3.2; `correctness`: the paper's tables, see the module docstring)."""
     check_sure_rule(sure_rule)
-    rows = _one_variant_per_question(records)
+    rows = one_variant_per_question(records)
     R = planned_repetitions(records)  # noqa: N806 - the papers' name
     trials = pd.DataFrame(
         {"question_id": rows["question_id"].to_numpy(), "answer": answer_keys(rows), "correct": correct_flags(rows)}
@@ -99,6 +101,49 @@ def question_outcomes(records: pd.DataFrame, *, consistency: float = 0.99, conf:
     return per_question
 
 
+def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
+    """The mean over repetitions of their accuracies (a repetition no question of a resample reached is left out)."""
+    stacked = np.vstack(ratios)
+    present = np.isfinite(stacked)
+    count = present.sum(axis=0)
+    total = np.where(present, stacked, 0.0).sum(axis=0)
+    return np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+
+
+def repetition_statistics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
+                          sure_rule: str = "answer") -> dict[str, PerQuestion]:
+    """The family stated per question (`question_outcomes`): the four SURE/UNSURE shares and S/T as means of a
+    question's 0/1 outcome, RWS as the share of SURE right among SURE, and `acc_mean` as the mean over repetitions
+    r of the right trials over the trials made at r (each question contributes its own). `acc_mean` is left out
+    when an adaptive run skipped trials (see `repetition_metrics`). {} when R == 1 or no single variant per
+    question."""
+    check_sure_rule(sure_rule)
+    if records.empty or int(records["repetition"].max()) < 1:
+        return {}
+    rows = one_variant_per_question(records)
+    if rows.empty:
+        return {}
+    outcomes = question_outcomes(records, consistency=consistency, conf=conf, sure_rule=sure_rule)
+    sure, right = outcomes["sure"], outcomes["right"]
+    out = {
+        "sure_right": mean_of(sure & right),
+        "unsure_right": mean_of(~sure & right),
+        "unsure_wrong": mean_of(~sure & ~right),
+        "sure_wrong": mean_of(sure & ~right),
+        "rws": share_among(sure & right, sure & ~right),  # SURE right among SURE
+        "st": mean_of(sure, share=True),
+    }
+    if skipped_trials(rows):  # later repetitions hold only the undecided questions: no per-repetition accuracy
+        return out
+    trials = pd.DataFrame({"question_id": rows["question_id"].to_numpy(), "repetition": rows["repetition"].to_numpy(),
+                           "correct": correct_flags(rows).astype(float)})
+    per_repetition = trials.groupby(["question_id", "repetition"])["correct"].agg(["sum", "count"])
+    hits = per_repetition["sum"].unstack(fill_value=0.0)
+    counts = per_repetition["count"].unstack(fill_value=0).astype(float)
+    out["acc_mean"] = PerQuestion(tuple((hits[r], counts[r]) for r in hits.columns), _mean_over_repetitions)
+    return out
+
+
 def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
                        sure_rule: str = "answer") -> dict[str, float]:
     """`sure_right`, `unsure_right`, `unsure_wrong`, `sure_wrong`, `rws`, `st`, `acc_mean`, `acc_std`.
@@ -112,28 +157,12 @@ def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf
     repetitions hold only the questions still undecided.
     {} when R == 1 or no single variant per question can be chosen.
     """
-    check_sure_rule(sure_rule)
-    if records.empty or int(records["repetition"].max()) < 1:
-        return {}
-    rows = _one_variant_per_question(records)
-    if rows.empty:
-        return {}
-    outcomes = question_outcomes(records, consistency=consistency, conf=conf, sure_rule=sure_rule)
-    sure, right = outcomes["sure"].to_numpy(), outcomes["right"].to_numpy()
-    out = {
-        "sure_right": float(np.mean(sure & right)),
-        "unsure_right": float(np.mean(~sure & right)),
-        "unsure_wrong": float(np.mean(~sure & ~right)),
-        "sure_wrong": float(np.mean(sure & ~right)),
-    }
-    n_sure = out["sure_right"] + out["sure_wrong"]
-    out["rws"] = out["sure_right"] / n_sure if n_sure > 0 else float("nan")
-    out["st"] = float(np.mean(sure))
-    if skipped_trials(rows):  # later repetitions hold only the undecided questions: no per-repetition accuracy
-        return out
-    per_repetition = pd.Series(correct_flags(rows), index=rows["repetition"].to_numpy()).groupby(level=0).mean()
-    out["acc_mean"] = float(per_repetition.mean())
-    out["acc_std"] = float(per_repetition.std(ddof=1))
+    statements = repetition_statistics(records, consistency=consistency, conf=conf, sure_rule=sure_rule)
+    out = values_of(statements)
+    if "acc_mean" in out:  # the spread of the per-repetition accuracies: not a ratio of per-question sums
+        rows = one_variant_per_question(records)
+        per_repetition = pd.Series(correct_flags(rows), index=rows["repetition"].to_numpy()).groupby(level=0).mean()
+        out["acc_std"] = float(per_repetition.std(ddof=1))
     return out
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from ..answer_formats import FORMATS, MCQ
 from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
+from .per_question import PerQuestion, mean_of, values_of
 
 # variant kinds written by src/variants/revas.py
 REORDER = "reorder"
@@ -102,12 +103,6 @@ def _reordered(outcomes: pd.DataFrame) -> pd.DataFrame:
     return outcomes[several] if several.any() else outcomes
 
 
-def _reference_accuracy(outcomes: pd.DataFrame) -> float:
-    """Accuracy on the reference order over the questions that have one (NaN when none has)."""
-    found = outcomes["ref_right"].dropna()
-    return float(found.astype(bool).mean()) if len(found) else float("nan")
-
-
 def sc_distribution(rows: pd.DataFrame) -> pd.DataFrame:
     """The paper's Table 2 from one group of orders: per (k, j) the share of questions with sc = j/k and the
     accuracy of their most frequent answer (NaN for j = 1 or an empty bin)."""
@@ -128,13 +123,21 @@ def _reorder_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["variant_kind"].isin([ORIGINAL, REORDER]) & _in_family(rows, "orders") & base]
 
 
-def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
-    """`sc_mean`, `acc_h` and the sc bins over the base-level orders; {} without any `reorder` row."""
+def reorder_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`sc_mean` and `acc_h` over the base-level orders, per question (`order_outcomes`); {} without a `reorder`."""
     group = _reorder_rows(rows)
     if not (group["variant_kind"] == REORDER).any():
         return {}
     outcomes = _reordered(order_outcomes(group))
-    out = {"sc_mean": float(outcomes["sc"].mean()), "acc_h": float(outcomes["acc_h"].mean())}
+    return {"sc_mean": mean_of(outcomes["sc"]), "acc_h": mean_of(outcomes["acc_h"], share=True)}
+
+
+def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`sc_mean`, `acc_h` and the sc bins over the base-level orders; {} without any `reorder` row."""
+    out = values_of(reorder_statistics(rows))
+    if not out:
+        return {}
+    group = _reorder_rows(rows)
     for row in sc_distribution(group).itertuples():
         out[f"sc_bin_{row.j}_of_{row.k}_share"] = float(row.share)
         if not math.isnan(row.acc):
@@ -142,31 +145,45 @@ def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def level_metrics(rows: pd.DataFrame) -> dict[str, float]:
-    """`acc@n`, `sc_mean@n`, `acc_h@n` for each option-count level n."""
+def _reference_accuracy(outcomes: pd.DataFrame) -> dict[str, PerQuestion]:
+    """Accuracy on the reference order over the questions that have one, under "" ({} when none has)."""
+    found = outcomes["ref_right"].dropna()
+    return {"": mean_of(found.astype(bool), share=True)} if len(found) else {}
+
+
+def level_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`acc@n` (reference order), `sc_mean@n`, `acc_h@n` for each option-count level n, per question."""
     level = pd.to_numeric(_column(rows, "variant_level", None), errors="coerce")
     leveled = rows[level.notna() & _in_family(rows, "orders")]
-    out: dict[str, float] = {}
+    out: dict[str, PerQuestion] = {}
     for n, group in leveled.groupby(level[leveled.index].astype(int), sort=True):
         outcomes = order_outcomes(group)
-        if not math.isnan(accuracy := _reference_accuracy(outcomes)):
-            out[f"acc@{n}"] = accuracy
+        out.update((f"acc@{n}", statement) for statement in _reference_accuracy(outcomes).values())
         reordered = _reordered(outcomes)
-        out[f"sc_mean@{n}"] = float(reordered["sc"].mean())
-        out[f"acc_h@{n}"] = float(reordered["acc_h"].mean())
+        out[f"sc_mean@{n}"] = mean_of(reordered["sc"])
+        out[f"acc_h@{n}"] = mean_of(reordered["acc_h"], share=True)
+    return out
+
+
+def level_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`acc@n`, `sc_mean@n`, `acc_h@n` for each option-count level n."""
+    return values_of(level_statistics(rows))
+
+
+def nota_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`nota_acc_h` over every order of the NOTA-replaces-correct set and `nota_acc` on its reference order."""
+    group = rows[rows["variant_kind"] == "nota_replaces_correct"]
+    if group.empty:
+        return {}
+    outcomes = order_outcomes(group)
+    out = {"nota_acc_h": mean_of(_reordered(outcomes)["acc_h"], share=True)}
+    out.update(("nota_acc", statement) for statement in _reference_accuracy(outcomes).values())
     return out
 
 
 def nota_metrics(rows: pd.DataFrame) -> dict[str, float]:
     """`nota_acc` on the reference order and `nota_acc_h` over every order of the NOTA-replaces-correct set."""
-    group = rows[rows["variant_kind"] == "nota_replaces_correct"]
-    if group.empty:
-        return {}
-    outcomes = order_outcomes(group)
-    out = {"nota_acc_h": float(_reordered(outcomes)["acc_h"].mean())}
-    if not math.isnan(accuracy := _reference_accuracy(outcomes)):
-        out["nota_acc"] = accuracy
-    return dict(sorted(out.items()))
+    return dict(sorted(values_of(nota_statistics(rows)).items()))
 
 
 def _true_false_frame(rows: pd.DataFrame) -> pd.DataFrame:
@@ -184,15 +201,23 @@ def _true_false_frame(rows: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def _tf_statistics(frame: pd.DataFrame, suffix: str) -> dict[str, PerQuestion]:
+    """`tf_correct_yes`, `tf_distractor_no` (+ `suffix`): per question, its share of right yes/no answers on the
+    correct option, on the distractors."""
+    correct, distractors = frame[frame["is_correct"]], frame[~frame["is_correct"]]
+    out = {}
+    if len(correct):
+        out[f"tf_correct_yes{suffix}"] = mean_of(correct.groupby("question_id")["right"].mean(), share=True)
+    if len(distractors):
+        out[f"tf_distractor_no{suffix}"] = mean_of(distractors.groupby("question_id")["right"].mean())
+    return out
+
+
 def _tf_scores(frame: pd.DataFrame, suffix: str) -> dict[str, float]:
     if frame.empty:
         return {}
     correct, distractors = frame[frame["is_correct"]], frame[~frame["is_correct"]]
-    out = {}
-    if len(correct):
-        out[f"tf_correct_yes{suffix}"] = float(correct.groupby("question_id")["right"].mean().mean())
-    if len(distractors):
-        out[f"tf_distractor_no{suffix}"] = float(distractors.groupby("question_id")["right"].mean().mean())
+    out = values_of(_tf_statistics(frame, suffix))
     if len(correct) and len(distractors) and frame["p_yes"].notna().all():
         cc = float(correct.groupby("question_id")["p_yes"].mean().mean())
         cd = float(distractors.groupby("question_id")["p_yes"].max().mean())
@@ -203,16 +228,33 @@ def _tf_scores(frame: pd.DataFrame, suffix: str) -> dict[str, float]:
     return out
 
 
+def _consistent_questions(rows: pd.DataFrame, frame: pd.DataFrame) -> set | None:
+    """The paper's true/false subset: the questions of `frame` answered right on every reorder of the run (sc = 1
+    and right); None when the run has no reorders."""
+    group = _reorder_rows(rows)
+    if not (group["variant_kind"] == REORDER).any():
+        return None
+    outcomes = _reordered(order_outcomes(group[group["question_id"].isin(frame["question_id"])]))
+    return set(outcomes.index[outcomes["acc_h"]])
+
+
+def true_false_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`tf_correct_yes`, `tf_distractor_no` on the paper's subset (needs reorders in the run), per question."""
+    if not _in_family(rows, "true_false").any():
+        return {}
+    frame = _true_false_frame(rows)
+    consistent = _consistent_questions(rows, frame)
+    return {} if consistent is None else _tf_statistics(frame[frame["question_id"].isin(consistent)], "")
+
+
 def true_false_metrics(rows: pd.DataFrame) -> dict[str, float]:
     """tf_* and conf_* on the sc = 1 and right subset (needs reorders in the run) and `_all` over every question."""
     if not _in_family(rows, "true_false").any():
         return {}
     frame = _true_false_frame(rows)
     out = _tf_scores(frame, "_all")
-    group = _reorder_rows(rows)
-    if (group["variant_kind"] == REORDER).any():
-        outcomes = _reordered(order_outcomes(group[group["question_id"].isin(frame["question_id"])]))
-        consistent = set(outcomes.index[outcomes["acc_h"]])
+    consistent = _consistent_questions(rows, frame)
+    if consistent is not None:
         out["tf_subset_share"] = len(consistent) / frame["question_id"].nunique()
         out.update(_tf_scores(frame[frame["question_id"].isin(consistent)], ""))
     return out
@@ -242,28 +284,50 @@ def multi_select_per_question(rows: pd.DataFrame) -> pd.DataFrame | None:
     }).groupby("question_id").mean()
 
 
-def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
-    """`multi_rate`, `recall_correct`, `recall_misleading` over the questions answered with a wrong option on
-    their original order; {} when there is none."""
+def multi_select_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`multi_rate`, `recall_correct`, `recall_misleading` per question (`multi_select_per_question`)."""
     per_question = multi_select_per_question(rows)
     if per_question is None:
         return {}
-    return {"multi_rate": float(per_question["multi"].mean()), "recall_correct": float(per_question["correct"].mean()),
-            "recall_misleading": float(per_question["misleading"].mean())}
+    return {"multi_rate": mean_of(per_question["multi"]), "recall_correct": mean_of(per_question["correct"], share=True),
+            "recall_misleading": mean_of(per_question["misleading"])}
 
 
-def misleading_metrics(rows: pd.DataFrame) -> dict[str, float]:
-    """`misleading_fix_rate`: share of the re-asked (originally wrong) questions now answered right."""
+def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`multi_rate`, `recall_correct`, `recall_misleading` over the questions answered with a wrong option on
+    their original order; {} when there is none."""
+    return values_of(multi_select_statistics(rows))
+
+
+def misleading_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
+    """`misleading_fix_rate` per re-asked (originally wrong) question: its share of right answers now."""
     group = rows[rows["variant_kind"] == "misleading_replaced"]
     if group.empty:
         return {}
     per_question = pd.Series(correct_flags(group), index=group["question_id"].to_numpy()).groupby(level=0).mean()
-    return {"misleading_fix_rate": float(per_question.mean())}
+    return {"misleading_fix_rate": mean_of(per_question, share=True)}
+
+
+def misleading_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """`misleading_fix_rate`: share of the re-asked (originally wrong) questions now answered right."""
+    return values_of(misleading_statistics(rows))
 
 
 # The metrics of each answer format's rows, by `AnswerFormat.metric_family`.
 FAMILIES = {"orders": (reorder_metrics, level_metrics), "true_false": (true_false_metrics,),
             "multi_select": (multi_select_metrics,)}
+
+
+def revas_statistics(records: pd.DataFrame) -> dict[str, PerQuestion]:
+    """Every REVAS metric that is a mean over questions, stated per question (the parts' `*_statistics`)."""
+    if records.empty:
+        return {}
+    rows = first_repetition(records)
+    out: dict[str, PerQuestion] = {}
+    for part in (reorder_statistics, level_statistics, nota_statistics, true_false_statistics,
+                 multi_select_statistics, misleading_statistics):
+        out.update(part(rows))
+    return out
 
 
 def revas_metrics(records: pd.DataFrame) -> dict[str, float]:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -226,29 +225,6 @@ def run_description(*, model: str, benchmark: str, variants: str, scoring: str, 
     return "\n\n".join(lines)
 
 
-def _notebook_contexts() -> list:
-    """MLflow's run contexts that import IPython to ask whether the job runs in a (Databricks) notebook, ~0.4 s
-    of every job's start, when it cannot: IPython not loaded (no notebook kernel) and no Databricks runtime."""
-    from mlflow.utils.databricks_utils import is_in_databricks_runtime
-
-    if "IPython" in sys.modules or is_in_databricks_runtime():
-        return []
-    from mlflow.tracking.context.databricks_command_context import (
-        DatabricksCommandRunContext,
-    )
-    from mlflow.tracking.context.databricks_job_context import DatabricksJobRunContext
-    from mlflow.tracking.context.databricks_notebook_context import (
-        DatabricksNotebookRunContext,
-    )
-    from mlflow.tracking.context.databricks_repo_context import DatabricksRepoRunContext
-    from mlflow.tracking.context.jupyter_notebook_context import (
-        JupyterNotebookRunContext,
-    )
-
-    return [JupyterNotebookRunContext, DatabricksNotebookRunContext, DatabricksJobRunContext,
-            DatabricksCommandRunContext, DatabricksRepoRunContext]
-
-
 def questions_dataset(questions, *, name: str):
     """The questions a run asked as an MLflow dataset (the runs table's Dataset column): one row per question (the
     options as JSON, the right option's text as target), named after the benchmark; its digest changes with the
@@ -261,5 +237,5 @@ def questions_dataset(questions, *, name: str):
     from mlflow.data.code_dataset_source import CodeDatasetSource
     from mlflow.tracking.context import registry as context_registry
 
-    source = CodeDatasetSource(tags=context_registry.resolve_tags(ignore=_notebook_contexts()))  # as MLflow's own
+    source = CodeDatasetSource(tags=context_registry.resolve_tags())  # as MLflow's own
     return mlflow.data.from_pandas(frame, name=name, targets="answer", source=source)

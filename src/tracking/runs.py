@@ -199,7 +199,7 @@ class JobTracker:
     def _create(self, run_name: str, tags: Mapping[str, str]) -> str:
         from mlflow.tracking.context import registry as context_registry
 
-        resolved = context_registry.resolve_tags(self._tags(tags), ignore=review._notebook_contexts())
+        resolved = context_registry.resolve_tags(self._tags(tags))
         run = self._call(lambda: self.client.create_run(self.exp_id, tags=resolved, run_name=run_name))
         self.run_id = run.info.run_id
         last_run.clear()
@@ -286,7 +286,7 @@ class JobTracker:
             self._log(params, view[0], tags, artifacts_dir, dataset)
 
     def _log(self, params, metrics, tags, artifacts_dir: Path, dataset=None) -> None:
-        from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
+        from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
         doing = f"while logging run {self.run_id}"
@@ -296,7 +296,8 @@ class JobTracker:
             params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
             tags=[RunTag(k, str(v)) for k, v in tags.items()]), doing=doing)
         if dataset is not None:  # the runs table's Dataset column: the benchmark, and a digest of its questions
-            asked = DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])
+            entity = Dataset(**dataset.to_dict())  # the dataset's public description, as MLflow's log_input sends it
+            asked = DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])
             self._call(lambda: self.client.log_inputs(self.run_id, [asked]), doing=doing)
         self._call(lambda: self._share_review_view(metrics), doing=doing)
         self._call(lambda: self.client.log_artifacts(self.run_id, str(artifacts_dir)), doing=doing)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from .base import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
+from src.core.variant import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
 from .cora import cora_variants, make_variant
 from .permutations import PERM_SETS, one_set, permutation_variants
 from .references import OptionRef, duplicate_option_groups, has_option_refs, option_refs

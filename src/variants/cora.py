@@ -8,7 +8,9 @@ question's references, NOTA rule or distinct texts are left out, each counted wi
 from __future__ import annotations
 
 from src.core.questions import Question
-from .base import NOTA, NOTA_TEXT, Variant, rng_for, shuffled
+from src.core.questions import rng_for
+from src.core.variant import NOTA, NOTA_TEXT, Variant
+from .base import shuffled
 from .rules import OPTION_REFS, Rules
 
 CORA_KINDS = (

@@ -17,7 +17,7 @@ import random
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from .base import Variant
+from src.core.variant import Variant
 from .rules import OPTION_REFS, Rules, free_orders
 
 PERM_SETS = ("original", "oi", "cyclic", "random2", "randomL", "full")

@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from .base import FILLER, NOTA, NOTA_TEXT, Variant, rng_for
+from src.core.questions import rng_for
+from src.core.variant import FILLER, NOTA, NOTA_TEXT, Variant
 from .rules import DUPLICATES, HAS_NOTA, OPTION_REFS, ORIGINAL, Rules, capped, free_orders
 
 # Non-semantic filler options (the paper pads with tokens like "Egg"): pronounceable pseudo-words that are

@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Sequence
 
 from src.core.questions import Question
-from .base import FILLER, NOTA
+from src.core.variant import FILLER, NOTA
 from .references import ABOVE, LETTERS, NEGATIVE, PLAIN, duplicate_option_groups, option_refs
 
 OPTION_REFS = "option_refs"  # a reference could not be honoured
