@@ -23,12 +23,14 @@ def request_key(identity: str, mode: str, request: Request, settings: dict[str, 
                 seeded: bool) -> str:
     """Everything that can change a backend's answer to this request, hashed.
 
+    `identity` is the backend's (its weights by content: src/backends/weights.py) and `request.data` the question's
+    (src/core/questions.py), so new weights or a corrected question never get an answer cached for the old ones.
     `seeded` says whether the answer depends on the trial's seed (sampling, or an oracle backend); when it does
     not (greedy decoding, label and option scores of a real model) identical prompts share one entry, whichever
     question, variant or variant set they came from.
     """
     trial = [request.seed, request.key] if seeded else None
-    payload = json.dumps([identity, mode, request.prompt, request.labels, request.options, trial,
+    payload = json.dumps([identity, request.data, mode, request.prompt, request.labels, request.options, trial,
                           sorted(settings.items()), repetition], ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
