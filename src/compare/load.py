@@ -163,7 +163,7 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     else:
         experiments = {e.experiment_id: e.name for e in client.search_experiments()}
     query = f"tags.sweep_id = '{sweep_id}'" if sweep_id else ""
-    found = client.search_runs(list(experiments), filter_string=query, max_results=50_000)
+    found = store.search_all(client, list(experiments), query)
     rows, skipped = [], []
     for run in found:
         if run.data.tags.get("kind", "job") in NOT_JOBS or "model" not in run.data.tags:

@@ -7,6 +7,7 @@ process's arguments, so tests and other programs call it in-process with a confi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -192,7 +193,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
 
     cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
 
-    with tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
+    # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
+    with contextlib.closing(cache) if cache is not None else contextlib.nullcontext(), \
+            tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)

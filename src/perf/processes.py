@@ -22,6 +22,8 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
 
     from mlflow.tracking import MlflowClient
 
+    from src.tracking import store
+
     repeats = max(1, args.startup_repeats)
     print(f"startup: fresh processes, no model ({repeats} repeats, median), load average {os.getloadavg()[0]:.1f}",
           flush=True)
@@ -45,7 +47,7 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
         sweep_cpu = _child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name("smoke")
-        jobs = client.search_runs([experiment.experiment_id], "tags.kind = 'job'")
+        jobs = store.search_all(client, [experiment.experiment_id], "tags.kind = 'job'")
         compute = sum(r.data.metrics.get("seconds", 0.0) for r in jobs)
     sweep = meter.results["startup_sweep (smoke, joblib)"]["seconds"]
     print(f"  run: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU; import of "

@@ -391,7 +391,7 @@ def mark_dead_runs(client, experiment: str, which: str) -> list[str]:
     (`tags.sweep_id = ...`): a job whose process was killed outright (SIGKILL, out of memory, its node lost) leaves
     no run RUNNING."""
     marked = []
-    for run in client.search_runs([experiment], filter_string=f"{which} and attributes.status = 'RUNNING'"):
+    for run in store.search_all(client, [experiment], f"{which} and attributes.status = 'RUNNING'"):
         if not provably_dead(run.data.tags):
             log.info("run %s is still running (owner %s): left as it is", run.info.run_id, run.data.tags.get("owner"))
             continue
