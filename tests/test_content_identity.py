@@ -303,3 +303,14 @@ def test_recheck_refuses_a_run_made_on_other_questions_or_other_folder_weights()
     assert provenance_differences(tags, tags["backend"], "c0ffee", "d2") == ["other benchmark data (run d1, here d2)"]
     moved = tags["backend"].replace("sha256:aa", "sha256:bb")
     assert provenance_differences(tags, moved, "c0ffee", "d1") == ["other weights (run sha256:aa, here sha256:bb)"]
+
+
+def test_the_report_says_when_one_model_name_covers_several_weights():
+    from src.compare.load import identity_notes
+
+    table = pd.DataFrame({"model": ["ckpt", "ckpt", "base", "base"], "model_identity": ["m1", "m2", "m3", "m3"],
+                          "benchmark": ["medqa"] * 4, "data_identity": ["d1", "d1", "d1", None]})
+    assert identity_notes(table) == ["model ckpt: its runs were made with 2 different weights (model_identity); the "
+                                     "tables show the latest run of each condition"]
+    table.loc[3, "data_identity"] = "d2"  # the benchmark file corrected between two runs
+    assert identity_notes(table)[1].startswith("benchmark medqa: its runs were made with 2 different questions")
