@@ -29,6 +29,7 @@ import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
+from src.core.questions import benchmark_identity
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE, read_run_records, resolve_run_id
 from src.tracking import runs, store
 from src.tracking.names import DEFAULT_URI
@@ -155,7 +156,6 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     from mlflow.tracking import MlflowClient
     from omegaconf import OmegaConf
 
-    from src.core.questions import benchmark_identity
     from src.job.runner import job_backend, job_questions, run_job  # local: loads hydra, the backends (slow import)
 
     store.check_tracking(tracking_uri)

@@ -178,7 +178,7 @@ def test_the_response_cache_a_job_opens_is_closed_however_the_job_ends(run_job_i
             return True
         return False
 
-    monkeypatch.setattr(runner, "ResponseCache", Watched)
+    monkeypatch.setattr(runner, "open_cache", lambda path, shared: Watched(path))
     run_job_in("model=simulated", "limit=3")
     assert len(opened) == 1 and closed(opened[0])
 

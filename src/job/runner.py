@@ -28,7 +28,7 @@ from src.core.questions import benchmark_identity, question_identity
 from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
 from src.tracking import review, runs
 from src.backends.base import SamplingParams
-from src.answering.cache import ResponseCache
+from src.answering.cache import open_cache
 from src.tracking.closing import headline_metrics, job_block
 from src.core.prompts import PromptTemplate
 from src.common.redact import redact
@@ -191,7 +191,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
                  cfg.variants.name, reason, ", ".join(ids[:3]))
 
-    cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
+    cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
 
     # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
     with contextlib.closing(cache) if cache is not None else contextlib.nullcontext(), \

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from src.tracking import store
 from src.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
 
 
@@ -21,8 +22,6 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     import statistics
 
     from mlflow.tracking import MlflowClient
-
-    from src.tracking import store
 
     repeats = max(1, args.startup_repeats)
     print(f"startup: fresh processes, no model ({repeats} repeats, median), load average {os.getloadavg()[0]:.1f}",
