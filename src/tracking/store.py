@@ -143,6 +143,12 @@ def _create_sqlite_store(db: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     owners.clean_stale_temps([db.parent], "an interrupted store creation", ownerless=False)
+    for side in db.parent.glob(f".{db.name}.tmp-*-*"):  # SQLite's journal of a killed creation's temporary store
+        base, _, suffix = side.name.rpartition("-")
+        match = owners.TEMP_NAME.match(base)
+        if suffix in ("journal", "wal", "shm") and match and match["pid"] and match["host"] == owners.host() \
+                and not owners.pid_alive(int(match["pid"])):
+            side.unlink(missing_ok=True)
     partial = db.parent / f"{owners.temp_prefix(db.name)}{os.urandom(4).hex()}"
     try:
         MlflowClient(tracking_uri=f"sqlite:///{partial}").search_experiments(max_results=1)
