@@ -16,13 +16,12 @@ from src.backends.base import Request
 
 from .conftest import mlflow_runs
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
 
 def save_tiny_model(path: Path, seed: int) -> None:
     """A randomly initialised 2-layer llama with a byte-level tokenizer, saved to `path` (as a training loop saves
     its `.../last` checkpoint): another seed is other weights in the same folder, same sizes and file names."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -67,8 +66,11 @@ def test_new_weights_saved_to_the_same_folder_run_again_with_their_own_numbers(r
     save_tiny_model(folder, seed=1)  # new weights, same folder, same config
     capsys.readouterr()
     new = run_job_in(*job)
-    said = [line for line in capsys.readouterr().err.splitlines() if "running again" in line]
+    err = capsys.readouterr().err.splitlines()
+    said = [line for line in err if "running again" in line]
     assert said == [f"model weights changed since run {old.run_id}: running again"]
+    # this process had the old weights loaded (a sweep's jobs share a model): it says it loads the new ones
+    assert len([line for line in err if "its weights changed since the previous job" in line]) == 1
     assert not new.skipped and new.run_id != old.run_id
     assert not records(new)["cache_hit"].any()  # no answer of the old weights was reused
     # the new weights' own numbers: a run on them alone, in another store with the cache off
@@ -273,8 +275,8 @@ def test_a_folder_is_hashed_once_by_path_size_and_mtime(tmp_path, own_models_cac
 
 
 def test_a_hub_id_is_known_by_the_commit_it_resolves_to(tmp_path, monkeypatch, own_models_cache):
-    import huggingface_hub.constants
-
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    pytest.importorskip("torch")
     from src.backends import weights
     from src.backends.hf import HFBackend
 

@@ -81,6 +81,10 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
     kept = _LOADED.get(key)
     if kept is not None and kept.identity == fresh.identity:
         return kept
+    if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
+        print(f"warning: model {model_cfg.get('name')}: its weights changed since the previous job of this process "
+              f"({runs.short_hash(kept.identity)} -> {runs.short_hash(fresh.identity)}); this job uses the new ones",
+              file=sys.stderr)
     _LOADED.clear()
     _LOADED[key] = fresh
     return fresh
