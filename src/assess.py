@@ -25,7 +25,7 @@ ASSESSMENT_TAG = ("kind", "assessment")
 
 
 def _runs(client, experiment_id: str) -> list:
-    runs = client.search_runs([experiment_id], filter_string="attributes.status = 'FINISHED'", max_results=50_000)
+    runs = store.search_all(client, [experiment_id], "attributes.status = 'FINISHED'")
     key, value = ASSESSMENT_TAG
     return [r for r in runs if r.data.tags.get(key) != value and "model" in r.data.tags and "benchmark" in r.data.tags]
 

@@ -10,7 +10,8 @@ cache off (the user's experiment gets no second run), and compares the two recor
   another CPU's rounding may flip it) or not, and the max |difference| of the floats; exit 1 when a decision that
   was not a near-tie changed or a float moved by more than SCORE_TOLERANCE, else 0.
 
-Before any compute it refuses in one line (exit 2) when the provenance does not match: other weights (file hash),
+Before any compute it refuses in one line (exit 2) when the provenance does not match: other weights (file or
+folder hash, hub commit), other questions (the benchmark file changed: its `data_identity`),
 another dtype (`model.dtype=auto` resolves per machine), another model or backend setting, or other code (git
 commit); `--go-on` re-runs anyway and says what differed. Package versions and the CPU's instruction set are
 printed beside the result, not refused: their effect is what the comparison measures.
@@ -28,6 +29,7 @@ import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
+from src.core.questions import benchmark_identity
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE, read_run_records, resolve_run_id
 from src.tracking import runs, store
 from src.tracking.names import DEFAULT_URI
@@ -36,7 +38,8 @@ from src.tracking.runs import KERNEL_VARIABLES
 TRIAL_KEY = ("question_id", "variant_id", "repetition")  # one row of a records table
 DECISION_COLUMNS = ("parsed_label", "parsed_labels")
 FLOAT_COLUMNS = ("label_probs", "label_mass", "option_loglik", "option_loglik_norm", "answer_dist", "decision_margin")
-IDENTITY_NAMES = {"gguf": "weights", "dtype": "dtype", "revision": "revision", "chat": "chat wrapping",
+IDENTITY_NAMES = {"gguf": "weights", "weights": "weights", "commit": "hub commit", "served": "served model",
+                  "dtype": "dtype", "revision": "revision", "chat": "chat wrapping",
                   "backend": "model"}  # the fields of a backend identity, as the refusal names them
 
 
@@ -119,13 +122,16 @@ def _identity_fields(identity: str) -> dict[str, str]:
     return {"backend": first, **dict(part.split("=", 1) if "=" in part else (part, "") for part in rest)}
 
 
-def provenance_differences(tags: Mapping[str, str], identity: str, commit: str) -> list[str]:
+def provenance_differences(tags: Mapping[str, str], identity: str, commit: str, data: str | None = None) -> list[str]:
     """What differs between where the run was made and here, as refusal reasons: the backend identity's fields
-    (weights hash, dtype, ...) and the code's git commit (not checked where either is unknown)."""
+    (weights hash, dtype, ...), the questions' content identity (`data`, the run's `data_identity` tag) and the
+    code's git commit (not checked where either is unknown)."""
     logged = _identity_fields(tags.get("backend", ""))
     here = _identity_fields(identity[:5000])
     reasons = [f"other {IDENTITY_NAMES.get(k, k)} (run {logged.get(k, 'none')}, here {here.get(k, 'none')})"
                for k in dict.fromkeys([*logged, *here]) if logged.get(k) != here.get(k)]
+    if data is not None and tags.get("data_identity") not in (None, data):
+        reasons.append(f"other benchmark data (run {tags['data_identity']}, here {data})")
     run_commit = tags.get("git_commit", "unknown")
     if "unknown" not in (run_commit, commit) and run_commit != commit:
         reasons.append(f"other code (run git commit {run_commit[:12]}, here {commit[:12]})")
@@ -150,7 +156,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     from mlflow.tracking import MlflowClient
     from omegaconf import OmegaConf
 
-    from src.job.runner import job_backend, run_job  # local: loads hydra, the backends (slow import)
+    from src.job.runner import job_backend, job_questions, run_job  # local: loads hydra, the backends (slow import)
 
     store.check_tracking(tracking_uri)
     run_id = resolve_run_id(run, tracking_uri, key="--run")
@@ -169,7 +175,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         cfg.tracking.uri, cfg.tracking.experiment = f"sqlite:///{tmp}/recheck.db", "recheck"
         cfg.cache.enabled, cfg.resume = False, False
         identity = job_backend(cfg).identity
-        reasons = provenance_differences(tags, identity, runs.git_commit())
+        reasons = provenance_differences(tags, identity, runs.git_commit(), benchmark_identity(job_questions(cfg)))
         if reasons and not go_on:
             raise UserError(f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "
                             f"rechecked here as it was made; add --go-on to re-run it anyway")

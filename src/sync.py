@@ -34,7 +34,7 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
     source = MlflowClient(tracking_uri=f"sqlite:///{db}")
     todo = []
     for exp in source.search_experiments():
-        for run in source.search_runs([exp.experiment_id], filter_string="attributes.status != 'RUNNING'"):
+        for run in store.search_all(source, [exp.experiment_id], "attributes.status != 'RUNNING'"):
             is_parent = run.data.tags.get("kind") == "sweep"
             if "synced_run_id" in run.data.tags or (run.info.status != "FINISHED" and not is_parent):
                 continue
@@ -63,7 +63,7 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
     store.open_store(target_uri)
     target = MlflowClient(tracking_uri=target_uri)
     exp_id = store.with_retries(lambda: store.experiment_id(target, experiment, target_uri))
-    earlier = target.search_runs([exp_id], filter_string=f"tags.synced_from = '{run.info.run_id}'")
+    earlier = store.search_all(target, [exp_id], f"tags.synced_from = '{run.info.run_id}'")
     for done in earlier:
         if done.info.status == run.info.status:  # uploaded whole by a sync that stopped before marking it
             return done.info.run_id
@@ -88,7 +88,7 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
         target.log_artifacts(new.info.run_id, local)
     if run.data.tags.get("kind") == "sweep":  # jobs that reached the server, or were synced, before this parent
         for key in ("mlflow.parentRunId", "offline_parent_run_id"):
-            for child in target.search_runs([exp_id], filter_string=f"tags.{key} = '{run.info.run_id}'"):
+            for child in store.search_all(target, [exp_id], f"tags.{key} = '{run.info.run_id}'"):
                 target.set_tag(child.info.run_id, "mlflow.parentRunId", new.info.run_id)
     target.set_terminated(new.info.run_id, run.info.status, end_time=run.info.end_time)
     return new.info.run_id

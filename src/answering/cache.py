@@ -1,4 +1,5 @@
-"""Response cache: SQLite, embedded, shared by every job on the machine.
+"""Response cache: SQLite, embedded, shared by every job on the machine; or, with `cache.shared=true`, a folder of
+chunk files that jobs on many nodes share without any file lock (`SharedResponseCache`).
 
 A backend result is stored per (model identity, exact prompt, displayed labels/options, scoring mode,
 decoding settings, trial seed, repetition). Identical prompts across variant sets, sweeps and reruns are
@@ -8,13 +9,16 @@ WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from src.backends.base import Request
+from src.common import owners
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
@@ -23,12 +27,14 @@ def request_key(identity: str, mode: str, request: Request, settings: dict[str, 
                 seeded: bool) -> str:
     """Everything that can change a backend's answer to this request, hashed.
 
+    `identity` is the backend's (its weights by content: src/backends/weights.py) and `request.data` the question's
+    (src/core/questions.py), so new weights or a corrected question never get an answer cached for the old ones.
     `seeded` says whether the answer depends on the trial's seed (sampling, or an oracle backend); when it does
     not (greedy decoding, label and option scores of a real model) identical prompts share one entry, whichever
     question, variant or variant set they came from.
     """
     trial = [request.seed, request.key] if seeded else None
-    payload = json.dumps([identity, mode, request.prompt, request.labels, request.options, trial,
+    payload = json.dumps([identity, request.data, mode, request.prompt, request.labels, request.options, trial,
                           sorted(settings.items()), repetition], ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -85,3 +91,76 @@ class ResponseCache:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class SharedResponseCache:
+    """The response cache as a folder that jobs on several nodes share (an NFS or Lustre folder), correct without
+    file locks, which such filesystems do not give reliably (SQLite's WAL needs all its processes on one host).
+
+    Each job writes only its own files: every `put_many` is one chunk, `chunks/<host>-<pid>-<n>-<random>.jsonl`
+    (a line per answer: key, tab, JSON value), written under a temporary name (`owners.temp_prefix`) and published
+    by an atomic rename, so a reader sees a chunk whole or not at all, and a killed job leaves only whole chunks
+    (its temporary file is removed by the next job of its host). A lookup reads every chunk it has not read yet
+    into an index in memory and answers from it; the first answer stored for a key wins, as in the SQLite store.
+    A chunk another node published moments ago may show a little later (the filesystem's attribute cache): its
+    answers are then computed again, never wrong.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.chunks = self.path / "chunks"
+        self.chunks.mkdir(parents=True, exist_ok=True)
+        owners.clean_stale_temps([self.chunks], "an interrupted cache write", ownerless=False)
+        self._index: dict[str, str] = {}  # key -> the value's JSON text (parsed when asked for)
+        self._read: set[str] = set()  # the chunk files read into the index
+        self._written = itertools.count()
+
+    def _refresh(self) -> None:
+        """Read the chunks published since the last lookup."""
+        with os.scandir(self.chunks) as entries:
+            new = [e.name for e in entries if e.name.endswith(".jsonl") and not e.name.startswith(".")
+                   and e.name not in self._read]
+        for name in sorted(new):
+            try:
+                text = (self.chunks / name).read_text(encoding="utf-8")
+            except FileNotFoundError:  # removed by hand since the listing
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition("\t")
+                self._index.setdefault(key, value)
+            self._read.add(name)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        self._refresh()
+        return {k: json.loads(self._index[k]) for k in keys if k in self._index}
+
+    def put_many(self, items: Iterable[tuple[str, Any]]) -> None:
+        rows = [(k, json.dumps(v)) for k, v in items]
+        if not rows:
+            return
+        name = f"{owners.this_owner().replace(':', '-')}-{next(self._written)}-{os.urandom(4).hex()}.jsonl"
+        partial = self.chunks / f"{owners.temp_prefix(name)}{os.urandom(4).hex()}"
+        try:
+            with open(partial, "w", encoding="utf-8") as handle:
+                handle.write("".join(f"{k}\t{v}\n" for k, v in rows))
+                handle.flush()
+                os.fsync(handle.fileno())  # on disk before it has its name: a crash never publishes part of it
+            os.rename(partial, self.chunks / name)
+        finally:
+            partial.unlink(missing_ok=True)
+        self._read.add(name)
+        for key, value in rows:
+            self._index.setdefault(key, value)
+
+    def __len__(self) -> int:
+        self._refresh()
+        return len(self._index)
+
+    def close(self) -> None:
+        self._index.clear()
+        self._read.clear()
+
+
+def open_cache(path: str | Path, *, shared: bool = False) -> ResponseCache | SharedResponseCache:
+    """The response cache of `cache.path`: the SQLite file, or with `cache.shared` the folder many nodes share."""
+    return SharedResponseCache(path) if shared else ResponseCache(path)

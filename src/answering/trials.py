@@ -211,8 +211,8 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
     options shown, so the variants of a question (same cloze prompt, reordered or reduced options) share the
     work, and each pair is computed once per model."""
     def key(r: Request, text: str) -> str:
-        return request_key(backend.identity, "cloze", Request(r.prompt, (), (text,), r.seed, key=r.key), {}, None,
-                           seeded=oracle)
+        return request_key(backend.identity, "cloze", Request(r.prompt, (), (text,), r.seed, key=r.key, data=r.data),
+                           {}, None, seeded=oracle)
 
     keys = [[key(r, t) for t in r.options] for r in reqs]
     found = _lookup(cache, [k for ks in keys for k in ks])
@@ -222,13 +222,14 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
         for i, sc in zip(todo, backend.score_options([reqs[i] for i in todo])):
             fresh.update({k: [a, b] for k, a, b in zip(keys[i], sc.loglik, sc.loglik_norm)})
     elif todo:
-        groups: dict[str, dict[str, None]] = {}  # prompt -> option texts still to score, in first-seen order
+        # (prompt, question identity) -> option texts still to score, in first-seen order
+        groups: dict[tuple[str, str], dict[str, None]] = {}
         for i in todo:
             for text, k in zip(reqs[i].options, keys[i]):
                 if k not in found:
-                    groups.setdefault(reqs[i].prompt, {})[text] = None
-        group_reqs = [Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0)
-                      for prompt, texts in groups.items()]
+                    groups.setdefault((reqs[i].prompt, reqs[i].data), {})[text] = None
+        group_reqs = [Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data)
+                      for (prompt, data), texts in groups.items()]
         for gr, sc in zip(group_reqs, backend.score_options(group_reqs)):
             fresh.update({key(gr, t): [a, b] for t, a, b in zip(gr.options, sc.loglik, sc.loglik_norm)})
     _remember(found, fresh, cache)

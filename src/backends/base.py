@@ -18,6 +18,7 @@ class Request:
     seed: int  # per (question, variant) seed; repetition r samples with a stream derived from (seed, r)
     correct_slot: int | None = None  # read only by oracle backends (simulated); real backends must ignore it
     key: str = ""  # stable trial identity "question_id/variant_id", for oracle seeding and logs
+    data: str = ""  # content identity of the question asked (src/core/questions.py): part of the response cache key
 
 
 class Completion(str):

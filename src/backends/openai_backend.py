@@ -60,6 +60,7 @@ class OpenAIBackend:
         top_logprobs: int = 20,  # OpenAI allows at most 20; vllm serve up to its --max-logprobs
         n_per_request: bool = True,  # false for servers without `n`: one request per sample
         chat: bool = True,  # set by load_backend from the prompt config; the endpoint decides the wrapping
+        revision: str | None = None,  # what the user knows of the served weights (a checkpoint's hash or date)
         progress: bool = True,
     ) -> None:
         if not model:
@@ -75,9 +76,69 @@ class OpenAIBackend:
         self.backoff_s, self.max_backoff_s, self.timeout_s = float(backoff_s), float(max_backoff_s), float(timeout_s)
         self.top_logprobs, self.n_per_request = int(top_logprobs), bool(n_per_request)
         self.chat, self.progress = chat, progress
-        self.identity = f"openai:{self.base_url}|model={model}|endpoint={endpoint}"
+        self.revision = None if revision is None else str(revision)
+        self._identity: str | None = None
+        self._fingerprint: str | None = None  # the first `system_fingerprint` a reply carried
         self.retries = 0  # retried calls so far (tests and logs read it)
         self._warned_inexact = False
+        self._warned_fingerprint = False
+
+    # -- identity ------------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str:
+        """The server, the model name and what the server reports of the model it serves under that name
+        (`served_identity`), with `model.revision`: asked once, on first use (the response cache's key)."""
+        if self._identity is None:
+            served = self.served_identity()
+            if not served.get("created") and not served.get("meta") and self.revision is None:
+                log.warning("model %s: the server at %s reports nothing that changes with the weights it serves as "
+                            "%s, so new weights under that name would get the answers cached for the old ones; set "
+                            "model.revision (e.g. the checkpoint's hash or date) and change it with the weights",
+                            self.name, self.base_url, self.model)
+            reported = json.dumps(served, sort_keys=True, separators=(",", ":"))
+            self._identity = (f"openai:{self.base_url}|model={self.model}|endpoint={self.endpoint}"
+                              f"|served={reported}|revision={self.revision}")
+        return self._identity
+
+    def served_identity(self) -> dict[str, Any]:
+        """What `GET /models` says of this model: its `root` (vLLM: the weights served under the name), `owned_by`,
+        llama.cpp's `meta` (parameters, size) and `created` where it is the model's (a server that writes the
+        current time there, as vLLM does, reports nothing by it). {} where the server lists nothing (404)."""
+        headers = {}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None  # none: the first request says so
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            request = urllib.request.Request(f"{self.base_url}/models", headers=headers, method="GET")
+            with urllib.request.urlopen(request, timeout=min(self.timeout_s, 10.0)) as response:
+                listed = json.loads(response.read().decode())
+        except (OSError, ValueError, http.client.HTTPException) as err:  # no list: the warning says what it means
+            log.info("model %s: GET %s/models: %s", self.name, self.base_url, self._scrub(str(err)))
+            return {}
+        entries = listed.get("data", []) if isinstance(listed, dict) else []
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.model), None)
+        if entry is None:
+            return {}
+        served = {k: entry[k] for k in ("root", "owned_by", "meta") if entry.get(k) is not None}
+        created = entry.get("created")
+        if isinstance(created, (int, float)) and abs(created - time.time()) > 300:  # not the server's clock
+            served["created"] = int(created)
+        return served
+
+    def _note_fingerprint(self, reply: dict[str, Any]) -> None:
+        """One line when the `system_fingerprint` a server returns changes while this process uses it (a sweep):
+        the answers before and after may come from other weights or another serving setup."""
+        fingerprint = reply.get("system_fingerprint") if isinstance(reply, dict) else None
+        if not fingerprint:
+            return
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint
+        elif fingerprint != self._fingerprint and not self._warned_fingerprint:
+            self._warned_fingerprint = True
+            log.warning("model %s: the server's system_fingerprint changed from %s to %s during this sweep: answers "
+                        "before and after may come from other weights; set model.revision and run again to keep "
+                        "them apart", self.name, self._fingerprint, fingerprint)
 
     # -- HTTP ----------------------------------------------------------------------------------
 
@@ -107,7 +168,9 @@ class OpenAIBackend:
             try:
                 request = urllib.request.Request(url, data=body, headers=headers, method="POST")
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    return json.loads(response.read().decode())
+                    reply = json.loads(response.read().decode())
+                self._note_fingerprint(reply)
+                return reply
             except urllib.error.HTTPError as err:
                 detail = self._scrub(err.read().decode(errors="replace")[:300])
                 if err.code not in RETRY_STATUS or attempt == self.max_retries:

@@ -15,8 +15,10 @@ vLLM is imported only when the model loads; without it the backend says `pip ins
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Sequence
 
+from src.backends import weights
 from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import (chat_text, completion, label_token_ids, option_continuations, option_scores,
@@ -68,7 +70,14 @@ class VLLMBackend:
             trust_remote_code=bool(trust_remote_code), seed=int(seed), enforce_eager=bool(enforce_eager))
         self.top_logprobs = int(top_logprobs)
         self.chat, self.progress = bool(chat), progress
-        self.identity = f"vllm:{path}|revision={revision}|dtype={dtype}|quantization={quantization}|chat={self.chat}"
+        if Path(path).expanduser().is_dir():  # new weights saved to the same folder are another model
+            content = f"weights=sha256:{weights.folder_fingerprint(Path(path).expanduser())}"
+        else:  # a hub id: the snapshot's commit, which the engine then loads
+            commit = weights.hub_commit(path, revision)
+            self.engine_args["revision"] = commit or revision
+            content = f"commit={commit}"
+        self.identity = (f"vllm:{path}|{content}|revision={revision}|dtype={dtype}|quantization={quantization}"
+                         f"|chat={self.chat}")
         self.llm: Any = None
         self.tokenizer: Any = None
         self._vllm: Any = None

@@ -21,7 +21,7 @@ NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag tha
 # Run-level columns; every other column of the table is a metric
 ID_COLUMNS = ("run_id", "experiment_id", "experiment", "sweep_id", "start_time", "model", "benchmark", "variants",
               "temperature", "scoring", "prompt", "fewshot", "repetitions", "limit", "seed", "sure_rule", "source",
-              "near_ties", "ranked_decisions")
+              "near_ties", "ranked_decisions", "model_identity", "data_identity")
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
 # in the same table column (see tables.conditions)
 CONDITION_KEYS = ("variants", "temperature", "fewshot", "scoring", "prompt", "repetitions", "limit", "seed")
@@ -128,6 +128,9 @@ def _row(run, experiments: dict[str, str]) -> dict:
         # decisions within src.core.records.NEAR_TIE_MARGIN of the next option, of the ranked ones (logprob, cloze)
         "near_ties": _number(tags.get("near_ties"), float),
         "ranked_decisions": _number(tags.get("ranked_decisions"), float),
+        # the weights and the questions by content (src/job/runner.py): one name may cover several checkpoints
+        "model_identity": tags.get("model_identity"),
+        "data_identity": tags.get("data_identity"),
     }
     row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
     return row
@@ -163,7 +166,7 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     else:
         experiments = {e.experiment_id: e.name for e in client.search_experiments()}
     query = f"tags.sweep_id = '{sweep_id}'" if sweep_id else ""
-    found = client.search_runs(list(experiments), filter_string=query, max_results=50_000)
+    found = store.search_all(client, list(experiments), query)
     rows, skipped = [], []
     for run in found:
         if run.data.tags.get("kind", "job") in NOT_JOBS or "model" not in run.data.tags:
@@ -187,10 +190,25 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
             if table.empty:
                 raise UserError(f"{flag}: no finished job run of {where} has {column} in {', '.join(wanted)}")
     table = table.sort_values("start_time", kind="stable").reset_index(drop=True)
+    skipped += identity_notes(table)
     empty = [c for c in table.columns if c not in ID_COLUMNS and table[c].isna().all()]
     table = table.drop(columns=empty)  # metrics only the filtered-out runs logged
     used = {e: experiments[e] for e in table["experiment_id"].unique()}
     return Runs(table=table, tracking_uri=tracking_uri, experiments=used, sweep_id=sweep_id, skipped=skipped)
+
+
+def identity_notes(table: pd.DataFrame) -> list[str]:
+    """One line per model name whose runs were made with more than one set of weights (tag `model_identity`: a
+    checkpoint saved anew to its folder, a hub model updated), and per benchmark asked with more than one set of
+    questions (`data_identity`): the tables show the latest run of each condition, the newest weights' and data's."""
+    notes = []
+    for name, identity, what in (("model", "model_identity", "weights"), ("benchmark", "data_identity", "questions")):
+        if identity not in table:
+            continue
+        counts = table.dropna(subset=[identity]).groupby(name)[identity].nunique()
+        notes += [f"{name} {key}: its runs were made with {n} different {what} ({identity}); the tables show the "
+                  f"latest run of each condition" for key, n in counts.items() if n > 1]
+    return notes
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:

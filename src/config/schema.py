@@ -38,6 +38,8 @@ class CacheConfig:
 
     enabled: bool = True
     path: str = ".cache/responses.db"
+    # true: `path` is a folder of chunk files that jobs on many nodes share with no file lock (src/answering/cache.py)
+    shared: bool = False
 
 
 @dataclass
@@ -291,10 +293,16 @@ def check_values(cfg: DictConfig) -> None:
     if cfg.get("option_refs") not in OPTION_REFS:
         raise UserError(f"config key option_refs: unknown policy {cfg.get('option_refs')!r}; choose "
                         f"{', '.join(OPTION_REFS[:-1])} or {OPTION_REFS[-1]}")
-    if cfg.cache.enabled and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_dir()):
+    shared = bool(cfg.cache.get("shared", False))
+    if cfg.cache.enabled and shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_file()):
+        problem = f"{cfg.cache.path!r} is a file" if cfg.cache.path else "empty"
+        raise UserError(f"config key cache.path: {problem}; with cache.shared=true give the shared cache's folder, "
+                        f"e.g. cache.path=/shared/mcq-cache (or cache.shared=false for a database file)")
+    if cfg.cache.enabled and not shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_dir()):
         problem = f"{cfg.cache.path!r} is a folder" if cfg.cache.path else "empty"
         raise UserError(f"config key cache.path: {problem}; give the cache's database file, e.g. "
-                        f"cache.path=.cache/responses.db (or cache.enabled=false)")
+                        f"cache.path=.cache/responses.db (or cache.shared=true for a folder many nodes share, or "
+                        f"cache.enabled=false)")
     check_tracking_uri(str(cfg.tracking.uri or ""))
     from src.answering.adaptive import check_adaptive  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
 

@@ -1,9 +1,11 @@
 """The one question type every benchmark loader produces, and the random stream of each question (`rng_for`)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,31 @@ class Question:
     @property
     def n_options(self) -> int:
         return len(self.options)
+
+
+def question_identity(question: Question) -> str:
+    """sha256 of a question as loaded (after cleaning): id, text, options, answer, subject, split and metadata. Part
+    of the response cache's key, so a corrected question (its answer key, a text) never gets an answer cached for
+    the old one, while the unchanged questions of a benchmark keep theirs.
+
+    >>> q = Question(id="q1", question="2+2?", options=("3", "4"), answer=1)
+    >>> question_identity(q) == question_identity(Question(id="q1", question="2+2?", options=("3", "4"), answer=1))
+    True
+    >>> question_identity(q) == question_identity(Question(id="q1", question="2+2?", options=("3", "4"), answer=0))
+    False
+    """
+    body = [question.id, question.question, list(question.options), question.answer, question.subject, question.split,
+            question.metadata]
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
+
+
+def benchmark_identity(questions: Sequence[Question]) -> str:
+    """The content identity of the questions a job asks, in order: a sha256 over their `question_identity`s (16 hex
+    digits). A run logs it (tag `data_identity`); a finished run with another one is no result of this job."""
+    digest = hashlib.sha256()
+    for question in questions:
+        digest.update(question_identity(question).encode())
+    return digest.hexdigest()[:16]
 
 
 def duplicate_option_groups(question: Question | Iterable[str], *, casefold: bool = False) -> list[tuple[int, ...]]:

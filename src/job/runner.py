@@ -7,10 +7,12 @@ process's arguments, so tests and other programs call it in-process with a confi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -22,10 +24,11 @@ from src.config.schema import check_config
 from src.backends import load_backend
 from src.benchmarks import describe_answer_slots, load_benchmark, load_fewshot_pool
 from src.core.fewshot import pick_fewshot
+from src.core.questions import benchmark_identity, question_identity
 from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
 from src.tracking import review, runs
 from src.backends.base import SamplingParams
-from src.answering.cache import ResponseCache
+from src.answering.cache import open_cache
 from src.tracking.closing import headline_metrics, job_block
 from src.core.prompts import PromptTemplate
 from src.common.redact import redact
@@ -70,12 +73,21 @@ _LOADED: dict[str, object] = {}  # the last backend built in this process, by it
 
 def reuse_backend(model_cfg: dict, *, chat: bool):
     """Jobs of a sweep that run in one process (the basic launcher) share a loaded model: with the model axis
-    outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model."""
+    outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model. A backend is
+    built for every job (it loads nothing) and the kept one serves only while its identity is the same: weights
+    saved anew to the model's folder between two jobs are loaded anew."""
     key = json.dumps([model_cfg, chat], sort_keys=True, default=str)
-    if key not in _LOADED:
-        _LOADED.clear()
-        _LOADED[key] = load_backend(model_cfg, chat=chat)
-    return _LOADED[key]
+    fresh = load_backend(model_cfg, chat=chat)
+    kept = _LOADED.get(key)
+    if kept is not None and kept.identity == fresh.identity:
+        return kept
+    if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
+        print(f"warning: model {model_cfg.get('name')}: its weights changed since the previous job of this process "
+              f"({runs.short_hash(kept.identity)} -> {runs.short_hash(fresh.identity)}); this job uses the new ones",
+              file=sys.stderr)
+    _LOADED.clear()
+    _LOADED[key] = fresh
+    return fresh
 
 
 def job_backend(cfg: DictConfig):
@@ -86,6 +98,14 @@ def job_backend(cfg: DictConfig):
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
     # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
     return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
+
+
+def job_questions(cfg: DictConfig):
+    """The questions a job of `cfg` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
+    identity with a logged run's."""
+    bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
+    return load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
+                          data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
 
 
 def build_items(cfg: DictConfig, questions, template):
@@ -127,9 +147,11 @@ def plan_items(cfg: DictConfig, questions, template):
             continue
         shots = pick_fewshot(pool, q, k=fewshot, seed=seed, exclude=evaluated)
         shot_pairs = [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]
+        content = question_identity(q)  # in the cache key: a corrected question gets no old answer
         for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
-            items.append(Item(q, v, FORMATS[v.fmt].request(template, q, v, seed=trial_seed(seed, q.id, v.variant_id),
-                                                           fewshot=shot_pairs, scoring=scoring)))
+            request = FORMATS[v.fmt].request(template, q, v, seed=trial_seed(seed, q.id, v.variant_id),
+                                             fewshot=shot_pairs, scoring=scoring)
+            items.append(Item(q, v, replace(request, data=content)))
     return items, left_out
 
 
@@ -147,17 +169,24 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     job_hash = runs.config_hash(resolved)
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
     tracker = runs.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
+    questions = job_questions(cfg)
+    backend = job_backend(cfg)  # its identity names the weights by content; nothing is loaded yet
+    # what the config points to, by content: a finished run of the same config with other weights or other
+    # questions is no result of this job (the response cache's key holds both too)
+    identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": benchmark_identity(questions)}
+    done = tracker.finished_run(identities)
+    if done is None:
+        older = tracker.finished_run()  # of this config, made with other weights or data: said, and kept as it was
+        line = runs.identity_change(older, identities) if older is not None else None
+        if line:
+            print(line, file=sys.stderr)
+    elif cfg.resume:  # a rerun of an interrupted sweep skips the jobs that finished
+        log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
+        return JobResult(run_id=done.info.run_id, metrics=tracker.finished_metrics(done), out_dir=Path(out_dir),
+                         skipped=True, headline=headline_metrics(done.data.metrics), tracking_uri=tracker.uri,
+                         experiment=str(cfg.tracking.experiment))
     if cfg.resume:
-        done = tracker.finished_run()
-        if done is not None:  # a rerun of an interrupted sweep skips the jobs that finished
-            log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
-            return JobResult(run_id=done.info.run_id, metrics=tracker.finished_metrics(done), out_dir=Path(out_dir),
-                             skipped=True, headline=headline_metrics(done.data.metrics), tracking_uri=tracker.uri,
-                             experiment=str(cfg.tracking.experiment))
         tracker.mark_interrupted()
-    bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     items, left_out = plan_items(cfg, questions, template)
@@ -166,10 +195,11 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
                  cfg.variants.name, reason, ", ".join(ids[:3]))
 
-    backend = job_backend(cfg)
-    cache = ResponseCache(cfg.cache.path) if cfg.cache.enabled else None
+    cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
 
-    with tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
+    # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
+    with contextlib.closing(cache) if cache is not None else contextlib.nullcontext(), \
+            tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
         start = time.perf_counter()
         params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 max_new_tokens=cfg.max_new_tokens)
@@ -208,7 +238,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
-                "sure_rule": sure_rule, **runs.provenance_tags()}
+                "sure_rule": sure_rule, **identities, **runs.provenance_tags()}
         tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from src.tracking import store
 from src.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
 
 
@@ -45,7 +46,7 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
         sweep_cpu = _child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name("smoke")
-        jobs = client.search_runs([experiment.experiment_id], "tags.kind = 'job'")
+        jobs = store.search_all(client, [experiment.experiment_id], "tags.kind = 'job'")
         compute = sum(r.data.metrics.get("seconds", 0.0) for r in jobs)
     sweep = meter.results["startup_sweep (smoke, joblib)"]["seconds"]
     print(f"  run: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU; import of "

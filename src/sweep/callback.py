@@ -257,8 +257,8 @@ class MlflowSweepCallback(Callback):
 
         if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
             parent = store.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
-        earlier = store.with_retries(lambda: self.client.search_runs(
-            [exp_id], filter_string=f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
+        earlier = store.with_retries(lambda: store.search_all(
+            self.client, [exp_id], f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
             order_by=["attributes.start_time DESC"]))
         if parent is None and earlier and config.get("resume", True):
             parent = earlier[0]  # a rerun of the same sweep (resume=true) joins it: one parent run per sweep

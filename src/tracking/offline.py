@@ -6,10 +6,13 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from src.common import owners
 from src.common.errors import UserError
 from src.tracking import store
 
 PENDING_FILE = "pending_closes.jsonl"
+LOCK_FILE = "pending_closes.lock"  # held only to append a close, or to take the file's closes or put some back
+CLAIMED = "pending_closes.claimed.{owner}"  # the closes one process (owner `<host>:<pid>`) took and is applying
 
 
 def note_pending_close(offline_dir: str | Path, uri: str, run_id: str | None, status: str, *,
@@ -19,9 +22,10 @@ def note_pending_close(offline_dir: str | Path, uri: str, run_id: str | None, st
     (experiment_id, config_hash, since): a run whose creation reached the server but whose id never came back."""
     folder = Path(offline_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / PENDING_FILE, "a") as handle:
-        handle.write(json.dumps({"uri": uri, "run_id": run_id, "status": status, "tags": tags,
-                                 "search": dict(search or {}), "end_time": int(time.time() * 1000)}) + "\n")
+    line = json.dumps({"uri": uri, "run_id": run_id, "status": status, "tags": tags, "search": dict(search or {}),
+                       "end_time": int(time.time() * 1000)}) + "\n"
+    with store.file_lock(folder / LOCK_FILE), open(folder / PENDING_FILE, "a") as handle:
+        handle.write(line)
 
 
 def _pending_runs(client, entry: Mapping[str, Any]) -> list[str]:
@@ -30,21 +34,38 @@ def _pending_runs(client, entry: Mapping[str, Any]) -> list[str]:
         run = store.with_retries(lambda: client.get_run(entry["run_id"]))
         return [entry["run_id"]] if run.info.status in ("RUNNING", "SCHEDULED") else []
     search = entry["search"]
-    runs = store.with_retries(lambda: client.search_runs(
-        [search["experiment_id"]], filter_string=f"tags.config_hash = '{search['config_hash']}' and "
+    runs = store.with_retries(lambda: store.search_all(
+        client, [search["experiment_id"]], f"tags.config_hash = '{search['config_hash']}' and "
         f"attributes.status = 'RUNNING' and attributes.start_time >= {int(search['since'])}"))
     return [r.info.run_id for r in runs if r.info.start_time <= entry["end_time"]]
 
 
 def apply_pending_closes(offline_dir: str | Path, uri: str | None = None) -> int:
     """Give the runs noted by `note_pending_close` their status (those of `uri`, or all whose server answers);
-    the ones that cannot be reached stay noted. Returns how many were closed."""
+    the ones that cannot be reached stay noted. Returns how many were closed.
+
+    The closes are taken from the file under its lock (moved into this process's claim file, the pending file
+    emptied) and the server is asked without the lock, so that a job noting a close meanwhile appends to the empty
+    file and loses nothing; what is kept is appended back under the lock. A claim file whose process died (a killed
+    sync) is taken over by the next one."""
     from mlflow.tracking import MlflowClient
 
-    path = Path(offline_dir) / PENDING_FILE
-    if not path.is_file():
+    folder = Path(offline_dir)
+    path = folder / PENDING_FILE
+    if not path.is_file() and not any(folder.glob(CLAIMED.format(owner="*"))):
         return 0
-    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    claim = folder / CLAIMED.format(owner=owners.this_owner())
+    with store.file_lock(folder / LOCK_FILE):
+        taken = [claim.read_text()] if claim.is_file() else []
+        for orphan in folder.glob(CLAIMED.format(owner="*")):
+            if orphan != claim and owners.is_alive(orphan.name.removeprefix(CLAIMED.format(owner=""))) is False:
+                taken.append(orphan.read_text())  # its sync was killed before it put them back
+                orphan.unlink()
+        if path.is_file():
+            taken.append(path.read_text())
+        claim.write_text("".join(taken))
+        path.write_text("")
+    entries = [json.loads(line) for line in claim.read_text().splitlines() if line.strip()]
     kept, closed, down = [], 0, set()
     for entry in entries:
         if (uri is not None and entry["uri"] != uri) or entry["uri"] in down:
@@ -65,5 +86,8 @@ def apply_pending_closes(offline_dir: str | Path, uri: str | None = None) -> int
             if store.is_outage(err):
                 down.add(entry["uri"])
                 kept.append(entry)
-    path.write_text("".join(json.dumps(e) + "\n" for e in kept))
+    with store.file_lock(folder / LOCK_FILE):
+        with open(path, "a") as handle:
+            handle.write("".join(json.dumps(e) + "\n" for e in kept))
+        claim.unlink()
     return closed

@@ -79,6 +79,34 @@ def config_hash(cfg: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def short_hash(text: str) -> str:
+    """16 hex digits of sha256: a long identity (a backend's) as a tag value that compares exactly."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# the content identities a job's run is tagged with (src/job/runner.py), as the rerun's line names them
+IDENTITY_TAGS = {"model_identity": "model weights", "data_identity": "benchmark data"}
+
+
+def identity_change(run, identities: Mapping[str, str]) -> str | None:
+    """None when the finished `run` of a job's config was made with the same model and data `identities`; else the
+    line the job prints before it runs again (the older run stays as it was).
+
+    >>> from types import SimpleNamespace as N
+    >>> run = N(info=N(run_id="7d00ff6a"), data=N(tags={"model_identity": "m1", "data_identity": "d1"}))
+    >>> identity_change(run, {"model_identity": "m1", "data_identity": "d1"}) is None
+    True
+    >>> identity_change(run, {"model_identity": "m2", "data_identity": "d1"})
+    'model weights changed since run 7d00ff6a: running again'
+    """
+    tags = run.data.tags
+    if not any(tag in tags for tag in IDENTITY_TAGS):
+        return (f"run {run.info.run_id} of this config logged no model or data identity (made before they were "
+                f"logged): running again")
+    changed = [what for tag, what in IDENTITY_TAGS.items() if tags.get(tag) != identities[tag]]
+    return f"{' and '.join(changed)} changed since run {run.info.run_id}: running again" if changed else None
+
+
 class JobTracker:
     """A job's MLflow run, through MlflowClient: a health check of the store first, every call retried on the
     races of parallel first use, MLflow's HTTP retries bounded by `tracking.retry_budget_s`. When the server does
@@ -150,9 +178,10 @@ class JobTracker:
 
     # -- before the job
 
-    def finished_run(self):
-        """The latest FINISHED run of this job's config hash in the experiment, or None."""
-        return self._before(lambda: finished_run_of(self.client, self.exp_id, self.job_hash))
+    def finished_run(self, identities: Mapping[str, str] | None = None):
+        """The latest FINISHED run of this job's config hash in the experiment (with these content `identities`
+        where given), or None."""
+        return self._before(lambda: finished_run_of(self.client, self.exp_id, self.job_hash, identities))
 
     def finished_metrics(self, run) -> dict[str, float]:
         """Every metric a finished run's job computed: its `metrics.json` (MLflow holds the review view only,
@@ -312,10 +341,11 @@ class JobTracker:
             self.client.set_experiment_tag(self.exp_id, key, state)
 
 
-def finished_run_of(client, experiment: str, job_hash: str):
+def finished_run_of(client, experiment: str, job_hash: str, identities: Mapping[str, str] | None = None):
     """`finished_run` through an MlflowClient."""
+    which = "".join(f" and tags.{tag} = '{value}'" for tag, value in (identities or {}).items())
     runs = client.search_runs([experiment], max_results=1, order_by=["attributes.start_time DESC"],
-                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'")
+                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'{which}")
     return runs[0] if runs else None
 
 
@@ -362,7 +392,7 @@ def mark_dead_runs(client, experiment: str, which: str) -> list[str]:
     (`tags.sweep_id = ...`): a job whose process was killed outright (SIGKILL, out of memory, its node lost) leaves
     no run RUNNING."""
     marked = []
-    for run in client.search_runs([experiment], filter_string=f"{which} and attributes.status = 'RUNNING'"):
+    for run in store.search_all(client, [experiment], f"{which} and attributes.status = 'RUNNING'"):
         if not provably_dead(run.data.tags):
             log.info("run %s is still running (owner %s): left as it is", run.info.run_id, run.data.tags.get("owner"))
             continue

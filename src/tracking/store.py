@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from src.common import gc_tuning
+from src.common import gc_tuning, owners
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
 
@@ -71,8 +71,10 @@ def experiment_id(mlflow, name: str, uri: str) -> str:
 # creation (alembic) seen half done by another process, and a row two jobs insert at once (the experiment's review
 # view tag: MLflow looks for it, then inserts it; the retry reads it again and merges), in SQLite's and
 # PostgreSQL's words. Retried; anything else is raised at once.
-RACE_MESSAGES = re.compile(r"database is locked|duplicate column name|expected to match one row|no such table|"
-                           r"no such column|(table|index) \S+ already exists|unique constraint failed|"
+# A missing table or column is no race: a new SQLite store is made whole under a temporary name and renamed into
+# place (`open_store`), so no process sees one half made; it is a store of another schema, reported at once.
+RACE_MESSAGES = re.compile(r"database is locked|duplicate column name|expected to match one row|"
+                           r"(table|index) \S+ already exists|unique constraint failed|"
                            r"duplicate key value violates unique constraint")
 
 
@@ -107,21 +109,74 @@ _OPENED: set[str] = set()  # the stores this process opened (created or upgraded
 
 def open_store(uri: str) -> None:
     """Make sure the store's schema exists before any other MLflow call of this process. For a SQLite store the
-    creation (MLflow's alembic migrations, seconds long) runs under an exclusive lock on `<db>.init.lock`, so
-    parallel first jobs (joblib workers, several `python -m src.run`) create it once and the others wait for it."""
+    creation (MLflow's alembic migrations, seconds long, not one transaction) runs under an exclusive lock on
+    `<db>.init.lock`, so parallel first jobs (joblib workers, several `python -m src.run`) create it once and the
+    others wait for it; and it makes the store under a temporary name beside it, renamed into place when whole, so
+    a process killed during the migrations (SIGKILL, OOM, a power cut) leaves no half-made store that every later
+    command would fail on. An existing store of an older MLflow schema is refused in one line (MLflow itself never
+    upgrades one in place): its upgrade is the user's, after a copy."""
     db = sqlite_path(uri)
     if uri not in _OPENED and db is not None:
+        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
         db.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(Path(f"{db}.init.lock")):
-            with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
+        with file_lock(Path(f"{db}.init.lock")):
+            if not db.is_file() or db.stat().st_size == 0:
+                _create_sqlite_store(db)
+            try:
+                with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
+            except MlflowException as err:
+                if "out-of-date database schema" not in str(err):
+                    raise
+                raise UserError(f"config key tracking.uri: the store {db} was made by an older MLflow "
+                                f"({short(err, 200)}); copy it (cp {db} {db}.bak), then run mlflow db upgrade "
+                                f"{uri}, or point tracking.uri at a new store") from None
     _OPENED.add(uri)
     gc_tuning.end_import_pause()  # MLflow and its store are imported: the command's heap is built
 
 
+def _create_sqlite_store(db: Path) -> None:
+    """MLflow's schema made in `.<name>.tmp-<host>-<pid>-<random>` beside `db`, then renamed onto `db` (atomic on
+    one filesystem). Temporaries of killed creations (their process gone) are removed first. Called under the
+    init lock."""
+    from mlflow.tracking import MlflowClient
+
+    owners.clean_stale_temps([db.parent], "an interrupted store creation", ownerless=False)
+    for side in db.parent.glob(f".{db.name}.tmp-*-*"):  # SQLite's journal of a killed creation's temporary store
+        base, _, suffix = side.name.rpartition("-")
+        match = owners.TEMP_NAME.match(base)
+        if suffix in ("journal", "wal", "shm") and match and match["pid"] and match["host"] == owners.host() \
+                and not owners.pid_alive(int(match["pid"])):
+            side.unlink(missing_ok=True)
+    partial = db.parent / f"{owners.temp_prefix(db.name)}{os.urandom(4).hex()}"
+    try:
+        MlflowClient(tracking_uri=f"sqlite:///{partial}").search_experiments(max_results=1)
+        os.replace(partial, db)
+    finally:
+        for leftover in (partial, Path(f"{partial}-journal")):
+            leftover.unlink(missing_ok=True)
+
+
+def search_all(client, experiment_ids, filter_string: str = "", order_by=None) -> list:
+    """Every run `client.search_runs` finds, page after page: one call returns at most a page (1,000 runs by
+    default, 50,000 at most), and a sync, a report or a sweep's clean-up must see them all."""
+    found: list = []
+    token = None
+    while True:
+        page = client.search_runs(list(experiment_ids), filter_string=filter_string, order_by=order_by,
+                                  max_results=PAGE_SIZE, page_token=token)
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
+PAGE_SIZE = 1000  # MLflow's default page of search_runs
+
+
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:  # not POSIX: the retries above are the only guard

@@ -17,10 +17,12 @@ cache never pays for the model.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
+from src.backends import weights
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
 from src.backends.hf.forward import LoadedModel
@@ -94,8 +96,16 @@ class HFBackend:
         self.gguf_sha256: str | None = None
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
-        gguf = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}" if self.gguf_path is not None else ""
-        self.identity = f"hf:{self.location}{gguf}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+        self.load_revision = revision  # the revision loaded: a hub id's resolved commit where it is known
+        if self.gguf_path is not None:
+            content = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}"
+        elif Path(self.location).is_dir():  # new weights saved to the same folder are another model
+            content = f"|weights=sha256:{weights.folder_fingerprint(self.location)}"
+        else:  # a hub id: the snapshot's commit, so an update under the same id is another model
+            commit = weights.hub_commit(self.location, revision)
+            self.load_revision = commit or revision
+            content = f"|commit={commit}"
+        self.identity = f"hf:{self.location}{content}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
 
         self.model: Any = None
         self.tokenizer: Any = None
@@ -130,7 +140,7 @@ class HFBackend:
         if self.model is not None:
             return
         self.tokenizer, self.model = load_pretrained(
-            self.name, self.location, self.gguf_path, revision=self.revision, trust_remote_code=self.trust_remote_code,
+            self.name, self.location, self.gguf_path, revision=self.load_revision, trust_remote_code=self.trust_remote_code,
             dtype=self._torch_dtype, device_map=self.device_map)
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress)
         if self.memory_gb is not None:

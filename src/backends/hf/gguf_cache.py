@@ -16,8 +16,6 @@ of another host (a shared cache folder) are removed once a day old.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import shutil
@@ -25,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from src.backends import weights
 from src.common import owners, progress
 
 log = logging.getLogger(__name__)
@@ -34,30 +33,8 @@ _TEMP = owners.TEMP_NAME  # the temporary-name rule of src/common/owners.py
 FOREIGN_STALE_S = owners.FOREIGN_STALE_S
 
 
-def models_root() -> Path:
-    base = os.environ.get("MCQ_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "mcq-consistency"
-    return root.expanduser() / "models"
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file, remembered in `sha256.json` under (real path, size, mtime) so it is computed once."""
-    path = Path(path).resolve()
-    stat = path.stat()
-    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
-    index_file = models_root() / "sha256.json"
-    index = _read_json(index_file)
-    if key in index:
-        return index[key]
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
-    index = _read_json(index_file)  # re-read: another process may have added entries meanwhile
-    index[key] = sha
-    _write_json_atomic(index_file, index)
-    return sha
+models_root = weights.models_root
+file_sha256 = weights.file_sha256  # hashed once per (real path, size, mtime): src/backends/weights.py
 
 
 def float_copy_dir(gguf_path: str | os.PathLike) -> Path:
@@ -120,16 +97,4 @@ def clean_stale_temps(root: Path | None = None) -> list[Path]:
     return owners.clean_stale_temps([root, root / "gguf"], "an interrupted conversion")
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path.name), dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+_read_json, _write_json_atomic = weights.read_json, weights.write_json_atomic

@@ -1,0 +1,96 @@
+"""The response cache that many nodes share (`cache.shared=true`): each job writes its own chunk files, published
+by an atomic rename, and lookups read them all; correct with no file lock at all, as on a network filesystem
+whose locks do not work."""
+from __future__ import annotations
+
+import errno
+import fcntl
+import multiprocessing
+import os
+import sqlite3
+
+import pytest
+
+from src.answering.cache import SharedResponseCache
+
+
+def no_locks(*args, **kwargs):
+    raise OSError(errno.ENOLCK, "No locks available")  # what an NFS mount without a lock daemon answers
+
+
+def writer(folder: str, k: int, chunks: int, size: int) -> None:
+    """One job on its own node: fcntl's locks and SQLite fail there; it stores `chunks` chunks, some keys shared
+    with the other writers (the same prompt asked by two jobs: both compute the same answer), and reads as it goes."""
+    fcntl.flock = fcntl.lockf = no_locks
+    sqlite3.connect = no_locks
+    cache = SharedResponseCache(folder)
+    for c in range(chunks):
+        cache.put_many([(f"own-{k}-{c}-{i}", [k, c, i]) for i in range(size)] +
+                       [(f"shared-{c}-{i}", ["same", c, i]) for i in range(3)])
+        seen = cache.get_many([f"own-{k}-{c}-0", f"shared-{c}-0"])
+        assert seen[f"own-{k}-{c}-0"] == [k, c, 0] and seen[f"shared-{c}-0"] == ["same", c, 0]
+    cache.close()
+
+
+def test_writers_on_many_nodes_share_the_cache_with_no_lock(tmp_path, monkeypatch):
+    folder = str(tmp_path / "shared")
+    writers, chunks, size = 6, 40, 25
+    fork = multiprocessing.get_context("fork")
+    procs = [fork.Process(target=writer, args=(folder, k, chunks, size)) for k in range(writers)]
+    for p in procs:
+        p.start()
+    reader = SharedResponseCache(folder)
+    while any(p.is_alive() for p in procs):  # a job reading while they write sees only whole chunks
+        seen = len(reader)
+        assert all(len(reader.get_many([f"own-{k}-{c}-{i}" for i in range(size)])) in (0, size)
+                   for k in range(writers) for c in range(chunks))
+        assert len(reader) >= seen
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    fresh = SharedResponseCache(folder)
+    keys = [f"own-{k}-{c}-{i}" for k in range(writers) for c in range(chunks) for i in range(size)]
+    found = fresh.get_many(keys)
+    assert len(found) == len(keys) and all(found[f"own-{k}-{c}-{i}"] == [k, c, i]
+                                           for k in range(writers) for c in range(chunks) for i in range(size))
+    assert len(fresh) == len(keys) + 3 * chunks  # every shared key once
+    assert not [n for n in os.listdir(tmp_path / "shared" / "chunks") if n.startswith(".")]  # no partial chunk
+
+
+def test_a_writer_killed_mid_chunk_leaves_no_part_of_it(tmp_path):
+    """A chunk is readable only once renamed: a temporary file of a dead process is never read, and removed."""
+    cache = SharedResponseCache(tmp_path)
+    cache.put_many([("a", 1)])
+    from src.common import owners
+
+    dead = fork_and_exit()
+    partial = tmp_path / "chunks" / f".x.jsonl.tmp-{owners.host()}-{dead}-abcd"
+    partial.write_text("b\t2\n")  # half of a chunk its killed writer never renamed
+    fresh = SharedResponseCache(tmp_path)
+    assert fresh.get_many(["a", "b"]) == {"a": 1} and not partial.exists()
+
+
+def fork_and_exit() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def test_a_job_with_the_shared_cache_resumes_from_it(run_job_in, tmp_path):
+    folder = tmp_path / "nfs-cache"
+    job = ["model=simulated", "limit=4", "variants=cora", "cache.shared=true", f"cache.path={folder}", "resume=false"]
+    first = run_job_in(*job)
+    again = run_job_in(*job)
+    assert first.metrics["cache_hit_rate"] == 0 and again.metrics["cache_hit_rate"] == 1
+    assert again.metrics["mcqa"] == pytest.approx(first.metrics["mcqa"], abs=1e-12)
+
+
+def test_a_shared_cache_path_that_is_a_file_is_refused(run_job_in, tmp_path):
+    from src.common.errors import UserError
+
+    (tmp_path / "responses.db").write_text("")
+    with pytest.raises(UserError, match="cache.shared=true give the shared cache's folder"):
+        run_job_in("model=simulated", "limit=2", "cache.shared=true", f"cache.path={tmp_path}/responses.db")
