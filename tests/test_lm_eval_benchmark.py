@@ -63,6 +63,12 @@ def test_label_choices_take_their_options_from_the_listed_lines():
     assert is_label_choices(["A", "B"]) and not is_label_choices(["B", "A"]) and not is_label_choices(["A"])
 
 
+def test_numbers_that_the_context_does_not_list_are_option_texts():
+    docs = [{"q": "How many legs does a bird have?", "choices": ["1", "2", "3", "4"], "target": 1}]
+    (question,), _ = task_questions(StandInTask(docs), docs, name="t", split="test", ids="t")
+    assert (question.question, question.options, question.answer) == (docs[0]["q"], ("1", "2", "3", "4"), 1)
+
+
 def test_label_choices_with_no_listed_options_are_refused():
     docs = [{"q": "x", "choices": ["A", "B"], "target": 0}]
     with pytest.raises(UserError, match=r"lm_eval task t \(test document 0\): its choices are the labels A, B but"):

@@ -102,14 +102,29 @@ def _task_config(manager: Any, name: str) -> dict[str, Any]:
         return {}
 
 
+@lru_cache(maxsize=4)
+def _manager(include_path: str | None, defaults: bool) -> Any:
+    return lm_eval_or_error().TaskManager(include_path=include_path, include_defaults=defaults)
+
+
+def task_manager(include_path: str | None, name: str) -> Any:
+    """lm-eval's TaskManager that knows `name`, built once per folder: the user's folder alone when it holds the
+    task (indexing lm-eval's ~200 registry folders takes 5-15 s on 2 cores), else the registry with the folder."""
+    if include_path is not None:
+        own = _manager(include_path, False)
+        if own.task_index.get(name) is not None:
+            return own
+    return _manager(include_path, True)
+
+
 @lru_cache(maxsize=8)
 def load_task(name: str, include_path: str | None = None) -> Any:
     """lm-eval's task object for `name` (built once per process: the run's questions and its few-shot pool)."""
-    tasks = lm_eval_or_error()
+    lm_eval_or_error()  # one line naming the extra, before anything else
     if include_path is not None and not Path(include_path).expanduser().is_dir():
         raise UserError(f"config key benchmark.include_path: {include_path} is not a folder; give the folder that "
                         "holds your task YAMLs, or leave it null for lm-eval's registry")
-    manager = tasks.TaskManager(include_path=str(Path(include_path).expanduser()) if include_path else None)
+    manager = task_manager(str(Path(include_path).expanduser()) if include_path else None, name)
     entry = manager.task_index.get(name)
     if entry is None:
         near = difflib.get_close_matches(name, manager.all_subtasks, n=3)
@@ -165,7 +180,7 @@ def is_label_choices(choices: Sequence[str]) -> bool:
 
 def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list[str], str] | None:
     """(question, option texts, the text after the last option) of a context that lists its options as
-    `A. text` lines, one per label in order; None when it does not.
+    `A. text` (or `A) text`, `(A) text`) lines, one per label in order; None when it does not.
 
     >>> split_listed_options("Question: 2+2?\\nA. 3\\nB. 4\\nAnswer:", ["A", "B"])
     ('Question: 2+2?', ['3', '4'], '\\nAnswer:')
@@ -173,7 +188,7 @@ def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list
     starts = []
     position = 0
     for label in labels:
-        match = re.compile(rf"(?:^|\n){re.escape(label.strip())}[.)]\s").search(context, position)
+        match = re.compile(rf"(?:^|\n)\(?{re.escape(label.strip())}[.)]\s").search(context, position)
         if match is None:
             return None
         starts.append(match)
@@ -234,12 +249,12 @@ def task_questions(task: Any, docs: Sequence[Any], *, name: str, split: str, ids
         qid, place = f"{ids}/{i}", f"lm_eval task {name} ({split} document {i})"
         metadata = {"context": context, "lm_eval_task": name, "lm_eval_version": version,
                     "lm_eval_config_hash": digest}
-        if is_label_choices(choices):
-            listed = split_listed_options(context, choices)
-            if listed is None:
-                raise UserError(f"{place}: its choices are the labels {', '.join(choices)} but its context lists "
-                                f"no '{choices[0].strip()}. ' line per label, so the options' texts are unknown; "
-                                "write the options as `A. text` lines in doc_to_text, or make doc_to_choice the texts")
+        listed = split_listed_options(context, choices) if is_label_choices(choices) else None
+        if listed is None and is_label_choices(choices) and choices[0].strip() == "A":
+            raise UserError(f"{place}: its choices are the labels {', '.join(choices)} but its context lists "
+                            f"no '{choices[0].strip()}. ' line per label, so the options' texts are unknown; "
+                            "write the options as `A. text` lines in doc_to_text, or make doc_to_choice the texts")
+        if listed is not None:  # numbers that the context does not list are texts (ARC: "How many ...?" 1, 2, 3, 4)
             question, options, _ = listed
             metadata["choices"] = "standalone"
         else:
