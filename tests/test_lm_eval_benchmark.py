@@ -161,3 +161,24 @@ def test_the_context_field_puts_the_tasks_own_text_back():
     assert render(template, question, variant, scoring="logprob") == "2+2?\nA. 3\nB. 4\nAnswer:"
     with pytest.raises(UserError, match=r"prompt.cloze_template must contain \{question\} or \{context\}"):
         PromptTemplate(name="x", template="{question}{choices}", cloze_template="Answer:")
+
+
+def test_the_documented_lm_eval_commands_are_accepted():
+    """The commands of docs/configuration.md's lm-eval section, as `python -m src.run` checks them before Hydra starts
+    (tests/test_docs_commands.py pairs that page's fences wrongly: its ```text and ```python blocks shift them)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from src.config.schema import check_command_line
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    section = page.split("### An lm-evaluation-harness task", 1)[1].split("\n### ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    runs = [shlex.split(line)[3:] for line in block.splitlines() if line.startswith("python -m src.run ")]
+    assert len(runs) == 3 and all("benchmark=lm_eval" in args for args in runs)
+    for args in runs:
+        check_command_line(args)
+    with pytest.raises(UserError, match="complete their context"):
+        check_command_line(["benchmark=lm_eval", "benchmark.task=hellaswag", "benchmark.choices=continuation",
+                            "variants=cora"])
