@@ -122,16 +122,25 @@ def test_the_test_task_runs(run_job_in, overrides, expected_trials):
                         f"benchmark.include_path={TASK_DIR}", *overrides)
     records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
     assert records.question_id.nunique() == 12
-    if expected_trials is not None:
+    if expected_trials is not None:  # one prompt per question, asked 5 times
         assert len(records) == expected_trials and "rws" in result.metrics
-    elif overrides == ["variants=cora"]:
-        assert "cora" in result.metrics and "ci" in result.metrics
-    else:
-        assert "fr@cyclic" in result.metrics or any(k.startswith("fr") for k in result.metrics)
+    elif overrides == ["variants=cora"]:  # 2 + 6(A-1) lists of an A-option question (A = 3, 4 or 5 here)
+        sizes = [len(r["options"]) for r in map(json.loads, (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines())]
+        assert len(records) == sum(2 + 6 * (a - 1) for a in sizes[:12])
+        assert {"cora", "ci", "mcqa_plus"} <= set(result.metrics)
+    else:  # the A rotations of each question
+        assert records.groupby("question_id").size().tolist() == [len(q) for q in _options_of_kept()]
+        assert {"fr@cyclic", "wacc@cyclic"} <= set(result.metrics)
     _, (run,) = mlflow_runs(run_job_in.store_uri)
     tags = run.data.tags
     assert (tags["lm_eval_task"], tags["lm_eval_version"], tags["lm_eval_skipped"]) == ("mcq_test_task", "1.0", "1")
     assert len(tags["lm_eval_config_hash"]) == 12
+
+
+def _options_of_kept() -> list[list[str]]:
+    """The options of the test task's kept documents, in question-id order (mcq_test_task/0 .. /11 sort as text)."""
+    rows = [json.loads(line) for line in (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines()][:12]
+    return [r["options"] for _, r in sorted((f"mcq_test_task/{i}", r) for i, r in enumerate(rows))]
 
 
 # -- registry tasks on ../shared/data ----------------------------------------------------------------------------

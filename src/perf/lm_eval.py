@@ -149,7 +149,8 @@ def part_lmeval_task(meter: Meter, args, ratios: dict[str, float], shared: dict[
     lm, Instance, calls, _ = bundle
     backend = hf_backend(shared["model_cfg"], chat=False)  # cloze continuations are never chat-wrapped
     with meter.phase("lmeval_task_ours (cloze)", prompts=len(items), tokens=lambda: backend.forward_tokens):
-        ours = answer_items(backend, items, scoring="cloze", params=SamplingParams(n=1), progress=False)
+        ours = answer_items(backend, items, scoring="cloze", params=SamplingParams(n=1), cloze_normalise=False,
+                            progress=False)  # raw log-likelihood: lm-eval's acc, the run's default
     task = load_task(name, folder)
     docs = list(task.eval_docs)
     requests, owner = [], []
