@@ -182,3 +182,25 @@ def test_the_documented_lm_eval_commands_are_accepted():
     with pytest.raises(UserError, match="complete their context"):
         check_command_line(["benchmark=lm_eval", "benchmark.task=hellaswag", "benchmark.choices=continuation",
                             "variants=cora"])
+
+
+@pytest.mark.slow
+def test_a_run_without_lm_eval_stops_with_one_error_line_and_exit_2(tmp_path):
+    """The whole command as a user meets it, lm-eval made unimportable (whether or not this environment has it)."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    args = ["model=simulated", "benchmark=lm_eval", "benchmark.task=arc_easy",
+            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"hydra.run.dir={tmp_path}/out", f"cache.path={tmp_path}/c.db"]
+    code = ("import runpy, sys; sys.modules['lm_eval'] = sys.modules['lm_eval.tasks'] = None; "
+            f"sys.argv = ['src.run', *{args!r}]; runpy.run_module('src.run', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == ('error: benchmark=lm_eval reads lm-evaluation-harness tasks, '
+                                                   'which is not installed; run pip install -e ".[bench]"')
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")  # stopped before any run was started
+    experiment = client.get_experiment_by_name("mcq-consistency")
+    assert experiment is None or not client.search_runs([experiment.experiment_id])
