@@ -102,6 +102,14 @@ def test_the_test_tasks_questions_are_the_requests_lm_eval_builds():
         assert question.answer == task.doc_to_target(doc)
 
 
+def test_the_config_hash_is_the_same_in_every_process():
+    """The task's Python doc_to_choice enters the hash by its source, never by a repr with a memory address."""
+    from src.benchmarks.lm_eval import dumped_config
+
+    dumped = dumped_config(load_task("mcq_test_task", str(TASK_DIR)))
+    assert " at 0x" not in dumped and "return list(doc[\\\"options\\\"])" in dumped
+
+
 def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
     task = load_task("mcq_test_task", str(TASK_DIR))
     pool = load_fewshot_pool("lm_eval", data_dir=".", options=TEST_TASK)

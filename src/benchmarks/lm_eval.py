@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import inspect
 import json
 import logging
 import re
@@ -219,10 +220,25 @@ def asks_for_answer(context: str) -> bool:
     return context.endswith("\n") or context.rstrip().endswith(ANSWER_CUES)
 
 
+def _stable(value: Any) -> str:
+    """A config value as text that is the same in every process: a function by its source (so that editing it
+    changes the hash), not its `repr`, which holds a memory address."""
+    if callable(value):
+        try:
+            return inspect.getsource(value)
+        except (OSError, TypeError):
+            return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    return str(value)
+
+
+def dumped_config(task: Any) -> str:
+    """The task's whole config as lm-eval dumps it (templates, splits, data files, functions), as stable JSON."""
+    return json.dumps(task.dump_config(), sort_keys=True, default=_stable)
+
+
 def config_hash(task: Any) -> str:
-    """A short hash of the task's whole config as lm-eval dumps it (templates, splits, data files, functions)."""
-    dumped = json.dumps(task.dump_config(), sort_keys=True, default=str)
-    return hashlib.sha256(dumped.encode()).hexdigest()[:12]
+    """A short hash of `dumped_config`: the run's `lm_eval_config_hash` tag."""
+    return hashlib.sha256(dumped_config(task).encode()).hexdigest()[:12]
 
 
 def task_questions(task: Any, docs: Sequence[Any], *, name: str, split: str, ids: str) -> tuple[list[Question], list[int]]:
