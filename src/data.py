@@ -85,6 +85,9 @@ def list_report(data_dir: str) -> str:
         if name == "generic":
             rows.append((name, "your file (benchmark.path)", "yours", "-", "-", "-"))
             continue
+        if name == "lm_eval":
+            rows.append((name, "an lm-eval task (benchmark.task), its YAML's data", "the task's", "-", "-", "-"))
+            continue
         where = f"hub {source.describe()}" if source is not None else "local raw only"
         licence = source.licence if source is not None else hub.LOCAL_LICENCES.get(name, "-")
         count = source.n_questions if source is not None else hub.LOCAL_COUNTS.get(name, "-")
@@ -112,9 +115,10 @@ def write_whole(target: Path, write: Callable[[Path], object]) -> None:
 def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = DEFAULT_DATA_DIR) -> list[str]:
     """Prepare an offline data_dir `to`: each benchmark's Hub dataset as the Hub's parquet layout under `to/hub`,
     every split we read; with `from_raw` its raw files copied from `data_dir`. Returns what was written."""
-    unknown = [n for n in names if n not in BENCHMARKS or n in ("synthetic", "generic")]
+    unpublished = ("synthetic", "generic", "lm_eval")  # made here, the user's file, an lm-eval task's own data
+    unknown = [n for n in names if n not in BENCHMARKS or n in unpublished]
     if unknown:
-        choices = ", ".join(n for n in BENCHMARKS if n not in ("synthetic", "generic"))
+        choices = ", ".join(n for n in BENCHMARKS if n not in unpublished)
         raise UserError(f"fetch: no published data for {unknown[0]!r}; choose from {choices}")
     written = []
     for name in names:

@@ -84,6 +84,10 @@ OPT_IN_TIERS = {
     "ray": OptInTier("--run-ray", "MCQ_TEST_RAY",
                      "sweeps through hydra-ray-launcher on a local Ray cluster the test starts, about three minutes",
                      'pip install -e ".[ray]"; .ci/run runs it as its sixth step'),
+    "lm_eval": OptInTier("--run-lm-eval", "MCQ_TEST_LM_EVAL",
+                         "lm-evaluation-harness tasks as benchmarks: its task manager, registry tasks on ../shared/data, "
+                         "agreement with its loglikelihood on SmolLM2",
+                         'pip install -e ".[bench]"'),
 }
 
 

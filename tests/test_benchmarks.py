@@ -67,7 +67,8 @@ def test_counts_and_invariants(key):
 
 
 def test_every_registered_benchmark_is_tested():
-    assert {k[0] for k in EXPECTED} | {"synthetic", "generic"} == set(BENCHMARKS)
+    # lm_eval: tests/test_lm_eval_benchmark.py, and tests/test_lm_eval_tasks.py (the lm_eval tier) on real tasks
+    assert {k[0] for k in EXPECTED} | {"synthetic", "generic", "lm_eval"} == set(BENCHMARKS)
 
 
 @needs_data

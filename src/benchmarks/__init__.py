@@ -23,6 +23,7 @@ from src.core.questions import Question
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
+from .lm_eval import lm_eval_fewshot, load_lm_eval, task_tags
 from . import hub
 from .medical import load_medmcqa, medqa_loader
 from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
@@ -46,6 +47,7 @@ class Benchmark:
     load: Loader
     fewshot: FewshotLoader | None = None
     options: tuple[str, ...] = ()
+    fewshot_options: bool = False  # its few-shot loader needs the `options` too (which lm-eval task)
 
 
 GENERIC_OPTIONS = ("question_column", "options_column", "option_columns", "answer_column", "id_column",
@@ -66,7 +68,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "hellaswag": Benchmark(load_hellaswag),
     "winogrande": Benchmark(load_winogrande),
     "generic": Benchmark(load_generic, None, GENERIC_OPTIONS),
+    "lm_eval": Benchmark(load_lm_eval, lm_eval_fewshot, ("task", "include_path", "choices"), fewshot_options=True),
 }
+# Benchmarks whose options complete their context rather than answer a question (the validity contract,
+# src/core/validity.py); an lm-eval task's style is detected when it loads (src/benchmarks/lm_eval.py).
+CONTINUATION_BENCHMARKS = frozenset({"hellaswag"})
 
 
 def _benchmark(name: str) -> Benchmark:
@@ -161,13 +167,17 @@ def _log_load_notes(name: str, questions: list[Question]) -> None:
         log.warning("%s", warning)
 
 
-def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subject: str | None = None) -> list[Question]:
+def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subject: str | None = None,
+                      options: Mapping[str, Any] | None = None) -> list[Question]:
     """Questions to draw few-shot examples from (MMLU dev, ARC Train, ...), never the test questions.
 
     A given `path` is read with the benchmark's own format (for benchmarks whose data has no
-    such split); its questions are labelled split "fewshot".
+    such split); its questions are labelled split "fewshot". `options` (the `benchmark.*` keys) reach
+    the few-shot loaders that need them (`lm_eval`: which task).
     """
     benchmark = _benchmark(name)
+    if benchmark.fewshot is not None and benchmark.fewshot_options:
+        return benchmark.fewshot(path=path, data_dir=data_dir, subject=subject, options=_checked_options(name, options))
     if benchmark.fewshot is not None:
         return benchmark.fewshot(path=path, data_dir=data_dir, subject=subject)
     if path is None:
@@ -177,5 +187,14 @@ def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subj
     return [dataclasses.replace(q, split="fewshot") for q in pool if subject is None or q.subject == subject]
 
 
-__all__ = ["BENCHMARKS", "Benchmark", "answer_slot_counts", "describe_answer_slots", "duplicate_option_groups",
+def continuation_style(name: str, questions: list[Question] | None = None) -> bool:
+    """Whether benchmark `name`'s options complete their context (HellaSwag endings) rather than answer it:
+    known for the built-in benchmarks, read from the loaded questions for an lm-eval task."""
+    if name in CONTINUATION_BENCHMARKS:
+        return True
+    return bool(questions) and questions[0].metadata.get("choices") == "continuation"
+
+
+__all__ = ["BENCHMARKS", "CONTINUATION_BENCHMARKS", "Benchmark", "answer_slot_counts", "continuation_style",
+           "describe_answer_slots", "duplicate_option_groups", "task_tags",
            "load_benchmark", "load_fewshot_pool"]

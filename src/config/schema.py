@@ -25,7 +25,8 @@ from src.common.errors import UserError
 from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.common.redact import redact_text
-from src.core.validity import check_validity
+from src.benchmarks import CONTINUATION_BENCHMARKS
+from src.core.validity import check_option_style, check_validity
 from src.tracking.store import check_options
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -258,6 +259,7 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
 
 OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
 _REQUIRED_HINT = {"benchmark.path": "/path/to/questions.jsonl (jsonl, csv or parquet)",
+                  "benchmark.task": "<an lm-eval task, e.g. arc_easy>",
                   "model.path": "<a local model folder or a hub id org/name>"}
 _RANGES = (  # key, null allowed, in range, the rule as the error states it
     ("seed", False, lambda v: v >= 0, "must be an integer >= 0"),
@@ -363,8 +365,20 @@ def check_config(cfg: DictConfig) -> None:
     if stats is not None and not 0 < stats.level < 1:
         raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
     check_options(cfg.tracking)
-    check_validity(scoring=cfg.scoring, variants=OmegaConf.to_container(cfg.variants, resolve=True),
-                   temperature=float(cfg.temperature), repetitions=int(cfg.repetitions))
+    variants = OmegaConf.to_container(cfg.variants, resolve=True)
+    check_validity(scoring=cfg.scoring, variants=variants, temperature=float(cfg.temperature),
+                   repetitions=int(cfg.repetitions))
+    # an lm-eval task's option style is known here only when benchmark.choices says it; else when it loads (run_job)
+    check_option_style(variants=variants, benchmark=benchmark_label(cfg.benchmark),
+                       continuation=cfg.benchmark.name in CONTINUATION_BENCHMARKS
+                       or cfg.benchmark.get("choices") == "continuation")
+
+
+def benchmark_label(benchmark: DictConfig) -> str:
+    """The benchmark as its keys name it: `hellaswag`, or `lm_eval benchmark.task=arc_easy`."""
+    if benchmark.name == "lm_eval":
+        return f"lm_eval benchmark.task={benchmark.get('task')}"
+    return str(benchmark.name)
 
 
 # launcher configs (conf/hydra/launcher/) whose plugin is an extra, not a dependency: what it needs (its packages,

@@ -29,8 +29,9 @@ LABEL_STYLES = {
     "(A)": ("letters", "({label}) {text}"),
     "1.": ("numbers", "{label}. {text}"),
 }
-# Fields a template may use; {question} and {choices} are required.
-TEMPLATE_FIELDS = frozenset({"question", "choices", "letters", "subject", "n_options", "fewshot"})
+# Fields a template may use; {question} and {choices} are required ({context} may stand for {question} in the
+# cloze templates: the question as its benchmark frames it, lm-eval's doc_to_text; the question where it has none).
+TEMPLATE_FIELDS = frozenset({"question", "choices", "letters", "subject", "n_options", "fewshot", "context"})
 REQUIRED_FIELDS = ("question", "choices")
 FEWSHOT_FIELDS = TEMPLATE_FIELDS - {"fewshot"} | {"answer"}
 DEFAULT_SUBJECT = "general knowledge"  # for {subject} when a benchmark has no subjects (ARC, CommonsenseQA)
@@ -77,9 +78,10 @@ class PromptTemplate:
         if self.fewshot_template is not None:
             _check_fields(self.fewshot_template, "prompt.fewshot_template", allowed=FEWSHOT_FIELDS,
                           required=(*REQUIRED_FIELDS, "answer"))
-        _check_fields(self.cloze_template, "prompt.cloze_template", allowed=TEMPLATE_FIELDS, required=("question",))
+        _check_fields(self.cloze_template, "prompt.cloze_template", allowed=TEMPLATE_FIELDS,
+                      required=(("question", "context"),))
         _check_fields(self.cloze_fewshot_template, "prompt.cloze_fewshot_template", allowed=FEWSHOT_FIELDS,
-                      required=("question", "answer"))
+                      required=(("question", "context"), "answer"))
         _check_fields(self.cloze_shown_template, "prompt.cloze_shown_template", allowed=TEMPLATE_FIELDS,
                       required=REQUIRED_FIELDS)
         _check_fields(self.cloze_shown_fewshot_template, "prompt.cloze_shown_fewshot_template",
@@ -142,10 +144,12 @@ def _fields(template: PromptTemplate, question: Question, variant: Variant) -> d
         "letters": "".join(labels) if all(label.isalpha() and len(label) == 1 for label in labels) else ", ".join(labels),
         "subject": subject,
         "n_options": variant.n_options,
+        "context": question.metadata.get("context", question.question),
     }
 
 
-def _check_fields(text: str, key: str, *, allowed: frozenset[str], required: Sequence[str]) -> None:
+def _check_fields(text: str, key: str, *, allowed: frozenset[str], required: Sequence[str | tuple[str, ...]]) -> None:
+    """Refuse unknown fields and missing required ones (a tuple in `required`: one of its fields is enough)."""
     try:
         names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError as err:
@@ -153,6 +157,7 @@ def _check_fields(text: str, key: str, *, allowed: frozenset[str], required: Seq
     bad = sorted(name for name in names if name not in allowed)
     if bad:
         raise UserError(f"{key} uses unknown field {{{bad[0]}}}; the fields are {', '.join(sorted(allowed))}")
-    missing = [name for name in required if name not in names]
+    missing = [need for need in required if not names & ({need} if isinstance(need, str) else set(need))]
     if missing:
-        raise UserError(f"{key} must contain {{{missing[0]}}}: add it to the template")
+        shown = " or ".join(f"{{{name}}}" for name in ((missing[0],) if isinstance(missing[0], str) else missing[0]))
+        raise UserError(f"{key} must contain {shown}: add it to the template")

@@ -7,7 +7,10 @@ metrics would be constant by construction is refused before any compute, in one 
   of a question is the same prompt, so only variant sets that ask one displayed list per question are valid;
 - `cloze` and `cloze_shown` rank option texts deterministically: a temperature changes nothing;
 - repetitions of one prompt differ only when answers are sampled (`generate` or `logprob` at a temperature
-  above 0); greedy answers are one decode copied R times, so every question would be SURE by construction.
+  above 0); greedy answers are one decode copied R times, so every question would be SURE by construction;
+- options that complete their context (HellaSwag endings, an lm-eval task whose context asks no question) do
+  not stand alone: a set that adds "None of the above" (which completes no sentence) lets the form of an option
+  give the answer away, so such sets are refused for them, under every scoring (`check_option_style`).
 
 >>> check_validity(scoring="cloze", variants={"name": "original"}, temperature=0.0, repetitions=1)
 >>> check_validity(scoring="cloze", variants={"name": "perm_cyclic"}, temperature=0.0, repetitions=1)
@@ -34,6 +37,8 @@ SAMPLING_MODES = ("generate", "logprob")  # modes whose answers depend on the te
 # Variant sets that ask each question through one displayed option list (plus, for revas_multi_select, a
 # select-all prompt that is always generated with the options shown): valid under every mode.
 ONE_LIST_SETS = frozenset({"original", "perm_original", "revas_multi_select"})
+# Variant sets that add "None of the above" as an option, so every option must read as an answer on its own.
+STANDALONE_OPTION_SETS = frozenset({"cora", "cora_same_size", "revas_nota"})
 
 
 def needs_shown_options(variants: Mapping[str, Any]) -> bool:
@@ -71,3 +76,23 @@ def check_validity(*, scoring: str, variants: Mapping[str, Any], temperature: fl
             f"config keys repetitions={repetitions} and temperature={temperature}: greedy answers are one decode "
             f"copied to every repetition, so every question would be SURE by construction; set temperature>0 "
             f"(with scoring=generate or logprob) or repetitions=1")
+
+
+def check_option_style(*, variants: Mapping[str, Any], benchmark: str, continuation: bool) -> None:
+    """Raise UserError when a variant set that needs options standing alone meets options that complete their
+    context (`continuation`: HellaSwag, a continuation-style lm-eval task). `benchmark` names it as the keys do
+    (`hellaswag`, `lm_eval benchmark.task=hellaswag`).
+
+    >>> check_option_style(variants={"name": "perm_cyclic"}, benchmark="hellaswag", continuation=True)
+    >>> check_option_style(variants={"name": "cora"}, benchmark="hellaswag", continuation=True)
+    Traceback (most recent call last):
+    ...
+    src.common.errors.UserError: config keys benchmark=hellaswag and variants=cora: the options of hellaswag complete their context rather than answer a question, and cora adds "None of the above", which completes no sentence, so its form would give the answer away; use a set without NOTA (original, perm_*, revas_reorder, revas_option_count, revas_true_false, revas_multi_select)
+    """
+    name = variants.get("name")
+    if continuation and name in STANDALONE_OPTION_SETS:
+        raise UserError(
+            f"config keys benchmark={benchmark} and variants={name}: the options of {benchmark} complete their context "
+            f"rather than answer a question, and {name} adds \"None of the above\", which completes no sentence, so "
+            f"its form would give the answer away; use a set without NOTA (original, perm_*, revas_reorder, "
+            f"revas_option_count, revas_true_false, revas_multi_select)")

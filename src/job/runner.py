@@ -20,9 +20,10 @@ from typing import Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from src.common.errors import UserError
-from src.config.schema import check_config
+from src.config.schema import benchmark_label, check_config
 from src.backends import load_backend
-from src.benchmarks import describe_answer_slots, load_benchmark, load_fewshot_pool
+from src.benchmarks import continuation_style, describe_answer_slots, load_benchmark, load_fewshot_pool, task_tags
+from src.core.validity import check_option_style
 from src.core.fewshot import pick_fewshot
 from src.core.questions import benchmark_identity, question_identity
 from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
@@ -122,8 +123,10 @@ def plan_items(cfg: DictConfig, questions, template):
     # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
     seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
     bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
+    bench_options = {k: v for k, v in OmegaConf.to_container(cfg.benchmark, resolve=True).items()
+                     if k not in ("name", "path", "split")}
     pool = lru_cache(maxsize=None)(lambda subject: tuple(load_fewshot_pool(
-        bench_name, data_dir=data_dir, subject=subject)))
+        bench_name, data_dir=data_dir, subject=subject, options=bench_options)))
     evaluated = {q.id for q in questions}
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
@@ -188,6 +191,10 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     if cfg.resume:
         tracker.mark_interrupted()
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
+    # an lm-eval task's option style is known once its documents are read: refused here, before any compute
+    check_option_style(variants=OmegaConf.to_container(cfg.variants, resolve=True),
+                       benchmark=benchmark_label(cfg.benchmark),
+                       continuation=continuation_style(str(cfg.benchmark.name), questions))
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     items, left_out = plan_items(cfg, questions, template)
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
@@ -238,7 +245,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
                 "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
                 "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
-                "sure_rule": sure_rule, **identities, **runs.provenance_tags()}
+                "sure_rule": sure_rule, **identities, **runs.provenance_tags(), **task_tags(questions)}
         tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)

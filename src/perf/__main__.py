@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
     for name, fn in (("load", study.part_load), ("mainjob", study.part_mainjob), ("cora", study.part_cora), ("repetition", study.part_repetition), ("lmeval", lm_eval.part_lmeval),
-                     ("agreement", lm_eval.part_agreement), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
+                     ("agreement", lm_eval.part_agreement), ("lmeval_task", lm_eval.part_lmeval_task), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
                      ("rerun", study.part_rerun), ("intervals", intervals.part_intervals), ("startup", processes.part_startup),
                      ("generation", processes.part_generation), ("review_scale", processes.part_review_scale)):
         if name in parts:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from src.perf.meter import Meter, build, hf_backend
+from src.perf.meter import REPO, Meter, build, hf_backend
 
 
 def lm_eval_model(meter: Meter, shared: dict[str, Any]):
@@ -123,6 +123,53 @@ def part_agreement(meter: Meter, args, ratios: dict[str, float], shared: dict[st
     ratios["agreement_mean_abs"] = agreement["mean_abs"]
     ratios["agreement_ranking"] = agreement["same_ranking"]
     ratios["agreement_top1"] = agreement["same_top1"]
+
+
+TEST_TASK = ("mcq_test_task", "tests/data/lm_eval_task")  # the committed lm-eval task (paths from the repo root)
+
+
+def part_lmeval_task(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """benchmark=lm_eval against lm-eval itself: the committed test task asked through `prompt=lm_eval
+    scoring=cloze variants=original`, and lm-eval's HFLM on the loglikelihood requests its task manager builds for
+    the same documents (same float weights): how many decisions agree, and the largest log-likelihood gap."""
+    import os
+
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
+    from src.backends.base import SamplingParams  # local: the part that times it imports it
+    from src.benchmarks.lm_eval import load_task  # local: the part that times it imports it
+
+    name, folder = TEST_TASK
+    os.chdir(REPO)  # the task's data_files are relative to the repository root, as lm-eval reads them
+    _, items = build(["prompt=lm_eval", "scoring=cloze", "variants=original", f"benchmark.task={name}",
+                      f"benchmark.include_path={folder}"], None, benchmark="lm_eval")
+    print(f"lmeval_task: {len(items)} questions of lm-eval task {name}, cloze, ours vs lm-eval's HFLM", flush=True)
+    bundle = lm_eval_model(meter, shared)
+    if bundle is None:
+        return
+    lm, Instance, calls, _ = bundle
+    backend = hf_backend(shared["model_cfg"], chat=False)  # cloze continuations are never chat-wrapped
+    with meter.phase("lmeval_task_ours (cloze)", prompts=len(items), tokens=lambda: backend.forward_tokens):
+        ours = answer_items(backend, items, scoring="cloze", params=SamplingParams(n=1), cloze_normalise=False,
+                            progress=False)  # raw log-likelihood: lm-eval's acc, the run's default
+    task = load_task(name, folder)
+    docs = list(task.eval_docs)
+    requests, owner = [], []
+    for i, it in enumerate(items):
+        doc = docs[int(it.question.id.rsplit("/", 1)[1])]
+        for args in (r.arguments for r in task.construct_requests(doc=doc, ctx=task.fewshot_context(doc, 0),
+                                                                     metadata=(name, i, 1))):
+            requests.append(Instance("loglikelihood", doc, args, len(requests)))
+            owner.append(i)
+    with meter.phase("lmeval_task_theirs (loglikelihood)", prompts=len(items), tokens=lambda: calls["tokens"]):
+        results = lm.loglikelihood(requests, disable_tqdm=True)
+    theirs: list[list[float]] = [[] for _ in items]
+    for i, (ll, _) in zip(owner, results):
+        theirs[i].append(ll)
+    same = sum(a[0].slot == max(range(len(t)), key=t.__getitem__) for a, t in zip(ours, theirs))
+    gaps = [abs(u - v) for a, t in zip(ours, theirs) for u, v in zip(a[0].option_loglik, t)]
+    ratios["lmeval_task_same_decisions"] = same / len(items)
+    ratios["lmeval_task_max_abs_loglik"] = max(gaps)
+    print(f"  same decision on {same} of {len(items)} documents, max |log-likelihood gap| {max(gaps):.2e}", flush=True)
 
 
 def decision_logprobs(answer) -> list[float]:

@@ -12,8 +12,8 @@ from typing import Any, Iterator
 REPO = Path(__file__).resolve().parents[2]
 
 
-PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "adaptive", "dtype", "rerun", "intervals",
-         "startup", "generation", "review_scale")
+PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "lmeval_task", "adaptive", "dtype", "rerun",
+         "intervals", "startup", "generation", "review_scale")
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)

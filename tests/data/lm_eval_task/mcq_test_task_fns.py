@@ -1,0 +1,6 @@
+"""The Python side of the test task mcq_test_task.yaml (lm-eval's `!function`): the choices of a document."""
+
+
+def choices(doc: dict) -> list[str]:
+    """The document's options, as lm-eval asks for them (a function, so that the tests cover both kinds)."""
+    return list(doc["options"])

@@ -1,0 +1,314 @@
+"""`benchmark=lm_eval` against lm-evaluation-harness itself (the opt-in lm_eval tier: `pip install -e ".[bench]" &&
+python -m pytest -n 0 tests/test_lm_eval_tasks.py --run-lm-eval`; tests/conftest.py OPT_IN_TIERS).
+
+- the committed test task (tests/data/lm_eval_task: a YAML, its JSONL, a Python doc_to_choice) gives the questions
+  of its file, and every prompt and continuation `prompt=lm_eval` makes of them is the request lm-eval's task
+  manager builds (zero-shot and with three solved examples); it runs with variants=cora, perm_cyclic and 5
+  repetitions at temperature 0.7 (simulated model);
+- four registry tasks (arc_easy, arc_challenge, commonsense_qa, hellaswag) read through their own YAML with the data
+  overridden to the files in ../shared/data (a tmp include_path, written here) build lm-eval's requests exactly,
+  and the same questions as the tool's own loaders of those files; hellaswag's options complete their context, so
+  the validity contract refuses its NOTA sets and accepts the others;
+- on the test task, SmolLM2-135M answered through `prompt=lm_eval scoring=cloze` takes every decision lm-eval's
+  HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from src.backends.text import continuation_text
+from src.benchmarks import load_benchmark, load_fewshot_pool
+from src.benchmarks.lm_eval import load_task
+from src.common.errors import UserError
+from src.config.schema import compose_job
+from src.core.prompts import PromptTemplate, labels_for, render
+from src.variants import make_variants
+
+from .conftest import DATA_DIR, REPO, mlflow_runs, needs_data
+
+pytestmark = pytest.mark.lm_eval
+
+TASK_DIR = REPO / "tests" / "data" / "lm_eval_task"
+TEST_TASK = {"task": "mcq_test_task", "include_path": str(TASK_DIR)}
+# float32 on both sides, the same weights and tokens: what is left is the order of float sums (our packed
+# batches against HFLM's padded ones); measured max 1.3e-5 (2026-11-26, load average ~11 on 2 vCPUs)
+LOGLIK_TOLERANCE = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch):
+    """The test task's data_files are relative to the repository root, where lm-eval resolves them (the cwd)."""
+    pytest.importorskip("lm_eval", reason='lm-eval is not installed: pip install -e ".[bench]"')
+    monkeypatch.chdir(REPO)
+
+
+@functools.lru_cache(maxsize=1)
+def lm_eval_prompt() -> PromptTemplate:
+    return PromptTemplate.from_config(compose_job(["prompt=lm_eval"]).prompt)
+
+
+def original(question):
+    return make_variants({"name": "original"}, question, seed=0)[0]
+
+
+def lm_eval_requests(task, doc, shots: int = 0) -> list[tuple[str, str]]:
+    """(context, continuation) of each loglikelihood request lm-eval makes of `doc`."""
+    context = task.fewshot_context(doc, shots)
+    return [tuple(r.arguments) for r in task.construct_requests(doc=doc, ctx=context, metadata=("t", 0, 1))]
+
+
+def our_requests(question, *, scoring: str, fewshot=()) -> list[tuple[str, str]]:
+    """(prompt, continuation) of each option (cloze) or label (logprob) as `prompt=lm_eval` asks them."""
+    template = lm_eval_prompt()
+    prompt = render(template, question, original(question), scoring=scoring, fewshot=fewshot)
+    if scoring == "cloze":
+        return [(prompt, continuation_text(prompt, option)) for option in question.options]
+    return [(prompt, " " + label) for label in labels_for(question.n_options, template.label_style)]
+
+
+def test_the_test_task_gives_its_files_questions():
+    questions = load_benchmark("lm_eval", path=None, data_dir=".", options=TEST_TASK)
+    rows = [json.loads(line) for line in (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines()]
+    kept = [r for r in rows if r["answer"] < len(r["options"])]
+    assert len(kept) == len(rows) - 1 == 12
+    assert [(q.question, list(q.options), q.answer) for q in questions] == \
+        [(r["question"], r["options"], r["answer"]) for r in kept]
+    assert {q.metadata["lm_eval_skipped"] for q in questions} == {1}
+    assert {q.metadata["choices"] for q in questions} == {"standalone"}
+    pool = load_fewshot_pool("lm_eval", data_dir=".", options=TEST_TASK)
+    shots = [json.loads(line) for line in (TASK_DIR / "mcq_test_task_fewshot.jsonl").read_text().splitlines()]
+    assert [(q.question, list(q.options), q.answer, q.split) for q in pool] == \
+        [(r["question"], r["options"], r["answer"], "fewshot") for r in shots]
+
+
+def test_the_test_tasks_questions_are_the_requests_lm_eval_builds():
+    task = load_task("mcq_test_task", str(TASK_DIR))
+    questions = {q.id: q for q in load_benchmark("lm_eval", path=None, data_dir=".", options=TEST_TASK)}
+    docs = list(task.eval_docs)
+    assert len(docs) == 13
+    for i, doc in enumerate(docs):
+        if f"mcq_test_task/{i}" not in questions:  # the document whose target lm-eval scores as gold -100
+            assert task.doc_to_target(doc) >= len(task.doc_to_choice(doc))
+            continue
+        question = questions[f"mcq_test_task/{i}"]
+        assert our_requests(question, scoring="cloze") == lm_eval_requests(task, doc)
+        assert question.answer == task.doc_to_target(doc)
+
+
+def test_the_config_hash_is_the_same_in_every_process():
+    """The task's Python doc_to_choice enters the hash by its source, never by a repr with a memory address."""
+    from src.benchmarks.lm_eval import dumped_config
+
+    dumped = dumped_config(load_task("mcq_test_task", str(TASK_DIR)))
+    assert " at 0x" not in dumped and "return list(doc[\\\"options\\\"])" in dumped
+
+
+def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
+    task = load_task("mcq_test_task", str(TASK_DIR))
+    pool = load_fewshot_pool("lm_eval", data_dir=".", options=TEST_TASK)
+    question = load_benchmark("lm_eval", path=None, data_dir=".", options=TEST_TASK)[0]
+    theirs = lm_eval_requests(task, task.eval_docs[0], shots=3)
+    context = theirs[0][0]
+    order = sorted(pool, key=lambda q: context.index(q.metadata["context"]))  # lm-eval draws its own order
+    assert our_requests(question, scoring="cloze", fewshot=[(q, original(q)) for q in order]) == theirs
+
+
+@pytest.mark.parametrize("overrides, expected_trials", [
+    (["variants=cora"], None),
+    (["variants=perm_cyclic"], None),
+    (["repetitions=5", "temperature=0.7"], 12 * 5),
+])
+def test_the_test_task_runs(run_job_in, overrides, expected_trials):
+    result = run_job_in("model=simulated", "benchmark=lm_eval", "benchmark.task=mcq_test_task",
+                        f"benchmark.include_path={TASK_DIR}", *overrides)
+    records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
+    assert records.question_id.nunique() == 12
+    if expected_trials is not None:  # one prompt per question, asked 5 times
+        assert len(records) == expected_trials and "rws" in result.metrics
+    elif overrides == ["variants=cora"]:  # 2 + 6(A-1) lists of an A-option question (A = 3, 4 or 5 here)
+        sizes = [len(r["options"]) for r in map(json.loads, (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines())]
+        assert len(records) == sum(2 + 6 * (a - 1) for a in sizes[:12])
+        assert {"cora", "ci", "mcqa_plus"} <= set(result.metrics)
+    else:  # the A rotations of each question
+        assert records.groupby("question_id").size().tolist() == [len(q) for q in _options_of_kept()]
+        assert {"fr@cyclic", "wacc@cyclic"} <= set(result.metrics)
+    _, (run,) = mlflow_runs(run_job_in.store_uri)
+    tags = run.data.tags
+    assert (tags["lm_eval_task"], tags["lm_eval_version"], tags["lm_eval_skipped"]) == ("mcq_test_task", "1.0", "1")
+    assert len(tags["lm_eval_config_hash"]) == 12
+
+
+def _options_of_kept() -> list[list[str]]:
+    """The options of the test task's kept documents, in question-id order (mcq_test_task/0 .. /11 sort as text)."""
+    rows = [json.loads(line) for line in (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines()][:12]
+    return [r["options"] for _, r in sorted((f"mcq_test_task/{i}", r) for i, r in enumerate(rows))]
+
+
+# -- registry tasks on ../shared/data ----------------------------------------------------------------------------
+
+SHARED_DOCS = '''
+"""Raw benchmark files of ../shared/data in the Hub layout lm-eval's registry YAMLs read (written by the test)."""
+import bz2
+
+import datasets
+
+
+def ai2(dataset):
+    def convert(doc):
+        return {"id": doc["id"], "question": doc["question"]["stem"], "answerKey": doc["answerKey"],
+                "question_concept": doc["question"].get("question_concept") or "",
+                "choices": {"text": [c["text"] for c in doc["question"]["choices"]],
+                            "label": [c["label"] for c in doc["question"]["choices"]]}}
+    return dataset.map(convert, remove_columns=dataset.column_names)
+
+
+def hellaswag(**kwargs):
+    lines = bz2.decompress(open(HELLASWAG, "rb").read()).decode("utf-8").split("\\n")
+    rows = []
+    for start in range(0, len(lines) - len(lines) % 6, 6):
+        first, gold, *endings = lines[start:start + 6]
+        label, _, context = first.partition(": ")
+        rows.append({"activity_label": label, "ctx_a": context, "ctx_b": "", "endings": endings, "label": gold})
+    return datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)})
+'''
+
+
+@pytest.fixture(scope="module")
+def shared_tasks(tmp_path_factory) -> Path:
+    """A tmp include_path: the registry's own YAMLs of the four tasks (`include:`), their data pointed at
+    ../shared/data; the raw AI2 records reshaped to the Hub layout by `process_docs` (as a task of one's own does)."""
+    import lm_eval.tasks
+
+    registry = Path(lm_eval.tasks.__file__).parent
+    folder = tmp_path_factory.mktemp("lm_eval_shared_tasks")
+    (folder / "shared_docs.py").write_text(
+        f"HELLASWAG = {str(DATA_DIR / 'hellaswag' / 'hellaswag_val_full.txt.bz2')!r}\n" + SHARED_DOCS)
+
+    def task(name, include, splits, extra=""):
+        files = "".join(f"    {split}: {path}\n" for split, path in splits.items())
+        (folder / f"{name}.yaml").write_text(textwrap.dedent(f"""\
+            include: {registry / include}
+            task: {name}
+            dataset_path: json
+            dataset_name: null
+            dataset_kwargs:
+              data_files:
+            """) + files + extra)
+
+    ai2 = "process_docs: !function shared_docs.ai2\n"
+    task("arc_easy", "arc/arc_easy.yaml", {"test": DATA_DIR / "arc_easy/ARC-Easy-Test.jsonl"},
+         "training_split: null\nvalidation_split: null\n" + ai2)
+    task("arc_challenge", "arc/arc_challenge.yaml", {"test": DATA_DIR / "arc_challenge/ARC-Challenge-Test.jsonl",
+                                                      "train": DATA_DIR / "arc_challenge/ARC-Challenge-Train.jsonl"},
+         "training_split: train\nvalidation_split: null\n" + ai2)
+    task("commonsense_qa", "commonsense_qa/default.yaml",
+         {"validation": DATA_DIR / "commonsenseqa/dev_rand_split.jsonl"}, "training_split: null\n" + ai2)
+    (folder / "hellaswag.yaml").write_text(
+        f"include: {registry / 'hellaswag/hellaswag.yaml'}\ntask: hellaswag\n"
+        "custom_dataset: !function shared_docs.hellaswag\ntraining_split: null\n")
+    return folder
+
+
+REGISTRY = {  # task -> (the tool's own benchmark of the same file, scoring that asks lm-eval's requests, documents)
+    "arc_easy": ("arc_easy", "cloze", 2376),
+    "arc_challenge": ("arc_challenge", "cloze", 1172),
+    "commonsense_qa": ("commonsenseqa", "logprob", 1221),
+    "hellaswag": ("hellaswag", "cloze", 10042),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_registry_tasks_on_the_shared_files_build_lm_evals_requests(shared_tasks, name):
+    ours, scoring, n_docs = REGISTRY[name]
+    task = load_task(name, str(shared_tasks))
+    questions = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": name, "include_path": str(shared_tasks)})
+    docs = list(task.eval_docs)
+    assert len(docs) == len(questions) == n_docs
+    for question, doc in zip(questions, docs):
+        assert our_requests(question, scoring=scoring) == lm_eval_requests(task, doc), question.id
+    builtin = load_benchmark(ours, path=None, data_dir=str(DATA_DIR))
+    clean = lambda text: text  # noqa: E731
+    if name == "hellaswag":  # lm-eval's process_docs also drops WikiHow's "[...]" that the shared file keeps
+        import lm_eval.tasks.hellaswag.utils as hellaswag_utils
+
+        clean = hellaswag_utils.preprocess
+        changed = sum(tuple(map(clean, q.options)) != q.options for q in builtin)
+        assert (changed, sum(clean(q.question) != q.question for q in builtin)) == (12, 2)
+    assert [(q.options, q.answer) for q in questions] == [(tuple(map(clean, q.options)), q.answer) for q in builtin]
+    prefix = "Question: " if name == "commonsense_qa" else ""  # its label task's question keeps lm-eval's frame
+    assert [q.question for q in questions] == [prefix + clean(q.question) for q in builtin]
+    expected = "continuation" if name == "hellaswag" else "standalone"
+    assert {q.metadata["choices"] for q in questions} == {expected}
+
+
+@needs_data
+@pytest.mark.parametrize("name, variants, refused", [
+    ("hellaswag", "cora", True), ("hellaswag", "revas_nota", True), ("hellaswag", "perm_cyclic", False),
+    ("arc_easy", "cora", False)])
+def test_the_contract_decides_the_continuation_task(run_job_in, shared_tasks, name, variants, refused):
+    args = ("model=simulated", "benchmark=lm_eval", f"benchmark.task={name}",
+            f"benchmark.include_path={shared_tasks}", f"variants={variants}", "limit=5")
+    if refused:
+        with pytest.raises(UserError, match=rf"config keys benchmark=lm_eval benchmark.task={name} and "
+                                            rf"variants={variants}: the options of .* complete their context"):
+            run_job_in(*args)
+        return
+    result = run_job_in(*args)
+    assert result.metrics["mcqa"] >= 0
+
+
+def test_a_hub_task_offline_without_a_cached_copy_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr("datasets.config.HF_DATASETS_CACHE", tmp_path / "empty-cache")
+    load_task.cache_clear()
+    with pytest.raises(UserError) as err:
+        load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "piqa"})
+    line = str(err.value)
+    assert "\n" not in line
+    assert line.startswith("lm_eval task piqa: its data baber/piqa is not in the datasets cache and cannot be "
+                           "downloaded (offline); fetch it on a machine with network")
+
+
+# -- agreement with lm-eval's own scoring ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
+    """Every decision equal, every option's log-likelihood within LOGLIK_TOLERANCE of lm-eval's HFLM."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from src.backends import load_backend
+    from src.backends.hf import gguf_cache
+    from src.perf.meter import model_config
+
+    result = run_job_in("model=smollm2_135m", "benchmark=lm_eval", "benchmark.task=mcq_test_task",
+                        f"benchmark.include_path={TASK_DIR}", "prompt=lm_eval", "scoring=cloze", "variants=original")
+    records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet").set_index("question_id")
+    gguf = load_backend(model_config(compose_job(["model=smollm2_135m"])), chat=False).gguf_path
+    lm = HFLM(pretrained=str(gguf_cache.ensure_float_copy(gguf)), device="cpu", dtype="float32", batch_size=4)
+    task = load_task("mcq_test_task", str(TASK_DIR))
+    gaps, decisions = [], 0
+    for i, doc in enumerate(task.eval_docs):
+        if f"mcq_test_task/{i}" not in records.index:
+            continue
+        requests = [Instance("loglikelihood", doc, args, k) for k, args in enumerate(lm_eval_requests(task, doc))]
+        theirs = [ll for ll, _ in lm.loglikelihood(requests, disable_tqdm=True)]
+        row = records.loc[f"mcq_test_task/{i}"]
+        ours = [float(x) for x in row.option_loglik]
+        assert list(row.option_order) == list(range(len(theirs)))  # the original order: slot k is option k
+        assert int(row.chosen_option) == max(range(len(theirs)), key=theirs.__getitem__), f"document {i}"
+        decisions += 1
+        gaps += [abs(a - b) for a, b in zip(ours, theirs)]
+    assert decisions == 12 and all(math.isfinite(g) for g in gaps)
+    print(f"\nlm-eval agreement on mcq_test_task: {decisions} decisions equal, max |log-likelihood gap| {max(gaps):.2e}")
+    assert max(gaps) <= LOGLIK_TOLERANCE
