@@ -71,23 +71,23 @@ class OptInTier:
 OPT_IN_TIERS = {
     "postgres": OptInTier("--run-postgres", "MCQ_TEST_POSTGRES",
                           "a real PostgreSQL-backed mlflow server, about a minute",
-                          'pip install -e ".[server-test]"; .ci/run runs it as its second step'),
+                          'pip install -e ".[server-test]"; .ci/run runs it in an environment of its own'),
     "browser": OptInTier("--run-browser", "MCQ_TEST_BROWSER",
                          "the MLflow UI and python -m src.ui in headless Chromium driven by Playwright, about two minutes",
-                         'pip install -e ".[browser]" and apt-get install -y chromium; .ci/run runs it as its third step'),
+                         'pip install -e ".[browser]" and apt-get install -y chromium; .ci/run runs it in an environment of its own'),
     "model_server": OptInTier("--run-model-server", "MCQ_TEST_MODEL_SERVER",
                               "the openai backend against `transformers serve`, about 3 minutes",
-                              'pip install -e ".[serve-test]"; .ci/run runs it as its fourth step'),
+                              'pip install -e ".[serve-test]"; .ci/run runs it in an environment of its own'),
     "slurm": OptInTier("--run-slurm", "MCQ_TEST_SLURM",
                        "a one-node Slurm cluster started by tests/cluster/slurm_up.sh, as root; about nine minutes",
-                       'pip install -e ".[cluster]", as root; .ci/run runs it as its fifth step'),
+                       'pip install -e ".[cluster]", as root; .ci/run runs it in an environment of its own'),
     "ray": OptInTier("--run-ray", "MCQ_TEST_RAY",
                      "sweeps through hydra-ray-launcher on a local Ray cluster the test starts, about three minutes",
-                     'pip install -e ".[ray]"; .ci/run runs it as its sixth step'),
+                     'pip install -e ".[ray]"; .ci/run runs it in an environment of its own'),
     "lm_eval": OptInTier("--run-lm-eval", "MCQ_TEST_LM_EVAL",
                          "lm-evaluation-harness tasks as benchmarks: its task manager, registry tasks on ../shared/data, "
                          "agreement with its loglikelihood on SmolLM2",
-                         'pip install -e ".[bench]"'),
+                         'pip install -e ".[bench]"; .ci/run runs it in an environment of its own'),
 }
 
 

