@@ -35,12 +35,32 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
+SHELL_FENCES = ("", "bash", "sh", "console")  # the languages of a fenced block whose lines a user runs
+
+
+def shell_blocks(text: str) -> list[str]:
+    """The fenced blocks of a Markdown page that hold shell lines, each fence opened and closed in turn (so a
+    ```` ```text ```` or ```` ```python ```` block is skipped whole, never paired with the next block's fence)."""
+    blocks, lang, lines = [], "", None
+    for line in text.splitlines():
+        fence = re.fullmatch(r"\s*```\s*([\w+-]*)\s*", line)
+        if fence and lines is None:
+            lang, lines = fence.group(1), []
+        elif fence and lines is not None:
+            if lang in SHELL_FENCES:
+                blocks.append("\n".join(lines) + "\n")
+            lines = None
+        elif lines is not None:
+            lines.append(line)
+    return blocks
+
+
 def commands() -> list[tuple[str, str]]:
     """(page, command) for every command line in a fenced shell block; `\\` continuations joined, `&&` chains split,
     trailing comments dropped."""
     found = []
     for page in PAGES:
-        for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", page.read_text(), re.S):
+        for block in shell_blocks(page.read_text()):
             exported = dict(re.findall(r"^export (\w+)=(\S+)$", block, re.M))  # `$NAME` as the block sets it
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
@@ -67,6 +87,11 @@ def _parse_only(monkeypatch) -> None:
         raise Parsed
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse)
+
+
+def test_a_text_block_does_not_hide_the_shell_blocks_after_it():
+    page = "```text\nnot a command\n```\n\nprose\n\n```bash\npython -m src.run limit=2\n```\n\n```\nmcq compare\n```\n"
+    assert shell_blocks(page) == ["python -m src.run limit=2\n", "mcq compare\n"]
 
 
 def test_the_pages_hold_commands():
