@@ -223,6 +223,41 @@ def test_the_summary_marks_a_tie_when_the_lead_is_not_significant(monkeypatch):
     assert strict.data.iloc[0]["tie"] and strict.text.iloc[0]["verdict"] == f"tie (p ≥ {p_holm:g})"
 
 
+def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second(monkeypatch):
+    """Four models with distinct MCQA values and intervals, listed out of rank order: the runner-up is the second
+    of the ranking (not the last, not the second listed), and the difference, its interval and its Holm p are
+    the paired study's leader − that runner-up."""
+    rng = np.random.default_rng(11)
+    n = 120
+    base = rng.random(n)
+    right = {name: base < share for name, share in (("third", 0.5), ("leader", 0.9), ("last", 0.3),
+                                                    ("second", 0.7))}  # nested: each right where the weaker is
+    runs = runs_of({name: cora_records(r, r) for name, r in right.items()}, monkeypatch)
+    mcqa = runs.table.set_index("model")["mcqa"]
+    assert mcqa["leader"] > mcqa["second"] > mcqa["third"] > mcqa["last"]  # distinct values
+    bounds = runs.table.set_index("model")[["mcqa_lo", "mcqa_hi"]]
+    assert bounds.drop_duplicates().shape[0] == 4  # distinct intervals
+    study = paired_study(runs)
+    (table,) = summary.leader_table(runs, study).tables
+    row = table.data.iloc[0]
+    assert (row["leader"], row["runner_up"], row["models"]) == ("leader", "second", 4)
+    ids = runs.table.set_index("model")["run_id"]
+    assert (row["leader_run"], row["runner_up_run"]) == (ids["leader"], ids["second"])
+    assert row["runner_up_value"] == pytest.approx(mcqa["second"], abs=1e-12)
+    found = study.lookup(ids["leader"], ids["second"], "mcqa")
+    assert row["difference"] == pytest.approx(mcqa["leader"] - mcqa["second"], abs=1e-12)
+    assert row["difference"] == pytest.approx(found.difference, abs=1e-12)
+    assert (row["lo"], row["hi"]) == pytest.approx((found.lo, found.hi), abs=1e-12)
+    (differences,) = study.differences.tables  # one condition: every pair of the four models, Holm over them
+    pair = differences.data[(differences.data["metric"] == "mcqa")
+                            & (differences.data[["run_a", "run_b"]].apply(set, axis=1) == {ids["leader"], ids["second"]})]
+    assert len(pair) == 1 and row["p_holm"] == pytest.approx(pair["p_holm"].iloc[0], abs=1e-12)
+    shown = table.text.iloc[0]
+    by_model = runs.table.set_index("model", drop=False)
+    assert shown["runner-up"] == f"second {tables.judged_cell(by_model.loc['second'], 'mcqa')}"
+    assert shown["leader − runner-up [95%]"].startswith(f"{mcqa['leader'] - mcqa['second']:+.3f}")
+
+
 def test_significance_is_read_from_the_holm_adjusted_p_not_the_raw_one(monkeypatch):
     """Four metrics of one pair, each with raw p = 2/1001 (the smallest 1000 resamples give): Holm multiplies the
     smallest by 4, so at alpha 0.005 every raw p is below the level and every adjusted one above it."""
