@@ -72,7 +72,8 @@ TARGETS = (
     # the opt-in cluster tiers run them (a Slurm cluster, Ray), never the fast tests a mutant is judged by.
     Target("summary", "src/compare/summary.py", None, ("tests/test_paired.py",)),
     Target("chance", "src/metrics/chance.py", None,
-           ("tests/test_chance_verdict.py", "tests/test_report_review.py", "tests/test_progress_and_closing.py")),
+           ("tests/test_chance_verdict.py", "tests/test_report_review.py", "tests/test_progress_and_closing.py"),
+           keyword="chance or closing_block"),  # the verdict's tests (the progress bars' tests need tqdm on)
     Target("recheck", "src/recheck.py", None, ("tests/test_recheck.py",)),
     Target("slurm-queue", "src/sweep/slurm_queue.py", None, ("tests/test_slurm_queue.py",)),
     Target("plugins", "src/plugins/hydra_plugins/mcq_consistency_sweeper.py", None, ("tests/test_sweeps.py",),

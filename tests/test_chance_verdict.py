@@ -4,11 +4,15 @@ chance, one whose interval contains it and one wholly above, each from hand-buil
 of each; the interval's two ends count as containing chance."""
 from __future__ import annotations
 
+import math
+
+import pandas as pd
 import pytest
 
 from src.compare.tables import chance_mark
 from src.metrics import compute_metrics
-from src.metrics.chance import AT_CHANCE, ChanceVerdict, chance_levels, chance_tags, chance_verdict
+from src.metrics.chance import (AT_CHANCE, ChanceVerdict, chance_levels, chance_tags, chance_verdict,
+                                option_count_chance, trial_chance)
 from src.tracking.closing import judged_lines
 
 from .records_factory import records, trial
@@ -73,3 +77,41 @@ def test_a_run_without_an_interval_is_undecided():
     verdict = chance_verdict({"mcqa": 0.1, "chance": 0.25})
     assert verdict.at_chance is None and verdict.short() == "" and verdict.tag() == "0.250"
     assert chance_mark({"mcqa": 0.1, "chance": 0.25}, "mcqa") == ""
+
+
+def test_a_run_that_logged_only_one_end_of_an_interval_is_undecided():
+    for lo, hi in ((None, 0.3), (0.1, None)):
+        verdict = ChanceVerdict("mcqa", 0.2, 0.25, lo, hi)
+        assert verdict.at_chance is None and verdict.short() == ""
+
+
+def test_the_verdict_falls_back_to_the_accuracy_over_every_variant_with_its_own_chance_level():
+    """A run without MCQA or acc mean (a REVAS true/false run, say) is judged by its accuracy over every trial,
+    against the chance level over every variant, not the reference order's."""
+    metrics = {"accuracy": 0.3, "accuracy_lo": 0.1, "accuracy_hi": 0.45, "chance": 0.25, "chance_variants": 0.5}
+    verdict = chance_verdict(metrics)
+    assert (verdict.metric, verdict.chance, verdict.short()) == ("accuracy", 0.5, "below chance")
+    assert chance_verdict({"accuracy": 0.3, "chance": 0.25}) is None  # no chance level over every variant
+
+
+def test_the_reference_order_is_each_questions_first_variant_where_no_original_was_asked():
+    """REVAS re-orders and permutation sets ask no `original` variant: the reference chance is the mean over
+    questions of the first variant each was asked in, the other over every variant; a repetition counts once."""
+    rows = []
+    for question, counts in (("a", (4, 2, 2)), ("b", (5, 5, 2))):
+        for j, k in enumerate(counts):
+            for repetition in (0, 1):
+                rows.append({"question_id": question, "variant_kind": "reorder", "variant_id": f"v{j}",
+                             "repetition": repetition, "n_options": k})
+    levels = chance_levels(pd.DataFrame(rows))
+    assert levels["chance"] == pytest.approx((1 / 4 + 1 / 5) / 2, abs=1e-12)
+    assert levels["chance_variants"] == pytest.approx(((1 / 4 + 1 / 2 + 1 / 2) / 3 + (1 / 5 + 1 / 5 + 1 / 2) / 3) / 2,
+                                                      abs=1e-12)
+    assert chance_levels(pd.DataFrame(rows).iloc[:0]) == {}  # no trials: no chance level
+    assert chance_levels(pd.DataFrame(rows).drop(columns="n_options")) == {}  # records without option counts
+
+
+def test_one_shown_option_is_always_right_and_none_has_no_chance():
+    assert trial_chance(1) == 1.0 and trial_chance(2) == 0.5 and math.isnan(trial_chance(0))
+    assert option_count_chance(5) == pytest.approx(0.2, abs=1e-12)
+    assert trial_chance(2, "multi_select") == pytest.approx(1 / 3, abs=1e-12)

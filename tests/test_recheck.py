@@ -47,6 +47,26 @@ def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fai
     assert within.exit_code == 0 and within.lines()[0].startswith("same: all 3 decisions; max |Δ| of the floats 5e-05")
 
 
+def test_label_sets_and_invalid_answers_are_compared_as_decisions():
+    """Multi-select decisions as parquet gives them back (numpy arrays of labels) are compared as sets of labels in
+    order; an INVALID answer is the same decision whether a table holds it as None or NaN, and not the same as a
+    label."""
+    import numpy as np
+
+    def table(label_sets, labels):
+        return pd.DataFrame({"question_id": ["q0", "q1", "q2"], "variant_id": "original", "repetition": 0,
+                             "parsed_label": labels, "parsed_labels": [np.array(s, dtype=object) for s in label_sets],
+                             "decision_margin": 0.5, "raw_output": "x"})
+
+    logged = table([["A", "C"], ["B"], []], ["A", None, "C"])
+    rerun = table([["A", "C"], ["B"], []], ["A", float("nan"), "C"])
+    assert compare_records(logged, rerun).lines()[0].startswith("same: all 3 decisions")
+    other = compare_records(logged, table([["A", "D"], ["B"], []], ["A", None, "C"]))
+    assert other.exit_code == 1 and [line.split(":")[0] for line in other.changed] == ["  q0/original/0"]
+    answered = compare_records(logged, table([["A", "C"], ["B"], []], ["A", "B", "C"]))
+    assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
+
+
 def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     here = "hf:pkg:m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True"
     tags = {"backend": here, "git_commit": "c0ffee"}
