@@ -67,6 +67,14 @@ def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
 
 
+def test_a_decision_whose_margin_is_exactly_the_near_tie_bound_is_not_a_near_tie():
+    """Below NEAR_TIE_MARGIN is a near-tie (as `near_ties` counts them); at it, a changed decision fails."""
+    logged = _table(["A", "A"], [NEAR_TIE_MARGIN, NEAR_TIE_MARGIN * (1 - 1e-6)], [0.5, 0.5])
+    flipped = compare_records(logged, _table(["B", "B"], [NEAR_TIE_MARGIN, NEAR_TIE_MARGIN], [0.5, 0.5]))
+    assert (flipped.exit_code, flipped.not_near_tie) == (1, 1)
+    assert flipped.changed[0].endswith("not a near-tie (margin 0.001)") and "  near-tie" in flipped.changed[1]
+
+
 def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     here = "hf:pkg:m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True"
     tags = {"backend": here, "git_commit": "c0ffee"}
@@ -76,6 +84,14 @@ def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     assert provenance_differences(other, here, "c0ffee") == [
         "other weights (run m.gguf@sha256:bb, here m.gguf@sha256:aa)", "other dtype (run bfloat16, here float32)",
         "other code (run git commit beef, here c0ffee)"]
+
+
+def test_a_field_value_with_an_equals_sign_is_read_whole():
+    """A weights file name may hold '=': the field is split at its first one only."""
+    here = "hf:pkg:m|gguf=m-q=8.gguf@sha256:aa|dtype=float32"
+    assert provenance_differences({"backend": here}, here, "unknown") == []
+    assert provenance_differences({"backend": here.replace("q=8", "q=4")}, here, "unknown") == [
+        "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"]
 
 
 def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, capsys):
