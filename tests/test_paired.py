@@ -249,8 +249,9 @@ def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second
     assert row["difference"] == pytest.approx(found.difference, abs=1e-12)
     assert (row["lo"], row["hi"]) == pytest.approx((found.lo, found.hi), abs=1e-12)
     (differences,) = study.differences.tables  # one condition: every pair of the four models, Holm over them
-    pair = differences.data[(differences.data["metric"] == "mcqa")
-                            & (differences.data[["run_a", "run_b"]].apply(set, axis=1) == {ids["leader"], ids["second"]})]
+    data = differences.data
+    between = data[["run_a", "run_b"]].apply(set, axis=1) == {ids["leader"], ids["second"]}
+    pair = data[(data["metric"] == "mcqa") & between]
     assert len(pair) == 1 and row["p_holm"] == pytest.approx(pair["p_holm"].iloc[0], abs=1e-12)
     shown = table.text.iloc[0]
     by_model = runs.table.set_index("model", drop=False)
@@ -276,7 +277,8 @@ def test_the_summary_reads_the_holm_p_of_its_pair_and_metric_and_ranks_by_a_metr
                                ("third", "leader"): {"cora": 0.7, "mcqa": 0.04, "mcqa_plus": 0.3},
                                ("third", "second"): {"cora": 0.9, "mcqa": 0.6, "mcqa_plus": 0.8}}.items()
             for metric, p in ps.items()]
-    study = PairedStudy(differences=Built(tables=[Table(title="t", data=pd.DataFrame(rows), text=pd.DataFrame(), name="t")]))
+    table = Table(title="t", data=pd.DataFrame(rows), text=pd.DataFrame(), name="t")
+    study = PairedStudy(differences=Built(tables=[table]))
     study.results[(ids["second"], ids["leader"])] = {
         "mcqa": PairedDifference("mcqa", 0.6, 0.9, -0.3, -0.4, -0.2, 0.0005, 120, 0.5)}
     (table,) = summary.leader_table(runs, study).tables

@@ -90,7 +90,8 @@ def test_corpus_is_large_real_and_well_formed():
         else:
             assert expected is None or 0 <= expected < n
         assert r["options"] is None or len(r["options"]) == n
-        assert "rule" not in r or (isinstance(r["rule"], str) and r["rule"].startswith("invalid_") == (expected is None))
+        if "rule" in r:  # the rule says INVALID exactly when the verdict is
+            assert isinstance(r["rule"], str) and r["rule"].startswith("invalid_") == (expected is None)
     assert min(per_category.values()) >= 5, dict(per_category)
 
 

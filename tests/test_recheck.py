@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from src.recheck import compare_records, main, provenance_differences
+from src.common.errors import UserError
+from src.recheck import compare_records, environment_notes, main, provenance_differences, recheck
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
 from src.tracking.runs import KERNEL_VARIABLES
 from tests.conftest import DATA_DIR, REPO
@@ -94,6 +95,17 @@ def test_a_field_value_with_an_equals_sign_is_read_whole():
         "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"]
 
 
+def test_environment_notes_name_only_what_differs():
+    kernel = f"provenance.{KERNEL_VARIABLES[0]}"
+    tags = {"provenance.torch": "2.13.0", "provenance.cpu": "avx512", "backend": "simulated"}
+    here = {"provenance.torch": "2.13.0", "provenance.cpu": "avx2", kernel: "avx2"}
+    assert environment_notes(tags, here) == ["cpu: run avx512, here avx2",
+                                             f"{KERNEL_VARIABLES[0]}: run default, here avx2"]
+    assert environment_notes(tags, {k: v for k, v in tags.items() if k.startswith("provenance.")}) == []
+    assert environment_notes({"backend": "simulated"}, here) == [
+        "the run logged no package versions or instruction set (made before they were logged)"]
+
+
 def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, capsys):
     from mlflow.tracking import MlflowClient
 
@@ -119,6 +131,8 @@ def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
     assert "\n" not in err and err.startswith(f"error: --run: run {result.run_id[:8]} was made with other model "
                                               "(run simulated(success_rate=0.5")
     assert err.endswith("add --go-on to re-run it anyway")
+    with pytest.raises(UserError, match="add --go-on"):  # the function too refuses unless told to go on
+        recheck(result.run_id, tracking_uri=run_job_in.store_uri)
     assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri, "--go-on"]) == 0
     assert "note: re-run with other model" in capsys.readouterr().out
 
