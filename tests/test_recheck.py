@@ -119,6 +119,24 @@ def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, cap
     assert [r.info.run_id for r in runs] == [result.run_id]  # re-run in a temporary store, not the user's
 
 
+def test_the_recheck_computes_every_answer_again(run_job_in, capsys, monkeypatch):
+    """The re-run asks the model again: no answer comes from the response cache the run filled."""
+    import src.job.runner as runner
+
+    result = run_job_in("model=simulated", "limit=3")
+    real, reruns = runner.run_job, []
+
+    def kept(cfg, **kwargs):  # the re-run's records, read before its temporary folder goes
+        done = real(cfg, **kwargs)
+        reruns.append(pd.read_parquet(done.out_dir / "artifacts" / "records.parquet"))
+        return done
+
+    monkeypatch.setattr(runner, "run_job", kept)
+    assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri]) == 0
+    (records,) = reruns
+    assert len(records) > 0 and not records["cache_hit"].any()
+
+
 def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
     from mlflow.tracking import MlflowClient
 
