@@ -68,6 +68,14 @@ def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
 
 
+def test_a_float_that_moved_by_exactly_the_tolerance_is_within_it():
+    logged = _table(["A"], [0.0], [0.5])
+    moved = compare_records(logged, _table(["A"], [SCORE_TOLERANCE], [0.5]))  # |Δ| exactly 1e-4, no rounding
+    assert moved.max_delta == SCORE_TOLERANCE and moved.exit_code == 0
+    assert moved.lines() == ["same: all 1 decisions; max |Δ| of the floats 0.0001 (decision_margin), within the "
+                             "tolerance 0.0001"]
+
+
 def test_a_decision_whose_margin_is_exactly_the_near_tie_bound_is_not_a_near_tie():
     """Below NEAR_TIE_MARGIN is a near-tie (as `near_ties` counts them); at it, a changed decision fails."""
     logged = _table(["A", "A"], [NEAR_TIE_MARGIN, NEAR_TIE_MARGIN * (1 - 1e-6)], [0.5, 0.5])
