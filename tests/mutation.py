@@ -1,5 +1,6 @@
-"""`python -m tests.mutation`: a mutation check of the metric, parsing, variant-rule, interval, paired-test and
-resume code, run on demand (not in CI; docs/mutation.md has the latest score and survivors).
+"""`python -m tests.mutation`: a mutation check of the metric, parsing, variant-rule, interval, paired-test,
+resume, report-summary, chance-verdict, recheck, Slurm-queue, sweeper and adaptive-repetition code, run on demand
+(not in CI; docs/mutation.md has the latest score and survivors).
 
 Each mutant is one small operator change in one function of TARGETS (a comparison `<` made `<=`, `==` made `!=`,
 `+` made `-`, `and` made `or`, a `not` dropped, an integer n made n + 1, True made False, `reverse=` flipped). It
@@ -66,6 +67,18 @@ TARGETS = (
     Target("paired", "src/compare/paired.py", ("_condition", "_power_row", "lookup"), ("tests/test_paired.py",)),
     Target("resume", "src/tracking/runs.py", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
            ("tests/test_reliability.py",)),
+    # added after run 5 (issue 42): the report's first table, the chance verdict, the recheck, the Slurm queue,
+    # the project's sweeper plugin and adaptive repetitions. The Slurm and Ray launcher plugins are left out: only
+    # the opt-in cluster tiers run them (a Slurm cluster, Ray), never the fast tests a mutant is judged by.
+    Target("summary", "src/compare/summary.py", None, ("tests/test_paired.py",)),
+    Target("chance", "src/metrics/chance.py", None,
+           ("tests/test_chance_verdict.py", "tests/test_report_review.py", "tests/test_progress_and_closing.py"),
+           keyword="chance or closing_block"),  # the verdict's tests (the progress bars' tests need tqdm on)
+    Target("recheck", "src/recheck.py", None, ("tests/test_recheck.py",)),
+    Target("slurm-queue", "src/sweep/slurm_queue.py", None, ("tests/test_slurm_queue.py",)),
+    Target("plugins", "src/plugins/hydra_plugins/mcq_consistency_sweeper.py", None, ("tests/test_sweeps.py",),
+           keyword="sweeper or launcher_worker"),
+    Target("adaptive", "src/answering/adaptive.py", None, ("tests/test_adaptive.py",)),
 )
 
 SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,

@@ -57,6 +57,29 @@ def test_a_settled_cell_is_the_cell_of_every_completion(R):  # noqa: N803
                     assert not verdict_fixed(*_state(trials + list(rest)), made + j, R=R, p_star=threshold)
 
 
+def test_the_next_round_is_read_from_the_answers_as_the_metrics_key_them():
+    """`still_to_ask` counts a prompt's answers as the metrics do (by original option, INVALID one answer among the
+    others; the right one's count none when it was never given) and asks what `trials_before_stop` says."""
+    from types import SimpleNamespace
+
+    R = 10  # noqa: N806 - the papers' name
+    threshold = p_star(R=R, k=5)
+    item = SimpleNamespace(variant=SimpleNamespace(fmt="mcq", n_options=5, option_order=(3, 0, 4, 1, 2),
+                                                   correct_slot=1))  # the right answer: original option 0, slot B
+
+    def ask(slots):
+        return still_to_ask(item, [SimpleNamespace(slot=s) for s in slots], R)
+
+    def expected(n_right, n_other, made):
+        fixed = verdict_fixed(n_right, n_other, made, R=R, p_star=threshold)
+        return 0 if fixed else trials_before_stop(n_right, n_other, made, R=R, p_star=threshold)
+
+    # five different wrong answers, the four wrong options and INVALID: none right, each once
+    assert ask([0, 2, 3, 4, None]) == expected(0, 1, 5) != expected(1, 1, 5)
+    assert ask([1, 1, 1, 0, None, None]) == expected(3, 2, 6)
+    assert ask([1] * R) == ask([0] * R) == 0  # every repetition made
+
+
 def _items(*overrides: str):
     from src.benchmarks import load_benchmark
     from src.core.prompts import PromptTemplate
@@ -143,6 +166,11 @@ def test_adaptive_job_logs_the_full_runs_cells_and_the_share_skipped(run_job_in)
 def test_adaptive_is_refused_where_it_cannot_hold(overrides, says):
     with pytest.raises(UserError, match=f"config key adaptive: {says}"):
         check_config(compose_job(["model=simulated", *overrides, "adaptive=true"]))
+
+
+def test_adaptive_holds_from_two_repetitions_and_any_temperature_above_zero():
+    """Just inside the bounds of the refusals above: two repetitions, a temperature just above zero."""
+    check_config(compose_job(["model=simulated", "repetitions=2", "temperature=0.01", "adaptive=true"]))
 
 
 @pytest.mark.slow

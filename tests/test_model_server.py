@@ -126,14 +126,17 @@ class ModelServer:
 
 
 def when_answered(server: ModelServer, count: int, then) -> threading.Thread:
-    """Call `then()` in a thread once the server has answered `count` requests (mid-job)."""
+    """Call `then()` in a thread once the server has answered `count` requests (mid-job). The thread's `reached`
+    says whether it had (not a 300 s timeout): the precondition a test asserts."""
     def watch():
         deadline = time.time() + 300
         while server.answered() < count and time.time() < deadline:
             time.sleep(0.1)
+        thread.reached = server.answered() >= count
         then()
 
     thread = threading.Thread(target=watch, daemon=True)
+    thread.reached = False
     thread.start()
     return thread
 
@@ -301,7 +304,11 @@ def test_server_killed_mid_job_and_restarted_completes_every_trial_once(model_se
     """Killed (SIGKILL) after 3 answers and started again on its port: the retries outlast the restart; the job
     completes with the decisions of an uninterrupted one (the completions endpoint: its short prompts answer
     fastest)."""
+    job_done = threading.Event()
+    killed_mid_job: list[bool] = []
+
     def kill_and_restart():
+        killed_mid_job.append(not job_done.is_set())
         model_server.kill()
         model_server.start()
 
@@ -309,7 +316,9 @@ def test_server_killed_mid_job_and_restarted_completes_every_trial_once(model_se
     # waits of 0.5, 1, 2, 4, 4, ... s (31 s in all): the restart (10-20 s) is noticed within 4 s of being healthy
     result = run_job_in(*overrides(COMPLETIONS, MODEL=model_server.model, PORT=str(model_server.port)),
                         "cache.enabled=false", "model.max_retries=10", "model.backoff_s=0.5", "model.max_backoff_s=4")
+    job_done.set()
     watcher.join(timeout=HEALTH_S)
+    assert watcher.reached and killed_mid_job == [True], "the server was killed mid-job, after 3 answers"
     assert model_server.log.read_text().count("Started server process") >= 2, "the server was restarted"
     assert_same_decisions(served_records(run_job_in, result), model_server.references["completions"])
     no_run_left_running(run_job_in.store_uri)
@@ -323,10 +332,10 @@ def test_server_killed_for_good_fails_the_job_in_one_line(model_server, run_cli)
         model_server.kill()
         killed_at.append(time.time())
 
-    when_answered(model_server, model_server.answered() + 3, kill)
+    watcher = when_answered(model_server, model_server.answered() + 3, kill)
     proc = run_cli(*overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port)), "model.max_retries=2",
                    "model.backoff_s=0.5", check=False)
-    assert killed_at, "the server was killed mid-job"
+    assert killed_at and watcher.reached, "the server was killed mid-job, after 3 answers"
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]

@@ -223,6 +223,77 @@ def test_the_summary_marks_a_tie_when_the_lead_is_not_significant(monkeypatch):
     assert strict.data.iloc[0]["tie"] and strict.text.iloc[0]["verdict"] == f"tie (p ≥ {p_holm:g})"
 
 
+def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second(monkeypatch):
+    """Four models with distinct MCQA values and intervals, listed out of rank order: the runner-up is the second
+    of the ranking (not the last, not the second listed), and the difference, its interval and its Holm p are
+    the paired study's leader − that runner-up."""
+    rng = np.random.default_rng(11)
+    n = 120
+    base = rng.random(n)
+    right = {name: base < share for name, share in (("third", 0.5), ("leader", 0.9), ("last", 0.3),
+                                                    ("second", 0.7))}  # nested: each right where the weaker is
+    runs = runs_of({name: cora_records(r, r) for name, r in right.items()}, monkeypatch)
+    mcqa = runs.table.set_index("model")["mcqa"]
+    assert mcqa["leader"] > mcqa["second"] > mcqa["third"] > mcqa["last"]  # distinct values
+    bounds = runs.table.set_index("model")[["mcqa_lo", "mcqa_hi"]]
+    assert bounds.drop_duplicates().shape[0] == 4  # distinct intervals
+    study = paired_study(runs)
+    (table,) = summary.leader_table(runs, study).tables
+    row = table.data.iloc[0]
+    assert (row["leader"], row["runner_up"], row["models"]) == ("leader", "second", 4)
+    ids = runs.table.set_index("model")["run_id"]
+    assert (row["leader_run"], row["runner_up_run"]) == (ids["leader"], ids["second"])
+    assert row["runner_up_value"] == pytest.approx(mcqa["second"], abs=1e-12)
+    found = study.lookup(ids["leader"], ids["second"], "mcqa")
+    assert row["difference"] == pytest.approx(mcqa["leader"] - mcqa["second"], abs=1e-12)
+    assert row["difference"] == pytest.approx(found.difference, abs=1e-12)
+    assert (row["lo"], row["hi"]) == pytest.approx((found.lo, found.hi), abs=1e-12)
+    (differences,) = study.differences.tables  # one condition: every pair of the four models, Holm over them
+    data = differences.data
+    between = data[["run_a", "run_b"]].apply(set, axis=1) == {ids["leader"], ids["second"]}
+    pair = data[(data["metric"] == "mcqa") & between]
+    assert len(pair) == 1 and row["p_holm"] == pytest.approx(pair["p_holm"].iloc[0], abs=1e-12)
+    shown = table.text.iloc[0]
+    by_model = runs.table.set_index("model", drop=False)
+    assert shown["runner-up"] == f"second {tables.judged_cell(by_model.loc['second'], 'mcqa')}"
+    assert shown["leader − runner-up [95%]"].startswith(f"{mcqa['leader'] - mcqa['second']:+.3f}")
+
+
+def test_the_summary_reads_the_holm_p_of_its_pair_and_metric_and_ranks_by_a_metric_every_run_logged(monkeypatch):
+    """A study whose Holm p differs per metric and per pair (the pair stored in the other order, b − a): the
+    summary shows the leader − runner-up p of the headline metric, whichever way the pair was stored; a p of
+    exactly 0.001 is printed, not '<0.001'. A headline metric one run lacks is not ranked by: the next one is."""
+    from src.compare.tables import Built, Table
+    from src.metrics.paired import PairedDifference
+
+    rng = np.random.default_rng(5)
+    base = rng.random(120)
+    right = {"leader": base < 0.9, "second": base < 0.6, "third": base < 0.3}
+    runs = runs_of({name: cora_records(r, r) for name, r in right.items()}, monkeypatch)
+    ids = runs.table.set_index("model")["run_id"]
+    # stored as second − leader, and with a p of its own for each metric and pair
+    rows = [{"metric": metric, "run_a": ids[a], "run_b": ids[b], "p_holm": p}
+            for (a, b), ps in {("second", "leader"): {"cora": 0.5, "mcqa": 0.001, "mcqa_plus": 0.2},
+                               ("third", "leader"): {"cora": 0.7, "mcqa": 0.04, "mcqa_plus": 0.3},
+                               ("third", "second"): {"cora": 0.9, "mcqa": 0.6, "mcqa_plus": 0.8}}.items()
+            for metric, p in ps.items()]
+    table = Table(title="t", data=pd.DataFrame(rows), text=pd.DataFrame(), name="t")
+    study = PairedStudy(differences=Built(tables=[table]))
+    study.results[(ids["second"], ids["leader"])] = {
+        "mcqa": PairedDifference("mcqa", 0.6, 0.9, -0.3, -0.4, -0.2, 0.0005, 120, 0.5)}
+    (table,) = summary.leader_table(runs, study).tables
+    row, shown = table.data.iloc[0], table.text.iloc[0]
+    assert (row["leader"], row["runner_up"], row["metric"]) == ("leader", "second", "mcqa")
+    assert row["p_holm"] == 0.001 and shown["p (Holm)"] == "0.001" and shown["verdict"] == "lead (p < 0.05)"
+    assert (row["difference"], row["lo"], row["hi"]) == pytest.approx((0.3, 0.2, 0.4), abs=1e-12)  # flipped: a − b
+    (weaker,) = summary.leader_table(runs, study, alpha=0.001).tables  # p = alpha is not below it: a tie
+    assert weaker.data.iloc[0]["tie"] and weaker.text.iloc[0]["verdict"] == "tie (p ≥ 0.001)"
+
+    runs.table.loc[runs.table["model"] == "third", "mcqa"] = math.nan  # one run without MCQA: ranked by accuracy
+    (table,) = summary.leader_table(runs, None).tables
+    assert table.data.iloc[0]["metric"] == "accuracy" and table.data.iloc[0]["models"] == 3
+
+
 def test_significance_is_read_from_the_holm_adjusted_p_not_the_raw_one(monkeypatch):
     """Four metrics of one pair, each with raw p = 2/1001 (the smallest 1000 resamples give): Holm multiplies the
     smallest by 4, so at alpha 0.005 every raw p is below the level and every adjusted one above it."""

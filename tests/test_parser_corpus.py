@@ -1,7 +1,8 @@
 """The answer parsers measured on a corpus of judged completions: tests/data/parser_corpus.jsonl.
 
 Each line is one completion with the verdict a careful human reader gives it (`expected`: a displayed slot,
-null for INVALID, or for multi_select the list of slots named). Two sources:
+null for INVALID, or for multi_select the list of slots named) and, on some lines, the rule that must read it
+(`rule`: the `parse_rule` a record gets, e.g. `invalid_hedge` for "C. Or maybe B?"). Two sources:
 
 - "smollm2_135m": real completions of the embedded SmolLM2-135M-Instruct under `scoring=generate`
   (max_new_tokens=24; arc_challenge, mmlu, commonsenseqa, synthetic; prompts cora and repetition; the CoRA
@@ -89,6 +90,8 @@ def test_corpus_is_large_real_and_well_formed():
         else:
             assert expected is None or 0 <= expected < n
         assert r["options"] is None or len(r["options"]) == n
+        if "rule" in r:  # the rule says INVALID exactly when the verdict is
+            assert isinstance(r["rule"], str) and r["rule"].startswith("invalid_") == (expected is None)
     assert min(per_category.values()) >= 5, dict(per_category)
 
 
@@ -109,3 +112,15 @@ def test_verdicts_are_shown_slots_and_rules_say_invalid_exactly_when_invalid(fmt
         assert (got is None) == (rule.startswith("invalid_") or rule == "truncated"), (row["id"], got, rule)
         slots = got if isinstance(got, list) else [] if got is None else [got]
         assert all(0 <= s < len(row["labels"]) for s in slots)
+
+
+def test_lines_that_name_their_rule_are_read_by_it():
+    """A hedge that names another label after the answer, in the next sentence, in parentheses or in a "though"
+    clause, is read as "C, or maybe B" is (INVALID, invalid_hedge); what only mentions another label ("C (not
+    B)") is still the answer."""
+    ruled = [r for r in load() if "rule" in r]
+    assert {"C, or maybe B", "C. Or maybe B?", "Answer: C. Hmm, or maybe B?", "C (or possibly B)",
+            "The answer is C, though it could be B."} <= {r["raw"] for r in ruled if r["rule"] == "invalid_hedge"}
+    assert any(r["expected"] is not None for r in ruled)
+    got = {r["id"]: verdict(r) for r in ruled}
+    assert {r["id"]: (r["expected"], r["rule"]) for r in ruled} == got

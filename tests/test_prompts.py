@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from src.common.errors import UserError
 from src.core.prompts import PromptTemplate, labels_for, render
 from src.core.questions import Question
+from src.core.validity import SHOWS_OPTIONS
 from src.core.variant import Variant
 
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "conf" / "prompt"
@@ -119,15 +120,18 @@ def test_fewshot_without_fewshot_field_is_a_user_error():
         render(template, QUESTION, VARIANTS[0], fewshot=[(QUESTION, VARIANTS[0])])
 
 
-@pytest.mark.parametrize("scoring", ["generate", "logprob", "cloze_shown"])
+@pytest.mark.parametrize("scoring", [mode for mode, shown in SHOWS_OPTIONS.items() if shown])
 def test_modes_that_show_options_render_different_prompts_for_different_orders(scoring):
-    """The validity rule: under every mode allowed with order-comparing variant sets, each order is its own prompt."""
-    from src.core.validity import SHOWS_OPTIONS
-    from src.variants import make_variants
+    """The validity rule: under every mode allowed with order-comparing variant sets (both read from the code), each
+    order is its own prompt."""
+    from src.core.validity import needs_shown_options
+    from src.variants import VARIANT_SETS, make_variants
 
-    assert SHOWS_OPTIONS[scoring]
     template = load(PROMPT_DIR / "cora.yaml")
-    for name in ("perm_cyclic", "cora", "revas_reorder"):
+    # every set that compares orders, but the second stage of a finished run (it needs the run: variants.source_run)
+    compared = [name for name in VARIANT_SETS if needs_shown_options({"name": name}) and name != "revas_misleading"]
+    assert {"perm_cyclic", "cora", "revas_reorder"} <= set(compared)
+    for name in compared:
         variants = [v for v in make_variants({"name": name}, QUESTION, seed=0) if v.fmt == "mcq"]
         prompts = {render(template, QUESTION, v, scoring=scoring) for v in variants}
         assert len(prompts) == len({v.option_order for v in variants}), name

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from src.recheck import compare_records, main, provenance_differences
+from src.common.errors import UserError
+from src.recheck import compare_records, environment_notes, main, provenance_differences, recheck
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
 from src.tracking.runs import KERNEL_VARIABLES
 from tests.conftest import DATA_DIR, REPO
@@ -47,6 +48,42 @@ def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fai
     assert within.exit_code == 0 and within.lines()[0].startswith("same: all 3 decisions; max |Δ| of the floats 5e-05")
 
 
+def test_label_sets_and_invalid_answers_are_compared_as_decisions():
+    """Multi-select decisions as parquet gives them back (numpy arrays of labels) are compared as sets of labels in
+    order; an INVALID answer is the same decision whether a table holds it as None or NaN, and not the same as a
+    label."""
+    import numpy as np
+
+    def table(label_sets, labels):
+        return pd.DataFrame({"question_id": ["q0", "q1", "q2"], "variant_id": "original", "repetition": 0,
+                             "parsed_label": labels, "parsed_labels": [np.array(s, dtype=object) for s in label_sets],
+                             "decision_margin": 0.5, "raw_output": "x"})
+
+    logged = table([["A", "C"], ["B"], []], ["A", None, "C"])
+    rerun = table([["A", "C"], ["B"], []], ["A", float("nan"), "C"])
+    assert compare_records(logged, rerun).lines()[0].startswith("same: all 3 decisions")
+    other = compare_records(logged, table([["A", "D"], ["B"], []], ["A", None, "C"]))
+    assert other.exit_code == 1 and [line.split(":")[0] for line in other.changed] == ["  q0/original/0"]
+    answered = compare_records(logged, table([["A", "C"], ["B"], []], ["A", "B", "C"]))
+    assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
+
+
+def test_a_float_that_moved_by_exactly_the_tolerance_is_within_it():
+    logged = _table(["A"], [0.0], [0.5])
+    moved = compare_records(logged, _table(["A"], [SCORE_TOLERANCE], [0.5]))  # |Δ| exactly 1e-4, no rounding
+    assert moved.max_delta == SCORE_TOLERANCE and moved.exit_code == 0
+    assert moved.lines() == ["same: all 1 decisions; max |Δ| of the floats 0.0001 (decision_margin), within the "
+                             "tolerance 0.0001"]
+
+
+def test_a_decision_whose_margin_is_exactly_the_near_tie_bound_is_not_a_near_tie():
+    """Below NEAR_TIE_MARGIN is a near-tie (as `near_ties` counts them); at it, a changed decision fails."""
+    logged = _table(["A", "A"], [NEAR_TIE_MARGIN, NEAR_TIE_MARGIN * (1 - 1e-6)], [0.5, 0.5])
+    flipped = compare_records(logged, _table(["B", "B"], [NEAR_TIE_MARGIN, NEAR_TIE_MARGIN], [0.5, 0.5]))
+    assert (flipped.exit_code, flipped.not_near_tie) == (1, 1)
+    assert flipped.changed[0].endswith("not a near-tie (margin 0.001)") and "  near-tie" in flipped.changed[1]
+
+
 def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     here = "hf:pkg:m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True"
     tags = {"backend": here, "git_commit": "c0ffee"}
@@ -56,6 +93,25 @@ def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     assert provenance_differences(other, here, "c0ffee") == [
         "other weights (run m.gguf@sha256:bb, here m.gguf@sha256:aa)", "other dtype (run bfloat16, here float32)",
         "other code (run git commit beef, here c0ffee)"]
+
+
+def test_a_field_value_with_an_equals_sign_is_read_whole():
+    """A weights file name may hold '=': the field is split at its first one only."""
+    here = "hf:pkg:m|gguf=m-q=8.gguf@sha256:aa|dtype=float32"
+    assert provenance_differences({"backend": here}, here, "unknown") == []
+    assert provenance_differences({"backend": here.replace("q=8", "q=4")}, here, "unknown") == [
+        "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"]
+
+
+def test_environment_notes_name_only_what_differs():
+    kernel = f"provenance.{KERNEL_VARIABLES[0]}"
+    tags = {"provenance.torch": "2.13.0", "provenance.cpu": "avx512", "backend": "simulated"}
+    here = {"provenance.torch": "2.13.0", "provenance.cpu": "avx2", kernel: "avx2"}
+    assert environment_notes(tags, here) == ["cpu: run avx512, here avx2",
+                                             f"{KERNEL_VARIABLES[0]}: run default, here avx2"]
+    assert environment_notes(tags, {k: v for k, v in tags.items() if k.startswith("provenance.")}) == []
+    assert environment_notes({"backend": "simulated"}, here) == [
+        "the run logged no package versions or instruction set (made before they were logged)"]
 
 
 def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, capsys):
@@ -71,6 +127,24 @@ def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, cap
     assert [r.info.run_id for r in runs] == [result.run_id]  # re-run in a temporary store, not the user's
 
 
+def test_the_recheck_computes_every_answer_again(run_job_in, capsys, monkeypatch):
+    """The re-run asks the model again: no answer comes from the response cache the run filled."""
+    import src.job.runner as runner
+
+    result = run_job_in("model=simulated", "limit=3")
+    real, reruns = runner.run_job, []
+
+    def kept(cfg, **kwargs):  # the re-run's records, read before its temporary folder goes
+        done = real(cfg, **kwargs)
+        reruns.append(pd.read_parquet(done.out_dir / "artifacts" / "records.parquet"))
+        return done
+
+    monkeypatch.setattr(runner, "run_job", kept)
+    assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri]) == 0
+    (records,) = reruns
+    assert len(records) > 0 and not records["cache_hit"].any()
+
+
 def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
     from mlflow.tracking import MlflowClient
 
@@ -83,6 +157,8 @@ def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
     assert "\n" not in err and err.startswith(f"error: --run: run {result.run_id[:8]} was made with other model "
                                               "(run simulated(success_rate=0.5")
     assert err.endswith("add --go-on to re-run it anyway")
+    with pytest.raises(UserError, match="add --go-on"):  # the function too refuses unless told to go on
+        recheck(result.run_id, tracking_uri=run_job_in.store_uri)
     assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri, "--go-on"]) == 0
     assert "note: re-run with other model" in capsys.readouterr().out
 

@@ -44,7 +44,11 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
                 cached = sqlite3.connect(tmp_path / "cache.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0]
             except sqlite3.OperationalError:
                 pass
+    # the precondition of everything below: the kill lands mid-run, its run RUNNING with some trials committed
     assert proc.poll() is None, "the run finished before it could be interrupted; make it longer"
+    assert cached >= 300, f"only {cached} trials committed in 120 s: the kill would not test a resume"
+    assert job_statuses(f"sqlite:///{tmp_path}/killed/mlflow.db") == ["RUNNING"], \
+        "the job's run is not RUNNING when it is killed"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     cached = sqlite3.connect(tmp_path / "cache.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0]
@@ -71,15 +75,21 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
 @needs_data
 @pytest.mark.slow
 def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
-    """Two identical jobs started 3 s apart: the second finds the first RUNNING, sees that its owner process
-    lives (src/common/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own; both finish."""
+    """Two identical jobs, the second started once the first's run is RUNNING: the second finds it, sees that its
+    owner process lives (src/common/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own;
+    both finish. The precondition is asserted: the first's run was RUNNING when the second started and the two
+    runs overlapped in time."""
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     cmd = [sys.executable, "-m", "src.run", "model=simulated", "model.delay_s=0.5", "limit=16", "cache.enabled=false",
            f"tracking.uri={store}"]
     env = {**os.environ, "TQDM_DISABLE": "1", "MCQ_DATA_DIR": str(DATA_DIR)}
     first = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path}/a"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    deadline = time.time() + 120
+    while "RUNNING" not in job_statuses(store):  # the first job has made its run and is answering
+        assert first.poll() is None and time.time() < deadline, \
+            "the first job ended, or made no run in 120 s, before the second started: " + first.communicate()[1][-3000:]
+        time.sleep(0.2)
     second = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path}/b"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     for proc in (first, second):
@@ -89,6 +99,22 @@ def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
     assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
     assert not any("interrupted" in r.data.tags for r in runs)
     assert len({r.data.tags["owner"] for r in runs}) == 2
+    early, late = sorted(runs, key=lambda r: r.info.start_time)
+    assert late.info.start_time < early.info.end_time, "the second job started after the first had finished"
+
+
+def job_statuses(store: str) -> list[str]:
+    """The statuses of the store's runs, read while jobs write to it (none while it has no experiment yet)."""
+    from mlflow.tracking import MlflowClient
+
+    from src.tracking.store import open_store, with_retries
+
+    open_store(store)  # under the store's creation lock: never beside a job that is creating its schema
+    client = MlflowClient(tracking_uri=store)
+    experiment = with_retries(lambda: client.get_experiment_by_name("mcq-consistency"))
+    if experiment is None:
+        return []
+    return [r.info.status for r in with_retries(lambda: client.search_runs([experiment.experiment_id]))]
 
 
 def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db):

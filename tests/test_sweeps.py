@@ -397,6 +397,43 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
     assert validated == [[["seed=1"]], batch]
 
 
+def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_caching_one_of_its_own(monkeypatch):
+    """The sweeper sets Hydra up with the sweep callback's config loader (the one holding its compositions) where
+    the running command has one, else a group-caching wrap of Hydra's own: never Hydra's plain loader, never none."""
+    import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import HydraContext
+
+    from src.config.sweep_compose import GroupCachingConfigLoader
+    from src.sweep import callback as sweep_callback, state as sweep_state
+
+    given = []
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        compose("config")  # Hydra's plugin scan, which executes the plugin modules again: then the classes it uses
+        from hydra_plugins.mcq_consistency_sweeper import PrecheckedSweeper
+
+        monkeypatch.setattr(PrecheckedSweeper.__bases__[0], "setup", lambda self, *, hydra_context, task_function,
+                            config: given.append(hydra_context.config_loader))
+        hydras = GlobalHydra.instance().config_loader()
+        context = HydraContext(config_loader=hydras, callbacks=None)
+
+        def set_up():
+            PrecheckedSweeper(max_batch_size=None, params=None).setup(hydra_context=context, task_function=None,
+                                                                      config=None)
+
+        set_up()  # no command holds a sweep state: no callback
+        callback, ours = sweep_callback.MlflowSweepCallback(), GroupCachingConfigLoader.wrap(hydras)
+        with sweep_state.opened() as running:
+            running.callback = callback  # a callback that composed nothing yet: no loader
+            set_up()
+            callback.loader = ours
+            set_up()
+    alone, no_loader, shared = given
+    assert shared is ours
+    for loader in (alone, no_loader):
+        assert isinstance(loader, GroupCachingConfigLoader) and loader is not ours and loader is not hydras
+
+
 # ---------------------------------------------------------------- the sweep's parent run: resumed, closed, summarised
 
 def _start_sweep(uri: str, sweep_dir, *extra: str):

@@ -10,7 +10,10 @@ models emit when they ignore the requested format, strongest first: `\\boxed{B}`
 ("The answer is B", "**Answer:** (B)", "Final Answer: D", `{"answer": "B"}`, "(B) is correct"); the
 option text itself ("Paris", "The answer is Paris"). Anything ambiguous ("A or B", two phrases naming
 different labels, a restated list of the options), outside the shown labels, empty, or a refusal is
-None: an unparsed answer is INVALID, never silently wrong.
+None: an unparsed answer is INVALID, never silently wrong. A hedge that names another label after the answer
+is the same hedge whether it follows a comma, the next sentence, a parenthesis or a "though" ("C, or maybe B",
+"C. Or maybe B?", "Answer: C. Hmm, or maybe B?", "C (or possibly B)", "The answer is C, though it could be B."
+are all invalid_hedge); a label only mentioned ("C (not B)", "C. B is wrong") leaves the answer C.
 
 A completion that revises itself ("The answer is B. Wait, actually it's C.", "B\n\nOn second thought, D",
 "Answer: B\nCorrection: C") is read piece by piece, cut at its revision markers ("wait", "actually", "on
@@ -91,6 +94,15 @@ _LATEX_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}
 _TENTATIVE = r"(?:maybe|perhaps|possibly|probably)"
 _HEDGE = re.compile(r"^[\*\)\]'\"’”`\.]*\s*(?:,\s*)?(?:or|and|,|/|&|\|)\s*(?i:" + _TENTATIVE + r"\s+)?(?:option\s+)?"
                     + _DECOR_CLASS + _LABEL_TOKEN)
+# The same hedge said after the answer in the next sentence, in parentheses or in a "though" clause: "C. Or maybe
+# B?", "Answer: C. Hmm, or maybe B?", "C (or possibly B)", "The answer is C, though it could be B."
+_HEDGE_AFTER = re.compile(
+    r"^[\*\)\]'\"’”`]*\s*(?:[.!;:]+\s*(?i:(?:hmm+|well|um+|uh+)\W+)?|\(\s*|,?\s*(?i:though|although|but)\s+)"
+    r"(?i:or\s+(?:" + _TENTATIVE + r"\s+)?|" + _TENTATIVE + r"\s+|(?:it|that|this)\s+(?:could|might|may)\s+"
+    r"(?:also\s+)?be\s+)(?:option\s+)?" + _DECOR_CLASS + _LABEL_TOKEN)
+# After a label read by _HEDGE_AFTER, the English words "A" and "I" ("Perhaps I am wrong") go on with a
+# lowercase word; a label goes on with punctuation, the end, or a verb on it ("or maybe A is right").
+_WORD_AFTER = re.compile(r"^\s+(?!(?:is|was|would|could|might|seems|too|as|instead|though)\b)[a-z]")
 # Revision markers: what follows one may replace the answer before it. "actually" alone is weak (it often
 # only explains: "B. Actually, Paris ..."): it revises only when an answer follows it.
 _REVISION = re.compile(r"(?i)(?<![\w'’])(?:(?P<weak>actually)|wait|hold\s+on|on\s+(?:second|further)\s+thought|"
@@ -300,11 +312,18 @@ def _first_token_label(line: str, text: str, index: dict[str, int], options: Seq
 
 
 def _hedged(after: str, index: dict[str, int], slot: int) -> bool:
-    """Whether the text right after a label names another shown label as an alternative: "A or B", "A, C"."""
-    hedge = _HEDGE.match(after)
-    if not hedge or not (hedge.group("label").isupper() or hedge.group("label").isdigit()):
-        return False
-    return index.get(hedge.group("label"), slot) != slot
+    """Whether the text right after a label names another shown label as an alternative: "A or B", "A, C",
+    "A. Or maybe B?", "A (or possibly B)", "A, though it could be B"."""
+    for pattern in (_HEDGE, _HEDGE_AFTER):
+        hedge = pattern.match(after)
+        if not hedge or not (hedge.group("label").isupper() or hedge.group("label").isdigit()):
+            continue
+        if pattern is _HEDGE_AFTER and hedge.group("label") in ("A", "I") and _WORD_AFTER.match(
+                after[hedge.end():]):
+            continue  # "C. Perhaps I am wrong": the pronoun
+        if index.get(hedge.group("label"), slot) != slot:
+            return True
+    return False
 
 
 def _label_slot(token: str, index: dict[str, int], *, decorated: bool, alone: bool) -> int | None:
