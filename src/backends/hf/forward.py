@@ -24,6 +24,9 @@ class LoadedModel:
         self.device = model.get_input_embeddings().weight.device
         forward_args = inspect.signature(model.forward).parameters
         self.keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in forward_args), None)
+        # The KV cache's argument and output field: `cache` from transformers 5.2x on (where `past_key_values` is a
+        # deprecated alias that warns once per process), `past_key_values` before.
+        self.cache_kw = "cache" if "cache" in forward_args else "past_key_values"
         self.pad_id = next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)
         eos = {tokenizer.eos_token_id}
         gen_eos = getattr(model.generation_config, "eos_token_id", None)
@@ -37,7 +40,7 @@ class LoadedModel:
         index tensor `keep` lists (a packed sequence)."""
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
         if past is not None:
-            kwargs["past_key_values"] = past
+            kwargs[self.cache_kw] = past
         if self.keep_kw:
             kwargs[self.keep_kw] = keep
         self.forward_tokens += ids.numel()
@@ -46,7 +49,7 @@ class LoadedModel:
         if not self.keep_kw:  # the model returned every position: keep what was asked for
             logits = logits[:, -keep:] if isinstance(keep, int) else logits[:, keep.to(logits.device)]
         # With a device map the head may sit on another GPU than the embeddings; index tensors live on the latter.
-        return logits.to(self.device), out.past_key_values
+        return logits.to(self.device), getattr(out, self.cache_kw)
 
     def left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(token ids, attention mask) of `seqs`, left-padded to the longest."""
