@@ -23,6 +23,7 @@ import torch
 
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
+from src.backends.hf.budget import TokenBudget, is_out_of_memory
 from src.backends.hf.forward import LoadedModel
 from src.backends.hf.generation import generate, tokens_for_memory
 from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 CONFIG_KEYS = frozenset({
     "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
     "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
-    "memory_gb",
+    "memory_gb", "max_batch_tokens",
     "scoring",  # which scoring the config is meant for: read by the runner, not the backend
 })
 
@@ -61,19 +62,20 @@ class HFBackend:
         device_map: str | dict | None = None,  # accelerate device map; None = CPU
         revision: str | None = None,
         trust_remote_code: bool = False,
-        batch_size: int = 16,
+        batch_size: int | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
         pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
         memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
+        max_batch_tokens: int | str | None = None,  # tokens per forward pass: a number, auto, None (auto on a GPU)
         progress: bool = True,
     ) -> None:
         self.name = name
         self.revision = revision
         self.trust_remote_code = trust_remote_code
         self.device_map = device_map
-        self.batch_size = int(batch_size)
-        if self.batch_size < 1:
+        self.batch_size = None if batch_size is None else int(batch_size)
+        if self.batch_size is not None and self.batch_size < 1:
             raise UserError(f"model.batch_size={batch_size} must be at least 1")
         self.chat = bool(chat)
         self.share_prefix = bool(share_prefix)
@@ -84,6 +86,7 @@ class HFBackend:
         if self.memory_gb is not None and self.memory_gb <= 0:
             raise UserError(f"model.memory_gb={memory_gb} must be a positive number of GiB")
         self.progress = progress
+        self.budget = TokenBudget(max_batch_tokens, name=name)
         self._torch_dtype = torch_dtype(dtype, device_map=device_map)
         self.dtype_name = dtype_name(self._torch_dtype)  # "auto" resolved: the identity names what was computed in
 
@@ -115,6 +118,16 @@ class HFBackend:
             kwargs["device_map"] = dict(kwargs["device_map"])
         return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
 
+    def run_params(self) -> dict[str, int]:
+        """What the job logs as params beside its config: `batch_tokens`, the token budget per forward pass that it
+        ended with (auto's find, after any halving), and `batch_token_halvings` when out-of-memory halved it."""
+        params: dict[str, int] = {}
+        if self.budget.tokens is not None:
+            params["batch_tokens"] = self.budget.tokens
+        if self.budget.recoveries:
+            params["batch_token_halvings"] = self.budget.recoveries
+        return params
+
     @property
     def forward_tokens(self) -> int:
         """Token positions fed to the model so far, padding included (the bench reads it); 0 before loading."""
@@ -132,7 +145,7 @@ class HFBackend:
         self.tokenizer, self.model = load_pretrained(
             self.name, self.location, self.gguf_path, revision=self.revision, trust_remote_code=self.trust_remote_code,
             dtype=self._torch_dtype, device_map=self.device_map)
-        self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress)
+        self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
             self.pack_tokens = tokens_for_memory(self.model.config, self.model.get_input_embeddings().weight.dtype,
                                                  self.memory_gb)
@@ -253,6 +266,8 @@ class HFBackend:
                 packed = {i: row for batch, logits in packed_last_logits(self.lm, probe, self.pack_tokens, "check")
                           for i, row in zip(batch, torch.softmax(logits.float(), -1))}
             except (RuntimeError, TypeError, ValueError, IndexError) as err:
+                if is_out_of_memory(err):  # not the mask's fault: the budget's halving did not save it
+                    raise
                 return self._no_packing(f"a packed pass failed ({str(err).splitlines()[0][:200]})")
             padded = {i: row for batch, logits in padded_last_logits(self.lm, probe, self.batch_size, "check")
                       for i, row in zip(batch, torch.softmax(logits.float(), -1))}
