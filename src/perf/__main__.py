@@ -63,7 +63,7 @@ from typing import Any
 
 from src.cli import entry
 from src.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
-from src.perf import intervals, lm_eval, processes, study
+from src.perf import gpu, intervals, lm_eval, processes, study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-dir", metavar="DIR",
                         help="review_scale: the store and report folder; a store already there is compared again "
                              "without rerunning the sweep (default: a new temporary folder, kept)")
+    parser.add_argument("--gpu-questions", type=int, default=100,
+                        help="gpu: MedQA questions timed (default 100, x 26 CoRA variants; 4 at the tiny shape)")
+    parser.add_argument("--tiny", action="store_true", help="gpu: the tiny shape on the CPU even where a GPU is")
+    parser.add_argument("--tokenizer", metavar="DIR",
+                        help="gpu: a folder with the tokenizer files (default: the embedded SmolLM2's, from the models "
+                             "cache; a machine without the model package gets them copied from there)")
     parser.add_argument("--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
@@ -123,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in (("load", study.part_load), ("mainjob", study.part_mainjob), ("cora", study.part_cora), ("repetition", study.part_repetition), ("lmeval", lm_eval.part_lmeval),
                      ("agreement", lm_eval.part_agreement), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
                      ("rerun", study.part_rerun), ("intervals", intervals.part_intervals), ("startup", processes.part_startup),
-                     ("generation", processes.part_generation), ("review_scale", processes.part_review_scale)):
+                     ("generation", processes.part_generation), ("review_scale", processes.part_review_scale),
+                     ("gpu", gpu.part_gpu)):
         if name in parts:
             fn(meter, args, ratios, shared)
 

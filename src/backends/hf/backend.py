@@ -69,6 +69,7 @@ class HFBackend:
         memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
         max_batch_tokens: int | str | None = None,  # tokens per forward pass: a number, auto, None (auto on a GPU)
         progress: bool = True,
+        loaded: tuple[Any, Any] | None = None,  # (model, tokenizer) already in memory: `HFBackend.in_memory`
     ) -> None:
         self.name = name
         self.revision = revision
@@ -87,10 +88,10 @@ class HFBackend:
             raise UserError(f"model.memory_gb={memory_gb} must be a positive number of GiB")
         self.progress = progress
         self.budget = TokenBudget(max_batch_tokens, name=name)
-        self._torch_dtype = torch_dtype(dtype, device_map=device_map)
+        self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(dtype, device_map=device_map)
         self.dtype_name = dtype_name(self._torch_dtype)  # "auto" resolved: the identity names what was computed in
 
-        self.location, self.gguf_path = locate_weights(
+        self.location, self.gguf_path = (f"memory:{name}", None) if loaded else locate_weights(
             name, path=path, gguf_file=gguf_file, package=package, package_module=package_module, install=install,
             assemble=assemble, revision=revision)
         self.gguf_file = gguf_file
@@ -106,6 +107,14 @@ class HFBackend:
         self._packing_checked = False
         self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
         self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
+        if loaded:
+            self._attach(*loaded)
+
+    @classmethod
+    def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> "HFBackend":
+        """A backend around a model and tokenizer already in memory (the device check builds a random 8B-shaped model
+        from its config, src/perf/gpu.py): the same passes, nothing loaded; its identity names it `memory:NAME`."""
+        return cls(name=name, loaded=(model, tokenizer), **settings)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> "HFBackend":
@@ -142,9 +151,14 @@ class HFBackend:
         """Load tokenizer and model now (the scoring methods call this on first use)."""
         if self.model is not None:
             return
-        self.tokenizer, self.model = load_pretrained(
+        tokenizer, model = load_pretrained(
             self.name, self.location, self.gguf_path, revision=self.revision, trust_remote_code=self.trust_remote_code,
             dtype=self._torch_dtype, device_map=self.device_map)
+        self._attach(model, tokenizer)
+
+    def _attach(self, model: Any, tokenizer: Any) -> None:
+        """Take a loaded model and its tokenizer: the forward passes, the pack size a memory budget gives, chat."""
+        self.model, self.tokenizer = model, tokenizer
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
             self.pack_tokens = tokens_for_memory(self.model.config, self.model.get_input_embeddings().weight.dtype,
