@@ -26,12 +26,14 @@ def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory
     assert main(["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir),
                  "--out", str(out)]) == 0
     ratios = json.loads(out.read_text())["ratios"]
-    assert ratios["gpu_prompts_per_s"] > 0 and ratios["gpu_tokens_per_s"] > ratios["gpu_prompts_per_s"]
+    for path in ("one_call", "job"):
+        assert ratios[f"gpu_{path}_prompts_per_s"] > 0
+        assert ratios[f"gpu_{path}_tokens_per_s"] > ratios[f"gpu_{path}_prompts_per_s"]
     assert ratios["gpu_auto_budget_tokens"] >= AUTO_MIN_TOKENS
     assert ratios["gpu_oom_recoveries"] >= 1, "the budget set too high ran out of memory and was halved"
-    assert ratios["gpu_oom_same_decisions"] == 1.0, "the recovered run answers as auto's did"
+    assert ratios["gpu_oom_answered"] == 1.0 and ratios["gpu_oom_same_decisions"] == 1.0, "as auto's answers"
     printed = capsys.readouterr().out
-    assert "out-of-memory recovery: budget 65536 ->" in printed and "extrapolated" in printed
+    assert "out-of-memory recovery: budget 65536 ->" in printed and "job: " in printed and "extrapolated" in printed
 
 
 def test_the_flop_count_and_the_peaks():

@@ -104,7 +104,7 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     """The device check (module docstring): on a GPU the 8B shape, else (or with --tiny) the tiny shape on the CPU."""
     import torch
 
-    from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
+    from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
     from src.backends.hf import HFBackend  # local: loads torch, transformers (slow import)
 
@@ -116,7 +116,7 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
         model = build_model(tokenizer, tiny=not on_gpu, device=device)
     n_questions = args.gpu_questions if on_gpu else min(args.gpu_questions, 4)
     items, benchmark = medqa_items(n_questions + 2)
-    warm, timed = items[:2 * CORA_VARIANTS], items[2 * CORA_VARIANTS:]  # auto's search runs on the first questions
+    warm, timed = items[:2 * CORA_VARIANTS], items[2 * CORA_VARIANTS:]  # warm-up: the first two questions
     params = SamplingParams(n=1)
     backend = HFBackend.in_memory(model, tokenizer, name="llama3-8b-shape" if on_gpu else "tiny-llama", chat=True,
                                   progress=False, max_batch_tokens="auto", batch_size=None)
@@ -124,55 +124,69 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     print(f"gpu: {name}; {len(timed)} prompts ({benchmark}, {len(timed) // CORA_VARIANTS} questions x CoRA, label "
           f"scoring, mean prompt {sum(prompt_tokens) / len(prompt_tokens):.0f} tokens through the chat template), "
           f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f}", flush=True)
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    with meter.phase("gpu_auto_search (first questions)", prompts=len(warm), tokens=lambda: backend.forward_tokens):
+    requests = [it.request for it in timed]
+    with meter.phase("gpu_warmup (first questions)", prompts=len(warm), tokens=lambda: backend.forward_tokens):
         answer_items(backend, warm, scoring="logprob", params=params, cache=None, progress=False)
-    found, searched = backend.budget.tokens, backend.budget.recoveries
-    attended = _attended_pairs(backend)
-    before_pairs = attended[0]
+    if on_gpu:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    with meter.phase("gpu_cora (auto budget)", prompts=len(timed), tokens=lambda: backend.forward_tokens) as phase:
-        answers = answer_items(backend, timed, scoring="logprob", params=params, cache=None, progress=False)
-        sync()
-    seconds, fed = phase["seconds"], phase["forward_tokens"]
-    flops = forward_flops(model.config, fed, attended[0] - before_pairs)
+    attended = _attended_pairs(backend)
+    figures = {}
+    # the slice in one call: passes as large as auto's budget (its search runs on these first, largest passes),
+    # then as the job asks: chunks of 64 prompts (the response cache's unit), each packed and passed on its own
+    for phase_name, key in (("gpu_cora (one call: auto's passes)", "one_call"),
+                            ("gpu_cora (job path: chunks of 64)", "job")):
+        pairs_before = attended[0]
+        with meter.phase(phase_name, prompts=len(timed), tokens=lambda: backend.forward_tokens) as phase:
+            if key == "one_call":
+                scores = backend.score_labels(requests)
+            else:
+                answer_items(backend, timed, scoring="logprob", params=params, cache=None, progress=False)
+            sync()
+        flops = forward_flops(model.config, phase["forward_tokens"], attended[0] - pairs_before)
+        figures[key] = (phase["seconds"], phase["forward_tokens"], flops / phase["seconds"] / 1e12)
+    found, searched = backend.budget.tokens, backend.budget.recoveries
     peak_gib = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else math.nan
-    tflops = flops / seconds / 1e12
     peak = bf16_peak(name) if on_gpu else None
-    whole = seconds * MEDQA_QUESTIONS * CORA_VARIANTS / len(timed)
-    print(f"  {len(timed) / seconds:.1f} prompts/s, {fed / seconds:,.0f} tokens/s, {tflops:.1f} TFLOP/s "
-          f"({'share of bf16 peak ' + format(tflops / peak, '.1%') + f' of {peak:g} TFLOP/s dense' if peak else 'peak unknown'}), "
-          f"peak GPU memory {peak_gib:.1f} GiB, auto's budget {found} tokens per pass ({searched} halvings), "
-          f"whole job {MEDQA_QUESTIONS:,} x {CORA_VARIANTS} extrapolated {whole:.0f} s", flush=True)
+    for key, (seconds, fed, tflops) in figures.items():
+        whole = seconds * MEDQA_QUESTIONS * CORA_VARIANTS / len(timed)
+        share = f"{tflops / peak:.1%} of the dense bf16 peak {peak:g} TFLOP/s" if peak else "bf16 peak unknown"
+        print(f"  {key}: {len(timed) / seconds:.1f} prompts/s, {fed / seconds:,.0f} tokens/s, {tflops:.1f} TFLOP/s "
+              f"({share}); whole job {MEDQA_QUESTIONS:,} x {CORA_VARIANTS} extrapolated {whole:.0f} s", flush=True)
+        ratios.update({f"gpu_{key}_prompts_per_s": len(timed) / seconds, f"gpu_{key}_tokens_per_s": fed / seconds,
+                       f"gpu_{key}_tflops": tflops, f"gpu_{key}_whole_job_s": whole})
+        if peak:
+            ratios[f"gpu_{key}_share_of_bf16_peak"] = tflops / peak
+    print(f"  peak GPU memory {peak_gib:.1f} GiB; auto's budget {found} tokens per pass after {searched} halvings",
+          flush=True)
 
-    # One out-of-memory recovery: a budget far above what fits (on the CPU's tiny shape, passes above
-    # TINY_OOM_ABOVE tokens raise CUDA's error, as the GPU would), on the same prompts; records compared with auto's.
-    check = timed[:min(len(timed), 8 * CORA_VARIANTS)]
+    # One out-of-memory recovery: a budget far above what fits, on padded rows (the pass that needs the most memory:
+    # every prompt whole) of the whole slice in one call; on the CPU's tiny shape passes above TINY_OOM_ABOVE tokens
+    # raise CUDA's error, as the GPU would. Its decisions are compared with auto's packed ones.
     high = HFBackend.in_memory(model, tokenizer, name=backend.name, chat=True, progress=False, batch_size=None,
-                               max_batch_tokens=1 << 20 if on_gpu else 1 << 16)
+                               share_prefix=False, max_batch_tokens=1 << 20 if on_gpu else 1 << 16)
     restore = None if on_gpu else _oom_above(model, TINY_OOM_ABOVE)
     try:
-        with meter.phase("gpu_oom_recovery (budget too high)", prompts=len(check), tokens=lambda: high.forward_tokens):
-            recovered = answer_items(high, check, scoring="logprob", params=params, cache=None, progress=False)
+        with meter.phase("gpu_oom_recovery (budget 2^20, padded)" if on_gpu else "gpu_oom_recovery (budget 2^16)",
+                         prompts=len(timed), tokens=lambda: high.forward_tokens):
+            recovered = high.score_labels(requests)
+            sync()
     finally:
         if restore:
             restore()
-    gap = max(abs(a.label_probs[k] - b.label_probs[k]) for ra, rb in zip(recovered, answers) for a, b in zip(ra, rb)
-              for k in range(len(a.label_probs)))
-    same = sum(ra[0].slot == rb[0].slot for ra, rb in zip(recovered, answers))
+    same = sum(max(range(len(a.probs)), key=a.probs.__getitem__) == max(range(len(b.probs)), key=b.probs.__getitem__)
+               for a, b in zip(recovered, scores))
+    gap = max(abs(x - y) for a, b in zip(recovered, scores) for x, y in zip(a.probs, b.probs))
     print(f"  out-of-memory recovery: budget {high.budget.setting} -> {high.budget.tokens} tokens after "
-          f"{high.budget.recoveries} halvings, every prompt answered once ({len(to_records(check, recovered, run_info={}))} "
-          f"records), {same}/{len(check)} the same decision as auto's, max |difference| of label probabilities "
+          f"{high.budget.recoveries} halvings, {len(recovered)} of {len(timed)} prompts answered, each once; "
+          f"{same}/{len(timed)} the same decision as auto's packed passes, max |difference| of label probabilities "
           f"{gap:.2g}", flush=True)
-    ratios.update({"gpu_prompts_per_s": len(timed) / seconds, "gpu_tokens_per_s": fed / seconds,
-                   "gpu_tflops": tflops, "gpu_auto_budget_tokens": float(found), "gpu_auto_halvings": float(searched),
+    ratios.update({"gpu_auto_budget_tokens": float(found), "gpu_auto_halvings": float(searched),
                    "gpu_peak_memory_gib": peak_gib, "gpu_oom_recoveries": float(high.budget.recoveries),
-                   "gpu_oom_same_decisions": same / len(check), "gpu_whole_job_s": whole})
-    if peak:
-        ratios["gpu_share_of_bf16_peak"] = tflops / peak
+                   "gpu_oom_answered": len(recovered) / len(timed), "gpu_oom_same_decisions": same / len(timed)})
     if on_gpu and "H100" in name:
-        ratios["gpu_medqa_cora_8b_h100_s"] = whole
+        ratios["gpu_medqa_cora_8b_h100_s"] = ratios["gpu_job_whole_job_s"]
     shared["gpu_device"] = name
 
 
