@@ -139,3 +139,25 @@ def test_generation_with_a_small_budget_gives_the_same_samples(tiny_model_dir):
     narrow = tiny(tiny_model_dir, batch_size=None)
     narrow.budget = TokenBudget(64, name="tiny")
     assert narrow.generate(requests(), params) == wide
+
+
+@pytest.mark.parametrize("keeps_logits", [True, False], ids=["logits_to_keep", "every-position"])
+def test_several_packs_in_one_pass_score_as_one_pack_per_pass(tiny_model_dir, keeps_logits):
+    from .test_prefix_sharing import variant_requests
+
+    reqs = variant_requests()
+    one = tiny(tiny_model_dir, batch_size=None)
+    one.pack_tokens, one.budget = 150, TokenBudget(150, name="tiny")  # small packs, one per pass
+    many = tiny(tiny_model_dir, batch_size=None)
+    many.pack_tokens, many.budget = 150, TokenBudget(4096, name="tiny")  # the same packs, many to a pass
+    many.load()
+    if not keeps_logits:
+        many.lm.keep_kw = None  # a model that returns every position's logits
+    several = []  # passes that held more than one pack
+    forward_at = many.lm.forward_at
+    many.lm.forward_at = lambda ids, *args: several.append(ids.shape[0]) or forward_at(ids, *args)
+    for a, b in zip(many.score_labels(reqs), one.score_labels(reqs)):
+        assert a.probs == pytest.approx(b.probs, abs=1e-5) and a.mass == pytest.approx(b.mass, abs=1e-5)
+    for a, b in zip(many.score_options(reqs), one.score_options(reqs)):
+        assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
+    assert several and max(several) > 1, "several packs went to one pass"

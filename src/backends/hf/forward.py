@@ -55,6 +55,29 @@ class LoadedModel:
         # With a device map the head may sit on another GPU than the embeddings; index tensors live on the latter.
         return logits.to(self.device), getattr(out, self.cache_kw)
 
+    def forward_at(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor,
+                   nodes: torch.Tensor) -> torch.Tensor:
+        """Logits at the (row, position) pairs `rows[k], nodes[k]` only, (pairs, vocabulary): the output head is fed
+        just those hidden states (a pre-hook on it), so a batch of packs whose rows keep different positions pays the
+        head for what it keeps, not for every row x every position some row keeps."""
+        columns = torch.unique(nodes)  # sorted: what the model keeps of every row
+        within = torch.searchsorted(columns, nodes) if self.keep_kw else nodes
+
+        def only_kept(module: Any, args: tuple) -> tuple:
+            hidden = args[0]
+            return (hidden[rows.to(hidden.device), within.to(hidden.device)][None], *args[1:])
+
+        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+        if self.keep_kw:
+            kwargs[self.keep_kw] = columns
+        handle = self.model.get_output_embeddings().register_forward_pre_hook(only_kept)
+        try:
+            out = self.model(**kwargs)
+        finally:
+            handle.remove()
+        self.forward_tokens += ids.numel()
+        return out.logits[0].to(self.device)
+
     def left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(token ids, attention mask) of `seqs`, left-padded to the longest."""
         width = max(len(s) for s in seqs)

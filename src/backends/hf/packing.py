@@ -125,12 +125,10 @@ def packs_forward(lm: LoadedModel, packs: Sequence[PrefixPack],
         positions[row, :n] = torch.tensor(pack.positions, dtype=torch.long)
         sees[row, :n, :n] = tree_sees(pack.parents)
     mask = torch.zeros((len(packs), 1, width, width), dtype=dtype).masked_fill_(~sees[:, None], torch.finfo(dtype).min)
-    nodes = sorted({node for keep in keeps for node in keep})  # the columns every row keeps
-    column = {node: k for k, node in enumerate(nodes)}
-    index = torch.tensor(nodes, dtype=torch.long, device=lm.device)
-    logits = lm.forward(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), keep=index)[0]
-    return [logits[row, torch.tensor([column[node] for node in keep], dtype=torch.long, device=lm.device)]
-            for row, keep in enumerate(keeps)]
+    rows = torch.tensor([row for row, keep in enumerate(keeps) for _ in keep], dtype=torch.long, device=lm.device)
+    nodes = torch.tensor([node for keep in keeps for node in keep], dtype=torch.long, device=lm.device)
+    logits = lm.forward_at(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), rows, nodes)
+    return list(logits.split([len(keep) for keep in keeps]))
 
 
 def repacked(packs: Sequence[PrefixPack], seqs: Sequence[Sequence[int]], *, budget: int,
