@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from typing import Any
 
-from src.perf.meter import Meter
+from src.common.errors import UserError
+from src.perf.meter import Meter, build, model_config
 
 MEDQA_QUESTIONS, CORA_VARIANTS = 1273, 26  # the whole job the slice is extrapolated to
 TARGET_S = 120.0  # the issue's target for the whole job on one H100
@@ -77,9 +77,6 @@ def build_model(tokenizer: Any, *, tiny: bool, device: str) -> Any:
 def medqa_items(questions: int) -> tuple[list[Any], str]:
     """The CoRA items (label scoring) of the first `questions` MedQA questions, and which benchmark they are: MedQA
     when ../shared/data holds it, else the synthetic benchmark (shorter prompts: the figures say so)."""
-    from src.common.errors import UserError
-    from src.perf.meter import build
-
     try:
         return build(["variants=cora", "scoring=logprob"], questions, benchmark="medqa")[1], "medqa"
     except (UserError, FileNotFoundError):
@@ -93,7 +90,6 @@ def load_tokenizer(path: str | None) -> Any:
     if path is None:
         from src.backends.hf import HFBackend, gguf_cache  # local: loads torch, transformers (slow import)
         from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
-        from src.perf.meter import model_config
 
         backend = HFBackend.from_config(model_config(compose_job([])), chat=True, progress=False)
         path = str(gguf_cache.ensure_float_copy(backend.gguf_path))
