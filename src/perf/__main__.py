@@ -9,7 +9,9 @@ sampled), and the cost per token fed (ms/token, padding included) for:
 - load        whole commands from fresh processes: the first model load into an empty models cache (hash +
               de-quantise the GGUF + save + load) vs a second process reading that cache
 - mainjob     the README's main job (synthetic, CoRA set, the model's cloze_shown scoring): its answering phase,
-              and option texts packed after their prompts vs padded batches on the same prompts
+              and option texts packed after their prompts vs padded batches on the same prompts; batches
+              sized by tokens (the CPU default budget) vs the fixed batches before them (one pack per pass, 16
+              padded prompts) and vs 2x and 4x the budget, alternated over two rounds
 - cora        the CoRA divergent set with logprob scoring: the optimised path (prefix-tree packing, response
               cache cold, then warm: the answering phase of a rerun) vs padded batches of 16 (the primary
               baseline: what batched harnesses do) and the naive path (one call per trial, batch size 1, no
