@@ -20,7 +20,6 @@ from src.perf.__main__ import main  # noqa: E402
 from .test_hf_backend import tiny_model_dir  # noqa: E402,F401  (fixture)
 
 
-@pytest.mark.slow  # ~20-40 s on 2 cores: the tiny llama on a few hundred MedQA-length prompts, three times
 def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     assert main(["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir),
