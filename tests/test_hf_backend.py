@@ -268,3 +268,17 @@ def test_ten_numbered_labels_give_label_10_its_own_probability(tiny_model_dir):
     packed_off = tiny(tiny_model_dir, batch_size=2)
     packed_off.share_prefix = False
     assert packed_off.score_labels([request])[0].probs == pytest.approx(scores.probs, abs=1e-6)
+
+
+def test_the_kv_cache_goes_by_the_installed_transformers_name_without_a_deprecation_warning(tiny_model_dir, capfd):
+    """transformers 5.2x renamed `past_key_values` to `cache` (the old name warns once a process): the backend
+    passes and reads the cache by the name the model's forward takes."""
+    import inspect
+
+    backend = tiny(tiny_model_dir, batch_size=2)
+    backend.share_prefix = False  # padded: the prompt cache is passed back for the continuations and each step
+    backend.score_options(requests(3))
+    backend.generate(requests(3), SamplingParams(n=2, temperature=1.0, max_new_tokens=3))
+    takes = inspect.signature(backend.model.forward).parameters
+    assert backend.lm.cache_kw == ("cache" if "cache" in takes else "past_key_values")
+    assert "deprecated" not in capfd.readouterr().err

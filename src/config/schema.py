@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
+from src.backends.batch_tokens import check_max_batch_tokens
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
@@ -306,6 +307,8 @@ def check_values(cfg: DictConfig) -> None:
                         f"cache.path=.cache/responses.db (or cache.shared=true for a folder many nodes share, or "
                         f"cache.enabled=false)")
     check_tracking_uri(str(cfg.tracking.uri or ""))
+    if OmegaConf.select(cfg, "model.backend") == "hf":
+        check_max_batch_tokens(OmegaConf.select(cfg, "model.max_batch_tokens"))
     from src.answering.adaptive import check_adaptive  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
 
     check_adaptive(cfg)

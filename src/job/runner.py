@@ -257,7 +257,8 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
             temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
             limit=cfg.limit, metrics=shown_metrics, level=float(stats.get("level", 0.95)), rws_st=tags.get("rws_st"))
         tracker.log(
-            params=review.review_params(runs.flatten(shown), n_questions=len(questions)),
+            params=review.review_params(runs.flatten(shown), n_questions=len(questions),
+                                        **getattr(backend, "run_params", dict)()),  # hf: the token budget it used
             metrics=metrics, constant=constant, tags=redact(tags), artifacts_dir=artifacts,
             dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)))
     return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),

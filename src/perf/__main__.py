@@ -9,7 +9,9 @@ sampled), and the cost per token fed (ms/token, padding included) for:
 - load        whole commands from fresh processes: the first model load into an empty models cache (hash +
               de-quantise the GGUF + save + load) vs a second process reading that cache
 - mainjob     the README's main job (synthetic, CoRA set, the model's cloze_shown scoring): its answering phase,
-              and option texts packed after their prompts vs padded batches on the same prompts
+              and option texts packed after their prompts vs padded batches on the same prompts; batches
+              sized by tokens (the CPU default budget) vs the fixed batches before them (one pack per pass, 16
+              padded prompts) and vs 2x and 4x the budget, alternated over two rounds
 - cora        the CoRA divergent set with logprob scoring: the optimised path (prefix-tree packing, response
               cache cold, then warm: the answering phase of a rerun) vs padded batches of 16 (the primary
               baseline: what batched harnesses do) and the naive path (one call per trial, batch size 1, no
@@ -63,7 +65,7 @@ from typing import Any
 
 from src.cli import entry
 from src.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
-from src.perf import intervals, lm_eval, processes, study
+from src.perf import gpu, intervals, lm_eval, processes, study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-dir", metavar="DIR",
                         help="review_scale: the store and report folder; a store already there is compared again "
                              "without rerunning the sweep (default: a new temporary folder, kept)")
+    parser.add_argument("--gpu-questions", type=int, default=100,
+                        help="gpu: MedQA questions timed (default 100, x 26 CoRA variants; 4 at the tiny shape)")
+    parser.add_argument("--tiny", action="store_true", help="gpu: the tiny shape on the CPU even where a GPU is")
+    parser.add_argument("--tokenizer", metavar="DIR",
+                        help="gpu: a folder with the tokenizer files (default: the embedded SmolLM2's, from the models "
+                             "cache; a machine without the model package gets them copied from there)")
     parser.add_argument("--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
@@ -123,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in (("load", study.part_load), ("mainjob", study.part_mainjob), ("cora", study.part_cora), ("repetition", study.part_repetition), ("lmeval", lm_eval.part_lmeval),
                      ("agreement", lm_eval.part_agreement), ("lmeval_task", lm_eval.part_lmeval_task), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
                      ("rerun", study.part_rerun), ("intervals", intervals.part_intervals), ("startup", processes.part_startup),
-                     ("generation", processes.part_generation), ("review_scale", processes.part_review_scale)):
+                     ("generation", processes.part_generation), ("review_scale", processes.part_review_scale),
+                     ("gpu", gpu.part_gpu)):
         if name in parts:
             fn(meter, args, ratios, shared)
 

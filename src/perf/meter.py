@@ -13,12 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "lmeval_task", "adaptive", "dtype", "rerun",
-         "intervals", "startup", "generation", "review_scale")
+         "intervals", "startup", "generation", "review_scale", "gpu")
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
 MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation",
-                                                  "review_scale"))
+                                                  "review_scale", "gpu"))
 
 
 TARGETS = {  # the targets, checked on the printed numbers
@@ -47,6 +47,10 @@ TARGETS = {  # the issue's targets, checked on the printed numbers
     "review_scale_compare_cpu_s": ("review at scale: `python -m src.compare` on 128 runs < 60 s of CPU (its wall on "
                                    "a quiet machine; wall under load is printed beside it)", lambda r: r < 60.0),
     "review_scale_html_mb": ("review at scale: report.html of 128 runs < 5 MB", lambda r: r < 5.0),
+    "gpu_medqa_cora_8b_h100_s": ("device check: MedQA CoRA (1,273 x 26) with Llama-3-8B's shape in < 2 minutes on one "
+                                 "H100 (extrapolated from the timed slice)", lambda r: r < 120.0),
+    "mainjob_token_vs_fixed_batches": ("CPU: the main job with token batching (the default budget) no slower than "
+                                       "today's fixed batches (one 1,024-token pack per pass)", lambda r: r <= 1.05),
     "intervals_bootstrap_seconds": ("intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
                                     lambda r: r < 30.0),
 }

@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from contextlib import contextmanager
+from functools import partial
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from src.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
 
@@ -73,9 +75,11 @@ def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
 def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """The README's main job (`python -m src.run variants=cora`: synthetic, the model's cloze_shown scoring), its
     answering phase with option texts packed after their prompts vs padded batches that encode each prompt once
-    for all its options, on the same prompts."""
+    for all its options, on the same prompts; and batches sized by tokens against the fixed batches they replaced
+    (one 1,024-token pack per pass; 16 prompts per padded batch), with the CPU default budget against larger ones."""
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
+    from src.backends.batch_tokens import CPU_BATCH_TOKENS  # local: the part that times it imports it
 
     cfg, items = build(["variants=cora"], None, benchmark="synthetic")
     backend = hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
@@ -84,17 +88,45 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     subset = [it for it in items if int(it.question.id.rsplit("/", 1)[1]) < args.compare_limit]
     tokens = lambda: backend.forward_tokens  # noqa: E731
     params = SamplingParams(n=1)
-    with meter.phase("mainjob_answering (packed)", prompts=len(items), tokens=tokens):
-        answer_items(backend, items, scoring=cfg.scoring, params=params, cache=None, progress=False)
-    with meter.phase("mainjob_subset (packed)", prompts=len(subset), tokens=tokens):
-        answer_items(backend, subset, scoring=cfg.scoring, params=params, cache=None, progress=False)
+
+    def answer(name: str, work: list, *, budget: int | None = None, rows: int | None = None) -> float:
+        backend.budget.tokens = budget or CPU_BATCH_TOKENS
+        backend.batch_size = rows
+        with meter.phase(name, prompts=len(work), tokens=tokens):
+            answer_items(backend, work, scoring=cfg.scoring, params=params, cache=None, progress=False)
+        return meter.results[name]["seconds"]
+
+    answer("mainjob_answering (packed)", items)  # the CPU default budget, as the job runs
+    fixed, default = {}, {}
+    for round_ in (1, 2):  # alternated: this machine's speed drifts within minutes
+        default[round_] = answer(f"mainjob_subset (packed, {CPU_BATCH_TOKENS}-token budget) #{round_}", subset)
+        with one_pack_per_pass():  # before budgets: each pack of model.pack_tokens in a pass of its own
+            fixed[round_] = answer(f"mainjob_subset (packed, one pack per pass) #{round_}", subset)
+        for larger in (2 * CPU_BATCH_TOKENS, 4 * CPU_BATCH_TOKENS):
+            answer(f"mainjob_subset (packed, {larger}-token budget) #{round_}", subset, budget=larger)
     backend.share_prefix = False
-    with meter.phase("mainjob_subset (padded batches of 16)", prompts=len(subset), tokens=tokens):
-        answer_items(backend, subset, scoring=cfg.scoring, params=params, cache=None, progress=False)
+    padded_fixed = answer("mainjob_subset (padded batches of 16)", subset, budget=1 << 30, rows=16)
+    padded_tokens = answer(f"mainjob_subset (padded, {CPU_BATCH_TOKENS}-token batches)", subset)
+    backend.share_prefix, backend.batch_size = True, shared["model_cfg"].get("batch_size")
     r = meter.results
-    ratios["mainjob_padded_vs_packed"] = r["mainjob_subset (padded batches of 16)"]["seconds"] / \
-        r["mainjob_subset (packed)"]["seconds"]
+    ratios["mainjob_padded_vs_packed"] = padded_fixed / default[1]
     ratios["mainjob_answering_seconds"] = r["mainjob_answering (packed)"]["seconds"]
+    ratios["mainjob_token_vs_fixed_batches"] = sum(default.values()) / sum(fixed.values())
+    ratios["mainjob_padded_token_vs_fixed_batches"] = padded_tokens / padded_fixed
+    for larger in (2 * CPU_BATCH_TOKENS, 4 * CPU_BATCH_TOKENS):
+        ratios[f"mainjob_budget_{larger}_vs_{CPU_BATCH_TOKENS}"] = sum(
+            r[f"mainjob_subset (packed, {larger}-token budget) #{k}"]["seconds"] for k in (1, 2)) / sum(default.values())
+
+
+@contextmanager
+def one_pack_per_pass() -> Iterator[None]:
+    """The packed passes as they were before budgets: one pack per pass (scoring's `pack_batches` with max_units=1)."""
+    from unittest import mock
+
+    from src.backends.hf import scoring  # local: loads torch, transformers (slow import)
+
+    with mock.patch.object(scoring, "pack_batches", partial(scoring.pack_batches, max_units=1)):
+        yield
 
 
 def part_repetition(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ import torch
 from src.backends import weights
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
+from src.backends.hf.budget import TokenBudget, is_out_of_memory
 from src.backends.hf.forward import LoadedModel
 from src.backends.hf.generation import generate, tokens_for_memory
 from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 CONFIG_KEYS = frozenset({
     "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
     "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
-    "memory_gb",
+    "memory_gb", "max_batch_tokens",
     "scoring",  # which scoring the config is meant for: read by the runner, not the backend
 })
 
@@ -63,19 +64,21 @@ class HFBackend:
         device_map: str | dict | None = None,  # accelerate device map; None = CPU
         revision: str | None = None,
         trust_remote_code: bool = False,
-        batch_size: int = 16,
+        batch_size: int | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
         pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
         memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
+        max_batch_tokens: int | str | None = None,  # tokens per forward pass: a number, auto, None (auto on a GPU)
         progress: bool = True,
+        loaded: tuple[Any, Any] | None = None,  # (model, tokenizer) already in memory: `HFBackend.in_memory`
     ) -> None:
         self.name = name
         self.revision = revision
         self.trust_remote_code = trust_remote_code
         self.device_map = device_map
-        self.batch_size = int(batch_size)
-        if self.batch_size < 1:
+        self.batch_size = None if batch_size is None else int(batch_size)
+        if self.batch_size is not None and self.batch_size < 1:
             raise UserError(f"model.batch_size={batch_size} must be at least 1")
         self.chat = bool(chat)
         self.share_prefix = bool(share_prefix)
@@ -86,10 +89,11 @@ class HFBackend:
         if self.memory_gb is not None and self.memory_gb <= 0:
             raise UserError(f"model.memory_gb={memory_gb} must be a positive number of GiB")
         self.progress = progress
-        self._torch_dtype = torch_dtype(dtype, device_map=device_map)
+        self.budget = TokenBudget(max_batch_tokens, name=name)
+        self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(dtype, device_map=device_map)
         self.dtype_name = dtype_name(self._torch_dtype)  # "auto" resolved: the identity names what was computed in
 
-        self.location, self.gguf_path = locate_weights(
+        self.location, self.gguf_path = (f"memory:{name}", None) if loaded else locate_weights(
             name, path=path, gguf_file=gguf_file, package=package, package_module=package_module, install=install,
             assemble=assemble, revision=revision)
         self.gguf_file = gguf_file
@@ -97,7 +101,9 @@ class HFBackend:
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
         self.load_revision = revision  # the revision loaded: a hub id's resolved commit where it is known
-        if self.gguf_path is not None:
+        if loaded:  # a model built in this process (the device check): no weights on disk or hub to name
+            content = "|in-memory"
+        elif self.gguf_path is not None:
             content = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}"
         elif Path(self.location).is_dir():  # new weights saved to the same folder are another model
             content = f"|weights=sha256:{weights.folder_fingerprint(self.location)}"
@@ -113,6 +119,14 @@ class HFBackend:
         self._packing_checked = False
         self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
         self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
+        if loaded:
+            self._attach(*loaded)
+
+    @classmethod
+    def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> "HFBackend":
+        """A backend around a model and tokenizer already in memory (the device check builds a random 8B-shaped model
+        from its config, src/perf/gpu.py): the same passes, nothing loaded; its identity names it `memory:NAME`."""
+        return cls(name=name, loaded=(model, tokenizer), **settings)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> "HFBackend":
@@ -124,6 +138,16 @@ class HFBackend:
         if isinstance(kwargs.get("device_map"), Mapping):
             kwargs["device_map"] = dict(kwargs["device_map"])
         return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
+
+    def run_params(self) -> dict[str, int]:
+        """What the job logs as params beside its config: `batch_tokens`, the token budget per forward pass that it
+        ended with (auto's find, after any halving), and `batch_token_halvings` when out-of-memory halved it."""
+        params: dict[str, int] = {}
+        if self.budget.tokens is not None:
+            params["batch_tokens"] = self.budget.tokens
+        if self.budget.recoveries:
+            params["batch_token_halvings"] = self.budget.recoveries
+        return params
 
     @property
     def forward_tokens(self) -> int:
@@ -139,10 +163,15 @@ class HFBackend:
         """Load tokenizer and model now (the scoring methods call this on first use)."""
         if self.model is not None:
             return
-        self.tokenizer, self.model = load_pretrained(
+        tokenizer, model = load_pretrained(
             self.name, self.location, self.gguf_path, revision=self.load_revision, trust_remote_code=self.trust_remote_code,
             dtype=self._torch_dtype, device_map=self.device_map)
-        self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress)
+        self._attach(model, tokenizer)
+
+    def _attach(self, model: Any, tokenizer: Any) -> None:
+        """Take a loaded model and its tokenizer: the forward passes, the pack size a memory budget gives, chat."""
+        self.model, self.tokenizer = model, tokenizer
+        self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
             self.pack_tokens = tokens_for_memory(self.model.config, self.model.get_input_embeddings().weight.dtype,
                                                  self.memory_gb)
@@ -263,6 +292,8 @@ class HFBackend:
                 packed = {i: row for batch, logits in packed_last_logits(self.lm, probe, self.pack_tokens, "check")
                           for i, row in zip(batch, torch.softmax(logits.float(), -1))}
             except (RuntimeError, TypeError, ValueError, IndexError) as err:
+                if is_out_of_memory(err):  # not the mask's fault: the budget's halving did not save it
+                    raise
                 return self._no_packing(f"a packed pass failed ({str(err).splitlines()[0][:200]})")
             padded = {i: row for batch, logits in padded_last_logits(self.lm, probe, self.batch_size, "check")
                       for i, row in zip(batch, torch.softmax(logits.float(), -1))}

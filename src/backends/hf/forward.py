@@ -1,6 +1,7 @@
 """Forward passes of a loaded causal LM, for scoring and generation alike.
 
-Prompts are batched by length with LEFT padding, so that the last column of every row is the prompt's last
+Work is cut into passes of at most a token budget each (`budget`: `model.max_batch_tokens`, halved on
+out-of-memory with the pass run again). Prompts are batched by length with LEFT padding, so that the last column of every row is the prompt's last
 token; explicit position ids make a padded row compute what it would alone. A pass returns only the logits
 asked for (`logits_to_keep` where the model takes it), and `LoadedModel` counts the token positions fed
 (padding included), which the bench reads.
@@ -8,28 +9,34 @@ asked for (`logits_to_keep` where the model takes it), and `LoadedModel` counts 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
+from src.backends.hf.budget import TokenBudget, pass_bytes_per_token, run_in_batches
 from src.common.progress import step_bar
 
 
 class LoadedModel:
     """A loaded model and tokenizer's special ids, run in left-padded batches or on one packed sequence."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, name: str, progress: bool) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, name: str, progress: bool,
+                 budget: TokenBudget | None = None) -> None:
         self.model = model
+        self.budget = budget if budget is not None else TokenBudget(None, name=name)
         self.name, self.progress = name, progress
         self.device = model.get_input_embeddings().weight.device
         forward_args = inspect.signature(model.forward).parameters
         self.keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in forward_args), None)
+        # The KV cache's argument and output field: `cache` from transformers 5.2x on (where `past_key_values` is a
+        # deprecated alias that warns once per process), `past_key_values` before.
+        self.cache_kw = "cache" if "cache" in forward_args else "past_key_values"
         self.pad_id = next(i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None)
         eos = {tokenizer.eos_token_id}
         gen_eos = getattr(model.generation_config, "eos_token_id", None)
         eos |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
         self.eos_ids = torch.tensor(sorted(i for i in eos if i is not None), dtype=torch.long, device=self.device)
-        self.forward_tokens = 0  # token positions fed to the model (padding included)
+        self.forward_tokens = 0  # token positions fed to the model in passes that ran (padding included)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, *, keep: int | torch.Tensor,
                 use_cache: bool = False, past: Any = None) -> tuple[torch.Tensor, Any]:
@@ -37,16 +44,39 @@ class LoadedModel:
         index tensor `keep` lists (a packed sequence)."""
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
         if past is not None:
-            kwargs["past_key_values"] = past
+            kwargs[self.cache_kw] = past
         if self.keep_kw:
             kwargs[self.keep_kw] = keep
-        self.forward_tokens += ids.numel()
         out = self.model(**kwargs)
+        self.forward_tokens += ids.numel()  # counted once the pass ran: a pass that ran out of memory fed nothing
         logits = out.logits
         if not self.keep_kw:  # the model returned every position: keep what was asked for
             logits = logits[:, -keep:] if isinstance(keep, int) else logits[:, keep.to(logits.device)]
         # With a device map the head may sit on another GPU than the embeddings; index tensors live on the latter.
-        return logits.to(self.device), out.past_key_values
+        return logits.to(self.device), getattr(out, self.cache_kw)
+
+    def forward_at(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor,
+                   nodes: torch.Tensor) -> torch.Tensor:
+        """Logits at the (row, position) pairs `rows[k], nodes[k]` only, (pairs, vocabulary): the output head is fed
+        just those hidden states (a pre-hook on it), so a batch of packs whose rows keep different positions pays the
+        head for what it keeps, not for every row x every position some row keeps."""
+        columns = torch.unique(nodes)  # sorted: what the model keeps of every row
+        within = torch.searchsorted(columns, nodes) if self.keep_kw else nodes
+
+        def only_kept(module: Any, args: tuple) -> tuple:
+            hidden = args[0]
+            return (hidden[rows.to(hidden.device), within.to(hidden.device)][None], *args[1:])
+
+        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+        if self.keep_kw:
+            kwargs[self.keep_kw] = columns
+        handle = self.model.get_output_embeddings().register_forward_pre_hook(only_kept)
+        try:
+            out = self.model(**kwargs)
+        finally:
+            handle.remove()
+        self.forward_tokens += ids.numel()
+        return out.logits[0].to(self.device)
 
     def left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(token ids, attention mask) of `seqs`, left-padded to the longest."""
@@ -59,14 +89,28 @@ class LoadedModel:
                 mask[row, width - len(seq):] = 1
         return ids.to(self.device), mask.to(self.device)
 
-    def batches(self, lengths: list[int], batch_size: int, what: str) -> Iterator[list[int]]:
-        """Indices in batches of similar length, longest first (an out-of-memory shows at once)."""
+    def batch_tokens(self) -> int:
+        """The token budget of one pass, decided on first use (`TokenBudget.resolve`)."""
+        dtype = self.model.get_input_embeddings().weight.dtype
+        return self.budget.resolve(self.device, lambda: pass_bytes_per_token(self.model.config, dtype))
+
+    def in_batches(self, queue: list, run: Callable[[list], Any], *, what: str, unit: str,
+                   counts: Callable[[Any], int] = lambda u: 1, **layout: Any) -> Iterator[tuple[list, Any]]:
+        """(batch, run(batch)) over `queue` within the token budget (`budget.run_in_batches`, whose keywords
+        `layout` passes on: width, rows, max_units, repack), with a bar of `unit`s counted by `counts`."""
+        self.batch_tokens()
+        with self.bar(sum(counts(u) for u in queue), unit, what) as bar:
+            for batch, result in run_in_batches(self.budget, queue, run, **layout):
+                yield batch, result
+                bar.update(sum(counts(u) for u in batch))
+
+    def prompt_batches(self, lengths: list[int], max_rows: int | None, run: Callable[[list[int]], Any], what: str,
+                       *, rows: Callable[[int], int] = lambda i: 1, extra: int = 0) -> Iterator[tuple[list[int], Any]]:
+        """(indices, run(indices)) in left-padded batches of similar length, longest first (an out-of-memory shows
+        at once), each within the token budget ((rows) x (longest + `extra`) tokens) and `max_rows` prompts."""
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        with self.bar(len(order), "prompt", what) as bar:
-            for start in range(0, len(order), batch_size):
-                batch = order[start:start + batch_size]
-                yield batch
-                bar.update(len(batch))
+        return self.in_batches(order, run, what=what, unit="prompt", width=lambda i: lengths[i] + extra, rows=rows,
+                               max_units=max_rows)
 
     def bar(self, total: int, unit: str, what: str) -> Any:
         """A bar inside the job's (src/common/progress.py): labelled, removed when done, none in a log file."""

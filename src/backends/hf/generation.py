@@ -26,14 +26,15 @@ from typing import Any, Sequence
 import torch
 
 from src.backends.base import Completion, SamplingParams
+from src.backends.hf.budget import kv_bytes_per_token
 from src.backends.hf.forward import LoadedModel, positions
-from src.backends.hf.packing import PrefixPack, additive_mask, pack_prefix_trees, packing_refusal, tree_sees
+from src.backends.hf.packing import PrefixPack, additive_mask, pack_batches, packing_refusal, tree_sees
 
 PICK_ROWS = 32  # rows sampled at once: each holds ~6 vocabulary-wide float tensors (1.2 MiB for SmolLM2's 49,152)
 
 
 def generate(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: Sequence[int], params: SamplingParams,
-             batch_size: int, *, share_prefix: bool = False, pack_tokens: int = 1024) -> list[list[str]]:
+             batch_size: int | None, *, share_prefix: bool = False, pack_tokens: int = 1024) -> list[list[str]]:
     """`params.n` completions per encoded prompt: prefix-shared when `share_prefix` and the model allows it (its
     sliding window covers the prompts and their new tokens), else in padded batches."""
     longest = max(len(e) for e in encoded) + params.max_new_tokens
@@ -43,12 +44,14 @@ def generate(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: S
 
 
 def generate_padded(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: Sequence[int],
-                    params: SamplingParams, batch_size: int) -> list[list[str]]:
-    """`params.n` completions per encoded prompt in left-padded batches, each prompt's cache copied to its rows."""
+                    params: SamplingParams, batch_size: int | None) -> list[list[str]]:
+    """`params.n` completions per encoded prompt in left-padded batches, each prompt's cache copied to its rows; a
+    batch's sample rows x (prompt + new tokens) within the token budget."""
     greedy = params.temperature <= 0
     rows_per_prompt = 1 if greedy else params.n  # greedy: one decode, copied n times
-    results: list[list[str] | None] = [None] * len(encoded)
-    for batch in lm.batches([len(e) for e in encoded], batch_size, "generate"):
+    eos = set(lm.eos_ids.tolist())
+
+    def run(batch: list[int]) -> list[Completion]:
         ids, mask = lm.left_pad([encoded[i] for i in batch])
         pos = positions(mask)
         logits, past = lm.forward(ids, mask, pos, keep=1, use_cache=True)
@@ -70,8 +73,11 @@ def generate_padded(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], s
             logits, past = lm.forward(token[:, None], mask, last_pos, keep=1, use_cache=True, past=past)
             logits = logits[:, -1]
         # a row without an end token ran to max_new_tokens: decode marks it truncated
-        eos = set(lm.eos_ids.tolist())
-        texts = [decode(tokenizer, eos, row) for row in torch.stack(new_tokens, dim=1).tolist()]
+        return [decode(tokenizer, eos, row) for row in torch.stack(new_tokens, dim=1).tolist()]
+
+    results: list[list[str] | None] = [None] * len(encoded)
+    for batch, texts in lm.prompt_batches([len(e) for e in encoded], batch_size, run, "generate",
+                                          rows=lambda i: rows_per_prompt, extra=params.max_new_tokens):
         for b, i in enumerate(batch):
             mine = texts[b * rows_per_prompt:(b + 1) * rows_per_prompt]
             results[i] = mine * params.n if greedy else mine
@@ -81,20 +87,21 @@ def generate_padded(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], s
 def generate_shared(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: Sequence[int],
                     params: SamplingParams, pack_tokens: int) -> list[list[str]]:
     """`params.n` completions per encoded prompt, the prompts packed into prefix trees of at most `pack_tokens`
-    nodes, their samples' tokens included (`decode_pack`)."""
+    nodes (and the token budget), their samples' tokens included (`decode_pack`): one pack per pass."""
     greedy = params.temperature <= 0
     rows_per_prompt = 1 if greedy else params.n
-    packs = pack_prefix_trees(encoded, budget=pack_tokens, reserve=rows_per_prompt * (params.max_new_tokens - 1))
     eos = set(lm.eos_ids.tolist())
+
+    def run(packs: list[PrefixPack]) -> list[list[int]]:
+        pack = packs[0]
+        return decode_pack(lm, pack, [len(encoded[i]) for i in pack.members], [seeds[i] for i in pack.members], params)
+
     results: list[list[str] | None] = [None] * len(encoded)
-    with lm.bar(len(encoded), "prompt", "generate") as bar:
-        for pack in packs:
-            rows = decode_pack(lm, pack, [len(encoded[i]) for i in pack.members], [seeds[i] for i in pack.members],
-                               params)
-            for k, i in enumerate(pack.members):
-                mine = [decode(tokenizer, eos, row) for row in rows[k * rows_per_prompt:(k + 1) * rows_per_prompt]]
-                results[i] = mine * params.n if greedy else mine
-            bar.update(len(pack.members))
+    for packs, rows in pack_batches(lm, encoded, pack_tokens, run, "generate", "prompt",
+                                    reserve=rows_per_prompt * (params.max_new_tokens - 1), max_units=1):
+        for k, i in enumerate(packs[0].members):
+            mine = [decode(tokenizer, eos, row) for row in rows[k * rows_per_prompt:(k + 1) * rows_per_prompt]]
+            results[i] = mine * params.n if greedy else mine
     return results  # type: ignore[return-value]
 
 
@@ -150,15 +157,6 @@ def row_generators(seeds: Sequence[int], params: SamplingParams) -> list[torch.G
         return None
     first = getattr(params, "first_repetition", 0)  # src/answering/adaptive.py RoundParams
     return [torch.Generator().manual_seed(stream_seed(seed, first + r)) for seed in seeds for r in range(params.n)]
-
-
-def kv_bytes_per_token(config: Any, dtype: torch.dtype) -> int:
-    """Bytes of KV cache per token fed: layers x (key + value) x kv heads x head dim x dtype bytes (SmolLM2-135M
-    in float32: 30 x 2 x 3 x 64 x 4 = 46,080 bytes, 45 KiB)."""
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    return config.num_hidden_layers * 2 * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
 
 def tokens_for_memory(config: Any, dtype: torch.dtype, memory_gb: float) -> int:

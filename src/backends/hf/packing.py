@@ -9,7 +9,7 @@ when it honours a custom 4D attention mask (`packing_refusal` says when it canno
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -99,11 +99,55 @@ def tree_mask(parents: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 
 def pack_forward(lm: LoadedModel, pack: PrefixPack, keep: Sequence[int] | None = None) -> torch.Tensor:
     """Logits at the nodes `keep` (default: each member's last token), from one pass over the pack."""
+    return packs_forward(lm, [pack], [keep])[0]
+
+
+def packs_forward(lm: LoadedModel, packs: Sequence[PrefixPack],
+                  keeps: Sequence[Sequence[int] | None]) -> list[torch.Tensor]:
+    """Per pack, the logits at its nodes `keeps[k]` (None: each member's last token), from one pass over the packs
+    as rows of a batch: right-padded to the longest, each row with its own tree mask (a padding node sees only
+    itself, and nothing sees it)."""
     dtype = lm.model.get_input_embeddings().weight.dtype
-    ids = torch.tensor([pack.tokens], dtype=torch.long, device=lm.device)
-    positions = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
-    keep = torch.tensor(pack.last if keep is None else list(keep), dtype=torch.long, device=lm.device)
-    return lm.forward(ids, tree_mask(pack.parents, dtype).to(lm.device), positions, keep=keep)[0][0]
+    keeps = [pack.last if keep is None else list(keep) for pack, keep in zip(packs, keeps)]
+    if len(packs) == 1:  # one sequence: the nodes asked for, in their order
+        pack, keep = packs[0], keeps[0]
+        ids = torch.tensor([pack.tokens], dtype=torch.long, device=lm.device)
+        positions = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
+        index = torch.tensor(keep, dtype=torch.long, device=lm.device)
+        return [lm.forward(ids, tree_mask(pack.parents, dtype).to(lm.device), positions, keep=index)[0][0]]
+    width = max(len(pack.tokens) for pack in packs)
+    ids = torch.full((len(packs), width), lm.pad_id, dtype=torch.long)
+    positions = torch.zeros((len(packs), width), dtype=torch.long)
+    sees = torch.eye(width, dtype=torch.bool).repeat(len(packs), 1, 1)
+    for row, pack in enumerate(packs):
+        n = len(pack.tokens)
+        ids[row, :n] = torch.tensor(pack.tokens, dtype=torch.long)
+        positions[row, :n] = torch.tensor(pack.positions, dtype=torch.long)
+        sees[row, :n, :n] = tree_sees(pack.parents)
+    mask = torch.zeros((len(packs), 1, width, width), dtype=dtype).masked_fill_(~sees[:, None], torch.finfo(dtype).min)
+    rows = torch.tensor([row for row, keep in enumerate(keeps) for _ in keep], dtype=torch.long, device=lm.device)
+    nodes = torch.tensor([node for keep in keeps for node in keep], dtype=torch.long, device=lm.device)
+    logits = lm.forward_at(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), rows, nodes)
+    return list(logits.split([len(keep) for keep in keeps]))
+
+
+def repacked(packs: Sequence[PrefixPack], seqs: Sequence[Sequence[int]], *, budget: int,
+             reserve: int = 0) -> list[PrefixPack]:
+    """The members of `packs` (indices into `seqs`) packed again into prefix trees of at most `budget` nodes."""
+    members = [m for pack in packs for m in pack.members]
+    out = pack_prefix_trees([seqs[m] for m in members], budget=budget, reserve=reserve)
+    return [PrefixPack(p.tokens, p.parents, p.positions, [members[k] for k in p.members], p.last, p.nodes) for p in out]
+
+
+def pack_batches(lm: LoadedModel, seqs: list[list[int]], pack_tokens: int, run: Callable[[list[PrefixPack]], Any],
+                 what: str, unit: str, *, reserve: int = 0, max_units: int | None = None) -> Iterator[tuple[list[PrefixPack], Any]]:
+    """(packs, run(packs)) over `seqs` packed into prefix trees of at most `pack_tokens` nodes (and the budget),
+    as many packs per pass as the token budget holds; smaller packs after an out-of-memory pass."""
+    packs = pack_prefix_trees(seqs, budget=min(pack_tokens, lm.batch_tokens()), reserve=reserve)
+    return lm.in_batches(packs, run, what=what, unit=unit, counts=lambda p: len(p.members), max_units=max_units,
+                         width=lambda p: len(p.tokens) + reserve * len(p.members),
+                         repack=lambda queue, tokens: repacked(queue, seqs, budget=min(pack_tokens, tokens),
+                                                               reserve=reserve))
 
 
 def packing_refusal(config: Any, longest: int) -> str | None:

@@ -18,7 +18,7 @@ import torch
 from src.backends.base import LabelScores, SamplingParams
 from src.backends.hf.forward import LoadedModel, positions
 from src.backends.hf.generation import filtered_logits
-from src.backends.hf.packing import pack_forward, pack_prefix_trees
+from src.backends.hf.packing import PrefixPack, pack_batches, packs_forward
 from src.backends.logprobs import renormalised, with_invalid
 
 
@@ -57,67 +57,77 @@ def spelled_label_scores(spellings: list[list[tuple[int, ...]]], logliks: Sequen
     return LabelScores(probs=renormalised(per_label, mass), mass=min(mass, 1.0))
 
 
-def padded_last_logits(lm: LoadedModel, encoded: list[list[int]], batch_size: int,
+def padded_last_logits(lm: LoadedModel, encoded: list[list[int]], batch_size: int | None,
                        what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
-    """(request indices, their last-position logits), batch by batch of left-padded rows."""
-    for batch in lm.batches([len(e) for e in encoded], batch_size, what):
+    """(request indices, their last-position logits), batch by batch of left-padded rows (at most `batch_size`
+    rows, and the token budget)."""
+    def run(batch: list[int]) -> torch.Tensor:
         ids, mask = lm.left_pad([encoded[i] for i in batch])
-        yield batch, lm.forward(ids, mask, positions(mask), keep=1)[0][:, -1]
+        return lm.forward(ids, mask, positions(mask), keep=1)[0][:, -1]
+
+    return lm.prompt_batches([len(e) for e in encoded], batch_size, run, what)
 
 
-def packed_last_logits(lm: LoadedModel, encoded: list[list[int]], budget: int,
+def packed_last_logits(lm: LoadedModel, encoded: list[list[int]], pack_tokens: int,
                        what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
-    """(request indices, their last-position logits), pack by pack of prefix trees of at most `budget` tokens."""
-    packs = pack_prefix_trees(encoded, budget=budget)
-    with lm.bar(len(encoded), "prompt", what) as bar:
-        for pack in packs:
-            yield pack.members, pack_forward(lm, pack)
-            bar.update(len(pack.members))
+    """(request indices, their last-position logits), pass by pass of prefix trees of at most `pack_tokens` tokens."""
+    batches = pack_batches(lm, encoded, pack_tokens, lambda packs: packs_forward(lm, packs, [None] * len(packs)),
+                           what, "prompt")
+    for packs, logits in batches:
+        for pack, rows in zip(packs, logits):
+            yield pack.members, rows
 
 
 def packed_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]],
-                                budget: int, what: str) -> list[list[float]]:
+                                pack_tokens: int, what: str) -> list[list[float]]:
     """Per context, the log-likelihood of each of its continuations (token id lists): every (context +
-    continuation) sequence as a branch of a prefix tree; one pass per pack gives the logits at each node that
-    predicts a continuation token (its parent in its own sequence)."""
+    continuation) sequence as a branch of a prefix tree; one pass per batch of packs gives the logits at each node
+    that predicts a continuation token (its parent in its own sequence)."""
     seqs, owner = [], []
     for i, (context, conts) in enumerate(zip(contexts, continuations)):
         for j, cont in enumerate(conts):
             seqs.append(context + cont)
             owner.append((i, j))
-    out = [[0.0] * len(conts) for conts in continuations]
-    packs = pack_prefix_trees(seqs, budget=budget)
-    with lm.bar(len(seqs), "continuation", what) as bar:
-        for pack in packs:
-            bar.update(len(pack.members))
-            wanted: dict[int, int] = {}  # predicting node -> row in the kept logits
-            targets = []  # (member, predicting node, token id)
-            for member, nodes in zip(pack.members, pack.nodes):
-                i, _ = owner[member]
-                start = len(contexts[i])
-                for position in range(start, len(seqs[member])):
-                    node = nodes[position - 1]
-                    wanted.setdefault(node, len(wanted))
-                    targets.append((member, node, seqs[member][position]))
-            if not targets:
-                continue
-            keep = list(wanted)
-            logprobs = torch.log_softmax(pack_forward(lm, pack, keep=keep).float(), dim=-1)
-            rows = torch.tensor([wanted[node] for _, node, _ in targets], device=lm.device)
+
+    def targets_of(pack: PrefixPack) -> tuple[list[int], list[tuple[int, int, int]]]:
+        """(nodes whose logits are kept, (member, row in the kept logits, token id) per continuation token)."""
+        wanted: dict[int, int] = {}  # predicting node -> row in the kept logits
+        targets = []
+        for member, nodes in zip(pack.members, pack.nodes):
+            for position in range(len(contexts[owner[member][0]]), len(seqs[member])):
+                node = nodes[position - 1]
+                targets.append((member, wanted.setdefault(node, len(wanted)), seqs[member][position]))
+        return list(wanted), targets
+
+    def run(packs: list[PrefixPack]) -> list[tuple[int, float]]:
+        """(member, log-probability) of every continuation token of the packs."""
+        laid_out = [targets_of(pack) for pack in packs]
+        scored = [k for k, (_, targets) in enumerate(laid_out) if targets]
+        if not scored:
+            return []
+        logits = packs_forward(lm, [packs[k] for k in scored], [laid_out[k][0] for k in scored])
+        picked = []
+        for k, rows in zip(scored, logits):
+            targets = laid_out[k][1]
+            logprobs = torch.log_softmax(rows.float(), dim=-1)
+            index = torch.tensor([row for _, row, _ in targets], device=lm.device)
             tokens = torch.tensor([token for _, _, token in targets], device=lm.device)
-            picked = logprobs[rows, tokens].double().cpu().tolist()
-            for (member, _, _), value in zip(targets, picked):
-                i, j = owner[member]
-                out[i][j] += value
+            picked += zip((member for member, _, _ in targets), logprobs[index, tokens].double().cpu().tolist())
+        return picked
+
+    out = [[0.0] * len(conts) for conts in continuations]
+    for _, picked in pack_batches(lm, seqs, pack_tokens, run, what, "continuation"):
+        for member, value in picked:
+            i, j = owner[member]
+            out[i][j] += value
     return out
 
 
 def padded_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]],
-                                batch_size: int, what: str) -> list[list[float]]:
+                                batch_size: int | None, what: str) -> list[list[float]]:
     """Per context, the log-likelihood of each of its continuations: left-padded batches of contexts, each
-    context's KV cache shared by its continuations."""
-    results: list[list[float]] = [[] for _ in contexts]
-    for batch in lm.batches([len(c) for c in contexts], batch_size, what):
+    context's KV cache shared by its continuations (the budget counts the contexts' pass)."""
+    def run(batch: list[int]) -> list[list[float]]:
         ids, mask = lm.left_pad([contexts[i] for i in batch])
         pos = positions(mask)
         logits, past = lm.forward(ids, mask, pos, keep=1, use_cache=True)
@@ -148,8 +158,14 @@ def padded_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], cont
             logits = lm.forward(feed, full_mask, cont_pos, keep=longest, use_cache=True, past=past)[0].float()
             token_lp = logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
             loglik += (token_lp * valid).sum(dim=1).double().cpu()
-        start = 0
+        out, start = [], 0
         for i in batch:
-            results[i] = [float(x) for x in loglik[start:start + len(continuations[i])]]
+            out.append([float(x) for x in loglik[start:start + len(continuations[i])]])
             start += len(continuations[i])
+        return out
+
+    results: list[list[float]] = [[] for _ in contexts]
+    for batch, logliks in lm.prompt_batches([len(c) for c in contexts], batch_size, run, what):
+        for i, values in zip(batch, logliks):
+            results[i] = values
     return results

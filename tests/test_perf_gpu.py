@@ -1,0 +1,46 @@
+"""`python -m src.perf --only gpu` at its tiny shape on the CPU: the device check's path runs end to end.
+
+On a GPU the same command builds Llama-3-8B's shape (docs/speed.md); here the tiny shape runs with the tiny test
+llama's byte-level tokenizer (no model package needed), on MedQA's prompts when ../shared/data holds them, else
+on the synthetic benchmark's (the part says which).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from src.backends.hf.budget import AUTO_MIN_TOKENS  # noqa: E402
+from src.perf import gpu  # noqa: E402
+from src.perf.__main__ import main  # noqa: E402
+
+from .test_hf_backend import tiny_model_dir  # noqa: E402,F401  (fixture)
+
+
+def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    assert main(["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir),
+                 "--out", str(out)]) == 0
+    ratios = json.loads(out.read_text())["ratios"]
+    for path in ("one_call", "job"):
+        assert ratios[f"gpu_{path}_prompts_per_s"] > 0
+        assert ratios[f"gpu_{path}_tokens_per_s"] > ratios[f"gpu_{path}_prompts_per_s"]
+    assert ratios["gpu_auto_budget_tokens"] >= AUTO_MIN_TOKENS
+    assert ratios["gpu_oom_recoveries"] >= 1, "the budget set too high ran out of memory and was halved"
+    assert ratios["gpu_oom_answered"] == 1.0 and ratios["gpu_oom_same_decisions"] == 1.0, "as auto's answers"
+    printed = capsys.readouterr().out
+    assert "out-of-memory recovery: budget 65536 ->" in printed and "job: " in printed and "extrapolated" in printed
+
+
+def test_the_flop_count_and_the_peaks():
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(vocab_size=49152, **gpu.LLAMA3_8B)
+    per_token = gpu.forward_flops(config, 1, 0)
+    # Llama-3-8B has 6.98e9 parameters outside its embeddings and head: 2 FLOPs each per token
+    assert per_token == pytest.approx(2 * 6.98e9, rel=0.01)
+    assert gpu.forward_flops(config, 0, 10) == 4 * 32 * 4096 * 10
+    assert gpu.bf16_peak("NVIDIA H100 80GB HBM3") == 989.0 and gpu.bf16_peak("NVIDIA GeForce GTX 1080") is None
