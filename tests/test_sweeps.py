@@ -417,9 +417,12 @@ def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_cachin
         hydras = GlobalHydra.instance().config_loader()
         context = HydraContext(config_loader=hydras, callbacks=None)
 
+        launcher_only = OmegaConf.create({"hydra": {"launcher": {"_target_": "hydra._internal.core_plugins."
+                                                                             "basic_launcher.BasicLauncher"}}})
+
         def set_up():
             PrecheckedSweeper(max_batch_size=None, params=None).setup(hydra_context=context, task_function=None,
-                                                                      config=None)
+                                                                      config=launcher_only)
 
         set_up()  # no command holds a sweep state: no callback
         callback, ours = sweep_callback.MlflowSweepCallback(), GroupCachingConfigLoader.wrap(hydras)
