@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -116,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                 shown = window_check(screenshot(url, args.screenshot, has_runs=bool(run_names)), run_names)
                 print(json.dumps({"url": url, "screenshot": str(args.screenshot), "window": list(WINDOW), **shown}))
                 return 1 if shown["failed"] else 0
+            # Ctrl-C stops it, as it says, also when it was started from a script's background job: such a process
+            # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt of its own (it would serve on)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             print(f"review view: {url}", flush=True)
             if note:
                 print(note, file=sys.stderr, flush=True)
