@@ -15,28 +15,13 @@ from src.answering.cache import request_key
 from src.backends.base import Request
 
 from .conftest import mlflow_runs
+from .tiny_model import save_tiny_llama
 
 
 def save_tiny_model(path: Path, seed: int) -> None:
-    """A randomly initialised 2-layer llama with a byte-level tokenizer, saved to `path` (as a training loop saves
-    its `.../last` checkpoint): another seed is other weights in the same folder, same sizes and file names."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(alphabet)}}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>")
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=None, initializer_range=0.2)
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    """The tiny llama saved to `path` (as a training loop saves its `.../last` checkpoint): another seed is other
+    weights in the same folder, same sizes and file names."""
+    save_tiny_llama(path, seed=seed)
 
 
 def records(result) -> pd.DataFrame:

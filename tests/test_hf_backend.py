@@ -14,6 +14,7 @@ from src.backends import load_backend  # noqa: E402
 from src.backends.base import Request, SamplingParams  # noqa: E402
 from src.backends.hf import CONFIG_KEYS, HFBackend, gguf_cache  # noqa: E402
 from src.common.errors import UserError  # noqa: E402
+from tests.tiny_model import save_tiny_llama  # noqa: E402
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "conf" / "model"
 
@@ -42,26 +43,9 @@ def requests(n: int = len(PROMPTS)) -> list[Request]:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer llama and a byte-level tokenizer with a chat template, saved like a hub model."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(alphabet)}}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>")
-    tokenizer.chat_template = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
-                               "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=None, initializer_range=0.2)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), seed=0,
+                           chat_template=("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+                                          "{% if add_generation_prompt %}<|assistant|>{% endif %}"))
 
 
 def tiny(path: Path, batch_size: int, chat: bool = False) -> HFBackend:
