@@ -79,6 +79,12 @@ TARGETS = (
     Target("plugins", "src/plugins/hydra_plugins/mcq_consistency_sweeper.py", None, ("tests/test_sweeps.py",),
            keyword="sweeper or launcher_worker"),
     Target("adaptive", "src/answering/adaptive.py", None, ("tests/test_adaptive.py",)),
+    # added after run 7: each family's per-question statement (its value, interval and paired test come from it)
+    # and the draws every resampling counts with (the intervals', the paired tests' and CoRA's slot bootstrap)
+    Target("statement", "src/metrics/per_question.py", None,
+           ("tests/test_metric_statement.py", "tests/test_intervals.py", "tests/test_paired.py")),
+    Target("draws", "src/metrics/draws.py", None,
+           ("tests/test_intervals.py", "tests/test_paired.py", "tests/test_metrics_cora.py")),
 )
 
 SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
