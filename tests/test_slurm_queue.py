@@ -62,6 +62,20 @@ def test_an_unreachable_controller_is_not_a_lost_job(commands):
     assert not watcher.is_done("7_0", mode="force") and watcher.get_state("7_0", mode="cache") == "UNKNOWN"
 
 
+def test_a_hanging_squeue_is_given_up_on_after_its_timeout_and_is_not_a_lost_job(commands, monkeypatch, caplog):
+    import time
+
+    from src.sweep import slurm_queue
+
+    monkeypatch.setattr(slurm_queue, "SQUEUE_TIMEOUT_S", 0.5)
+    commands(sacct=NO_ACCOUNTING, squeue="exec sleep 30")  # a controller that never answers
+    watcher = QueueWatcher(delay_s=30)
+    start = time.monotonic()
+    assert not watcher.is_done("7_0", mode="force") and watcher.get_state("7_0", mode="cache") == "UNKNOWN"
+    assert time.monotonic() - start < 10  # the sweep goes on; the job is asked about again at the next look
+    assert "job states may be late" in caplog.text
+
+
 def test_with_accounting_sacct_answers_and_squeue_is_not_asked(commands):
     calls = commands(sacct="printf 'JobID|State|NodeList\\n7_0|COMPLETED|vm\\n7_1|CANCELLED by 0|vm\\n'",
                      squeue="exit 3")

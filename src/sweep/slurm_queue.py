@@ -14,6 +14,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 log = logging.getLogger(__name__)
 
 STATE_POLL_S = 30  # the longest wait between two looks at the queue (submitit's own: 10 minutes)
+SQUEUE_TIMEOUT_S = 60  # an squeue that has not answered by then is given up on, until the next look
 LEFT_QUEUE = "LEFT_QUEUE"  # no accounting, and squeue no longer lists the job (MinJobAge has passed)
 
 
@@ -35,7 +36,7 @@ class QueueWatcher(SlurmInfoWatcher):
         arrays = sorted({j.split("_")[0] for j in unseen})
         try:  # -r: one line per array task; -t all: finished jobs too
             out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-j", ",".join(arrays)],
-                                 capture_output=True, text=True, timeout=60)
+                                 capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as err:
             log.warning("squeue: %s; job states may be late", err)
             return
