@@ -162,9 +162,10 @@ def mutants(target: Target) -> list[Mutant]:
     return out
 
 
-def mutated_source(mutant: Mutant) -> str:
-    """The module's source with the mutant applied (sites are counted in the same order as `mutants`)."""
-    tree = ast.parse((REPO / mutant.target.path).read_text(encoding="utf-8"))
+def mutated_source(mutant: Mutant, source: str | None = None) -> str:
+    """The module's source (`source`, else the worktree's file) with the mutant applied (sites are counted in the
+    same order as `mutants`). A run passes its copy's source: the worktree may change while the run goes on."""
+    tree = ast.parse((REPO / mutant.target.path).read_text(encoding="utf-8") if source is None else source)
     site = 0
     for function in _functions(tree):
         if mutant.target.functions is not None and function.name not in mutant.target.functions:
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ran = [m for m in chosen if m.target not in broken]
         for i, mutant in enumerate(ran, 1):
             original = (tree / mutant.target.path).read_text(encoding="utf-8")
-            (tree / mutant.target.path).write_text(mutated_source(mutant), encoding="utf-8")
+            (tree / mutant.target.path).write_text(mutated_source(mutant, original), encoding="utf-8")
             try:
                 verdict, seconds, _ = run_tests(tree, mutant.target, timeout=3 * baseline[mutant.target] + 30)
             finally:
