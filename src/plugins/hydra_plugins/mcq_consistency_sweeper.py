@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.types import HydraContext
 from omegaconf import DictConfig, open_dict, read_write
+from src.config.hydra_adapter import BasicSweeper  # Hydra's private class: named in the adapter only
 
 # a launcher plugin's class -> the project's class that takes the same keys (src/plugins/hydra_plugins/)
 PROJECT_LAUNCHERS = {
@@ -33,18 +33,18 @@ PROJECT_LAUNCHERS = {
 
 
 def use_project_launcher(config: DictConfig) -> None:
-    """Point `hydra.launcher._target_` at the project's class where it names a plugin's class the project replaces.
+    """Point the launcher's `_target_` at the project's class where it names a plugin's class the project replaces.
 
     >>> from omegaconf import OmegaConf
     >>> cfg = OmegaConf.create({"hydra": {"launcher": {"_target_": next(iter(PROJECT_LAUNCHERS)), "partition": "cpu"}}})
-    >>> use_project_launcher(cfg); cfg.hydra.launcher._target_, cfg.hydra.launcher.partition
+    >>> use_project_launcher(cfg); cfg.hydra.launcher["_target_"], cfg.hydra.launcher.partition
     ('hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher', 'cpu')
     """
     launcher = config.hydra.launcher
     target = PROJECT_LAUNCHERS.get(launcher.get("_target_"))
     if target is not None:
         with read_write(launcher), open_dict(launcher):
-            launcher._target_ = target
+            launcher["_target_"] = target
 
 
 class PrecheckedSweeper(BasicSweeper):
