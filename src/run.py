@@ -8,10 +8,8 @@ job's imports are done (src/common/gc_tuning.py).
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -27,13 +25,9 @@ from src.common.errors import UserError
 from src.job.runner import interval_level, run_job
 from src.sweep.job import run_sweep_job
 
-# Hydra finds sweepers and launchers only in the `hydra_plugins` namespace: ours (conf/hydra/sweeper/,
-# conf/hydra/launcher/slurm_*.yaml) live there. A Slurm job unpickles our launcher in a process of its own, which
-# inherits the submitting process's environment (sbatch --export=ALL): PYTHONPATH names the folder for it.
-PLUGINS = str(Path(__file__).parent / "plugins")
-sys.path.append(PLUGINS)
-if PLUGINS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), PLUGINS) if p)
+# The project's sweeper and launchers (conf/hydra/sweeper/, conf/hydra/launcher/slurm_*.yaml, ray_cluster.yaml) are
+# the `hydra_plugins` namespace package at the repository's root, installed with the project (pyproject.toml): Hydra,
+# a Slurm job and a Ray worker find them in the environment, as they find the launcher plugins they extend.
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

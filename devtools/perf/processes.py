@@ -1,4 +1,4 @@
-"""`python -m src.perf` parts timed in fresh processes: startup, generation and the review at scale."""
+"""`python -m devtools.perf` parts timed in fresh processes: startup, generation and the review at scale."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from src.tracking import store
-from src.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
+from devtools.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
 
 
 def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -146,7 +146,7 @@ def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     for phase in GENERATION_PHASES:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "phase.json"
-            subprocess.run([sys.executable, "-m", "src.perf", "--generation-phase", phase, "--limit", str(args.limit),
+            subprocess.run([sys.executable, "-m", "devtools.perf", "--generation-phase", phase, "--limit", str(args.limit),
                             "--out", str(out)], cwd=REPO, check=True)
             result = json.loads(out.read_text())
         meter.results[f"generation_{phase}"] = result["phase"]

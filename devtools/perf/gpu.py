@@ -1,4 +1,4 @@
-"""`python -m src.perf --only gpu`: the device check. An 8B model's shape on a GPU, timed on MedQA-sized CoRA work.
+"""`python -m devtools.perf --only gpu`: the device check. An 8B model's shape on a GPU, timed on MedQA-sized CoRA work.
 
 It downloads nothing. The model has Llama-3-8B's shape (32 layers, hidden 4096, MLP 14,336, 32 attention heads,
 8 KV heads) with random bfloat16 weights built on the GPU from the config, the vocabulary of the embedded
@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from src.common.errors import UserError
-from src.perf.meter import Meter, build, model_config
+from devtools.perf.meter import Meter, build, model_config
 
 MEDQA_QUESTIONS, CORA_VARIANTS = 1273, 26  # the whole job the slice is extrapolated to
 TARGET_S = 120.0  # the issue's target for the whole job on one H100

@@ -12,9 +12,10 @@
 - The launcher gets the callback's config loader (src/config/sweep_compose.py): it composes once per distinct choice of
   config groups and applies each job's plain `key=value` overrides to a copy, in whichever process runs the job.
 
-Hydra takes sweepers only from the `hydra_plugins` namespace package: `python -m src.run` puts this folder's
-parent on sys.path (src/run.py). conf/hydra/sweeper/prechecked.yaml selects it; `hydra/sweeper=basic` gives
-Hydra's own. (No `__init__.py` here: `hydra_plugins` is a namespace shared with the installed launchers.)
+Hydra takes sweepers only from the `hydra_plugins` namespace package: this folder is installed with the project
+(pyproject.toml), and from a clone's root it is importable as it is. conf/hydra/sweeper/prechecked.yaml selects it;
+`hydra/sweeper=basic` gives Hydra's own. (No `__init__.py` here: `hydra_plugins` is a namespace shared with the
+installed launchers.)
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.types import HydraContext
 from omegaconf import DictConfig, open_dict, read_write
 
-# a launcher plugin's class -> the project's class that takes the same keys (src/plugins/hydra_plugins/)
+# a launcher plugin's class -> the project's class that takes the same keys (hydra_plugins/)
 PROJECT_LAUNCHERS = {
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher":
         "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
