@@ -46,7 +46,7 @@ def test_private_names_appear_only_in_the_adapter_modules():
     assert not found, "private names outside the adapter modules:\n" + "\n".join(found)
     # the pattern itself: what it must find and what it must leave
     assert PRIVATE.search("x = dataset._to_mlflow_entity()") and PRIVATE.search("import hydra._internal.hydra")
-    assert PRIVATE.search("from src.perf.meter import REPO, _child_cpu_s")
+    assert PRIVATE.search("from devtools.perf.meter import REPO, _child_cpu_s")
     assert not PRIVATE.search("self._apply_overrides_to_config(extra, cfg)")
     assert not PRIVATE.search("from __future__ import annotations")
 

@@ -132,7 +132,7 @@ def test_cora_sweep_keeps_the_papers_prompt():
 @pytest.mark.parametrize("launcher,gpus", [("slurm_gpu", 1), ("slurm_cpu", None)])
 def test_cluster_launcher_config_composes(launcher, gpus):
     """slurm_gpu stays the GPU default; slurm_cpu is it on a CPU partition. Both name the project's Slurm launcher
-    (src/plugins/hydra_plugins/mcq_slurm_launcher.py) and let a job that reaches its time limit be requeued."""
+    (hydra_plugins/mcq_slurm_launcher.py) and let a job that reaches its time limit be requeued."""
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
         cfg = compose(config_name="smoke", overrides=[f"hydra/launcher={launcher}", "hydra.launcher.partition=cpu"],
                       return_hydra_config=True)
@@ -306,7 +306,6 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
 def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeypatch):
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
-    import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
     from src.sweep import callback as sweep_callback, state as sweep_state
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -336,7 +335,6 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
 def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_caching_one_of_its_own(monkeypatch):
     """The sweeper sets Hydra up with the sweep callback's config loader (the one holding its compositions) where
     the running command has one, else a group-caching wrap of Hydra's own: never Hydra's plain loader, never none."""
-    import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import HydraContext
 

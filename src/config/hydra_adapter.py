@@ -31,18 +31,26 @@ import uuid
 from typing import Any
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.core_plugins import basic_sweeper as _basic_sweeper_module
 from omegaconf import DictConfig, OmegaConf, open_dict
 from src.common import versions
 
 ADAPTER = "src/config/hydra_adapter.py"
 SUPPORTED = ">=1.3.2,<1.4"  # the hydra-core versions these private names were checked with (as pyproject.toml pins)
 
-__all__ = ["BASIC_SWEEPER", "BasicSweeper", "GroupCachingConfigLoader", "SUPPORTED", "split_arguments",
+__all__ = ["BASIC_SWEEPER", "GroupCachingConfigLoader", "SUPPORTED", "basic_sweeper", "split_arguments",
            "version_problem"]
 
 # the `_target_` of Hydra's basic sweeper in its config (`hydra/sweeper=basic`)
-BASIC_SWEEPER = f"{BasicSweeper.__module__}.{BasicSweeper.__qualname__}"
+BASIC_SWEEPER = f"{_basic_sweeper_module.__name__}.BasicSweeper"
+
+
+def basic_sweeper() -> type:
+    """Hydra's `BasicSweeper` class as its module holds it now. Hydra's plugin scan executes the modules of
+    `hydra._internal.core_plugins` (and `hydra_plugins`) again, making new classes: a subclass must derive from the
+    current one, as the class's own `super(BasicSweeper, self)` names it, so it is looked up when the subclass is
+    made (a plugin module's import, also in the scan), not kept from this module's first import."""
+    return _basic_sweeper_module.BasicSweeper
 
 
 def version_problem(version: str) -> str | None:
@@ -59,7 +67,7 @@ def version_problem(version: str) -> str | None:
 def split_arguments(overrides: list) -> list[list[str]]:
     """The override lists of every job that parsed sweep `overrides` name, in the order Hydra's basic sweeper runs
     them (its own `split_arguments`)."""
-    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    return [list(job) for batch in basic_sweeper().split_arguments(overrides, None) for job in batch]
 
 
 # this process's compositions for one sweep: (token of its loader, top-level config groups, group choice -> config)

@@ -2,7 +2,7 @@
 `GroupCachingConfigLoader` (src/config/hydra_adapter.py: it is Hydra's own loader, a private class).
 
 The sweep callback composes every job with it before the first one runs (to refuse a bad sweep early), and the
-sweeper (src/plugins/hydra_plugins/) hands the same loader to the launcher: the basic launcher reuses the callback's
+sweeper (hydra_plugins/) hands the same loader to the launcher: the basic launcher reuses the callback's
 compositions, and each joblib or submitit worker receives them with the loader (the cache is per process, reset per
 sweep).
 tests/test_sweeps.py checks, for every job of every committed sweep, that the result equals Hydra's whole

@@ -43,7 +43,7 @@ def read_sweep_info(sweep_dir: str | Path) -> dict[str, str]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-# Hydra's basic sweeper and ours, which runs the same jobs (src/plugins/hydra_plugins/mcq_consistency_sweeper.py)
+# Hydra's basic sweeper and ours, which runs the same jobs (hydra_plugins/mcq_consistency_sweeper.py)
 BASIC_SWEEPERS = (hydra_adapter.BASIC_SWEEPER, "hydra_plugins.mcq_consistency_sweeper.PrecheckedSweeper")
 
 
