@@ -27,7 +27,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a job or check failed (its own message says which)
 EXIT_USER_ERROR = 2  # bad input: one `error:` line naming what and what to do
 
-# mcq's command -> the module `python -m` runs; `run` is Hydra's application (its argv is Hydra's)
+# mcq's command -> the module `python -m` runs; `run` is Hydra's application (its argv is Hydra's). The developer
+# tools (`python -m devtools.perf`, `python -m devtools.ui_check`) are no commands of the installed tool: they run
+# from a clone (devtools/).
 COMMANDS = {
     "run": "src.run",
     "compare": "src.compare.__main__",
@@ -38,10 +40,8 @@ COMMANDS = {
     "plan": "src.plan",
     "assess": "src.assess",
     "sync": "src.sync",
-    "perf": "src.perf.__main__",
     "recheck": "src.recheck",
     "ui": "src.ui",
-    "ui-check": "src.ui_check",
 }
 
 

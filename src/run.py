@@ -2,16 +2,13 @@
 
 The Hydra application around `src.job.runner.run_job`: it checks the overrides before Hydra composes them (so a typo
 or a wrong type is one `error:` line and exit 2, not Hydra's traceback), gives each job its output folder and
-sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2. A one-job command's
-config is composed once for the check and for Hydra (src/config/command_line.py); garbage collection waits until the
-job's imports are done (src/common/gc_tuning.py).
+sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2. Garbage collection waits
+until the job's imports are done (src/common/gc_tuning.py).
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -22,18 +19,13 @@ from src.cli import user_error
 from src.common import gc_tuning, progress
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
 from src.sweep import state as sweep_state
-from src.config.command_line import composed_once
 from src.common.errors import UserError
 from src.job.runner import interval_level, run_job
 from src.sweep.job import run_sweep_job
 
-# Hydra finds sweepers and launchers only in the `hydra_plugins` namespace: ours (conf/hydra/sweeper/,
-# conf/hydra/launcher/slurm_*.yaml) live there. A Slurm job unpickles our launcher in a process of its own, which
-# inherits the submitting process's environment (sbatch --export=ALL): PYTHONPATH names the folder for it.
-PLUGINS = str(Path(__file__).parent / "plugins")
-sys.path.append(PLUGINS)
-if PLUGINS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), PLUGINS) if p)
+# The project's sweeper and launchers (conf/hydra/sweeper/, conf/hydra/launcher/slurm_*.yaml, ray_cluster.yaml) are
+# the `hydra_plugins` namespace package at the repository's root, installed with the project (pyproject.toml): Hydra,
+# a Slurm job and a Ray worker find them in the environment, as they find the launcher plugins they extend.
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -51,7 +43,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    with composed_once(sys.argv[1:]), sweep_state.opened() as sweep:  # composed once: src/config/command_line.py
+    with sweep_state.opened() as sweep:
         _checked_main(sweep)
 
 

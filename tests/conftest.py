@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 import src.config.schema  # noqa: F401 - registers the typed schema `job_schema` that conf/config.yaml names
+from src.common import progress
+
+progress.quiet_housekeeping()  # a test process is a process of the tool: the MLflow defaults its entry points set
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()

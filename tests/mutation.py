@@ -76,7 +76,7 @@ TARGETS = (
            keyword="chance or closing_block"),  # the verdict's tests (the progress bars' tests need tqdm on)
     Target("recheck", "src/recheck.py", None, ("tests/test_recheck.py",)),
     Target("slurm-queue", "src/sweep/slurm_queue.py", None, ("tests/test_slurm_queue.py",)),
-    Target("plugins", "src/plugins/hydra_plugins/mcq_consistency_sweeper.py", None, ("tests/test_sweeps.py",),
+    Target("plugins", "hydra_plugins/mcq_consistency_sweeper.py", None, ("tests/test_sweeps.py",),
            keyword="sweeper or launcher_worker"),
     Target("adaptive", "src/answering/adaptive.py", None, ("tests/test_adaptive.py",)),
     # added after run 7: each family's per-question statement (its value, interval and paired test come from it)

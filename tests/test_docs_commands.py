@@ -4,6 +4,8 @@
   composed as Hydra will, then the one `check_config`), i.e. the door a user meets first; a committed sweep
   (`-cd sweeps -cn NAME`) must exist and its extra overrides pass the same check;
 - the other `python -m src.X` / `mcq X` commands: their own argument parser takes the command as written;
+- `python -m devtools.X` / `python -m tests.X` (the developer tools, run from a clone): their own parser takes the
+  command as written;
 - `pip install -e ".[extra]"`: the extra exists in pyproject.toml; `python -m pytest PATH`: the path exists.
 Tools that are not this project (`mlflow ui|server`, `git clone`, `pip install torch...`) are not run here.
 The README's five-command study runs whole in tests/test_docs_commands.py::test_the_readme_study_runs (slow tier),
@@ -112,8 +114,10 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
         for path in (w.split("::")[0] for w in words[3:] if w.startswith("tests/")):
             assert (REPO / path).exists(), f"{page}: {command}: {path} is not there"
         return
-    if words[:2] == ["python", "-m"] and words[2].startswith("tests."):  # the on-demand development tools
+    if words[:2] == ["python", "-m"] and words[2].startswith(("tests.", "devtools.")):  # the development tools
         module = importlib.import_module(words[2])
+        if not hasattr(module, "main") and hasattr(module, "__path__"):  # a package: what `python -m` runs
+            module = importlib.import_module(words[2] + ".__main__")
         if hasattr(module, "main"):
             _parse_only(monkeypatch)
             with pytest.raises(Parsed):
@@ -123,7 +127,6 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
                 f"{page}: {command}: {words[3]} is not a mode of {words[2]}"
         return
     name, args = (words[2].removeprefix("src."), words[3:]) if words[0] == "python" else (words[1], words[2:])
-    name = name.replace("ui_check", "ui-check")
     assert name in cli.COMMANDS, f"{page}: {command}: not a command of this project"
     if name == "run":
         if "-cn" in args:

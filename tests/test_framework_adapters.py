@@ -1,44 +1,97 @@
-"""Hydra's private API is named in one adapter module (src/config/hydra_adapter.py), which checks the installed
-hydra-core against the range pyproject.toml pins; the config, tracking and metrics layers name no other private
-name of Hydra, MLflow or another module."""
+"""Private names of other libraries (Hydra, MLflow's error texts, transformers, lm-eval) are named in one adapter
+module per library, each named in docs/development.md, each checking the installed version against the range it was
+checked with when imported; no other module of src (or of the project's Hydra plugins) names another module's private
+name."""
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from src.config import hydra_adapter
 
 REPO = Path(__file__).resolve().parents[1]
-ADAPTERS = {REPO / "src" / "config" / "hydra_adapter.py"}
-PRIVATE = re.compile(r"_internal|(?<!self)(?<!cls)\._[a-z]")  # the issue's `grep -rn "_internal\|\._[a-z]" src`
+ADAPTERS = {  # module -> the distribution whose private API it names
+    "src.config.hydra_adapter": "hydra-core",
+    "src.tracking.mlflow_adapter": "mlflow",
+    "src.backends.hf.transformers_adapter": "transformers",
+    "src.benchmarks.lm_eval_adapter": "lm-eval",
+}
+# the issue's `grep -rn "_internal\|\._[a-z]" src`, less a class's own attributes (`self._x`, `cls._x`), plus
+# `from module import _name`
+PRIVATE = re.compile(r"_internal|(?<!self)(?<!cls)\._[a-z]|^\s*from \S+ import (.*, )?_[a-z]")
 
 
-def test_the_adapter_supports_the_range_pyproject_pins():
-    requirements = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    (hydra,) = [r for r in requirements if r.startswith("hydra-core")]
-    assert hydra.replace(" ", "") == f"hydra-core{hydra_adapter.SUPPORTED}"
+def _path(module: str) -> Path:
+    return REPO / (module.replace(".", "/") + ".py")
 
 
-def test_a_hydra_outside_the_range_gets_one_line_naming_the_range_and_the_install():
+def _runtime_modules() -> list[Path]:
+    """Every module of the runtime package and of the project's Hydra plugins (wherever the plugins folder is)."""
+    plugins = [p for p in (REPO / "hydra_plugins", REPO / "src" / "plugins") if p.is_dir()]
+    return sorted(p for folder in (REPO / "src", *plugins) for p in folder.rglob("*.py"))
+
+
+def test_private_names_appear_only_in_the_adapter_modules():
+    adapters = {_path(m) for m in ADAPTERS}
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+             for path in _runtime_modules() if path not in adapters
+             for number, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE.search(line)]
+    assert not found, "private names outside the adapter modules:\n" + "\n".join(found)
+    # the pattern itself: what it must find and what it must leave
+    assert PRIVATE.search("x = dataset._to_mlflow_entity()") and PRIVATE.search("import hydra._internal.hydra")
+    assert PRIVATE.search("from devtools.perf.meter import REPO, _child_cpu_s")
+    assert not PRIVATE.search("self._apply_overrides_to_config(extra, cfg)")
+    assert not PRIVATE.search("from __future__ import annotations")
+
+
+def test_every_adapter_is_named_in_the_developers_guide_with_its_range():
+    guide = (REPO / "docs" / "development.md").read_text()
+    for module in ADAPTERS:
+        adapter = importlib.import_module(module)
+        assert str(_path(module).relative_to(REPO)) in guide, f"{module} is not named in docs/development.md"
+        assert adapter.ADAPTER == str(_path(module).relative_to(REPO))
+        assert adapter.SUPPORTED in guide, f"{module}'s range {adapter.SUPPORTED} is not in docs/development.md"
+
+
+def test_the_pinned_ranges_are_the_adapters_ranges():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["bench"]]
+    for module, distribution in ADAPTERS.items():
+        pinned = [r.split(";")[0].split("#")[0].replace(" ", "") for r in requirements
+                  if re.match(rf"{re.escape(distribution)}\s*[<>=!~]", r)]
+        assert pinned, f"pyproject.toml does not pin {distribution}"
+        supported = importlib.import_module(module).SUPPORTED
+        assert pinned[0] == f"{distribution}{supported}", (module, pinned[0], supported)
+
+
+@pytest.mark.parametrize("module", sorted(ADAPTERS))
+def test_an_adapter_imported_with_a_library_outside_its_range_says_so_in_one_line(module):
+    """In a fresh process (a module imported twice in one would hand other modules a second copy of its classes)."""
+    distribution, supported = ADAPTERS[module], importlib.import_module(module).SUPPORTED
+    seen = {}
+    for version in ("0.0.1", None):  # None: the installed version, inside the range
+        fake = "" if version is None else (
+            "import importlib.metadata as m; real = m.version; "
+            f"m.version = lambda name: {version!r} if name == {distribution!r} else real(name); ")
+        proc = subprocess.run([sys.executable, "-c", f"{fake}import {module}"], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        seen[version] = proc.stderr
+    lines = [line for line in seen["0.0.1"].splitlines() if line.startswith("warning:")]
+    assert lines == [f"warning: {distribution} 0.0.1 is outside {supported}, the versions whose private API "
+                     f"{_path(module).relative_to(REPO)} was checked with; pip install '{distribution}{supported}'"]
+    assert "warning:" not in seen[None]
+
+
+def test_hydras_range_outside_and_inside():
     assert hydra_adapter.version_problem("1.3.2") is None and hydra_adapter.version_problem("1.3.9") is None
     for outside in ("1.2.0", "1.4.0", "2.0.0.dev1", "not-a-version"):
         line = hydra_adapter.version_problem(outside)
         assert line.startswith(f"warning: hydra-core {outside} is outside >=1.3.2,<1.4") and "\n" not in line
-        assert line.endswith("pip install 'hydra-core>=1.3.2,<1.4'")
-    # the installed hydra-core is inside: importing the adapter prints nothing
-    proc = subprocess.run([sys.executable, "-c", "import src.config.hydra_adapter"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0 and "warning: hydra-core" not in proc.stderr
-
-
-def test_config_tracking_and_metrics_name_private_names_only_in_the_adapter():
-    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-             for folder in ("config", "tracking", "metrics") for path in sorted((REPO / "src" / folder).rglob("*.py"))
-             if path not in ADAPTERS
-             for number, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE.search(line)]
-    assert not found, "private names outside the adapter modules:\n" + "\n".join(found)
-    assert PRIVATE.search("x = dataset._to_mlflow_entity()") and PRIVATE.search("import hydra._internal.hydra")
-    assert not PRIVATE.search("self._apply_overrides_to_config(extra, cfg)")

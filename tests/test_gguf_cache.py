@@ -12,6 +12,7 @@ import time
 import pytest
 
 from src.backends.hf import gguf_cache
+from src.common import owners
 
 from .conftest import REPO
 
@@ -34,7 +35,7 @@ def test_only_temps_of_gone_processes_are_removed(tmp_path, monkeypatch):
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path))
     root = gguf_cache.models_root()
     (root / "gguf").mkdir(parents=True)
-    host, dead = gguf_cache._host(), dead_pid()
+    host, dead = owners.host(), dead_pid()
     made = {
         "dead": root / f".0123456789abcdef.tmp-{host}-{dead}-abc123",
         "dead_file": root / f".sha256.json.tmp-{host}-{dead}-x1y2",
@@ -64,7 +65,7 @@ def test_only_temps_of_gone_processes_are_removed(tmp_path, monkeypatch):
     assert sorted(removed) == sorted(made[n] for n in gone)
     assert {n for n, p in made.items() if p.exists()} == set(made) - gone
     assert whole.is_dir() and (root / "sha256.json").is_file()
-    assert gguf_cache._temp_prefix("x") == f".x.tmp-{host}-{os.getpid()}-"
+    assert owners.temp_prefix("x") == f".x.tmp-{host}-{os.getpid()}-"
 
 
 CONVERT_THEN_HANG = textwrap.dedent("""

@@ -1,4 +1,7 @@
-"""The import graph of src/: layers as folders, imports flowing downwards only, no circle.
+"""The import graph of the project's modules: layers as folders, imports flowing downwards only, no circle.
+
+The modules are the tool's (src/), its Hydra plugins (hydra_plugins/, installed with it) and the developer tools
+(devtools/, run from a clone and not installed: they may import the tool, the tool never imports them).
 
 Read with `ast` from the source (module-level and function-local imports; those under `if TYPE_CHECKING:` are
 type hints, not imports), so it needs no import of the project and costs ~0.3 s.
@@ -10,16 +13,20 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+REPO = Path(__file__).resolve().parents[1]
+ROOTS = ("src", "hydra_plugins", "devtools")  # the project's top-level packages (hydra_plugins: a namespace)
+DEVTOOLS = "devtools"
 
 # The layers, highest first: a module may import its own layer's modules and any lower layer's, never a higher
 # one's. A module belongs to the layer of the longest prefix that names it. The metrics sit below answering:
 # they are pure functions of records, and adaptive repetitions stop by the SURE rule's arithmetic
-# (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking.
+# (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking. The developer
+# tools are commands too; the Hydra plugins (the sweeper, the launchers) orchestrate a sweep's jobs.
 LAYERS = (
     ("commands", ("src.run", "src.export", "src.data", "src.catalog", "src.plan", "src.assess", "src.sync",
-                  "src.ui", "src.ui_check", "src.recheck", "src.perf", "src.compare.__main__", "src.ingest.__main__", "src.cli")),
-    ("orchestration", ("src.job", "src.sweep", "src.plugins")),
+                  "src.ui", "src.recheck", "src.compare.__main__", "src.ingest.__main__", "src.cli",
+                  "devtools", "devtools.perf", "devtools.ui_check")),
+    ("orchestration", ("src.job", "src.sweep", "hydra_plugins")),
     ("report", ("src.compare", "src.ingest")),
     ("config", ("src.config",)),
     ("tracking", ("src.tracking",)),
@@ -46,10 +53,10 @@ def layer_of(module: str) -> int:
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
-    """Every module of src/: dotted name -> (file, is a package's __init__)."""
+    """Every module of the project (ROOTS): dotted name -> (file, is a package's __init__)."""
     found = {}
-    for path in sorted(SRC.rglob("*.py")):
-        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    for path in sorted(p for root in ROOTS for p in (REPO / root).rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
     return found
@@ -65,7 +72,7 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
 
 def imports(known: dict[str, tuple[Path, bool]]):
     """(importer, imported project module, line, function-local?, the import's first source line), for every import
-    of a project module in src/."""
+    of a project module in the project's modules."""
     for module, (path, is_package) in known.items():
         text = path.read_text()
         tree = ast.parse(text)
@@ -89,7 +96,7 @@ def imports(known: dict[str, tuple[Path, bool]]):
             for target in dict.fromkeys(targets):
                 while target and target not in known:
                     target = target.rpartition(".")[0]
-                if target and target != module and target.startswith("src"):
+                if target and target != module and target.split(".")[0] in ROOTS:
                     yield module, target, node.lineno, id(node) in in_function, lines[node.lineno - 1]
 
 
@@ -113,8 +120,8 @@ def test_no_import_goes_up_a_layer(graph):
 
 
 def command_of(module: str) -> str | None:
-    """The command (its prefix in the commands layer: `src.perf` for every module of src/perf/) a module belongs
-    to; None outside the commands layer."""
+    """The command (its prefix in the commands layer: `devtools.perf` for every module of devtools/perf/) a module
+    belongs to; None outside the commands layer."""
     if layer_of(module) != 0:
         return None
     return max((prefix for prefix in LAYERS[0][1] if module == prefix or module.startswith(prefix + ".")), key=len)
@@ -171,5 +178,28 @@ def test_the_checks_see_what_they_check():
     assert not any(a == "src.answering.adaptive" and b == "src.answering.trials" for a, b, _ in edges)
     assert layer_of("src.run") < layer_of("src.job.runner") < layer_of("src.tracking.store") < layer_of("src.common.errors")
     assert layer_of("src.variants.cora") < layer_of("src.core.variant")  # the generators above the nouns they make
-    assert command_of("src.perf.meter") == "src.perf" and command_of("src.compare.__main__") == "src.compare.__main__"
-    assert command_of("src.ui") == "src.ui" != command_of("src.ui_check") and command_of("src.compare.report") is None
+    assert command_of("devtools.perf.meter") == "devtools.perf"
+    assert command_of("src.compare.__main__") == "src.compare.__main__"
+    assert command_of("src.ui") == "src.ui" != command_of("devtools.ui_check")
+    assert command_of("src.compare.report") is None
+    assert layer_of("hydra_plugins.mcq_consistency_sweeper") == layer_of("src.sweep.job")
+    assert ("devtools.perf.__main__", "devtools.perf.meter", False) in edges  # the developer tools are read too
+    assert ("hydra_plugins.mcq_slurm_launcher", "src.sweep.slurm_queue", True) in edges  # and the plugins
+
+
+def test_the_tool_imports_no_developer_tool(graph):
+    """devtools/ is not installed (pyproject.toml): the tool and its plugins run without it, so none imports it."""
+    _, edges = graph
+    wrong = [f"{a}:{line} imports {b}" for a, b, line, _, _ in edges
+             if b.split(".")[0] == DEVTOOLS and a.split(".")[0] != DEVTOOLS]
+    assert not wrong, "the tool imports a developer tool (move what both need into src/):\n" + "\n".join(wrong)
+
+
+def test_the_installed_packages_are_the_tool_and_its_plugins():
+    """The distribution holds src and hydra_plugins (Hydra finds the sweeper and launchers in the installed
+    namespace package); the developer tools stay in the clone."""
+    import tomllib
+
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(include) == ["hydra_plugins*", "src*"]
+    assert not (REPO / "hydra_plugins" / "__init__.py").exists()  # a namespace shared with the installed plugins

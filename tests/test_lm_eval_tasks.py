@@ -289,7 +289,7 @@ def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
 
     from src.backends import load_backend
     from src.backends.hf import gguf_cache
-    from src.perf.meter import model_config
+    from devtools.perf.meter import model_config
 
     result = run_job_in("model=smollm2_135m", "benchmark=lm_eval", "benchmark.task=mcq_test_task",
                         f"benchmark.include_path={TASK_DIR}", "prompt=lm_eval", "scoring=cloze", "variants=original")

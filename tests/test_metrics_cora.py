@@ -126,7 +126,7 @@ def test_bootstrap_mean_tracks_the_point_estimate():
 
 
 def test_bootstrap_runs_at_paper_scale():
-    # 1,000 questions x 26 variants, 10,000 resamples of 100 slots (its speed is python -m src.perf's to judge,
+    # 1,000 questions x 26 variants, 10,000 resamples of 100 slots (its speed is python -m devtools.perf's to judge,
     # not a timed unit test's: a busy machine made it fail)
     rng = np.random.default_rng(1)
     n, m = 1_000, 26

@@ -1,4 +1,4 @@
-"""The MLflow UI in a real browser (`python -m src.ui_check`): the review view lists the job runs with their
+"""The MLflow UI in a real browser (`python -m devtools.ui_check`): the review view lists the job runs with their
 headline metrics, and a run page shows its description, `rws_st` and headline metrics. Needs Playwright (the
 browser extra) and Chromium; asked for without either, the tier fails (tests/conftest.py turns the skip into a
 failure)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from src import ui_check
+from devtools import ui_check
 from src.tracking import browser
 
 # an opt-in tier (--run-browser, the third step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)

@@ -127,13 +127,14 @@ def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_
 
 
 def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeypatch, capsys):
-    """Without Playwright (the browser extra; hidden here), `python -m src.ui_check` and `python -m src.ui
+    """Without Playwright (the browser extra; hidden here), `python -m devtools.ui_check` and `python -m src.ui
     --screenshot` print one line naming `pip install -e ".[browser]"`, exit 2, before reading a store or starting a
     server; with Playwright but no Chromium on PATH, the line names the apt-get install."""
     import sys
     import types
 
-    from src import ui, ui_check
+    from devtools import ui_check
+    from src import ui
     from src.tracking import browser
 
     def started(*args, **kwargs):
@@ -145,7 +146,8 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     for name in ("playwright", "playwright.sync_api"):
         monkeypatch.setitem(sys.modules, name, None)  # `import playwright.sync_api` raises ImportError
     assert ui_check.main(["--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == 'error: python -m src.ui_check needs Playwright: pip install -e ".[browser]"\n'
+    needs = 'error: python -m devtools.ui_check needs Playwright: pip install -e ".[browser]"\n'
+    assert capsys.readouterr().err == needs
     assert ui.main([*missing_store, "--screenshot", str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err == 'error: --screenshot needs Playwright: pip install -e ".[browser]"\n'
     assert ui.main(missing_store) == 2  # without --screenshot no browser is needed: the store's own error
@@ -156,7 +158,7 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     monkeypatch.setattr(browser, "find_chromium", lambda: None)
     assert ui_check.main([]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: python -m src.ui_check needs Chromium on PATH")
+    assert err.count("\n") == 1 and err.startswith("error: python -m devtools.ui_check needs Chromium on PATH")
     assert err.endswith(f"install it: {browser.INSTALL_HINT}\n")
     assert ui.main([*missing_store, "--screenshot", str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")

@@ -1,4 +1,4 @@
-"""`python -m src.perf --only gpu` at its tiny shape on the CPU: the device check's path runs end to end.
+"""`python -m devtools.perf --only gpu` at its tiny shape on the CPU: the device check's path runs end to end.
 
 On a GPU the same command builds Llama-3-8B's shape (docs/speed.md); here the tiny shape runs with the tiny test
 llama's byte-level tokenizer (no model package needed), on MedQA's prompts when ../shared/data holds them, else
@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from src.backends.hf.budget import AUTO_MIN_TOKENS  # noqa: E402
-from src.perf import gpu  # noqa: E402
-from src.perf.__main__ import main  # noqa: E402
+from devtools.perf import gpu  # noqa: E402
+from devtools.perf.__main__ import main  # noqa: E402
 
 from .test_hf_backend import tiny_model_dir  # noqa: E402,F401  (fixture)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -224,3 +226,44 @@ def test_model_loading_bars_of_the_libraries_are_off_in_a_log_file_and_restored_
     stderr(tty=True)
     with progress.library_bars():
         assert transformers_logging.is_progress_bar_enabled()  # a terminal: labelled by the library, kept
+
+
+def test_importing_the_tool_sets_no_environment_variable():
+    """The MLflow defaults are an entry point's to set (issue 39), not an import's: `import src` and the entry
+    point's module leave a process's environment as it was."""
+    probe = ("import json, os; before = dict(os.environ); import src, src.run, src.cli, src.sweep.job; "
+             "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))")
+    env = {k: v for k, v in os.environ.items() if k not in progress.MLFLOW_DEFAULTS}
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == []
+
+
+def test_each_entry_point_and_a_sweeps_job_set_the_mlflow_defaults_a_users_setting_wins(monkeypatch):
+    """`quiet_housekeeping` (every entry point's) sets MLflow's defaults where the environment has none; a sweep's
+    job sets them too, for a launcher's worker that no entry point of ours started."""
+    from src.common import gc_tuning
+    from src.sweep import job
+
+    for name in progress.MLFLOW_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "true")  # the user's
+    progress.quiet_housekeeping()
+    assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "true"
+    assert os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "true"
+
+    class Reached(Exception):
+        pass
+
+    def reached(_):
+        raise Reached
+
+    # a launcher's worker (a Ray worker: not the command's environment) runs the job function, no entry point
+    for name in progress.MLFLOW_DEFAULTS:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(gc_tuning, "tune_for_batch", lambda: None)
+    monkeypatch.setattr(job, "read_sweep_info", reached)
+    with pytest.raises(Reached):
+        job.run_sweep_job(None, type("HydraCfg", (), {"sweep": type("Sweep", (), {"dir": "x"})})())
+    assert {name: os.environ.get(name) for name in progress.MLFLOW_DEFAULTS} == progress.MLFLOW_DEFAULTS

@@ -55,7 +55,7 @@ def test_docs_show_the_commands_the_tier_runs():
 
 @pytest.mark.ray
 def test_ray_launcher_config_composes(monkeypatch):
-    """ray_cluster (the ray extra) names the project's Ray launcher (src/plugins/hydra_plugins/mcq_ray_launcher.py),
+    """ray_cluster (the ray extra) names the project's Ray launcher (hydra_plugins/mcq_ray_launcher.py),
     joins the cluster RAY_ADDRESS names (`auto`: the one on this machine), one CPU and no GPU per job, and lets no
     dead worker's job be retried behind the sweep's back. Without the extra, `python -m src.run` names it in one
     line (tests/test_cli_errors.py)."""
@@ -81,7 +81,6 @@ def test_the_plugins_own_name_runs_the_project_launcher():
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from src.run import PLUGINS  # noqa: F401 - the project's hydra_plugins on sys.path, as the command does
     from hydra_plugins.mcq_consistency_sweeper import PROJECT_LAUNCHERS, use_project_launcher
 
     with initialize_config_dir(config_dir=str(REPO / "sweeps"), version_base="1.3"):

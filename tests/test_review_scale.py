@@ -1,4 +1,4 @@
-"""The review at scale (`python -m src.perf --only review_scale`, docs/review_at_scale.md), on a small store: the
+"""The review at scale (`python -m devtools.perf --only review_scale`, docs/review_at_scale.md), on a small store: the
 same sweep and comparison commands with two models, one benchmark and one temperature. The report opens on the
 summary table: per benchmark and condition the leader, the runner-up, the paired difference with its interval and
 Holm-adjusted p."""
@@ -10,7 +10,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from src.perf import meter, processes
+from devtools.perf import meter, processes
 from src.compare.summary import TITLE
 
 pytestmark = pytest.mark.slow  # a 4-job sweep and a comparison, each in a fresh process

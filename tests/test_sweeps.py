@@ -132,7 +132,7 @@ def test_cora_sweep_keeps_the_papers_prompt():
 @pytest.mark.parametrize("launcher,gpus", [("slurm_gpu", 1), ("slurm_cpu", None)])
 def test_cluster_launcher_config_composes(launcher, gpus):
     """slurm_gpu stays the GPU default; slurm_cpu is it on a CPU partition. Both name the project's Slurm launcher
-    (src/plugins/hydra_plugins/mcq_slurm_launcher.py) and let a job that reaches its time limit be requeued."""
+    (hydra_plugins/mcq_slurm_launcher.py) and let a job that reaches its time limit be requeued."""
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
         cfg = compose(config_name="smoke", overrides=[f"hydra/launcher={launcher}", "hydra.launcher.partition=cpu"],
                       return_hydra_config=True)
@@ -248,70 +248,6 @@ def test_every_committed_sweeps_jobs_are_composed_as_hydra_does(name):
     assert [cfg for _, cfg in fast] == whole
 
 
-def _run_main_capturing(monkeypatch, argv: list[str], *, once: bool) -> tuple[str, str, int]:
-    """`python -m src.run <argv>` in this process with the job swapped for a capture: the job's config and the
-    hydra node Hydra ran it with (YAML), and how many whole compositions the command made. `once=False`: without
-    src/config/command_line.py, as Hydra composes by itself."""
-    import contextlib
-    import logging
-    import signal
-    import sys
-
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.hydra_config import HydraConfig
-
-    import src.run
-
-    seen, whole = {}, [0]
-    composing = ConfigLoaderImpl._load_configuration_impl
-
-    def counted(self, *args, **kwargs):
-        whole[0] += 1
-        return composing(self, *args, **kwargs)
-
-    def capture(cfg, *, out_dir, sweep=None):
-        seen.update(job=OmegaConf.to_yaml(cfg), hydra=OmegaConf.to_yaml(HydraConfig.get()))
-        raise KeyboardInterrupt  # ends the command before any output or MLflow run
-
-    monkeypatch.setattr(ConfigLoaderImpl, "_load_configuration_impl", counted)
-    monkeypatch.setattr(src.run, "run_job", capture)
-    if not once:
-        monkeypatch.setattr(src.run, "composed_once", lambda argv: contextlib.nullcontext())
-    monkeypatch.setattr(sys, "argv", ["src/run.py", *argv])
-    monkeypatch.setenv("HYDRA_MAIN_MODULE", "__main__")  # conf/ found beside src/run.py, as for `python -m src.run`
-    loggers = [logging.root, *(lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger))]
-    saved = [(lg, lg.level, lg.disabled, lg.propagate, list(lg.handlers)) for lg in loggers]
-    on_term = signal.getsignal(signal.SIGTERM)
-    try:
-        with pytest.raises(SystemExit):
-            src.run.main()
-    finally:  # the command set this process's SIGTERM handler, and Hydra its logging: later tests get them back
-        signal.signal(signal.SIGTERM, on_term)
-        for lg, level, disabled, propagate, handlers in saved:
-            lg.setLevel(level)
-            lg.disabled, lg.propagate, lg.handlers = disabled, propagate, handlers
-    return seen["job"], seen["hydra"], whole[0]
-
-
-@pytest.mark.parametrize("argv", [
-    ["model=simulated", "limit=1"],  # the README's one-question job
-    ["variants=perm_cyclic", "benchmark=synthetic", "temperature=0", "seed=3", "hydra.job.chdir=false",
-     "hydra.verbose=false"],  # group choices, plain keys, `hydra.key=value` overrides
-])
-def test_a_command_runs_with_hydras_config_composed_once(monkeypatch, tmp_path, argv):
-    argv = [*argv, f"hydra.run.dir={tmp_path}"]
-    job, hydra, compositions = _run_main_capturing(monkeypatch, argv, once=True)
-    assert compositions == 1, "the pre-check's composition serves Hydra's two"
-    assert (job, hydra) == _run_main_capturing(monkeypatch, argv, once=False)[:2]
-
-
-def test_a_command_with_a_hydra_group_override_is_composed_as_hydra_composes_it(monkeypatch, tmp_path):
-    argv = ["model=simulated", "hydra/sweeper=basic", f"hydra.run.dir={tmp_path}"]
-    job, hydra, compositions = _run_main_capturing(monkeypatch, argv, once=True)
-    assert compositions == 2  # the pre-check leaves `hydra/...` out: Hydra's first composition is not its copy
-    assert "BasicSweeper" in hydra and (job, hydra) == _run_main_capturing(monkeypatch, argv, once=False)[:2]
-
-
 def test_the_pre_check_composes_a_command_line_sweep_once_per_group_choice(monkeypatch):
     """`python -m src.run -m ...` checks every job before Hydra starts (`config_schema.check_command_line`):
     composed once per choice of config groups, each job's config equals its whole composition."""
@@ -345,7 +281,7 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.global_hydra import GlobalHydra
 
-    from src.config import sweep_compose
+    from src.config import hydra_adapter, sweep_compose
     from src.sweep.callback import sweep_jobs
 
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
@@ -356,9 +292,9 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
         wanted = [OmegaConf.to_yaml(hydras.load_sweep_config(master, job)) for job in jobs]
         sweep_compose.composed_jobs(master, jobs, loader)  # as the sweep callback does before the first job
         shipped = pickle.dumps(loader)
-        monkeypatch.setattr(sweep_compose, "_CACHE", {"token": None, "groups": None, "bases": {}})  # a new process
+        monkeypatch.setattr(hydra_adapter, "_CACHE", {"token": None, "groups": None, "bases": {}})  # a new process
         worker = pickle.loads(shipped)
-        assert len(sweep_compose._CACHE["bases"]) == 6  # the smoke sweep's 2 benchmarks x 3 variant sets
+        assert len(hydra_adapter._CACHE["bases"]) == 6  # the smoke sweep's 2 benchmarks x 3 variant sets
 
         def whole(*args, **kwargs):
             raise AssertionError("a worker composed a job whole")
@@ -370,7 +306,6 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
 def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeypatch):
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
-    import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
     from src.sweep import callback as sweep_callback, state as sweep_state
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -400,7 +335,6 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
 def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_caching_one_of_its_own(monkeypatch):
     """The sweeper sets Hydra up with the sweep callback's config loader (the one holding its compositions) where
     the running command has one, else a group-caching wrap of Hydra's own: never Hydra's plain loader, never none."""
-    import src.run  # noqa: F401 - puts the sweeper's `hydra_plugins` folder on sys.path
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import HydraContext
 

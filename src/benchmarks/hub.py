@@ -398,7 +398,7 @@ def hub_unreachable(timeout: float = 3.0) -> str | None:
 
 
 @contextlib.contextmanager
-def _offline_libraries(on: bool) -> Iterator[None]:
+def offline_libraries(on: bool) -> Iterator[None]:
     """`datasets` and `huggingface_hub` read the offline variables when imported; set their flags for one load."""
     if not on:
         yield
@@ -480,7 +480,7 @@ def load_hub_dataset(name: str, source: HubSource, config: str | None, split: st
     unreachable = None if offline() else hub_unreachable()
     is_offline = offline() or unreachable is not None  # unreachable: the cache alone, as offline
     try:
-        with _offline_libraries(is_offline):
+        with offline_libraries(is_offline):
             rows = datasets.load_dataset(source.repo, config, split=hub_split, revision=source.revision)
     except Exception as err:  # noqa: BLE001 - offline, unreachable, absent: one line
         reason = ("offline" if offline() else unreachable) if is_offline else f"the Hub refused: {type(err).__name__}: {err}"

@@ -40,7 +40,7 @@ from typing import Any, Mapping, Sequence
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from . import hub
+from . import hub, lm_eval_adapter
 from .validate import checked_question
 
 log = logging.getLogger(__name__)
@@ -96,9 +96,7 @@ def _task_config(manager: Any, name: str) -> dict[str, Any]:
     if yaml_path is None:
         return {}
     try:
-        from lm_eval.tasks._yaml_loader import load_yaml  # local: an optional extra
-
-        return load_yaml(Path(yaml_path), resolve_func=False, recursive=True)
+        return lm_eval_adapter.task_yaml(yaml_path)
     except Exception:  # noqa: BLE001 - only used to word an error better; the build says what is wrong
         return {}
 
@@ -142,7 +140,7 @@ def load_task(name: str, include_path: str | None = None) -> Any:
     unreachable = None if hub.offline() or not hub_backed else hub.hub_unreachable()
     is_offline = hub.offline() or unreachable is not None
     try:
-        with hub._offline_libraries(is_offline):
+        with hub.offline_libraries(is_offline):
             built = manager.load(name)["tasks"]
     except UserError:
         raise

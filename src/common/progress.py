@@ -145,12 +145,22 @@ def direct_library_bars() -> Iterator[None]:
 # Loggers of libraries whose INFO lines are their own housekeeping, nothing the person running a job acts on: MLflow
 # announcing that it creates or upgrades a new store's tables. Their warnings and errors still show.
 HOUSEKEEPING_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
+# MLflow's settings for every process of the tool: it runs offline by design, so MLflow's usage telemetry would only
+# try (and fail) to reach the internet; and MLflow's "Downloading artifacts" bar for the small files a command reads
+# back (a finished run's metrics, records) is noise on a job's stderr. A user's own setting of either wins. Set in
+# the environment, so the processes a command starts (a launcher's jobs, `mlflow ui`) inherit them.
+MLFLOW_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
 def quiet_housekeeping() -> None:
     """A command's stderr is its progress and what it has to say: the libraries' housekeeping lines are raised to
-    WARNING (called by each entry point, once)."""
+    WARNING, and MLflow's telemetry and artifact bars are off unless the environment says otherwise
+    (`MLFLOW_DEFAULTS`). Called once by each entry point (src/cli.py's `entry` and `main`, src/run.py) and by a
+    sweep's job, which a launcher may run in a process no entry point of ours started (src/sweep/job.py); before
+    MLflow is imported, which reads the telemetry setting once, at its import. Importing `src` sets nothing."""
     import logging
 
+    for name, value in MLFLOW_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     for name in HOUSEKEEPING_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

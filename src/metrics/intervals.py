@@ -10,7 +10,7 @@ subject, is stated by its family as question-weighted ratios of per-question qua
 `w_i` is how often question i was drawn, so the records are reduced once to per-question quantities
 (`decompose`, from the families' own statements) and 1000 resamples are one (resamples x questions) count matrix
 times a (questions x quantities) matrix: seconds on a full MMLU CoRA run where calling the family functions on
-resampled records takes minutes (`python -m src.perf --only intervals` prints both). With all weights 1 each
+resampled records takes minutes (`python -m devtools.perf --only intervals` prints both). With all weights 1 each
 decomposition gives the family's point value, and with a resample's counts the family's value on that
 resample's records (`resample_records`), which tests/test_intervals.py checks for every metric. The run-level
 choices a family makes from the whole table (R and p* of the repetition family, which questions have two or

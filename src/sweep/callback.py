@@ -23,6 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from src.sweep import state as sweep_state
+from src.config import hydra_adapter
 from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
 from src.common.errors import UserError
 from src.config.schema import check_config
@@ -42,9 +43,8 @@ def read_sweep_info(sweep_dir: str | Path) -> dict[str, str]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-# Hydra's basic sweeper and ours, which runs the same jobs (src/plugins/hydra_plugins/mcq_consistency_sweeper.py)
-BASIC_SWEEPERS = ("hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-                  "hydra_plugins.mcq_consistency_sweeper.PrecheckedSweeper")
+# Hydra's basic sweeper and ours, which runs the same jobs (hydra_plugins/mcq_consistency_sweeper.py)
+BASIC_SWEEPERS = (hydra_adapter.BASIC_SWEEPER, "hydra_plugins.mcq_consistency_sweeper.PrecheckedSweeper")
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:

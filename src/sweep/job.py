@@ -12,7 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from src.tracking import runs, store
-from src.common import gc_tuning
+from src.common import gc_tuning, progress
 from src.common.errors import UserError
 from src.job.runner import interval_level, run_job
 from src.common.redact import redact_text
@@ -22,6 +22,7 @@ from src.sweep.callback import job_label, read_sweep_info, write_outcome
 def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
     """Run the job `cfg` of the multirun whose Hydra config is `hydra_cfg`, record its outcome, print its lines."""
     gc_tuning.tune_for_batch()  # a launcher's worker process runs no entry point of ours: tuned here
+    progress.quiet_housekeeping()  # and its MLflow defaults (a Ray worker does not inherit the command's environment)
     sweep = read_sweep_info(hydra_cfg.sweep.dir)
     out_dir = hydra_cfg.runtime.output_dir
     num, overrides = int(hydra_cfg.job.num), list(hydra_cfg.overrides.task)

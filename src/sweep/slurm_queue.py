@@ -1,4 +1,4 @@
-"""What state a Slurm job is in, for the sweep's Slurm launcher (src/plugins/hydra_plugins/mcq_slurm_launcher.py),
+"""What state a Slurm job is in, for the sweep's Slurm launcher (hydra_plugins/mcq_slurm_launcher.py),
 whether or not the cluster keeps accounting.
 
 submitit asks `sacct` only, and reads a job it gets no state for as still running: where `sacct` fails (no

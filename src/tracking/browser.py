@@ -1,5 +1,5 @@
 """The MLflow UI served on 127.0.0.1 and read in headless Chromium: what `python -m src.ui` (its `--screenshot`)
-and `python -m src.ui_check` share, below both commands.
+and `python -m devtools.ui_check` share, below both commands.
 
 `mlflow ui` runs in a process group of its own (`start_ui`, `stop_ui`). The browser is the system's Chromium
 (`find_chromium`) driven by Playwright's sync API (the `browser` extra: `pip install -e ".[browser]"`; its wheel

@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import time
 import urllib.request
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any, Iterator, Mapping
 
 from src.common import gc_tuning, owners
 from src.common.errors import UserError
+from src.tracking import mlflow_adapter
 from src.tracking.names import DEFAULT_URI
 
 
@@ -67,29 +67,11 @@ def experiment_id(mlflow, name: str, uri: str) -> str:
         return exp.experiment_id
 
 
-# Messages of a store that a parallel job is using or creating at the same moment: SQLite's lock, MLflow's schema
-# creation (alembic) seen half done by another process, and a row two jobs insert at once (the experiment's review
-# view tag: MLflow looks for it, then inserts it; the retry reads it again and merges), in SQLite's and
-# PostgreSQL's words. Retried; anything else is raised at once.
-# A missing table or column is no race: a new SQLite store is made whole under a temporary name and renamed into
-# place (`open_store`), so no process sees one half made; it is a store of another schema, reported at once.
-RACE_MESSAGES = re.compile(r"database is locked|duplicate column name|expected to match one row|"
-                           r"(table|index) \S+ already exists|unique constraint failed|"
-                           r"duplicate key value violates unique constraint")
-
-
 def is_race(err: BaseException) -> bool:
-    """A message of parallel first use of a store (retried), not of a real error.
-
-    >>> is_race(Exception("(sqlite3.OperationalError) table experiment_tags already exists"))
-    True
-    >>> is_race(Exception('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique '
-    ...                   'constraint "experiment_tag_pk"'))
-    True
-    >>> is_race(Exception("Experiment(name=x) already exists"))
-    False
-    """
-    return RACE_MESSAGES.search(str(err).lower()) is not None
+    """Parallel first use of a store by another job (retried), not a real error (src/tracking/mlflow_adapter.py).
+    A missing table or column is no race: a new SQLite store is made whole under a temporary name and renamed into
+    place (`open_store`), so no process sees one half made; it is a store of another schema, reported at once."""
+    return mlflow_adapter.is_race(err)
 
 
 def with_retries(op, *, attempts: int = 12):
@@ -127,7 +109,7 @@ def open_store(uri: str) -> None:
             try:
                 with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
             except MlflowException as err:
-                if "out-of-date database schema" not in str(err):
+                if not mlflow_adapter.is_old_schema(err):
                     raise
                 raise UserError(f"config key tracking.uri: the store {db} was made by an older MLflow "
                                 f"({short(err, 200)}); copy it (cp {db} {db}.bak), then run mlflow db upgrade "
@@ -227,13 +209,7 @@ def apply_retry_budget(budget_s: float) -> None:
 
 def is_outage(err: BaseException) -> bool:
     """An error of a tracking server that does not answer (refused, reset, timed out, 5xx after the retries)."""
-    import requests
-
-    if isinstance(err, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)):
-        return True
-    text = str(err)
-    return "API request to" in text and ("failed with exception" in text or "timeout" in text.lower() or
-                                         "Max retries exceeded" in text)
+    return mlflow_adapter.is_outage(err)
 
 
 def short(err: BaseException, limit: int = 160) -> str:

@@ -125,7 +125,7 @@ class HFBackend:
     @classmethod
     def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> "HFBackend":
         """A backend around a model and tokenizer already in memory (the device check builds a random 8B-shaped model
-        from its config, src/perf/gpu.py): the same passes, nothing loaded; its identity names it `memory:NAME`."""
+        from its config, devtools/perf/gpu.py): the same passes, nothing loaded; its identity names it `memory:NAME`."""
         return cls(name=name, loaded=(model, tokenizer), **settings)
 
     @classmethod

@@ -54,7 +54,7 @@ def ensure_float_copy(gguf_path: str | os.PathLike) -> Path:
     started = time.perf_counter()
     log.info("converting %s to float32 once; cached at %s", gguf_path.name, target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name), dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=owners.temp_prefix(target.name), dir=target.parent))
     try:
         with progress.direct_library_bars():  # transformers' conversion bar: a terminal's only
             _convert(gguf_path, tmp)
@@ -83,11 +83,6 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
         del model.config.quantization_config
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
-
-
-_host = owners.host  # (kept under these names for the temp-name rule below)
-_alive = owners.pid_alive
-_temp_prefix = owners.temp_prefix
 
 
 def clean_stale_temps(root: Path | None = None) -> list[Path]:

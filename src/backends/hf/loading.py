@@ -15,6 +15,7 @@ import torch
 import transformers
 
 from src.backends.hf import gguf_cache
+from src.common import owners
 from src.common.errors import UserError
 from src.common.progress import library_bars
 
@@ -113,7 +114,7 @@ def _package_weights(name: str, module: str, gguf_file: str | None, install: str
             # would trust, and gguf_cache.clean_stale_temps removes what it left
             target.parent.mkdir(parents=True, exist_ok=True)
             gguf_cache.clean_stale_temps()
-            partial = target.parent / f"{gguf_cache._temp_prefix(target.name)}{os.urandom(4).hex()}"
+            partial = target.parent / f"{owners.temp_prefix(target.name)}{os.urandom(4).hex()}"
             try:
                 importlib.import_module(module).assemble(partial)
                 os.replace(partial, target)

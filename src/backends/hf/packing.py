@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from src.backends.hf.forward import LoadedModel
+from src.backends.hf.transformers_adapter import attention_implementation
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,9 @@ def pack_batches(lm: LoadedModel, seqs: list[list[int]], pack_tokens: int, run: 
 def packing_refusal(config: Any, longest: int) -> str | None:
     """Why a model with this config cannot be packed, or None: flash attention ignores custom masks, and a
     sliding window shorter than the prompts would need a mask of its own."""
-    if getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager"):
-        return f"attention implementation {config._attn_implementation} ignores custom masks"
+    attention = attention_implementation(config)
+    if attention not in ("sdpa", "eager"):
+        return f"attention implementation {attention} ignores custom masks"
     window = getattr(config, "sliding_window", None)
     if window and longest > window:
         return f"prompts are longer than the sliding window ({window})"

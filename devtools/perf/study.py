@@ -1,4 +1,4 @@
-"""`python -m src.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive, rerun."""
+"""`python -m devtools.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive, rerun."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from src.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
+from devtools.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
 
 
 def part_load(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Check, in a real browser, what a reviewer sees of runs in the MLflow UI: `python -m src.ui_check [--out docs]`.
+"""Check, in a real browser, what a reviewer sees of runs in the MLflow UI: `python -m devtools.ui_check [--out docs]`.
 
 It makes a small experiment in a temporary SQLite store (a sweep parent run with two simulated jobs under it,
 run in-process: the CoRA divergent set, and repeated sampling of the original order), starts `mlflow ui` on
@@ -144,11 +144,11 @@ def check(out: Path, *, work: Path, chromium: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m src.ui_check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.ui_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder of the screenshots (default docs)")
     parser.add_argument("--keep", type=Path, help="keep the store, the server log and the rendered DOMs here")
     args = parser.parse_args(argv)
-    missing = browser.browser_missing("python -m src.ui_check")
+    missing = browser.browser_missing("python -m devtools.ui_check")
     if missing:
         print(missing, file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""`python -m src.perf`: speed, memory and agreement numbers on the real default model (SmolLM2-135M, CPU), not a test.
+"""`python -m devtools.perf`: speed, memory and agreement numbers on the real default model (SmolLM2-135M, CPU), not a test.
 
 Not to be confused with `src/benchmarks/`, the question sets.
 
@@ -64,12 +64,12 @@ from pathlib import Path
 from typing import Any
 
 from src.cli import entry
-from src.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
-from src.perf import gpu, intervals, lm_eval, processes, study
+from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
+from devtools.perf import gpu, intervals, lm_eval, processes, study
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m src.perf", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.perf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=50, help="ARC-Challenge questions (default 50)")
     parser.add_argument("--compare-limit", type=int, default=5,
                         help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)")

@@ -1,10 +1,10 @@
-"""`python -m src.perf --only intervals`: the headline metrics' intervals, vectorised vs naive."""
+"""`python -m devtools.perf --only intervals`: the headline metrics' intervals, vectorised vs naive."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from src.perf.meter import Meter, build
+from devtools.perf.meter import Meter, build
 
 
 def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:

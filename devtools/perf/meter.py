@@ -1,4 +1,4 @@
-"""`python -m src.perf`'s measuring tools: the meter, the parts' names and targets, the model."""
+"""`python -m devtools.perf`'s measuring tools: the meter, the parts' names and targets, the model."""
 from __future__ import annotations
 
 import math
@@ -140,7 +140,7 @@ def hf_backend(model_cfg: dict[str, Any], *, chat: bool = True, **overrides: Any
 LOAD_CHILD = """
 import json, time
 from src.config.schema import compose_job
-from src.perf.meter import hf_backend, model_config
+from devtools.perf.meter import hf_backend, model_config
 import src.backends.hf
 start = time.perf_counter()
 hf_backend(model_config(compose_job([])))
@@ -193,7 +193,7 @@ def _watch_rss(pid: int, peak: list[float], stop: threading.Event) -> None:
         peak[0] = max(peak[0], rss / 2**20)
 
 
-def _child_cpu_s() -> float:
+def child_cpu_s() -> float:
     import resource
 
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,10 +1,10 @@
-"""`python -m src.perf` parts that compare with lm-evaluation-harness, and the dtype part."""
+"""`python -m devtools.perf` parts that compare with lm-evaluation-harness, and the dtype part."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from src.perf.meter import REPO, Meter, build, hf_backend
+from devtools.perf.meter import REPO, Meter, build, hf_backend
 
 
 def lm_eval_model(meter: Meter, shared: dict[str, Any]):

@@ -12,19 +12,20 @@
 - The launcher gets the callback's config loader (src/config/sweep_compose.py): it composes once per distinct choice of
   config groups and applies each job's plain `key=value` overrides to a copy, in whichever process runs the job.
 
-Hydra takes sweepers only from the `hydra_plugins` namespace package: `python -m src.run` puts this folder's
-parent on sys.path (src/run.py). conf/hydra/sweeper/prechecked.yaml selects it; `hydra/sweeper=basic` gives
-Hydra's own. (No `__init__.py` here: `hydra_plugins` is a namespace shared with the installed launchers.)
+Hydra takes sweepers only from the `hydra_plugins` namespace package: this folder is installed with the project
+(pyproject.toml), and from a clone's root it is importable as it is. conf/hydra/sweeper/prechecked.yaml selects it;
+`hydra/sweeper=basic` gives Hydra's own. (No `__init__.py` here: `hydra_plugins` is a namespace shared with the
+installed launchers.)
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.types import HydraContext
 from omegaconf import DictConfig, open_dict, read_write
+from src.config import hydra_adapter  # Hydra's basic sweeper is a private class: named in the adapter only
 
-# a launcher plugin's class -> the project's class that takes the same keys (src/plugins/hydra_plugins/)
+# a launcher plugin's class -> the project's class that takes the same keys (hydra_plugins/)
 PROJECT_LAUNCHERS = {
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher":
         "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
@@ -33,21 +34,21 @@ PROJECT_LAUNCHERS = {
 
 
 def use_project_launcher(config: DictConfig) -> None:
-    """Point `hydra.launcher._target_` at the project's class where it names a plugin's class the project replaces.
+    """Point the launcher's `_target_` at the project's class where it names a plugin's class the project replaces.
 
     >>> from omegaconf import OmegaConf
     >>> cfg = OmegaConf.create({"hydra": {"launcher": {"_target_": next(iter(PROJECT_LAUNCHERS)), "partition": "cpu"}}})
-    >>> use_project_launcher(cfg); cfg.hydra.launcher._target_, cfg.hydra.launcher.partition
+    >>> use_project_launcher(cfg); cfg.hydra.launcher["_target_"], cfg.hydra.launcher.partition
     ('hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher', 'cpu')
     """
     launcher = config.hydra.launcher
     target = PROJECT_LAUNCHERS.get(launcher.get("_target_"))
     if target is not None:
         with read_write(launcher), open_dict(launcher):
-            launcher._target_ = target
+            launcher["_target_"] = target
 
 
-class PrecheckedSweeper(BasicSweeper):
+class PrecheckedSweeper(hydra_adapter.basic_sweeper()):
     def setup(self, *, hydra_context: HydraContext, task_function, config) -> None:
         from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
         from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process

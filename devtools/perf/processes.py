@@ -1,4 +1,4 @@
-"""`python -m src.perf` parts timed in fresh processes: startup, generation and the review at scale."""
+"""`python -m devtools.perf` parts timed in fresh processes: startup, generation and the review at scale."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from src.tracking import store
-from src.perf.meter import REPO, Meter, _child_cpu_s, build, fresh_process, hf_backend, model_config
+from devtools.perf.meter import REPO, Meter, child_cpu_s, build, fresh_process, hf_backend, model_config
 
 
 def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -33,17 +33,17 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
         fresh_process(meter, "startup_first_run (new store)", [*run, f"hydra.run.dir={tmp}/run0"])
         walls, cpus, imports = [], [], []
         for k in range(repeats):
-            cpu = _child_cpu_s()
+            cpu = child_cpu_s()
             fresh_process(meter, f"startup_run_{k + 1}", [*run, f"hydra.run.dir={tmp}/run{k + 1}"])
             walls.append(meter.results[f"startup_run_{k + 1}"]["seconds"])
-            cpus.append(_child_cpu_s() - cpu)
+            cpus.append(child_cpu_s() - cpu)
             fresh_process(meter, f"startup_import_{k + 1} (src.run)", [sys.executable, "-c", "import src.run"])
             imports.append(meter.results[f"startup_import_{k + 1} (src.run)"]["seconds"])
-        cpu = _child_cpu_s()
+        cpu = child_cpu_s()
         fresh_process(meter, "startup_sweep (smoke, joblib)", [
             sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke", "hydra/launcher=joblib",
             f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep", f"cache.path={tmp}/sweep-responses.db"])
-        sweep_cpu = _child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
+        sweep_cpu = child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name("smoke")
         jobs = store.search_all(client, [experiment.experiment_id], "tags.kind = 'job'")
@@ -90,9 +90,9 @@ def part_review_scale(meter: Meter, args, ratios: dict[str, float], shared: dict
           f"{os.getloadavg()[0]:.1f}", flush=True)
     if not (root / "mlflow.db").is_file():  # --scale-dir keeps the store for the next measurement
         fresh_process(meter, "review_scale_sweep (128 jobs)", sweep)
-    cpu = _child_cpu_s()
+    cpu = child_cpu_s()
     fresh_process(meter, "review_scale_compare", compare)
-    compare_cpu = _child_cpu_s() - cpu
+    compare_cpu = child_cpu_s() - cpu
     html_mb = (root / "report" / "report.html").stat().st_size / 1e6
     wall = meter.results["review_scale_compare"]["seconds"]
     print(f"  compare: {wall:.1f} s wall, {compare_cpu:.1f} s CPU; report.html {html_mb:.2f} MB; load average "
@@ -146,7 +146,7 @@ def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     for phase in GENERATION_PHASES:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "phase.json"
-            subprocess.run([sys.executable, "-m", "src.perf", "--generation-phase", phase, "--limit", str(args.limit),
+            subprocess.run([sys.executable, "-m", "devtools.perf", "--generation-phase", phase, "--limit", str(args.limit),
                             "--out", str(out)], cwd=REPO, check=True)
             result = json.loads(out.read_text())
         meter.results[f"generation_{phase}"] = result["phase"]

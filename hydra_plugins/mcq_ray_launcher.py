@@ -20,7 +20,8 @@ The module imports nothing of the `ray` extra at its top: Hydra's plugin scan an
 every module here, also where the extra is absent (then `hydra/launcher=ray_cluster` is refused in one line before
 the sweep starts: LAUNCHER_EXTRAS in src/config/schema.py). So the class derives from Hydra's `Launcher` and takes
 the plugin's constructor and `setup` (hydra-ray-launcher's `RayLauncher` adds nothing else: its `launch` is the one
-replaced here), and the plugin's job-starting helper is imported when a sweep launches.
+replaced here). Each job runs in its Ray worker through `run_job_in_worker`, which does what the plugin's own (private)
+helper does, with Hydra's public API.
 """
 from __future__ import annotations
 
@@ -43,6 +44,21 @@ KILLED_ERRORS = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "Tas
                  "OwnerDiedError", "LocalRayletDiedError")
 
 
+def run_job_in_worker(*, hydra_context: HydraContext, sweep_config: DictConfig, task_function: TaskFunction,
+                      singleton_state: dict) -> JobReturn:
+    """One sweep job in a Ray worker: Hydra's state of the submitting process (its singletons: config search path,
+    job runtime) set, then Hydra's `run_job`, as hydra-ray-launcher 1.2.2's job helper does it."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import run_job, setup_globals
+
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    HydraConfig.instance().set_config(sweep_config)
+    return run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
+                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+
+
 class TrackedRayLauncher(Launcher):
     def __init__(self, ray: DictConfig) -> None:
         """`ray`: the plugin's `ray` node (`init`, `remote`), as hydra-ray-launcher's `RayLauncher` takes it."""
@@ -61,7 +77,6 @@ class TrackedRayLauncher(Launcher):
         import ray  # local: the ray extra (see the module's docstring)
         from hydra.core.singleton import Singleton
         from hydra.core.utils import configure_log, filter_overrides, setup_globals
-        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray  # local: the ray extra
         from omegaconf import OmegaConf, open_dict
 
         setup_globals()
@@ -77,8 +92,10 @@ class TrackedRayLauncher(Launcher):
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = f"job_id_for_{num}"
                 sweep_config.hydra.job.num = num
-            refs.append(launch_job_on_ray(self.hydra_context, self.ray_cfg.remote, sweep_config,
-                                          self.task_function, Singleton.get_state()))
+            remote = OmegaConf.to_container(self.ray_cfg.remote, resolve=True) or {}
+            job = ray.remote(**remote)(run_job_in_worker) if remote else ray.remote(run_job_in_worker)
+            refs.append(job.remote(hydra_context=self.hydra_context, sweep_config=sweep_config,
+                                   task_function=self.task_function, singleton_state=Singleton.get_state()))
         returns: dict[int, JobReturn] = {}
         pending = list(refs)
         while pending:

@@ -47,7 +47,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
 
         from src.sweep.state import interrupt_on_sigterm  # local: Slurm sweeps only
 
-        usr = JobEnvironment._usr_sig()
+        usr = getattr(signal, f"SIG{JobEnvironment.USR_SIG}")  # submitit's preemption signal (SUBMITIT_PREEMPT_SIGNAL)
         submitit_term, submitit_usr = signal.getsignal(signal.SIGTERM), signal.getsignal(usr)
         signal.signal(signal.SIGTERM, interrupt_on_sigterm)
         signal.signal(usr, _preempted)

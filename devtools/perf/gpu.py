@@ -1,4 +1,4 @@
-"""`python -m src.perf --only gpu`: the device check. An 8B model's shape on a GPU, timed on MedQA-sized CoRA work.
+"""`python -m devtools.perf --only gpu`: the device check. An 8B model's shape on a GPU, timed on MedQA-sized CoRA work.
 
 It downloads nothing. The model has Llama-3-8B's shape (32 layers, hidden 4096, MLP 14,336, 32 attention heads,
 8 KV heads) with random bfloat16 weights built on the GPU from the config, the vocabulary of the embedded
@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from src.common.errors import UserError
-from src.perf.meter import Meter, build, model_config
+from devtools.perf.meter import Meter, build, model_config
 
 MEDQA_QUESTIONS, CORA_VARIANTS = 1273, 26  # the whole job the slice is extrapolated to
 TARGET_S = 120.0  # the issue's target for the whole job on one H100
@@ -60,8 +60,8 @@ def build_model(tokenizer: Any, *, tiny: bool, device: str) -> Any:
 
     config = transformers.LlamaConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                                       bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                      tie_word_embeddings=False, **(TINY if tiny else LLAMA3_8B))
-    config._attn_implementation = "sdpa"
+                                      tie_word_embeddings=False, attn_implementation="sdpa",
+                                      **(TINY if tiny else LLAMA3_8B))
     dtype = torch.bfloat16 if device != "cpu" else torch.float32
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)

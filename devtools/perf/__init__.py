@@ -1,0 +1,1 @@
+"""`python -m devtools.perf`: speed, memory and agreement numbers, split by part (see __main__.py)."""

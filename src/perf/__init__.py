@@ -1,1 +1,0 @@
-"""`python -m src.perf`: speed, memory and agreement numbers, split by part (see __main__.py)."""
