@@ -40,6 +40,9 @@ def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fai
         "tolerance 0.0001", "  q0/original/0: A -> B  near-tie (margin 0.0005)"]
     flipped = compare_records(logged, _table(["A", "B", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3]))
     assert flipped.exit_code == 1 and flipped.lines()[1] == "  q1/original/0: A -> B  not a near-tie (margin 0.5)"
+    assert flipped.lines()[0].startswith("1 of 3 decisions differ (0 near-ties, 1 not); ")
+    both = compare_records(logged, _table(["B", "B", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3]))
+    assert both.exit_code == 1 and both.lines()[0].startswith("2 of 3 decisions differ (1 near-ties, 1 not); ")
     moved = compare_records(logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
                                            [0.5, 0.8 + 3 * SCORE_TOLERANCE, 0.3]))
     assert moved.exit_code == 1 and "OUTSIDE the tolerance" in moved.lines()[0]
@@ -66,6 +69,16 @@ def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     assert other.exit_code == 1 and [line.split(":")[0] for line in other.changed] == ["  q0/original/0"]
     answered = compare_records(logged, table([["A", "C"], ["B"], []], ["A", "B", "C"]))
     assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
+
+
+def test_raw_outputs_that_differ_are_counted_and_a_run_from_before_a_float_column_is_compared_without_it():
+    logged = _table(["A", "A", "B"], [0.5, 0.5, 0.2], [0.5, 0.8, 0.3])
+    rerun = logged.assign(raw_output=["x", "The answer is A.", "The answer is B."])  # same decisions, other text
+    assert compare_records(logged, rerun).lines() == [
+        "same: all 3 decisions; max |Δ| of the floats 0, within the tolerance 0.0001; 2 raw outputs differ"]
+    before = logged.drop(columns="label_probs")  # logged before the column: the re-run's scores have no partner
+    compared = compare_records(before, logged.assign(decision_margin=[0.5, 0.5 + 3 * SCORE_TOLERANCE, 0.2]))
+    assert compared.exit_code == 1 and compared.worst == "decision_margin"  # the columns both have still compared
 
 
 def test_a_float_that_moved_by_exactly_the_tolerance_is_within_it():
@@ -95,12 +108,28 @@ def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
         "other code (run git commit beef, here c0ffee)"]
 
 
+def test_provenance_names_other_benchmark_data_where_the_run_logged_its_identity():
+    here = "simulated"
+    assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown", "d1") == []
+    assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown", "d2") == [
+        "other benchmark data (run d1, here d2)"]
+    assert provenance_differences({"backend": here}, here, "unknown", "d2") == []  # a run from before the tag
+    assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown") == []  # not known here
+
+
 def test_a_field_value_with_an_equals_sign_is_read_whole():
     """A weights file name may hold '=': the field is split at its first one only."""
     here = "hf:pkg:m|gguf=m-q=8.gguf@sha256:aa|dtype=float32"
     assert provenance_differences({"backend": here}, here, "unknown") == []
     assert provenance_differences({"backend": here.replace("q=8", "q=4")}, here, "unknown") == [
         "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"]
+
+
+def test_help_says_what_the_command_is_for(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the description to the terminal
+    assert exit_.value.code == 0 and "is a logged result the model's or the machine's?" in text
 
 
 def test_environment_notes_name_only_what_differs():
