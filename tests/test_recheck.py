@@ -125,6 +125,19 @@ def test_a_field_value_with_an_equals_sign_is_read_whole():
         "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"]
 
 
+def test_an_ingested_run_or_a_sweep_is_refused_as_nothing_to_re_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("mcq-consistency")
+    ingested = client.create_run(experiment, tags={"source": "ingest", "kind": "job"}).info.run_id
+    sweep = client.create_run(experiment, tags={"kind": "sweep"}).info.run_id
+    for run_id in (ingested, sweep):
+        with pytest.raises(UserError, match="is not a job of python -m src.run"):
+            recheck(run_id, tracking_uri=uri)
+
+
 def test_help_says_what_the_command_is_for(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
