@@ -26,6 +26,13 @@ def test_simultaneous_processes_on_a_fresh_store_and_cache_all_finish(tmp_path):
                                f"hydra.run.dir={tmp_path}/out{i}"],
                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(N_PROCESSES)]
+    # the race's precondition: the processes ran at the same time, every one started against a missing store (it
+    # takes seconds to import MLflow, then to make the store). Their MLflow runs do not overlap: the first use's
+    # lock lets one process at a time through (MLflow's first call under it, about 0.5 s here), and each logs its
+    # run in less (0.14-0.3 s; three runs of this test, 2026-11-26), so this is the race of first use, not of
+    # parallel writes to the store
+    assert all(p.poll() is None for p in procs), "a process had already exited before the last was started"
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists(), "the store was made before the last process started"
     outputs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outputs):
         assert p.returncode == 0 and "Traceback" not in err, f"exit {p.returncode}\n{err[-3000:]}"
