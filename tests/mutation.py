@@ -1,7 +1,6 @@
 """`python -m tests.mutation`: a mutation check of the metric, parsing, variant-rule, interval, paired-test,
-resume, report-summary, chance-verdict, recheck, Slurm-queue, sweeper, adaptive-repetition, per-question-statement and
-resampling-draw code, run on demand
-(not in CI; docs/mutation.md has the latest score and survivors).
+resume, report-summary, chance-verdict, recheck, Slurm-queue, sweeper, adaptive-repetition, per-question-statement
+and resampling-draw code, run on demand (not in CI; docs/mutation.md has the latest score and survivors).
 
 Each mutant is one small operator change in one function of TARGETS (a comparison `<` made `<=`, `==` made `!=`,
 `+` made `-`, `and` made `or`, a `not` dropped, an integer n made n + 1, True made False, `reverse=` flipped). It
