@@ -4,6 +4,7 @@ checked with when imported; no other module of src (or of the project's Hydra pl
 name."""
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
 import re
@@ -22,9 +23,11 @@ ADAPTERS = {  # module -> the distribution whose private API it names
     "src.tracking.mlflow_adapter": "mlflow",
     "src.backends.hf.transformers_adapter": "transformers",
     "src.benchmarks.lm_eval_adapter": "lm-eval",
+    "src.sweep.slurm_queue": "submitit",
 }
 # the issue's `grep -rn "_internal\|\._[a-z]" src`, less a class's own attributes (`self._x`, `cls._x`), plus
-# `from module import _name`
+# `from module import _name`. A subclass's use of its base class's private attributes (`self._x` too) is found by
+# `test_no_class_reads_a_private_attribute_of_another_librarys_base_class`.
 PRIVATE = re.compile(r"_internal|(?<!self)(?<!cls)\._[a-z]|^\s*from \S+ import (.*, )?_[a-z]")
 
 
@@ -49,6 +52,39 @@ def test_private_names_appear_only_in_the_adapter_modules():
     assert PRIVATE.search("from devtools.perf.meter import REPO, _child_cpu_s")
     assert not PRIVATE.search("self._apply_overrides_to_config(extra, cfg)")
     assert not PRIVATE.search("from __future__ import annotations")
+
+
+def _inherited_private_reads(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each `self._name` read in a class deriving from another library's class (a base imported from
+    outside src and hydra_plugins) where the class itself never defines `_name` (a method, a class attribute or a
+    `self._name = ...`): a private attribute of the library's base class."""
+    external = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and not (node.module or "").startswith(("src", "hydra_plugins")) and node.level == 0
+                for alias in node.names}
+    found = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        bases = {b.id if isinstance(b, ast.Name) else getattr(b.value, "id", None) for b in cls.bases
+                 if isinstance(b, (ast.Name, ast.Attribute))}
+        if not bases & external:
+            continue
+        defined = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        defined |= {t.id for n in cls.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+        self_attrs = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                      and n.value.id == "self" and n.attr.startswith("_") and not n.attr.startswith("__")]
+        defined |= {n.attr for n in self_attrs if isinstance(n.ctx, ast.Store)}
+        found += [(n.lineno, n.attr) for n in self_attrs if isinstance(n.ctx, ast.Load) and n.attr not in defined]
+    return found
+
+
+def test_no_class_reads_a_private_attribute_of_another_librarys_base_class():
+    adapters = {_path(m) for m in ADAPTERS}
+    found = [f"{path.relative_to(REPO)}:{line}: self.{name}" for path in _runtime_modules() if path not in adapters
+             for line, name in _inherited_private_reads(ast.parse(path.read_text()))]
+    assert not found, "a base class's private attributes outside the adapter modules:\n" + "\n".join(found)
+    # the rule itself, on the adapter that fills submitit's watcher state
+    watcher = {name for _, name in _inherited_private_reads(ast.parse(_path("src.sweep.slurm_queue").read_text()))}
+    assert {"_info_dict", "_finished", "_registered"} <= watcher and "_from_queue" not in watcher
 
 
 def test_every_adapter_is_named_in_the_developers_guide_with_its_range():

@@ -3,6 +3,11 @@ whether or not the cluster keeps accounting.
 
 submitit asks `sacct` only, and reads a job it gets no state for as still running: where `sacct` fails (no
 slurmdbd) a cancelled or lost job is waited for forever. `QueueWatcher` asks `squeue` about those jobs.
+
+The one module of src that names submitit's private API: the watcher's state (`_info_dict`, `_registered`,
+`_finished`), which its subclass must fill for submitit's own `get_state` and `is_done` to read the answer (submitit
+has no public hook for another source of job states). Importing it checks the installed submitit against
+`SUPPORTED` (pyproject.toml pins the same range; one `warning:` line when outside, src/common/versions.py).
 """
 from __future__ import annotations
 
@@ -10,6 +15,11 @@ import logging
 import subprocess
 
 from submitit.slurm.slurm import SlurmInfoWatcher
+
+from src.common import versions
+
+ADAPTER = "src/sweep/slurm_queue.py"
+SUPPORTED = ">=1.5,<1.6"  # checked with 1.5.4
 
 log = logging.getLogger(__name__)
 
@@ -51,3 +61,4 @@ class QueueWatcher(SlurmInfoWatcher):
                 self._finished.add(job_id)
 
 
+versions.warn_if_outside("submitit", SUPPORTED, ADAPTER)
