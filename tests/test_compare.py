@@ -9,6 +9,7 @@ import base64
 import math
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -187,11 +188,18 @@ EXPECTED_FILES = [r"tables/cora_arc_challenge_T_0\.3\.csv", r"tables/cora_common
                   r"report\.html"]
 
 
+_REPORTS: dict[str, Path] = {}  # store uri -> its report, made once per test process
+
+
 @pytest.fixture(scope="module")
 def smoke_report(smoke_store, tmp_path_factory):
-    out = tmp_path_factory.mktemp("report")
-    assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out)]) == 0
-    return out
+    """The smoke sweep's report, made once per process like the store itself (a module fixture alone is made again
+    when pytest-xdist runs another module's test between two of this module's: ~20 s each time)."""
+    if smoke_store.uri not in _REPORTS:
+        out = tmp_path_factory.mktemp("report")
+        assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out)]) == 0
+        _REPORTS[smoke_store.uri] = out
+    return _REPORTS[smoke_store.uri]
 
 
 def test_smoke_report_has_every_table_and_plot(smoke_report, smoke_store):

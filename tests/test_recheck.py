@@ -218,9 +218,11 @@ def _env(**kernel: str) -> dict[str, str]:
     return {**env, **kernel, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def avx2_run(tmp_path_factory):
-    """A run of the real model made with torch's kernels pinned to AVX2: (its id, its store)."""
+    """A run of the real model made with torch's kernels pinned to AVX2: (its id, its store). Made once per test
+    process (a module fixture is made again when pytest-xdist runs another module's test between two of this
+    module's: ~9 s each time)."""
     _real_model()
     tmp = tmp_path_factory.mktemp("avx2_run")
     store = f"sqlite:///{tmp}/mlflow.db"

