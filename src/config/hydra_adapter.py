@@ -146,5 +146,4 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
         return cfg
 
 
-
 versions.warn_if_outside("hydra-core", SUPPORTED, ADAPTER)

@@ -53,7 +53,9 @@ def chain(err: BaseException) -> Iterator[BaseException]:
 
 def is_race(err: BaseException) -> bool:
     """Parallel first use of a store by another job (retried), not a real error: a SQLite lock, a row another job
-    inserted or changed first, or a server's own "temporarily unavailable"."""
+    inserted or changed first, or a server's own "temporarily unavailable". A missing table or column is no race: a
+    new SQLite store is made whole under a temporary name and renamed into place (src/tracking/store.py
+    `open_store`), so no process sees one half made; it is a store of another schema, reported at once."""
     from sqlalchemy.orm.exc import StaleDataError
 
     for e in chain(err):

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping
 from src.common import gc_tuning, owners
 from src.common.errors import UserError
 from src.tracking import mlflow_adapter
+from src.tracking.mlflow_adapter import is_outage, is_race  # the store's callers ask it what an error means
 from src.tracking.names import DEFAULT_URI
 
 
@@ -65,13 +66,6 @@ def experiment_id(mlflow, name: str, uri: str) -> str:
         if exp is None:
             raise
         return exp.experiment_id
-
-
-def is_race(err: BaseException) -> bool:
-    """Parallel first use of a store by another job (retried), not a real error (src/tracking/mlflow_adapter.py).
-    A missing table or column is no race: a new SQLite store is made whole under a temporary name and renamed into
-    place (`open_store`), so no process sees one half made; it is a store of another schema, reported at once."""
-    return mlflow_adapter.is_race(err)
 
 
 def with_retries(op, *, attempts: int = 12):
@@ -205,11 +199,6 @@ def apply_retry_budget(budget_s: float) -> None:
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(retries)
     os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] = "1"
     os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(timeout)
-
-
-def is_outage(err: BaseException) -> bool:
-    """An error of a tracking server that does not answer (refused, reset, timed out, 5xx after the retries)."""
-    return mlflow_adapter.is_outage(err)
 
 
 def short(err: BaseException, limit: int = 160) -> str:
