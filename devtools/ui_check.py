@@ -18,6 +18,7 @@ server is stopped by its process group. Exit 0 when every check holds, 1 naming 
 Playwright or Chromium is missing (one line naming what to install: `pip install -e ".[browser]"`,
 `apt-get install -y chromium`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,15 @@ def make_experiment(root: Path) -> Experiment:
     sweep = {"sweep_id": "0001", "parent_run_id": parent.info.run_id}
     runs = {}
     for name, overrides in JOBS.items():
-        cfg = compose_job(["model=simulated", f"tracking.uri={uri}", f"tracking.experiment={EXPERIMENT}",
-                           f"cache.path={root}/cache.db", *overrides])
+        cfg = compose_job(
+            [
+                "model=simulated",
+                f"tracking.uri={uri}",
+                f"tracking.experiment={EXPERIMENT}",
+                f"cache.path={root}/cache.db",
+                *overrides,
+            ]
+        )
         result = run_job(cfg, out_dir=root / name, sweep=sweep)
         runs[name] = client.get_run(result.run_id)
     client.set_terminated(parent.info.run_id, "FINISHED")
@@ -85,13 +93,18 @@ def shown(value: float) -> str:
 
 def runs_page_checks(dom: str, exp: Experiment) -> list[str]:
     """What the review view must show: every job run, not the sweep parent, the headline columns."""
-    failed = [f"runs page: run {run.info.run_name} is not listed" for run in exp.runs.values()
-              if run.info.run_name not in dom]
+    failed = [
+        f"runs page: run {run.info.run_name} is not listed" for run in exp.runs.values() if run.info.run_name not in dom
+    ]
     if exp.parent_name in dom:
         failed.append(f"runs page: the sweep parent {exp.parent_name} is listed (the view shows job runs only)")
     cora, repeated = exp.runs["cora"].data.metrics, exp.runs["repetition"].data.metrics
-    for name, value in (("cora", cora["cora"]), ("mcqa", cora["mcqa"]), ("rws", repeated["rws"]),
-                        ("st", repeated["st"])):
+    for name, value in (
+        ("cora", cora["cora"]),
+        ("mcqa", cora["mcqa"]),
+        ("rws", repeated["rws"]),
+        ("st", repeated["st"]),
+    ):
         if f">{name}<" not in dom:
             failed.append(f"runs page: no column {name}")
         if shown(value) not in dom:
@@ -128,14 +141,17 @@ def check(out: Path, *, work: Path, chromium: str) -> list[str]:
     try:
         base = f"http://127.0.0.1:{port}"
         runs_url = review.review_link(exp.experiment_id, base)
-        run_url = f"{base}/#/experiments/{exp.experiment_id}/runs/{exp.runs['repetition'].info.run_id}?" \
-                  f"{review.ML_WORKFLOW}"
+        run_url = (
+            f"{base}/#/experiments/{exp.experiment_id}/runs/{exp.runs['repetition'].info.run_id}?{review.ML_WORKFLOW}"
+        )
         out.mkdir(parents=True, exist_ok=True)
         with browser.open_browser(chromium) as chrome:
-            runs_dom = browser.load_page(chrome, runs_url, size=RUNS_WINDOW, ready=browser.RUNS_READY,
-                                 screenshot=out / "mlflow_runs.png").dom
-            run_dom = browser.load_page(chrome, run_url, size=RUN_WINDOW, ready=RUN_READY,
-                                screenshot=out / "mlflow_run.png").dom
+            runs_dom = browser.load_page(
+                chrome, runs_url, size=RUNS_WINDOW, ready=browser.RUNS_READY, screenshot=out / "mlflow_runs.png"
+            ).dom
+            run_dom = browser.load_page(
+                chrome, run_url, size=RUN_WINDOW, ready=RUN_READY, screenshot=out / "mlflow_run.png"
+            ).dom
     finally:
         browser.stop_ui(server)
     (work / "runs.html").write_text(runs_dom)
@@ -159,8 +175,14 @@ def main(argv: list[str] | None = None) -> int:
         failed = check(args.out, work=work.resolve(), chromium=browser.find_chromium())
     for line in failed:
         print(f"failed: {line}", file=sys.stderr)
-    print(json.dumps({"checks_failed": len(failed), "screenshots": [str(args.out / "mlflow_runs.png"),
-                                                                    str(args.out / "mlflow_run.png")]}))
+    print(
+        json.dumps(
+            {
+                "checks_failed": len(failed),
+                "screenshots": [str(args.out / "mlflow_runs.png"), str(args.out / "mlflow_run.png")],
+            }
+        )
+    )
     return 1 if failed else 0
 
 

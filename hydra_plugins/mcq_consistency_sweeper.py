@@ -17,18 +17,19 @@ Hydra takes sweepers only from the `hydra_plugins` namespace package: this folde
 `hydra/sweeper=basic` gives Hydra's own. (No `__init__.py` here: `hydra_plugins` is a namespace shared with the
 installed launchers.)
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from hydra.types import HydraContext
 from omegaconf import DictConfig, open_dict, read_write
+
 from src.config import hydra_adapter  # Hydra's basic sweeper is a private class: named in the adapter only
 
 # a launcher plugin's class -> the project's class that takes the same keys (hydra_plugins/)
 PROJECT_LAUNCHERS = {
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher":
-        "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher": "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
     "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher": "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher",
 }
 
@@ -55,10 +56,16 @@ class PrecheckedSweeper(hydra_adapter.basic_sweeper()):
 
         use_project_launcher(config)
         active = sweep_state.current().callback
-        loader = active.loader if active is not None and active.loader is not None \
+        loader = (
+            active.loader
+            if active is not None and active.loader is not None
             else GroupCachingConfigLoader.wrap(hydra_context.config_loader)
-        super().setup(hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
-                      task_function=task_function, config=config)
+        )
+        super().setup(
+            hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
+            task_function=task_function,
+            config=config,
+        )
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process

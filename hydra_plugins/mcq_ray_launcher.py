@@ -23,14 +23,15 @@ the plugin's constructor and `setup` (hydra-ray-launcher's `RayLauncher` adds no
 replaced here). Each job runs in its Ray worker through `run_job_in_worker`, which does what the plugin's own (private)
 helper does, with Hydra's public API.
 """
+
 from __future__ import annotations
 
 import logging
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
@@ -40,12 +41,20 @@ from omegaconf import DictConfig
 log = logging.getLogger(__name__)
 
 # Ray's errors for a task that ended without a result through no fault of its own code
-KILLED_ERRORS = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "TaskCancelledError", "ObjectLostError",
-                 "OwnerDiedError", "LocalRayletDiedError")
+KILLED_ERRORS = (
+    "WorkerCrashedError",
+    "NodeDiedError",
+    "OutOfMemoryError",
+    "TaskCancelledError",
+    "ObjectLostError",
+    "OwnerDiedError",
+    "LocalRayletDiedError",
+)
 
 
-def run_job_in_worker(*, hydra_context: HydraContext, sweep_config: DictConfig, task_function: TaskFunction,
-                      singleton_state: dict) -> JobReturn:
+def run_job_in_worker(
+    *, hydra_context: HydraContext, sweep_config: DictConfig, task_function: TaskFunction, singleton_state: dict
+) -> JobReturn:
     """One sweep job in a Ray worker: Hydra's state of the submitting process (its singletons: config search path,
     job runtime) set, then Hydra's `run_job`, as hydra-ray-launcher 1.2.2's job helper does it."""
     from hydra.core.hydra_config import HydraConfig
@@ -55,8 +64,13 @@ def run_job_in_worker(*, hydra_context: HydraContext, sweep_config: DictConfig, 
     setup_globals()
     Singleton.set_state(singleton_state)
     HydraConfig.instance().set_config(sweep_config)
-    return run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
-                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    return run_job(
+        hydra_context=hydra_context,
+        task_function=task_function,
+        config=sweep_config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
 
 
 class TrackedRayLauncher(Launcher):
@@ -94,8 +108,14 @@ class TrackedRayLauncher(Launcher):
                 sweep_config.hydra.job.num = num
             remote = OmegaConf.to_container(self.ray_cfg.remote, resolve=True) or {}
             job = ray.remote(**remote)(run_job_in_worker) if remote else ray.remote(run_job_in_worker)
-            refs.append(job.remote(hydra_context=self.hydra_context, sweep_config=sweep_config,
-                                   task_function=self.task_function, singleton_state=Singleton.get_state()))
+            refs.append(
+                job.remote(
+                    hydra_context=self.hydra_context,
+                    sweep_config=sweep_config,
+                    task_function=self.task_function,
+                    singleton_state=Singleton.get_state(),
+                )
+            )
         returns: dict[int, JobReturn] = {}
         pending = list(refs)
         while pending:
@@ -118,9 +138,13 @@ class TrackedRayLauncher(Launcher):
                 socket.create_connection((host, int(port)), timeout=10).close()
             ray.init(**init)
         except (OSError, ValueError) as err:  # ConnectionError is an OSError
-            print(f"error: hydra/launcher=ray_cluster: no Ray cluster answers at {address!r} "
-                  f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); start one (ray start --head) or set "
-                  f"RAY_ADDRESS or hydra.launcher.ray.init.address to its HEAD:PORT", file=sys.stderr, flush=True)
+            print(
+                f"error: hydra/launcher=ray_cluster: no Ray cluster answers at {address!r} "
+                f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); start one (ray start --head) or set "
+                f"RAY_ADDRESS or hydra.launcher.ray.init.address to its HEAD:PORT",
+                file=sys.stderr,
+                flush=True,
+            )
             raise SystemExit(2) from None
         finally:
             signal.signal(signal.SIGTERM, handler)
@@ -135,8 +159,13 @@ class TrackedRayLauncher(Launcher):
             name = type(err).__name__
             first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]
             killed = any(n in (c.__name__ for c in type(err).__mro__) for n in KILLED_ERRORS)
-            report_lost_job(self.config, self.hydra_context, num, overrides,
-                            f"Ray task ended without a result ({name}: {first}); its log: the worker's lines above, "
-                            f"and worker-*.err in the session's logs folder on its node",
-                            status="killed" if killed else "failed")
+            report_lost_job(
+                self.config,
+                self.hydra_context,
+                num,
+                overrides,
+                f"Ray task ended without a result ({name}: {first}); its log: the worker's lines above, "
+                f"and worker-*.err in the session's logs folder on its node",
+                status="killed" if killed else "failed",
+            )
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=None)

@@ -17,18 +17,21 @@ as before. What it changes, and why:
   Slurm state, a record for the sweep's summary, and the sweep goes on: reported within STATE_POLL_S + 15 s
   (submitit's wait for a late result file) of leaving the queue.
 """
+
 from __future__ import annotations
 
 import logging
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
+
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 
 log = logging.getLogger(__name__)
+
 
 class _Preempted(KeyboardInterrupt):
     """The time-limit/preemption signal, raised in the job's code: it unwinds as Ctrl-C does (run KILLED, outcome
@@ -40,8 +43,9 @@ def _preempted(signum, frame):
 
 
 class TrackedSlurmLauncher(SlurmLauncher):
-    def __call__(self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str,
-                 singleton_state: dict) -> JobReturn:
+    def __call__(
+        self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: dict
+    ) -> JobReturn:
         """One sweep job in its Slurm job's process (submitit has set its signal handlers)."""
         from submitit import JobEnvironment
 
@@ -68,23 +72,34 @@ class TrackedSlurmLauncher(SlurmLauncher):
         from hydra.core.singleton import Singleton
         from hydra.core.utils import filter_overrides
         from omegaconf import OmegaConf
+
         from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
         assert self.config is not None and job_overrides
         init_keys = {"max_num_timeout", "submitit_folder"}
-        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, folder=self.params["submitit_folder"],
-                                         slurm_max_num_timeout=self.params.get("max_num_timeout", 0))
+        executor = submitit.AutoExecutor(
+            cluster=self._EXECUTOR,
+            folder=self.params["submitit_folder"],
+            slurm_max_num_timeout=self.params.get("max_num_timeout", 0),
+        )
         base = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v
-                                      for k, v in self.params.items() if k not in init_keys})
+        executor.update_parameters(
+            **{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in self.params.items() if k not in init_keys}
+        )
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         nums = [initial_job_idx + i for i in range(len(job_overrides))]
         for num, overrides in zip(nums, job_overrides):
             log.info("\t#%d : %s", num, " ".join(filter_overrides(overrides)))
         state = Singleton.get_state()
-        jobs = executor.map_array(self, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
-                                  [f"job_id_for_{n}" for n in nums], [state] * len(nums))
+        jobs = executor.map_array(
+            self,
+            [list(o) for o in job_overrides],
+            ["hydra.sweep.dir"] * len(nums),
+            nums,
+            [f"job_id_for_{n}" for n in nums],
+            [state] * len(nums),
+        )
         from src.sweep.slurm_queue import STATE_POLL_S, QueueWatcher  # local: Slurm sweeps only
 
         watcher = QueueWatcher(delay_s=STATE_POLL_S)
@@ -109,9 +124,14 @@ class TrackedSlurmLauncher(SlurmLauncher):
         except (UncompletedJobError, FailedJobError) as err:
             slurm_state = job.watcher.get_state(job.job_id, mode="cache")
             how = "ended" if isinstance(err, FailedJobError) else "ended without a result"
-            self._lost(num, overrides, f"Slurm job {job.job_id} {how} ({slurm_state}); its log: {job.paths.stderr}",
-                       status="killed" if slurm_state.startswith(("CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL",
-                                                                  LEFT_QUEUE)) else "failed")
+            self._lost(
+                num,
+                overrides,
+                f"Slurm job {job.job_id} {how} ({slurm_state}); its log: {job.paths.stderr}",
+                status="killed"
+                if slurm_state.startswith(("CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL", LEFT_QUEUE))
+                else "failed",
+            )
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=None)
 
     def _lost(self, num: int, overrides: list[str], what: str, *, status: str) -> None:

@@ -6,6 +6,7 @@ metric against `full_fr`, original accuracy and both (the paper's Table 1), and 
 every point that asked all orders (`perm_full` / `perm_all` records), then logs them as CSV and Markdown
 artifacts of a new run tagged `kind=assessment` in the same experiment.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ import pandas as pd
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from src.core.records import read_run_records
-from src.tracking.names import DEFAULT_URI, metric_name
 from src.tracking import store
+from src.tracking.names import DEFAULT_URI, metric_name
 
 ASSESSMENT_TAG = ("kind", "assessment")
 
@@ -30,21 +31,41 @@ def _runs(client, experiment_id: str) -> list:
     return [r for r in runs if r.data.tags.get(key) != value and "model" in r.data.tags and "benchmark" in r.data.tags]
 
 
-def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str) -> tuple[dict[str, str], int]:
+def build_tables(
+    runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str
+) -> tuple[dict[str, str], int]:
     """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability study."""
     from .metrics import tidy_permutations  # local: loads numpy (slow import)
-    from .metrics.assessment import STABILITY_METRICS, markdown, points_from_runs, r2_table, r2_wide, stability  # local: loads numpy, sklearn (slow import)
+    from .metrics.assessment import (
+        STABILITY_METRICS,
+        markdown,
+        points_from_runs,
+        r2_table,
+        r2_wide,
+        stability,
+    )  # local: loads numpy, sklearn (slow import)
 
-    points = points_from_runs([{
-        "model": r.data.tags["model"], "benchmark": r.data.tags["benchmark"], "start_time": r.info.start_time,
-        "metrics": {metric_name(k): v for k, v in r.data.metrics.items()}} for r in runs])
+    points = points_from_runs(
+        [
+            {
+                "model": r.data.tags["model"],
+                "benchmark": r.data.tags["benchmark"],
+                "start_time": r.info.start_time,
+                "metrics": {metric_name(k): v for k, v in r.data.metrics.items()},
+            }
+            for r in runs
+        ]
+    )
     files = {"points.csv": points.to_csv(index=False)}
     n_full = int(points["full_fr"].notna().sum()) if "full_fr" in points.columns else 0
     if n_full >= min_points:
         table = r2_table(points, min_points=min_points)
         files["r2.csv"] = table.to_csv(index=False)
-        titles = {"full_fr": "(a) target: full fluctuation rate", "accuracy": "(b) target: accuracy on the original order",
-                  "both": "(c) targets: full fluctuation rate and original accuracy"}
+        titles = {
+            "full_fr": "(a) target: full fluctuation rate",
+            "accuracy": "(b) target: accuracy on the original order",
+            "both": "(c) targets: full fluctuation rate and original accuracy",
+        }
         parts = [f"# R^2 of metrics on permutation subsets ({n_full} (model, benchmark) points)\n"]
         for target, wide in r2_wide(table).items():
             parts.append(f"## {titles[target]}\n\n{markdown(wide)}\n")
@@ -55,7 +76,9 @@ def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking
             continue
         records = tidy_permutations(read_run_records(r.info.run_id, tracking_uri))
         result = stability(records, n_draws=draws, seed=seed)
-        stable.append(result.assign(model=r.data.tags["model"], benchmark=r.data.tags["benchmark"], run_id=r.info.run_id))
+        stable.append(
+            result.assign(model=r.data.tags["model"], benchmark=r.data.tags["benchmark"], run_id=r.info.run_id)
+        )
     if stable:
         table = pd.concat(stable, ignore_index=True)
         files["stability.csv"] = table.to_csv(index=False)
@@ -68,13 +91,16 @@ def build_tables(runs: list, *, draws: int, seed: int, min_points: int, tracking
             parts.append(f"## random {'pairs' if draw == 'pairs' else '|L|-tuples'}\n\n{markdown(wide, digits=4)}\n")
         files["stability.md"] = "\n".join(parts)
     if len(files) == 1:
-        raise UserError(f"--experiment: {len(points)} (model, benchmark) points, {n_full} with full_fr; the R^2 table "
-                        f"needs {min_points} and the stability study one perm_full/perm_all run: run variants=perm_all first")
+        raise UserError(
+            f"--experiment: {len(points)} (model, benchmark) points, {n_full} with full_fr; the R^2 table "
+            f"needs {min_points} and the stability study one perm_full/perm_all run: run variants=perm_all first"
+        )
     return files, len(points)
 
 
-def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100, seed: int = 0,
-           min_points: int = 3) -> dict:
+def assess(
+    experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100, seed: int = 0, min_points: int = 3
+) -> dict:
     """Build and log the assessment of `experiment`; returns {"run_id", "files", "n_points"}."""
     import mlflow
     from mlflow.tracking import MlflowClient
@@ -83,12 +109,16 @@ def assess(experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        raise UserError(f"--experiment: no experiment {experiment!r} at {tracking_uri}; check the name or --tracking-uri")
+        raise UserError(
+            f"--experiment: no experiment {experiment!r} at {tracking_uri}; check the name or --tracking-uri"
+        )
     runs = _runs(client, exp.experiment_id)
     files, n_points = build_tables(runs, draws=draws, seed=seed, min_points=min_points, tracking_uri=tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
-    with tempfile.TemporaryDirectory() as tmp, mlflow.start_run(
-            experiment_id=exp.experiment_id, run_name="assessment", tags=dict([ASSESSMENT_TAG])) as run:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mlflow.start_run(experiment_id=exp.experiment_id, run_name="assessment", tags=dict([ASSESSMENT_TAG])) as run,
+    ):
         for name, text in files.items():
             (Path(tmp) / name).write_text(text)
         mlflow.log_artifacts(tmp)
@@ -105,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-points", type=int, default=3, help="fewest (model, benchmark) points for an R^2")
     args = parser.parse_args(argv)
     try:
-        result = assess(args.experiment, args.tracking_uri, draws=args.draws, seed=args.seed, min_points=args.min_points)
+        result = assess(
+            args.experiment, args.tracking_uri, draws=args.draws, seed=args.seed, min_points=args.min_points
+        )
     except UserError as err:
         return user_error(err)
     print(json.dumps(result))

@@ -4,11 +4,13 @@ One line each, read from where each thing is defined, so the list cannot drift f
 variant sets, models and prompts from the first comment of their file in `conf/`, scoring modes from
 `src/core/validity.py`, metrics from the tables of `docs/metrics.md` (formula and paper there).
 """
+
 from __future__ import annotations
 
 import argparse
 import re
 from pathlib import Path
+
 from src.cli import entry
 from src.core.validity import DESCRIPTIONS, SCORING_MODES
 
@@ -80,8 +82,13 @@ def render(sections: tuple[str, ...] = SECTIONS) -> str:
     for section in sections:
         rows = entries(section)
         width = min(max(len(name) for name, _ in rows), 40)
-        key = {"benchmarks": "benchmark=", "variants": "variants=", "models": "model=", "prompts": "prompt=",
-               "scoring": "scoring="}.get(section, "")
+        key = {
+            "benchmarks": "benchmark=",
+            "variants": "variants=",
+            "models": "model=",
+            "prompts": "prompt=",
+            "scoring": "scoring=",
+        }.get(section, "")
         title = f"{section} ({key}...)" if key else f"{section} (definitions: docs/metrics.md)"
         blocks.append("\n".join([title, *(f"  {name:<{width}}  {text}" for name, text in rows)]))
     return "\n\n".join(blocks)
@@ -89,8 +96,13 @@ def render(sections: tuple[str, ...] = SECTIONS) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.catalog", description=__doc__.splitlines()[0])
-    parser.add_argument("sections", nargs="*", choices=[[], *SECTIONS], metavar="SECTION",
-                        help=f"one or more of {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument(
+        "sections",
+        nargs="*",
+        choices=[[], *SECTIONS],
+        metavar="SECTION",
+        help=f"one or more of {', '.join(SECTIONS)} (default: all)",
+    )
     args = parser.parse_args(argv)
     print(render(tuple(args.sections) or SECTIONS))
     return 0

@@ -10,6 +10,7 @@ Each `mcq X` calls the same `main(argv)` as `python -m src.X` (installed by `pip
 garbage-collection tuning of a batch process, which the entry point sets (never an import of the package). The
 commands import this module and no other command (tests/test_layers.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import importlib
 import math
 import runpy
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from src.common import gc_tuning, progress
 from src.common.errors import UserError
@@ -45,8 +46,13 @@ COMMANDS = {
 }
 
 
-def add_tracking_flags(parser: argparse.ArgumentParser, *, experiment: str | None = None, required: bool = False,
-                       default: str | None = None) -> None:
+def add_tracking_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    experiment: str | None = None,
+    required: bool = False,
+    default: str | None = None,
+) -> None:
     """`--tracking-uri` (default: the config's, sqlite:///mlruns/mlflow.db) and, when `experiment` says what it is
     for, `--experiment`: the same flags for every command that reads or writes runs."""
     parser.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
@@ -82,8 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         lines = [f"  mcq {name:9s} = python -m {module.removesuffix('.__main__')}" for name, module in COMMANDS.items()]
-        print("usage: mcq <command> [args]   (mcq <command> --help for its own)\n" + "\n".join(lines),
-              file=sys.stdout if argv and argv[0] in ("-h", "--help") else sys.stderr)
+        print(
+            "usage: mcq <command> [args]   (mcq <command> --help for its own)\n" + "\n".join(lines),
+            file=sys.stdout if argv and argv[0] in ("-h", "--help") else sys.stderr,
+        )
         if argv and argv[0] not in ("-h", "--help"):
             print(f"error: unknown command {argv[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         return EXIT_OK if argv and argv[0] in ("-h", "--help") else EXIT_USER_ERROR

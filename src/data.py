@@ -14,6 +14,7 @@ give (the mean of 1/n_options over the questions that have the slot), then the o
 runs log, and a `warning:` line when one slot holds more than half of the answers among at least
 20 questions, beyond chance (the rule in `src/benchmarks/position.py`). Bad input: one line `error: ...`, exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,29 +23,43 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from src.cli import entry, user_error
 from src.common import owners
-from .benchmarks import BENCHMARKS, hub, load_benchmark
-from .benchmarks.position import (answer_slot_counts, answer_slot_warning, describe_answer_slots,
-                                  expected_slot_shares, slot_name)
 from src.common.errors import UserError
+
+from .benchmarks import BENCHMARKS, hub, load_benchmark
+from .benchmarks.position import (
+    answer_slot_counts,
+    answer_slot_warning,
+    describe_answer_slots,
+    expected_slot_shares,
+    slot_name,
+)
 
 DEFAULT_DATA_DIR = os.environ.get("MCQ_DATA_DIR", "../shared/data")  # as conf/config.yaml's data_dir
 
 
-def slots_report(name: str, *, data_dir: str, limit: int | None = None, seed: int = 0, split: str | None = None,
-                 path: str | None = None) -> str:
+def slots_report(
+    name: str,
+    *,
+    data_dir: str,
+    limit: int | None = None,
+    seed: int = 0,
+    split: str | None = None,
+    path: str | None = None,
+) -> str:
     """The `slots` command's output: a table of answer slots, the summary line and any warning."""
     questions = load_benchmark(name, path=path, data_dir=data_dir, split=split, seed=seed, limit=limit)
     counts = answer_slot_counts(questions)
     expected = expected_slot_shares(questions)
     n = len(questions)
-    lines = [f"{name}: {n} questions, seed {seed}",
-             f"{'slot':<5} {'count':>6} {'share':>7} {'random':>7}"]
-    lines += [f"{slot_name(slot):<5} {count:>6} {count / n:>7.1%} {expected[slot]:>7.1%}" for slot, count in counts.items()]
+    lines = [f"{name}: {n} questions, seed {seed}", f"{'slot':<5} {'count':>6} {'share':>7} {'random':>7}"]
+    lines += [
+        f"{slot_name(slot):<5} {count:>6} {count / n:>7.1%} {expected[slot]:>7.1%}" for slot, count in counts.items()
+    ]
     lines.append(describe_answer_slots(questions))
     warning = answer_slot_warning(questions, name)
     if warning is not None:
@@ -126,8 +141,10 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
             local = hub.LOCAL[name]
             files = local.files(data_dir)
             if len(files) < local.n_files:
-                raise UserError(f"fetch {name} --from-raw: {len(files)} of {local.n_files} raw files under {data_dir}; "
-                                "set --data-dir to the folder that holds them")
+                raise UserError(
+                    f"fetch {name} --from-raw: {len(files)} of {local.n_files} raw files under {data_dir}; "
+                    "set --data-dir to the folder that holds them"
+                )
             for file in files:
                 target = Path(to) / file.relative_to(Path(data_dir).expanduser())
                 write_whole(target, lambda tmp, file=file: shutil.copyfile(file, tmp))
@@ -135,12 +152,16 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
             continue
         source = hub.HUB.get(name)
         if source is None:
-            raise UserError(f"fetch {name}: no Hub source is registered for it (src/benchmarks/hub.py); copy its raw files "
-                            f"with python -m src.data fetch {name} --from-raw --data-dir DIR --to {to}")
+            raise UserError(
+                f"fetch {name}: no Hub source is registered for it (src/benchmarks/hub.py); copy its raw files "
+                f"with python -m src.data fetch {name} --from-raw --data-dir DIR --to {to}"
+            )
         for config in source.configs():
             for split, hub_split in source.splits.items():
                 dataset = hub.load_hub_dataset(name, source, config, split, to)
-                target = Path(to) / "hub" / source.repo / source.layout_dir(config) / f"{hub_split}-00000-of-00001.parquet"
+                target = (
+                    Path(to) / "hub" / source.repo / source.layout_dir(config) / f"{hub_split}-00000-of-00001.parquet"
+                )
                 write_whole(target, lambda tmp, dataset=dataset: dataset.to_parquet(str(tmp)))
                 written.append(f"{name}: {len(dataset)} rows -> {target}")
     return written
@@ -168,19 +189,27 @@ def check_report(data_dir: str) -> tuple[list[str], int]:
             continue
         checked += 1
         if len(files) != local.n_files:
-            problems.append(f"{name}: {len(files)} of the {local.n_files} pinned files under {data_dir} "
-                            f"({', '.join(local.globs)}); fetch the missing ones")
+            problems.append(
+                f"{name}: {len(files)} of the {local.n_files} pinned files under {data_dir} "
+                f"({', '.join(local.globs)}); fetch the missing ones"
+            )
         digest = hub.local_digest(files, data_dir)
         if digest == local.digest:
             continue
         bad = [f.relative_to(Path(data_dir).expanduser()).as_posix() for f in files]
-        bad = [rel for rel in bad if rel in per_file and hashlib.sha256(
-            (Path(data_dir).expanduser() / rel).read_bytes()).hexdigest() != per_file[rel]]
+        bad = [
+            rel
+            for rel in bad
+            if rel in per_file
+            and hashlib.sha256((Path(data_dir).expanduser() / rel).read_bytes()).hexdigest() != per_file[rel]
+        ]
         if bad:
             problems += [f"{name}: {rel} differs from the sha256 in SOURCES.md; fetch it again" for rel in bad]
         elif len(files) == local.n_files:
-            problems.append(f"{name}: the files under {data_dir} differ from the pinned sha256 digest "
-                            f"({digest[:16]}, pinned {local.digest[:16]}); fetch them again")
+            problems.append(
+                f"{name}: the files under {data_dir} differ from the pinned sha256 digest "
+                f"({digest[:16]}, pinned {local.digest[:16]}); fetch them again"
+            )
     return problems, checked
 
 
@@ -189,20 +218,26 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     slots = commands.add_parser("slots", help="the distribution of the right answer's slot in a benchmark")
     slots.add_argument("benchmark", help="a benchmark name as in conf/benchmark (mmlu, truthfulqa_mc1, ...)")
-    slots.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of the benchmark files (default {DEFAULT_DATA_DIR})")
+    slots.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of the benchmark files (default {DEFAULT_DATA_DIR})"
+    )
     slots.add_argument("--limit", type=int, default=None, help="only the first N questions")
     slots.add_argument("--seed", type=int, default=0, help="the run seed (TruthfulQA's option shuffle uses it)")
     slots.add_argument("--split", default=None, help="the split (default: the benchmark's evaluation split)")
     slots.add_argument("--path", default=None, help="the benchmark file or folder (default: the one under --data-dir)")
     listing = commands.add_parser("list", help="every benchmark: source, licence, questions, present, checksum")
-    listing.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of the benchmark files (default {DEFAULT_DATA_DIR})")
+    listing.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of the benchmark files (default {DEFAULT_DATA_DIR})"
+    )
     fetching = commands.add_parser("fetch", help="prepare an offline data_dir: Hub datasets as parquet, or raw files")
     fetching.add_argument("benchmarks", nargs="+", help="benchmark names (mmlu, arc_challenge, ...)")
     fetching.add_argument("--to", required=True, help="the data_dir to fill (Hub parquet under DIR/hub/<repo>/...)")
     fetching.add_argument("--from-raw", action="store_true", help="copy the raw files from --data-dir instead")
     fetching.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where --from-raw copies from")
     checking = commands.add_parser("check", help="the raw files present against their pinned sha256s")
-    checking.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of the benchmark files (default {DEFAULT_DATA_DIR})")
+    checking.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, help=f"folder of the benchmark files (default {DEFAULT_DATA_DIR})"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
@@ -220,8 +255,16 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"ok: the raw files of {checked} benchmark sources under {args.data_dir} match their pinned sha256s")
             return 0
-        print(slots_report(args.benchmark, data_dir=args.data_dir, limit=args.limit, seed=args.seed, split=args.split,
-                           path=args.path))
+        print(
+            slots_report(
+                args.benchmark,
+                data_dir=args.data_dir,
+                limit=args.limit,
+                seed=args.seed,
+                split=args.split,
+                path=args.path,
+            )
+        )
     except UserError as err:
         return user_error(err)
     return 0

@@ -23,22 +23,25 @@ The answers come back as the batch output file: `python -m src.ingest --format g
 `python -m src.export model=NAME --print-weights` prints the local folder or hub id of an hf model config's
 weights (a GGUF's float copy, made once: src/backends/hf/gguf_cache.py), for a server to load (docs/serving.md).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from src.cli import entry, user_error
 from src.common.errors import UserError
-from .benchmarks import load_benchmark
 from src.core.prompts import PromptTemplate
+
 from .backends import load_backend
 from .backends.text import chat_text
+from .benchmarks import load_benchmark
 
 PROMPTS_FILE = "prompts.jsonl"
 BATCH_FILE = "batch_requests.jsonl"
@@ -62,8 +65,10 @@ def check_exportable(cfg: DictConfig) -> None:
 
     check_config(cfg)
     if cfg.scoring != "generate":
-        raise UserError(f"config key scoring: {cfg.scoring} scores the model's own probabilities, which a batch API "
-                        "does not return; export a scoring=generate study")
+        raise UserError(
+            f"config key scoring: {cfg.scoring} scores the model's own probabilities, which a batch API "
+            "does not return; export a scoring=generate study"
+        )
 
 
 def plan(cfg: DictConfig):
@@ -72,8 +77,15 @@ def plan(cfg: DictConfig):
 
     check_exportable(cfg)
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    questions = load_benchmark(
+        bench.pop("name"),
+        path=bench.pop("path", None),
+        split=bench.pop("split", None),
+        data_dir=cfg.data_dir,
+        seed=cfg.seed,
+        limit=cfg.limit,
+        options=bench,
+    )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     items, left_out = plan_items(cfg, questions, template)
     return items, left_out, template
@@ -81,8 +93,9 @@ def plan(cfg: DictConfig):
 
 def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) -> list[dict[str, Any]]:
     """The generic-format rows of every trial of `items` (no answers), in the order a native run records them."""
-    from .answer_formats import FORMATS  # local: loads pandas (slow import)
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
+
+    from .answer_formats import FORMATS  # local: loads pandas (slow import)
 
     greedy = float(cfg.temperature) == 0
     rows = []
@@ -90,24 +103,46 @@ def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) ->
         q, v, r = it.question, it.variant, it.request
         columns = FORMATS[v.fmt].columns(q, v, r.labels, slot=None, slots=None)
         for rep in range(int(cfg.repetitions)):
-            rows.append({
-                "custom_id": f"{r.key}#{0 if greedy else rep}", "question_id": q.id, "subject": q.subject,
-                "question": q.question, "variant_kind": v.kind, "variant_id": v.variant_id,
-                "option_order": list(v.option_order), "labels": list(r.labels), "options": list(v.option_texts),
-                "correct_label": r.labels[v.correct_slot], "correct_option": columns["correct_option"],
-                "fmt": v.fmt, "variant_level": v.level, "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
-                "asked_option": v.asked_option, "repetition": rep, "prompt": r.prompt,
-                "prompt_hash": prompt_hash(r.prompt), "trial_seed": r.seed,
-                "model": cfg.model.name, "benchmark": cfg.benchmark.name, "variant_set": cfg.variants.name,
-                "temperature": float(cfg.temperature), "seed": int(cfg.seed), "scoring": cfg.scoring,
-                "prompt_name": cfg.prompt.name, "fewshot": int(cfg.fewshot), "repetitions": int(cfg.repetitions),
-                "limit": cfg.limit, "template_hash": template_hash,
-            })
+            rows.append(
+                {
+                    "custom_id": f"{r.key}#{0 if greedy else rep}",
+                    "question_id": q.id,
+                    "subject": q.subject,
+                    "question": q.question,
+                    "variant_kind": v.kind,
+                    "variant_id": v.variant_id,
+                    "option_order": list(v.option_order),
+                    "labels": list(r.labels),
+                    "options": list(v.option_texts),
+                    "correct_label": r.labels[v.correct_slot],
+                    "correct_option": columns["correct_option"],
+                    "fmt": v.fmt,
+                    "variant_level": v.level,
+                    "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
+                    "asked_option": v.asked_option,
+                    "repetition": rep,
+                    "prompt": r.prompt,
+                    "prompt_hash": prompt_hash(r.prompt),
+                    "trial_seed": r.seed,
+                    "model": cfg.model.name,
+                    "benchmark": cfg.benchmark.name,
+                    "variant_set": cfg.variants.name,
+                    "temperature": float(cfg.temperature),
+                    "seed": int(cfg.seed),
+                    "scoring": cfg.scoring,
+                    "prompt_name": cfg.prompt.name,
+                    "fewshot": int(cfg.fewshot),
+                    "repetitions": int(cfg.repetitions),
+                    "limit": cfg.limit,
+                    "template_hash": template_hash,
+                }
+            )
     return rows
 
 
-def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, model_name: str,
-                   render: Callable[[str], str] | None = None) -> list[dict[str, Any]]:
+def batch_requests(
+    cfg: DictConfig, items: Sequence[Any], *, endpoint: str, model_name: str, render: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
     """One OpenAI-style batch request per custom_id of `export_rows`. `render` wraps a prompt in the chat
     template (completions endpoint only)."""
     from .answer_formats import FORMATS  # local: loads pandas (slow import)
@@ -118,16 +153,27 @@ def batch_requests(cfg: DictConfig, items: Sequence[Any], *, endpoint: str, mode
         r = it.request
         max_tokens = max(int(cfg.max_new_tokens), FORMATS[it.variant.fmt].min_new_tokens)  # as trials does
         for rep in [0] if greedy else range(int(cfg.repetitions)):
-            body: dict[str, Any] = {"model": model_name, "temperature": float(cfg.temperature),
-                                    "top_p": float(cfg.top_p), "max_tokens": max_tokens, "seed": r.seed + rep}
+            body: dict[str, Any] = {
+                "model": model_name,
+                "temperature": float(cfg.temperature),
+                "top_p": float(cfg.top_p),
+                "max_tokens": max_tokens,
+                "seed": r.seed + rep,
+            }
             if cfg.top_k is not None:
                 body["top_k"] = int(cfg.top_k)  # not an OpenAI parameter; vLLM and others read it
             if endpoint == "chat":
                 body["messages"] = [{"role": "user", "content": r.prompt}]
             else:
                 body["prompt"] = render(r.prompt) if render else r.prompt
-            out.append({"custom_id": f"{r.key}#{rep}", "method": "POST",
-                        "url": "/v1/chat/completions" if endpoint == "chat" else "/v1/completions", "body": body})
+            out.append(
+                {
+                    "custom_id": f"{r.key}#{rep}",
+                    "method": "POST",
+                    "url": "/v1/chat/completions" if endpoint == "chat" else "/v1/completions",
+                    "body": body,
+                }
+            )
     return out
 
 
@@ -148,15 +194,19 @@ def hf_weights(cfg: DictConfig, option: str) -> tuple[str, dict[str, Any]]:
 def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:
     """The model's chat template as a function of the prompt, from its tokenizer (hf model configs)."""
     if cfg.model.get("backend") != "hf":
-        raise UserError(f"--apply-chat-template: model {cfg.model.name} is not an hf model config, so its tokenizer "
-                        "is not here; send the prompts to /v1/chat/completions (the server applies its template)")
+        raise UserError(
+            f"--apply-chat-template: model {cfg.model.name} is not an hf model config, so its tokenizer "
+            "is not here; send the prompts to /v1/chat/completions (the server applies its template)"
+        )
     source, extra = hf_weights(cfg, "--apply-chat-template")
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
     if not getattr(tokenizer, "chat_template", None):
-        raise UserError(f"--apply-chat-template: model {cfg.model.name}'s tokenizer has no chat template; export "
-                        "without it (prompt.chat=false) or send to /v1/chat/completions")
+        raise UserError(
+            f"--apply-chat-template: model {cfg.model.name}'s tokenizer has no chat template; export "
+            "without it (prompt.chat=false) or send to /v1/chat/completions"
+        )
     return lambda prompt: chat_text(tokenizer, prompt)
 
 
@@ -166,8 +216,14 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_name: str | None = None,
-           render: Callable[[str], str] | None = None) -> dict[str, Any]:
+def export(
+    cfg: DictConfig,
+    out: Path,
+    *,
+    endpoint: str | None = None,
+    model_name: str | None = None,
+    render: Callable[[str], str] | None = None,
+) -> dict[str, Any]:
     """Write prompts.jsonl, batch_requests.jsonl and export.json for the study `cfg` into `out`; returns the
     manifest. `render` (the model's chat template) sends the templated text to the completions endpoint."""
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
@@ -175,8 +231,9 @@ def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_nam
     chat = effective_chat(cfg)
     endpoint = endpoint or ("completions" if render is not None or not chat else "chat")
     if render is not None and endpoint == "chat":
-        raise UserError("--apply-chat-template: the chat endpoint applies the server's template; use "
-                        "--endpoint completions")
+        raise UserError(
+            "--apply-chat-template: the chat endpoint applies the server's template; use --endpoint completions"
+        )
     items, left_out, template = plan(cfg)
     template_hash = prompt_hash(template.texts_for(cfg.scoring)[0])  # the native run's prompt_hash tag
     rows = export_rows(cfg, items, template_hash=template_hash)
@@ -185,13 +242,18 @@ def export(cfg: DictConfig, out: Path, *, endpoint: str | None = None, model_nam
     write_jsonl(out / PROMPTS_FILE, rows)
     write_jsonl(out / BATCH_FILE, requests)
     manifest = {
-        "config": OmegaConf.to_container(cfg, resolve=True), "prompts": len(items), "trials": len(rows),
-        "requests": len(requests), "endpoint": endpoint, "chat": chat, "chat_template_applied": render is not None,
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "prompts": len(items),
+        "trials": len(rows),
+        "requests": len(requests),
+        "endpoint": endpoint,
+        "chat": chat,
+        "chat_template_applied": render is not None,
         "template_hash": template_hash,
         "left_out": {reason: len(ids) for reason, ids in sorted(left_out.items())},
         "ingest": f"python -m src.ingest --format generic --path {out / PROMPTS_FILE} --answers BATCH_OUTPUT.jsonl "
-                  f"--experiment {cfg.tracking.experiment} --tracking-uri {cfg.tracking.uri}"
-                  + (f" --sure-rule {cfg.metrics.sure_rule}" if cfg.get("metrics") else ""),
+        f"--experiment {cfg.tracking.experiment} --tracking-uri {cfg.tracking.uri}"
+        + (f" --sure-rule {cfg.metrics.sure_rule}" if cfg.get("metrics") else ""),
     }
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str))
     return manifest
@@ -201,16 +263,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.export", description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="job config overrides, as python -m src.run takes them")
     parser.add_argument("--out", type=Path, help="folder for prompts.jsonl, batch_requests.jsonl, export.json")
-    parser.add_argument("--print-weights", action="store_true",
-                        help="print the local folder (a GGUF's float copy) or hub id of the hf model's weights, for a "
-                             "server to load (docs/serving.md), and export nothing")
-    parser.add_argument("--endpoint", choices=("chat", "completions"),
-                        help="batch endpoint (default: chat when the prompt config asks for the chat template)")
-    parser.add_argument("--served-model", help="the model name in each request body (default: the model config's "
-                                               "model or path)")
-    parser.add_argument("--apply-chat-template", action="store_true",
-                        help="wrap each prompt in the model's chat template here (hf configs) and send it to "
-                             "/v1/completions")
+    parser.add_argument(
+        "--print-weights",
+        action="store_true",
+        help="print the local folder (a GGUF's float copy) or hub id of the hf model's weights, for a "
+        "server to load (docs/serving.md), and export nothing",
+    )
+    parser.add_argument(
+        "--endpoint",
+        choices=("chat", "completions"),
+        help="batch endpoint (default: chat when the prompt config asks for the chat template)",
+    )
+    parser.add_argument(
+        "--served-model", help="the model name in each request body (default: the model config's model or path)"
+    )
+    parser.add_argument(
+        "--apply-chat-template",
+        action="store_true",
+        help="wrap each prompt in the model's chat template here (hf configs) and send it to /v1/completions",
+    )
     args = parser.parse_args(argv)
     if args.out is None and not args.print_weights:
         parser.error("--out DIR is required (or --print-weights)")

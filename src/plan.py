@@ -14,14 +14,15 @@ run, n_needed is what detects a shift of `delta` in that run's metric against a 
 answer independently would need about twice as many. A reviewer learns before a GPU day whether the study can
 answer its question: "enough" says whether the run's own n already reaches n_needed.
 """
+
 from __future__ import annotations
 
 import argparse
 
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
-from src.tracking.names import DEFAULT_URI
 from src.tracking import store
+from src.tracking.names import DEFAULT_URI
 
 
 def _run_info(client, run_id: str) -> tuple[str, str]:
@@ -32,14 +33,29 @@ def _run_info(client, run_id: str) -> tuple[str, str]:
     return label, tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer"
 
 
-def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 0.02, alpha: float = 0.05,
-         power: float = 0.8, intersect: bool = False, n_resamples: int = 1000, seed: int = 0) -> tuple[str, list[dict]]:
+def plan(
+    run_ids: list[str],
+    *,
+    tracking_uri: str = DEFAULT_URI,
+    delta: float = 0.02,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    intersect: bool = False,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[str, list[dict]]:
     """(heading, one row per metric: metric, n, sd, n_needed, enough) for one run or a pair of runs."""
     from mlflow.tracking import MlflowClient
 
-    from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
-    from .metrics.paired import paired_differences, per_question_sd, question_mismatch, questions_needed  # local: loads numpy, pandas (slow import)
     from src.core.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
+
+    from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
+    from .metrics.paired import (
+        paired_differences,
+        per_question_sd,
+        question_mismatch,
+        questions_needed,
+    )  # local: loads numpy, pandas (slow import)
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
@@ -66,29 +82,40 @@ def plan(run_ids: list[str], *, tracking_uri: str = DEFAULT_URI, delta: float = 
         mismatch = question_mismatch(*ids)
         if mismatch:
             if not intersect:
-                raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} asked different questions ({mismatch}); "
-                                "a paired comparison needs the same questions: give --pair-intersection to pair them "
-                                "on the shared ones")
+                raise UserError(
+                    f"--run: runs {run_ids[0]} and {run_ids[1]} asked different questions ({mismatch}); "
+                    "a paired comparison needs the same questions: give --pair-intersection to pair them "
+                    "on the shared ones"
+                )
             keep = set(ids[0]) & set(ids[1])
             if not keep:
                 raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} share no question")
             records = [r[r["question_id"].astype(str).isin(keep)] for r in records]
         if info[0][1] != info[1][1]:
-            raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} use different SURE rules "
-                            f"({info[0][1]}, {info[1][1]}); compare runs under one rule")
+            raise UserError(
+                f"--run: runs {run_ids[0]} and {run_ids[1]} use different SURE rules "
+                f"({info[0][1]}, {info[1][1]}); compare runs under one rule"
+            )
         a, b = (decompose(r, by_subjects=False, sure_rule=i[1]) for r, i in zip(records, info))
         n = len(a.question_ids)
-        heading = (f"runs {run_ids[0]} ({info[0][0]}) - {run_ids[1]} ({info[1][0]}), paired: {n} shared questions; "
-                   f"{test}")
-        sds = {name: d.sd for name, d in paired_differences(a, b, n_resamples=n_resamples, seed=seed).items()
-               if d.sd is not None}
+        heading = (
+            f"runs {run_ids[0]} ({info[0][0]}) - {run_ids[1]} ({info[1][0]}), paired: {n} shared questions; {test}"
+        )
+        sds = {
+            name: d.sd
+            for name, d in paired_differences(a, b, n_resamples=n_resamples, seed=seed).items()
+            if d.sd is not None
+        }
     for metric, sd in sds.items():  # sd 0: the metric did not vary (every question alike): no n can be estimated
         needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > 1e-12 else None
-        rows.append({"metric": metric, "n": n, "sd": sd, "n_needed": needed,
-                     "enough": None if needed is None else n >= needed})
+        rows.append(
+            {"metric": metric, "n": n, "sd": sd, "n_needed": needed, "enough": None if needed is None else n >= needed}
+        )
     if not rows:
-        raise UserError(f"--run: no headline metric of {', '.join(run_ids)} has {20} or more questions behind it "
-                        "to estimate its variance from")
+        raise UserError(
+            f"--run: no headline metric of {', '.join(run_ids)} has {20} or more questions behind it "
+            "to estimate its variance from"
+        )
     return heading, rows
 
 
@@ -98,8 +125,9 @@ def format_rows(rows: list[dict]) -> list[str]:
     lines = [f"{'metric':<{width}}  {'n':>6}  {'sd':>6}  {'n needed':>9}  enough"]
     for r in rows:
         if r["n_needed"] is None:
-            lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {'–':>9}  "
-                         "– (no variation in this run)")
+            lines.append(
+                f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {'–':>9}  – (no variation in this run)"
+            )
             continue
         verdict = "yes" if r["enough"] else f"no ({r['n_needed'] - r['n']} more)"
         lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {r['n_needed']:>9}  {verdict}")
@@ -108,21 +136,36 @@ def format_rows(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.plan", description=__doc__.splitlines()[0])
-    parser.add_argument("--run", action="append", required=True, metavar="RUN_ID",
-                        help="a finished run (give it twice, with another run id, for a paired comparison)")
+    parser.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="RUN_ID",
+        help="a finished run (give it twice, with another run id, for a paired comparison)",
+    )
     parser.add_argument("--delta", type=float, default=0.02, help="difference to detect (default 0.02)")
     parser.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
     parser.add_argument("--alpha", type=float, default=0.05, help="two-sided level of the test (default 0.05)")
     add_tracking_flags(parser)
-    parser.add_argument("--pair-intersection", action="store_true",
-                        help="pair two runs that asked different questions on the questions they share")
+    parser.add_argument(
+        "--pair-intersection",
+        action="store_true",
+        help="pair two runs that asked different questions on the questions they share",
+    )
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples of the questions (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resamples (default 0)")
     args = parser.parse_args(argv)
     try:
-        heading, rows = plan(args.run, tracking_uri=args.tracking_uri, delta=args.delta, alpha=args.alpha,
-                             power=args.power, intersect=args.pair_intersection, n_resamples=args.bootstrap,
-                             seed=args.seed)
+        heading, rows = plan(
+            args.run,
+            tracking_uri=args.tracking_uri,
+            delta=args.delta,
+            alpha=args.alpha,
+            power=args.power,
+            intersect=args.pair_intersection,
+            n_resamples=args.bootstrap,
+            seed=args.seed,
+        )
     except UserError as err:
         return user_error(err)
     print(heading)

@@ -16,14 +16,16 @@ another dtype (`model.dtype=auto` resolves per machine), another model or backen
 commit); `--go-on` re-runs anyway and says what differed. Package versions and the CPU's instruction set are
 printed beside the result, not refused: their effect is what the comparison measures.
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -38,9 +40,16 @@ from src.tracking.runs import KERNEL_VARIABLES
 TRIAL_KEY = ("question_id", "variant_id", "repetition")  # one row of a records table
 DECISION_COLUMNS = ("parsed_label", "parsed_labels")
 FLOAT_COLUMNS = ("label_probs", "label_mass", "option_loglik", "option_loglik_norm", "answer_dist", "decision_margin")
-IDENTITY_NAMES = {"gguf": "weights", "weights": "weights", "commit": "hub commit", "served": "served model",
-                  "dtype": "dtype", "revision": "revision", "chat": "chat wrapping",
-                  "backend": "model"}  # the fields of a backend identity, as the refusal names them
+IDENTITY_NAMES = {
+    "gguf": "weights",
+    "weights": "weights",
+    "commit": "hub commit",
+    "served": "served model",
+    "dtype": "dtype",
+    "revision": "revision",
+    "chat": "chat wrapping",
+    "backend": "model",
+}  # the fields of a backend identity, as the refusal names them
 
 
 @dataclass
@@ -60,14 +69,19 @@ class Comparison:
 
     def lines(self) -> list[str]:
         within = "within" if self.max_delta <= SCORE_TOLERANCE else "OUTSIDE"
-        floats = f"max |Δ| of the floats {self.max_delta:.2g}{f' ({self.worst})' if self.worst else ''}, " \
-                 f"{within} the tolerance {SCORE_TOLERANCE:g}"
+        floats = (
+            f"max |Δ| of the floats {self.max_delta:.2g}{f' ({self.worst})' if self.worst else ''}, "
+            f"{within} the tolerance {SCORE_TOLERANCE:g}"
+        )
         texts = f"; {self.text_changed} raw outputs differ" if self.text_changed else ""
         if not self.changed and self.exit_code == 0:
             return [f"same: all {self.decisions} decisions; {floats}{texts}"]
         near = len(self.changed) - self.not_near_tie
-        return [f"{len(self.changed)} of {self.decisions} decisions differ ({near} near-ties, "
-                f"{self.not_near_tie} not); {floats}{texts}", *self.changed]
+        return [
+            f"{len(self.changed)} of {self.decisions} decisions differ ({near} near-ties, "
+            f"{self.not_near_tie} not); {floats}{texts}",
+            *self.changed,
+        ]
 
 
 def _values(value: Any) -> list[float]:
@@ -88,8 +102,10 @@ def compare_records(logged: pd.DataFrame, rerun: pd.DataFrame) -> Comparison:
     keys = list(TRIAL_KEY)
     joined = logged.merge(rerun, on=keys, how="outer", suffixes=("", "_new"), indicator=True)
     if not (joined["_merge"] == "both").all():
-        raise UserError(f"--run: the re-run asked {int((joined['_merge'] != 'both').sum())} trials the run did not "
-                        f"(or the other way round): the data or the variants changed; check data_dir and the config")
+        raise UserError(
+            f"--run: the re-run asked {int((joined['_merge'] != 'both').sum())} trials the run did not "
+            f"(or the other way round): the data or the variants changed; check data_dir and the config"
+        )
     out = Comparison(decisions=len(joined))
     for row in joined.to_dict("records"):
         for column in FLOAT_COLUMNS:
@@ -128,8 +144,11 @@ def provenance_differences(tags: Mapping[str, str], identity: str, commit: str, 
     code's git commit (not checked where either is unknown)."""
     logged = _identity_fields(tags.get("backend", ""))
     here = _identity_fields(identity[:5000])
-    reasons = [f"other {IDENTITY_NAMES.get(k, k)} (run {logged.get(k, 'none')}, here {here.get(k, 'none')})"
-               for k in dict.fromkeys([*logged, *here]) if logged.get(k) != here.get(k)]
+    reasons = [
+        f"other {IDENTITY_NAMES.get(k, k)} (run {logged.get(k, 'none')}, here {here.get(k, 'none')})"
+        for k in dict.fromkeys([*logged, *here])
+        if logged.get(k) != here.get(k)
+    ]
     if data is not None and tags.get("data_identity") not in (None, data):
         reasons.append(f"other benchmark data (run {tags['data_identity']}, here {data})")
     run_commit = tags.get("git_commit", "unknown")
@@ -145,9 +164,12 @@ def environment_notes(tags: Mapping[str, str], here: Mapping[str, str]) -> list[
         return ["the run logged no package versions or instruction set (made before they were logged)"]
     names = [*dict.fromkeys([*logged, *here])]
     kernels = {f"provenance.{v}" for v in KERNEL_VARIABLES}
-    return [f"{name.removeprefix('provenance.')}: run {logged.get(name, 'default' if name in kernels else '?')}, "
-            f"here {here.get(name, 'default' if name in kernels else '?')}" for name in names
-            if logged.get(name) != here.get(name)]
+    return [
+        f"{name.removeprefix('provenance.')}: run {logged.get(name, 'default' if name in kernels else '?')}, "
+        f"here {here.get(name, 'default' if name in kernels else '?')}"
+        for name in names
+        if logged.get(name) != here.get(name)
+    ]
 
 
 def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -> tuple[list[str], int]:
@@ -162,8 +184,10 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     run_id = resolve_run_id(run, tracking_uri, key="--run")
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
     if tags.get("source") == "ingest" or tags.get("kind", "job") != "job":
-        raise UserError(f"--run: run {run_id} is not a job of python -m src.run (answers made elsewhere, a sweep or "
-                        f"a report): nothing to re-run; give a job's run")
+        raise UserError(
+            f"--run: run {run_id} is not a job of python -m src.run (answers made elsewhere, a sweep or "
+            f"a report): nothing to re-run; give a job's run"
+        )
     logged = read_run_records(run_id, tracking_uri, key="--run")
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -177,8 +201,10 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         identity = job_backend(cfg).identity
         reasons = provenance_differences(tags, identity, runs.git_commit(), benchmark_identity(job_questions(cfg)))
         if reasons and not go_on:
-            raise UserError(f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "
-                            f"rechecked here as it was made; add --go-on to re-run it anyway")
+            raise UserError(
+                f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "
+                f"rechecked here as it was made; add --go-on to re-run it anyway"
+            )
         result = run_job(cfg, out_dir=Path(tmp) / "out")
         rerun = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
     comparison = compare_records(logged, rerun)
@@ -192,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.recheck", description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, metavar="RUN_ID", help="a finished run (its id or first 8+ characters)")
     add_tracking_flags(parser)
-    parser.add_argument("--go-on", action="store_true",
-                        help="re-run even when the weights, dtype or code differ from the run's (said in the output)")
+    parser.add_argument(
+        "--go-on",
+        action="store_true",
+        help="re-run even when the weights, dtype or code differ from the run's (said in the output)",
+    )
     args = parser.parse_args(argv)
     try:
         lines, code = recheck(args.run, tracking_uri=args.tracking_uri, go_on=args.go_on)

@@ -5,6 +5,7 @@ or a wrong type is one `error:` line and exit 2, not Hydra's traceback), gives e
 sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2. Garbage collection waits
 until the job's imports are done (src/common/gc_tuning.py).
 """
+
 from __future__ import annotations
 
 import signal
@@ -17,10 +18,10 @@ from omegaconf import DictConfig
 
 from src.cli import user_error
 from src.common import gc_tuning, progress
-from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
-from src.sweep import state as sweep_state
 from src.common.errors import UserError
+from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
 from src.job.runner import interval_level, run_job
+from src.sweep import state as sweep_state
 from src.sweep.job import run_sweep_job
 
 # The project's sweeper and launchers (conf/hydra/sweeper/, conf/hydra/launcher/slurm_*.yaml, ray_cluster.yaml) are
@@ -37,7 +38,9 @@ def _hydra_main(cfg: DictConfig) -> None:
         except UserError as err:
             sys.exit(user_error(err))
         print(result.summary(), flush=True)  # the one JSON line scripts read
-        print(result.closing(level=interval_level(cfg)), file=sys.stderr)  # for the person: headline, run, where to look
+        print(
+            result.closing(level=interval_level(cfg)), file=sys.stderr
+        )  # for the person: headline, run, where to look
         return
     run_sweep_job(cfg, hydra_cfg)
 

@@ -8,6 +8,7 @@ store, so running sync again uploads only what is new. A sweep's parent run logg
 jobs, which then point at the uploaded parent. Runs that a server outage left RUNNING on the server (noted in
 `<offline dir>/pending_closes.jsonl` by jobs with `tracking.on_outage=fail` or `offline`) get their final status.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,9 @@ import tempfile
 from pathlib import Path
 
 from src.cli import entry, user_error
-from src.tracking import offline, store
 from src.common.errors import UserError
 from src.common.redact import MASK
+from src.tracking import offline, store
 
 
 def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
@@ -45,9 +46,11 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
         if not target_uri:
             raise UserError(f"offline run {run.info.run_id} has no offline_target tag: pass --to URI")
         if MASK in target_uri:  # the store's credentials were never written down: the user gives them again
-            raise UserError(f"offline run {run.info.run_id}: its target {target_uri} had credentials, which offline "
-                            f"runs never store; pass --to URI with them (or set MLFLOW_TRACKING_USERNAME and "
-                            f"MLFLOW_TRACKING_PASSWORD and give --to without them)")
+            raise UserError(
+                f"offline run {run.info.run_id}: its target {target_uri} had credentials, which offline "
+                f"runs never store; pass --to URI with them (or set MLFLOW_TRACKING_USERNAME and "
+                f"MLFLOW_TRACKING_PASSWORD and give --to without them)"
+            )
         new_id = _upload(source, run, exp.name, target_uri, new_ids)
         new_ids[run.info.run_id] = new_id
         source.set_tag(run.info.run_id, "synced_run_id", new_id)
@@ -80,9 +83,11 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
         tags["offline_parent_run_id"] = parent
     tags["synced_from"] = run.info.run_id
     new = target.create_run(exp_id, start_time=run.info.start_time, tags=tags, run_name=run.info.run_name)
-    target.log_batch(new.info.run_id,
-                     metrics=[Metric(k, v, run.info.end_time or 0, 0) for k, v in run.data.metrics.items()],
-                     params=[Param(k, v) for k, v in run.data.params.items()])
+    target.log_batch(
+        new.info.run_id,
+        metrics=[Metric(k, v, run.info.end_time or 0, 0) for k, v in run.data.metrics.items()],
+        params=[Param(k, v) for k, v in run.data.params.items()],
+    )
     with tempfile.TemporaryDirectory() as tmp:
         local = source.download_artifacts(run.info.run_id, "", tmp)
         target.log_artifacts(new.info.run_id, local)

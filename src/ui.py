@@ -12,6 +12,7 @@ address, the run names and headline columns in the window) and stops the server;
 job run or no MCQA (accuracy) column. Bad input (no store at the URI, an unknown experiment, no Playwright or no
 Chromium for `--screenshot`): one line `error: ...`, exit 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
 
     db = store.sqlite_path(uri)
     if db is not None and not db.is_file():
-        raise UserError(f"--tracking-uri {uri}: no MLflow store at {db}; run a job first (python -m src.run) or give "
-                        "the store's URI")
+        raise UserError(
+            f"--tracking-uri {uri}: no MLflow store at {db}; run a job first (python -m src.run) or give "
+            "the store's URI"
+        )
     client = MlflowClient(tracking_uri=uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -49,9 +52,11 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     accuracy, before = review.columns_before_accuracy(state)
     note = None
     if len(before) > review.WINDOW_COLUMNS_BEFORE_ACCURACY:
-        note = (f"note: {accuracy} is metric column {len(before) + 1} of the review view ({', '.join(before)} sort "
-                f"before it, as the UI orders metrics by name): in a 1,400-px window close the Assistant panel or "
-                f"scroll right to see it")
+        note = (
+            f"note: {accuracy} is metric column {len(before) + 1} of the review view ({', '.join(before)} sort "
+            f"before it, as the UI orders metrics by name): in a 1,400-px window close the Assistant panel or "
+            f"scroll right to see it"
+        )
     return review.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs], note
 
 
@@ -61,8 +66,11 @@ def window_check(page: dict, run_names: list[str]) -> dict:
     width = page["width"]
     inside = list(dict.fromkeys(h["text"] for h in page["headers"] if h["text"] and h["visible"]))
     listed = [name for name in run_names if name in page["text"]]
-    headlines = [name for name in inside if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, "chance")
-                 or name.endswith(("_lo", "_hi"))]
+    headlines = [
+        name
+        for name in inside
+        if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, "chance") or name.endswith(("_lo", "_hi"))
+    ]
     failed = [] if page.get("drawn", True) else [f"the page was not drawn within {browser.PAGE_TIMEOUT_S:.0f} s"]
     if run_names and not listed:
         failed.append("no job run is listed")
@@ -76,8 +84,14 @@ def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
     window, once its table is drawn (with a run's row when the experiment has job runs): a PNG of the window to
     `png`, and `browser.HEADERS_SCRIPT`'s answer (no headers when the page did not draw them in time)."""
     with browser.open_browser(browser.find_chromium()) as chrome:
-        page = browser.load_page(chrome, url, size=WINDOW, script=browser.HEADERS_SCRIPT, screenshot=png,
-                                 ready=browser.RUNS_READY if has_runs else browser.HEADERS_READY)
+        page = browser.load_page(
+            chrome,
+            url,
+            size=WINDOW,
+            script=browser.HEADERS_SCRIPT,
+            screenshot=png,
+            ready=browser.RUNS_READY if has_runs else browser.HEADERS_READY,
+        )
     return {**(page.found or {"width": WINDOW[0], "text": "", "headers": []}), "drawn": page.ready}
 
 
@@ -85,17 +99,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__.splitlines()[0])
     add_tracking_flags(parser, experiment="MLflow experiment (tracking.experiment)", default=DEFAULT_EXPERIMENT)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--screenshot", type=Path, metavar="FILE",
-                        help=f"headless: write a PNG of the review view in a {WINDOW[0]} x {WINDOW[1]} window, "
-                             "print what it shows and stop")
+    parser.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="FILE",
+        help=f"headless: write a PNG of the review view in a {WINDOW[0]} x {WINDOW[1]} window, "
+        "print what it shows and stop",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.tracking_uri.startswith(("http://", "https://")):
-        print(f"error: --tracking-uri {args.tracking_uri}: a tracking server serves its own UI; open it in a browser",
-              file=sys.stderr)
+        print(
+            f"error: --tracking-uri {args.tracking_uri}: a tracking server serves its own UI; open it in a browser",
+            file=sys.stderr,
+        )
         return 2
     missing = browser.browser_missing("--screenshot") if args.screenshot else None
     if missing:
@@ -123,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"review view: {url}", flush=True)
             if note:
                 print(note, file=sys.stderr, flush=True)
-            print(f"mlflow ui (pid {server.pid}) serves {args.tracking_uri} on 127.0.0.1:{port}; Ctrl-C stops it",
-                  file=sys.stderr, flush=True)
+            print(
+                f"mlflow ui (pid {server.pid}) serves {args.tracking_uri} on 127.0.0.1:{port}; Ctrl-C stops it",
+                file=sys.stderr,
+                flush=True,
+            )
             return server.wait()
         except KeyboardInterrupt:
             return 0

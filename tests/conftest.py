@@ -1,4 +1,5 @@
 """Shared fixtures: the repo root, the benchmark data folder, and a CLI runner with an isolated MLflow store."""
+
 from __future__ import annotations
 
 import gc
@@ -72,45 +73,72 @@ class OptInTier:
 
 # marker -> tier; a new tier (Slurm, Ray, a model server) is one line here and its marker in pyproject.toml
 OPT_IN_TIERS = {
-    "postgres": OptInTier("--run-postgres", "MCQ_TEST_POSTGRES",
-                          "a real PostgreSQL-backed mlflow server, about a minute",
-                          'pip install -e ".[server-test]"; .ci/run runs it in an environment of its own'),
-    "browser": OptInTier("--run-browser", "MCQ_TEST_BROWSER",
-                         "the MLflow UI and python -m src.ui in headless Chromium driven by Playwright, about two minutes",
-                         'pip install -e ".[browser]" and apt-get install -y chromium; .ci/run runs it in an environment of its own'),
-    "model_server": OptInTier("--run-model-server", "MCQ_TEST_MODEL_SERVER",
-                              "the openai backend against `transformers serve`, about 3 minutes",
-                              'pip install -e ".[serve-test]"; .ci/run runs it in an environment of its own'),
-    "slurm": OptInTier("--run-slurm", "MCQ_TEST_SLURM",
-                       "a one-node Slurm cluster started by tests/cluster/slurm_up.sh, as root; about nine minutes",
-                       'pip install -e ".[cluster]", as root; .ci/run runs it in an environment of its own'),
-    "ray": OptInTier("--run-ray", "MCQ_TEST_RAY",
-                     "sweeps through hydra-ray-launcher on a local Ray cluster the test starts, about three minutes",
-                     'pip install -e ".[ray]"; .ci/run runs it in an environment of its own'),
-    "lm_eval": OptInTier("--run-lm-eval", "MCQ_TEST_LM_EVAL",
-                         "lm-evaluation-harness tasks as benchmarks: its task manager, registry tasks on ../shared/data, "
-                         "agreement with its loglikelihood on SmolLM2",
-                         'pip install -e ".[bench]"; .ci/run runs it in an environment of its own'),
+    "postgres": OptInTier(
+        "--run-postgres",
+        "MCQ_TEST_POSTGRES",
+        "a real PostgreSQL-backed mlflow server, about a minute",
+        'pip install -e ".[server-test]"; .ci/run runs it in an environment of its own',
+    ),
+    "browser": OptInTier(
+        "--run-browser",
+        "MCQ_TEST_BROWSER",
+        "the MLflow UI and python -m src.ui in headless Chromium driven by Playwright, about two minutes",
+        'pip install -e ".[browser]" and apt-get install -y chromium; .ci/run runs it in an environment of its own',
+    ),
+    "model_server": OptInTier(
+        "--run-model-server",
+        "MCQ_TEST_MODEL_SERVER",
+        "the openai backend against `transformers serve`, about 3 minutes",
+        'pip install -e ".[serve-test]"; .ci/run runs it in an environment of its own',
+    ),
+    "slurm": OptInTier(
+        "--run-slurm",
+        "MCQ_TEST_SLURM",
+        "a one-node Slurm cluster started by tests/cluster/slurm_up.sh, as root; about nine minutes",
+        'pip install -e ".[cluster]", as root; .ci/run runs it in an environment of its own',
+    ),
+    "ray": OptInTier(
+        "--run-ray",
+        "MCQ_TEST_RAY",
+        "sweeps through hydra-ray-launcher on a local Ray cluster the test starts, about three minutes",
+        'pip install -e ".[ray]"; .ci/run runs it in an environment of its own',
+    ),
+    "lm_eval": OptInTier(
+        "--run-lm-eval",
+        "MCQ_TEST_LM_EVAL",
+        "lm-evaluation-harness tasks as benchmarks: its task manager, registry tasks on ../shared/data, "
+        "agreement with its loglikelihood on SmolLM2",
+        'pip install -e ".[bench]"; .ci/run runs it in an environment of its own',
+    ),
 }
 
 
 def pytest_addoption(parser):
     for marker, tier in OPT_IN_TIERS.items():
-        parser.addoption(tier.option, action="store_true", default=False,
-                         help=f"run the tests marked {marker} ({tier.what}); {tier.env}=1 does the same")
+        parser.addoption(
+            tier.option,
+            action="store_true",
+            default=False,
+            help=f"run the tests marked {marker} ({tier.what}); {tier.env}=1 does the same",
+        )
 
 
 def asked_tiers(item) -> list[tuple[str, OptInTier]]:
     """The opt-in tiers of a test that the run asked for."""
-    return [(marker, tier) for marker, tier in OPT_IN_TIERS.items()
-            if item.get_closest_marker(marker) and tier.asked(item.config)]
+    return [
+        (marker, tier)
+        for marker, tier in OPT_IN_TIERS.items()
+        if item.get_closest_marker(marker) and tier.asked(item.config)
+    ]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks this adds
 def pytest_collection_modifyitems(config, items):
-    skips = {marker: pytest.mark.skip(reason=f"{marker} tier, opt-in: add {tier.option} or set {tier.env}=1 "
-                                             f"({tier.setup})")
-             for marker, tier in OPT_IN_TIERS.items() if not tier.asked(config)}
+    skips = {
+        marker: pytest.mark.skip(reason=f"{marker} tier, opt-in: add {tier.option} or set {tier.env}=1 ({tier.setup})")
+        for marker, tier in OPT_IN_TIERS.items()
+        if not tier.asked(config)
+    }
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         for marker, skip in skips.items():
@@ -139,8 +167,9 @@ def pytest_runtest_makereport(item, call):
         marker, tier = tiers[0]
         install = tier.setup.partition(";")[0]
         report.outcome = "failed"
-        report.longrepr = (f"{marker} tier asked for ({tier.option} or {tier.env}=1) but it cannot run: {reason}"
-                           + ("" if install in reason else f" ({install})"))
+        report.longrepr = f"{marker} tier asked for ({tier.option} or {tier.env}=1) but it cannot run: {reason}" + (
+            "" if install in reason else f" ({install})"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -157,7 +186,9 @@ def models_cache(tmp_path_factory) -> Path:
     os.environ.pop("MCQ_CACHE_DIR", None)
 
 
-needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark files absent: {DATA_DIR} (../shared/data) not found")
+needs_data = pytest.mark.skipif(
+    not DATA_DIR.is_dir(), reason=f"benchmark files absent: {DATA_DIR} (../shared/data) not found"
+)
 
 
 @pytest.fixture(scope="session")
@@ -183,10 +214,18 @@ def run_cli(tmp_path, empty_mlflow_db):
             store.append(f"cache.path={tmp_path}/cache.db")
         dirs = [f"hydra.sweep.dir={tmp_path}/multirun"] if multirun else [f"hydra.run.dir={tmp_path}/out"]
         cmd = [sys.executable, "-m", "src.run", *(["-m"] if multirun else []), *args, *store, *dirs]
-        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"})
+        proc = subprocess.run(
+            cmd,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"},
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"exit {proc.returncode}\nSTDOUT:\n{proc.stdout[-3000:]}\nSTDERR:\n{proc.stderr[-5000:]}")
+            raise AssertionError(
+                f"exit {proc.returncode}\nSTDOUT:\n{proc.stdout[-3000:]}\nSTDERR:\n{proc.stderr[-5000:]}"
+            )
         return proc
 
     run.store_uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
@@ -201,8 +240,8 @@ def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
     `run_job_in.sweep(*overrides)` runs every job a sweep's overrides name, in Hydra's order, one after another
     (no parent run: what is about multirun itself is tested through `run_cli`)."""
     from src.config.schema import compose_job
-    from src.job.runner import run_job
     from src.config.sweep_compose import split_sweep
+    from src.job.runner import run_job
 
     (tmp_path / "mlruns").mkdir(exist_ok=True)
     if not (tmp_path / "mlruns" / "mlflow.db").exists():
@@ -222,8 +261,10 @@ def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
         return run_job(compose_job(with_store(args)), out_dir=tmp_path / "out" / str(next(counter)))
 
     def sweep(*args: str):
-        return [run_job(compose_job(job), out_dir=tmp_path / "out" / str(next(counter)))
-                for job in split_sweep(with_store(args))]
+        return [
+            run_job(compose_job(job), out_dir=tmp_path / "out" / str(next(counter)))
+            for job in split_sweep(with_store(args))
+        ]
 
     run.store_uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     run.tmp = tmp_path

@@ -5,6 +5,7 @@ line (`python -m src.run`) and stores its records and metrics under tests/data/g
 `tests/test_records_unchanged.py` runs the same jobs in-process and compares (`--check` compares through the command line). Write the files anew only when a
 change is meant to alter answers, and say so in the commit.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,12 @@ def stable_metrics(metrics: dict) -> dict:
     from src.metrics import is_interval_name
     from src.metrics.chance import CHANCE_NAMES
 
-    return {k: v for k, v in metrics.items()
-            if k not in VOLATILE_METRICS and k not in CHANCE_NAMES and not is_interval_name(k)}
+    return {
+        k: v
+        for k, v in metrics.items()
+        if k not in VOLATILE_METRICS and k not in CHANCE_NAMES and not is_interval_name(k)
+    }
+
 
 SIMULATED = ["model=simulated", "model.invalid_rate=0.1"]
 JOBS: dict[str, list[str]] = {
@@ -81,8 +86,11 @@ def stored(name: str) -> dict[str, Any]:
 def differences(expected: Any, actual: Any, where: str = "", tol: float = 0.0) -> list[str]:
     """Where two JSON values differ (floats within `tol`, relative or absolute), as readable paths."""
     if isinstance(expected, float) or isinstance(actual, float):
-        if isinstance(expected, (int, float)) and isinstance(actual, (int, float)) and \
-                math.isclose(expected, actual, rel_tol=tol, abs_tol=tol):
+        if (
+            isinstance(expected, (int, float))
+            and isinstance(actual, (int, float))
+            and math.isclose(expected, actual, rel_tol=tol, abs_tol=tol)
+        ):
             return []
         return [f"{where}: {expected!r} != {actual!r}"]
     if isinstance(expected, dict) and isinstance(actual, dict):
@@ -116,8 +124,9 @@ def decision_gap(record: dict[str, Any]) -> float | None:
     return best - second
 
 
-def record_differences(expected: list[dict], actual: list[dict], where: str = "", tol: float = 0.0
-                       ) -> tuple[list[str], list[str]]:
+def record_differences(
+    expected: list[dict], actual: list[dict], where: str = "", tol: float = 0.0
+) -> tuple[list[str], list[str]]:
     """(differences, near-tie flips) between two record lists. Floats compare within `tol`; a ranking record's
     raw_output compares label by label, its scores within the rendering's tolerance; decisions compare exactly,
     except where the expected record is a near-tie (its two best options within NEAR_TIE_MARGIN): a changed
@@ -152,7 +161,8 @@ def record_differences(expected: list[dict], actual: list[dict], where: str = ""
             if k == "raw_output" and ranking:
                 want, got = rendered_scores(e[k]), rendered_scores(a[k])
                 if [lab for lab, _ in want] != [lab for lab, _ in got] or any(
-                        abs(x - y) > (RENDERED_TOLERANCE if tol else 0.0) for (_, x), (_, y) in zip(want, got)):
+                    abs(x - y) > (RENDERED_TOLERANCE if tol else 0.0) for (_, x), (_, y) in zip(want, got)
+                ):
                     diffs.append(f"{at}.{k}: {e[k]!r} != {a[k]!r}")
                 continue
             diffs += differences(e[k], a[k], f"{at}.{k}", tol)
@@ -171,8 +181,9 @@ def added_column_differences(expected: dict[str, Any], actual: dict[str, Any], w
     return [] if abs(margin - gap) <= allowed else [f"{where}.decision_margin: {margin!r} != golden gap {gap!r}"]
 
 
-def job_differences(expected: dict[str, Any], records: list[dict], metrics: dict, where: str, tol: float
-                    ) -> tuple[list[str], list[str]]:
+def job_differences(
+    expected: dict[str, Any], records: list[dict], metrics: dict, where: str, tol: float
+) -> tuple[list[str], list[str]]:
     """(differences, near-tie flips) of a job's records and metrics against its stored golden. Metrics follow
     the decisions, so they are compared only when no near-tie flipped (a flip is reported, not hidden)."""
     diffs, flips = record_differences(expected["records"], records, f"{where}.records", tol)
@@ -186,8 +197,15 @@ def _cli_job(name: str, kernels: dict[str, str] | None = None) -> dict[str, Any]
     metrics and canonical records."""
     repo = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "src.run", *JOBS[name], f"tracking.uri=sqlite:///{tmp}/mlflow.db",
-               "cache.enabled=false", f"hydra.run.dir={tmp}/out"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "src.run",
+            *JOBS[name],
+            f"tracking.uri=sqlite:///{tmp}/mlflow.db",
+            "cache.enabled=false",
+            f"hydra.run.dir={tmp}/out",
+        ]
         subprocess.run(cmd, cwd=repo, check=True, env={**os.environ, **(kernels or {}), "TQDM_DISABLE": "1"})
         artifacts = Path(tmp) / "out" / "artifacts"
         records = pd.read_parquet(artifacts / "records.parquet")
@@ -211,8 +229,10 @@ def _check(names: list[str]) -> int:
         job = _cli_job(name)
         diff, flips = job_differences(stored(name), job["records"], job["metrics"], name, tol)
         failed += bool(diff)
-        print(f"{name}: {'same' if not diff else f'{len(diff)} differences, e.g. ' + '; '.join(diff[:5])}"
-              + (f"; {len(flips)} near-tie flips: " + "; ".join(flips[:5]) if flips else ""))
+        print(
+            f"{name}: {'same' if not diff else f'{len(diff)} differences, e.g. ' + '; '.join(diff[:5])}"
+            + (f"; {len(flips)} near-tie flips: " + "; ".join(flips[:5]) if flips else "")
+        )
     return 1 if failed else 0
 
 
@@ -223,8 +243,10 @@ KERNEL_SETTINGS = {
     "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
     "MKL_ENABLE_INSTRUCTIONS=AVX2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "ONEDNN_MAX_CPU_ISA=AVX2": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2": {"ATEN_CPU_CAPABILITY": "avx2",
-                                                              "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
 }
 
 
@@ -232,8 +254,8 @@ def _kernels(names: list[str]) -> int:
     """The real-model jobs under this machine's default kernels, then the stored golden and each KERNEL_SETTINGS
     entry against them, as `python -m src.recheck` compares two runs: decisions changed (near-tie or not), max |Δ|
     of the floats, raw outputs (renderings) that differ; and the near-ties of the default run."""
-    from src.recheck import compare_records
     from src.core.records import near_ties
+    from src.recheck import compare_records
 
     names = names or sorted(REAL_MODEL_JOBS)
     here = {name: pd.DataFrame(_cli_job(name)["records"]) for name in names}
@@ -242,8 +264,9 @@ def _kernels(names: list[str]) -> int:
     for label, kernels in [("stored golden", None), *KERNEL_SETTINGS.items()]:
         for name in names:
             other = stored(name) if kernels is None else _cli_job(name, kernels)
-            print(f"{name}, {label}: {compare_records(pd.DataFrame(other['records']), here[name]).lines()[0]}",
-                  flush=True)
+            print(
+                f"{name}, {label}: {compare_records(pd.DataFrame(other['records']), here[name]).lines()[0]}", flush=True
+            )
     return 0
 
 

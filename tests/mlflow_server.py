@@ -1,4 +1,5 @@
 """`mlflow server` started and stopped by a test tier (tests/test_postgres_server.py, tests/test_slurm_cluster.py)."""
+
 from __future__ import annotations
 
 import os
@@ -21,14 +22,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
 class MlflowServer:
     """`mlflow server` on 127.0.0.1:port against `store`; `start()` waits for /health, `kill()` is SIGKILL to the
     process group this object started (the server and its uvicorn worker). `args` and `env` are added to the
     command and its environment (`--app-name basic-auth` and its MLFLOW_AUTH_CONFIG_PATH)."""
 
-    def __init__(self, store: str, root: Path, *, what: str = "", args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: str, root: Path, *, what: str = "", args: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> None:
         self.store, self.root, self.port = store, root, free_port()
         self.what, self.args, self.env = what, args, env or {}
         self.uri = f"http://127.0.0.1:{self.port}"
@@ -40,11 +41,28 @@ class MlflowServer:
         self.starts += 1
         log = self.root / f"server-{self.starts}.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", self.store, "--artifacts-destination", str(self.root / "artifacts"),
-             "--workers", "1", *self.args],
-            stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True,
-            env={**os.environ, **SERVER_ENV, **self.env})
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--backend-store-uri",
+                self.store,
+                "--artifacts-destination",
+                str(self.root / "artifacts"),
+                "--workers",
+                "1",
+                *self.args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "w"),
+            start_new_session=True,
+            env={**os.environ, **SERVER_ENV, **self.env},
+        )
         deadline = time.time() + 180
         while True:
             try:

@@ -17,6 +17,7 @@ The unmutated copy must pass first, or the target is reported as broken and not 
 Mutants are chosen by the AST (`ast`), each written out by `ast.unparse` of its module (comments are lost in the
 copy, behaviour is not). Mutations inside f-strings and `raise` statements (messages, not behaviour) are left out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,53 +47,128 @@ class Target:
 
 
 TARGETS = (
-    Target("metrics", "src/metrics/cora.py",
-           ("response_consistency", "mcqa_score", "mcqa_metrics", "_consistency_index", "cora_metrics"),
-           ("tests/test_metrics_cora.py", "tests/test_metrics_missing_variants.py")),
-    Target("metrics", "src/metrics/repetition.py", ("question_outcomes", "repetition_metrics"),
-           ("tests/test_metrics_repetition.py", "tests/test_sure_rule.py")),
-    Target("parsing", "src/core/parsing.py",
-           ("_settle", "_phrase_slots", "_label_of", "_hedged", "_label_slot", "strip_reasoning", "parse_with_rule"),
-           ("tests/test_parsing.py", "tests/test_parse_rule.py", "tests/test_parser_corpus.py")),
-    Target("variant-rules", "src/variants/rules.py",
-           ("__init__", "_anchor", "fixed", "arrange", "free_slots", "check", "_refs_broken", "capped"),
-           ("tests/test_variants_references.py", "tests/test_variants_cora.py", "tests/test_variants_permutations.py",
-            "src/variants/cora.py", "src/variants/permutations.py")),  # their doctests build Rules(question)
-    Target("intervals", "src/metrics/intervals.py",
-           ("wilson_interval", "resample_counts", "bootstrap_values", "percentile_interval"),
-           ("tests/test_intervals.py", "tests/test_paired.py")),  # the paired draws are the run's own bootstrap's
-    Target("paired", "src/metrics/paired.py",
-           ("_counts", "bootstrap_p_value", "paired_differences", "holm", "questions_needed"),
-           ("tests/test_paired.py",)),
+    Target(
+        "metrics",
+        "src/metrics/cora.py",
+        ("response_consistency", "mcqa_score", "mcqa_metrics", "_consistency_index", "cora_metrics"),
+        ("tests/test_metrics_cora.py", "tests/test_metrics_missing_variants.py"),
+    ),
+    Target(
+        "metrics",
+        "src/metrics/repetition.py",
+        ("question_outcomes", "repetition_metrics"),
+        ("tests/test_metrics_repetition.py", "tests/test_sure_rule.py"),
+    ),
+    Target(
+        "parsing",
+        "src/core/parsing.py",
+        ("_settle", "_phrase_slots", "_label_of", "_hedged", "_label_slot", "strip_reasoning", "parse_with_rule"),
+        ("tests/test_parsing.py", "tests/test_parse_rule.py", "tests/test_parser_corpus.py"),
+    ),
+    Target(
+        "variant-rules",
+        "src/variants/rules.py",
+        ("__init__", "_anchor", "fixed", "arrange", "free_slots", "check", "_refs_broken", "capped"),
+        (
+            "tests/test_variants_references.py",
+            "tests/test_variants_cora.py",
+            "tests/test_variants_permutations.py",
+            "src/variants/cora.py",
+            "src/variants/permutations.py",
+        ),
+    ),  # their doctests build Rules(question)
+    Target(
+        "intervals",
+        "src/metrics/intervals.py",
+        ("wilson_interval", "resample_counts", "bootstrap_values", "percentile_interval"),
+        ("tests/test_intervals.py", "tests/test_paired.py"),
+    ),  # the paired draws are the run's own bootstrap's
+    Target(
+        "paired",
+        "src/metrics/paired.py",
+        ("_counts", "bootstrap_p_value", "paired_differences", "holm", "questions_needed"),
+        ("tests/test_paired.py",),
+    ),
     Target("paired", "src/compare/paired.py", ("_condition", "_power_row", "lookup"), ("tests/test_paired.py",)),
-    Target("resume", "src/tracking/runs.py", ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
-           ("tests/test_reliability.py",)),
+    Target(
+        "resume",
+        "src/tracking/runs.py",
+        ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
+        ("tests/test_reliability.py",),
+    ),
     # added after run 5 (issue 42): the report's first table, the chance verdict, the recheck, the Slurm queue,
     # the project's sweeper plugin and adaptive repetitions. The Slurm and Ray launcher plugins are left out: only
     # the opt-in cluster tiers run them (a Slurm cluster, Ray), never the fast tests a mutant is judged by.
     Target("summary", "src/compare/summary.py", None, ("tests/test_paired.py",)),
-    Target("chance", "src/metrics/chance.py", None,
-           ("tests/test_chance_verdict.py", "tests/test_report_review.py", "tests/test_progress_and_closing.py"),
-           keyword="chance or closing_block"),  # the verdict's tests (the progress bars' tests need tqdm on)
+    Target(
+        "chance",
+        "src/metrics/chance.py",
+        None,
+        ("tests/test_chance_verdict.py", "tests/test_report_review.py", "tests/test_progress_and_closing.py"),
+        keyword="chance or closing_block",
+    ),  # the verdict's tests (the progress bars' tests need tqdm on)
     Target("recheck", "src/recheck.py", None, ("tests/test_recheck.py",)),
     Target("slurm-queue", "src/sweep/slurm_queue.py", None, ("tests/test_slurm_queue.py",)),
-    Target("plugins", "hydra_plugins/mcq_consistency_sweeper.py", None, ("tests/test_sweeps.py",),
-           keyword="sweeper or launcher_worker"),
+    Target(
+        "plugins",
+        "hydra_plugins/mcq_consistency_sweeper.py",
+        None,
+        ("tests/test_sweeps.py",),
+        keyword="sweeper or launcher_worker",
+    ),
     Target("adaptive", "src/answering/adaptive.py", None, ("tests/test_adaptive.py",)),
     # added after run 7: each family's per-question statement (its value, interval and paired test come from it)
     # and the draws every resampling counts with (the intervals', the paired tests' and CoRA's slot bootstrap)
-    Target("statement", "src/metrics/per_question.py", None,
-           ("tests/test_metric_statement.py", "tests/test_intervals.py", "tests/test_paired.py")),
-    Target("draws", "src/metrics/draws.py", None,
-           ("tests/test_intervals.py", "tests/test_paired.py", "tests/test_metrics_cora.py")),
+    Target(
+        "statement",
+        "src/metrics/per_question.py",
+        None,
+        ("tests/test_metric_statement.py", "tests/test_intervals.py", "tests/test_paired.py"),
+    ),
+    Target(
+        "draws",
+        "src/metrics/draws.py",
+        None,
+        ("tests/test_intervals.py", "tests/test_paired.py", "tests/test_metrics_cora.py"),
+    ),
 )
 
-SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
-         ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.And: ast.Or, ast.Or: ast.And}
-SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in",
-          ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
-          ast.Div: "/", ast.And: "and", ast.Or: "or"}
+SWAPS = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.And: ast.Or,
+    ast.Or: ast.And,
+}
+SYMBOL = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.And: "and",
+    ast.Or: "or",
+}
 
 
 @dataclass(frozen=True)
@@ -113,14 +189,23 @@ def _sites(node: ast.AST):
     if isinstance(node, ast.Compare):
         for i, op in enumerate(node.ops):
             if type(op) in SWAPS:
-                yield node, f"{SYMBOL[type(op)]} -> {SYMBOL[SWAPS[type(op)]]}", \
-                    (lambda n, i=i: n.ops.__setitem__(i, SWAPS[type(n.ops[i])]()))
+                yield (
+                    node,
+                    f"{SYMBOL[type(op)]} -> {SYMBOL[SWAPS[type(op)]]}",
+                    (lambda n, i=i: n.ops.__setitem__(i, SWAPS[type(n.ops[i])]())),
+                )
     elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in SWAPS:
-        yield node, f"{SYMBOL[type(node.op)]} -> {SYMBOL[SWAPS[type(node.op)]]}", \
-            (lambda n: setattr(n, "op", SWAPS[type(n.op)]()))
+        yield (
+            node,
+            f"{SYMBOL[type(node.op)]} -> {SYMBOL[SWAPS[type(node.op)]]}",
+            (lambda n: setattr(n, "op", SWAPS[type(n.op)]())),
+        )
     elif isinstance(node, ast.BoolOp):
-        yield node, f"{SYMBOL[type(node.op)]} -> {SYMBOL[SWAPS[type(node.op)]]}", \
-            (lambda n: setattr(n, "op", SWAPS[type(n.op)]()))
+        yield (
+            node,
+            f"{SYMBOL[type(node.op)]} -> {SYMBOL[SWAPS[type(node.op)]]}",
+            (lambda n: setattr(n, "op", SWAPS[type(n.op)]())),
+        )
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         yield node, "not x -> x", (lambda n: setattr(n, "op", ast.UAdd()))  # +bool(x) is x's truth
     elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
@@ -128,8 +213,7 @@ def _sites(node: ast.AST):
     elif isinstance(node, ast.Constant) and type(node.value) is int:
         yield node, f"{node.value} -> {node.value + 1}", (lambda n: setattr(n, "value", n.value + 1))
     elif isinstance(node, ast.keyword) and node.arg == "reverse":
-        yield node, "reverse=x -> reverse=not x", \
-            (lambda n: setattr(n, "value", ast.UnaryOp(ast.Not(), n.value)))
+        yield node, "reverse=x -> reverse=not x", (lambda n: setattr(n, "value", ast.UnaryOp(ast.Not(), n.value)))
 
 
 def _walk_behaviour(node: ast.AST):
@@ -181,8 +265,13 @@ def mutated_source(mutant: Mutant, source: str | None = None) -> str:
 
 def copy_tree(into: Path) -> None:
     """The files git tracks or would track (no ignored build output, stores or caches) copied into `into`."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         source = REPO / name
         if source.is_file():
@@ -195,9 +284,27 @@ def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, s
     output's last lines."""
     data = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
     # the module's own doctests too, as the suite runs them (--doctest-modules)
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider",
-           "-o", "addopts=", "--disable-plugin-autoload", "-p", "hypothesispytest", "--no-header", "--doctest-modules",
-           *(["-k", target.keyword] if target.keyword else []), target.path, *target.tests]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-m",
+        "not slow",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "--disable-plugin-autoload",
+        "-p",
+        "hypothesispytest",
+        "--no-header",
+        "--doctest-modules",
+        *(["-k", target.keyword] if target.keyword else []),
+        target.path,
+        *target.tests,
+    ]
     env = {**os.environ, "MCQ_DATA_DIR": str(data), "TQDM_DISABLE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONPATH", None)  # the copy's own src, found from its root (the working folder)
     start = time.monotonic()
@@ -213,21 +320,29 @@ def run_tests(tree: Path, target: Target, timeout: float) -> tuple[str, float, s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", action="append", choices=sorted({t.name for t in TARGETS}),
-                        help="only these targets (repeat); default all")
+    parser.add_argument(
+        "--target",
+        action="append",
+        choices=sorted({t.name for t in TARGETS}),
+        help="only these targets (repeat); default all",
+    )
     parser.add_argument("--sample", type=int, help="run this many mutants, drawn with --seed, spread over targets")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--match", action="append",
-                        help="only the mutants whose label (as printed: path:line function: change) contains this "
-                             "text (repeat: any of them), e.g. to run the survivors again")
+    parser.add_argument(
+        "--match",
+        action="append",
+        help="only the mutants whose label (as printed: path:line function: change) contains this "
+        "text (repeat: any of them), e.g. to run the survivors again",
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     args = parser.parse_args(argv)
     targets = [t for t in TARGETS if not args.target or t.name in args.target]
     chosen = [m for t in targets for m in mutants(t) if not args.match or any(text in m.label for text in args.match)]
     total = len(chosen)
     if args.sample and args.sample < total:
-        chosen = sorted(random.Random(args.seed).sample(chosen, args.sample),
-                        key=lambda m: (TARGETS.index(m.target), m.site))
+        chosen = sorted(
+            random.Random(args.seed).sample(chosen, args.sample), key=lambda m: (TARGETS.index(m.target), m.site)
+        )
     if args.list:
         for m in chosen:
             print(m.label)
@@ -261,9 +376,11 @@ def main(argv: list[str] | None = None) -> int:
                 survivors.append(mutant)
             shown = {"pass": "SURVIVED", "fail": "killed", "error": "killed (error)", "timeout": "killed (timeout)"}
             print(f"[{i}/{len(ran)}] {shown[verdict]} {mutant.label} ({seconds:.0f} s)", flush=True)
-    print(f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout, "
-          f"{errors} by an error; "
-          f"{len(ran)} of {total} mutants run in {time.monotonic() - start:.0f} s")
+    print(
+        f"\nscore: {killed}/{len(ran)} killed ({100 * killed / max(1, len(ran)):.1f}%), {timeouts} by timeout, "
+        f"{errors} by an error; "
+        f"{len(ran)} of {total} mutants run in {time.monotonic() - start:.0f} s"
+    )
     for target in broken:
         print(f"not run: the unmutated tests of {target.path} fail")
     print(f"survivors ({len(survivors)}):")

@@ -3,6 +3,7 @@
 The sweep (24 simulated jobs) and a fresh MLflow database (~10 s of schema migrations) are the slow parts, so
 one pytest session makes them once; each test adds its own experiment (smoke_joblib, ...) beside `smoke`.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ import pytest
 
 from .conftest import DATA_DIR, REPO
 
-_MADE: dict[str, "Store"] = {}
+_MADE: dict[str, Store] = {}
 
 
 @dataclass(frozen=True)
@@ -29,19 +30,37 @@ class Store:
 
 def run_module(module: str, *args: str, timeout: int = 300, check: bool = True) -> subprocess.CompletedProcess:
     """`python -m MODULE ARGS` in the repo, reading the benchmark files from DATA_DIR, without progress bars."""
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"},
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"python -m {module} exit {proc.returncode}\nSTDOUT:\n{proc.stdout[-3000:]}\n"
-                             f"STDERR:\n{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"python -m {module} exit {proc.returncode}\nSTDOUT:\n{proc.stdout[-3000:]}\nSTDERR:\n{proc.stderr[-5000:]}"
+        )
     return proc
 
 
 def run_sweep(store: Store, experiment: str, *extra: str, sweep: str = "smoke", timeout: int = 300):
     """A committed sweep into `store` under its own experiment, sweep folder and response cache."""
-    return run_module("src.run", "-m", "-cd", "sweeps", "-cn", sweep, f"tracking.uri={store.uri}",
-                      f"tracking.experiment={experiment}", f"hydra.sweep.dir={store.root}/{experiment}",
-                      f"cache.path={store.root}/{experiment}-cache.db", *extra, timeout=timeout)
+    return run_module(
+        "src.run",
+        "-m",
+        "-cd",
+        "sweeps",
+        "-cn",
+        sweep,
+        f"tracking.uri={store.uri}",
+        f"tracking.experiment={experiment}",
+        f"hydra.sweep.dir={store.root}/{experiment}",
+        f"cache.path={store.root}/{experiment}-cache.db",
+        *extra,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")

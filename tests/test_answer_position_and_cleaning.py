@@ -1,4 +1,5 @@
 """Issue 11 items 4 and 7: answer positions balanced and reported, clean texts in every loader, duplicate options named."""
+
 from __future__ import annotations
 
 import json
@@ -7,16 +8,21 @@ import os
 import re
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
 from src.benchmarks import BENCHMARKS, load_benchmark
-from src.benchmarks.position import (answer_slot_counts, answer_slot_warning, describe_answer_slots,
-                                     expected_slot_shares, fixed_answer_slot)
+from src.benchmarks.position import (
+    answer_slot_counts,
+    answer_slot_warning,
+    describe_answer_slots,
+    expected_slot_shares,
+    fixed_answer_slot,
+)
 from src.benchmarks.validate import clean_text, duplicate_option_groups
-from src.data import main as data_main
 from src.core.questions import Question
+from src.data import main as data_main
 
 from .conftest import DATA_DIR, REPO, needs_data
 
@@ -26,7 +32,7 @@ SHIPPED = [name for name in BENCHMARKS if name not in ("synthetic", "generic", "
 DOUBLE_QUOTES = '"\u201c\u201d'
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str, seed: int = 0, **options) -> tuple[Question, ...]:
     return tuple(load_benchmark(name, path=None, data_dir=str(DATA_DIR), seed=seed, options=options))
 
@@ -36,6 +42,7 @@ def slot_a_share(questions) -> float:
 
 
 # --- answer position --------------------------------------------------------------------------
+
 
 @needs_data
 @pytest.mark.parametrize("name", ["truthfulqa_mc1", "truthfulqa_mc2"])
@@ -69,10 +76,18 @@ def test_truthfulqa_shuffle_is_deterministic_per_seed():
     other = load("truthfulqa_mc1", 8)
     assert [q.options for q in fresh] != [q.options for q in other]
     # the same in another process (string seeds do not depend on PYTHONHASHSEED)
-    code = ("from src.benchmarks import load_benchmark; import sys; "
-            f"print([q.answer for q in load_benchmark('truthfulqa_mc1', path=None, data_dir={str(DATA_DIR)!r}, seed=7)])")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
+    code = (
+        "from src.benchmarks import load_benchmark; import sys; "
+        f"print([q.answer for q in load_benchmark('truthfulqa_mc1', path=None, data_dir={str(DATA_DIR)!r}, seed=7)])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+    ).stdout
     assert out.strip() == str([q.answer for q in fresh])
 
 
@@ -105,8 +120,10 @@ def test_fixed_slot_warned_once_per_load(caplog):
     with caplog.at_level(logging.WARNING, logger="src.benchmarks"):
         load_benchmark("truthfulqa_mc1", path=None, data_dir=str(DATA_DIR), options={"shuffle": False})
     warnings = [r.getMessage() for r in caplog.records if "slot" in r.getMessage()]
-    assert warnings == ["truthfulqa_mc1: the answer is in slot A for 100% of 817 questions (fixed answer position "
-                        "in the file order); benchmark.shuffle=true balances it"]
+    assert warnings == [
+        "truthfulqa_mc1: the answer is in slot A for 100% of 817 questions (fixed answer position "
+        "in the file order); benchmark.shuffle=true balances it"
+    ]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="src.benchmarks"):
         for name in ("truthfulqa_mc1", "winogrande", "medqa", "arc_easy"):
@@ -130,19 +147,25 @@ def test_slots_command(capsys):
 
 def test_slots_command_warns_and_refuses(tmp_path, capsys):
     path = tmp_path / "mine.jsonl"
-    path.write_text("".join(json.dumps({"question": f"Q{i}?", "options": ["yes", "no", "maybe"], "answer": 0}) + "\n"
-                            for i in range(25)))
+    path.write_text(
+        "".join(
+            json.dumps({"question": f"Q{i}?", "options": ["yes", "no", "maybe"], "answer": 0}) + "\n" for i in range(25)
+        )
+    )
     assert data_main(["slots", "generic", "--path", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("warning: generic: the answer is in slot A for 100% of 25 questions")
     assert data_main(["slots", "generic", "--path", str(path), "--limit", "19"]) == 0
     assert not capsys.readouterr().out.count("warning:")
-    proc = subprocess.run([sys.executable, "-m", "src.data", "slots", "mmlu_pro"], cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "src.data", "slots", "mmlu_pro"], cwd=REPO, capture_output=True, text=True
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and "'mmlu_pro'" in proc.stderr
 
 
 # --- clean texts ------------------------------------------------------------------------------
+
 
 def edge_debris(text: str) -> str | None:
     """What is wrong at the edges of `text`, judged independently of `clean_text`'s code."""
@@ -167,9 +190,12 @@ def edge_debris(text: str) -> str | None:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_texts_have_no_edge_debris(name):
     questions = load(name)
-    problems = [(q.id, where, edge_debris(text)) for q in questions
-                for where, text in [("question", q.question), *((f"option {i}", o) for i, o in enumerate(q.options))]
-                if edge_debris(text)]
+    problems = [
+        (q.id, where, edge_debris(text))
+        for q in questions
+        for where, text in [("question", q.question), *((f"option {i}", o) for i, o in enumerate(q.options))]
+        if edge_debris(text)
+    ]
     assert problems == []
 
 
@@ -181,7 +207,7 @@ def test_medqa_debris_fixed_at_the_source():
     assert 'repeatedly says, "The government is following me everywhere." His' in q.question
     assert q.question.endswith("symptoms?")
     q = load("medqa")[510]
-    assert q.options[0] == "\"Let's talk about what makes it difficult for you to take your medications.\""
+    assert q.options[0] == '"Let\'s talk about what makes it difficult for you to take your medications."'
     for name in ("medqa", "medqa_4"):
         assert all(q.options[q.answer] == q.metadata["answer_text"] for q in load(name))
     q = load("medqa")[535]  # a quoted caption at the end pairs with its opening quote: kept
@@ -192,6 +218,7 @@ def test_medqa_debris_fixed_at_the_source():
 def test_clean_options_are_unchanged():
     """Options that had no edge debris in the file come out byte for byte (MMLU test, read raw)."""
     import csv
+
     changed = clean = 0
     for file in sorted((DATA_DIR / "mmlu" / "test").glob("*.csv")):
         subject = file.stem.removesuffix("_test")
@@ -217,13 +244,18 @@ def test_clean_text_keeps_inner_text(tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps({"question": "  Which?\n", "options": [" x", 'y\n"', "z  z"], "answer": 1}) + "\n")
     q = load_benchmark("generic", path=str(path), data_dir="/x")[0]
-    assert (q.question, q.options, q.metadata["cleaned"]) == ("Which?", ("x", "y", "z  z"), ("question", "option 0", "option 1"))
+    assert (q.question, q.options, q.metadata["cleaned"]) == (
+        "Which?",
+        ("x", "y", "z  z"),
+        ("question", "option 0", "option 1"),
+    )
     synthetic = load_benchmark("synthetic", path=None, data_dir="/x", seed=0)
     assert all(edge_debris(t) is None for q in synthetic for t in (q.question, *q.options))
     assert not any("cleaned" in q.metadata for q in synthetic)
 
 
 # --- duplicate option texts -------------------------------------------------------------------
+
 
 def test_duplicate_option_groups():
     assert duplicate_option_groups(["Paris", "Rome", " Paris ", "Paris"]) == [(0, 2, 3)]
@@ -236,14 +268,16 @@ def test_duplicate_option_groups():
 
 def test_duplicate_warning_one_line_per_load(tmp_path, caplog):
     path = tmp_path / "medmcqa.jsonl"
-    records = [{"question": f"Q{i}?", "choices": ["A. x", "B. X " if i % 2 else "B. x", "C. y"], "answer": 2}
-               for i in range(9)]
+    records = [
+        {"question": f"Q{i}?", "choices": ["A. x", "B. X " if i % 2 else "B. x", "C. y"], "answer": 2} for i in range(9)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     with caplog.at_level(logging.WARNING, logger="src.benchmarks"):
         load_benchmark("medmcqa", path=str(path), data_dir="/x")
     assert [r.getMessage() for r in caplog.records] == [
         "medmcqa: 5 questions have duplicate option texts (medmcqa/0, medmcqa/2, medmcqa/4, ...); "
-        "variants that would show both copies are not made"]
+        "variants that would show both copies are not made"
+    ]
 
 
 @needs_data

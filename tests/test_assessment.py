@@ -1,4 +1,5 @@
 """The assessment protocol (R^2 tables) and the stability study, on hand-computed inputs."""
+
 import itertools
 import math
 import random
@@ -22,9 +23,16 @@ def test_r2_by_hand():
 
 
 def points():
-    return pd.DataFrame({"model": list("abcd"), "benchmark": "b", "full_fr": [1.0, 3.0, 5.0, 7.0],
-                         "accuracy": [0.0, 1.0, 0.0, 1.0], "wacc@cyclic": [0.0, 1.0, 2.0, 3.0],
-                         "aacc@cyclic": [1.0, 0.0, 1.0, np.nan]})
+    return pd.DataFrame(
+        {
+            "model": list("abcd"),
+            "benchmark": "b",
+            "full_fr": [1.0, 3.0, 5.0, 7.0],
+            "accuracy": [0.0, 1.0, 0.0, 1.0],
+            "wacc@cyclic": [0.0, 1.0, 2.0, 3.0],
+            "aacc@cyclic": [1.0, 0.0, 1.0, np.nan],
+        }
+    )
 
 
 def test_r2_table_targets_and_missing_cells():
@@ -44,9 +52,11 @@ def test_r2_table_targets_and_missing_cells():
 
 
 def test_points_merge_runs_and_pick_the_accuracy_target():
-    runs = [{"model": "m", "benchmark": "b", "start_time": 2, "metrics": {"wacc@oi": 0.4}},
-            {"model": "m", "benchmark": "b", "start_time": 1, "metrics": {"wacc@oi": 0.9, "mcqa": 0.7}},
-            {"model": "n", "benchmark": "b", "start_time": 1, "metrics": {"aacc@original": 0.5, "mcqa": 0.1}}]
+    runs = [
+        {"model": "m", "benchmark": "b", "start_time": 2, "metrics": {"wacc@oi": 0.4}},
+        {"model": "m", "benchmark": "b", "start_time": 1, "metrics": {"wacc@oi": 0.9, "mcqa": 0.7}},
+        {"model": "n", "benchmark": "b", "start_time": 1, "metrics": {"aacc@original": 0.5, "mcqa": 0.1}},
+    ]
     table = points_from_runs(runs).set_index("model")
     assert table.loc["m", "wacc@oi"] == 0.4 and table.loc["m", "accuracy"] == 0.7
     assert table.loc["n", "accuracy"] == 0.5
@@ -57,8 +67,17 @@ def full_records(answer_of):
     rows = []
     for qid in ("q1", "q2"):
         for pos, order in enumerate(itertools.permutations(range(3))):
-            rows.append(trial(qid, answer=answer_of(qid, order), kind="permutation", order=order, correct_option=0,
-                              variant_id="perm_" + "-".join(map(str, order)), perm_sets=[f"full:{pos}"]))
+            rows.append(
+                trial(
+                    qid,
+                    answer=answer_of(qid, order),
+                    kind="permutation",
+                    order=order,
+                    correct_option=0,
+                    variant_id="perm_" + "-".join(map(str, order)),
+                    perm_sets=[f"full:{pos}"],
+                )
+            )
     return tidy_permutations(records(rows))
 
 

@@ -1,5 +1,6 @@
 """The text rules the hf, vllm and openai backends share (src/backends/text.py), each tested once: the pure rules
 by their doctests, the rules that call a tokenizer on a fake one."""
+
 from __future__ import annotations
 
 import doctest
@@ -22,7 +23,7 @@ class FakeTokenizer:
         while text:
             token = max((t for t in self.VOCAB if text.startswith(t)), key=len)
             ids.append(self.VOCAB[token])
-            text = text[len(token):]
+            text = text[len(token) :]
         return {"input_ids": ids}
 
     def apply_chat_template(self, messages, add_generation_prompt, tokenize):
@@ -30,8 +31,9 @@ class FakeTokenizer:
         return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
 
 
-@pytest.mark.parametrize("module", ["src.backends.text", "src.backends.logprobs", "src.backends.vllm_backend",
-                                    "src.backends.openai_backend"])
+@pytest.mark.parametrize(
+    "module", ["src.backends.text", "src.backends.logprobs", "src.backends.vllm_backend", "src.backends.openai_backend"]
+)
 def test_doctests_of_the_backend_modules_without_torch(module):
     failures, tried = doctest.testmod(importlib.import_module(module))
     assert tried > 0 and failures == 0
@@ -60,4 +62,3 @@ def test_option_continuations_keep_the_prompts_own_tokens_where_the_boundary_mer
     assert text.option_continuations(tok, "Q?", ["A", "x"], chat=False) == ([0, 4, 9], [[2], [6, 7]])
     # "Q:" + " x" encodes as "Q", ": x": the prompt's last token is merged away, so " x" is encoded alone
     assert text.option_continuations(tok, "Q:", ["x"], chat=True) == ([4, 5], [[6, 7]])
-

@@ -1,4 +1,5 @@
 """Hostile input through a whole job and property tests for the parser: one-line errors or INVALID, never a crash."""
+
 from __future__ import annotations
 
 import json
@@ -7,18 +8,17 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
+from src.answering.trials import prompt_hash
 from src.benchmarks import load_benchmark
-from src.config.schema import compose_job
 from src.common.errors import UserError
-from src.config.schema import check_config
+from src.config.schema import check_config, compose_job
 from src.core.parsing import parse_with_rule
 from src.core.prompts import PromptTemplate, render
 from src.core.records import read_run_records
-from src.answering.trials import prompt_hash
-from src.variants import make_variants
 from src.core.variant import LETTERS
+from src.variants import make_variants
 
-from .conftest import REPO, mlflow_runs, examples
+from .conftest import REPO, examples, mlflow_runs
 
 
 def test_ten_megabyte_garbage_line_is_named_not_echoed(run_job_in, tmp_path):
@@ -92,8 +92,9 @@ RANGE_CASES = [  # a value of the right type out of its range: set on a copy of 
 COMPOSED: list = []
 
 
-@pytest.mark.parametrize("override, key, part", COMPOSED_CASES + RANGE_CASES,
-                         ids=[case[0] for case in COMPOSED_CASES + RANGE_CASES])
+@pytest.mark.parametrize(
+    "override, key, part", COMPOSED_CASES + RANGE_CASES, ids=[case[0] for case in COMPOSED_CASES + RANGE_CASES]
+)
 def test_every_bad_config_value_is_one_line_naming_its_key(override, key, part, tmp_path):
     from omegaconf import OmegaConf
 
@@ -111,14 +112,17 @@ def test_every_bad_config_value_is_one_line_naming_its_key(override, key, part, 
     assert "pw-123" not in message
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["top_p=5"], "error: config key top_p: 5 must be in (0, 1] (1 = no nucleus cut)"),
-    (["-m", "top_p=0.5,5"], "error: config key top_p: 5 must be in (0, 1]"),
-    (["-m", "fewshot=0,-1"], "error: config key fewshot: -1 must be >= 0"),
-    (["benchmark=generic"], "error: config key benchmark.path: required by benchmark=generic"),
-    (["-m", "benchmark=synthetic,generic"], "error: config key benchmark.path: required by benchmark=generic"),
-    (["-m", "repetitions=1,2.5"], "error: config key repetitions: Value '2.5' of type 'float'"),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["top_p=5"], "error: config key top_p: 5 must be in (0, 1] (1 = no nucleus cut)"),
+        (["-m", "top_p=0.5,5"], "error: config key top_p: 5 must be in (0, 1]"),
+        (["-m", "fewshot=0,-1"], "error: config key fewshot: -1 must be >= 0"),
+        (["benchmark=generic"], "error: config key benchmark.path: required by benchmark=generic"),
+        (["-m", "benchmark=synthetic,generic"], "error: config key benchmark.path: required by benchmark=generic"),
+        (["-m", "repetitions=1,2.5"], "error: config key repetitions: Value '2.5' of type 'float'"),
+    ],
+)
 def test_bad_values_stop_the_command_line_before_hydra(monkeypatch, capsys, argv, line):
     """`python -m src.run` checks every job of the command line, a sweep's too, before Hydra makes any folder."""
     from src import run

@@ -1,4 +1,5 @@
 """Bad benchmark files give one-line `UserError`s that name the file, the line or record, and a fix."""
+
 from __future__ import annotations
 
 import bz2
@@ -13,7 +14,9 @@ from src.common.errors import UserError
 
 
 def load(name: str, path: Path | str | None = None, **kw):
-    return load_benchmark(name, path=None if path is None else str(path), data_dir=kw.pop("data_dir", "/nonexistent"), **kw)
+    return load_benchmark(
+        name, path=None if path is None else str(path), data_dir=kw.pop("data_dir", "/nonexistent"), **kw
+    )
 
 
 def error_of(name: str, path: Path | str | None = None, *fragments: str, **kw) -> str:
@@ -69,14 +72,22 @@ def test_record_without_answer(tmp_path):
 
 
 def test_answer_out_of_range(tmp_path):
-    path = jsonl(tmp_path, "mine.jsonl", [{"question": "Q?", "options": ["a", "b", "c", "d"], "answer": 1}] * 11
-                 + [{"id": "x12", "question": "Q?", "options": ["a", "b", "c", "d"], "answer": 7}])
+    path = jsonl(
+        tmp_path,
+        "mine.jsonl",
+        [{"question": "Q?", "options": ["a", "b", "c", "d"], "answer": 1}] * 11
+        + [{"id": "x12", "question": "Q?", "options": ["a", "b", "c", "d"], "answer": 7}],
+    )
     error_of("generic", path, "line 12", "record x12", "answer index 7 is outside the 4 options")
     path = jsonl(tmp_path, "medmcqa.jsonl", [{"question": "Q?", "choices": ["A. a", "B. b"], "answer": 5}])
     error_of("medmcqa", path, "line 1", "record medmcqa/0", "answer index 5")
     path = jsonl(tmp_path, "medqa.jsonl", [dict(MEDQA, answer_idx="E")])
     error_of("medqa", path, "line 1", "'E' is not one of the option labels")
-    arc = {"id": "Mercury_1", "question": {"stem": "Q?", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]}, "answerKey": "C"}
+    arc = {
+        "id": "Mercury_1",
+        "question": {"stem": "Q?", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]},
+        "answerKey": "C",
+    }
     error_of("arc_easy", jsonl(tmp_path, "arc.jsonl", [arc]), "record Mercury_1", "'C'")
 
 
@@ -136,7 +147,7 @@ def test_bad_answer_letter_and_choices_literal(tmp_path):
     (tmp_path / "anatomy_test.csv").write_text("Q?,a,b,c,d,E\n")
     error_of("mmlu", tmp_path / "anatomy_test.csv", "line 1", "'E' is not one of A, B, C, D")
     redux = tmp_path / "mmlu_anatomy.csv"
-    redux.write_text('question,choices,answer\nQ?,"[\'a\', \'b\'",0\n')
+    redux.write_text("question,choices,answer\nQ?,\"['a', 'b'\",0\n")
     error_of("mmlu_redux", redux, "line 2", "Python list literal")
 
 

@@ -4,6 +4,7 @@ The tiny random llama of test_hf_backend.py, its forward wrapped to raise `torch
 pass feeds more than LIMIT token positions, as a GPU with that much room would: `auto` must settle on the largest
 budget that passes, answer every trial once, and write the records of a run given that budget from the start.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,29 +48,48 @@ def runs_out_above(monkeypatch):
     return install
 
 
-JOB = ("benchmark=synthetic", "variants=cora", "limit=4", "model=hf", "model.name=tiny", "cache.enabled=false",
-       "stats.bootstrap=0")
+JOB = (
+    "benchmark=synthetic",
+    "variants=cora",
+    "limit=4",
+    "model=hf",
+    "model.name=tiny",
+    "cache.enabled=false",
+    "stats.bootstrap=0",
+)
 
 
 @pytest.mark.slow  # 3 jobs of the tiny model per case, ~10-15 s each on 2 cores
-@pytest.mark.parametrize("scoring,share_prefix,sampling", [
-    ("cloze_shown", True, ()), ("logprob", False, ()), ("generate", True, ("temperature=0.7", "repetitions=3")),
-    ("generate", False, ("temperature=0.7", "repetitions=3"))],
-    ids=["packed-options", "padded-labels", "packed-generation", "padded-generation"])
-def test_auto_settles_on_the_largest_passing_budget_and_keeps_every_record(run_job_in, tiny_model_dir,
-                                                                          runs_out_above, scoring, share_prefix,
-                                                                          sampling):
+@pytest.mark.parametrize(
+    "scoring,share_prefix,sampling",
+    [
+        ("cloze_shown", True, ()),
+        ("logprob", False, ()),
+        ("generate", True, ("temperature=0.7", "repetitions=3")),
+        ("generate", False, ("temperature=0.7", "repetitions=3")),
+    ],
+    ids=["packed-options", "padded-labels", "packed-generation", "padded-generation"],
+)
+def test_auto_settles_on_the_largest_passing_budget_and_keeps_every_record(
+    run_job_in, tiny_model_dir, runs_out_above, scoring, share_prefix, sampling
+):
     from mlflow.tracking import MlflowClient
 
     passes = runs_out_above(LIMIT)
-    job = (*JOB, f"model.path={tiny_model_dir}", f"scoring={scoring}", f"+model.share_prefix={share_prefix}",
-           "model.batch_size=null", *sampling)
+    job = (
+        *JOB,
+        f"model.path={tiny_model_dir}",
+        f"scoring={scoring}",
+        f"+model.share_prefix={share_prefix}",
+        "model.batch_size=null",
+        *sampling,
+    )
     auto = run_job_in(*job, "model.max_batch_tokens=auto")
     params = MlflowClient(auto.tracking_uri).get_run(auto.run_id).data.params
     found = int(params["batch_tokens"])
     assert int(params["batch_token_halvings"]) >= 1 and any(not ran for _, ran in passes), "the double ran out"
     last_failure = max(k for k, (_, ran) in enumerate(passes) if not ran)
-    assert all(ran for _, ran in passes[last_failure + 1:]), "settled: no pass after the last halving runs out"
+    assert all(ran for _, ran in passes[last_failure + 1 :]), "settled: no pass after the last halving runs out"
     auto_passes = [tokens for tokens, ran in passes if ran]
 
     passes.clear()
@@ -78,11 +98,16 @@ def test_auto_settles_on_the_largest_passing_budget_and_keeps_every_record(run_j
     assert "batch_token_halvings" not in MlflowClient(fixed.tracking_uri).get_run(fixed.run_id).data.params
     # every trial answered once: the passes that ran are the fixed run's, no batch fed twice, none left out
     assert sorted(auto_passes) == sorted(tokens for tokens, _ in passes)
-    records = {name: pd.read_parquet(r.out_dir / "artifacts" / "records.parquet") for name, r in
-               (("auto", auto), ("fixed", fixed))}
+    records = {
+        name: pd.read_parquet(r.out_dir / "artifacts" / "records.parquet")
+        for name, r in (("auto", auto), ("fixed", fixed))
+    }
     repetitions = 3 if sampling else 1
-    assert len(records["auto"]) == len(records["fixed"]) == \
-        records["fixed"].groupby("question_id").variant_id.nunique().sum() * repetitions
+    assert (
+        len(records["auto"])
+        == len(records["fixed"])
+        == records["fixed"].groupby("question_id").variant_id.nunique().sum() * repetitions
+    )
     assert not records["auto"].duplicated(["question_id", "variant_id", "repetition"]).any()
     assert canonical(records["auto"]) == canonical(records["fixed"])
 
@@ -101,8 +126,12 @@ def test_a_pass_that_cannot_be_split_stops_in_one_line(tiny_model_dir, runs_out_
 
 def test_the_cpu_allocator_failure_counts_as_out_of_memory_and_other_errors_do_not():
     assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory"))
-    assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
-                                         "memory: you tried to allocate 99 bytes"))
+    assert is_out_of_memory(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate 99 bytes"
+        )
+    )
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
     assert not is_out_of_memory(ValueError("out of memory"))
 

@@ -1,10 +1,11 @@
 """Benchmark loaders on the real data (counts from data/SOURCES.md), the generic loader and synthetic."""
+
 from __future__ import annotations
 
 import json
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from src.benchmarks.synthetic import KINDS
 from src.common.errors import UserError
 
 DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", Path(__file__).parents[1] / ".." / "shared" / "data")).resolve()
-needs_data = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"benchmark data not found at {DATA_DIR} (set MCQ_DATA_DIR)")
+needs_data = pytest.mark.skipif(
+    not DATA_DIR.is_dir(), reason=f"benchmark data not found at {DATA_DIR} (set MCQ_DATA_DIR)"
+)
 
 # (benchmark, split, options) -> (questions, questions with a repeated option text). Counts are
 # SOURCES.md's; the duplicates are in the files themselves (kept, marked in metadata, named in one
@@ -41,7 +44,7 @@ EXPECTED = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str, split: str | None = None, options: tuple = ()) -> tuple:
     return tuple(load_benchmark(name, path=None, data_dir=str(DATA_DIR), split=split, options=dict(options)))
 
@@ -91,8 +94,15 @@ def test_mmlu_redux_quirks():
     moral = [q for q in questions if q.subject == "moral_scenarios"]  # the file with byte 0xD5
     assert len(moral) == 100 and sum("sister\ufffds head" in q.question for q in moral) == 1
     types = {q.metadata["error_type"] for q in questions}
-    assert types == {"ok", "bad_question_clarity", "bad_options_clarity", "wrong_groundtruth",
-                     "multiple_correct_answers", "no_correct_answer", "expert"}
+    assert types == {
+        "ok",
+        "bad_question_clarity",
+        "bad_options_clarity",
+        "wrong_groundtruth",
+        "multiple_correct_answers",
+        "no_correct_answer",
+        "expert",
+    }
     assert {q.metadata["error_type_raw"] for q in questions} >= {"OK", "Ok", "ok", "OK ", "Wrong Groundtruth"}
     ok = load("mmlu_redux", options=(("only_ok", True),))
     assert len(ok) == 5_330 and all(q.metadata["error_type"] == "ok" for q in ok)
@@ -119,13 +129,17 @@ def test_truthfulqa_versions_subjects_and_mc2_sets():
     assert all(q.subject for q in mc1) and len({q.subject for q in mc1}) == 38
     for q in load("truthfulqa_mc2"):
         assert q.answer in q.metadata["correct_set"]
-    dropped = [q for q in load("truthfulqa_mc2", options=(("version", "2025"),)) if "empty_options_dropped" in q.metadata]
+    dropped = [
+        q for q in load("truthfulqa_mc2", options=(("version", "2025"),)) if "empty_options_dropped" in q.metadata
+    ]
     assert len(dropped) == 22
     shuffled = load_benchmark("truthfulqa_mc2", path=None, data_dir=str(DATA_DIR), seed=1, options={"shuffle": True})
     assert len({q.answer for q in shuffled}) > 1
     for q, orig in zip(shuffled, load("truthfulqa_mc2")):
         assert q.options[q.answer] == orig.options[orig.answer]
-        assert {q.options[i] for i in q.metadata["correct_set"]} == {orig.options[i] for i in orig.metadata["correct_set"]}
+        assert {q.options[i] for i in q.metadata["correct_set"]} == {
+            orig.options[i] for i in orig.metadata["correct_set"]
+        }
 
 
 @needs_data
@@ -180,6 +194,7 @@ def test_fewshot_pools():
 
 # --- no data needed ---------------------------------------------------------------------------
 
+
 def synthetic(seed=0, **options):
     return load_benchmark("synthetic", path=None, data_dir="/nonexistent", seed=seed, options=options)
 
@@ -211,7 +226,9 @@ def test_synthetic_questions_are_well_formed_and_correct():
 
 def test_synthetic_fewshot_pool_differs_from_test_questions():
     pool = load_fewshot_pool("synthetic", data_dir="/nonexistent", subject="addition")
-    assert pool and {q.subject for q in pool} == {"addition"} and all(q.id.startswith("synthetic/fewshot/") for q in pool)
+    assert (
+        pool and {q.subject for q in pool} == {"addition"} and all(q.id.startswith("synthetic/fewshot/") for q in pool)
+    )
 
 
 def test_generic_formats(tmp_path):

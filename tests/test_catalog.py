@@ -1,5 +1,6 @@
 """`python -m src.catalog` and docs/metrics.md: every choice in conf/ says what it is, and every metric the
 families log is defined in docs/metrics.md (the catalog's metric lines are read from there)."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,13 @@ RUN_COUNTS = ("n_excluded_option_refs", "seconds", "cache_hit_rate", "adaptive_s
 
 def exact_sampling_table() -> pd.DataFrame:
     """Repeated trials with an answer distribution (exact first-token sampling): the expected family's input."""
-    return records([trial(f"q{i}", answer=i % 2, repetition=r, answer_dist=[0.6, 0.3, 0.05, 0.04, 0.01],
-                          correct_label="A") for i in range(4) for r in range(3)])
+    return records(
+        [
+            trial(f"q{i}", answer=i % 2, repetition=r, answer_dist=[0.6, 0.3, 0.05, 0.04, 0.01], correct_label="A")
+            for i in range(4)
+            for r in range(3)
+        ]
+    )
 
 
 def logged_by_the_families() -> set[str]:
@@ -61,8 +67,20 @@ def test_every_config_choice_says_what_it_is(section):
 
 def test_every_logged_metric_is_defined_in_the_docs():
     logged = logged_by_the_families() | set(RUN_COUNTS) | set(HEADLINE_METRICS)
-    assert {"mcqa", "cora", "rws", "expected_st", "sc_mean", "tf_correct_yes", "recall_correct", "acc@6",
-            "misleading_fix_rate", "full_fr", "pride_acc@cyclic", "sc_bin_5_of_5_share"} <= logged
+    assert {
+        "mcqa",
+        "cora",
+        "rws",
+        "expected_st",
+        "sc_mean",
+        "tf_correct_yes",
+        "recall_correct",
+        "acc@6",
+        "misleading_fix_rate",
+        "full_fr",
+        "pride_acc@cyclic",
+        "sc_bin_5_of_5_share",
+    } <= logged
     patterns = documented_patterns()
     undefined = sorted(n for n in logged if not any(p.fullmatch(n.split("/")[0]) for p in patterns))
     assert undefined == []

@@ -1,6 +1,7 @@
 """End to end through the CLI with the simulated model: every REVAS and permutation set logs its metrics,
 the misleading second stage reads a finished run, the assessment CLI logs its tables, and the repetition
 family matches binomial theory."""
+
 from __future__ import annotations
 
 import json
@@ -21,15 +22,27 @@ REVAS_SETS = {
     "revas_reorder": ["mcqa", "sc_mean", "acc_h", "sc_bin_5_of_5_share", "sc_bin_5_of_5_acc", "acc_h/step1"],
     "revas_option_count": [f"{name}@{n}" for n in (2, 3, 5, 6, 8, 10) for name in ("acc", "sc_mean", "acc_h")],
     "revas_nota": ["nota_acc", "nota_acc_h"],
-    "revas_true_false": ["tf_correct_yes", "tf_distractor_no", "tf_correct_yes_all", "tf_distractor_no_all",
-                         "tf_subset_share", "conf_correct", "conf_distractor", "conf_ratio"],
+    "revas_true_false": [
+        "tf_correct_yes",
+        "tf_distractor_no",
+        "tf_correct_yes_all",
+        "tf_distractor_no_all",
+        "tf_subset_share",
+        "conf_correct",
+        "conf_distractor",
+        "conf_ratio",
+    ],
     "revas_multi_select": ["multi_rate", "recall_correct", "recall_misleading"],
 }
 FLUCTUATION = ("fr", "aacc", "sacc", "wacc", "bacc", "sensg", "one_minus_sensg", "prob_mass", "one_minus_brier")
 PERM_METRICS = {f"perm_{s}": [f"{m}@{s}" for m in FLUCTUATION] for s in PERM_SETS}
 PERM_METRICS["perm_full"] += ["full_fr"]
 PERM_METRICS["perm_cyclic"] += ["pride_acc@cyclic"]
-PERM_METRICS["perm_all"] = [f"{m}@{s}" for s in PERM_SETS for m in FLUCTUATION] + ["full_fr", "pride_acc@cyclic", "mcqa"]
+PERM_METRICS["perm_all"] = [f"{m}@{s}" for s in PERM_SETS for m in FLUCTUATION] + [
+    "full_fr",
+    "pride_acc@cyclic",
+    "mcqa",
+]
 GROUPS = {"revas": REVAS_SETS, "permutations": PERM_METRICS}
 
 
@@ -63,8 +76,9 @@ def test_every_set_logs_its_metrics(run_job_in, group):
     metrics of 7 perm_all jobs over 120 orders a question cost most of this test's time)."""
     expected = GROUPS[group]
     n = 10
-    run_job_in.sweep("model=simulated", "benchmark=medqa", f"variants={','.join(expected)}", f"limit={n}",
-                     "scoring=logprob")
+    run_job_in.sweep(
+        "model=simulated", "benchmark=medqa", f"variants={','.join(expected)}", f"limit={n}", "scoring=logprob"
+    )
     client, runs = mlflow_runs(run_job_in.store_uri)
     by_set = {r.data.tags["variants"]: r for r in runs if "variants" in r.data.tags}
     assert set(expected) <= set(by_set)
@@ -91,15 +105,21 @@ def _records(client, run):
 @needs_data
 @pytest.mark.slow
 def test_misleading_second_stage_reads_the_source_run(run_job_in):
-    source_id = run_job_in("model=simulated", "benchmark=medqa", "variants=revas_true_false", "limit=30",
-                           "scoring=generate").run_id
+    source_id = run_job_in(
+        "model=simulated", "benchmark=medqa", "variants=revas_true_false", "limit=30", "scoring=generate"
+    ).run_id
     client, (source,) = mlflow_runs(run_job_in.store_uri)
     assert {"tf_correct_yes_all", "tf_distractor_no_all"} <= logged(source, client)  # Yes/No parsed from generated text
     source_records = _records(client, source)
     original = source_records[(source_records.variant_kind == "original")]
     wrong = original[original.parsed_label.notna() & ~original.correct.astype(bool)]
-    run_job_in("model=simulated", "benchmark=medqa", "variants=revas_misleading", f"variants.source_run={source_id}",
-               "limit=30")
+    run_job_in(
+        "model=simulated",
+        "benchmark=medqa",
+        "variants=revas_misleading",
+        f"variants.source_run={source_id}",
+        "limit=30",
+    )
     client, runs = mlflow_runs(run_job_in.store_uri)
     (second,) = [r for r in runs if r.data.tags["variants"] == "revas_misleading"]
     assert "misleading_fix_rate" in logged(second, client)
@@ -116,8 +136,15 @@ def test_misleading_second_stage_reads_the_source_run(run_job_in):
 @needs_data
 @pytest.mark.slow
 def test_assessment_cli_logs_r2_and_stability_tables(run_job_in, capsys):
-    run_job_in.sweep("model=simulated", "model.name=sim_${model.success_rate}", "model.success_rate=0.99,0.95,0.9",
-                     "benchmark=mmlu", "variants=perm_all", "limit=12", "scoring=logprob")
+    run_job_in.sweep(
+        "model=simulated",
+        "model.name=sim_${model.success_rate}",
+        "model.success_rate=0.99,0.95,0.9",
+        "benchmark=mmlu",
+        "variants=perm_all",
+        "limit=12",
+        "scoring=logprob",
+    )
     from src.assess import main
 
     # the CLI's main in this process: a `python -m src.assess` process would spend seconds importing MLflow again
@@ -139,8 +166,9 @@ def test_assessment_cli_logs_r2_and_stability_tables(run_job_in, capsys):
     assert main(["--experiment", "nope", "--tracking-uri", run_job_in.store_uri]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
     # the module runs that main: its usage, which needs none of the assessment's imports
-    proc = subprocess.run([sys.executable, "-m", "src.assess", "--help"], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "src.assess", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m src.assess"), proc.stderr[-3000:]
 
 
@@ -148,8 +176,15 @@ def test_assessment_cli_logs_r2_and_stability_tables(run_job_in, capsys):
 @pytest.mark.slow
 def test_repetitions_match_binomial_theory(run_job_in):
     """st ~ P(Bin(10, 0.8) >= 9); rws ~ P(sure right) / P(sure): a wrong label repeated 9 times is ~1e-9."""
-    run_job_in("model=simulated", "model.success_rate=0.8", "benchmark=mmlu", "limit=300", "repetitions=10",
-               "temperature=0.7", "scoring=generate")
+    run_job_in(
+        "model=simulated",
+        "model.success_rate=0.8",
+        "benchmark=mmlu",
+        "limit=300",
+        "repetitions=10",
+        "temperature=0.7",
+        "scoring=generate",
+    )
     _, (run,) = mlflow_runs(run_job_in.store_uri)
     from src.metrics import p_star
 
@@ -157,7 +192,7 @@ def test_repetitions_match_binomial_theory(run_job_in):
     assert threshold == 9
 
     def tail(p):
-        return sum(math.comb(10, j) * p ** j * (1 - p) ** (10 - j) for j in range(threshold, 11))
+        return sum(math.comb(10, j) * p**j * (1 - p) ** (10 - j) for j in range(threshold, 11))
 
     sure_right, sure_wrong = tail(0.8), 3 * tail(0.2 / 3)
     m = run.data.metrics

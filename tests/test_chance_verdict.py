@@ -2,6 +2,7 @@
 chance, one whose interval contains it and one wholly above, each from hand-built records through
 `compute_metrics` and `chance_levels` as a job logs them, and what the closing block and the report's tables say
 of each; the interval's two ends count as containing chance."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,15 @@ import pytest
 
 from src.compare.tables import chance_mark
 from src.metrics import compute_metrics
-from src.metrics.chance import (AT_CHANCE, ChanceVerdict, chance_levels, chance_tags, chance_verdict,
-                                option_count_chance, trial_chance)
+from src.metrics.chance import (
+    AT_CHANCE,
+    ChanceVerdict,
+    chance_levels,
+    chance_tags,
+    chance_verdict,
+    option_count_chance,
+    trial_chance,
+)
 from src.tracking.closing import judged_lines
 
 from .records_factory import records, trial
@@ -45,7 +53,10 @@ def test_a_run_below_at_and_above_chance_is_judged_each_its_own_way(three_runs):
     assert {where: v.metric for where, v in verdicts.items()} == dict.fromkeys(three_runs, "mcqa")
     assert {where: v.at_chance for where, v in verdicts.items()} == {"below": False, "at": True, "above": False}
     assert {where: v.short() for where, v in verdicts.items()} == {
-        "below": "below chance", "at": AT_CHANCE, "above": "above chance"}
+        "below": "below chance",
+        "at": AT_CHANCE,
+        "above": "above chance",
+    }
     assert chance_tags(below) == {"chance": "0.250: mcqa below chance"}
     assert chance_tags(above) == {"chance": "0.250: mcqa above chance"}
     # only the run at chance gets the sentence on what its consistency numbers mean
@@ -55,16 +66,22 @@ def test_a_run_below_at_and_above_chance_is_judged_each_its_own_way(three_runs):
     assert judged_lines(below, ["mcqa"])[-1].endswith("(mcqa: below chance)")
     assert judged_lines(at, ["mcqa"])[-2].endswith(f"(mcqa: {AT_CHANCE})")
     assert {where: chance_mark(metrics, "mcqa") for where, metrics in three_runs.items()} == {
-        "below": "", "at": " †", "above": ""}
+        "below": "",
+        "at": " †",
+        "above": "",
+    }
 
 
-@pytest.mark.parametrize("lo, hi, at_chance", [
-    (0.10, 0.25, True),   # the upper end at chance: contains it
-    (0.25, 0.40, True),   # the lower end at chance
-    (0.25, 0.25, True),   # a point interval at chance
-    (0.10, 0.2499, False),  # wholly below, just
-    (0.2501, 0.40, False),  # wholly above, just
-])
+@pytest.mark.parametrize(
+    "lo, hi, at_chance",
+    [
+        (0.10, 0.25, True),  # the upper end at chance: contains it
+        (0.25, 0.40, True),  # the lower end at chance
+        (0.25, 0.25, True),  # a point interval at chance
+        (0.10, 0.2499, False),  # wholly below, just
+        (0.2501, 0.40, False),  # wholly above, just
+    ],
+)
 def test_the_interval_ends_count_as_containing_chance(lo, hi, at_chance):
     value = (lo + hi) / 2
     verdict = ChanceVerdict("mcqa", value, 0.25, lo, hi)
@@ -101,12 +118,20 @@ def test_the_reference_order_is_each_questions_first_variant_where_no_original_w
     for question, counts in (("a", (4, 2, 2)), ("b", (5, 5, 2))):
         for j, k in enumerate(counts):
             for repetition in (0, 1):
-                rows.append({"question_id": question, "variant_kind": "reorder", "variant_id": f"v{j}",
-                             "repetition": repetition, "n_options": k})
+                rows.append(
+                    {
+                        "question_id": question,
+                        "variant_kind": "reorder",
+                        "variant_id": f"v{j}",
+                        "repetition": repetition,
+                        "n_options": k,
+                    }
+                )
     levels = chance_levels(pd.DataFrame(rows))
     assert levels["chance"] == pytest.approx((1 / 4 + 1 / 5) / 2, abs=1e-12)
-    assert levels["chance_variants"] == pytest.approx(((1 / 4 + 1 / 2 + 1 / 2) / 3 + (1 / 5 + 1 / 5 + 1 / 2) / 3) / 2,
-                                                      abs=1e-12)
+    assert levels["chance_variants"] == pytest.approx(
+        ((1 / 4 + 1 / 2 + 1 / 2) / 3 + (1 / 5 + 1 / 5 + 1 / 2) / 3) / 2, abs=1e-12
+    )
     assert chance_levels(pd.DataFrame(rows).iloc[:0]) == {}  # no trials: no chance level
     assert chance_levels(pd.DataFrame(rows).drop(columns="n_options")) == {}  # records without option counts
 

@@ -1,5 +1,6 @@
 """`mcq <command>` (src/cli.py): the console script dispatches to the same `main(argv)` as `python -m src.X`, with the
 shared flags and exit codes; the GC settings belong to the entry point, not to importing the package."""
+
 from __future__ import annotations
 
 import importlib
@@ -34,8 +35,12 @@ def test_each_command_answers_through_mcq_as_through_python_m(name, capsys):
 
 def test_mcq_run_checks_the_config_before_hydra_starts():
     """`mcq run` is `python -m src.run` (in a process of its own: the entry point sets the process's GC)."""
-    proc = subprocess.run([sys.executable, "-m", "src.cli", "run", "model=simulated", "temprature=0.5"], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "src.cli", "run", "model=simulated", "temprature=0.5"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == cli.EXIT_USER_ERROR
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: config key temprature") and "temperature?" in line
@@ -58,8 +63,11 @@ def test_the_tracking_flags_are_the_shared_ones(module, monkeypatch):
 
     real = cli.argparse.ArgumentParser.parse_args
     monkeypatch.setattr(cli.argparse.ArgumentParser, "parse_args", parsed)
-    required = {"src.assess": ["--experiment", "e"], "src.plan": ["--run", "r"],
-                "src.ingest.__main__": ["--format", "generic", "--path", "p"]}.get(module, [])
+    required = {
+        "src.assess": ["--experiment", "e"],
+        "src.plan": ["--run", "r"],
+        "src.ingest.__main__": ["--format", "generic", "--path", "p"],
+    }.get(module, [])
     with pytest.raises(SystemExit):
         importlib.import_module(module).main(required)
     assert seen["tracking_uri"] == DEFAULT_URI
@@ -67,6 +75,8 @@ def test_the_tracking_flags_are_the_shared_ones(module, monkeypatch):
 
 def test_importing_the_package_leaves_the_gc_alone():
     """Only an entry point tunes the garbage collector: a library user's process keeps its own settings."""
-    code = ("import gc; before = gc.get_threshold(); import src.job.runner, src.tracking.runs, src.sweep.callback; "
-            "assert gc.get_threshold() == before, gc.get_threshold()")
+    code = (
+        "import gc; before = gc.get_threshold(); import src.job.runner, src.tracking.runs, src.sweep.callback; "
+        "assert gc.get_threshold() == before, gc.get_threshold()"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

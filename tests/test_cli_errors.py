@@ -1,4 +1,5 @@
 """Bad input through the CLI: one line on stderr naming the file/record or config key, exit code 2, no traceback."""
+
 from __future__ import annotations
 
 import json
@@ -35,16 +36,20 @@ def assert_user_error(run, *needles):
         assert needle in message, (needle, message)
 
 
-@pytest.mark.parametrize("bad, needle", [
-    ({"question": "2+2?", "options": ["3", "4"]}, "answer"),                      # record without an answer
-    ({"question": "2+2?", "options": ["3", "4"], "answer": 7}, "7"),             # answer out of range
-    ({"question": "2+2?", "options": ["4"], "answer": 0}, "option"),             # fewer than two options
-    ({"question": "2+2?", "options": ["4", "4 ", "5"], "answer": 0}, "same text"),  # duplicate options
-])
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        ({"question": "2+2?", "options": ["3", "4"]}, "answer"),  # record without an answer
+        ({"question": "2+2?", "options": ["3", "4"], "answer": 7}, "7"),  # answer out of range
+        ({"question": "2+2?", "options": ["4"], "answer": 0}, "option"),  # fewer than two options
+        ({"question": "2+2?", "options": ["4", "4 ", "5"], "answer": 0}, "same text"),  # duplicate options
+    ],
+)
 def test_bad_records_name_file_and_line(run_job_in, tmp_path, bad, needle):
     path = write_jsonl(tmp_path / "bench.jsonl", [GOOD, bad])
-    assert_user_error(lambda: run_job_in("model=simulated", "benchmark=generic", f"benchmark.path={path}"),
-                      str(path), "2", needle)
+    assert_user_error(
+        lambda: run_job_in("model=simulated", "benchmark=generic", f"benchmark.path={path}"), str(path), "2", needle
+    )
 
 
 def test_bad_record_through_the_command_line_is_one_line_and_exit_2(run_cli, tmp_path):
@@ -54,8 +59,11 @@ def test_bad_record_through_the_command_line_is_one_line_and_exit_2(run_cli, tmp
 
 
 def test_missing_file_names_path_and_key(run_job_in, tmp_path):
-    assert_user_error(lambda: run_job_in("model=simulated", "benchmark=medqa", f"benchmark.path={tmp_path}/nope.jsonl"),
-                      "nope.jsonl", "benchmark.path")
+    assert_user_error(
+        lambda: run_job_in("model=simulated", "benchmark=medqa", f"benchmark.path={tmp_path}/nope.jsonl"),
+        "nope.jsonl",
+        "benchmark.path",
+    )
 
 
 def test_unknown_benchmark_names_the_key(run_job_in):
@@ -69,24 +77,30 @@ def test_bad_config_values_name_the_key(run_job_in):
     assert_user_error(lambda: run_job_in("model=simulated", "tracking.uri=./mlruns"), "tracking.uri")
 
 
-@pytest.mark.parametrize("argv, needles", [
-    (["temprature=0.5"], ["config key temprature", "temperature?"]),
-    (["+temprature=0.5"], ["config key temprature", "temperature?"]),
-    (["temperature=abc"], ["config key temperature", "abc"]),
-    (["-m", "temperature=0,abc"], ["config key temperature", "abc"]),
-    (["seed=1.5"], ["config key seed", "1.5"]),
-    (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
-    (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),
-    (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
-    (["metrics.pride_protocol=author"], ["config key metrics.pride_protocol", "unknown protocol 'author'",
-                                         "paper, authors"]),
-
-    # a committed sweep file: its keys and group choices, as Hydra will compose them
-    (["-m", "-cd", "sweeps", "-cn", "smoke", "model.succes_rate=0.9"], ["config key model.succes_rate",
-                                                                         "model.success_rate?"]),
-    (["-m", "-cd", "sweeps", "-cn", "smoke", "benchmark=mmlux"], ["config key benchmark", "benchmark=mmlu?"]),
-    (["-m", "-cd", "sweeps", "-cn", "cora", "limit=abc"], ["config key limit", "abc"]),
-])
+@pytest.mark.parametrize(
+    "argv, needles",
+    [
+        (["temprature=0.5"], ["config key temprature", "temperature?"]),
+        (["+temprature=0.5"], ["config key temprature", "temperature?"]),
+        (["temperature=abc"], ["config key temperature", "abc"]),
+        (["-m", "temperature=0,abc"], ["config key temperature", "abc"]),
+        (["seed=1.5"], ["config key seed", "1.5"]),
+        (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
+        (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),
+        (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
+        (
+            ["metrics.pride_protocol=author"],
+            ["config key metrics.pride_protocol", "unknown protocol 'author'", "paper, authors"],
+        ),
+        # a committed sweep file: its keys and group choices, as Hydra will compose them
+        (
+            ["-m", "-cd", "sweeps", "-cn", "smoke", "model.succes_rate=0.9"],
+            ["config key model.succes_rate", "model.success_rate?"],
+        ),
+        (["-m", "-cd", "sweeps", "-cn", "smoke", "benchmark=mmlux"], ["config key benchmark", "benchmark=mmlu?"]),
+        (["-m", "-cd", "sweeps", "-cn", "cora", "limit=abc"], ["config key limit", "abc"]),
+    ],
+)
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
     """`python -m src.run` checks its overrides against the schema before Hydra composes (src.config.schema.check_command_line)."""
     from src import run
@@ -114,8 +128,9 @@ def test_a_launcher_whose_extra_is_missing_is_one_line_and_exit_2(monkeypatch, c
     with pytest.raises(SystemExit) as exit_:
         run.main()
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == ('error: hydra/launcher=ray_cluster needs hydra-ray-launcher and Ray: '
-                                       'pip install -e ".[ray]"\n')
+    assert capsys.readouterr().err == (
+        'error: hydra/launcher=ray_cluster needs hydra-ray-launcher and Ray: pip install -e ".[ray]"\n'
+    )
 
 
 def test_typo_through_the_command_line_is_one_line_and_exit_2(run_cli):

@@ -3,6 +3,7 @@
 Unit tests feed the table builders hand-made run tables (the CoRA paper's own Table 1 among them); the end-to-end
 tests read the smoke sweep's store (tests/smoke_store.py).
 """
+
 from __future__ import annotations
 
 import base64
@@ -14,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from src.common.errors import UserError
 from src.compare import load, plots, report, tables
 from src.compare.__main__ import main
-from src.common.errors import UserError
 from src.core.records import read_run_records
 
 from .conftest import mlflow_runs
@@ -31,24 +32,48 @@ PAPER_TABLE_1 = {
     "BioML": [0.73, 0.75, 0.77, 0.42, 0.80, 0.73, 0.66, 0.60, 0.46, 0.31, 0.58],
     "BMist": [0.38, 0.58, 0.58, 0.28, 0.61, 0.49, 0.40, 0.33, 0.22, 0.11, 0.73],
 }
-CORA_NAMES = ["mcqa", "mcqa_plus", "mv", "cora", "bmca_0.5", "bmca_0.6", "bmca_0.7", "bmca_0.8", "bmca_0.9", "bmca_1.0",
-              "ci"]
+CORA_NAMES = [
+    "mcqa",
+    "mcqa_plus",
+    "mv",
+    "cora",
+    "bmca_0.5",
+    "bmca_0.6",
+    "bmca_0.7",
+    "bmca_0.8",
+    "bmca_0.9",
+    "bmca_1.0",
+    "ci",
+]
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
     """A load_runs-shaped table: run-level columns with defaults, then the given metrics."""
-    base = {"experiment_id": "1", "experiment": "e", "sweep_id": "s", "variants": "cora", "temperature": 0.0,
-            "scoring": "generate", "prompt": "cora", "fewshot": 0, "repetitions": 1, "limit": "null", "seed": 0}
+    base = {
+        "experiment_id": "1",
+        "experiment": "e",
+        "sweep_id": "s",
+        "variants": "cora",
+        "temperature": 0.0,
+        "scoring": "generate",
+        "prompt": "cora",
+        "fewshot": 0,
+        "repetitions": 1,
+        "limit": "null",
+        "seed": 0,
+    }
     out = [{"run_id": f"r{i}", "start_time": i, **base, **row} for i, row in enumerate(rows)]
     return pd.DataFrame(out)
 
 
 def paper_runs(benchmark: str = "medqa", **extra) -> pd.DataFrame:
-    return runs_frame([{"model": m, "benchmark": benchmark, **dict(zip(CORA_NAMES, v)), **extra}
-                       for m, v in PAPER_TABLE_1.items()])
+    return runs_frame(
+        [{"model": m, "benchmark": benchmark, **dict(zip(CORA_NAMES, v)), **extra} for m, v in PAPER_TABLE_1.items()]
+    )
 
 
 # ---------------------------------------------------------------- tables from hand-made runs
+
 
 def test_cora_table_reproduces_the_papers_table_1():
     built = tables.cora_tables(paper_runs())
@@ -58,15 +83,30 @@ def test_cora_table_reproduces_the_papers_table_1():
     assert table.text.at["MCQA+", "MedL"] == "0.690 (3)" and table.text.at["MCQA+", "BioML"] == "0.750 (2)"
     assert table.text.at["CoRA", "MedL"] == "0.320 (3)" and table.text.at["CoRA", "BioML"] == "0.420 (2)"
     assert table.text.at["BMCA(1.0)", "GPT4o"] == "0.730" and table.text.at["CI", "BMist"] == "0.730"
-    assert list(table.text.index) == ["MCQA", "MCQA+", "MV", "CoRA", *[f"BMCA({c})" for c in
-                                      ("0.5", "0.6", "0.7", "0.8", "0.9", "1.0")], "CI", "INVALID"]
+    assert list(table.text.index) == [
+        "MCQA",
+        "MCQA+",
+        "MV",
+        "CoRA",
+        *[f"BMCA({c})" for c in ("0.5", "0.6", "0.7", "0.8", "0.9", "1.0")],
+        "CI",
+        "INVALID",
+    ]
 
 
 def test_equal_scores_share_the_better_rank():
     """The paper's Table 2: MCQA+ 0.75 (1) twice, CoRA 0.33 (3) twice."""
-    frame = runs_frame([{"model": m, "benchmark": "mmlu", "mcqa": a, "mcqa_plus": p, "mv": 0.5, "cora": c}
-                        for m, a, p, c in [("Mist", 0.64, 0.75, 0.44), ("Llam", 0.58, 0.62, 0.33),
-                                           ("Gran", 0.65, 0.75, 0.47), ("DSeek", 0.52, 0.60, 0.33)]])
+    frame = runs_frame(
+        [
+            {"model": m, "benchmark": "mmlu", "mcqa": a, "mcqa_plus": p, "mv": 0.5, "cora": c}
+            for m, a, p, c in [
+                ("Mist", 0.64, 0.75, 0.44),
+                ("Llam", 0.58, 0.62, 0.33),
+                ("Gran", 0.65, 0.75, 0.47),
+                ("DSeek", 0.52, 0.60, 0.33),
+            ]
+        ]
+    )
     text = tables.cora_tables(frame).tables[0].text
     assert text.at["MCQA+", "Mist"] == "0.750 (1)" and text.at["MCQA+", "Gran"] == "0.750 (1)"
     assert text.at["MCQA+", "Llam"] == "0.620 (3)"
@@ -99,17 +139,40 @@ def repetition_runs() -> pd.DataFrame:
     for model, shift in (("a", 0.0), ("b", 0.2)):
         for t, st in ((0.3, 0.8), (0.7, 0.53), (1.0, 0.0)):
             rws = math.nan if st == 0 else 0.6 + shift
-            rows.append({"model": model, "benchmark": "mmlu_redux", "variants": "original", "temperature": t,
-                         "repetitions": 10, "sure_right": st * (0.6 + shift), "sure_wrong": st * (0.4 - shift),
-                         "unsure_right": (1 - st) / 2, "unsure_wrong": (1 - st) / 2, "st": st, "rws": rws,
-                         "acc_mean": 0.5 + shift, "acc_std": 0.01})
+            rows.append(
+                {
+                    "model": model,
+                    "benchmark": "mmlu_redux",
+                    "variants": "original",
+                    "temperature": t,
+                    "repetitions": 10,
+                    "sure_right": st * (0.6 + shift),
+                    "sure_wrong": st * (0.4 - shift),
+                    "unsure_right": (1 - st) / 2,
+                    "unsure_wrong": (1 - st) / 2,
+                    "st": st,
+                    "rws": rws,
+                    "acc_mean": 0.5 + shift,
+                    "acc_std": 0.01,
+                }
+            )
     return runs_frame(rows)
 
 
 def test_repetition_table_has_the_papers_columns():
     (table,) = tables.repetition_tables(repetition_runs()).tables
-    assert list(table.text.columns) == ["temperature", "SURE right", "UNSURE right", "UNSURE wrong", "SURE wrong",
-                                        "acc mean", "acc std", "RWS | S/T", "INVALID", "chance"]
+    assert list(table.text.columns) == [
+        "temperature",
+        "SURE right",
+        "UNSURE right",
+        "UNSURE wrong",
+        "SURE wrong",
+        "acc mean",
+        "acc std",
+        "RWS | S/T",
+        "INVALID",
+        "chance",
+    ]
     first = table.text.iloc[1]  # model a at T=0.7
     assert first["temperature"] == "0.70" and first["RWS | S/T"] == "0.60 | 53%" and first["SURE right"] == "32%"
     assert table.text.iloc[2]["RWS | S/T"] == "n/a | 0%"
@@ -133,11 +196,24 @@ def test_consistency_plot_paths_and_undefined_rws():
 
 
 def test_revas_tables_merge_the_variant_sets_of_a_model():
-    frame = runs_frame([
-        {"model": "m", "benchmark": "mmlu", "variants": "revas_option_count", "acc@2": 0.9, "sc_mean@2": 0.95,
-         "acc_h@2": 0.8, "acc@4": 0.7, "sc_mean@4": 0.8, "acc_h@4": 0.4, "sc_mean": 0.8, "acc_h": 0.4},
-        {"model": "m", "benchmark": "mmlu", "variants": "revas_nota", "nota_acc": 0.1, "nota_acc_h": 0.02},
-    ])
+    frame = runs_frame(
+        [
+            {
+                "model": "m",
+                "benchmark": "mmlu",
+                "variants": "revas_option_count",
+                "acc@2": 0.9,
+                "sc_mean@2": 0.95,
+                "acc_h@2": 0.8,
+                "acc@4": 0.7,
+                "sc_mean@4": 0.8,
+                "acc_h@4": 0.4,
+                "sc_mean": 0.8,
+                "acc_h": 0.4,
+            },
+            {"model": "m", "benchmark": "mmlu", "variants": "revas_nota", "nota_acc": 0.1, "nota_acc_h": 0.02},
+        ]
+    )
     built = tables.revas_tables(frame)
     options, summary = built.tables
     assert list(options.text.columns) == ["n=2", "n=4"]
@@ -152,21 +228,29 @@ def test_absent_inputs_are_skipped_with_a_reason(tmp_path):
     runs = load.Runs(table=frame, tracking_uri="sqlite:///x.db", experiments={"1": "e"})
     sections = report.build_sections(runs)
     reasons = " ".join(n for _, notes in sections[0].absent for n in notes)
-    for reason in ("no run logged `cora`", "no run logged `st`", "no run logged permutation-set metrics",
-                   "no run logged REVAS metrics", "no run logged bmca_<c>", "no acc@n"):
+    for reason in (
+        "no run logged `cora`",
+        "no run logged `st`",
+        "no run logged permutation-set metrics",
+        "no run logged REVAS metrics",
+        "no run logged bmca_<c>",
+        "no acc@n",
+    ):
         assert reason in reasons
     report.write(sections, tmp_path, header=["h"], title="t")
     # one line about the absent studies: in Markdown that line alone, in HTML a collapsed list with the reasons
     md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
     (line,) = [line for line in md.splitlines() if line.startswith("> Note:")]
-    assert line.startswith("> Note: not in these runs (no section): CoRA ranking; Rank changes between MCQA and CoRA; "
-                           "Repetition trials;") and line.endswith("; How many questions are enough")
+    assert line.startswith(
+        "> Note: not in these runs (no section): CoRA ranking; Rank changes between MCQA and CoRA; Repetition trials;"
+    ) and line.endswith("; How many questions are enough")
     details = re.search(r"<details class=note><summary>Note: not in these runs.*?</details>", page)
     assert details and "CoRA table: no run logged `cora`" in details.group(0) and page.count("<details") == 1
     assert "<table class=prose>" in page  # the definitions, left-aligned
 
 
 # ---------------------------------------------------------------- end to end on the smoke sweep
+
 
 class _Refs(HTMLParser):
     def __init__(self):
@@ -177,15 +261,27 @@ class _Refs(HTMLParser):
         self.refs += [(tag, value) for name, value in attrs if name in ("src", "href") and value is not None]
 
 
-EXPECTED_FILES = [r"tables/cora_arc_challenge_T_0\.3\.csv", r"tables/cora_commonsenseqa_T_0\.7\.csv",
-                  r"tables/rank_changes\.csv", r"tables/repetition_arc_challenge\.csv",
-                  r"tables/repetition_commonsenseqa\.csv", r"tables/fluctuation_r2_full_fr\.csv",
-                  r"tables/fluctuation_r2_accuracy\.csv", r"tables/fluctuation_r2_both\.csv",
-                  r"tables/revas_options_arc_challenge.*\.csv", r"tables/revas_summary_commonsenseqa.*\.csv",
-                  r"tables/runs\.csv", r"plots/consistency_arc_challenge\.png", r"plots/consistency_commonsenseqa\.png",
-                  r"plots/bmca_arc_challenge\.png", r"plots/sure_unsure_commonsenseqa\.png",
-                  r"plots/options_arc_challenge\.png", r"plots/options_commonsenseqa\.png", r"report\.md",
-                  r"report\.html"]
+EXPECTED_FILES = [
+    r"tables/cora_arc_challenge_T_0\.3\.csv",
+    r"tables/cora_commonsenseqa_T_0\.7\.csv",
+    r"tables/rank_changes\.csv",
+    r"tables/repetition_arc_challenge\.csv",
+    r"tables/repetition_commonsenseqa\.csv",
+    r"tables/fluctuation_r2_full_fr\.csv",
+    r"tables/fluctuation_r2_accuracy\.csv",
+    r"tables/fluctuation_r2_both\.csv",
+    r"tables/revas_options_arc_challenge.*\.csv",
+    r"tables/revas_summary_commonsenseqa.*\.csv",
+    r"tables/runs\.csv",
+    r"plots/consistency_arc_challenge\.png",
+    r"plots/consistency_commonsenseqa\.png",
+    r"plots/bmca_arc_challenge\.png",
+    r"plots/sure_unsure_commonsenseqa\.png",
+    r"plots/options_arc_challenge\.png",
+    r"plots/options_commonsenseqa\.png",
+    r"report\.md",
+    r"report\.html",
+]
 
 
 _REPORTS: dict[str, Path] = {}  # store uri -> its report, made once per test process
@@ -243,33 +339,73 @@ def test_comparison_run_holds_the_report(smoke_report, smoke_store):
 
 def test_filters_and_skips(smoke_store, tmp_path, capsys):
     out = tmp_path / "arc"
-    assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out), "--benchmark",
-                 "arc_challenge", "--variants", "cora", "--no-mlflow"]) == 0
+    assert (
+        main(
+            [
+                "--experiment",
+                "smoke",
+                "--tracking-uri",
+                smoke_store.uri,
+                "--out",
+                str(out),
+                "--benchmark",
+                "arc_challenge",
+                "--variants",
+                "cora",
+                "--no-mlflow",
+            ]
+        )
+        == 0
+    )
     md = (out / "report.md").read_text()
     assert "commonsenseqa" not in md.split("## Runs")[1] and "### arc_challenge (T=0.3)" in md
     absent = next(line for line in md.splitlines() if line.startswith("> Note: not in these runs (no section): "))
     assert "Answer fluctuation: R² of metrics on permutation subsets" in absent and "REVAS:" in absent
     capsys.readouterr()
-    assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out),
-                 "--model", "gpt5"]) == 2
+    assert main(["--experiment", "smoke", "--tracking-uri", smoke_store.uri, "--out", str(out), "--model", "gpt5"]) == 2
     assert capsys.readouterr().err.strip().startswith("error: --model: no finished job run")
 
 
 def test_sweep_id_and_diff(smoke_store, tmp_path):
     client, parents = mlflow_runs(smoke_store.uri, "smoke", kind="sweep")
     _, runs = mlflow_runs(smoke_store.uri, "smoke")
-    pick = {(r.data.tags["model"], r.data.tags["benchmark"], r.data.tags["variants"], r.data.tags["temperature"]):
-            r.info.run_id for r in runs}
+    pick = {
+        (
+            r.data.tags["model"],
+            r.data.tags["benchmark"],
+            r.data.tags["variants"],
+            r.data.tags["temperature"],
+        ): r.info.run_id
+        for r in runs
+    }
     a = pick[("simulated_0.6", "arc_challenge", "cora", "0.3")]
     b = pick[("simulated_0.9", "arc_challenge", "cora", "0.3")]
     out = tmp_path / "sweep"
     # --no-paired: the paired study (a third of the report's time) is test_smoke_report_has_every_table_and_plot's
-    assert main(["--sweep-id", parents[0].data.tags["sweep_id"], "--tracking-uri", smoke_store.uri, "--out", str(out),
-                 "--diff", a, b, "--no-mlflow", "--no-paired"]) == 0
+    assert (
+        main(
+            [
+                "--sweep-id",
+                parents[0].data.tags["sweep_id"],
+                "--tracking-uri",
+                smoke_store.uri,
+                "--out",
+                str(out),
+                "--diff",
+                a,
+                b,
+                "--no-mlflow",
+                "--no-paired",
+            ]
+        )
+        == 0
+    )
     assert len(pd.read_csv(out / "tables" / "runs.csv")) == 24
     summary = pd.read_csv(out / "tables" / "diff_summary.csv").iloc[0]
     trials = pd.read_csv(out / "tables" / "diff_trials.csv")
-    assert summary["shared_trials"] == 8 * 20 * 5 and 0 < summary["disagreement_rate"] < 1  # questions x variants x reps
+    assert (
+        summary["shared_trials"] == 8 * 20 * 5 and 0 < summary["disagreement_rate"] < 1
+    )  # questions x variants x reps
     assert len(trials) == round(summary["disagreement_rate"] * summary["shared_trials"])
     assert "## Disagreements" in (out / "report.md").read_text()
 
@@ -278,7 +414,9 @@ def test_records_of_a_missing_run_or_a_run_without_records_name_the_flag(smoke_s
     parent = mlflow_runs(smoke_store.uri, "smoke", kind="sweep")[1][0]  # a sweep's parent run logs no records
     with pytest.raises(UserError, match=r"^config key --diff: no MLflow run 'nope' at sqlite:"):
         read_run_records("nope", smoke_store.uri, key="--diff")
-    with pytest.raises(UserError, match=rf"^config key --diff: run {parent.info.run_id} has no records.parquet artifact"):
+    with pytest.raises(
+        UserError, match=rf"^config key --diff: run {parent.info.run_id} has no records.parquet artifact"
+    ):
         read_run_records(parent.info.run_id, smoke_store.uri, key="--diff")
 
 

@@ -1,4 +1,5 @@
 """Every option of every config group composes, and the top-level keys have their documented defaults."""
+
 from __future__ import annotations
 
 import pytest

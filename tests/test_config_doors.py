@@ -2,6 +2,7 @@
 starts, the sweep callback's check of every job before the sweep's first, and the job itself. Every case of the
 bad-input corpus (tests/test_bad_input_corpus.py) and the validity rules gets the same verdict at each door, so a
 config accepted before Hydra starts is never refused inside a job, and the reverse."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,9 @@ VALIDITY_CASES = [  # scoring x variant set x sampling: refused by the validity 
     ("scoring=cloze variants=perm_cyclic", "scoring=cloze and variants=perm_cyclic"),
 ]
 VALID = ["model=simulated", "limit=2"]  # accepted at every door
-CASES = ([(override, part) for override, _, part in COMPOSED_CASES + RANGE_CASES]
-         + [(overrides, part) for overrides, part in VALIDITY_CASES])
+CASES = [(override, part) for override, _, part in COMPOSED_CASES + RANGE_CASES] + [
+    (overrides, part) for overrides, part in VALIDITY_CASES
+]
 
 
 def verdicts(job: list[str], out_dir) -> dict[str, str | None]:

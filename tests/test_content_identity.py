@@ -2,6 +2,7 @@
 run again (resume on or off, the response cache on), say why in one line, and give the new weights' and the new
 data's numbers; the response cache's key never lets two requests that differ in model identity, data identity or
 anything that changes an answer share an entry."""
+
 from __future__ import annotations
 
 import json
@@ -41,11 +42,20 @@ def own_models_cache(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("resume", ["true", "false"])
-def test_new_weights_saved_to_the_same_folder_run_again_with_their_own_numbers(run_job_in, tmp_path, capsys, resume,
-                                                                             own_models_cache):
+def test_new_weights_saved_to_the_same_folder_run_again_with_their_own_numbers(
+    run_job_in, tmp_path, capsys, resume, own_models_cache
+):
     folder = tmp_path / "last"
-    job = ["model=hf", f"model.path={folder}", "model.name=ckpt", "model.dtype=float32", "benchmark=synthetic",
-           "limit=6", "scoring=logprob", f"resume={resume}"]
+    job = [
+        "model=hf",
+        f"model.path={folder}",
+        "model.name=ckpt",
+        "model.dtype=float32",
+        "benchmark=synthetic",
+        "limit=6",
+        "scoring=logprob",
+        f"resume={resume}",
+    ]
     save_tiny_model(folder, seed=0)
     old = run_job_in(*job)
     save_tiny_model(folder, seed=1)  # new weights, same folder, same config
@@ -75,8 +85,15 @@ def test_new_weights_saved_to_the_same_folder_run_again_with_their_own_numbers(r
 
 
 def write_file(path: Path, answers: list[int]) -> None:
-    rows = [{"id": f"q{i}", "question": f"Which option is number {i}?", "options": [f"o{i}a", f"o{i}b", f"o{i}c"],
-             "answer": a} for i, a in enumerate(answers)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"Which option is number {i}?",
+            "options": [f"o{i}a", f"o{i}b", f"o{i}c"],
+            "answer": a,
+        }
+        for i, a in enumerate(answers)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -100,8 +117,9 @@ def test_a_benchmark_file_corrected_in_place_runs_again_on_the_new_answers(run_j
     alone = run_job_in(*job, f"tracking.uri=sqlite:///{tmp_path}/alone.db", "cache.enabled=false")
     for name in ("mcqa", "cora", "ci"):
         assert new.metrics[name] == pytest.approx(alone.metrics[name], abs=1e-12)
-    pd.testing.assert_frame_equal(records(new).drop(columns=["run_id", "cache_hit"]),
-                                  records(alone).drop(columns=["run_id", "cache_hit"]))
+    pd.testing.assert_frame_equal(
+        records(new).drop(columns=["run_id", "cache_hit"]), records(alone).drop(columns=["run_id", "cache_hit"])
+    )
     _, runs = mlflow_runs(run_job_in.store_uri)
     tags = {r.info.run_id: r.data.tags for r in runs}
     assert tags[old.run_id]["data_identity"] != tags[new.run_id]["data_identity"]
@@ -111,21 +129,34 @@ def test_a_benchmark_file_corrected_in_place_runs_again_on_the_new_answers(run_j
 # -- the response cache's key ------------------------------------------------------------------------------------
 
 texts = st.text(max_size=6)
-request_parts = st.fixed_dictionaries({
-    "identity": texts, "data": texts, "mode": st.sampled_from(["generate", "logprob", "cloze"]), "prompt": texts,
-    "labels": st.lists(texts, max_size=3).map(tuple), "options": st.lists(texts, max_size=3).map(tuple),
-    "seed": st.integers(0, 3), "key": texts, "seeded": st.booleans(),
-    "settings": st.dictionaries(st.sampled_from(["temperature", "top_k", "top_p", "max_new_tokens"]),
-                                st.one_of(st.none(), st.integers(0, 3), st.floats(0, 2))),
-    "repetition": st.one_of(st.none(), st.integers(0, 3))})
+request_parts = st.fixed_dictionaries(
+    {
+        "identity": texts,
+        "data": texts,
+        "mode": st.sampled_from(["generate", "logprob", "cloze"]),
+        "prompt": texts,
+        "labels": st.lists(texts, max_size=3).map(tuple),
+        "options": st.lists(texts, max_size=3).map(tuple),
+        "seed": st.integers(0, 3),
+        "key": texts,
+        "seeded": st.booleans(),
+        "settings": st.dictionaries(
+            st.sampled_from(["temperature", "top_k", "top_p", "max_new_tokens"]),
+            st.one_of(st.none(), st.integers(0, 3), st.floats(0, 2)),
+        ),
+        "repetition": st.one_of(st.none(), st.integers(0, 3)),
+    }
+)
 OUTPUT_CHANGING = ("identity", "data", "mode", "prompt", "labels", "options", "settings", "repetition")
 
 
 def key_of(parts: dict) -> str:
-    request = Request(parts["prompt"], parts["labels"], parts["options"], parts["seed"], key=parts["key"],
-                      data=parts["data"])
-    return request_key(parts["identity"], parts["mode"], request, parts["settings"], parts["repetition"],
-                       seeded=parts["seeded"])
+    request = Request(
+        parts["prompt"], parts["labels"], parts["options"], parts["seed"], key=parts["key"], data=parts["data"]
+    )
+    return request_key(
+        parts["identity"], parts["mode"], request, parts["settings"], parts["repetition"], seeded=parts["seeded"]
+    )
 
 
 @settings(max_examples=300)
@@ -134,11 +165,14 @@ def test_requests_that_may_be_answered_differently_never_share_a_cache_key(a, b)
     """Model identity, data identity, scoring mode, prompt, labels, options, decoding settings, repetition and, for
     a seeded answer, the trial's seed: any of them different, the keys differ; all the same, they are one."""
     b = {**b, "seeded": a["seeded"]}  # the backend's kind, the same for both requests of one backend
-    differs = any(a[f] != b[f] for f in OUTPUT_CHANGING) or (a["seeded"] and (a["seed"], a["key"]) != (b["seed"], b["key"]))
+    differs = any(a[f] != b[f] for f in OUTPUT_CHANGING) or (
+        a["seeded"] and (a["seed"], a["key"]) != (b["seed"], b["key"])
+    )
     assert (key_of(a) != key_of(b)) == differs
 
 
 # -- a model behind a server: what it reports, and model.revision ------------------------------------------------
+
 
 class ModelServer:
     """GET /models lists `model` (what the test sets), POST /chat/completions answers "A" with the next
@@ -235,6 +269,7 @@ def test_a_system_fingerprint_that_changes_while_a_sweep_runs_is_said_once(model
 
 # -- weights by content: a folder read once, a hub id by its commit ---------------------------------------------
 
+
 def test_a_folder_is_hashed_once_by_path_size_and_mtime(tmp_path, own_models_cache):
     import os
 
@@ -284,8 +319,11 @@ def test_a_hub_id_is_known_by_the_commit_it_resolves_to(tmp_path, monkeypatch, o
 def test_recheck_refuses_a_run_made_on_other_questions_or_other_folder_weights():
     from src.recheck import provenance_differences
 
-    tags = {"backend": "hf:/m|weights=sha256:aa|revision=None|dtype=float32|chat=True", "data_identity": "d1",
-            "git_commit": "c0ffee"}
+    tags = {
+        "backend": "hf:/m|weights=sha256:aa|revision=None|dtype=float32|chat=True",
+        "data_identity": "d1",
+        "git_commit": "c0ffee",
+    }
     assert provenance_differences(tags, tags["backend"], "c0ffee", "d1") == []
     assert provenance_differences(tags, tags["backend"], "c0ffee", "d2") == ["other benchmark data (run d1, here d2)"]
     moved = tags["backend"].replace("sha256:aa", "sha256:bb")
@@ -295,9 +333,17 @@ def test_recheck_refuses_a_run_made_on_other_questions_or_other_folder_weights()
 def test_the_report_says_when_one_model_name_covers_several_weights():
     from src.compare.load import identity_notes
 
-    table = pd.DataFrame({"model": ["ckpt", "ckpt", "base", "base"], "model_identity": ["m1", "m2", "m3", "m3"],
-                          "benchmark": ["medqa"] * 4, "data_identity": ["d1", "d1", "d1", None]})
-    assert identity_notes(table) == ["model ckpt: its runs were made with 2 different weights (model_identity); the "
-                                     "tables show the latest run of each condition"]
+    table = pd.DataFrame(
+        {
+            "model": ["ckpt", "ckpt", "base", "base"],
+            "model_identity": ["m1", "m2", "m3", "m3"],
+            "benchmark": ["medqa"] * 4,
+            "data_identity": ["d1", "d1", "d1", None],
+        }
+    )
+    assert identity_notes(table) == [
+        "model ckpt: its runs were made with 2 different weights (model_identity); the "
+        "tables show the latest run of each condition"
+    ]
     table.loc[3, "data_identity"] = "d2"  # the benchmark file corrected between two runs
     assert identity_notes(table)[1].startswith("benchmark medqa: its runs were made with 2 different questions")

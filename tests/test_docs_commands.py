@@ -11,6 +11,7 @@ Tools that are not this project (`mlflow ui|server`, `git clone`, `pip install t
 The README's five-command study runs whole in tests/test_docs_commands.py::test_the_readme_study_runs (slow tier),
 with `model=simulated` and small limits in place of the real models.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,9 @@ from pathlib import Path
 import pytest
 
 from src import cli
-from src.config.schema import sweep_file_choices
-from src.tracking.names import SERVER_ENV
 from src.common.errors import UserError
-from src.config.schema import LAUNCHER_EXTRAS, check_command_line, check_launcher
+from src.config.schema import LAUNCHER_EXTRAS, check_command_line, check_launcher, sweep_file_choices
+from src.tracking.names import SERVER_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -123,8 +123,9 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
             with pytest.raises(Parsed):
                 module.main(words[3:])
         else:  # a `--mode` script: the mode must be one its usage line names
-            assert words[3] in (module.__doc__ or "") + Path(module.__file__).read_text().split("__main__", 1)[1], \
+            assert words[3] in (module.__doc__ or "") + Path(module.__file__).read_text().split("__main__", 1)[1], (
                 f"{page}: {command}: {words[3]} is not a mode of {words[2]}"
+            )
         return
     name, args = (words[2].removeprefix("src."), words[3:]) if words[0] == "python" else (words[1], words[2:])
     assert name in cli.COMMANDS, f"{page}: {command}: not a command of this project"
@@ -168,8 +169,14 @@ def test_the_readme_study_runs(tmp_path):
     for line in study:
         words = shlex.split(line)
         if words[2] == "src.ui":  # it serves until Ctrl-C: it must print the review view's address, then stop on SIGINT
-            ui = subprocess.Popen([sys.executable, *words[1:], "--tracking-uri", uri], cwd=REPO, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **SERVER_ENV})
+            ui = subprocess.Popen(
+                [sys.executable, *words[1:], "--tracking-uri", uri],
+                cwd=REPO,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, **SERVER_ENV},
+            )
             try:
                 first = ui.stdout.readline()
                 assert first.startswith("review view: http://127.0.0.1:"), (first, ui.stderr.read()[-2000:])
@@ -181,14 +188,22 @@ def test_the_readme_study_runs(tmp_path):
                     _, err = ui.communicate(timeout=60)
                 except subprocess.TimeoutExpired:
                     ui.kill()
-                    raise AssertionError(f"python -m src.ui still runs 60 s after Ctrl-C: {ui.communicate()[1][-3000:]}")
+                    raise AssertionError(
+                        f"python -m src.ui still runs 60 s after Ctrl-C: {ui.communicate()[1][-3000:]}"
+                    )
                 assert ui.returncode == 0, err[-3000:]
             continue
         if words[2] == "src.run":
             words = [w for w in words if not w.startswith(("model=", "limit=", "temperature="))]
             words += ["temperature=0.7"] if any(w.startswith("repetitions=") for w in words) else []
-            words += ["model=simulated", "model.success_rate=0.5,0.9", "limit=20", f"tracking.uri={uri}",
-                      f"hydra.sweep.dir={tmp_path}/sweep{len(run_ids)}", "hydra/launcher=basic"]
+            words += [
+                "model=simulated",
+                "model.success_rate=0.5,0.9",
+                "limit=20",
+                f"tracking.uri={uri}",
+                f"hydra.sweep.dir={tmp_path}/sweep{len(run_ids)}",
+                "hydra/launcher=basic",
+            ]
         elif words[2] == "src.compare":
             words += ["--tracking-uri", uri, "--out", str(tmp_path / "report"), "--no-mlflow"]
         elif words[2] == "src.plan":

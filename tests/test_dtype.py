@@ -1,5 +1,6 @@
 """`model.dtype`: `auto` is bfloat16 where the device the model runs on computes it natively, else float32; the
 backend's identity names the dtype it resolved to; a value that is no floating-point dtype is one config line."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,11 +23,14 @@ def cpu_bf16(monkeypatch):
     return set_probes
 
 
-@pytest.mark.parametrize("avx512_bf16, amx, expected", [
-    (False, False, torch.float32),  # e.g. AMD Zen 3, Intel before Cooper Lake: bf16 would be emulated
-    (True, False, torch.bfloat16),  # AMD Zen 4, Intel Cooper Lake
-    (False, True, torch.bfloat16),  # Intel Sapphire Rapids (AMX)
-])
+@pytest.mark.parametrize(
+    "avx512_bf16, amx, expected",
+    [
+        (False, False, torch.float32),  # e.g. AMD Zen 3, Intel before Cooper Lake: bf16 would be emulated
+        (True, False, torch.bfloat16),  # AMD Zen 4, Intel Cooper Lake
+        (False, True, torch.bfloat16),  # Intel Sapphire Rapids (AMX)
+    ],
+)
 def test_auto_on_the_cpu_follows_its_bf16_instructions(cpu_bf16, avx512_bf16, amx, expected):
     cpu_bf16(avx512_bf16, amx)
     assert torch_dtype("auto") is expected

@@ -1,5 +1,6 @@
 """Exact first-token sampling: the tempered full-vocabulary distribution, seeded draws from it, INVALID as its own
 category, and the expected SURE/RWS shares computed exactly from it."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,15 +10,15 @@ import random
 import pandas as pd
 import pytest
 
+from src.answering.cache import ResponseCache
+from src.answering.trials import Item, answer_items, draw_answers, to_records
 from src.backends.base import Request, SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.answering.cache import ResponseCache
+from src.core.questions import Question
+from src.core.variant import Variant
 from src.metrics import compute_metrics
 from src.metrics.expected import outcome_probs
 from src.metrics.guessing import T, p_star
-from src.core.questions import Question
-from src.answering.trials import Item, answer_items, draw_answers, to_records
-from src.core.variant import Variant
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -47,14 +48,18 @@ def manual_dist(backend, request: Request, temperature: float, top_k=None, top_p
                 cumulative += value
             logits[~keep] = -math.inf
         probs = torch.softmax(logits, -1)
-    label_ids = [{backend.tokenizer(s, add_special_tokens=False)["input_ids"][0] for s in (lab, " " + lab)}
-                 for lab in request.labels]
+    label_ids = [
+        {backend.tokenizer(s, add_special_tokens=False)["input_ids"][0] for s in (lab, " " + lab)}
+        for lab in request.labels
+    ]
     shared = set.intersection(*label_ids) if len(label_ids) > 1 else set()
     per_label = [float(sum(probs[i] for i in ids - shared)) for ids in label_ids]
     return per_label + [1.0 - sum(per_label)]
 
 
-@pytest.mark.parametrize("temperature,top_k,top_p", [(0.7, None, 1.0), (1.3, 20, 1.0), (0.5, None, 0.9), (0.0, None, 1.0)])
+@pytest.mark.parametrize(
+    "temperature,top_k,top_p", [(0.7, None, 1.0), (1.3, 20, 1.0), (0.5, None, 0.9), (0.0, None, 1.0)]
+)
 def test_answer_dist_is_the_tempered_full_vocabulary_distribution(tiny_model_dir, temperature, top_k, top_p):
     backend = tiny(tiny_model_dir, batch_size=3)
     reqs = hf_requests()
@@ -85,8 +90,14 @@ def _items(n_questions: int = 6) -> list[Item]:
     for q in range(n_questions):
         question = Question(id=f"q{q}", question=f"What is {q}?", options=("w", "x", "y", "z"), answer=q % 4)
         variant = Variant(f"q{q}", "original", "original", (0, 1, 2, 3), ("w", "x", "y", "z"), q % 4)
-        request = Request(prompt=f"What is {q}?\nA. w\nB. x\nC. y\nD. z\nAnswer:", labels=tuple("ABCD"),
-                          options=variant.option_texts, seed=100 + q, correct_slot=q % 4, key=f"q{q}/original")
+        request = Request(
+            prompt=f"What is {q}?\nA. w\nB. x\nC. y\nD. z\nAnswer:",
+            labels=tuple("ABCD"),
+            options=variant.option_texts,
+            seed=100 + q,
+            correct_slot=q % 4,
+            key=f"q{q}/original",
+        )
         items.append(Item(question, variant, request))
     return items
 
@@ -104,8 +115,9 @@ def test_logprob_repetitions_draw_from_answer_dist_with_invalid_and_cache(tiny_m
         dist = row[0].answer_dist
         assert [a.slot for a in row] == draw_answers(dist, seed=it.request.seed, n=12)
     assert any(a.slot is None for row in first for a in row), "INVALID is drawn when the mass sits elsewhere"
-    hotter = answer_items(backend, items, scoring="logprob", params=SamplingParams(n=12, temperature=1.5), cache=cache,
-                          progress=False)
+    hotter = answer_items(
+        backend, items, scoring="logprob", params=SamplingParams(n=12, temperature=1.5), cache=cache, progress=False
+    )
     assert not any(a.cache_hit for row in hotter for a in row), "the tempered part is keyed by the sampling settings"
     greedy = answer_items(backend, items, scoring="logprob", params=SamplingParams(n=1), cache=cache, progress=False)
     assert all(a.cache_hit for row in greedy for a in row), "temperature-1 scores are shared with greedy runs"
@@ -123,15 +135,18 @@ def test_logprob_repetitions_draw_from_answer_dist_with_invalid_and_cache(tiny_m
 def test_simulated_backend_gives_an_answer_dist_and_expected_metrics():
     items = _items(30)
     backend = SimulatedBackend(success_rate=0.7, invalid_rate=0.1)
-    answers = answer_items(backend, items, scoring="logprob", params=SamplingParams(n=10, temperature=0.7),
-                           progress=False)
+    answers = answer_items(
+        backend, items, scoring="logprob", params=SamplingParams(n=10, temperature=0.7), progress=False
+    )
     records = to_records(items, answers, run_info={})
     metrics = compute_metrics(records)
     assert metrics["expected_invalid_rate"] == pytest.approx(0.1)
     assert 0 <= metrics["expected_st"] <= 1 and metrics["expected_st"] == pytest.approx(
-        metrics["expected_sure_right"] + metrics["expected_sure_wrong"])
-    assert sum(metrics[f"expected_{k}"] for k in ("sure_right", "sure_wrong", "unsure_right", "unsure_wrong")) == \
-        pytest.approx(1.0)
+        metrics["expected_sure_right"] + metrics["expected_sure_wrong"]
+    )
+    assert sum(
+        metrics[f"expected_{k}"] for k in ("sure_right", "sure_wrong", "unsure_right", "unsure_wrong")
+    ) == pytest.approx(1.0)
 
 
 def brute_force(dist, correct, R, threshold):  # noqa: N803
@@ -168,7 +183,7 @@ def test_outcome_probs_match_the_binomial_formula_for_two_categories(p, R):  # n
     assert got["sure_right"] == pytest.approx(T(threshold, M=R, r=p), abs=1e-12)
     assert got["sure_wrong"] == pytest.approx(T(threshold, M=R, r=1 - p), abs=1e-12)
     # right when the correct category is drawn at least as often as the other: X >= R / 2, X > 0
-    right = sum(math.comb(R, x) * p ** x * (1 - p) ** (R - x) for x in range(max(1, math.ceil(R / 2)), R + 1))
+    right = sum(math.comb(R, x) * p**x * (1 - p) ** (R - x) for x in range(max(1, math.ceil(R / 2)), R + 1))
     assert got["sure_right"] + got["unsure_right"] == pytest.approx(right, abs=1e-12)
 
 
@@ -177,15 +192,31 @@ def test_expected_metrics_read_the_original_variant_and_the_sure_threshold():
     rows = []
     for q, dist in enumerate([[0.95, 0.03, 0.01, 0.01, 0.0], [0.1, 0.8, 0.05, 0.05, 0.0], [0.3, 0.3, 0.2, 0.1, 0.1]]):
         for r in range(R):
-            rows.append({"question_id": f"q{q}", "variant_kind": "original", "variant_id": "original",
-                         "repetition": r, "n_options": 4, "option_order": [2, 0, 1, 3], "correct_option": 2,
-                         "correct_label": "A", "answer_dist": dist, "parsed_label": "A", "chosen_option": 2,
-                         "correct": True})
+            rows.append(
+                {
+                    "question_id": f"q{q}",
+                    "variant_kind": "original",
+                    "variant_id": "original",
+                    "repetition": r,
+                    "n_options": 4,
+                    "option_order": [2, 0, 1, 3],
+                    "correct_option": 2,
+                    "correct_label": "A",
+                    "answer_dist": dist,
+                    "parsed_label": "A",
+                    "chosen_option": 2,
+                    "correct": True,
+                }
+            )
     metrics = compute_metrics(pd.DataFrame(rows), families=["expected"], by_subjects=False)
     threshold = p_star(R=R, k=4)
     assert metrics["expected_sure_right"] == pytest.approx(
-        (outcome_probs([0.95, 0.03, 0.01, 0.01, 0.0], correct=0, R=R, threshold=threshold)["sure_right"]
-         + outcome_probs([0.1, 0.8, 0.05, 0.05, 0.0], correct=0, R=R, threshold=threshold)["sure_right"]
-         + outcome_probs([0.3, 0.3, 0.2, 0.1, 0.1], correct=0, R=R, threshold=threshold)["sure_right"]) / 3)
+        (
+            outcome_probs([0.95, 0.03, 0.01, 0.01, 0.0], correct=0, R=R, threshold=threshold)["sure_right"]
+            + outcome_probs([0.1, 0.8, 0.05, 0.05, 0.0], correct=0, R=R, threshold=threshold)["sure_right"]
+            + outcome_probs([0.3, 0.3, 0.2, 0.1, 0.1], correct=0, R=R, threshold=threshold)["sure_right"]
+        )
+        / 3
+    )
     assert metrics["expected_acc"] == pytest.approx((0.95 + 0.1 + 0.3) / 3)
     assert metrics["expected_invalid_rate"] == pytest.approx(0.1 / 3)

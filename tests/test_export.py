@@ -1,6 +1,7 @@
 """`python -m src.export`: the exact prompts of a study as the generic long table and an OpenAI-style batch
 request file; answered elsewhere (here: the simulated backend, written as a batch output file) and ingested back,
 they give the records of a native run, and `src.compare` shows the ingested run beside native ones."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,9 @@ import pytest
 from src.answer_formats import FORMATS, FormatRequest
 from src.backends.base import Request, SamplingParams
 from src.backends.simulated import SimulatedBackend
-from src.config.schema import compose_job
 from src.common.errors import UserError
-from src.export import BATCH_FILE, PROMPTS_FILE, export
-from src.export import main as export_main
+from src.config.schema import compose_job
+from src.export import BATCH_FILE, PROMPTS_FILE, export, main as export_main
 from src.ingest.__main__ import main as ingest_main
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
@@ -33,18 +33,36 @@ def answer_batch(folder: Path, backend: SimulatedBackend, out: Path) -> Path:
     for n, request in enumerate(read_jsonl(folder / BATCH_FILE)):
         row, body = rows[request["custom_id"]], request["body"]
         labels = tuple(row["labels"])
-        fields = dict(prompt=row["prompt"], labels=labels, options=tuple(row["options"]), seed=row["trial_seed"],
-                      correct_slot=labels.index(row["correct_label"]), key=f"{row['question_id']}/{row['variant_id']}")
+        fields = dict(
+            prompt=row["prompt"],
+            labels=labels,
+            options=tuple(row["options"]),
+            seed=row["trial_seed"],
+            correct_slot=labels.index(row["correct_label"]),
+            key=f"{row['question_id']}/{row['variant_id']}",
+        )
         fields["options"] = labels if row["fmt"] == "true_false" else fields["options"]
         req = Request(**fields) if row["fmt"] == "mcq" else FormatRequest(**fields, fmt=row["fmt"])
         rep = int(request["custom_id"].rsplit("#", 1)[1])
         params = SamplingParams(n=rep + 1, temperature=body["temperature"], max_new_tokens=body["max_tokens"])
         (texts,) = backend.generate([req], params)
-        choice = {"index": 0, "message": {"role": "assistant", "content": str(texts[rep])},
-                  "finish_reason": "length" if texts[rep].truncated else "stop"}
-        lines.append({"id": f"batch_req_{n}", "custom_id": request["custom_id"],
-                      "response": {"status_code": 200, "request_id": f"req_{n}",
-                                   "body": {"object": "chat.completion", "choices": [choice]}}, "error": None})
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": str(texts[rep])},
+            "finish_reason": "length" if texts[rep].truncated else "stop",
+        }
+        lines.append(
+            {
+                "id": f"batch_req_{n}",
+                "custom_id": request["custom_id"],
+                "response": {
+                    "status_code": 200,
+                    "request_id": f"req_{n}",
+                    "body": {"object": "chat.completion", "choices": [choice]},
+                },
+                "error": None,
+            }
+        )
     out.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return out
 
@@ -59,17 +77,40 @@ STUDIES = {
 @pytest.mark.slow  # a native job and its export -> ingest round trip per study
 @pytest.mark.parametrize("study", sorted(STUDIES))
 def test_round_trip_gives_the_records_of_a_native_run(run_job_in, tmp_path, study):
-    args = ("model=simulated", "model.success_rate=0.6", "model.invalid_rate=0.1", "benchmark=synthetic", "limit=4",
-            *STUDIES[study])
+    args = (
+        "model=simulated",
+        "model.success_rate=0.6",
+        "model.invalid_rate=0.1",
+        "benchmark=synthetic",
+        "limit=4",
+        *STUDIES[study],
+    )
     native = run_job_in(*args)
     cfg = compose_job([*args, f"tracking.uri={run_job_in.store_uri}", f"data_dir={DATA_DIR}"])
     manifest = export(cfg, tmp_path / "export")
     assert manifest["trials"] == len(pd.read_parquet(native.out_dir / "artifacts" / "records.parquet"))
-    output = answer_batch(tmp_path / "export", SimulatedBackend(success_rate=0.6, invalid_rate=0.1),
-                          tmp_path / "batch_output.jsonl")
-    assert ingest_main(["--format", "generic", "--path", str(tmp_path / "export" / PROMPTS_FILE), "--answers",
-                        str(output), "--tracking-uri", run_job_in.store_uri, "--experiment", "mcq-consistency",
-                        "--out", str(tmp_path / "ingested")]) == 0
+    output = answer_batch(
+        tmp_path / "export", SimulatedBackend(success_rate=0.6, invalid_rate=0.1), tmp_path / "batch_output.jsonl"
+    )
+    assert (
+        ingest_main(
+            [
+                "--format",
+                "generic",
+                "--path",
+                str(tmp_path / "export" / PROMPTS_FILE),
+                "--answers",
+                str(output),
+                "--tracking-uri",
+                run_job_in.store_uri,
+                "--experiment",
+                "mcq-consistency",
+                "--out",
+                str(tmp_path / "ingested"),
+            ]
+        )
+        == 0
+    )
     a = pd.read_parquet(native.out_dir / "artifacts" / "records.parquet")
     b = pd.read_parquet(tmp_path / "ingested" / "artifacts" / "records.parquet")
     assert list(a.columns) == list(b.columns)
@@ -82,22 +123,45 @@ def test_round_trip_gives_the_records_of_a_native_run(run_job_in, tmp_path, stud
         if name not in ("seconds", "cache_hit_rate") and not name.startswith("n_excluded_"):
             assert ingested_run.data.metrics[name] == pytest.approx(value), name
     assert ingested_run.data.tags["prompt_hash"] == native_run.data.tags["prompt_hash"]
-    for key in ("model.name", "benchmark.name", "variants.name", "temperature", "repetitions", "seed", "fewshot",
-                "limit", "prompt.name", "scoring"):
+    for key in (
+        "model.name",
+        "benchmark.name",
+        "variants.name",
+        "temperature",
+        "repetitions",
+        "seed",
+        "fewshot",
+        "limit",
+        "prompt.name",
+        "scoring",
+    ):
         assert ingested_run.data.params[key] == native_run.data.params[key], key
 
 
 def test_batch_requests_follow_the_config(tmp_path):
-    cfg = compose_job(["model=simulated", "benchmark=synthetic", "limit=2", "variants=revas_multi_select",
-                       "temperature=0.7", "repetitions=2", "top_k=40", "max_new_tokens=5"])
+    cfg = compose_job(
+        [
+            "model=simulated",
+            "benchmark=synthetic",
+            "limit=2",
+            "variants=revas_multi_select",
+            "temperature=0.7",
+            "repetitions=2",
+            "top_k=40",
+            "max_new_tokens=5",
+        ]
+    )
     export(cfg, tmp_path / "chat")
     rows, requests = read_jsonl(tmp_path / "chat" / PROMPTS_FILE), read_jsonl(tmp_path / "chat" / BATCH_FILE)
     assert len(rows) == len(requests) == 2 * 2 * 2  # questions x variants (original, multi_select) x repetitions
     first = requests[0]
     assert first["url"] == "/v1/chat/completions" and first["custom_id"] == rows[0]["custom_id"]
     assert first["body"]["messages"] == [{"role": "user", "content": rows[0]["prompt"]}]
-    assert (first["body"]["temperature"], first["body"]["top_k"], first["body"]["seed"]) == \
-        (0.7, 40, rows[0]["trial_seed"])
+    assert (first["body"]["temperature"], first["body"]["top_k"], first["body"]["seed"]) == (
+        0.7,
+        40,
+        rows[0]["trial_seed"],
+    )
     assert requests[1]["body"]["seed"] == rows[0]["trial_seed"] + 1  # repetition 1
     tokens = {r["custom_id"].split("/")[-1].split("#")[0]: q["body"]["max_tokens"] for r, q in zip(rows, requests)}
     assert tokens == {"original": 5, "multi_select": FORMATS["multi_select"].min_new_tokens}
@@ -131,21 +195,66 @@ def test_only_generated_studies_are_exported(tmp_path, capsys):
 def test_compare_shows_ingested_runs_beside_native_runs(run_job_in, tmp_path):
     from src.compare.__main__ import main as compare_main
 
-    study = ("benchmark=synthetic", "limit=20", "prompt=repetition", "temperature=0.7", "repetitions=10",
-             "metrics.sure_rule=correctness", "tracking.experiment=beside")
+    study = (
+        "benchmark=synthetic",
+        "limit=20",
+        "prompt=repetition",
+        "temperature=0.7",
+        "repetitions=10",
+        "metrics.sure_rule=correctness",
+        "tracking.experiment=beside",
+    )
     run_job_in("model=simulated", "model.success_rate=0.9", *study)
     cfg = compose_job(["model=simulated", "model.success_rate=0.9", *study, f"data_dir={DATA_DIR}"])
     export(cfg, tmp_path / "export")
     output = answer_batch(tmp_path / "export", SimulatedBackend(success_rate=0.5), tmp_path / "out.jsonl")
     common = ["--tracking-uri", run_job_in.store_uri, "--experiment", "beside", "--sure-rule", "correctness"]
-    assert ingest_main(["--format", "generic", "--path", str(tmp_path / "export" / PROMPTS_FILE), "--answers",
-                        str(output), "--model", "served-elsewhere", *common]) == 0
+    assert (
+        ingest_main(
+            [
+                "--format",
+                "generic",
+                "--path",
+                str(tmp_path / "export" / PROMPTS_FILE),
+                "--answers",
+                str(output),
+                "--model",
+                "served-elsewhere",
+                *common,
+            ]
+        )
+        == 0
+    )
     cat = REPO / "tests" / "data" / "cat" / "MedQA_wOutputs_Mistral-7B-Instruct_0_merged.first40.xlsx"
-    assert ingest_main(["--format", "cat", "--path", str(cat), "--model", "Mistral-7B-Instruct", "--benchmark",
-                        "medqa", "--temperature", "0.7", "--first", "10", "--prompt", "repetition", *common]) == 0
+    assert (
+        ingest_main(
+            [
+                "--format",
+                "cat",
+                "--path",
+                str(cat),
+                "--model",
+                "Mistral-7B-Instruct",
+                "--benchmark",
+                "medqa",
+                "--temperature",
+                "0.7",
+                "--first",
+                "10",
+                "--prompt",
+                "repetition",
+                *common,
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "report"
-    assert compare_main(["--experiment", "beside", "--tracking-uri", run_job_in.store_uri, "--out", str(out),
-                         "--no-mlflow"]) == 0
+    assert (
+        compare_main(
+            ["--experiment", "beside", "--tracking-uri", run_job_in.store_uri, "--out", str(out), "--no-mlflow"]
+        )
+        == 0
+    )
     report = (out / "report.md").read_text()
     repetition = report.split("## Repetition trials", 1)[1].split("\n## ", 1)[0]
     synthetic = repetition.split("### synthetic\n", 1)[1].split("###", 1)[0]

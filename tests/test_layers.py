@@ -6,6 +6,7 @@ The modules are the tool's (src/), its Hydra plugins (hydra_plugins/, installed 
 Read with `ast` from the source (module-level and function-local imports; those under `if TYPE_CHECKING:` are
 type hints, not imports), so it needs no import of the project and costs ~0.3 s.
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,9 +24,26 @@ DEVTOOLS = "devtools"
 # (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking. The developer
 # tools are commands too; the Hydra plugins (the sweeper, the launchers) orchestrate a sweep's jobs.
 LAYERS = (
-    ("commands", ("src.run", "src.export", "src.data", "src.catalog", "src.plan", "src.assess", "src.sync",
-                  "src.ui", "src.recheck", "src.compare.__main__", "src.ingest.__main__", "src.cli",
-                  "devtools", "devtools.perf", "devtools.ui_check")),
+    (
+        "commands",
+        (
+            "src.run",
+            "src.export",
+            "src.data",
+            "src.catalog",
+            "src.plan",
+            "src.assess",
+            "src.sync",
+            "src.ui",
+            "src.recheck",
+            "src.compare.__main__",
+            "src.ingest.__main__",
+            "src.cli",
+            "devtools",
+            "devtools.perf",
+            "devtools.ui_check",
+        ),
+    ),
     ("orchestration", ("src.job", "src.sweep", "hydra_plugins")),
     ("report", ("src.compare", "src.ingest")),
     ("config", ("src.config",)),
@@ -71,15 +89,19 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
 
 
 def imports(known: dict[str, tuple[Path, bool]]):
-    """(importer, imported project module, line, function-local?, the import's first source line), for every import
-    of a project module in the project's modules."""
+    """(importer, imported project module, line, function-local?, the import's source lines), for every import
+    of a project module in the project's modules (a wrapped import's comment may stand on its last line)."""
     for module, (path, is_package) in known.items():
         text = path.read_text()
         tree = ast.parse(text)
         lines = text.splitlines()
         hidden = _type_checking_nodes(tree)
-        in_function = {id(inner) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                       for inner in ast.walk(fn)}
+        in_function = {
+            id(inner)
+            for fn in ast.walk(tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for inner in ast.walk(fn)
+        }
         for node in ast.walk(tree):
             if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in hidden:
                 continue
@@ -97,7 +119,8 @@ def imports(known: dict[str, tuple[Path, bool]]):
                 while target and target not in known:
                     target = target.rpartition(".")[0]
                 if target and target != module and target.split(".")[0] in ROOTS:
-                    yield module, target, node.lineno, id(node) in in_function, lines[node.lineno - 1]
+                    source = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+                    yield module, target, node.lineno, id(node) in in_function, source
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +137,11 @@ def test_every_module_has_a_layer(graph):
 
 def test_no_import_goes_up_a_layer(graph):
     _, edges = graph
-    upward = [f"{a}:{line} imports {b} ({LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]})"
-              for a, b, line, _, _ in edges if layer_of(b) < layer_of(a)]
+    upward = [
+        f"{a}:{line} imports {b} ({LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]})"
+        for a, b, line, _, _ in edges
+        if layer_of(b) < layer_of(a)
+    ]
     assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
 
 
@@ -130,8 +156,11 @@ def command_of(module: str) -> str | None:
 def test_no_command_imports_another_command(graph):
     """A command imports no other command (only `COMMANDS_SHARED`): what two commands share moves below them."""
     _, edges = graph
-    crossing = [f"{a}:{line} imports {b}" for a, b, line, _, _ in edges
-                if command_of(a) and command_of(b) and command_of(a) != command_of(b) and b != COMMANDS_SHARED]
+    crossing = [
+        f"{a}:{line} imports {b}"
+        for a, b, line, _, _ in edges
+        if command_of(a) and command_of(b) and command_of(a) != command_of(b) and b != COMMANDS_SHARED
+    ]
     assert not crossing, "a command imports another command:\n" + "\n".join(crossing)
 
 
@@ -148,7 +177,7 @@ def test_no_import_circle(graph):
         path.append(node)
         for nxt in sorted(out[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         path.pop()
@@ -164,8 +193,13 @@ def test_function_local_imports_of_the_project_say_why(graph):
     """A project import inside a function hides the dependency graph: kept only where the module it loads is slow to
     import (torch, pandas, mlflow, ...) for callers that never need it, and then it says so on its line."""
     _, edges = graph
-    silent = sorted({f"{a}:{line}: {text.strip()}" for a, _, line, local, text in edges
-                     if local and LOCAL_REASON not in text.partition("#")[2]})
+    silent = sorted(
+        {
+            f"{a}:{line}: {text.splitlines()[0].strip()}"
+            for a, _, line, local, text in edges
+            if local and not any(LOCAL_REASON in row.partition("#")[2] for row in text.splitlines())
+        }
+    )
     assert not silent, f"function-local project imports without a `# {LOCAL_REASON} why` comment:\n" + "\n".join(silent)
 
 
@@ -176,7 +210,12 @@ def test_the_checks_see_what_they_check():
     edges = {(a, b, local) for a, b, _, local, _ in imports(known)}
     assert ("src.answering.trials", "src.answering.adaptive", True) in edges
     assert not any(a == "src.answering.adaptive" and b == "src.answering.trials" for a, b, _ in edges)
-    assert layer_of("src.run") < layer_of("src.job.runner") < layer_of("src.tracking.store") < layer_of("src.common.errors")
+    assert (
+        layer_of("src.run")
+        < layer_of("src.job.runner")
+        < layer_of("src.tracking.store")
+        < layer_of("src.common.errors")
+    )
     assert layer_of("src.variants.cora") < layer_of("src.core.variant")  # the generators above the nouns they make
     assert command_of("devtools.perf.meter") == "devtools.perf"
     assert command_of("src.compare.__main__") == "src.compare.__main__"
@@ -190,8 +229,11 @@ def test_the_checks_see_what_they_check():
 def test_the_tool_imports_no_developer_tool(graph):
     """devtools/ is not installed (pyproject.toml): the tool and its plugins run without it, so none imports it."""
     _, edges = graph
-    wrong = [f"{a}:{line} imports {b}" for a, b, line, _, _ in edges
-             if b.split(".")[0] == DEVTOOLS and a.split(".")[0] != DEVTOOLS]
+    wrong = [
+        f"{a}:{line} imports {b}"
+        for a, b, line, _, _ in edges
+        if b.split(".")[0] == DEVTOOLS and a.split(".")[0] != DEVTOOLS
+    ]
     assert not wrong, "the tool imports a developer tool (move what both need into src/):\n" + "\n".join(wrong)
 
 

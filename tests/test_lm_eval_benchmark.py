@@ -2,6 +2,7 @@
 stand-in task object with lm-eval's interface), the refusals, the offline line, the `{context}` prompt field and the
 continuation rule of the validity contract. The same code against lm-eval itself: tests/test_lm_eval_tasks.py
 (opt-in, --run-lm-eval)."""
+
 from __future__ import annotations
 
 import sys
@@ -37,18 +38,22 @@ class StandInTask:
         return {"task": "stand_in", "doc_to_text": "Question: {{q}}\nAnswer:"}
 
 
-DOCS = [{"q": "2+2?", "choices": ["3", "4", "5"], "target": 1},
-        {"q": "Capital of Italy?", "choices": ["Rome", "Oslo"], "target": "Rome"},
-        {"q": "Bad target?", "choices": ["a", "b"], "target": 2},
-        {"q": "Unknown text target?", "choices": ["a", "b"], "target": "c"},
-        {"q": "Several targets?", "choices": ["a", "b"], "target": [0, 1]}]
+DOCS = [
+    {"q": "2+2?", "choices": ["3", "4", "5"], "target": 1},
+    {"q": "Capital of Italy?", "choices": ["Rome", "Oslo"], "target": "Rome"},
+    {"q": "Bad target?", "choices": ["a", "b"], "target": 2},
+    {"q": "Unknown text target?", "choices": ["a", "b"], "target": "c"},
+    {"q": "Several targets?", "choices": ["a", "b"], "target": [0, 1]},
+]
 
 
 def test_documents_become_questions_and_bad_targets_are_skipped_and_counted():
     questions, skipped = task_questions(StandInTask(DOCS), DOCS, name="stand_in", split="test", ids="stand_in")
     assert skipped == [2, 3, 4]
     assert [(q.id, q.question, q.options, q.answer) for q in questions] == [
-        ("stand_in/0", "2+2?", ("3", "4", "5"), 1), ("stand_in/1", "Capital of Italy?", ("Rome", "Oslo"), 0)]
+        ("stand_in/0", "2+2?", ("3", "4", "5"), 1),
+        ("stand_in/1", "Capital of Italy?", ("Rome", "Oslo"), 0),
+    ]
     meta = questions[0].metadata
     assert meta["context"] == "Question: 2+2?\nAnswer:" and meta["choices"] == "standalone"
     assert (meta["lm_eval_task"], meta["lm_eval_version"], len(meta["lm_eval_config_hash"])) == ("stand_in", "2.0", 12)
@@ -59,7 +64,11 @@ def test_label_choices_take_their_options_from_the_listed_lines():
     docs = [{"q": "x", "choices": ["A", "B", "C"], "target": "B"}]
     context = "Question: Which is blue?\nA. grass\nB. the sky\nC. snow\nAnswer:"
     (question,), _ = task_questions(StandInTask(docs, text=lambda doc: context), docs, name="t", split="test", ids="t")
-    assert (question.question, question.options, question.answer) == ("Question: Which is blue?", ("grass", "the sky", "snow"), 1)
+    assert (question.question, question.options, question.answer) == (
+        "Question: Which is blue?",
+        ("grass", "the sky", "snow"),
+        1,
+    )
     assert is_label_choices(["A", "B"]) and not is_label_choices(["B", "A"]) and not is_label_choices(["A"])
 
 
@@ -72,19 +81,32 @@ def test_numbers_that_the_context_does_not_list_are_option_texts():
 def test_label_choices_with_no_listed_options_are_refused():
     docs = [{"q": "x", "choices": ["A", "B"], "target": 0}]
     with pytest.raises(UserError, match=r"lm_eval task t \(test document 0\): its choices are the labels A, B but"):
-        task_questions(StandInTask(docs, text=lambda doc: "Question: which?\nAnswer:"), docs, name="t", split="test", ids="t")
+        task_questions(
+            StandInTask(docs, text=lambda doc: "Question: which?\nAnswer:"), docs, name="t", split="test", ids="t"
+        )
 
 
 def test_contexts_that_ask_no_question_make_continuation_options():
     docs = [{"q": "A man sits on a roof. He", "choices": ["climbs down.", "eats a roof."], "target": 0}]
     (question,), _ = task_questions(StandInTask(docs, text=lambda doc: doc["q"]), docs, name="t", split="test", ids="t")
     assert question.metadata["choices"] == "continuation" and question.question == "A man sits on a roof. He"
-    assert continuation_style("lm_eval", [question]) and continuation_style("hellaswag") and not continuation_style("arc_easy")
+    assert (
+        continuation_style("lm_eval", [question])
+        and continuation_style("hellaswag")
+        and not continuation_style("arc_easy")
+    )
 
 
-@pytest.mark.parametrize("task, problem", [
-    (StandInTask(DOCS, output_type="generate_until"), "has output_type generate_until, not multiple_choice"),
-    (StandInTask(DOCS, multiple_input=2), "scores each choice as a different context before one shared continuation")])
+@pytest.mark.parametrize(
+    "task, problem",
+    [
+        (StandInTask(DOCS, output_type="generate_until"), "has output_type generate_until, not multiple_choice"),
+        (
+            StandInTask(DOCS, multiple_input=2),
+            "scores each choice as a different context before one shared continuation",
+        ),
+    ],
+)
 def test_tasks_that_cannot_become_questions_are_refused_in_one_line(task, problem):
     with pytest.raises(UserError, match=problem) as err:
         task_questions(task, DOCS, name="t", split="test", ids="t")
@@ -99,8 +121,9 @@ def test_no_lm_eval_installed_is_one_line_naming_the_extra(monkeypatch):
     load_task.cache_clear()
     with pytest.raises(UserError) as err:
         load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "arc_easy"})
-    assert str(err.value) == ('benchmark=lm_eval reads lm-evaluation-harness tasks, which is not installed; '
-                              'run pip install -e ".[bench]"')
+    assert str(err.value) == (
+        'benchmark=lm_eval reads lm-evaluation-harness tasks, which is not installed; run pip install -e ".[bench]"'
+    )
 
 
 def test_bad_lm_eval_keys_are_refused_before_loading():
@@ -108,8 +131,11 @@ def test_bad_lm_eval_keys_are_refused_before_loading():
         load_benchmark("lm_eval", path=None, data_dir=".", options={})
     with pytest.raises(UserError, match=r"config key benchmark.path: an lm-eval task's YAML says where its data is"):
         load_benchmark("lm_eval", path="x.jsonl", data_dir=".", options={"task": "arc_easy"})
-    with pytest.raises(UserError, match=r"config key benchmark.task: required by benchmark=lm_eval .* "
-                                        r"benchmark.task=<an lm-eval task, e.g. arc_easy>"):
+    with pytest.raises(
+        UserError,
+        match=r"config key benchmark.task: required by benchmark=lm_eval .* "
+        r"benchmark.task=<an lm-eval task, e.g. arc_easy>",
+    ):
         check_values(compose_job(["benchmark=lm_eval"]))
 
 
@@ -120,14 +146,33 @@ def test_the_offline_line_says_what_to_fetch():
     assert "datasets.load_dataset('allenai/ai2_arc', 'ARC-Easy')" in line and "benchmark.include_path" in line
 
 
-@pytest.mark.parametrize("overrides, refused", [
-    (["benchmark=hellaswag", "variants=cora"], True),
-    (["benchmark=hellaswag", "variants=revas_nota"], True),
-    (["benchmark=hellaswag", "variants=perm_cyclic"], False),
-    (["benchmark=arc_easy", "variants=cora"], False),
-    (["benchmark=lm_eval", "benchmark.task=hellaswag", "benchmark.choices=continuation", "variants=cora_same_size"], True),
-    (["benchmark=lm_eval", "benchmark.task=hellaswag", "benchmark.choices=continuation", "variants=revas_reorder"], False),
-])
+@pytest.mark.parametrize(
+    "overrides, refused",
+    [
+        (["benchmark=hellaswag", "variants=cora"], True),
+        (["benchmark=hellaswag", "variants=revas_nota"], True),
+        (["benchmark=hellaswag", "variants=perm_cyclic"], False),
+        (["benchmark=arc_easy", "variants=cora"], False),
+        (
+            [
+                "benchmark=lm_eval",
+                "benchmark.task=hellaswag",
+                "benchmark.choices=continuation",
+                "variants=cora_same_size",
+            ],
+            True,
+        ),
+        (
+            [
+                "benchmark=lm_eval",
+                "benchmark.task=hellaswag",
+                "benchmark.choices=continuation",
+                "variants=revas_reorder",
+            ],
+            False,
+        ),
+    ],
+)
 def test_the_contract_refuses_nota_sets_for_continuation_options_at_the_config_door(overrides, refused):
     from src.config.schema import check_config
 
@@ -144,7 +189,7 @@ def test_the_contract_refuses_nota_sets_for_continuation_options_at_the_config_d
 def test_the_contract_rule_itself():
     check_option_style(variants={"name": "cora"}, benchmark="arc_easy", continuation=False)
     check_option_style(variants={"name": "perm_full"}, benchmark="hellaswag", continuation=True)
-    with pytest.raises(UserError, match="adds \"None of the above\""):
+    with pytest.raises(UserError, match='adds "None of the above"'):
         check_option_style(variants={"name": "revas_nota"}, benchmark="t", continuation=True)
 
 
@@ -152,12 +197,19 @@ def test_the_context_field_puts_the_tasks_own_text_back():
     docs = [{"q": "2+2?", "choices": ["3", "4"], "target": 1}]
     (question,), _ = task_questions(StandInTask(docs), docs, name="t", split="test", ids="t")
     variant = make_variants({"name": "original"}, question, seed=0)[0]
-    template = PromptTemplate.from_config({"name": "x", "template": "{question}\n{choices}\nAnswer:",
-                                           "cloze_template": "{fewshot}{context}",
-                                           "cloze_fewshot_template": "{context} {answer}\n\n"})
+    template = PromptTemplate.from_config(
+        {
+            "name": "x",
+            "template": "{question}\n{choices}\nAnswer:",
+            "cloze_template": "{fewshot}{context}",
+            "cloze_fewshot_template": "{context} {answer}\n\n",
+        }
+    )
     assert render(template, question, variant, scoring="cloze") == "Question: 2+2?\nAnswer:"
-    assert render(template, question, variant, scoring="cloze", fewshot=[(question, variant)]) == \
-        "Question: 2+2?\nAnswer: 4\n\nQuestion: 2+2?\nAnswer:"
+    assert (
+        render(template, question, variant, scoring="cloze", fewshot=[(question, variant)])
+        == "Question: 2+2?\nAnswer: 4\n\nQuestion: 2+2?\nAnswer:"
+    )
     assert render(template, question, variant, scoring="logprob") == "2+2?\nA. 3\nB. 4\nAnswer:"
     with pytest.raises(UserError, match=r"prompt.cloze_template must contain \{question\} or \{context\}"):
         PromptTemplate(name="x", template="{question}{choices}", cloze_template="Answer:")
@@ -180,8 +232,9 @@ def test_the_documented_lm_eval_commands_are_accepted():
     for args in runs:
         check_command_line(args)
     with pytest.raises(UserError, match="complete their context"):
-        check_command_line(["benchmark=lm_eval", "benchmark.task=hellaswag", "benchmark.choices=continuation",
-                            "variants=cora"])
+        check_command_line(
+            ["benchmark=lm_eval", "benchmark.task=hellaswag", "benchmark.choices=continuation", "variants=cora"]
+        )
 
 
 @pytest.mark.slow
@@ -191,14 +244,24 @@ def test_a_run_without_lm_eval_stops_with_one_error_line_and_exit_2(tmp_path):
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    args = ["model=simulated", "benchmark=lm_eval", "benchmark.task=arc_easy",
-            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"hydra.run.dir={tmp_path}/out", f"cache.path={tmp_path}/c.db"]
-    code = ("import runpy, sys; sys.modules['lm_eval'] = sys.modules['lm_eval.tasks'] = None; "
-            f"sys.argv = ['src.run', *{args!r}]; runpy.run_module('src.run', run_name='__main__')")
+    args = [
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=arc_easy",
+        f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+        f"hydra.run.dir={tmp_path}/out",
+        f"cache.path={tmp_path}/c.db",
+    ]
+    code = (
+        "import runpy, sys; sys.modules['lm_eval'] = sys.modules['lm_eval.tasks'] = None; "
+        f"sys.argv = ['src.run', *{args!r}]; runpy.run_module('src.run', run_name='__main__')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.strip().splitlines()[-1] == ('error: benchmark=lm_eval reads lm-evaluation-harness tasks, '
-                                                   'which is not installed; run pip install -e ".[bench]"')
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: benchmark=lm_eval reads lm-evaluation-harness tasks, "
+        'which is not installed; run pip install -e ".[bench]"'
+    )
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")  # stopped before any run was started

@@ -12,6 +12,7 @@ python -m pytest -n 0 tests/test_lm_eval_tasks.py --run-lm-eval`; tests/conftest
 - on the test task, SmolLM2-135M answered through `prompt=lm_eval scoring=cloze` takes every decision lm-eval's
   HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE.
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,14 +79,16 @@ def test_the_test_task_gives_its_files_questions():
     rows = [json.loads(line) for line in (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines()]
     kept = [r for r in rows if r["answer"] < len(r["options"])]
     assert len(kept) == len(rows) - 1 == 12
-    assert [(q.question, list(q.options), q.answer) for q in questions] == \
-        [(r["question"], r["options"], r["answer"]) for r in kept]
+    assert [(q.question, list(q.options), q.answer) for q in questions] == [
+        (r["question"], r["options"], r["answer"]) for r in kept
+    ]
     assert {q.metadata["lm_eval_skipped"] for q in questions} == {1}
     assert {q.metadata["choices"] for q in questions} == {"standalone"}
     pool = load_fewshot_pool("lm_eval", data_dir=".", options=TEST_TASK)
     shots = [json.loads(line) for line in (TASK_DIR / "mcq_test_task_fewshot.jsonl").read_text().splitlines()]
-    assert [(q.question, list(q.options), q.answer, q.split) for q in pool] == \
-        [(r["question"], r["options"], r["answer"], "fewshot") for r in shots]
+    assert [(q.question, list(q.options), q.answer, q.split) for q in pool] == [
+        (r["question"], r["options"], r["answer"], "fewshot") for r in shots
+    ]
 
 
 def test_the_test_tasks_questions_are_the_requests_lm_eval_builds():
@@ -107,7 +110,7 @@ def test_the_config_hash_is_the_same_in_every_process():
     from src.benchmarks.lm_eval import dumped_config
 
     dumped = dumped_config(load_task("mcq_test_task", str(TASK_DIR)))
-    assert " at 0x" not in dumped and "return list(doc[\\\"options\\\"])" in dumped
+    assert " at 0x" not in dumped and 'return list(doc[\\"options\\"])' in dumped
 
 
 def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
@@ -120,20 +123,30 @@ def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
     assert our_requests(question, scoring="cloze", fewshot=[(q, original(q)) for q in order]) == theirs
 
 
-@pytest.mark.parametrize("overrides, expected_trials", [
-    (["variants=cora"], None),
-    (["variants=perm_cyclic"], None),
-    (["repetitions=5", "temperature=0.7"], 12 * 5),
-])
+@pytest.mark.parametrize(
+    "overrides, expected_trials",
+    [
+        (["variants=cora"], None),
+        (["variants=perm_cyclic"], None),
+        (["repetitions=5", "temperature=0.7"], 12 * 5),
+    ],
+)
 def test_the_test_task_runs(run_job_in, overrides, expected_trials):
-    result = run_job_in("model=simulated", "benchmark=lm_eval", "benchmark.task=mcq_test_task",
-                        f"benchmark.include_path={TASK_DIR}", *overrides)
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=mcq_test_task",
+        f"benchmark.include_path={TASK_DIR}",
+        *overrides,
+    )
     records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
     assert records.question_id.nunique() == 12
     if expected_trials is not None:  # one prompt per question, asked 5 times
         assert len(records) == expected_trials and "rws" in result.metrics
     elif overrides == ["variants=cora"]:  # 2 + 6(A-1) lists of an A-option question (A = 3, 4 or 5 here)
-        sizes = [len(r["options"]) for r in map(json.loads, (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines())]
+        sizes = [
+            len(r["options"]) for r in map(json.loads, (TASK_DIR / "mcq_test_task.jsonl").read_text().splitlines())
+        ]
         assert len(records) == sum(2 + 6 * (a - 1) for a in sizes[:12])
         assert {"cora", "ci", "mcqa_plus"} <= set(result.metrics)
     else:  # the A rotations of each question
@@ -189,30 +202,50 @@ def shared_tasks(tmp_path_factory) -> Path:
     registry = Path(lm_eval.tasks.__file__).parent
     folder = tmp_path_factory.mktemp("lm_eval_shared_tasks")
     (folder / "shared_docs.py").write_text(
-        f"HELLASWAG = {str(DATA_DIR / 'hellaswag' / 'hellaswag_val_full.txt.bz2')!r}\n" + SHARED_DOCS)
+        f"HELLASWAG = {str(DATA_DIR / 'hellaswag' / 'hellaswag_val_full.txt.bz2')!r}\n" + SHARED_DOCS
+    )
 
     def task(name, include, splits, extra=""):
         files = "".join(f"    {split}: {path}\n" for split, path in splits.items())
-        (folder / f"{name}.yaml").write_text(textwrap.dedent(f"""\
+        (folder / f"{name}.yaml").write_text(
+            textwrap.dedent(f"""\
             include: {registry / include}
             task: {name}
             dataset_path: json
             dataset_name: null
             dataset_kwargs:
               data_files:
-            """) + files + extra)
+            """)
+            + files
+            + extra
+        )
 
     ai2 = "process_docs: !function shared_docs.ai2\n"
-    task("arc_easy", "arc/arc_easy.yaml", {"test": DATA_DIR / "arc_easy/ARC-Easy-Test.jsonl"},
-         "training_split: null\nvalidation_split: null\n" + ai2)
-    task("arc_challenge", "arc/arc_challenge.yaml", {"test": DATA_DIR / "arc_challenge/ARC-Challenge-Test.jsonl",
-                                                      "train": DATA_DIR / "arc_challenge/ARC-Challenge-Train.jsonl"},
-         "training_split: train\nvalidation_split: null\n" + ai2)
-    task("commonsense_qa", "commonsense_qa/default.yaml",
-         {"validation": DATA_DIR / "commonsenseqa/dev_rand_split.jsonl"}, "training_split: null\n" + ai2)
+    task(
+        "arc_easy",
+        "arc/arc_easy.yaml",
+        {"test": DATA_DIR / "arc_easy/ARC-Easy-Test.jsonl"},
+        "training_split: null\nvalidation_split: null\n" + ai2,
+    )
+    task(
+        "arc_challenge",
+        "arc/arc_challenge.yaml",
+        {
+            "test": DATA_DIR / "arc_challenge/ARC-Challenge-Test.jsonl",
+            "train": DATA_DIR / "arc_challenge/ARC-Challenge-Train.jsonl",
+        },
+        "training_split: train\nvalidation_split: null\n" + ai2,
+    )
+    task(
+        "commonsense_qa",
+        "commonsense_qa/default.yaml",
+        {"validation": DATA_DIR / "commonsenseqa/dev_rand_split.jsonl"},
+        "training_split: null\n" + ai2,
+    )
     (folder / "hellaswag.yaml").write_text(
         f"include: {registry / 'hellaswag/hellaswag.yaml'}\ntask: hellaswag\n"
-        "custom_dataset: !function shared_docs.hellaswag\ntraining_split: null\n")
+        "custom_dataset: !function shared_docs.hellaswag\ntraining_split: null\n"
+    )
     return folder
 
 
@@ -229,7 +262,9 @@ REGISTRY = {  # task -> (the tool's own benchmark of the same file, scoring that
 def test_registry_tasks_on_the_shared_files_build_lm_evals_requests(shared_tasks, name):
     ours, scoring, n_docs = REGISTRY[name]
     task = load_task(name, str(shared_tasks))
-    questions = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": name, "include_path": str(shared_tasks)})
+    questions = load_benchmark(
+        "lm_eval", path=None, data_dir=".", options={"task": name, "include_path": str(shared_tasks)}
+    )
     docs = list(task.eval_docs)
     assert len(docs) == len(questions) == n_docs
     for question, doc in zip(questions, docs):
@@ -250,15 +285,30 @@ def test_registry_tasks_on_the_shared_files_build_lm_evals_requests(shared_tasks
 
 
 @needs_data
-@pytest.mark.parametrize("name, variants, refused", [
-    ("hellaswag", "cora", True), ("hellaswag", "revas_nota", True), ("hellaswag", "perm_cyclic", False),
-    ("arc_easy", "cora", False)])
+@pytest.mark.parametrize(
+    "name, variants, refused",
+    [
+        ("hellaswag", "cora", True),
+        ("hellaswag", "revas_nota", True),
+        ("hellaswag", "perm_cyclic", False),
+        ("arc_easy", "cora", False),
+    ],
+)
 def test_the_contract_decides_the_continuation_task(run_job_in, shared_tasks, name, variants, refused):
-    args = ("model=simulated", "benchmark=lm_eval", f"benchmark.task={name}",
-            f"benchmark.include_path={shared_tasks}", f"variants={variants}", "limit=5")
+    args = (
+        "model=simulated",
+        "benchmark=lm_eval",
+        f"benchmark.task={name}",
+        f"benchmark.include_path={shared_tasks}",
+        f"variants={variants}",
+        "limit=5",
+    )
     if refused:
-        with pytest.raises(UserError, match=rf"config keys benchmark=lm_eval benchmark.task={name} and "
-                                            rf"variants={variants}: the options of .* complete their context"):
+        with pytest.raises(
+            UserError,
+            match=rf"config keys benchmark=lm_eval benchmark.task={name} and "
+            rf"variants={variants}: the options of .* complete their context",
+        ):
             run_job_in(*args)
         return
     result = run_job_in(*args)
@@ -275,11 +325,14 @@ def test_a_hub_task_offline_without_a_cached_copy_is_one_line(monkeypatch, tmp_p
         load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "piqa"})
     line = str(err.value)
     assert "\n" not in line
-    assert line.startswith("lm_eval task piqa: its data baber/piqa is not in the datasets cache and cannot be "
-                           "downloaded (offline); fetch it on a machine with network")
+    assert line.startswith(
+        "lm_eval task piqa: its data baber/piqa is not in the datasets cache and cannot be "
+        "downloaded (offline); fetch it on a machine with network"
+    )
 
 
 # -- agreement with lm-eval's own scoring ------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
@@ -287,12 +340,19 @@ def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
+    from devtools.perf.meter import model_config
     from src.backends import load_backend
     from src.backends.hf import gguf_cache
-    from devtools.perf.meter import model_config
 
-    result = run_job_in("model=smollm2_135m", "benchmark=lm_eval", "benchmark.task=mcq_test_task",
-                        f"benchmark.include_path={TASK_DIR}", "prompt=lm_eval", "scoring=cloze", "variants=original")
+    result = run_job_in(
+        "model=smollm2_135m",
+        "benchmark=lm_eval",
+        "benchmark.task=mcq_test_task",
+        f"benchmark.include_path={TASK_DIR}",
+        "prompt=lm_eval",
+        "scoring=cloze",
+        "variants=original",
+    )
     records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet").set_index("question_id")
     gguf = load_backend(model_config(compose_job(["model=smollm2_135m"])), chat=False).gguf_path
     lm = HFLM(pretrained=str(gguf_cache.ensure_float_copy(gguf)), device="cpu", dtype="float32", batch_size=4)
@@ -310,5 +370,7 @@ def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
         decisions += 1
         gaps += [abs(a - b) for a, b in zip(ours, theirs)]
     assert decisions == 12 and all(math.isfinite(g) for g in gaps)
-    print(f"\nlm-eval agreement on mcq_test_task: {decisions} decisions equal, max |log-likelihood gap| {max(gaps):.2e}")
+    print(
+        f"\nlm-eval agreement on mcq_test_task: {decisions} decisions equal, max |log-likelihood gap| {max(gaps):.2e}"
+    )
     assert max(gaps) <= LOGLIK_TOLERANCE

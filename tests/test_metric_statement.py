@@ -1,6 +1,7 @@
 """A metric added as one function, its per-question statement (src/metrics/per_question.py), gets its value, its
 interval and its paired test from the shared machinery with nothing else written; and every family's logged
 headline values are its statements' values."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,15 @@ import pytest
 
 from src.metrics import METRIC_FAMILIES, applicable_families
 from src.metrics.families import FAMILY_STATISTICS, call_family
-from src.metrics.intervals import (bootstrap_values, decomposition_intervals, decomposition_of, percentile_interval,
-                                   resample_counts, resample_records, wilson_interval)
+from src.metrics.intervals import (
+    bootstrap_values,
+    decomposition_intervals,
+    decomposition_of,
+    percentile_interval,
+    resample_counts,
+    resample_records,
+    wilson_interval,
+)
 from src.metrics.paired import paired_differences
 from src.metrics.per_question import PerQuestion, mean_of, ratio_of, values_of
 
@@ -54,16 +62,16 @@ def test_a_toy_metric_gets_its_value_interval_and_paired_test_from_its_statement
     assert boot["said_a_lo"] == pytest.approx(wilson["said_a_lo"], abs=0.05)  # the two agree at n = 60
     counts = resample_counts(np.random.default_rng(3), 60, 1)
     resampled = resample_records(table, counts[0].astype(int), decomposition.question_ids)
-    assert decomposition.values(counts)["said_a"][0] == pytest.approx(values_of(said_a(resampled))["said_a"],
-                                                                        rel=1e-12)
+    assert decomposition.values(counts)["said_a"][0] == pytest.approx(values_of(said_a(resampled))["said_a"], rel=1e-12)
 
     # the paired test: against itself a zero difference with p = 1; against a run on the same questions that
     # says A far more often, a negative difference whose interval excludes 0
     same = paired_differences(decomposition, decomposition, n_resamples=500)["said_a"]
     assert (same.difference, same.lo, same.hi, same.p) == (0.0, 0.0, 0.0, 1.0)
     other = run(60, 0.9, seed=2)
-    versus = paired_differences(decomposition, decomposition_of(said_a(other), decomposition.question_ids),
-                                n_resamples=500)["said_a"]
+    versus = paired_differences(
+        decomposition, decomposition_of(said_a(other), decomposition.question_ids), n_resamples=500
+    )["said_a"]
     assert versus.difference == pytest.approx(value - (other["parsed_label"] == "A").mean(), abs=1e-12)
     assert versus.hi < 0 and versus.p < 0.01
     with pytest.raises(ValueError, match="question_ids lacks"):  # a run on other questions cannot be paired
@@ -96,8 +104,13 @@ def test_rws_is_the_ratio_of_the_logged_shares_and_its_interval_wilsons_on_the_s
     from src.metrics import compute_metrics
 
     outcomes = [(0, 0)] * 3 + [(1, 1), (0, 1)]  # 3 SURE right, 1 SURE wrong, 1 UNSURE (the correctness rule)
-    table = records([trial(f"q{i}", answer=answer, repetition=r)
-                     for i, answers in enumerate(outcomes) for r, answer in enumerate(answers)])
+    table = records(
+        [
+            trial(f"q{i}", answer=answer, repetition=r)
+            for i, answers in enumerate(outcomes)
+            for r, answer in enumerate(answers)
+        ]
+    )
     m = compute_metrics(table, families=["repetition"], sure_rule="correctness", intervals=200)
     assert (m["sure_right"], m["sure_wrong"]) == (0.6, 0.2)
     assert m["rws"] == 0.6 / (0.6 + 0.2) == 0.7499999999999999

@@ -1,9 +1,9 @@
 """CoRA family: hand-computed tables, the paper's Table 1 identities, the variant-slot bootstrap, subjects."""
+
 import math
 
 import numpy as np
 import pytest
-from .records_factory import divergent, records, trial
 
 from src.metrics import (
     by_subject,
@@ -14,6 +14,8 @@ from src.metrics import (
     mcqa_metrics,
     response_consistency,
 )
+
+from .records_factory import divergent, records, trial
 
 
 def small_table():
@@ -38,7 +40,9 @@ def test_hand_computed_small_table():
     assert m["bmca_0.7"] == m["bmca_0.8"] == m["bmca_0.9"] == m["bmca_1.0"] == pytest.approx(0.25)
     assert m["ci"] == pytest.approx(1 - (0.5 - 0.25))
     assert m["cora"] == pytest.approx(0.5 * 0.75)
-    assert set(m) == {"mcqa", "mcqa_plus", "mv", "ci", "cora"} | {f"bmca_{c}" for c in ("0.5", "0.6", "0.7", "0.8", "0.9", "1.0")}
+    assert set(m) == {"mcqa", "mcqa_plus", "mv", "ci", "cora"} | {
+        f"bmca_{c}" for c in ("0.5", "0.6", "0.7", "0.8", "0.9", "1.0")
+    }
 
 
 def test_table_1_identities_gpt4o():
@@ -99,8 +103,12 @@ def test_bootstrap_is_seeded_and_exact_when_answers_do_not_vary():
     for name in ("mcqa_plus", "mv", "cora"):
         assert boot[f"{name}_boot_mean"] == pytest.approx(point[name])
         assert boot[f"{name}_boot_std"] == pytest.approx(0.0, abs=1e-12)
-    assert cora_bootstrap(small_table(), seed=1, n_resamples=300) == cora_bootstrap(small_table(), seed=1, n_resamples=300)
-    assert cora_bootstrap(small_table(), seed=1, n_resamples=300) != cora_bootstrap(small_table(), seed=2, n_resamples=300)
+    assert cora_bootstrap(small_table(), seed=1, n_resamples=300) == cora_bootstrap(
+        small_table(), seed=1, n_resamples=300
+    )
+    assert cora_bootstrap(small_table(), seed=1, n_resamples=300) != cora_bootstrap(
+        small_table(), seed=2, n_resamples=300
+    )
 
 
 def test_bootstrap_slots_are_shared_across_questions():
@@ -143,8 +151,12 @@ def test_bootstrap_is_opt_in_in_compute_metrics():
 
 
 def test_by_subject_breakdown():
-    table = records(divergent("q1", [True, True], subject="law") + divergent("q2", [False, True], subject="law")
-                    + divergent("q3", [True, False], subject="art") + divergent("q4", [True], subject=None))
+    table = records(
+        divergent("q1", [True, True], subject="law")
+        + divergent("q2", [False, True], subject="law")
+        + divergent("q3", [True, False], subject="art")
+        + divergent("q4", [True], subject=None)
+    )
     breakdown = by_subject(table, mcqa_metrics)
     assert breakdown == {"art": {"mcqa": 1.0}, "law": {"mcqa": 0.5}}
     flat = flatten_by_subject(by_subject(table, cora_metrics))

@@ -1,12 +1,14 @@
 """Fluctuation family: hand-computed permutation sets, probability metrics, PriDe, and the |R| = 2 claim."""
+
 import itertools
 import math
 
 import numpy as np
 import pytest
-from .records_factory import cyclic_orders, permuted, records
 
 from src.metrics import answer_fluctuation, compute_metrics, fluctuation_metrics, pride_acc, probability_fluctuation
+
+from .records_factory import cyclic_orders, permuted, records
 
 IDENTITY, REVERSED = (0, 1, 2, 3), (3, 2, 1, 0)
 
@@ -36,8 +38,9 @@ def test_answers_are_compared_by_option_identity_not_letter():
 
 def test_cyclic_set_hand_computed():
     m = answer_fluctuation(records(permuted("q", "cyclic", cyclic_orders(3), [0, 0, 1], correct_option=0)))
-    assert m == pytest.approx({"fr": 1.0, "aacc": 2 / 3, "sacc": 2 / 3, "wacc": 0.0, "bacc": 1.0, "sensg": 1.0,
-                               "one_minus_sensg": 0.0})
+    assert m == pytest.approx(
+        {"fr": 1.0, "aacc": 2 / 3, "sacc": 2 / 3, "wacc": 0.0, "bacc": 1.0, "sensg": 1.0, "one_minus_sensg": 0.0}
+    )
 
 
 def test_wacc_equals_sacc_only_for_one_order_and_halves_the_gap_for_two():
@@ -47,13 +50,17 @@ def test_wacc_equals_sacc_only_for_one_order_and_halves_the_gap_for_two():
     assert m["sacc@oi"] != m["wacc@oi"]
     first_right = np.mean([1, 1, 0, 0])
     assert m["sacc@oi"] == pytest.approx((first_right + m["wacc@oi"]) / 2)
-    single = fluctuation_metrics(records(permuted("q1", "original", [IDENTITY], [0]) + permuted("q2", "original", [IDENTITY], [1])))
+    single = fluctuation_metrics(
+        records(permuted("q1", "original", [IDENTITY], [0]) + permuted("q2", "original", [IDENTITY], [1]))
+    )
     assert single["sacc@original"] == single["wacc@original"] == single["aacc@original"] == 0.5
     assert single["fr@original"] == 0.0
 
 
 def test_probability_metrics_hand_computed():
-    rows = permuted("q", "oi", [(0, 1), (1, 0)], [0, 1], correct_option=0, probs=[[0.4, 0.1], [0.3, 0.7]])  # first renormalises to 0.8/0.2
+    rows = permuted(
+        "q", "oi", [(0, 1), (1, 0)], [0, 1], correct_option=0, probs=[[0.4, 0.1], [0.3, 0.7]]
+    )  # first renormalises to 0.8/0.2
     m = probability_fluctuation(records(rows))
     entropy = lambda p: -sum(x * math.log2(x) for x in p)  # noqa: E731
     assert m["prob_mass"] == pytest.approx((0.8 + 0.7) / 2)  # the correct option sits in slot 0, then slot 1
@@ -64,7 +71,9 @@ def test_probability_metrics_hand_computed():
 def test_probability_metrics_need_probabilities_on_every_row():
     rows = permuted("q", "oi", [IDENTITY, REVERSED], [0, 0], probs=[[0.7, 0.1, 0.1, 0.1], None])
     m = fluctuation_metrics(records(rows))
-    assert "fr@oi" in m and not any(name.startswith(("prob_mass", "one_minus_brier", "one_minus_entropy")) for name in m)
+    assert "fr@oi" in m and not any(
+        name.startswith(("prob_mass", "one_minus_brier", "one_minus_entropy")) for name in m
+    )
 
 
 def test_full_set_gives_full_fr():
@@ -100,7 +109,9 @@ def test_pride_removes_a_position_bias(seed):
 
 
 def test_pride_needs_probabilities_and_enough_questions():
-    no_probs = records(permuted("q1", "cyclic", cyclic_orders(4), [0] * 4) + permuted("q2", "cyclic", cyclic_orders(4), [0] * 4))
+    no_probs = records(
+        permuted("q1", "cyclic", cyclic_orders(4), [0] * 4) + permuted("q2", "cyclic", cyclic_orders(4), [0] * 4)
+    )
     with pytest.raises(ValueError, match="label_probs"):
         pride_acc(no_probs)
     assert "pride_acc@cyclic" not in fluctuation_metrics(no_probs)
@@ -126,7 +137,12 @@ def test_family_only_with_perm_set_column_and_chosen_automatically():
 # option's probability averaged over the orders), also give the believed option.
 PRIDE_BIAS = (0.4, 0.3, 0.2, 0.1)
 PRIDE_TABLE = {  # question: (right option, believed option)
-    "q0": (1, 1), "q1": (3, 3), "q2": (0, 2), "q3": (2, 2), "q4": (2, 2), "q5": (1, 0),
+    "q0": (1, 1),
+    "q1": (3, 3),
+    "q2": (0, 2),
+    "q3": (2, 2),
+    "q4": (2, 2),
+    "q5": (1, 0),
 }
 # seed 0 calibrates on q3 (believes right) and q5 (wrong): paper scores q0 q1 q2 q4 -> 3/4; authors all six,
 # 3 + 1 right -> 4/6. seed 1 calibrates on q1 and q4 (both right): paper q0 q2 q3 q5 -> 2/4; authors 4/6.
@@ -182,9 +198,11 @@ def test_pride_protocols_equal_the_hand_table_and_the_authors_evaluation(seed):
         got = pride_acc(table, calibration_share=1 / 3, seed=seed, protocol=protocol)
         assert got == pytest.approx(expected, abs=1e-9)
         assert fluctuation_metrics(table, pride_share=1 / 3, pride_seed=seed, pride_protocol=protocol)[
-            "pride_acc@cyclic"] == pytest.approx(expected, abs=1e-9)
+            "pride_acc@cyclic"
+        ] == pytest.approx(expected, abs=1e-9)
     assert pride_acc(table, calibration_share=1 / 3, seed=seed, protocol="authors") == pytest.approx(
-        authors_evaluation(probs_of, calibration), abs=1e-9)
+        authors_evaluation(probs_of, calibration), abs=1e-9
+    )
     # the paper's reading is the authors' evaluation with the calibration questions left out
     scored = set(PRIDE_TABLE) - calibration
     paper = np.mean([PRIDE_TABLE[q][0] == PRIDE_TABLE[q][1] for q in scored])

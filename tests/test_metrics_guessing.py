@@ -1,11 +1,24 @@
 """Guessing theory: the CoRA paper's Table 7, MSGR, p* and the early-stop rule."""
+
 import pytest
 from hypothesis import given, strategies as st
 
 from src.metrics import T, can_stop, msgr, p_star
 
 # CoRA paper Table 7, column "random (r = 1/k)", M = 10, k = 5, as printed
-TABLE_7_T = ["1.000", "0.893", "0.624", "0.322", "0.121", "0.033", "0.006", "0.0009", "0.00008", "0.000004", "0.0000001"]
+TABLE_7_T = [
+    "1.000",
+    "0.893",
+    "0.624",
+    "0.322",
+    "0.121",
+    "0.033",
+    "0.006",
+    "0.0009",
+    "0.00008",
+    "0.000004",
+    "0.0000001",
+]
 
 
 @pytest.mark.parametrize("p, printed", enumerate(TABLE_7_T))

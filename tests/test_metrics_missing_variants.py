@@ -1,9 +1,10 @@
 """Metrics when the option_refs policy left some variants out for some questions (plan_variants): each family
 computes over the questions that have the variants it needs, and none crashes."""
+
 import pytest
 
-from src.metrics import compute_metrics, cora_bootstrap, cora_metrics, fluctuation_metrics, pride_acc, revas_metrics
 from src.core.questions import Question
+from src.metrics import compute_metrics, cora_bootstrap, cora_metrics, fluctuation_metrics, pride_acc, revas_metrics
 from src.variants import plan_variants
 
 from .records_factory import cyclic_orders, permuted, records, trial
@@ -12,9 +13,12 @@ from .test_metrics_revas import reorder
 
 def test_cora_family_with_a_shorter_divergent_set():
     full = [trial("q1", answer=0, kind="original", variant_id="original")] + [
-        trial("q1", answer=0 if j else 1, kind="nota", variant_id=f"nota_{j}") for j in range(3)]  # rc 3/4
-    short = [trial("q2", answer=0, kind="original", variant_id="original"),
-             trial("q2", answer=0, kind="shuffled", variant_id="shuffled_0")]  # everything else left out: rc 1
+        trial("q1", answer=0 if j else 1, kind="nota", variant_id=f"nota_{j}") for j in range(3)
+    ]  # rc 3/4
+    short = [
+        trial("q2", answer=0, kind="original", variant_id="original"),
+        trial("q2", answer=0, kind="shuffled", variant_id="shuffled_0"),
+    ]  # everything else left out: rc 1
     m = cora_metrics(records(full + short))
     assert m["mcqa"] == 1.0 and m["mcqa_plus"] == pytest.approx((0.75 + 1.0) / 2)
     assert m["bmca_1.0"] == 0.5 and m["ci"] == 0.5 and m["cora"] == 0.5
@@ -29,8 +33,16 @@ def test_cora_family_on_planned_variants():
     rows = []
     for question in (plain, nota):
         for v in plan_variants({"name": "cora"}, question, seed=0).variants:
-            rows.append(trial(question.id, answer=question.answer, kind=v.kind, variant_id=v.variant_id,
-                              order=[o if o >= 0 else 9 for o in v.option_order], correct_option=question.answer))
+            rows.append(
+                trial(
+                    question.id,
+                    answer=question.answer,
+                    kind=v.kind,
+                    variant_id=v.variant_id,
+                    order=[o if o >= 0 else 9 for o in v.option_order],
+                    correct_option=question.answer,
+                )
+            )
     table = records(rows)
     assert table.groupby("question_id").size().to_dict() == {"nota": 6, "plain": 20}
     m = compute_metrics(table)
@@ -38,14 +50,23 @@ def test_cora_family_on_planned_variants():
 
 
 def test_revas_with_missing_orders_and_levels():
-    rows = (reorder("q1", [0, 0, 1, 0])  # four orders: sc 3/4, not right in all
-            + reorder("q2", [0, 0], orders=[(0, 1, 2, 3), (0, 1, 3, 2)])  # two free options: two orders, sc 1
-            + reorder("q3", [1])  # every slot fixed: its one order says nothing about consistency
-            + reorder("q1", [0, 0, 0], orders=[(0, 1, 2), (2, 1, 0), (1, 0, 2)], level=3, kind="fewer_options",
-                      prefix="fewer_options_3")
-            + reorder("q2", [2, 0], orders=[(0, 2, 1), (1, 2, 0)], level=3, kind="fewer_options",
-                      prefix="fewer_options_3")[1:]  # its reference order _0 was left out
-            + reorder("q1", [0, 0, 0, 0], kind="nota_replaces_correct", prefix="nota_replaces_correct"))
+    rows = (
+        reorder("q1", [0, 0, 1, 0])  # four orders: sc 3/4, not right in all
+        + reorder("q2", [0, 0], orders=[(0, 1, 2, 3), (0, 1, 3, 2)])  # two free options: two orders, sc 1
+        + reorder("q3", [1])  # every slot fixed: its one order says nothing about consistency
+        + reorder(
+            "q1",
+            [0, 0, 0],
+            orders=[(0, 1, 2), (2, 1, 0), (1, 0, 2)],
+            level=3,
+            kind="fewer_options",
+            prefix="fewer_options_3",
+        )
+        + reorder("q2", [2, 0], orders=[(0, 2, 1), (1, 2, 0)], level=3, kind="fewer_options", prefix="fewer_options_3")[
+            1:
+        ]  # its reference order _0 was left out
+        + reorder("q1", [0, 0, 0, 0], kind="nota_replaces_correct", prefix="nota_replaces_correct")
+    )
     for row in rows:
         if row["variant_kind"] == "nota_replaces_correct":
             row["correct"] = True
@@ -60,20 +81,27 @@ def test_revas_with_missing_orders_and_levels():
 
 
 def test_revas_with_k_one_keeps_every_question():
-    m = revas_metrics(records(reorder("q1", [0], prefix="more_options_6", kind="more_options", level=6)
-                              + reorder("q2", [1], prefix="more_options_6", kind="more_options", level=6)))
+    m = revas_metrics(
+        records(
+            reorder("q1", [0], prefix="more_options_6", kind="more_options", level=6)
+            + reorder("q2", [1], prefix="more_options_6", kind="more_options", level=6)
+        )
+    )
     assert m["acc@6"] == 0.5 and m["sc_mean@6"] == 1.0
 
 
 def test_fluctuation_with_missing_members():
-    rows = (permuted("q1", "cyclic", cyclic_orders(4), [0, 0, 0, 1])  # all four rotations: fr 1
-            + permuted("q2", "cyclic", [(0, 1, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3)], [0, 0, 0])  # three free options
-            + permuted("q3", "cyclic", [(0, 1, 2, 3)], [2])  # one order: cannot fluctuate, left out
-            + permuted("q4", "cyclic", cyclic_orders(4), [1, 1, 1, 1])[1:])  # reference order missing: left out
+    rows = (
+        permuted("q1", "cyclic", cyclic_orders(4), [0, 0, 0, 1])  # all four rotations: fr 1
+        + permuted("q2", "cyclic", [(0, 1, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3)], [0, 0, 0])  # three free options
+        + permuted("q3", "cyclic", [(0, 1, 2, 3)], [2])  # one order: cannot fluctuate, left out
+        + permuted("q4", "cyclic", cyclic_orders(4), [1, 1, 1, 1])[1:]
+    )  # reference order missing: left out
     m = fluctuation_metrics(records(rows))
     assert m["fr@cyclic"] == 0.5 and m["wacc@cyclic"] == 0.5 and m["aacc@cyclic"] == pytest.approx((0.75 + 1) / 2)
-    single = fluctuation_metrics(records(permuted("q1", "original", [(0, 1, 2, 3)], [0])
-                                         + permuted("q2", "original", [(0, 1, 2, 3)], [1])))
+    single = fluctuation_metrics(
+        records(permuted("q1", "original", [(0, 1, 2, 3)], [0]) + permuted("q2", "original", [(0, 1, 2, 3)], [1]))
+    )
     assert single["fr@original"] == 0.0 and single["aacc@original"] == 0.5  # a one-order set keeps its questions
 
 

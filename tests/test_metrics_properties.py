@@ -1,4 +1,5 @@
 """Property tests over the metric registry: row order, question relabelling, bounds, NaN handling, imports."""
+
 import math
 import pkgutil
 import subprocess
@@ -7,27 +8,61 @@ import sys
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from .records_factory import cyclic_orders, permuted, records, trial
 
 import src.metrics
 import src.variants
-from src.metrics import METRIC_FAMILIES, compute_metrics
 from src.core.records import write_records
+from src.metrics import METRIC_FAMILIES, compute_metrics
 
 from .conftest import REPO, examples
+from .records_factory import cyclic_orders, permuted, records, trial
 
-SHARE_SUFFIXES = ("fr", "aacc", "sacc", "wacc", "bacc", "sensg", "one_minus_sensg", "prob_mass", "one_minus_entropy",
-                  "pride_acc", "full_fr")
-SHARES = {"invalid_rate", "accuracy", "mcqa", "mcqa_plus", "mv", "ci", "cora", "sure_right", "unsure_right",
-          "unsure_wrong", "sure_wrong", "rws", "st", "acc_mean"}
+SHARE_SUFFIXES = (
+    "fr",
+    "aacc",
+    "sacc",
+    "wacc",
+    "bacc",
+    "sensg",
+    "one_minus_sensg",
+    "prob_mass",
+    "one_minus_entropy",
+    "pride_acc",
+    "full_fr",
+)
+SHARES = {
+    "invalid_rate",
+    "accuracy",
+    "mcqa",
+    "mcqa_plus",
+    "mv",
+    "ci",
+    "cora",
+    "sure_right",
+    "unsure_right",
+    "unsure_wrong",
+    "sure_wrong",
+    "rws",
+    "st",
+    "acc_mean",
+}
 ID_DEPENDENT = ("pride_acc@",)  # PriDe draws its calibration questions from the sorted ids, by design
 
 
 @st.composite
 def run_records(draw):
     n_questions = draw(st.integers(1, 5))
-    kinds = draw(st.sampled_from([("original",), ("original", "shuffled"), ("original", "nota", "shuffled"),
-                                  ("shuffled",), ("nota", "shuffled")]))
+    kinds = draw(
+        st.sampled_from(
+            [
+                ("original",),
+                ("original", "shuffled"),
+                ("original", "nota", "shuffled"),
+                ("shuffled",),
+                ("nota", "shuffled"),
+            ]
+        )
+    )
     n_repetitions = draw(st.integers(1, 4))
     answer = st.one_of(st.none(), st.integers(0, 3))
     rows = []
@@ -36,8 +71,17 @@ def run_records(draw):
         for kind in kinds:
             order = tuple(draw(st.permutations(range(4))))
             for r in range(n_repetitions):
-                rows.append(trial(f"q{q}", kind=kind, order=order, correct_option=correct, answer=draw(answer),
-                                  repetition=r, subject=subject))
+                rows.append(
+                    trial(
+                        f"q{q}",
+                        kind=kind,
+                        order=order,
+                        correct_option=correct,
+                        answer=draw(answer),
+                        repetition=r,
+                        subject=subject,
+                    )
+                )
     if draw(st.booleans()):  # permutation sets with label probabilities
         for q in range(n_questions):
             correct = draw(st.integers(0, 3))
@@ -148,11 +192,22 @@ def test_all_invalid_run():
 def test_pure_packages_import_no_heavy_frameworks():
     """Importing metrics, variants, parsing, prompts and records, in a fresh interpreter, loads no hydra, mlflow
     or torch (an import anywhere in their import chain counts, as it would for a user)."""
-    modules = ["src.metrics", "src.variants", "src.core.parsing", "src.core.prompts", "src.core.records",
-               *(f"{package.__name__}.{m.name}" for package in (src.metrics, src.variants)
-                 for m in pkgutil.iter_modules(package.__path__))]
-    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-            "print(' '.join(h for h in ('hydra', 'omegaconf', 'mlflow', 'torch') if h in sys.modules))")
+    modules = [
+        "src.metrics",
+        "src.variants",
+        "src.core.parsing",
+        "src.core.prompts",
+        "src.core.records",
+        *(
+            f"{package.__name__}.{m.name}"
+            for package in (src.metrics, src.variants)
+            for m in pkgutil.iter_modules(package.__path__)
+        ),
+    ]
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        "print(' '.join(h for h in ('hydra', 'omegaconf', 'mlflow', 'torch') if h in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert proc.stdout.split() == []
 
@@ -160,6 +215,8 @@ def test_pure_packages_import_no_heavy_frameworks():
 def test_records_frame_roundtrip_keeps_metrics(tmp_path):
     """Metrics recomputed from the logged parquet equal the in-memory ones (lists come back as arrays)."""
     pytest.importorskip("pyarrow")
-    table = records(permuted("q1", "oi", [(0, 1, 2, 3), (3, 2, 1, 0)], [0, 3], probs=[[0.7, 0.1, 0.1, 0.1]] * 2)
-                    + [trial("q1", kind="original"), trial("q1", kind="nota", variant_id="nota_1", answer=None)])
+    table = records(
+        permuted("q1", "oi", [(0, 1, 2, 3), (3, 2, 1, 0)], [0, 3], probs=[[0.7, 0.1, 0.1, 0.1]] * 2)
+        + [trial("q1", kind="original"), trial("q1", kind="nota", variant_id="nota_1", answer=None)]
+    )
     same(compute_metrics(table), compute_metrics(pd.read_parquet(write_records(table, tmp_path))))

@@ -1,11 +1,13 @@
 """Repetition family: SURE/UNSURE shares, RWS | S/T against the paper's Table 1, INVALID, accuracy spread."""
+
 import math
 
 import numpy as np
 import pytest
-from .records_factory import records, repeated, trial
 
 from src.metrics import compute_metrics, question_outcomes, repetition_metrics, rws_st_string
+
+from .records_factory import records, repeated, trial
 
 # ten answers per question (correct option 0), one pattern per outcome
 SURE_RIGHT = [0] * 10
@@ -16,8 +18,9 @@ SURE_WRONG = [1] * 9 + [0]
 
 def table_from_shares(sure_right, unsure_right, unsure_wrong, sure_wrong):
     rows, i = [], 0
-    for count, pattern in zip((sure_right, unsure_right, unsure_wrong, sure_wrong),
-                              (SURE_RIGHT, UNSURE_RIGHT, UNSURE_WRONG, SURE_WRONG)):
+    for count, pattern in zip(
+        (sure_right, unsure_right, unsure_wrong, sure_wrong), (SURE_RIGHT, UNSURE_RIGHT, UNSURE_WRONG, SURE_WRONG)
+    ):
         for _ in range(count):
             rows += repeated(f"q{i}", pattern)
             i += 1
@@ -89,8 +92,9 @@ def test_single_repetition_gives_nothing():
 
 
 def test_uses_the_original_variant_when_several_exist():
-    table = records(repeated("q", [0] * 10) + repeated("q", [2] * 10, kind="nota", variant_id="nota_1",
-                                                      order=(0, -1, 2, 3)))
+    table = records(
+        repeated("q", [0] * 10) + repeated("q", [2] * 10, kind="nota", variant_id="nota_1", order=(0, -1, 2, 3))
+    )
     m = repetition_metrics(table)
     assert m["sure_right"] == 1.0 and m["acc_mean"] == 1.0
 

@@ -1,35 +1,61 @@
 """REVAS metrics on hand-computed record tables, the perm_sets explosion, per-subject names and properties."""
+
 import math
 
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from src.metrics import applicable_families, compute_metrics, revas_metrics, sc_distribution, tidy_permutations
 from src.core.records import write_records
-
-from .records_factory import cyclic_orders, permuted, records, trial
+from src.metrics import applicable_families, compute_metrics, revas_metrics, sc_distribution, tidy_permutations
 
 from .conftest import examples
+from .records_factory import cyclic_orders, permuted, records, trial
 
 ORDERS4 = [(0, 1, 2, 3), (1, 2, 3, 0), (3, 2, 1, 0), (2, 0, 3, 1)]
 
 
 def reorder(qid, answers, *, correct=0, orders=ORDERS4, level=None, kind="reorder", prefix="reorder", subject=None):
     """One question's orders: position 0 is the original (kind `original`) unless `kind` names a leveled set."""
-    return [trial(qid, answer=a, kind=("original" if j == 0 and kind == "reorder" else kind), variant_id=f"{prefix}_{j}",
-                  order=order, correct_option=correct, variant_level=level, subject=subject)
-            for j, (order, a) in enumerate(zip(orders, answers))]
+    return [
+        trial(
+            qid,
+            answer=a,
+            kind=("original" if j == 0 and kind == "reorder" else kind),
+            variant_id=f"{prefix}_{j}",
+            order=order,
+            correct_option=correct,
+            variant_level=level,
+            subject=subject,
+        )
+        for j, (order, a) in enumerate(zip(orders, answers))
+    ]
 
 
 def tf_row(qid, asked, says, *, correct=0, p_yes=None, subject=None):
     """A true/false trial about option `asked`; `says` is "Yes", "No" or None (INVALID)."""
-    row = trial(qid, answer=asked, kind="true_false", variant_id=f"true_false_{asked}", order=(asked,),
-                correct_option=asked, subject=subject)
+    row = trial(
+        qid,
+        answer=asked,
+        kind="true_false",
+        variant_id=f"true_false_{asked}",
+        order=(asked,),
+        correct_option=asked,
+        subject=subject,
+    )
     expected = "Yes" if asked == correct else "No"
-    row.update(fmt="true_false", asked_option=asked, correct_option=correct, correct_label=expected, parsed_label=says,
-               raw_output=says or "??", correct=says == expected, chosen_option=asked if says == "Yes" else None,
-               n_options=1, label_probs=None if p_yes is None else [p_yes, 1 - p_yes])
+    row.update(
+        fmt="true_false",
+        asked_option=asked,
+        correct_option=correct,
+        correct_label=expected,
+        parsed_label=says,
+        raw_output=says or "??",
+        correct=says == expected,
+        chosen_option=asked if says == "Yes" else None,
+        n_options=1,
+        label_probs=None if p_yes is None else [p_yes, 1 - p_yes],
+    )
     return row
 
 
@@ -37,14 +63,24 @@ def multi_row(qid, named, *, correct=0, order=(0, 1, 2, 3)):
     """A select-all trial naming the original options `named` (None: INVALID)."""
     row = trial(qid, answer=None, kind="multi_select", variant_id="multi_select", order=order, correct_option=correct)
     labels = None if named is None else ["ABCD"[order.index(o)] for o in sorted(named, key=order.index)]
-    row.update(fmt="multi_select", parsed_labels=labels, chosen_options=None if named is None else list(named),
-               parsed_label=None if labels is None else ", ".join(labels), correct=named is not None and set(named) == {correct})
+    row.update(
+        fmt="multi_select",
+        parsed_labels=labels,
+        chosen_options=None if named is None else list(named),
+        parsed_label=None if labels is None else ", ".join(labels),
+        correct=named is not None and set(named) == {correct},
+    )
     return row
 
 
 def reorder_table():
-    return records(reorder("q1", [0, 0, 0, 0]) + reorder("q2", [0, 1, 0, 2]) + reorder("q3", [1, 1, 1, 2])
-                   + reorder("q4", [0, 1, 2, 3]) + reorder("q5", [None, None, 0, 1]))
+    return records(
+        reorder("q1", [0, 0, 0, 0])
+        + reorder("q2", [0, 1, 0, 2])
+        + reorder("q3", [1, 1, 1, 2])
+        + reorder("q4", [0, 1, 2, 3])
+        + reorder("q5", [None, None, 0, 1])
+    )
 
 
 def test_sc_mean_acc_h_and_the_sc_distribution():
@@ -53,7 +89,8 @@ def test_sc_mean_acc_h_and_the_sc_distribution():
     assert m["acc_h"] == pytest.approx(1 / 5)
     assert m["mcqa"] == pytest.approx(3 / 5)  # the paper's Acc: the original order
     assert {k: m[k] for k in m if k.endswith("_share")} == pytest.approx(
-        {"sc_bin_4_of_4_share": 0.2, "sc_bin_3_of_4_share": 0.2, "sc_bin_2_of_4_share": 0.4, "sc_bin_1_of_4_share": 0.2})
+        {"sc_bin_4_of_4_share": 0.2, "sc_bin_3_of_4_share": 0.2, "sc_bin_2_of_4_share": 0.4, "sc_bin_1_of_4_share": 0.2}
+    )
     # bin accuracy: the unique most frequent answer is right; q5's mode is INVALID; no accuracy where nothing repeats
     assert m["sc_bin_4_of_4_acc"] == 1.0 and m["sc_bin_3_of_4_acc"] == 0.0 and m["sc_bin_2_of_4_acc"] == 0.5
     assert "sc_bin_1_of_4_acc" not in m
@@ -67,11 +104,27 @@ def test_a_tied_mode_is_not_a_right_mode():
 
 def test_option_count_levels():
     orders6 = [(0, 1, 2, 3, -2, -2), (-2, 3, 2, 1, 0, -2), (1, 0, -2, 2, -2, 3)]
-    rows = (reorder("q1", [0, 0, 2], orders=[(0, 1, 2), (2, 0, 1), (1, 2, 0)], level=3, kind="fewer_options", prefix="fewer_options_3")
-            + reorder("q2", [2, 0, 0], orders=[(0, 1, 2), (2, 0, 1), (1, 2, 0)], level=3, kind="fewer_options", prefix="fewer_options_3")
-            + reorder("q1", [0, 0], orders=[(0, 1), (1, 0)], level=2, kind="fewer_options", prefix="fewer_options_2")
-            + reorder("q2", [0, 0], orders=[(0, 1), (1, 0)], level=2, kind="fewer_options", prefix="fewer_options_2")
-            + reorder("q1", [-2, 0, 0], orders=orders6, level=6, kind="more_options", prefix="more_options_6"))
+    rows = (
+        reorder(
+            "q1",
+            [0, 0, 2],
+            orders=[(0, 1, 2), (2, 0, 1), (1, 2, 0)],
+            level=3,
+            kind="fewer_options",
+            prefix="fewer_options_3",
+        )
+        + reorder(
+            "q2",
+            [2, 0, 0],
+            orders=[(0, 1, 2), (2, 0, 1), (1, 2, 0)],
+            level=3,
+            kind="fewer_options",
+            prefix="fewer_options_3",
+        )
+        + reorder("q1", [0, 0], orders=[(0, 1), (1, 0)], level=2, kind="fewer_options", prefix="fewer_options_2")
+        + reorder("q2", [0, 0], orders=[(0, 1), (1, 0)], level=2, kind="fewer_options", prefix="fewer_options_2")
+        + reorder("q1", [-2, 0, 0], orders=orders6, level=6, kind="more_options", prefix="more_options_6")
+    )
     m = revas_metrics(records(rows))
     assert m["acc@3"] == 0.5 and m["sc_mean@3"] == pytest.approx(2 / 3) and m["acc_h@3"] == 0.0
     assert m["acc@2"] == m["sc_mean@2"] == m["acc_h@2"] == 1.0
@@ -83,7 +136,9 @@ def test_nota_replaces_correct():
     orders = [(1, 2, 3, -1), (-1, 3, 1, 2), (2, -1, 3, 1), (3, 1, -1, 2)]
     rows = []
     for qid, answers in (("q1", [-1] * 4), ("q2", [-1, 2, -1, -1]), ("q3", [1, -1, -1, -1])):
-        rows += reorder(qid, answers, correct=-1, orders=orders, kind="nota_replaces_correct", prefix="nota_replaces_correct")
+        rows += reorder(
+            qid, answers, correct=-1, orders=orders, kind="nota_replaces_correct", prefix="nota_replaces_correct"
+        )
     m = compute_metrics(records(rows))
     assert m["nota_acc"] == pytest.approx(2 / 3) and m["nota_acc_h"] == pytest.approx(1 / 3)
 
@@ -92,12 +147,24 @@ def tf_table(with_reorder=True):
     rows = []
     if with_reorder:
         rows += reorder("q1", [0, 0, 0, 0]) + reorder("q2", [0, 1, 0, 0]) + reorder("q3", [0, 0, 0, 0])
-    rows += [tf_row("q1", 0, "Yes", p_yes=0.8), tf_row("q1", 1, "Yes", p_yes=0.6), tf_row("q1", 2, "No", p_yes=0.3),
-             tf_row("q1", 3, "No", p_yes=0.2)]
-    rows += [tf_row("q2", 0, "No", p_yes=0.4), tf_row("q2", 1, "No", p_yes=0.3), tf_row("q2", 2, "No", p_yes=0.2),
-             tf_row("q2", 3, "Yes", p_yes=0.5)]
-    rows += [tf_row("q3", 0, "Yes", p_yes=0.9), tf_row("q3", 1, "No", p_yes=0.1), tf_row("q3", 2, "No", p_yes=0.5),
-             tf_row("q3", 3, "No", p_yes=0.2)]
+    rows += [
+        tf_row("q1", 0, "Yes", p_yes=0.8),
+        tf_row("q1", 1, "Yes", p_yes=0.6),
+        tf_row("q1", 2, "No", p_yes=0.3),
+        tf_row("q1", 3, "No", p_yes=0.2),
+    ]
+    rows += [
+        tf_row("q2", 0, "No", p_yes=0.4),
+        tf_row("q2", 1, "No", p_yes=0.3),
+        tf_row("q2", 2, "No", p_yes=0.2),
+        tf_row("q2", 3, "Yes", p_yes=0.5),
+    ]
+    rows += [
+        tf_row("q3", 0, "Yes", p_yes=0.9),
+        tf_row("q3", 1, "No", p_yes=0.1),
+        tf_row("q3", 2, "No", p_yes=0.5),
+        tf_row("q3", 3, "No", p_yes=0.2),
+    ]
     return records(rows)
 
 
@@ -127,11 +194,18 @@ def test_true_false_invalid_is_neither_yes_nor_no():
 
 
 def test_multi_select_on_originally_wrong_questions():
-    rows = [trial("q1", answer=1), multi_row("q1", [0, 1]),
-            trial("q2", answer=2), multi_row("q2", [2]),
-            trial("q3", answer=0), multi_row("q3", [0, 3]),  # right originally: left out
-            trial("q4", answer=None), multi_row("q4", [0, 1]),  # INVALID originally: no misleading option
-            trial("q5", answer=3), multi_row("q5", None)]
+    rows = [
+        trial("q1", answer=1),
+        multi_row("q1", [0, 1]),
+        trial("q2", answer=2),
+        multi_row("q2", [2]),
+        trial("q3", answer=0),
+        multi_row("q3", [0, 3]),  # right originally: left out
+        trial("q4", answer=None),
+        multi_row("q4", [0, 1]),  # INVALID originally: no misleading option
+        trial("q5", answer=3),
+        multi_row("q5", None),
+    ]
     m = compute_metrics(records(rows))
     assert m["multi_rate"] == pytest.approx(1 / 3)
     assert m["recall_correct"] == pytest.approx(1 / 3)
@@ -142,8 +216,10 @@ def test_multi_select_on_originally_wrong_questions():
 
 def test_misleading_fix_rate():
     order = (0, -2, 2, 3)
-    rows = [trial(q, answer=a, kind="misleading_replaced", variant_id="misleading_replaced", order=order, asked_option=1)
-            for q, a in (("q1", 0), ("q2", 2), ("q3", None))]
+    rows = [
+        trial(q, answer=a, kind="misleading_replaced", variant_id="misleading_replaced", order=order, asked_option=1)
+        for q, a in (("q1", 0), ("q2", 2), ("q3", None))
+    ]
     m = compute_metrics(records(rows))
     assert m["misleading_fix_rate"] == pytest.approx(1 / 3)
     assert "mcqa" not in m
@@ -152,10 +228,24 @@ def test_misleading_fix_rate():
 def memberships_table():
     """q1 on perm_all-style rows: the identity is in original, oi and cyclic; the others in one set each."""
     answers = {(0, 1, 2, 3): 0, (3, 2, 1, 0): 0, (1, 2, 3, 0): 2, (2, 3, 0, 1): 0, (3, 0, 1, 2): 1}
-    members = {(0, 1, 2, 3): ["original:0", "oi:0", "cyclic:0"], (3, 2, 1, 0): ["oi:1"], (1, 2, 3, 0): ["cyclic:1"],
-               (2, 3, 0, 1): ["cyclic:2"], (3, 0, 1, 2): ["cyclic:3"]}
-    rows = [trial("q1", answer=a, kind="permutation", variant_id="perm_" + "-".join(map(str, o)), order=o,
-                  perm_sets=members[o]) for o, a in answers.items()]
+    members = {
+        (0, 1, 2, 3): ["original:0", "oi:0", "cyclic:0"],
+        (3, 2, 1, 0): ["oi:1"],
+        (1, 2, 3, 0): ["cyclic:1"],
+        (2, 3, 0, 1): ["cyclic:2"],
+        (3, 0, 1, 2): ["cyclic:3"],
+    }
+    rows = [
+        trial(
+            "q1",
+            answer=a,
+            kind="permutation",
+            variant_id="perm_" + "-".join(map(str, o)),
+            order=o,
+            perm_sets=members[o],
+        )
+        for o, a in answers.items()
+    ]
     return records(rows), answers
 
 
@@ -165,9 +255,11 @@ def test_perm_sets_explode_into_the_tidy_rows_fluctuation_reads():
     assert len(tidy) == 7 and sorted(tidy.perm_set.unique()) == ["cyclic", "oi", "original"]
     assert "fluctuation" in applicable_families(table)
     m = compute_metrics(table)
-    expected = records(permuted("q1", "oi", [(0, 1, 2, 3), (3, 2, 1, 0)], [0, 0])
-                       + permuted("q1", "cyclic", cyclic_orders(4), [answers[o] for o in cyclic_orders(4)])
-                       + permuted("q1", "original", [(0, 1, 2, 3)], [0]))
+    expected = records(
+        permuted("q1", "oi", [(0, 1, 2, 3), (3, 2, 1, 0)], [0, 0])
+        + permuted("q1", "cyclic", cyclic_orders(4), [answers[o] for o in cyclic_orders(4)])
+        + permuted("q1", "original", [(0, 1, 2, 3)], [0])
+    )
     want = compute_metrics(expected, families=["fluctuation"])
     for name, value in want.items():
         if "@" in name:
@@ -191,8 +283,10 @@ def test_per_subject_headlines_with_mlflow_safe_names():
 
 
 def test_parquet_roundtrip_with_list_columns(tmp_path):
-    table = pd.concat([tf_table(), memberships_table()[0],
-                       records([trial("q1", answer=1), multi_row("q1", [0, 1])])], ignore_index=True)
+    table = pd.concat(
+        [tf_table(), memberships_table()[0], records([trial("q1", answer=1), multi_row("q1", [0, 1])])],
+        ignore_index=True,
+    )
     a, b = compute_metrics(table), compute_metrics(pd.read_parquet(write_records(table, tmp_path)))
     assert a.keys() == b.keys()
     for k in a:
@@ -207,8 +301,15 @@ def revas_records(draw):
         correct = draw(st.integers(0, 3))
         rows += reorder(f"q{i}", [draw(answer) for _ in ORDERS4], correct=correct)
         for asked in range(4):
-            rows.append(tf_row(f"q{i}", asked, draw(st.sampled_from(["Yes", "No", None])), correct=correct,
-                               p_yes=draw(st.floats(0.01, 0.99))))
+            rows.append(
+                tf_row(
+                    f"q{i}",
+                    asked,
+                    draw(st.sampled_from(["Yes", "No", None])),
+                    correct=correct,
+                    p_yes=draw(st.floats(0.01, 0.99)),
+                )
+            )
     return records(rows)
 
 

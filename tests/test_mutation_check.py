@@ -1,5 +1,6 @@
 """`python -m tests.mutation` (docs/mutation.md): the mutants it makes are valid Python that differs from the
 original, `--list` names them without running anything, and a run mutates a copy of the tree only."""
+
 from __future__ import annotations
 
 import ast
@@ -19,7 +20,7 @@ def test_mutants_compile_and_change_their_module():
         found = mutation.mutants(target)
         assert found, f"{target.path}: no mutant in {target.functions} (a function renamed?)"
         assert {m.function for m in found} <= set(target.functions or {m.function for m in found})
-        for mutant in found[::max(1, len(found) // 8)]:
+        for mutant in found[:: max(1, len(found) // 8)]:
             source = mutation.mutated_source(mutant)
             compile(source, mutant.label, "exec")
             assert source != original, mutant.label

@@ -1,5 +1,6 @@
 """Near-ties (issue 27): every decision of a ranking scoring carries its margin over the next option, and the
 closing block, the run's tags and the comparison report count the decisions within NEAR_TIE_MARGIN of a tie."""
+
 from __future__ import annotations
 
 import math
@@ -7,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from src.tracking.closing import near_tie_line
 from src.core.records import NEAR_TIE_MARGIN, near_ties
+from src.tracking.closing import near_tie_line
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 # the simulated model answers INVALID with a uniform distribution: those decisions are exact ties
@@ -65,5 +66,7 @@ def test_the_report_counts_the_near_ties_of_the_runs(run_job_in):
     runs = load_runs(tracking_uri=run_job_in.store_uri, experiment="mcq-consistency")
     notes = report.build_sections(runs, paired=False)[0].notes
     near, total = ranked.near_ties
-    assert (f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
-            f"{near} of {total} ranked decisions of 1 runs; run {ranked.run_id[:8]}: {near} of {total}") in notes
+    assert (
+        f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
+        f"{near} of {total} ranked decisions of 1 runs; run {ranked.run_id[:8]}: {near} of {total}"
+    ) in notes

@@ -2,6 +2,7 @@
 run carries the same tags as an online run of the same sweep (sweep id and parent run included), and `src.sync`
 keeps them, linking each job to the uploaded parent run (issue: data safety, item 5). In-process: no subprocess,
 no server; a server address where nothing listens, and every TCP connection attempt recorded and refused."""
+
 from __future__ import annotations
 
 import shutil
@@ -10,8 +11,8 @@ import socket
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from src.config.schema import compose_job
 from src.common.errors import UserError
+from src.config.schema import compose_job
 from src.job.runner import run_job
 from src.sweep.callback import MlflowSweepCallback, read_sweep_info
 from src.tracking.store import check_tracking
@@ -20,8 +21,7 @@ from .conftest import DATA_DIR, mlflow_runs
 
 SERVER = "http://127.0.0.1:9"  # the discard port: nothing answers there
 # differ between any two runs by design (ids, times, where the job ran), or say where a run was logged
-VARYING = {"mlflow.parentRunId", "sweep_id", "owner", "heartbeat", "offline_target", "synced_from",
-           "synced_run_id"}
+VARYING = {"mlflow.parentRunId", "sweep_id", "owner", "heartbeat", "offline_target", "synced_from", "synced_run_id"}
 
 
 @pytest.fixture
@@ -36,6 +36,7 @@ def no_network(monkeypatch):
                 attempts.append(address)
                 raise ConnectionRefusedError(f"test: no connection may be made ({address})")
             return real(self, address)
+
         return connect
 
     monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
@@ -48,10 +49,16 @@ def sweep_config(tmp_path, name: str, tracking: list[str]):
     job = ["model=simulated", "limit=3", f"data_dir={DATA_DIR}", f"cache.path={tmp_path}/cache.db", *tracking]
     config = compose_job(job)
     with open_dict(config):
-        config.hydra = OmegaConf.create({
-            "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-                        "params": {"seed": "0,1"}},
-            "overrides": {"task": job}, "sweep": {"dir": str(tmp_path / name / "sweep")}})
+        config.hydra = OmegaConf.create(
+            {
+                "sweeper": {
+                    "_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+                    "params": {"seed": "0,1"},
+                },
+                "overrides": {"task": job},
+                "sweep": {"dir": str(tmp_path / name / "sweep")},
+            }
+        )
     return job, config
 
 
@@ -63,8 +70,10 @@ def run_sweep(tmp_path, name: str, tracking: list[str]):
     callback.sweep_dir.mkdir(parents=True)
     callback._open_parent(config)
     sweep = read_sweep_info(callback.sweep_dir)
-    results = [run_job(compose_job([*job, f"seed={seed}"]), out_dir=tmp_path / name / str(seed), sweep=sweep)
-               for seed in (0, 1)]
+    results = [
+        run_job(compose_job([*job, f"seed={seed}"]), out_dir=tmp_path / name / str(seed), sweep=sweep)
+        for seed in (0, 1)
+    ]
     callback.finish(interrupted=False)
     return callback, results
 
@@ -74,8 +83,9 @@ def tag_keys(run) -> set[str]:
 
 
 @pytest.mark.slow  # two sweeps and a sync, in-process
-def test_offline_sweep_contacts_no_server_and_keeps_tags_parent_and_sweep_id_through_sync(tmp_path, monkeypatch,
-                                                                                          no_network, empty_mlflow_db):
+def test_offline_sweep_contacts_no_server_and_keeps_tags_parent_and_sweep_id_through_sync(
+    tmp_path, monkeypatch, no_network, empty_mlflow_db
+):
     from src.sync import sync
 
     for store in ("online", "offline", "server"):  # stores with their tables made: migrations cost seconds each
@@ -88,8 +98,9 @@ def test_offline_sweep_contacts_no_server_and_keeps_tags_parent_and_sweep_id_thr
 
     # the same sweep logged online (to a sqlite store) and offline (the server address refuses connections)
     run_sweep(tmp_path, "online", [f"tracking.uri={online_uri}"])
-    callback, results = run_sweep(tmp_path, "offline", [f"tracking.uri={SERVER}", "tracking.offline=true",
-                                                        f"tracking.offline_dir={offline}"])
+    callback, results = run_sweep(
+        tmp_path, "offline", [f"tracking.uri={SERVER}", "tracking.offline=true", f"tracking.offline_dir={offline}"]
+    )
     assert no_network == [], "offline mode tried to reach the server"
     assert callback.parent_uri == f"sqlite:///{offline}/mlflow.db"
 
@@ -130,8 +141,15 @@ def test_offline_job_alone_contacts_no_server(tmp_path, monkeypatch, no_network,
     offline = tmp_path / "offline"
     offline.mkdir()
     shutil.copyfile(empty_mlflow_db, offline / "mlflow.db")
-    job = ["model=simulated", "limit=2", f"data_dir={DATA_DIR}", f"cache.path={tmp_path}/c.db", f"tracking.uri={SERVER}",
-           "tracking.offline=true", f"tracking.offline_dir={offline}"]
+    job = [
+        "model=simulated",
+        "limit=2",
+        f"data_dir={DATA_DIR}",
+        f"cache.path={tmp_path}/c.db",
+        f"tracking.uri={SERVER}",
+        "tracking.offline=true",
+        f"tracking.offline_dir={offline}",
+    ]
     result = run_job(compose_job(job), out_dir=tmp_path / "out")
     assert (offline / "mlflow.db").is_file() and result.run_id
     assert no_network == [], "offline mode tried to reach the server"

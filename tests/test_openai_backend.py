@@ -1,5 +1,6 @@
 """OpenAI-compatible backend against a fake server on 127.0.0.1: samples, retries, timeouts, concurrency, logprobs,
 and an end-to-end run whose MLflow params, tags and artifacts never hold the API key."""
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,11 @@ class FakeServer(ServedInThread):
                         time.sleep(1.0)
                     time.sleep(server.delay_s)
                     status = failure if isinstance(failure, int) else 200
-                    body = json.dumps({"error": {"message": f"failure {failure}"}} if status != 200
-                                      else server.reply(self.path, payload)).encode()
+                    body = json.dumps(
+                        {"error": {"message": f"failure {failure}"}}
+                        if status != 200
+                        else server.reply(self.path, payload)
+                    ).encode()
                     with server.lock:  # the request's work is done before its reply leaves: the client may then
                         server.in_flight -= 1  # send the next one at once, and it must not count as one more in flight
                         counted = False
@@ -96,14 +100,42 @@ class FakeServer(ServedInThread):
             tokens = [text[a:b] for a, b in zip(offsets, offsets[1:] + [len(text)])]
             tokens.append("!")  # the one token max_tokens=1 generates after the echoed prompt: not the option's
             offsets.append(len(text))
-            return {"choices": [{"text": text + "!", "logprobs": {
-                "tokens": tokens, "text_offset": offsets, "token_logprobs": [None] + [-0.5] * (len(tokens) - 2) + [-9.0]}}]}
+            return {
+                "choices": [
+                    {
+                        "text": text + "!",
+                        "logprobs": {
+                            "tokens": tokens,
+                            "text_offset": offsets,
+                            "token_logprobs": [None] + [-0.5] * (len(tokens) - 2) + [-9.0],
+                        },
+                    }
+                ]
+            }
         if payload.get("logprobs"):
-            top = [{"token": "A", "logprob": math.log(0.5)}, {"token": " A", "logprob": math.log(0.1)},
-                   {"token": " B", "logprob": math.log(0.2)}, {"token": "Hello", "logprob": math.log(0.1)}]
-            return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"},
-                                 "logprobs": {"content": [{"token": "A", "logprob": math.log(0.5),
-                                                           **({"top_logprobs": top} if "top_logprobs" in payload else {})}]}}]}
+            top = [
+                {"token": "A", "logprob": math.log(0.5)},
+                {"token": " A", "logprob": math.log(0.1)},
+                {"token": " B", "logprob": math.log(0.2)},
+                {"token": "Hello", "logprob": math.log(0.1)},
+            ]
+            return {
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "A"},
+                        "logprobs": {
+                            "content": [
+                                {
+                                    "token": "A",
+                                    "logprob": math.log(0.5),
+                                    **({"top_logprobs": top} if "top_logprobs" in payload else {}),
+                                }
+                            ]
+                        },
+                    }
+                ]
+            }
         n = payload.get("n", 1)
         return {"choices": [{"index": i, "message": {"role": "assistant", "content": "ABCD"[i % 4]}} for i in range(n)]}
 
@@ -116,13 +148,21 @@ def server(monkeypatch):
 
 
 def backend(server: FakeServer, **kwargs) -> OpenAIBackend:
-    options = dict(name="fake", model="fake-model", base_url=server.url, api_key_env="FAKE_OPENAI_KEY",
-                   backoff_s=0.01, timeout_s=5.0, progress=False)
+    options = dict(
+        name="fake",
+        model="fake-model",
+        base_url=server.url,
+        api_key_env="FAKE_OPENAI_KEY",
+        backoff_s=0.01,
+        timeout_s=5.0,
+        progress=False,
+    )
     return OpenAIBackend(**{**options, **kwargs})
 
 
-REQUESTS = [Request(prompt=f"Q{i}?\nA. x\nB. y\nAnswer:", labels=("A", "B"), options=("x", "y"), seed=10 + i)
-            for i in range(6)]
+REQUESTS = [
+    Request(prompt=f"Q{i}?\nA. x\nB. y\nAnswer:", labels=("A", "B"), options=("x", "y"), seed=10 + i) for i in range(6)
+]
 
 
 def test_generate_sends_n_samples_seed_and_the_key(server):
@@ -184,20 +224,26 @@ def test_cloze_uses_echoed_prompt_logprobs_on_the_completions_endpoint(server):
         backend(server).score_options(REQUESTS[:1])
 
 
-@pytest.mark.parametrize("ignored, endpoint, ask, field", [
-    ({"logprobs", "top_logprobs"}, "chat", "logprob", "`logprobs`"),
-    ({"top_logprobs"}, "chat", "logprob", "`top_logprobs`"),
-    ({"logprobs"}, "completions", "logprob", "`logprobs`"),
-    ({"echo", "logprobs"}, "completions", "cloze", "`echo`"),
-    ({"n"}, "chat", "samples", "`n`"),
-])
+@pytest.mark.parametrize(
+    "ignored, endpoint, ask, field",
+    [
+        ({"logprobs", "top_logprobs"}, "chat", "logprob", "`logprobs`"),
+        ({"top_logprobs"}, "chat", "logprob", "`top_logprobs`"),
+        ({"logprobs"}, "completions", "logprob", "`logprobs`"),
+        ({"echo", "logprobs"}, "completions", "cloze", "`echo`"),
+        ({"n"}, "chat", "samples", "`n`"),
+    ],
+)
 def test_a_server_ignoring_a_field_the_scoring_needs_is_refused_in_one_line(server, ignored, endpoint, ask, field):
     """`transformers serve` answers as if `n`, `logprobs`, `top_logprobs` and `echo` were not sent: never scored from
     what came back, and the queued requests are not sent once the first reply shows it."""
     server.ignores = ignored
     b = backend(server, endpoint=endpoint, max_concurrency=1)
-    calls = {"logprob": lambda: b.score_labels(REQUESTS), "cloze": lambda: b.score_options(REQUESTS),
-             "samples": lambda: b.generate(REQUESTS, SamplingParams(n=3, temperature=0.7))}
+    calls = {
+        "logprob": lambda: b.score_labels(REQUESTS),
+        "cloze": lambda: b.score_options(REQUESTS),
+        "samples": lambda: b.generate(REQUESTS, SamplingParams(n=3, temperature=0.7)),
+    }
     with pytest.raises(UserError, match=field) as err:
         calls[ask]()
     assert "\n" not in str(err.value) and server.url.removesuffix("/v1") in str(err.value)
@@ -220,9 +266,18 @@ def test_missing_key_and_bad_config(monkeypatch, server):
 def test_run_through_the_cli_never_logs_the_key(server, run_cli, monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     server.failures = [429]
-    proc = run_cli("model=openai", f"model.base_url={server.url}", "model.backoff_s=0.01", "benchmark=synthetic",
-                   "benchmark.n_questions=4", "variants=original", "scoring=logprob", "repetitions=3",
-                   "temperature=0.7", "cache.enabled=false")
+    proc = run_cli(
+        "model=openai",
+        f"model.base_url={server.url}",
+        "model.backoff_s=0.01",
+        "benchmark=synthetic",
+        "benchmark.n_questions=4",
+        "variants=original",
+        "scoring=logprob",
+        "repetitions=3",
+        "temperature=0.7",
+        "cache.enabled=false",
+    )
     assert SECRET not in proc.stdout + proc.stderr
     assert any(auth == f"Bearer {SECRET}" for _, _, auth in server.calls)
     assert len(server.calls) == 4 + 1, "four prompts, one retried after a 429"

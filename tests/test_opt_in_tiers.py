@@ -1,5 +1,6 @@
 """Opt-in tiers (tests/conftest.py, OPT_IN_TIERS): skipped, saying how to run them, unless asked for; asked for by
 their flag or environment variable, a missing dependency fails the test (never a skip), in the test or a fixture."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,7 @@ from .conftest import OPT_IN_TIERS
 
 pytest_plugins = ["pytester"]
 
-TIER_TESTS = '''
+TIER_TESTS = """
 import pytest
 
 pytestmark = pytest.mark.{marker}
@@ -29,13 +30,21 @@ def test_needs_a_binary():
 
 def test_has_what_it_needs():
     pass
-'''
+"""
 
 
 def run_tier(pytester, marker: str, *args: str):
     pytester.makepyfile(test_tier=TIER_TESTS.format(marker=marker))
-    return pytester.runpytest_inprocess("--disable-plugin-autoload", "-p", "tests.conftest", "-p", "no:cacheprovider",
-                                        "-W", "ignore::pytest.PytestAssertRewriteWarning", *args)
+    return pytester.runpytest_inprocess(
+        "--disable-plugin-autoload",
+        "-p",
+        "tests.conftest",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+        *args,
+    )
 
 
 @pytest.mark.parametrize("marker", sorted(OPT_IN_TIERS))

@@ -2,6 +2,7 @@
 difference's interval and p-value, Holm, the questions-needed formula, the report's paired tables, rank-swap
 significance, the same-questions check, and intervals in the compare tables and plots. All in-process on
 hand-built records; the MLflow side is in tests/test_plan.py."""
+
 from __future__ import annotations
 
 import math
@@ -10,12 +11,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from src.common.errors import UserError
 from src.compare import load, plots, report, summary, tables
 from src.compare.paired import PairedStudy, paired_study
-from src.common.errors import UserError
 from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
-from src.metrics.paired import (bootstrap_p_value, holm, paired_differences, paired_values, per_question_sd,
-                                question_mismatch, questions_needed)
+from src.metrics.paired import (
+    bootstrap_p_value,
+    holm,
+    paired_differences,
+    paired_values,
+    per_question_sd,
+    question_mismatch,
+    questions_needed,
+)
 
 from .records_factory import divergent, records, repeated
 
@@ -42,6 +50,7 @@ def two_models(n: int = 120, seed: int = 3):
 
 # ---------------------------------------------------------------- the statistics
 
+
 def test_both_runs_get_the_same_resample_and_each_its_own_bootstrap():
     a, b = (decompose(r, by_subjects=False) for r in two_models())
     values_a, values_b = paired_values([a, b], ["mcqa", "cora"], n_resamples=300, seed=7)
@@ -52,8 +61,10 @@ def test_both_runs_get_the_same_resample_and_each_its_own_bootstrap():
     # by default too: both functions default to seed 0
     default = paired_differences(a, b, ["mcqa"], n_resamples=300)["mcqa"]
     assert default == paired_differences(a, b, ["mcqa"], n_resamples=300, seed=0)["mcqa"]
-    d = (bootstrap_values(a, n_resamples=300, names=["mcqa"])["mcqa"]
-         - bootstrap_values(b, n_resamples=300, names=["mcqa"])["mcqa"])
+    d = (
+        bootstrap_values(a, n_resamples=300, names=["mcqa"])["mcqa"]
+        - bootstrap_values(b, n_resamples=300, names=["mcqa"])["mcqa"]
+    )
     assert default.sd == pytest.approx(float(np.std(d, ddof=1)) * math.sqrt(len(a.question_ids)), rel=1e-12)
     # any integer seed, a negative one too (both map it onto the generator's seeds the same way)
     (negative,) = paired_values([a], ["mcqa"], n_resamples=50, seed=-3)
@@ -73,8 +84,10 @@ def test_a_clear_difference_is_significant_and_pairing_narrows_it():
     a, b = decompose(strong, by_subjects=False), decompose(weak, by_subjects=False)
     result = paired_differences(a, b, n_resamples=1000, seed=1)
     mcqa = result["mcqa"]
-    assert mcqa.difference == pytest.approx(strong.query("variant_kind == 'original'")["correct"].mean()
-                                            - weak.query("variant_kind == 'original'")["correct"].mean())
+    assert mcqa.difference == pytest.approx(
+        strong.query("variant_kind == 'original'")["correct"].mean()
+        - weak.query("variant_kind == 'original'")["correct"].mean()
+    )
     assert 0 < mcqa.lo < mcqa.difference < mcqa.hi and mcqa.p < 0.01
     assert result == paired_differences(a, b, n_resamples=1000, seed=1)  # deterministic in the seed
     # the weak model is right only where the strong one is: the paired sd is far below the unpaired one
@@ -116,8 +129,7 @@ def test_a_difference_gets_an_interval_only_with_enough_questions_and_defined_me
     found = paired_differences(*by_subject, n_resamples=50)
     assert found and not any("/" in name for name in found)
     # RWS undefined in one run (nothing SURE: every question answered differently each time) is not compared
-    unsure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0, 1, 2, 3] * 2)]),
-                       by_subjects=False)
+    unsure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0, 1, 2, 3] * 2)]), by_subjects=False)
     sure = decompose(records([t for i in range(30) for t in repeated(f"q{i}", [0] * 8)]), by_subjects=False)
     found = paired_differences(unsure, sure, n_resamples=50)
     assert "st" in found and "rws" not in found and found["st"].difference == -1.0
@@ -128,8 +140,9 @@ def test_questions_needed_is_the_normal_approximation():
     assert questions_needed(0.5, 0.02) == math.ceil((z * 0.5 / 0.02) ** 2)
     assert questions_needed(0.5, 0.04) < questions_needed(0.5, 0.02) < questions_needed(0.5, 0.02, power=0.9)
     # for a 0/1 share the per-question sd is sqrt(p (1 - p)): the bootstrap estimate is close to it
-    sd = per_question_sd(decompose(cora_records([i % 4 != 0 for i in range(400)], [True] * 400),
-                                   by_subjects=False), n_resamples=2000)["mcqa"]
+    sd = per_question_sd(
+        decompose(cora_records([i % 4 != 0 for i in range(400)], [True] * 400), by_subjects=False), n_resamples=2000
+    )["mcqa"]
     assert sd == pytest.approx(math.sqrt(0.75 * 0.25), rel=0.1)
     with pytest.raises(ValueError):
         questions_needed(0.5, 0)
@@ -146,6 +159,7 @@ def test_question_mismatch_says_the_counts():
 
 # ---------------------------------------------------------------- the report, on hand-built runs
 
+
 def runs_of(frames: dict[str, pd.DataFrame], monkeypatch, **extra) -> load.Runs:
     """A Runs table of one CoRA run per model (metrics as compute_metrics gives them, with intervals), whose
     records are `frames` (read through a stand-in for read_run_records)."""
@@ -154,10 +168,28 @@ def runs_of(frames: dict[str, pd.DataFrame], monkeypatch, **extra) -> load.Runs:
     rows = []
     for i, (model, frame) in enumerate(frames.items()):
         metrics = compute_metrics(frame, intervals=200)
-        rows.append({"run_id": f"run{i}", "experiment_id": "1", "experiment": "e", "sweep_id": "s", "start_time": i,
-                     "model": model, "benchmark": "bench", "variants": "cora", "temperature": 0.0,
-                     "scoring": "generate", "prompt": "cora", "fewshot": 0, "repetitions": 1, "limit": "null",
-                     "seed": 0, "sure_rule": "answer", **metrics, **extra})
+        rows.append(
+            {
+                "run_id": f"run{i}",
+                "experiment_id": "1",
+                "experiment": "e",
+                "sweep_id": "s",
+                "start_time": i,
+                "model": model,
+                "benchmark": "bench",
+                "variants": "cora",
+                "temperature": 0.0,
+                "scoring": "generate",
+                "prompt": "cora",
+                "fewshot": 0,
+                "repetitions": 1,
+                "limit": "null",
+                "seed": 0,
+                "sure_rule": "answer",
+                **metrics,
+                **extra,
+            }
+        )
     by_id = {f"run{i}": frame for i, frame in enumerate(frames.values())}
     monkeypatch.setattr("src.compare.load.read_run_records", lambda run_id, uri, key="--run": by_id[run_id])
     no_prompts = pd.DataFrame(columns=["prompt_hash", "prompt"])  # the stand-in store holds no prompts.parquet
@@ -230,8 +262,9 @@ def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second
     rng = np.random.default_rng(11)
     n = 120
     base = rng.random(n)
-    right = {name: base < share for name, share in (("third", 0.5), ("leader", 0.9), ("last", 0.3),
-                                                    ("second", 0.7))}  # nested: each right where the weaker is
+    right = {
+        name: base < share for name, share in (("third", 0.5), ("leader", 0.9), ("last", 0.3), ("second", 0.7))
+    }  # nested: each right where the weaker is
     runs = runs_of({name: cora_records(r, r) for name, r in right.items()}, monkeypatch)
     mcqa = runs.table.set_index("model")["mcqa"]
     assert mcqa["leader"] > mcqa["second"] > mcqa["third"] > mcqa["last"]  # distinct values
@@ -272,15 +305,20 @@ def test_the_summary_reads_the_holm_p_of_its_pair_and_metric_and_ranks_by_a_metr
     runs = runs_of({name: cora_records(r, r) for name, r in right.items()}, monkeypatch)
     ids = runs.table.set_index("model")["run_id"]
     # stored as second − leader, and with a p of its own for each metric and pair
-    rows = [{"metric": metric, "run_a": ids[a], "run_b": ids[b], "p_holm": p}
-            for (a, b), ps in {("second", "leader"): {"cora": 0.5, "mcqa": 0.001, "mcqa_plus": 0.2},
-                               ("third", "leader"): {"cora": 0.7, "mcqa": 0.04, "mcqa_plus": 0.3},
-                               ("third", "second"): {"cora": 0.9, "mcqa": 0.6, "mcqa_plus": 0.8}}.items()
-            for metric, p in ps.items()]
+    rows = [
+        {"metric": metric, "run_a": ids[a], "run_b": ids[b], "p_holm": p}
+        for (a, b), ps in {
+            ("second", "leader"): {"cora": 0.5, "mcqa": 0.001, "mcqa_plus": 0.2},
+            ("third", "leader"): {"cora": 0.7, "mcqa": 0.04, "mcqa_plus": 0.3},
+            ("third", "second"): {"cora": 0.9, "mcqa": 0.6, "mcqa_plus": 0.8},
+        }.items()
+        for metric, p in ps.items()
+    ]
     table = Table(title="t", data=pd.DataFrame(rows), text=pd.DataFrame(), name="t")
     study = PairedStudy(differences=Built(tables=[table]))
     study.results[(ids["second"], ids["leader"])] = {
-        "mcqa": PairedDifference("mcqa", 0.6, 0.9, -0.3, -0.4, -0.2, 0.0005, 120, 0.5)}
+        "mcqa": PairedDifference("mcqa", 0.6, 0.9, -0.3, -0.4, -0.2, 0.0005, 120, 0.5)
+    }
     (table,) = summary.leader_table(runs, study).tables
     row, shown = table.data.iloc[0], table.text.iloc[0]
     assert (row["leader"], row["runner_up"], row["metric"]) == ("leader", "second", "mcqa")
@@ -333,8 +371,11 @@ def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch)
     strong, weak = two_models()
     weak = weak[weak["question_id"] < "q100"]  # 100 of the 120 questions
     runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
-    with pytest.raises(UserError, match=r"^paired differences: runs run0 \(strong\) and run1 \(weak\) of bench asked "
-                                        r"different questions \(120 and 100 questions, 100 shared\)"):
+    with pytest.raises(
+        UserError,
+        match=r"^paired differences: runs run0 \(strong\) and run1 \(weak\) of bench asked "
+        r"different questions \(120 and 100 questions, 100 shared\)",
+    ):
         paired_study(runs)
     study = paired_study(runs, intersect=True)
     (table,) = study.differences.tables
@@ -344,9 +385,20 @@ def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch)
 
 
 def test_significance_of_a_swap_needs_both_intervals_to_exclude_zero():
-    frame = pd.DataFrame([{"run_id": f"r{i}", "start_time": i, "model": m, "benchmark": "b", "variants": "cora",
-                           "mcqa": mcqa, "cora": cora} for i, (m, mcqa, cora) in
-                          enumerate([("x", 0.8, 0.3), ("y", 0.7, 0.4)])])
+    frame = pd.DataFrame(
+        [
+            {
+                "run_id": f"r{i}",
+                "start_time": i,
+                "model": m,
+                "benchmark": "b",
+                "variants": "cora",
+                "mcqa": mcqa,
+                "cora": cora,
+            }
+            for i, (m, mcqa, cora) in enumerate([("x", 0.8, 0.3), ("y", 0.7, 0.4)])
+        ]
+    )
     cora = tables.cora_tables(frame)
     from src.metrics.paired import PairedDifference
 
@@ -354,7 +406,8 @@ def test_significance_of_a_swap_needs_both_intervals_to_exclude_zero():
         found = PairedStudy()
         found.results[("r1", "r0")] = {  # stored as y - x: lookup flips it
             "mcqa": PairedDifference("mcqa", 0.7, 0.8, -0.1, -0.15, -0.05, 0.01, 100, 0.3),
-            "cora": PairedDifference("cora", 0.4, 0.3, 0.1, -cora_hi, 0.2, 0.04, 100, 0.3)}
+            "cora": PairedDifference("cora", 0.4, 0.3, 0.1, -cora_hi, 0.2, 0.04, 100, 0.3),
+        }
         return found
 
     caption = tables.rank_changes(cora, study(-0.01)).tables[0].caption
@@ -365,6 +418,7 @@ def test_significance_of_a_swap_needs_both_intervals_to_exclude_zero():
 
 # ---------------------------------------------------------------- intervals in the tables and plots
 
+
 def test_cells_show_logged_intervals_only():
     assert tables.fmt_ci(0.41, (0.36, 0.46), 2) == "0.41 [0.36, 0.46]"
     row = {"mcqa": 0.41, "mcqa_lo": 0.36, "mcqa_hi": 0.46, "cora": 0.2}
@@ -374,28 +428,81 @@ def test_cells_show_logged_intervals_only():
 
 
 def test_plots_draw_the_logged_intervals():
-    base = {"experiment_id": "1", "variants": "x", "scoring": "generate", "prompt": "p", "fewshot": 0, "limit": "n",
-            "seed": 0, "sure_rule": "answer"}
+    base = {
+        "experiment_id": "1",
+        "variants": "x",
+        "scoring": "generate",
+        "prompt": "p",
+        "fewshot": 0,
+        "limit": "n",
+        "seed": 0,
+        "sure_rule": "answer",
+    }
     n = 100
     lo, hi = wilson_interval(8, n)
-    cora_row = {**base, "run_id": "c", "start_time": 0, "model": "m", "benchmark": "b", "temperature": 0.0,
-                "repetitions": 1, "n_questions": float(n), "bmca_0.5": 0.9, "bmca_1.0": 0.08, "bmca_1.0_lo": lo,
-                "bmca_1.0_hi": hi}
+    cora_row = {
+        **base,
+        "run_id": "c",
+        "start_time": 0,
+        "model": "m",
+        "benchmark": "b",
+        "temperature": 0.0,
+        "repetitions": 1,
+        "n_questions": float(n),
+        "bmca_0.5": 0.9,
+        "bmca_1.0": 0.08,
+        "bmca_1.0_lo": lo,
+        "bmca_1.0_hi": hi,
+    }
     assert plots.bmca_band(pd.Series(cora_row))[0] == [0.5, 1.0]
     assert plots.bmca_band(pd.Series({**cora_row, "bmca_1.0_lo": lo + 0.01})) is None  # not the logged interval
     assert plots.bmca_band(pd.Series({k: v for k, v in cora_row.items() if not k.endswith(("_lo", "_hi"))})) is None
     (bmca,), _ = plots.bmca_curves(pd.DataFrame([cora_row]))
     assert "bands" in bmca.caption and bmca.png.startswith(PNG)
-    rep = [{**base, "run_id": f"r{t}", "start_time": i, "model": "m", "benchmark": "b", "temperature": t,
-            "repetitions": 10, "st": 0.6, "st_lo": 0.5, "st_hi": 0.7, "rws": 0.8, "rws_lo": 0.7, "rws_hi": 0.9,
-            "acc_mean": 0.7, "acc_std": 0.01, "sure_right": 0.48, "sure_wrong": 0.12, "unsure_right": 0.2,
-            "unsure_wrong": 0.2} for i, t in enumerate((0.3, 0.7))]
+    rep = [
+        {
+            **base,
+            "run_id": f"r{t}",
+            "start_time": i,
+            "model": "m",
+            "benchmark": "b",
+            "temperature": t,
+            "repetitions": 10,
+            "st": 0.6,
+            "st_lo": 0.5,
+            "st_hi": 0.7,
+            "rws": 0.8,
+            "rws_lo": 0.7,
+            "rws_hi": 0.9,
+            "acc_mean": 0.7,
+            "acc_std": 0.01,
+            "sure_right": 0.48,
+            "sure_wrong": 0.12,
+            "unsure_right": 0.2,
+            "unsure_wrong": 0.2,
+        }
+        for i, t in enumerate((0.3, 0.7))
+    ]
     (consistency,), _ = plots.consistency_plots(pd.DataFrame(rep))
     assert "error bars" in consistency.caption and consistency.png.startswith(PNG)
     (table,) = tables.repetition_tables(pd.DataFrame(rep)).tables
     assert table.text["RWS [95%]"].iloc[0] == "0.800 [0.700, 0.900]" and "st_lo" in table.data.columns
-    revas = [{**base, "run_id": "v", "start_time": 0, "model": "m", "benchmark": "b", "temperature": 0.0,
-              "repetitions": 1, "acc@4": 0.6, "acc@4_lo": 0.5, "acc@4_hi": 0.7, "acc@6": 0.5, "acc_h@4": 0.4}]
+    revas = [
+        {
+            **base,
+            "run_id": "v",
+            "start_time": 0,
+            "model": "m",
+            "benchmark": "b",
+            "temperature": 0.0,
+            "repetitions": 1,
+            "acc@4": 0.6,
+            "acc@4_lo": 0.5,
+            "acc@4_hi": 0.7,
+            "acc@6": 0.5,
+            "acc_h@4": 0.4,
+        }
+    ]
     (options,), _ = plots.options_plots(pd.DataFrame(revas))
     assert "error bars" in options.caption and options.png.startswith(PNG)
     text = tables.revas_tables(pd.DataFrame(revas)).tables[0].text

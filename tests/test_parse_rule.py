@@ -1,5 +1,6 @@
 """Which rule decided each answer (`parse_rule`) and whether a generation was cut by max_new_tokens (`truncated`):
 in the records, through the response cache, and as each backend reports it."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,16 +9,16 @@ from types import SimpleNamespace as NS
 import pandas as pd
 import pytest
 
+from src.answer_formats import FORMATS
+from src.answer_formats.multi_select import MULTI_SELECT_MIN_NEW_TOKENS
+from src.answering.cache import ResponseCache
+from src.answering.trials import Item, answer_items, to_records
 from src.backends.base import Completion, Request, SamplingParams
 from src.backends.openai_backend import _texts
 from src.backends.simulated import SimulatedBackend
 from src.backends.vllm_backend import _completion
-from src.answering.cache import ResponseCache
-from src.answer_formats import FORMATS
-from src.answer_formats.multi_select import MULTI_SELECT_MIN_NEW_TOKENS
 from src.core.prompts import PromptTemplate, labels_for
 from src.core.questions import Question
-from src.answering.trials import Item, answer_items, to_records
 from src.variants import make_variants
 
 try:  # the HF test reuses test_hf_backend's tiny random llama (a session fixture) and helpers
@@ -28,8 +29,10 @@ except (ImportError, pytest.skip.Exception):
     torch = None
 
 TEMPLATE = PromptTemplate(name="plain", template="Question: {question}\n{choices}\nAnswer:")
-QUESTIONS = [Question(id=f"q{i}", question=f"Which {i}?", options=("Lyon", "Paris", "Marseille", "Nice"), answer=1)
-             for i in range(6)]
+QUESTIONS = [
+    Question(id=f"q{i}", question=f"Which {i}?", options=("Lyon", "Paris", "Marseille", "Nice"), answer=1)
+    for i in range(6)
+]
 
 
 class ScriptedBackend:
@@ -52,9 +55,20 @@ def items(variant_set: str = "original", questions=QUESTIONS) -> list[Item]:
             if v.fmt != "mcq":  # mcq requests get a short prompt of their own below
                 out.append(Item(q, v, FORMATS[v.fmt].request(TEMPLATE, q, v, seed=7)))
                 continue
-            out.append(Item(q, v, Request(prompt=f"{q.question} {v.variant_id}", labels=labels_for(v.n_options, "A."),
-                                          options=v.option_texts, seed=7, correct_slot=v.correct_slot,
-                                          key=f"{q.id}/{v.variant_id}")))
+            out.append(
+                Item(
+                    q,
+                    v,
+                    Request(
+                        prompt=f"{q.question} {v.variant_id}",
+                        labels=labels_for(v.n_options, "A."),
+                        options=v.option_texts,
+                        seed=7,
+                        correct_slot=v.correct_slot,
+                        key=f"{q.id}/{v.variant_id}",
+                    ),
+                )
+            )
     return out
 
 
@@ -84,7 +98,9 @@ def test_formats_record_their_rules_and_select_all_is_generated_with_room():
             asked.append((getattr(requests[0], "fmt", "mcq"), params.max_new_tokens))
             return super().generate(requests, params)
 
-    table = records(Recording(success_rate=0.8), items("revas_multi_select") + items("revas_true_false", QUESTIONS[:1]), "generate")
+    table = records(
+        Recording(success_rate=0.8), items("revas_multi_select") + items("revas_true_false", QUESTIONS[:1]), "generate"
+    )
     by_fmt = table.groupby("fmt")["parse_rule"].agg(set).to_dict()
     assert by_fmt["multi_select"] <= {"label_list"} and by_fmt["true_false"] == {"first_word"}
     assert by_fmt["mcq"] == {"first_token"}
@@ -106,11 +122,21 @@ def test_truncated_answers_through_the_pipeline_and_the_cache(tmp_path):
     cache = ResponseCache(tmp_path / "cache.db")
     first = records(backend, its, "generate", cache=cache)
     assert first["parsed_label"].fillna("INVALID").tolist() == ["B", "INVALID", "INVALID", "B", "C", "INVALID"]
-    assert first["parse_rule"].tolist() == ["first_token", "truncated", "truncated", "option_text", "first_token",
-                                            "truncated"]
+    assert first["parse_rule"].tolist() == [
+        "first_token",
+        "truncated",
+        "truncated",
+        "option_text",
+        "first_token",
+        "truncated",
+    ]
     assert first["truncated"].tolist() == [True, True, True, False, pd.NA, True]
-    again = records(ScriptedBackend(lambda r, k: pytest.fail("answered from the cache"), identity="scripted-truncation"),
-                    its, "generate", cache=cache)
+    again = records(
+        ScriptedBackend(lambda r, k: pytest.fail("answered from the cache"), identity="scripted-truncation"),
+        its,
+        "generate",
+        cache=cache,
+    )
     assert again["cache_hit"].all()
     pd.testing.assert_frame_equal(again.drop(columns="cache_hit"), first.drop(columns="cache_hit"))
 
@@ -130,8 +156,13 @@ def test_served_backends_read_finish_reason_length_as_truncated():
     assert _completion(NS(text="B. Paris is", finish_reason="length")).truncated is True
     assert _completion(NS(text="B", finish_reason="stop")).truncated is False
     assert _completion(NS(text="B")).truncated is None
-    reply = {"choices": [{"index": 0, "message": {"content": "B. Paris"}, "finish_reason": "length"},
-                         {"index": 1, "text": "C", "finish_reason": "stop"}, {"index": 2, "text": "D"}]}
+    reply = {
+        "choices": [
+            {"index": 0, "message": {"content": "B. Paris"}, "finish_reason": "length"},
+            {"index": 1, "text": "C", "finish_reason": "stop"},
+            {"index": 2, "text": "D"},
+        ]
+    }
     assert [(t, t.truncated) for t in _texts(reply)] == [("B. Paris", True), ("C", False), ("D", None)]
 
 
@@ -156,7 +187,7 @@ def test_hf_generate_marks_rows_without_an_end_token_truncated(tiny_model_dir, m
     for row, before, after in zip(rows, cut, ended):
         assert after[0].truncated == (stop not in row)
         if stop in row:
-            assert after[0] == backend.tokenizer.decode(row[:row.index(stop)], skip_special_tokens=True)
+            assert after[0] == backend.tokenizer.decode(row[: row.index(stop)], skip_special_tokens=True)
         else:
             assert after[0] == before[0]
     assert ended[0][0].truncated is False

@@ -15,6 +15,7 @@ Run with `-s` to see the per-category table (it is also attached to the test rep
 precision is the share of non-INVALID verdicts that are right, INVALID recall the share of expected-INVALID
 completions the parser calls INVALID.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,10 @@ def table(rows: list[dict]) -> str:
     lines = [f"{'source/category':34} {'n':>4} {'agree':>6} {'prec':>6} {'inv_rec':>7} {'n_inv':>5}"]
     for name, group in sorted(groups.items(), key=lambda kv: (kv[0].startswith("ALL"), kv[0])):
         s = scores(group)
-        lines.append(f"{name:34} {s['n']:>4} {fmt(s['agree']):>6} {fmt(s['precision']):>6} {fmt(s['invalid_recall']):>7} "
-                     f"{s['n_invalid']:>5}")
+        lines.append(
+            f"{name:34} {s['n']:>4} {fmt(s['agree']):>6} {fmt(s['precision']):>6} {fmt(s['invalid_recall']):>7} "
+            f"{s['n_invalid']:>5}"
+        )
     return "\n".join(lines)
 
 
@@ -119,8 +122,13 @@ def test_lines_that_name_their_rule_are_read_by_it():
     clause, is read as "C, or maybe B" is (INVALID, invalid_hedge); what only mentions another label ("C (not
     B)") is still the answer."""
     ruled = [r for r in load() if "rule" in r]
-    assert {"C, or maybe B", "C. Or maybe B?", "Answer: C. Hmm, or maybe B?", "C (or possibly B)",
-            "The answer is C, though it could be B."} <= {r["raw"] for r in ruled if r["rule"] == "invalid_hedge"}
+    assert {
+        "C, or maybe B",
+        "C. Or maybe B?",
+        "Answer: C. Hmm, or maybe B?",
+        "C (or possibly B)",
+        "The answer is C, though it could be B.",
+    } <= {r["raw"] for r in ruled if r["rule"] == "invalid_hedge"}
     assert any(r["expected"] is not None for r in ruled)
     got = {r["id"]: verdict(r) for r in ruled}
     assert {r["id"]: (r["expected"], r["rule"]) for r in ruled} == got

@@ -1,4 +1,5 @@
 """parse_with_rule on completions that real models emit: the CoRA first-token rule, its fallbacks, and INVALID."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,7 @@ CASES = [
     ("B)Paris", ABCD, CAPITALS, 1),
     ("A. Lyon is in France but it is not the capital.", ABCD, CAPITALS, 0),
     ("\n\n  C\nExplanation: Marseille is a port.", ABCD, CAPITALS, 2),
-    ("  \"A\"", ABCD, None, 0),
+    ('  "A"', ABCD, None, 0),
     ("[D]", ABCD, None, 3),
     ("C: Marseille", ABCD, CAPITALS, 2),
     ("b", ABCD, None, 1),
@@ -49,9 +50,13 @@ CASES = [
     # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
     ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
     ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # issue 33's case
-    ("A. Lyon\nB. Paris\nC. Marseille\nD. Nice\nThe answer is B? Let me check again. Final answer: D", ABCD, CAPITALS,
-     3),  # after a restated option list: the phrases of both tiers weighed together
-    ("Hmm. Answer: A ... no.\n{\"answer\": \"C\"}", ABCD, None, 2),
+    (
+        "A. Lyon\nB. Paris\nC. Marseille\nD. Nice\nThe answer is B? Let me check again. Final answer: D",
+        ABCD,
+        CAPITALS,
+        3,
+    ),  # after a restated option list: the phrases of both tiers weighed together
+    ('Hmm. Answer: A ... no.\n{"answer": "C"}', ABCD, None, 2),
     ("I'd go with B, but the final answer is (C).", ABCD, None, 2),
     # -- the option text instead of a letter
     ("Paris", ABCD, CAPITALS, 1),
@@ -93,7 +98,7 @@ def test_result_is_a_shown_slot_or_none():
 
 
 def test_a_dangling_connective_after_a_phrase_means_cut_only_in_a_cut_text():
-    """"... the answer is B," ends a complete answer (B); cut by max_new_tokens it may have gone on "B, C"."""
+    """ "... the answer is B," ends a complete answer (B); cut by max_new_tokens it may have gone on "B, C"."""
     assert parse_with_rule("I think the answer is B,", ABCD, None).slot == 1
     assert parse_with_rule("I think the answer is B or", ABCD, None).slot == 1
     for raw in ("I think the answer is B,", "I think the answer is B or"):
@@ -106,37 +111,46 @@ def test_a_dangling_connective_after_a_phrase_means_cut_only_in_a_cut_text():
     assert parse_with_rule("I think the answer is B. So the answer is C or", ABCD, None).rule == "invalid_conflict"
 
 
-@pytest.mark.parametrize(("raw", "truncated", "expected"), [
-    ("The answer is B. Wait, actually it's C.", False, (2, "self_correction")),
-    ("<think>hmm</think>B. On second thought, D.", False, (3, "reasoning_stripped+self_correction")),
-    ("Answer: B\nCorrection: the answer is C.", False, (2, "self_correction")),
-    ("The answer is B, or maybe C.", False, (None, "invalid_hedge")),  # never committed to C
-    ("B. Wait, maybe C?", False, (None, "invalid_hedge")),
-    ("The answer is B. Wait, actually it's", True, (None, "truncated")),  # the revised answer was cut
-    ("B. Actually, Paris has been the capital since 987.", False, (1, "first_token")),  # revises nothing
-    ("The answer is B. Wait, yes, it's B.", False, (1, "answer_phrase")),  # the same answer: no revision
-    ("No, it's C", False, (2, "answer_phrase")),  # nothing before it to revise
-])
+@pytest.mark.parametrize(
+    ("raw", "truncated", "expected"),
+    [
+        ("The answer is B. Wait, actually it's C.", False, (2, "self_correction")),
+        ("<think>hmm</think>B. On second thought, D.", False, (3, "reasoning_stripped+self_correction")),
+        ("Answer: B\nCorrection: the answer is C.", False, (2, "self_correction")),
+        ("The answer is B, or maybe C.", False, (None, "invalid_hedge")),  # never committed to C
+        ("B. Wait, maybe C?", False, (None, "invalid_hedge")),
+        ("The answer is B. Wait, actually it's", True, (None, "truncated")),  # the revised answer was cut
+        ("B. Actually, Paris has been the capital since 987.", False, (1, "first_token")),  # revises nothing
+        ("The answer is B. Wait, yes, it's B.", False, (1, "answer_phrase")),  # the same answer: no revision
+        ("No, it's C", False, (2, "answer_phrase")),  # nothing before it to revise
+    ],
+)
 def test_self_correction_last_committed_answer_wins(raw, truncated, expected):
     got = parse_with_rule(raw, ABCD, CAPITALS, truncated=truncated)
     assert (got.slot, got.rule) == expected
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("The answer is A.\nFinal answer: B", 1),  # a strong cue beats the first line's plain phrase
-    ("Answer: A. Final answer: B", 1),
-    ("I think the answer is A. Final answer: B", 1),
-    ("Final answer: B. Wait, actually it's C.", 2),  # a revision after the strong cue still wins
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("The answer is A.\nFinal answer: B", 1),  # a strong cue beats the first line's plain phrase
+        ("Answer: A. Final answer: B", 1),
+        ("I think the answer is A. Final answer: B", 1),
+        ("Final answer: B. Wait, actually it's C.", 2),  # a revision after the strong cue still wins
+    ],
+)
 def test_phrase_tiers_hold_beside_revisions(raw, expected):
     assert parse_with_rule(raw, ABCD, CAPITALS).slot == expected
 
 
-@pytest.mark.parametrize(("raw", "truncated", "expected"), [
-    ("   \n", True, Parse(None, "truncated")),  # nothing but the cut: cut, not an empty answer
-    ("I think the answer is b.", False, Parse(1, "answer_phrase")),  # a lowercase label as "b." counts
-    ("I think the answer is E.", False, Parse(None, "invalid_out_of_range")),
-    ("I think the answer is A or B.", False, Parse(None, "invalid_hedge")),
-])
+@pytest.mark.parametrize(
+    ("raw", "truncated", "expected"),
+    [
+        ("   \n", True, Parse(None, "truncated")),  # nothing but the cut: cut, not an empty answer
+        ("I think the answer is b.", False, Parse(1, "answer_phrase")),  # a lowercase label as "b." counts
+        ("I think the answer is E.", False, Parse(None, "invalid_out_of_range")),
+        ("I think the answer is A or B.", False, Parse(None, "invalid_hedge")),
+    ],
+)
 def test_answer_phrases_say_why_they_are_invalid(raw, truncated, expected):
     assert parse_with_rule(raw, ABCD, None, truncated=truncated) == expected

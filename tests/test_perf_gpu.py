@@ -4,6 +4,7 @@ On a GPU the same command builds Llama-3-8B's shape (docs/speed.md); here the ti
 llama's byte-level tokenizer (no model package needed), on MedQA's prompts when ../shared/data holds them, else
 on the synthetic benchmark's (the part says which).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,17 +14,19 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from src.backends.hf.budget import AUTO_MIN_TOKENS  # noqa: E402
 from devtools.perf import gpu  # noqa: E402
 from devtools.perf.__main__ import main  # noqa: E402
+from src.backends.hf.budget import AUTO_MIN_TOKENS  # noqa: E402
 
 from .test_hf_backend import tiny_model_dir  # noqa: E402,F401  (fixture)
 
 
 def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "gpu.json"
-    assert main(["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir),
-                 "--out", str(out)]) == 0
+    assert (
+        main(["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir), "--out", str(out)])
+        == 0
+    )
     ratios = json.loads(out.read_text())["ratios"]
     for path in ("one_call", "job"):
         assert ratios[f"gpu_{path}_prompts_per_s"] > 0

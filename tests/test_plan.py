@@ -1,5 +1,6 @@
 """`python -m src.plan` (how many questions are enough) and `python -m src.compare`'s paired differences on real
 MLflow runs of simulated jobs, in-process: the printed lines, the same-questions check and the one-line errors."""
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,18 @@ def study(tmp_path_factory, empty_mlflow_db):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TQDM_DISABLE", "1")
         for i, (rate, name, limit) in enumerate(((0.9, "strong", 30), (0.5, "weak", 30), (0.5, "weak", 25))):
-            cfg = compose_job(["model=simulated", f"model.success_rate={rate}", f"model.name={name}", f"limit={limit}",
-                               *COMMON, f"tracking.uri={uri}", f"cache.path={tmp}/cache.db", f"data_dir={DATA_DIR}"])
+            cfg = compose_job(
+                [
+                    "model=simulated",
+                    f"model.success_rate={rate}",
+                    f"model.name={name}",
+                    f"limit={limit}",
+                    *COMMON,
+                    f"tracking.uri={uri}",
+                    f"cache.path={tmp}/cache.db",
+                    f"data_dir={DATA_DIR}",
+                ]
+            )
             ids.append(run_job(cfg, out_dir=tmp / "out" / str(i)).run_id)
     return (uri, *ids)
 
@@ -44,8 +55,10 @@ def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     uri, strong, weak, short = study
     assert plan_main(["--run", weak, "--delta", "0.02", "--tracking-uri", uri]) == 0
     heading, header, *lines = capsys.readouterr().out.strip().splitlines()
-    assert heading.startswith(f"run {weak} (weak / synthetic / cora / T=0.0): 30 questions; to detect a difference "
-                              "of 0.02 at alpha 0.05 (two-sided) with power 0.8")
+    assert heading.startswith(
+        f"run {weak} (weak / synthetic / cora / T=0.0): 30 questions; to detect a difference "
+        "of 0.02 at alpha 0.05 (two-sided) with power 0.8"
+    )
     assert header.split() == ["metric", "n", "sd", "n", "needed", "enough"]
     rows = {m.group(1): m.groups() for m in map(LINE.match, lines)}
     assert {"mcqa", "mcqa_plus", "cora"} <= set(rows)
@@ -53,13 +66,16 @@ def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     # n needed comes from the unrounded sd, printed rounded: the true sd lies within half a unit of the printed
     # last digit, and n needed grows with sd, so it lies between the figures of those two ends
     half_unit = 0.5 * 10 ** -len(sd.partition(".")[2])
-    assert n == "30" and questions_needed(float(sd) - half_unit, 0.02) <= int(needed) \
-        <= questions_needed(float(sd) + half_unit, 0.02)
+    assert n == "30" and questions_needed(float(sd) - half_unit, 0.02) <= int(needed) <= questions_needed(
+        float(sd) + half_unit, 0.02
+    )
     assert verdict == f"no ({int(needed) - 30} more)"
     assert plan_main(["--run", strong, "--run", weak, "--delta", "0.3", "--tracking-uri", uri]) == 0
     heading, _, *lines = capsys.readouterr().out.strip().splitlines()
-    assert heading.startswith(f"runs {strong} (strong / synthetic / cora / T=0.0) - {weak} (weak / synthetic / cora "
-                              "/ T=0.0), paired: 30 shared questions")
+    assert heading.startswith(
+        f"runs {strong} (strong / synthetic / cora / T=0.0) - {weak} (weak / synthetic / cora "
+        "/ T=0.0), paired: 30 shared questions"
+    )
     assert any(line.startswith("mcqa ") and line.endswith("yes") for line in lines)  # 0.3 needs few questions
 
 
@@ -69,8 +85,10 @@ def test_plan_refuses_bad_input_in_one_line(study, capsys):
         (["--run", weak, "--delta", "0"], "error: --delta: 0 must be > 0"),
         (["--run", weak, "--power", "1.5"], "error: --power: 1.5 must be between 0 and 1"),
         (["--run", "nope"], "error: config key --run: no MLflow run 'nope'"),
-        (["--run", strong, "--run", short], f"error: --run: runs {strong} and {short} asked different questions "
-                                            "(30 and 25 questions, 25 shared)"),
+        (
+            ["--run", strong, "--run", short],
+            f"error: --run: runs {strong} and {short} asked different questions (30 and 25 questions, 25 shared)",
+        ),
     ):
         assert plan_main([*args, "--tracking-uri", uri]) == 2
         err = capsys.readouterr().err
@@ -94,6 +112,8 @@ def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, caps
     power = md.split("## How many questions are enough", 1)[1]
     assert "strong − weak (paired)" in power and "| weak | mcqa | 25 |" in power  # the 25-question run alone
     assert (out / "tables" / "paired_synthetic_limit_30.csv").is_file()
-    assert compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow",
-                         "--delta", "-1"]) == 2
+    assert (
+        compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow", "--delta", "-1"])
+        == 2
+    )
     assert capsys.readouterr().err.startswith("error: --delta: -1 must be > 0")

@@ -2,6 +2,7 @@
 namespace package the project installs beside hydra-submitit-launcher's, and no import of the tool edits `sys.path`
 or `PYTHONPATH` to find it. Each check runs Hydra's own discovery in a fresh interpreter whose working directory is
 outside the clone, so the clone's root is not on its `sys.path` unless the check puts it there."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SWEEPER = "hydra_plugins.mcq_consistency_sweeper.PrecheckedSweeper"
-LAUNCHERS = {"hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
-             "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher"}
+LAUNCHERS = {
+    "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
+    "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher",
+}
 
 # What Hydra discovers (the scan `python -m src.run` does before it picks the sweeper and launcher), where `src` and
 # the plugins come from, and whether importing the entry point changed sys.path or PYTHONPATH.
@@ -50,8 +51,7 @@ def discovered(cwd: Path, pythonpath: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -71,10 +71,13 @@ def test_hydra_discovers_the_plugins_of_the_installed_project(tmp_path):
     found = discovered(tmp_path, None)
     assert found["origin"] == REPO.as_uri() and found["src"] is not None, (
         f"this environment's mcq-consistency is not installed from this clone ({found['origin']}): the test would "
-        f"check another tree's plugins; pip install -e {REPO}")
+        f"check another tree's plugins; pip install -e {REPO}"
+    )
     missing = {SWEEPER} - set(found["Sweeper"]) or LAUNCHERS - set(found["Launcher"])
-    assert not missing, (f"Hydra does not discover {sorted(missing)} from the installed project: an install made "
-                         f"before hydra_plugins/ was a package of it? pip install -e {REPO}")
+    assert not missing, (
+        f"Hydra does not discover {sorted(missing)} from the installed project: an install made "
+        f"before hydra_plugins/ was a package of it? pip install -e {REPO}"
+    )
     assert_the_project_plugins(found)
     for name in (SWEEPER, *LAUNCHERS):
         where = {**found["Sweeper"], **found["Launcher"]}[name]

@@ -10,6 +10,7 @@ Opt-in tier (about 2 minutes on 2 cores): `python -m pytest tests/test_postgres_
 `MCQ_TEST_POSTGRES=1`); `.ci/run` runs it as its second step. Asked for, it fails without a PostgreSQL or its
 driver, saying what to install (tests/conftest.py turns a skip in an asked-for tier into a failure).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,14 +35,15 @@ JOBS = ("0", "1", "2", "3")  # seed=0,1,2,3: a 4-job sweep
 LIMIT = 8  # questions per job; variants=original, repetitions=1: 8 trials a job
 
 
-
-
 def _system_pg_bin() -> Path | None:
     found = shutil.which("pg_ctl")
     if found and shutil.which("initdb", path=str(Path(found).resolve().parent)):
         return Path(found).resolve().parent
-    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True,
-                  key=lambda d: [int(x) for x in Path(d).parent.name.split(".") if x.isdigit()])
+    dirs = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        reverse=True,
+        key=lambda d: [int(x) for x in Path(d).parent.name.split(".") if x.isdigit()],
+    )
     return next((Path(d) for d in dirs if (Path(d) / "initdb").exists() and (Path(d) / "pg_ctl").exists()), None)
 
 
@@ -67,17 +69,41 @@ def _system_postgres(data: Path, bindir: Path):
         os.chmod(data.parent, 0o755)
         data.mkdir(mode=0o700)
         os.chown(data, user.pw_uid, user.pw_gid)
-    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                    "--encoding=utf8"], check=True, capture_output=True)
-    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log"),
-                    "-o", f"-h '' -k {data}", "start"], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=utf8"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_user,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(data / "log"),
+            "-o",
+            f"-h '' -k {data}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     try:
-        subprocess.run([*as_user, str(bindir / "psql"), "-h", str(data), "-U", "postgres", "-c",
-                        "CREATE DATABASE mlflow;"], check=True, capture_output=True)
+        subprocess.run(
+            [*as_user, str(bindir / "psql"), "-h", str(data), "-U", "postgres", "-c", "CREATE DATABASE mlflow;"],
+            check=True,
+            capture_output=True,
+        )
         yield
     finally:
-        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-m", "fast", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-m", "fast", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +118,7 @@ def postgres():
         pytest.skip('psycopg2 is not installed: pip install -e ".[server-test]"')
     try:
         import pgserver  # noqa: F401
+
         has_pgserver = True
     except ImportError:
         has_pgserver = False
@@ -102,10 +129,14 @@ def postgres():
         has_system = False
     order = ["system", "pgserver"] if os.geteuid() == 0 else ["pgserver", "system"]
     wanted = os.environ.get("MCQ_TEST_POSTGRES_FROM")
-    available = [k for k in ([wanted] if wanted else order) if {"pgserver": has_pgserver, "system": has_system}.get(k, False)]
+    available = [
+        k for k in ([wanted] if wanted else order) if {"pgserver": has_pgserver, "system": has_system}.get(k, False)
+    ]
     if not available:
-        pytest.skip(f"no PostgreSQL{f' from {wanted}' if wanted else ''}: pip install -e \".[server-test]\" "
-                     "(the pgserver wheel) or install the system's postgresql package (initdb, pg_ctl)")
+        pytest.skip(
+            f'no PostgreSQL{f" from {wanted}" if wanted else ""}: pip install -e ".[server-test]" '
+            "(the pgserver wheel) or install the system's postgresql package (initdb, pg_ctl)"
+        )
     root = Path(tempfile.mkdtemp(prefix="mcq-pg-"))  # short: a Unix socket path is at most 107 bytes
     data = root / "data"
     try:
@@ -122,9 +153,15 @@ def job_statuses(store: str) -> list[str]:
     engine = sa.create_engine(store)
     try:
         with engine.connect() as conn:
-            return [row[0] for row in conn.execute(sa.text(
-                "SELECT r.status FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
-                "WHERE t.key = 'kind' AND t.value = 'job'"))]
+            return [
+                row[0]
+                for row in conn.execute(
+                    sa.text(
+                        "SELECT r.status FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+                        "WHERE t.key = 'kind' AND t.value = 'job'"
+                    )
+                )
+            ]
     except sa.exc.ProgrammingError:  # the server has not made its tables yet
         return []
     finally:
@@ -140,11 +177,24 @@ def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
     try:
         first_start_s = server.start()
         # 4 jobs, 2 at a time; each asks 8 questions at 0.5 s a question, so jobs are computing when the server goes
-        cmd = [sys.executable, "-m", "src.run", "-m", "model=simulated", "model.delay_s=0.5", f"limit={LIMIT}",
-               f"seed={','.join(JOBS)}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-               f"tracking.uri={server.uri}", "tracking.experiment=pg-sweep", "tracking.retry_budget_s=3",
-               f"tracking.offline_dir={tmp_path}/offline", f"cache.path={tmp_path}/cache.db",
-               f"hydra.sweep.dir={tmp_path}/multirun"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "src.run",
+            "-m",
+            "model=simulated",
+            "model.delay_s=0.5",
+            f"limit={LIMIT}",
+            f"seed={','.join(JOBS)}",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+            f"tracking.uri={server.uri}",
+            "tracking.experiment=pg-sweep",
+            "tracking.retry_budget_s=3",
+            f"tracking.offline_dir={tmp_path}/offline",
+            f"cache.path={tmp_path}/cache.db",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ]
         env = {**os.environ, "TQDM_DISABLE": "1"}
         sweep = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 240
@@ -152,8 +202,9 @@ def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
             statuses = job_statuses(postgres)
             if "FINISHED" in statuses and "RUNNING" in statuses:
                 break
-            assert sweep.poll() is None and time.time() < deadline, \
+            assert sweep.poll() is None and time.time() < deadline, (
                 f"the sweep ended before the kill ({statuses}):\n{sweep.communicate()[1][-5000:]}"
+            )
             time.sleep(0.2)
         server.kill()
         _, err1 = sweep.communicate(timeout=300)
@@ -171,8 +222,9 @@ def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
 
         client = MlflowClient(tracking_uri=server.uri)
         runs = client.search_runs([client.get_experiment_by_name("pg-sweep").experiment_id])
-        assert not [(r.info.run_id, r.data.tags.get("kind")) for r in runs if r.info.status == "RUNNING"], \
+        assert not [(r.info.run_id, r.data.tags.get("kind")) for r in runs if r.info.status == "RUNNING"], (
             err1[-3000:] + again.stderr[-3000:]
+        )
         jobs = [r for r in runs if r.data.tags.get("kind") == "job"]
         finished = [r for r in jobs if r.info.status == "FINISHED"]
         assert sorted(r.data.params["seed"] for r in finished) == list(JOBS)  # every job, exactly once
@@ -184,7 +236,9 @@ def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
             records = read_run_records(run.info.run_id, server.uri)
             assert len(records) == run.data.metrics["n_trials"] == LIMIT
             assert not records.duplicated(["question_id", "variant_id", "repetition"]).any()
-        print(f"\nmlflow server against PostgreSQL: first start {first_start_s:.1f} s, restart {restart_s:.1f} s; "
-              f"{summary1!r} -> {summary2!r}")
+        print(
+            f"\nmlflow server against PostgreSQL: first start {first_start_s:.1f} s, restart {restart_s:.1f} s; "
+            f"{summary1!r} -> {summary2!r}"
+        )
     finally:
         server.kill()

@@ -1,4 +1,5 @@
 """Shared-prefix scoring: prompts packed into prefix trees give the same label scores as padded batches."""
+
 from __future__ import annotations
 
 import random
@@ -30,7 +31,7 @@ def variant_requests() -> list[Request]:
             prompt = HEADER.format(letters="".join(labels), question=question) + choices + "Answer:"
             out.append(Request(prompt=prompt, labels=labels, options=tuple(shown), seed=q * 10 + v, key=f"q{q}/v{v}"))
     out.append(out[3])  # an identical prompt
-    out.append(Request(prompt=out[0].prompt[:-len("Answer:")], labels=out[0].labels, options=out[0].options, seed=1))
+    out.append(Request(prompt=out[0].prompt[: -len("Answer:")], labels=out[0].labels, options=out[0].options, seed=1))
     return out
 
 
@@ -91,7 +92,9 @@ def test_packed_option_scores_equal_padded_option_scores(tiny_model_dir, chat, p
     for a, b in zip(got, want):
         assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
         assert a.loglik_norm == pytest.approx(b.loglik_norm, abs=1e-4)
-        assert max(range(len(a.loglik)), key=a.loglik.__getitem__) == max(range(len(b.loglik)), key=b.loglik.__getitem__)
+        assert max(range(len(a.loglik)), key=a.loglik.__getitem__) == max(
+            range(len(b.loglik)), key=b.loglik.__getitem__
+        )
     if pack_tokens >= 1024:
         padded.forward_tokens = packed.forward_tokens = 0
         padded.score_options(reqs)

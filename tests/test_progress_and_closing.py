@@ -1,6 +1,7 @@
 """What a person sees of a job: one progress bar per job in a terminal, plain `progress:` lines in a log file, and
 the closing block (the study's headline metrics with intervals, the run id, the `src.ui` and `src.compare`
 commands) after the one JSON line on stdout; a sweep prints the commands once, in its summary."""
+
 from __future__ import annotations
 
 import io
@@ -12,9 +13,9 @@ import sys
 
 import pytest
 
-from src.common import progress
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
+from src.common import progress
 from src.tracking.closing import headline_metrics, look_commands
 
 from .conftest import REPO, needs_data
@@ -46,13 +47,17 @@ def stderr(monkeypatch):
 
 def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
     from src.config.schema import compose_job
-    from src.job.runner import build_items
     from src.core.prompts import PromptTemplate
     from src.core.questions import Question
+    from src.job.runner import build_items
 
     cfg = compose_job(["model=simulated", f"variants={variants}", f"scoring={scoring}"])
-    questions = [Question(id=f"q/{i}", question=f"Which one is {i}?", options=(f"{i}", f"{i + 1}", f"{i + 2}"),
-                          answer=0, subject="s") for i in range(n)]
+    questions = [
+        Question(
+            id=f"q/{i}", question=f"Which one is {i}?", options=(f"{i}", f"{i + 1}", f"{i + 2}"), answer=0, subject="s"
+        )
+        for i in range(n)
+    ]
     from omegaconf import OmegaConf
 
     return build_items(cfg, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
@@ -61,8 +66,13 @@ def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
 def _answer(items, **kwargs):
     from src.answering.trials import answer_items
 
-    return answer_items(SimulatedBackend(success_rate=0.7), items, params=SamplingParams(n=1), chunk_size=8,
-                        **{"scoring": "generate", **kwargs})
+    return answer_items(
+        SimulatedBackend(success_rate=0.7),
+        items,
+        params=SamplingParams(n=1),
+        chunk_size=8,
+        **{"scoring": "generate", **kwargs},
+    )
 
 
 def test_a_log_file_gets_plain_progress_lines_with_no_bar_and_no_escape_sequences(stderr, monkeypatch):
@@ -81,8 +91,9 @@ def test_in_a_log_file_lines_come_at_most_every_interval_and_once_at_the_end(std
     out = stderr(tty=False)
     monkeypatch.setattr(progress, "LINE_EVERY_S", 3600.0)
     _answer(_items(20))
-    assert out.getvalue().splitlines() == [line for line in out.getvalue().splitlines()
-                                           if line.startswith("progress: 20/20 prompts (100%)")]
+    assert out.getvalue().splitlines() == [
+        line for line in out.getvalue().splitlines() if line.startswith("progress: 20/20 prompts (100%)")
+    ]
     assert len(out.getvalue().splitlines()) == 1
 
 
@@ -133,10 +144,12 @@ def test_the_closing_block_of_a_cora_study_shows_its_headline_metrics_run_and_co
     assert float(chance.split()[1]) == pytest.approx(result.metrics["chance"], abs=5e-4)
     assert 0.2 < result.metrics["chance"] < 0.34 and "(mcqa: above chance)" in chance
     assert "indistinguishable" not in block
-    assert lines[-2] == (f"see the runs:      python -m src.ui --experiment mcq-consistency "
-                         f"--tracking-uri {run_job_in.store_uri}")
-    assert lines[-1] == (f"compare the runs:  python -m src.compare --experiment mcq-consistency "
-                         f"--tracking-uri {run_job_in.store_uri}")
+    assert lines[-2] == (
+        f"see the runs:      python -m src.ui --experiment mcq-consistency --tracking-uri {run_job_in.store_uri}"
+    )
+    assert lines[-1] == (
+        f"compare the runs:  python -m src.compare --experiment mcq-consistency --tracking-uri {run_job_in.store_uri}"
+    )
     assert "see the runs" not in result.closing(commands=False)  # a sweep's job: the sweep prints them once
 
 
@@ -187,14 +200,28 @@ def test_a_sweep_prints_the_commands_once_in_its_summary(tmp_path, empty_mlflow_
     shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["model=simulated", "limit=2", f"tracking.uri={uri}",
-                                           "tracking.experiment=look", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                      return_hydra_config=True)
+        cfg = compose(
+            "config",
+            overrides=[
+                "model=simulated",
+                "limit=2",
+                f"tracking.uri={uri}",
+                "tracking.experiment=look",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            ],
+            return_hydra_config=True,
+        )
         callback = MlflowSweepCallback()
         callback.on_multirun_start(cfg)
     for num in range(2):
-        write_outcome(tmp_path / "sweep" / str(num), num=num, overrides=[f"seed={num}"],
-                      invocation=callback.invocation, status="finished", run_id=f"r{num}")
+        write_outcome(
+            tmp_path / "sweep" / str(num),
+            num=num,
+            overrides=[f"seed={num}"],
+            invocation=callback.invocation,
+            status="finished",
+            run_id=f"r{num}",
+        )
     capsys.readouterr()
     callback.expected = 2
     assert callback.finish(interrupted=False) == 0
@@ -231,11 +258,12 @@ def test_model_loading_bars_of_the_libraries_are_off_in_a_log_file_and_restored_
 def test_importing_the_tool_sets_no_environment_variable():
     """The MLflow defaults are an entry point's to set (issue 39), not an import's: `import src` and the entry
     point's module leave a process's environment as it was."""
-    probe = ("import json, os; before = dict(os.environ); import src, src.run, src.cli, src.sweep.job; "
-             "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))")
+    probe = (
+        "import json, os; before = dict(os.environ); import src, src.run, src.cli, src.sweep.job; "
+        "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))"
+    )
     env = {k: v for k, v in os.environ.items() if k not in progress.MLFLOW_DEFAULTS}
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == []
 

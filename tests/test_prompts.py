@@ -1,4 +1,5 @@
 """Prompt templates: every config renders, variants differ, fields are checked, lm-eval's mmlu format is exact."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,13 @@ from src.core.variant import Variant
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "conf" / "prompt"
 PROMPT_FILES = sorted(PROMPT_DIR.glob("*.yaml"))
 
-QUESTION = Question(id="q1", question="What is the capital of France?", options=("Lyon", "Paris", "Nice", "Lille"),
-                    answer=1, subject="high_school_geography")
+QUESTION = Question(
+    id="q1",
+    question="What is the capital of France?",
+    options=("Lyon", "Paris", "Nice", "Lille"),
+    answer=1,
+    subject="high_school_geography",
+)
 VARIANTS = [
     Variant("q1", "original", "original_0", (0, 1, 2, 3), ("Lyon", "Paris", "Nice", "Lille"), 1),
     Variant("q1", "shuffled", "shuffled_0", (2, 0, 3, 1), ("Nice", "Lyon", "Lille", "Paris"), 3),
@@ -55,22 +61,35 @@ def test_cora_template_is_the_papers_with_the_shown_letters():
         "where LETTER is one of AB (depending on the number of alternatives), followed by a step-by-step explanation.\n\n"
         "Question: What is the capital of France?\nChoices:\nA. Paris\nB. Lille\nAnswer:"
     )
-    paper = (Path(__file__).resolve().parents[2] / "shared" / "papers" / "cora-consistency-rebalanced-accuracy.txt")
+    paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "cora-consistency-rebalanced-accuracy.txt"
     if paper.exists():
-        assert "Answer the following multiple choice question.\nThe first line of your response should be of the " \
-               "following format: 'LETTER' (without quotes), where LETTER is one of ABCD (depending on the number " \
-               "of alternatives), followed by a step-by-step explanation." in paper.read_text()
+        assert (
+            "Answer the following multiple choice question.\nThe first line of your response should be of the "
+            "following format: 'LETTER' (without quotes), where LETTER is one of ABCD (depending on the number "
+            "of alternatives), followed by a step-by-step explanation." in paper.read_text()
+        )
 
 
 def test_lm_eval_mmlu_five_shot_matches_lm_eval_format():
     template = load(PROMPT_DIR / "lm_eval_mmlu.yaml")
     shots = []
     for i in range(5):
-        q = Question(id=f"dev{i}", question=f"Dev question {i}?", options=(f"a{i}", f"b{i}", f"c{i}", f"d{i}"),
-                     answer=i % 4, subject="abstract_algebra", split="dev")
+        q = Question(
+            id=f"dev{i}",
+            question=f"Dev question {i}?",
+            options=(f"a{i}", f"b{i}", f"c{i}", f"d{i}"),
+            answer=i % 4,
+            subject="abstract_algebra",
+            split="dev",
+        )
         shots.append((q, Variant(q.id, "original", "original_0", (0, 1, 2, 3), q.options, q.answer)))
-    target = Question(id="t", question="Find the degree of Q(sqrt(2)) over Q.", options=("0", "2", "4", "6"),
-                      answer=1, subject="abstract_algebra")
+    target = Question(
+        id="t",
+        question="Find the degree of Q(sqrt(2)) over Q.",
+        options=("0", "2", "4", "6"),
+        answer=1,
+        subject="abstract_algebra",
+    )
     variant = Variant("t", "original", "original_0", (0, 1, 2, 3), target.options, 1)
     expected = (
         "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
@@ -87,7 +106,9 @@ def test_lm_eval_mmlu_five_shot_matches_lm_eval_format():
 def test_fewshot_answer_follows_the_examples_variant():
     template = load(PROMPT_DIR / "lm_eval_mmlu.yaml")
     shot = (QUESTION, VARIANTS[1])  # Paris shown in slot D
-    assert "A. Nice\nB. Lyon\nC. Lille\nD. Paris\nAnswer: D\n\n" in render(template, QUESTION, VARIANTS[0], fewshot=[shot])
+    assert "A. Nice\nB. Lyon\nC. Lille\nD. Paris\nAnswer: D\n\n" in render(
+        template, QUESTION, VARIANTS[0], fewshot=[shot]
+    )
 
 
 def test_label_styles():
@@ -100,22 +121,27 @@ def test_label_styles():
         PromptTemplate(**base, label_style="a)")
 
 
-@pytest.mark.parametrize(("node", "key"), [
-    ({"template": "Pick one:\n{choices}"}, "prompt.template"),
-    ({"template": "{question}"}, "prompt.template"),
-    ({"template": "{question}\n{choices}\n{answr}"}, "prompt.template"),
-    ({"template": "{question}\n{choices", "label_style": "A."}, "prompt.template"),
-    ({"template": "{question}\n{choices}", "fewshot_template": "{question}\n{choices}"}, "prompt.fewshot_template"),
-    ({"template": "{question}\n{choices}", "labels": "A."}, "prompt.labels"),
-    ({"label_style": "A."}, "prompt.template"),
-])
+@pytest.mark.parametrize(
+    ("node", "key"),
+    [
+        ({"template": "Pick one:\n{choices}"}, "prompt.template"),
+        ({"template": "{question}"}, "prompt.template"),
+        ({"template": "{question}\n{choices}\n{answr}"}, "prompt.template"),
+        ({"template": "{question}\n{choices", "label_style": "A."}, "prompt.template"),
+        ({"template": "{question}\n{choices}", "fewshot_template": "{question}\n{choices}"}, "prompt.fewshot_template"),
+        ({"template": "{question}\n{choices}", "labels": "A."}, "prompt.labels"),
+        ({"label_style": "A."}, "prompt.template"),
+    ],
+)
 def test_bad_templates_name_the_config_key(node, key):
     with pytest.raises(UserError, match=key.replace(".", r"\.")):
         PromptTemplate.from_config(node)
 
 
 def test_fewshot_without_fewshot_field_is_a_user_error():
-    template = PromptTemplate(name="t", template="{question}\n{choices}", fewshot_template="{question}\n{choices}\n{answer}")
+    template = PromptTemplate(
+        name="t", template="{question}\n{choices}", fewshot_template="{question}\n{choices}\n{answer}"
+    )
     with pytest.raises(UserError, match="fewshot"):
         render(template, QUESTION, VARIANTS[0], fewshot=[(QUESTION, VARIANTS[0])])
 
@@ -149,8 +175,9 @@ def test_cloze_shown_lists_the_options_and_ends_at_the_answer_cue():
 
 
 def test_numbered_letters_field_and_command_line_float_label_style():
-    template = PromptTemplate.from_config({"name": "t", "template": "{question}\n{choices}\nOne of {letters}:",
-                                           "label_style": 1.0})  # `prompt.label_style=1.` from the command line
+    template = PromptTemplate.from_config(
+        {"name": "t", "template": "{question}\n{choices}\nOne of {letters}:", "label_style": 1.0}
+    )  # `prompt.label_style=1.` from the command line
     assert template.label_style == "1."
     ten = Question(id="q", question="Pick", options=tuple(f"o{i}" for i in range(10)), answer=0)
     variant = Variant("q", "original", "original", tuple(range(10)), ten.options, 0)

@@ -1,5 +1,6 @@
 """Every records row can be audited from the run's artifacts alone: `prompts.parquet` holds the text behind each
 `prompt_hash` (src/core/records.py `write_prompts`)."""
+
 from __future__ import annotations
 
 import pandas as pd

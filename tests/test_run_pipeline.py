@@ -1,4 +1,5 @@
 """End to end through the CLI with the simulated model: records, metrics and MLflow agree."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +12,10 @@ from src.variants import REASONS
 
 from .conftest import mlflow_runs, needs_data
 
-ALL_BENCHMARKS = ("mmlu,mmlu_redux,arc_challenge,arc_easy,truthfulqa_mc1,medqa,medqa_4,medmcqa,"
-                  "commonsenseqa,hellaswag,winogrande,synthetic")
+ALL_BENCHMARKS = (
+    "mmlu,mmlu_redux,arc_challenge,arc_easy,truthfulqa_mc1,medqa,medqa_4,medmcqa,"
+    "commonsenseqa,hellaswag,winogrande,synthetic"
+)
 
 
 def recompute_cora(records: pd.DataFrame) -> dict[str, float]:
@@ -20,7 +23,8 @@ def recompute_cora(records: pd.DataFrame) -> dict[str, float]:
     r0 = records[records.repetition == 0]
     per_q = r0.groupby("question_id").agg(
         orig=("correct", lambda s: bool(s[r0.loc[s.index, "variant_kind"] == "original"].iloc[0])),
-        rc=("correct", "mean"))
+        rc=("correct", "mean"),
+    )
     out = {"mcqa": per_q.orig.mean(), "mcqa_plus": per_q.rc.mean(), "mv": (per_q.rc > 0.5).mean()}
     for c in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
         out[f"bmca_{c}"] = (per_q.rc >= c - 1e-12).mean()
@@ -48,7 +52,7 @@ def test_simulated_medqa_cora_matches_binomial_and_recomputes(run_job_in):
     assert len(records) == 200 * 26
     assert records.groupby("question_id").size().eq(26).all()
     m = run.data.metrics
-    assert abs(m["bmca_1.0"] - 0.9 ** 26) <= 0.05
+    assert abs(m["bmca_1.0"] - 0.9**26) <= 0.05
     assert abs(m["mcqa"] - 0.9) <= 0.06
     for name, value in recompute_cora(records).items():
         assert m[name] == pytest.approx(value, abs=1e-9), name
@@ -82,8 +86,17 @@ def test_every_benchmark_runs_in_one_sweep(run_job_in):
 
 
 def test_records_columns_and_option_maps(run_job_in):
-    run_job_in("model=simulated", "model.success_rate=0.7", "model.invalid_rate=0.1", "benchmark=synthetic",
-            "benchmark.n_questions=15", "variants=cora", "repetitions=3", "temperature=0.7", "scoring=generate")
+    run_job_in(
+        "model=simulated",
+        "model.success_rate=0.7",
+        "model.invalid_rate=0.1",
+        "benchmark=synthetic",
+        "benchmark.n_questions=15",
+        "variants=cora",
+        "repetitions=3",
+        "temperature=0.7",
+        "scoring=generate",
+    )
     client, (run,) = mlflow_runs(run_job_in.store_uri)
     records, _ = load_artifacts(client, run)
     from src.core.records import COLUMNS

@@ -1,5 +1,6 @@
 """Names from a shared tracking store never become paths outside the output folder, and the report writer never
 removes a folder it did not make (issue: data safety, item 1)."""
+
 from __future__ import annotations
 
 import os
@@ -8,14 +9,30 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from src.common.errors import UserError
+from src.common.safe_names import MAX_LENGTH, folder_name
 from src.compare.__main__ import default_out_dir
 from src.compare.report import REPORT_MARK, Section, write
 from src.compare.tables import Table
-from src.common.errors import UserError
-from src.common.safe_names import MAX_LENGTH, folder_name
 
-HOSTILE = ["../../x", "../", "/tmp/abs", "~", "~/x", "a\x00b", "x" * 1000, "ünïcødé/../..", ".", "..", "", " ",
-           "con", "a/b\\c", ".hidden", "-rf"]
+HOSTILE = [
+    "../../x",
+    "../",
+    "/tmp/abs",
+    "~",
+    "~/x",
+    "a\x00b",
+    "x" * 1000,
+    "ünïcødé/../..",
+    ".",
+    "..",
+    "",
+    " ",
+    "con",
+    "a/b\\c",
+    ".hidden",
+    "-rf",
+]
 
 
 def snapshot(root: Path) -> dict[str, float]:
@@ -36,8 +53,12 @@ def test_different_names_never_share_a_folder():
 
 
 def report(tmp: Path) -> list[Section]:
-    return [Section(title="t", tables=[Table(title="x", data=pd.DataFrame({"a": [1]}), text=pd.DataFrame({"a": ["1"]}),
-                                             name="x")])]
+    return [
+        Section(
+            title="t",
+            tables=[Table(title="x", data=pd.DataFrame({"a": [1]}), text=pd.DataFrame({"a": ["1"]}), name="x")],
+        )
+    ]
 
 
 def test_report_replaces_only_its_own_folder_and_refuses_any_other(tmp_path):
@@ -130,8 +151,16 @@ def test_hostile_experiment_names_change_nothing_outside_the_output_folder(tmp_p
     before = snapshot(tmp_path)
 
     for num, name in enumerate(names):
-        cfg = compose_job(["model=simulated", "limit=2", f"data_dir={DATA_DIR}", "cache.path=cache.db",
-                           f"tracking.uri={uri}", "tracking.offline_dir=mlruns/offline"])
+        cfg = compose_job(
+            [
+                "model=simulated",
+                "limit=2",
+                f"data_dir={DATA_DIR}",
+                "cache.path=cache.db",
+                f"tracking.uri={uri}",
+                "tracking.offline_dir=mlruns/offline",
+            ]
+        )
         with open_dict(cfg):
             cfg.tracking.experiment = name
         run_job(cfg, out_dir=work / "out" / str(num))
@@ -144,10 +173,34 @@ def test_hostile_experiment_names_change_nothing_outside_the_output_folder(tmp_p
         answers = work / "out" / f"{num}-answers.jsonl"
         rows = [json.loads(line) for line in (exported / "prompts.jsonl").read_text().splitlines()]
         choice = {"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"}
-        answers.write_text("".join(json.dumps({"custom_id": r["custom_id"], "response": {
-            "status_code": 200, "body": {"choices": [choice]}}}) + "\n" for r in rows))
-        assert ingest_main(["--format", "generic", "--path", str(exported / "prompts.jsonl"), "--answers", str(answers),
-                            "--tracking-uri", uri, "--experiment", name, "--run-name", name]) == 0
+        answers.write_text(
+            "".join(
+                json.dumps(
+                    {"custom_id": r["custom_id"], "response": {"status_code": 200, "body": {"choices": [choice]}}}
+                )
+                + "\n"
+                for r in rows
+            )
+        )
+        assert (
+            ingest_main(
+                [
+                    "--format",
+                    "generic",
+                    "--path",
+                    str(exported / "prompts.jsonl"),
+                    "--answers",
+                    str(answers),
+                    "--tracking-uri",
+                    uri,
+                    "--experiment",
+                    name,
+                    "--run-name",
+                    name,
+                ]
+            )
+            == 0
+        )
         assert compare_main(["--experiment", name, "--tracking-uri", uri, "--no-paired"]) == 0
         assert (work / "reports" / folder_name(name) / "report.html").is_file()
         assert outside(snapshot(tmp_path)) == outside(before), f"experiment name {name!r} reached outside work/"

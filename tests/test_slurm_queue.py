@@ -1,6 +1,7 @@
 """src/sweep/slurm_queue.py's QueueWatcher, submitit's own Slurm watcher with squeue asked about what sacct cannot tell,
 against stand-in `sacct` and `squeue` commands on PATH: a cluster without accounting (sacct fails) still sees a
 cancelled job end, and a job that has left the queue without a trace is reported, not waited for forever."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ def commands(tmp_path, monkeypatch):
     def write(**bodies: str) -> Path:
         for name, body in bodies.items():
             path = bin_dir / name
-            path.write_text(f"#!/usr/bin/env bash\necho {name} \"$@\" >> {tmp_path}/calls.log\n{body}\n")
+            path.write_text(f'#!/usr/bin/env bash\necho {name} "$@" >> {tmp_path}/calls.log\n{body}\n')
             path.chmod(path.stat().st_mode | stat.S_IXUSR)
         return tmp_path / "calls.log"
 
@@ -77,8 +78,9 @@ def test_a_hanging_squeue_is_given_up_on_after_its_timeout_and_is_not_a_lost_job
 
 
 def test_with_accounting_sacct_answers_and_squeue_is_not_asked(commands):
-    calls = commands(sacct="printf 'JobID|State|NodeList\\n7_0|COMPLETED|vm\\n7_1|CANCELLED by 0|vm\\n'",
-                     squeue="exit 3")
+    calls = commands(
+        sacct="printf 'JobID|State|NodeList\\n7_0|COMPLETED|vm\\n7_1|CANCELLED by 0|vm\\n'", squeue="exit 3"
+    )
     watcher = QueueWatcher(delay_s=30)
     watcher.register_job("7_0")
     assert watcher.is_done("7_1", mode="force") and watcher.get_state("7_1", mode="cache") == "CANCELLED by 0"

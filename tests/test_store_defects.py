@@ -1,6 +1,7 @@
 """The tracking store and the response cache under the faults of issue 38: a sync past MLflow's page of 1,000 runs,
 closes noted while a sync applies them, a store of another schema, a cache left open, and a job killed while it
 makes a new store."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -32,12 +33,20 @@ def copy_runs(db: Path, run_id: str, copies: int) -> None:
         tags = [dict(zip(tag_columns, t)) for t in conn.execute("SELECT * FROM tags WHERE run_uuid = ?", (run_id,))]
         for i in range(copies):
             new = uuid.uuid4().hex
-            row = {**run, "run_uuid": new, "start_time": run["start_time"] + i + 1,
-                   "artifact_uri": run["artifact_uri"].replace(run_id, new)}
-            conn.execute(f"INSERT INTO runs ({','.join(columns)}) VALUES ({','.join('?' * len(columns))})",
-                         [row[c] for c in columns])
-            conn.executemany(f"INSERT INTO tags ({','.join(tag_columns)}) VALUES ({','.join('?' * len(tag_columns))})",
-                             [[{**t, "run_uuid": new}[c] for c in tag_columns] for t in tags])
+            row = {
+                **run,
+                "run_uuid": new,
+                "start_time": run["start_time"] + i + 1,
+                "artifact_uri": run["artifact_uri"].replace(run_id, new),
+            }
+            conn.execute(
+                f"INSERT INTO runs ({','.join(columns)}) VALUES ({','.join('?' * len(columns))})",
+                [row[c] for c in columns],
+            )
+            conn.executemany(
+                f"INSERT INTO tags ({','.join(tag_columns)}) VALUES ({','.join('?' * len(tag_columns))})",
+                [[{**t, "run_uuid": new}[c] for c in tag_columns] for t in tags],
+            )
 
 
 @pytest.mark.slow
@@ -195,9 +204,18 @@ def test_the_response_cache_a_job_opens_is_closed_however_the_job_ends(run_job_i
 
 # -- a job killed while it makes a new store ---------------------------------------------------------------------
 
+
 def job_command(db: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "src.run", "model=simulated", "limit=3", f"tracking.uri=sqlite:///{db}",
-            f"cache.path={db.parent}/cache.db", f"hydra.run.dir={out}"]
+    return [
+        sys.executable,
+        "-m",
+        "src.run",
+        "model=simulated",
+        "limit=3",
+        f"tracking.uri=sqlite:///{db}",
+        f"cache.path={db.parent}/cache.db",
+        f"hydra.run.dir={out}",
+    ]
 
 
 def wait_for(condition, timeout: float = 120.0) -> None:
@@ -214,8 +232,14 @@ def test_a_job_killed_while_it_makes_a_new_store_leaves_one_the_same_command_fin
     command again exits 0 with one FINISHED run and no run left RUNNING."""
     db = tmp_path / "store" / "mlflow.db"
     env = {**os.environ, "TQDM_DISABLE": "1", "MCQ_DATA_DIR": str(DATA_DIR)}
-    proc = subprocess.Popen(job_command(db, tmp_path / "killed"), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        job_command(db, tmp_path / "killed"),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     partial = lambda: list(db.parent.glob(".mlflow.db.tmp-*")) if db.parent.is_dir() else []  # noqa: E731
     try:
         if when == "before":

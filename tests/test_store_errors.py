@@ -1,6 +1,7 @@
 """What a store error means, read from the exception chain as MLflow, SQLAlchemy and SQLite raise it
 (src/tracking/mlflow_adapter.py): a lock or a row inserted by another job first is a race (retried); a missing table
 is not; a server that does not answer is an outage."""
+
 from __future__ import annotations
 
 import socket
@@ -66,8 +67,13 @@ def test_a_store_missing_a_table_is_no_race_though_mlflow_calls_it_temporarily_u
 
 def test_a_servers_answers_are_read_by_their_codes():
     unavailable = RestException({"error_code": "TEMPORARILY_UNAVAILABLE", "message": "database is busy"})
-    duplicate = RestException({"error_code": "BAD_REQUEST", "message": '(psycopg2.errors.UniqueViolation) duplicate '
-                               'key value violates unique constraint "experiment_tag_pk"'})
+    duplicate = RestException(
+        {
+            "error_code": "BAD_REQUEST",
+            "message": "(psycopg2.errors.UniqueViolation) duplicate "
+            'key value violates unique constraint "experiment_tag_pk"',
+        }
+    )
     bad = RestException({"error_code": "BAD_REQUEST", "message": "Param value 'x' had length 7000, limit 6000"})
     exists = RestException({"error_code": "RESOURCE_ALREADY_EXISTS", "message": "Experiment(name=x) already exists"})
     assert store.is_race(unavailable) and store.is_race(duplicate)

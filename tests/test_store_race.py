@@ -1,6 +1,7 @@
 """Parallel first use of a fresh SQLite store and a fresh response cache: independent `python -m src.run`
 processes started at the same instant all finish, with no traceback (MLflow's schema creation runs once, under a
 lock beside the database: `src.tracking.store.open_store`)."""
+
 from __future__ import annotations
 
 import os
@@ -21,11 +22,27 @@ N_PROCESSES = 8  # 4 at once exercises the same path; 8 is the issue's "done whe
 def test_simultaneous_processes_on_a_fresh_store_and_cache_all_finish(tmp_path):
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"  # does not exist yet: every process finds it missing
     env = {**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"}
-    procs = [subprocess.Popen([sys.executable, "-m", "src.run", "model=simulated", "limit=2", f"seed={i}",
-                               f"tracking.uri={store}", f"cache.path={tmp_path}/cache.db",
-                               f"hydra.run.dir={tmp_path}/out{i}"],
-                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(N_PROCESSES)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "src.run",
+                "model=simulated",
+                "limit=2",
+                f"seed={i}",
+                f"tracking.uri={store}",
+                f"cache.path={tmp_path}/cache.db",
+                f"hydra.run.dir={tmp_path}/out{i}",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(N_PROCESSES)
+    ]
     # the race's precondition: the processes ran at the same time, every one started against a missing store (it
     # takes seconds to import MLflow, then to make the store). Their MLflow runs do not overlap: the first use's
     # lock lets one process at a time through (MLflow's first call under it, about 0.5 s here), and each logs its

@@ -1,6 +1,7 @@
 """The suite's own set-up holds: tests marked with an `xdist_group` run in one worker (pytest-xdist's
 `--dist loadgroup`, pyproject.toml's addopts), so a group's shared fixtures (the real model's converted copy, the
 smoke store, a run made under pinned kernels) are made once per suite, not once per worker."""
+
 from __future__ import annotations
 
 import os
@@ -14,4 +15,5 @@ def test_a_test_of_a_group_is_run_under_its_group(request):
     # in one process (`-n 0`) there is nothing to distribute; under `-n N --dist loadgroup` xdist marks the test's id
     assert not distributed or request.node.nodeid.endswith("@smollm2"), (
         f"{request.node.nodeid} carries no @smollm2 under --dist loadgroup (worker {os.environ.get('PYTEST_XDIST_WORKER')}):"
-        " this pytest and pytest-xdist do not group tests; see the pin in pyproject.toml's test extra")
+        " this pytest and pytest-xdist do not group tests; see the pin in pyproject.toml's test extra"
+    )

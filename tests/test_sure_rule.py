@@ -1,6 +1,7 @@
 """The two SURE rules (METRICS.md, "What the paper's tables count"): `answer` (section 3.2, the default and
 today's behaviour) and `correctness` (the paper's tables), in the metrics, the job config, a run's tag and the
 report's repetition tables."""
+
 from __future__ import annotations
 
 import math
@@ -31,15 +32,18 @@ def outcome(pattern, rule):
     return ("SURE" if row["sure"] else "UNSURE") + (" right" if row["right"] else " wrong")
 
 
-@pytest.mark.parametrize("pattern, correctness, answer", [
-    (ALL_RIGHT, "SURE right", "SURE right"),
-    (NONE_RIGHT_SPREAD, "SURE wrong", "UNSURE wrong"),
-    (HALF_RIGHT, "UNSURE right", "UNSURE right"),
-    (NINE_RIGHT, "UNSURE right", "SURE right"),
-    (THREE_RIGHT, "UNSURE wrong", "UNSURE wrong"),
-    (FOUR_RIGHT_MODAL, "UNSURE wrong", "UNSURE right"),
-    (ALL_INVALID, "SURE wrong", "SURE wrong"),
-])
+@pytest.mark.parametrize(
+    "pattern, correctness, answer",
+    [
+        (ALL_RIGHT, "SURE right", "SURE right"),
+        (NONE_RIGHT_SPREAD, "SURE wrong", "UNSURE wrong"),
+        (HALF_RIGHT, "UNSURE right", "UNSURE right"),
+        (NINE_RIGHT, "UNSURE right", "SURE right"),
+        (THREE_RIGHT, "UNSURE wrong", "UNSURE wrong"),
+        (FOUR_RIGHT_MODAL, "UNSURE wrong", "UNSURE right"),
+        (ALL_INVALID, "SURE wrong", "SURE wrong"),
+    ],
+)
 def test_each_outcome_under_both_rules(pattern, correctness, answer):
     assert outcome(pattern, "correctness") == correctness
     assert outcome(pattern, "answer") == answer
@@ -81,8 +85,11 @@ def test_correctness_rule_matches_its_definition_on_random_records(n):
 
 def test_answer_is_the_default_and_accuracy_does_not_depend_on_the_rule():
     table = records(repeated("a", NINE_RIGHT) + repeated("b", NONE_RIGHT_SPREAD) + repeated("c", FOUR_RIGHT_MODAL))
-    default, answer, correctness = (repetition_metrics(table), repetition_metrics(table, sure_rule="answer"),
-                                    repetition_metrics(table, sure_rule="correctness"))
+    default, answer, correctness = (
+        repetition_metrics(table),
+        repetition_metrics(table, sure_rule="answer"),
+        repetition_metrics(table, sure_rule="correctness"),
+    )
     assert default == answer
     assert correctness != answer
     for name in ("acc_mean", "acc_std"):
@@ -107,8 +114,11 @@ def test_config_key_and_its_one_line_error():
 
     assert compose_job(["model=simulated"]).metrics.sure_rule == "answer"
     assert compose_job(["model=simulated", "metrics.sure_rule=correctness"]).metrics.sure_rule == "correctness"
-    with pytest.raises(UserError, match=r"^config key metrics\.sure_rule: unknown rule 'vote'; choose one of "
-                                        r"answer, correctness$"):
+    with pytest.raises(
+        UserError,
+        match=r"^config key metrics\.sure_rule: unknown rule 'vote'; choose one of "
+        r"answer, correctness$",
+    ):
         compose_job(["model=simulated", "metrics.sure_rule=vote"])
 
 
@@ -124,8 +134,14 @@ def test_repetition_sweep_uses_the_papers_rule():
 def test_a_run_logs_its_rule_as_a_tag_and_computes_with_it(run_job_in):
     from .conftest import mlflow_runs
 
-    args = ("model=simulated", "model.success_rate=0.9", "benchmark=synthetic", "limit=30", "temperature=0.7",
-            "repetitions=10")
+    args = (
+        "model=simulated",
+        "model.success_rate=0.9",
+        "benchmark=synthetic",
+        "limit=30",
+        "temperature=0.7",
+        "repetitions=10",
+    )
     answer = run_job_in(*args)
     correctness = run_job_in(*args, "metrics.sure_rule=correctness")
     _, runs = mlflow_runs(run_job_in.store_uri)
@@ -141,8 +157,23 @@ def test_a_run_logs_its_rule_as_a_tag_and_computes_with_it(run_job_in):
     from src.metrics.intervals import interval_names
 
     out = run_job_in.tmp / "report"
-    assert compare_main(["--experiment", "mcq-consistency", "--tracking-uri", run_job_in.store_uri, "--out", str(out),
-                         "--no-mlflow", "--no-paired", "--sure-rule", "correctness"]) == 0
+    assert (
+        compare_main(
+            [
+                "--experiment",
+                "mcq-consistency",
+                "--tracking-uri",
+                run_job_in.store_uri,
+                "--out",
+                str(out),
+                "--no-mlflow",
+                "--no-paired",
+                "--sure-rule",
+                "correctness",
+            ]
+        )
+        == 0
+    )
     rows = pd.read_csv(out / "tables" / "runs.csv").set_index("run_id")
     assert rows.at[answer.run_id, "sure_rule"] == "correctness"
     names = [*RULE_METRICS, *(bound for name in ("rws", "st") for bound in interval_names(name))]
@@ -154,12 +185,32 @@ def test_a_run_logs_its_rule_as_a_tag_and_computes_with_it(run_job_in):
 def test_report_tables_say_their_rule_and_keep_rules_apart():
     from src.compare.tables import repetition_tables
 
-    base = {"benchmark": "medqa", "variants": "original", "temperature": 0.7, "fewshot": 0, "scoring": "generate",
-            "prompt": "repetition", "repetitions": 10, "limit": None, "seed": 0, "acc_mean": 0.3, "acc_std": 0.01,
-            "sure_right": 0.1, "unsure_right": 0.2, "unsure_wrong": 0.3, "sure_wrong": 0.4, "rws": 0.2, "st": 0.5}
-    runs = pd.DataFrame([{**base, "run_id": "a", "start_time": 1, "model": "m1", "sure_rule": "answer"},
-                         {**base, "run_id": "b", "start_time": 2, "model": "m2", "sure_rule": "correctness"},
-                         {**base, "run_id": "c", "start_time": 3, "model": "m3"}])  # no tag: an older run, section 3.2
+    base = {
+        "benchmark": "medqa",
+        "variants": "original",
+        "temperature": 0.7,
+        "fewshot": 0,
+        "scoring": "generate",
+        "prompt": "repetition",
+        "repetitions": 10,
+        "limit": None,
+        "seed": 0,
+        "acc_mean": 0.3,
+        "acc_std": 0.01,
+        "sure_right": 0.1,
+        "unsure_right": 0.2,
+        "unsure_wrong": 0.3,
+        "sure_wrong": 0.4,
+        "rws": 0.2,
+        "st": 0.5,
+    }
+    runs = pd.DataFrame(
+        [
+            {**base, "run_id": "a", "start_time": 1, "model": "m1", "sure_rule": "answer"},
+            {**base, "run_id": "b", "start_time": 2, "model": "m2", "sure_rule": "correctness"},
+            {**base, "run_id": "c", "start_time": 3, "model": "m3"},
+        ]
+    )  # no tag: an older run, section 3.2
     runs.loc[2, "sure_rule"] = None
     built = repetition_tables(runs)
     captions = {t.title: t.caption for t in built.tables}
@@ -174,6 +225,7 @@ def test_report_tables_say_their_rule_and_keep_rules_apart():
 
 # ---------------------------------------------------------------- `python -m src.compare --sure-rule RULE`
 
+
 def test_compare_sure_rule_recomputes_other_rules_runs_under_the_requested_rule(monkeypatch):
     """apply_sure_rule on a run table: a run logged under `answer` gets the correctness rule's shares, RWS and
     S/T from its records; a run already under the requested rule is left as logged; a run whose records cannot
@@ -181,17 +233,27 @@ def test_compare_sure_rule_recomputes_other_rules_runs_under_the_requested_rule(
     from src.compare.load import Runs
     from src.compare.sure_rule import RULE_METRICS, apply_sure_rule
 
-    table = records(repeated("a", NINE_RIGHT) + repeated("b", NONE_RIGHT_SPREAD) + repeated("c", FOUR_RIGHT_MODAL)
-                    + repeated("d", HALF_RIGHT))
+    table = records(
+        repeated("a", NINE_RIGHT)
+        + repeated("b", NONE_RIGHT_SPREAD)
+        + repeated("c", FOUR_RIGHT_MODAL)
+        + repeated("d", HALF_RIGHT)
+    )
     answer, correctness = (repetition_metrics(table, sure_rule=rule) for rule in ("answer", "correctness"))
     assert all(answer[k] != correctness[k] for k in ("sure_right", "sure_wrong", "rws"))  # the rules disagree
     logged = {"sure_right": 0.9, "unsure_right": 0.0, "unsure_wrong": 0.0, "sure_wrong": 0.1, "rws": 0.9, "st": 1.0}
     base = {"benchmark": "b", "temperature": 0.7, "acc_mean": 0.5}
-    runs = Runs(table=pd.DataFrame([
-        {**base, "run_id": "answer-run", "model": "m1", "sure_rule": "answer", **answer},
-        {**base, "run_id": "native-run", "model": "m2", "sure_rule": "correctness", **logged},
-        {**base, "run_id": "lost-run", "model": "m3", "sure_rule": "answer", **answer},
-    ]), tracking_uri="http://stand-in:5000", experiments={})
+    runs = Runs(
+        table=pd.DataFrame(
+            [
+                {**base, "run_id": "answer-run", "model": "m1", "sure_rule": "answer", **answer},
+                {**base, "run_id": "native-run", "model": "m2", "sure_rule": "correctness", **logged},
+                {**base, "run_id": "lost-run", "model": "m3", "sure_rule": "answer", **answer},
+            ]
+        ),
+        tracking_uri="http://stand-in:5000",
+        experiments={},
+    )
 
     def read(run_id, uri, key="--run"):
         if run_id == "lost-run":
@@ -205,8 +267,11 @@ def test_compare_sure_rule_recomputes_other_rules_runs_under_the_requested_rule(
         assert rows.at["answer-run", name] == pytest.approx(correctness[name], nan_ok=True), name
         assert rows.at["native-run", name] == logged[name], name  # its own rule already: not recomputed
         assert rows.at["lost-run", name] == pytest.approx(answer[name], nan_ok=True), name
-    assert rows["sure_rule"].to_dict() == {"answer-run": "correctness", "native-run": "correctness",
-                                           "lost-run": "answer"}
+    assert rows["sure_rule"].to_dict() == {
+        "answer-run": "correctness",
+        "native-run": "correctness",
+        "lost-run": "answer",
+    }
     assert len(notes) == 2 and "run answer-r (m1, T=0.7) was logged under answer" in notes[0]
     assert notes[1].startswith("--sure-rule correctness: run lost-run keeps its rule answer (")
     with pytest.raises(UserError, match="--sure-rule: unknown rule 'vote'"):

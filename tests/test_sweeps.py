@@ -1,6 +1,7 @@
 """Every committed sweep composes, expands to the documented number of jobs with the model axis outermost, and
 every job's config is valid (its prompts render on the real data); the smoke sweep runs under the basic, joblib
 and submitit launchers with the same metrics."""
+
 from __future__ import annotations
 
 import functools
@@ -35,7 +36,7 @@ def expand(name: str, cli: list[str] = ()) -> tuple[list[list[str]], dict]:
     return jobs, params
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def job_configs(name: str, extra: tuple[str, ...] = ()) -> list:
     """Every job's composed config, in job order."""
     jobs, _ = expand(name)
@@ -77,8 +78,8 @@ def test_a_command_line_axis_keeps_the_model_outermost():
 
 
 def _check_job_config(cfg) -> None:
-    from src.core.prompts import PromptTemplate
     from src.config.schema import check_config
+    from src.core.prompts import PromptTemplate
 
     container = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
     check_config(cfg)
@@ -111,8 +112,15 @@ def test_every_job_renders_its_prompts_on_the_data(name):
             continue
         seen.add(key)
         bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-        questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                                   data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+        questions = load_benchmark(
+            bench.pop("name"),
+            path=bench.pop("path", None),
+            split=bench.pop("split", None),
+            data_dir=cfg.data_dir,
+            seed=cfg.seed,
+            limit=cfg.limit,
+            options=bench,
+        )
         template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
         items = build_items(cfg, questions, template)
         assert items, f"{name} {key[:3]}: no prompts"
@@ -134,8 +142,11 @@ def test_cluster_launcher_config_composes(launcher, gpus):
     """slurm_gpu stays the GPU default; slurm_cpu is it on a CPU partition. Both name the project's Slurm launcher
     (hydra_plugins/mcq_slurm_launcher.py) and let a job that reaches its time limit be requeued."""
     with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
-        cfg = compose(config_name="smoke", overrides=[f"hydra/launcher={launcher}", "hydra.launcher.partition=cpu"],
-                      return_hydra_config=True)
+        cfg = compose(
+            config_name="smoke",
+            overrides=[f"hydra/launcher={launcher}", "hydra.launcher.partition=cpu"],
+            return_hydra_config=True,
+        )
     launcher_cfg = cfg.hydra.launcher
     assert launcher_cfg._target_ == "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher"
     assert launcher_cfg.gpus_per_node == gpus and launcher_cfg.partition == "cpu"
@@ -145,10 +156,15 @@ def test_cluster_launcher_config_composes(launcher, gpus):
 
 # ---------------------------------------------------------------- the smoke sweep under three launchers
 
+
 def _job_metrics(uri: str, experiment: str) -> dict[tuple, dict[str, float]]:
     _, runs = mlflow_runs(uri, experiment)
-    return {(r.data.tags["model"], r.data.tags["benchmark"], r.data.tags["variants"], r.data.tags["temperature"]):
-            {k: v for k, v in r.data.metrics.items() if k not in RUNTIME_METRICS} for r in runs}
+    return {
+        (r.data.tags["model"], r.data.tags["benchmark"], r.data.tags["variants"], r.data.tags["temperature"]): {
+            k: v for k, v in r.data.metrics.items() if k not in RUNTIME_METRICS
+        }
+        for r in runs
+    }
 
 
 @needs_data
@@ -175,8 +191,16 @@ def test_submitit_local_launcher_runs_a_two_job_sweep(smoke_store):
     """The submitit path (Slurm's code path, with submitit's local executor): 2 jobs in their own processes."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     store = smoke_store
-    run_sweep(store, "smoke_submitit", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
-              "model.success_rate=0.9", "benchmark=arc_challenge", "variants=cora", "temperature=0.3,0.7")
+    run_sweep(
+        store,
+        "smoke_submitit",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5",
+        "model.success_rate=0.9",
+        "benchmark=arc_challenge",
+        "variants=cora",
+        "temperature=0.3,0.7",
+    )
     submitted = _job_metrics(store.uri, "smoke_submitit")
     basic = _job_metrics(store.uri, "smoke")
     assert len(submitted) == 2
@@ -195,22 +219,26 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
         by_set.setdefault((r.data.tags["variants"], r.data.tags["benchmark"]), []).append(set(r.data.metrics))
     for key, names in by_set.items():
         common, union = set.intersection(*names), set.union(*names)
-        optional = {n for n in union - common if n in ("rws", "rws_lo", "rws_hi")  # with rws, its interval
-                    or re.fullmatch(r"sc_bin_\d+_of_\d+_acc", n)}
+        optional = {
+            n
+            for n in union - common
+            if n in ("rws", "rws_lo", "rws_hi")  # with rws, its interval
+            or re.fullmatch(r"sc_bin_\d+_of_\d+_acc", n)
+        }
         assert union - common == optional, f"{key}: names logged by only some runs: {sorted(union - common)}"
         assert all("@" not in n for n in union), f"{key}: '@' must be logged as '_at_'"
 
 
-
 # ---------------------------------------------------------------- composed once before the first job
+
 
 def _composed_both_ways(name: str, cli: list[str]):
     """Every job of a sweep as our loader composes it (src/config/sweep_compose.py: once per group choice) and as Hydra's
     own loader does (the whole composition per job), hydra node included: each a config's YAML or the error."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from src.sweep.callback import sweep_jobs
     from src.config.sweep_compose import GroupCachingConfigLoader
+    from src.sweep.callback import sweep_jobs
 
     def shown(load, master, job):
         try:
@@ -228,11 +256,14 @@ def _composed_both_ways(name: str, cli: list[str]):
     return fast, whole
 
 
-@pytest.mark.parametrize("cli", [
-    # plain keys (one composition per benchmark x variant set), a group, a value check_config refuses later
-    ["model.success_rate=0.9", "temperature=0.7", "prompt=cora", "limit=0"],
-    ["model.success_rate=0.6", "temperature=0.3", "~stats"],  # not a plain key=value: every job composed whole
-])
+@pytest.mark.parametrize(
+    "cli",
+    [
+        # plain keys (one composition per benchmark x variant set), a group, a value check_config refuses later
+        ["model.success_rate=0.9", "temperature=0.7", "prompt=cora", "limit=0"],
+        ["model.success_rate=0.6", "temperature=0.3", "~stats"],  # not a plain key=value: every job composed whole
+    ],
+)
 def test_the_callback_composes_each_job_as_hydra_does(cli):
     fast, whole = _composed_both_ways("smoke", cli)
     assert len(fast) == 6 and all(not cfg.startswith(("ConfigCompositionException", "Error")) for _, cfg in fast)
@@ -263,8 +294,13 @@ def test_the_pre_check_composes_a_command_line_sweep_once_per_group_choice(monke
         return composing(self, *args, **kwargs)
 
     monkeypatch.setattr(ConfigLoaderImpl, "_load_configuration_impl", counted)
-    axes = ["model=simulated", "benchmark=arc_challenge,commonsenseqa", "variants=cora,perm_all",
-            "temperature=0.3,0.7", "model.success_rate=0.6,0.9"]
+    axes = [
+        "model=simulated",
+        "benchmark=arc_challenge,commonsenseqa",
+        "variants=cora,perm_all",
+        "temperature=0.3,0.7",
+        "model.success_rate=0.6,0.9",
+    ]
     for extra, compositions in (([], 1 + 4), (["~stats"], 1 + 16)):  # `~key` is no plain override: whole
         jobs = split_sweep(axes + extra)
         whole = [OmegaConf.to_yaml(compose_job(job)) for job in jobs]
@@ -318,8 +354,9 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
     from hydra_plugins.mcq_consistency_sweeper import PrecheckedSweeper
 
     validated = []
-    monkeypatch.setattr(PrecheckedSweeper.__bases__[0], "validate_batch_is_legal",
-                        lambda self, batch: validated.append(list(batch)))
+    monkeypatch.setattr(
+        PrecheckedSweeper.__bases__[0], "validate_batch_is_legal", lambda self, batch: validated.append(list(batch))
+    )
     callback = sweep_callback.MlflowSweepCallback()
     callback.composed = {("seed=0",)}
     batch = [["seed=0"], ["seed=1"]]
@@ -346,17 +383,22 @@ def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_cachin
         compose("config")  # Hydra's plugin scan, which executes the plugin modules again: then the classes it uses
         from hydra_plugins.mcq_consistency_sweeper import PrecheckedSweeper
 
-        monkeypatch.setattr(PrecheckedSweeper.__bases__[0], "setup", lambda self, *, hydra_context, task_function,
-                            config: given.append(hydra_context.config_loader))
+        monkeypatch.setattr(
+            PrecheckedSweeper.__bases__[0],
+            "setup",
+            lambda self, *, hydra_context, task_function, config: given.append(hydra_context.config_loader),
+        )
         hydras = GlobalHydra.instance().config_loader()
         context = HydraContext(config_loader=hydras, callbacks=None)
 
-        launcher_only = OmegaConf.create({"hydra": {"launcher": {"_target_": "hydra._internal.core_plugins."
-                                                                             "basic_launcher.BasicLauncher"}}})
+        launcher_only = OmegaConf.create(
+            {"hydra": {"launcher": {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}}}
+        )
 
         def set_up():
-            PrecheckedSweeper(max_batch_size=None, params=None).setup(hydra_context=context, task_function=None,
-                                                                      config=launcher_only)
+            PrecheckedSweeper(max_batch_size=None, params=None).setup(
+                hydra_context=context, task_function=None, config=launcher_only
+            )
 
         set_up()  # no command holds a sweep state: no callback
         callback, ours = sweep_callback.MlflowSweepCallback(), GroupCachingConfigLoader.wrap(hydras)
@@ -373,13 +415,17 @@ def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_cachin
 
 # ---------------------------------------------------------------- the sweep's parent run: resumed, closed, summarised
 
+
 def _start_sweep(uri: str, sweep_dir, *extra: str):
     """The sweep callback's start, in-process, for a one-job multirun into `uri` (no job runs)."""
     from src.sweep.callback import MlflowSweepCallback
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["model=simulated", "limit=2", f"tracking.uri={uri}",
-                                           f"hydra.sweep.dir={sweep_dir}", *extra], return_hydra_config=True)
+        cfg = compose(
+            "config",
+            overrides=["model=simulated", "limit=2", f"tracking.uri={uri}", f"hydra.sweep.dir={sweep_dir}", *extra],
+            return_hydra_config=True,
+        )
         callback = MlflowSweepCallback()
         callback.on_multirun_start(cfg)
     return callback
@@ -401,13 +447,21 @@ def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_pat
     rerun = _start_sweep(uri, tmp_path / "third")
     assert (rerun.parent_id, rerun.sweep_id) == (fresh.parent_id, fresh.sweep_id)
     assert read_sweep_info(tmp_path / "third")["parent_run_id"] == fresh.parent_id  # what its jobs will read
-    write_outcome(tmp_path / "third" / "0", num=0, overrides=["seed=0"], invocation=rerun.invocation,
-                  status="failed", run_id=None, error="config key x: broken")
+    write_outcome(
+        tmp_path / "third" / "0",
+        num=0,
+        overrides=["seed=0"],
+        invocation=rerun.invocation,
+        status="failed",
+        run_id=None,
+        error="config key x: broken",
+    )
     capsys.readouterr()
     assert rerun.finish(interrupted=False) == 2
     summary = capsys.readouterr().err.splitlines()
-    assert summary[0] == (f"sweep {rerun.sweep_id}: 1 job(s), 0 finished, 0 skipped, 1 failed; parent run "
-                          f"{rerun.parent_id} FAILED")
+    assert summary[0] == (
+        f"sweep {rerun.sweep_id}: 1 job(s), 0 finished, 0 skipped, 1 failed; parent run {rerun.parent_id} FAILED"
+    )
     assert summary[1].split() == ["#0", "failed", "-", "seed=0:", "config", "key", "x:", "broken"]
     client, parents = mlflow_runs(uri, kind="sweep")
     status = {p.info.run_id: p.info.status for p in parents}
@@ -416,8 +470,15 @@ def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_pat
 
 
 def test_a_sweep_checks_weights_and_benchmark_files_before_its_first_job(run_cli):
-    proc = run_cli("model=gemma3_270m", "model.package_module=mcq_no_such_weights_pkg", "benchmark=generic",
-                   "benchmark.path=/nonexistent/questions.jsonl", "seed=0,1", multirun=True, check=False)
+    proc = run_cli(
+        "model=gemma3_270m",
+        "model.package_module=mcq_no_such_weights_pkg",
+        "benchmark=generic",
+        "benchmark.path=/nonexistent/questions.jsonl",
+        "seed=0,1",
+        multirun=True,
+        check=False,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
     assert len(lines) == 3, proc.stderr

@@ -6,6 +6,7 @@ One real `mlflow server` for the module (it takes ~20 s to start). The outage is
 that the test stops and starts: for the jobs, exactly a server that died (connections reset, then refused) and
 came back, without paying a second server start.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,7 +58,7 @@ class Forwarder:
         while self._listener is listener:
             try:
                 client, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -102,11 +103,28 @@ def server(tmp_path_factory, empty_mlflow_db):
     root = tmp_path_factory.mktemp("mlflow-server")
     shutil.copyfile(empty_mlflow_db, root / "mlflow.db")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                             "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination",
-                             str(root / "artifacts"), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"), start_new_session=True,
-                            env={**os.environ, **SERVER_ENV})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{root}/mlflow.db",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(root / "server.log", "w"),
+        start_new_session=True,
+        env={**os.environ, **SERVER_ENV},
+    )
     try:
         deadline = time.time() + 120
         while True:
@@ -130,8 +148,10 @@ def server(tmp_path_factory, empty_mlflow_db):
 def running_jobs(db: Path) -> int:
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            return conn.execute("SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
-                                "r.status = 'RUNNING' AND t.key = 'kind' AND t.value = 'job'").fetchone()[0]
+            return conn.execute(
+                "SELECT COUNT(*) FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid WHERE "
+                "r.status = 'RUNNING' AND t.key = 'kind' AND t.value = 'job'"
+            ).fetchone()[0]
     except sqlite3.OperationalError:
         return 0
 
@@ -143,18 +163,38 @@ def test_server_killed_mid_sweep(server, tmp_path):
 
     def sweep(name: str, *extra: str) -> subprocess.Popen:
         # 2 jobs; each asks 8 questions at 0.4 s a question, so the first is computing when the server goes
-        cmd = [sys.executable, "-m", "src.run", "-m", "model=simulated", "model.delay_s=0.4", "limit=8", "seed=0,1",
-               f"tracking.uri={server.uri}", f"tracking.experiment={name}", "tracking.retry_budget_s=3",
-               f"tracking.offline_dir={tmp_path}/{name}.offline", f"cache.path={tmp_path}/{name}-cache.db",
-               f"hydra.sweep.dir={tmp_path}/{name}", *extra]
-        return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"})
+        cmd = [
+            sys.executable,
+            "-m",
+            "src.run",
+            "-m",
+            "model=simulated",
+            "model.delay_s=0.4",
+            "limit=8",
+            "seed=0,1",
+            f"tracking.uri={server.uri}",
+            f"tracking.experiment={name}",
+            "tracking.retry_budget_s=3",
+            f"tracking.offline_dir={tmp_path}/{name}.offline",
+            f"cache.path={tmp_path}/{name}-cache.db",
+            f"hydra.sweep.dir={tmp_path}/{name}",
+            *extra,
+        ]
+        return subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MCQ_DATA_DIR": str(DATA_DIR), "TQDM_DISABLE": "1"},
+        )
 
     failing, offline = sweep("outage-fail"), sweep("outage-offline", "tracking.on_outage=offline")
     deadline = time.time() + 180
     while running_jobs(server.db) < 2:  # both sweeps' first job has its run and is computing
-        assert time.time() < deadline and failing.poll() is None and offline.poll() is None, \
-            (failing.poll() is not None and failing.communicate()) or offline.communicate()
+        assert time.time() < deadline and failing.poll() is None and offline.poll() is None, (
+            failing.poll() is not None and failing.communicate()
+        ) or offline.communicate()
         time.sleep(0.2)
     server.stop()
     killed_at = time.time()
@@ -183,10 +223,13 @@ def test_server_killed_mid_sweep(server, tmp_path):
     assert sync(["--offline-dir", f"{tmp_path}/outage-fail.offline"]) == 0
     assert sync(["--offline-dir", f"{tmp_path}/outage-offline.offline"]) == 0  # a second sync uploads nothing twice
     client = MlflowClient(tracking_uri=server.uri)
-    runs = {name: client.search_runs([client.get_experiment_by_name(name).experiment_id])
-            for name in ("outage-fail", "outage-offline")}
-    assert not [(r.info.run_id, r.data.tags) for rs in runs.values() for r in rs if r.info.status == "RUNNING"], \
+    runs = {
+        name: client.search_runs([client.get_experiment_by_name(name).experiment_id])
+        for name in ("outage-fail", "outage-offline")
+    }
+    assert not [(r.info.run_id, r.data.tags) for rs in runs.values() for r in rs if r.info.status == "RUNNING"], (
         err_fail + err_off
+    )
     kinds = lambda rs, kind: [r for r in rs if r.data.tags.get("kind") == kind]  # noqa: E731
     (parent,) = kinds(runs["outage-fail"], "sweep")
     assert parent.info.status == "FAILED"

@@ -1,5 +1,6 @@
 """The validity contract: every (scoring, variant set) a run accepts asks distinct prompts for distinct orders;
 the others are refused before any compute, in one line, in single runs and in sweeps."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,15 +24,22 @@ def items_for(*overrides: str):
     from omegaconf import OmegaConf
 
     from src.benchmarks import load_benchmark
-    from src.core.prompts import PromptTemplate
     from src.config.schema import check_config
+    from src.core.prompts import PromptTemplate
     from src.job.runner import build_items
 
     cfg = compose_job("model=simulated", "limit=6", *overrides)
     check_config(cfg)
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    questions = load_benchmark(
+        bench.pop("name"),
+        path=bench.pop("path", None),
+        split=bench.pop("split", None),
+        data_dir=cfg.data_dir,
+        seed=cfg.seed,
+        limit=cfg.limit,
+        options=bench,
+    )
     return build_items(cfg, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
 
 
@@ -78,16 +86,18 @@ def test_sampling_rules():
         check_validity(scoring="generate", variants={"name": "original"}, temperature=0.0, repetitions=10)
     check_validity(scoring="logprob", variants={"name": "cora"}, temperature=0.7, repetitions=10)
     check_validity(scoring="cloze_shown", variants={"name": "cora"}, temperature=0.0, repetitions=1)
-    check_validity(scoring="cloze", variants={"name": "revas_true_false", "with_reorder": False}, temperature=0.0,
-                   repetitions=1)
+    check_validity(
+        scoring="cloze", variants={"name": "revas_true_false", "with_reorder": False}, temperature=0.0, repetitions=1
+    )
 
 
 @pytest.mark.slow
 def test_refused_single_run_and_sweep_say_so_in_one_line_before_any_compute(run_cli):
     proc = run_cli("model=simulated", "scoring=cloze", "variants=perm_cyclic", check=False)
     assert_one_line_error(proc, "scoring=cloze", "variants=perm_cyclic", "cloze_shown")
-    sweep = run_cli("model=simulated", "scoring=cloze,generate", "variants=original,cora", "limit=2",
-                    multirun=True, check=False)
+    sweep = run_cli(
+        "model=simulated", "scoring=cloze,generate", "variants=original,cora", "limit=2", multirun=True, check=False
+    )
     assert sweep.returncode == 2
     # refused by the command line's check before Hydra starts (the same check_config the sweep and the job run)
     lines = [ln for ln in sweep.stderr.splitlines() if ln.startswith("error: ")]
@@ -114,8 +124,17 @@ def test_mmlu_cora_run_logs_questions_left_out_and_keeps_references(run_job_in, 
     assert metrics["n_excluded_refs_excluded"] == 0
     assert "had variants of cora left out (option_refs)" in caplog.text
     records = pd.read_parquet(client.download_artifacts(run.info.run_id, "records.parquet"))
-    questions = {q.id: q for q in load_benchmark("mmlu", path=None, data_dir=str(DATA_DIR), seed=0, limit=None,
-                                                 options={"subjects": ["moral_disputes", "conceptual_physics"]})}
+    questions = {
+        q.id: q
+        for q in load_benchmark(
+            "mmlu",
+            path=None,
+            data_dir=str(DATA_DIR),
+            seed=0,
+            limit=None,
+            options={"subjects": ["moral_disputes", "conceptual_physics"]},
+        )
+    }
     checked = 0
     for qid, order in zip(records.question_id, records.option_order):
         q, order = questions[qid], list(order)

@@ -1,4 +1,5 @@
 """CoRA divergent set: counts, kinds, label maps and determinism."""
+
 from collections import Counter
 
 import pytest

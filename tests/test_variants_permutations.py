@@ -1,4 +1,5 @@
 """Fluctuation permutation sets: counts, reference orders, METRICS.md's random.sample rule, perm_all sharing."""
+
 import itertools
 import math
 import random
@@ -18,8 +19,14 @@ def q(n=4, answer=1, qid="q1"):
     return Question(id=qid, question="Which?", options=tuple(f"option {i}" for i in range(n)), answer=answer)
 
 
-EXPECTED_COUNTS = {"original": lambda n: 1, "oi": lambda n: 2, "cyclic": lambda n: n, "random2": lambda n: 2,
-                   "randomL": lambda n: n, "full": math.factorial}
+EXPECTED_COUNTS = {
+    "original": lambda n: 1,
+    "oi": lambda n: 2,
+    "cyclic": lambda n: n,
+    "random2": lambda n: 2,
+    "randomL": lambda n: n,
+    "full": math.factorial,
+}
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
@@ -52,7 +59,9 @@ def test_random_sets_follow_metrics_md(n, size_of):
     every = list(itertools.permutations(range(n)))
     expected = random.Random(0).sample(every, min(size_of(n), len(every)))
     assert random_permutations(n, size_of(n), perm_seed=0) == expected
-    assert random_permutations(n, size_of(n), perm_seed=3) == random.Random(3).sample(every, min(size_of(n), len(every)))
+    assert random_permutations(n, size_of(n), perm_seed=3) == random.Random(3).sample(
+        every, min(size_of(n), len(every))
+    )
 
 
 def test_random_sets_are_the_same_for_every_question_and_seed():

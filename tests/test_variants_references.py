@@ -1,6 +1,7 @@
 """Options that refer to other options, NOTA beside a none-like option and duplicate texts (METRICS.md,
 "Validity rules"): the detector, the option_refs policies in every variant set, and the variants of
 ordinary questions unchanged from before the rules existed."""
+
 import json
 import os
 import re
@@ -13,11 +14,20 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from src.variants import (FILLER, NOTA, VARIANT_SETS, VariantPlan, duplicate_option_groups, has_option_refs,
-                          make_variants, option_refs, plan_variants)
+from src.variants import (
+    FILLER,
+    NOTA,
+    VARIANT_SETS,
+    VariantPlan,
+    duplicate_option_groups,
+    has_option_refs,
+    make_variants,
+    option_refs,
+    plan_variants,
+)
 from src.variants.revas import FILLER_TEXTS, fillers_for
 
-from .conftest import DATA_DIR, REPO, needs_data, examples
+from .conftest import DATA_DIR, REPO, examples, needs_data
 
 
 def q(options, answer=0, qid="q1", question="Which?"):
@@ -68,21 +78,36 @@ def honours(question, variant):
 # --- the detector ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, quantifier, none_like", [
-    ("All of the above", "all", False), ("all of the above.", "all", False), ("NONE OF THE ABOVE", "none", True),
-    ("None of these", "none", True), ("None of these answers", "none", True), ("All the above", "all", False),
-    ("Both of the above", "both", False), ("Neither of these.", "neither", True), ("All of these options.", "all", False),
-    ("none of above", "none", True), ("Any of the above", "any", False), ("All of the above are correct.", "all", False),
-    ("All of them", "all", False), ("Both of them", "both", False), ("None of the options given is correct", "none", True),
-    ("Both", "both", False), ("Neither", "neither", True), ("d)\tnone of the above", "none", True),
-    # the sentence goes on (MMLU nutrition, conceptual_physics, security_studies, high_school_physics)
-    ("All of the above were among the causes.", "all", False),
-    ("None of these for the moon does not rotate", "none", True),
-    ("All of these options. To make non-compliance too costly ...", "all", False),
-    ("Any 2 of the above values", "any", False),
-    ("None of the above - HIV/AIDS is a traditional issue.", "none", True),
-    ("Neither of the above, because x", "neither", True),
-])
+@pytest.mark.parametrize(
+    "text, quantifier, none_like",
+    [
+        ("All of the above", "all", False),
+        ("all of the above.", "all", False),
+        ("NONE OF THE ABOVE", "none", True),
+        ("None of these", "none", True),
+        ("None of these answers", "none", True),
+        ("All the above", "all", False),
+        ("Both of the above", "both", False),
+        ("Neither of these.", "neither", True),
+        ("All of these options.", "all", False),
+        ("none of above", "none", True),
+        ("Any of the above", "any", False),
+        ("All of the above are correct.", "all", False),
+        ("All of them", "all", False),
+        ("Both of them", "both", False),
+        ("None of the options given is correct", "none", True),
+        ("Both", "both", False),
+        ("Neither", "neither", True),
+        ("d)\tnone of the above", "none", True),
+        # the sentence goes on (MMLU nutrition, conceptual_physics, security_studies, high_school_physics)
+        ("All of the above were among the causes.", "all", False),
+        ("None of these for the moon does not rotate", "none", True),
+        ("All of these options. To make non-compliance too costly ...", "all", False),
+        ("Any 2 of the above values", "any", False),
+        ("None of the above - HIV/AIDS is a traditional issue.", "none", True),
+        ("Neither of the above, because x", "neither", True),
+    ],
+)
 def test_block_references(text, quantifier, none_like):
     question = q(["red", "green", text] if quantifier in ("both", "neither") else ["red", "green", "blue", text])
     ref = option_refs(question)[-1]
@@ -90,19 +115,41 @@ def test_block_references(text, quantifier, none_like):
     assert ref.refs == frozenset(range(question.n_options - 1))
 
 
-@pytest.mark.parametrize("text, named, quantifier", [
-    ("A and B", {0, 1}, "and"), ("both A and B", {0, 1}, "and"), ("Both A and C.", {0, 2}, "and"),
-    ("neither A nor B", {0, 1}, "neither"), ("A, B and C", {0, 1, 2}, "and"), ("A, B, and C", {0, 1, 2}, "and"),
-    ("A & B", {0, 1}, "and"), ("A or B", {0, 1}, "or"), ("either A or B", {0, 1}, "or"), ("only A", {0}, "only"),
-    ("A and B only", {0, 1}, "and"), ("1 and 2", {0, 1}, "and"), ("both 1 and 3", {0, 2}, "and"),
-    ("(1) and (2)", {0, 1}, "and"), ("(a) and (b)", {0, 1}, "and"), ("Both (a) and (b)", {0, 1}, "and"),
-    ("Neither (a) nor (b).", {0, 1}, "neither"), ("(A), (B), and (C)", {0, 1, 2}, "and"), ("Options A and B", {0, 1}, "and"),
-    ("Both A & C", {0, 2}, "and"), ("Both option 2 and 3", {1, 2}, "and"), ("a. and c. above", {0, 2}, "and"),
-    ("Both A and C are correct", {0, 2}, "and"), ("(A) and (B) both in the same way.", {0, 1}, "and"),
-    ("(A), (B), and (C) are part of the theory", {0, 1, 2}, "and"), ("neither A nor B, since x", {0, 1}, "neither"),
-    ("1 and 3 only", {0, 2}, "and"), ("All of (a) to (c) are disadvantages.", {0, 1, 2}, "and"),
-    ("all of 1-3", {0, 1, 2}, "and"), ("Any of A-C", {0, 1, 2}, "or"),
-])
+@pytest.mark.parametrize(
+    "text, named, quantifier",
+    [
+        ("A and B", {0, 1}, "and"),
+        ("both A and B", {0, 1}, "and"),
+        ("Both A and C.", {0, 2}, "and"),
+        ("neither A nor B", {0, 1}, "neither"),
+        ("A, B and C", {0, 1, 2}, "and"),
+        ("A, B, and C", {0, 1, 2}, "and"),
+        ("A & B", {0, 1}, "and"),
+        ("A or B", {0, 1}, "or"),
+        ("either A or B", {0, 1}, "or"),
+        ("only A", {0}, "only"),
+        ("A and B only", {0, 1}, "and"),
+        ("1 and 2", {0, 1}, "and"),
+        ("both 1 and 3", {0, 2}, "and"),
+        ("(1) and (2)", {0, 1}, "and"),
+        ("(a) and (b)", {0, 1}, "and"),
+        ("Both (a) and (b)", {0, 1}, "and"),
+        ("Neither (a) nor (b).", {0, 1}, "neither"),
+        ("(A), (B), and (C)", {0, 1, 2}, "and"),
+        ("Options A and B", {0, 1}, "and"),
+        ("Both A & C", {0, 2}, "and"),
+        ("Both option 2 and 3", {1, 2}, "and"),
+        ("a. and c. above", {0, 2}, "and"),
+        ("Both A and C are correct", {0, 2}, "and"),
+        ("(A) and (B) both in the same way.", {0, 1}, "and"),
+        ("(A), (B), and (C) are part of the theory", {0, 1, 2}, "and"),
+        ("neither A nor B, since x", {0, 1}, "neither"),
+        ("1 and 3 only", {0, 2}, "and"),
+        ("All of (a) to (c) are disadvantages.", {0, 1, 2}, "and"),
+        ("all of 1-3", {0, 1, 2}, "and"),
+        ("Any of A-C", {0, 1, 2}, "or"),
+    ],
+)
 def test_letter_references(text, named, quantifier):
     question = q(["Mercaptan", "Silicone", "Reversible hydrocolloid", text, "Agar"])
     ref = option_refs(question)[3]
@@ -115,38 +162,55 @@ def test_all_except_speaks_of_every_other_option():
     assert ref.kind == "letters" and ref.quantifier == "except" and ref.refs == {0, 1, 2}
 
 
-@pytest.mark.parametrize("options", [
-    ["A. Lincoln", "G. Washington", "T. Jefferson", "J. Adams"],
-    ["Vitamin A and B12", "Vitamin C", "Vitamin D", "Iron"],
-    ["A and C", "B6 and B12", "B6 and D", "B12 and E"],  # vitamins (MMLU human_aging 14)
-    ["1 and 2", "1 and 0.5", "2 and -0.5", "1 and -3"],  # roots (MMLU econometrics 19)
-    ["1 only", "2 only", "0 and 1 only", "0, 1, and 2 only"],  # dimensions
-    ["A and B only.", "A and C only.", "B and C only.", "A B and C."],  # every option a label list: the stem's items
-    ["I only", "II only", "I and III", "I, II, and III"],  # Roman numerals: the stem's statements
-    ["ab", "cd", "bd", "ac"], ["a,c,d,b", "b,c,a,d", "d,a,c,b", "c,a,b,d"],  # sequences of the stem's items
-    ["E and F", "x", "y", "z"],  # names options that do not exist
-    ["AML", "ALL", "CML", "CLL"],  # leukaemias, not "all"
-    ["All the King's Men", "above average", "None of the offspring will be affected", "Both plans are random"],
-    ["guilty of both larceny and conspiracy", "neither the burden of production nor of persuasion", "x", "y"],
-    # near-misses with trailing words: the question's subject, articles, content that looks like labels
-    ["none of them are successful.", "some, but not all of them are successful.", "all are successful.", "x"],
-    ["Only a single virus", "Having 5 genera", "Only three viruses", "x"],
-    ["a molten core", "fast rotation", "an atmosphere", "both a molten core and fast rotation"],
-    ["all a part of one body.", "all a part of God.", "x", "y"],
-    ["Both are concerned with the law in action.", "Both are anti-formalist.", "x", "y"],
-    ["Only the maker of the car and the retailer.", "Only the maker of the car.", "Only the retailer.",
-     "All three defendants."],
-    ["1,2-dichlorobenzene", "1,3-dichlorobenzene", "2,4-dichlorobenzene", "1,4-dichlorobenzene"],
-    ["(1, 6)", "(-1, 4)", "(3, 2)", "(-4, 3)"],
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["A. Lincoln", "G. Washington", "T. Jefferson", "J. Adams"],
+        ["Vitamin A and B12", "Vitamin C", "Vitamin D", "Iron"],
+        ["A and C", "B6 and B12", "B6 and D", "B12 and E"],  # vitamins (MMLU human_aging 14)
+        ["1 and 2", "1 and 0.5", "2 and -0.5", "1 and -3"],  # roots (MMLU econometrics 19)
+        ["1 only", "2 only", "0 and 1 only", "0, 1, and 2 only"],  # dimensions
+        [
+            "A and B only.",
+            "A and C only.",
+            "B and C only.",
+            "A B and C.",
+        ],  # every option a label list: the stem's items
+        ["I only", "II only", "I and III", "I, II, and III"],  # Roman numerals: the stem's statements
+        ["ab", "cd", "bd", "ac"],
+        ["a,c,d,b", "b,c,a,d", "d,a,c,b", "c,a,b,d"],  # sequences of the stem's items
+        ["E and F", "x", "y", "z"],  # names options that do not exist
+        ["AML", "ALL", "CML", "CLL"],  # leukaemias, not "all"
+        ["All the King's Men", "above average", "None of the offspring will be affected", "Both plans are random"],
+        ["guilty of both larceny and conspiracy", "neither the burden of production nor of persuasion", "x", "y"],
+        # near-misses with trailing words: the question's subject, articles, content that looks like labels
+        ["none of them are successful.", "some, but not all of them are successful.", "all are successful.", "x"],
+        ["Only a single virus", "Having 5 genera", "Only three viruses", "x"],
+        ["a molten core", "fast rotation", "an atmosphere", "both a molten core and fast rotation"],
+        ["all a part of one body.", "all a part of God.", "x", "y"],
+        ["Both are concerned with the law in action.", "Both are anti-formalist.", "x", "y"],
+        [
+            "Only the maker of the car and the retailer.",
+            "Only the maker of the car.",
+            "Only the retailer.",
+            "All three defendants.",
+        ],
+        ["1,2-dichlorobenzene", "1,3-dichlorobenzene", "2,4-dichlorobenzene", "1,4-dichlorobenzene"],
+        ["(1, 6)", "(-1, 4)", "(3, 2)", "(-4, 3)"],
+    ],
+)
 def test_not_references(options):
     assert not has_option_refs(q(options))
 
 
 def test_letters_the_question_uses_as_names_are_not_references():
     stem = "Two events A and B each have a nonzero probability. If A and B are independent, which is true?"
-    options = ["P(A and B) = P(A) P(B)", "A and B may or may not be mutually exclusive.",
-               "A and B must be mutually exclusive.", "x"]
+    options = [
+        "P(A and B) = P(A) P(B)",
+        "A and B may or may not be mutually exclusive.",
+        "A and B must be mutually exclusive.",
+        "x",
+    ]
     assert not has_option_refs(q(options, question=stem))
     assert option_refs(q(options, question="Which is true?"))[1].kind == "letters"
 
@@ -233,11 +297,14 @@ def test_of_the_above_stays_last_and_shuffles_move_free_options():
     assert next(v for v in plan.variants if v.variant_id == "nota_2").option_order == (0, 1, 2, NOTA)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("perm_cyclic", [(0, 1, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3)]),
-    ("perm_oi", [(0, 1, 2, 3), (2, 1, 0, 3)]),
-    ("perm_full", [(0, 1, 2, 3), (0, 2, 1, 3), (1, 0, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3), (2, 1, 0, 3)]),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("perm_cyclic", [(0, 1, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3)]),
+        ("perm_oi", [(0, 1, 2, 3), (2, 1, 0, 3)]),
+        ("perm_full", [(0, 1, 2, 3), (0, 2, 1, 3), (1, 0, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3), (2, 1, 0, 3)]),
+    ],
+)
 def test_permutation_sets_over_the_free_options(name, expected):
     plan = plan_variants({"name": name}, NOTA_LAST, seed=0)
     assert [v.option_order for v in plan.variants] == expected
@@ -256,7 +323,7 @@ def test_random_sets_sample_the_free_options():
 
 @pytest.mark.parametrize("block", ["All of the above", "None of the above"])
 def test_of_the_above_before_an_ordinary_option_freezes_every_order(block):
-    """"... of the above" in the second-to-last slot with an ordinary option after it: the last option is not
+    """ "... of the above" in the second-to-last slot with an ordinary option after it: the last option is not
     "above" it in the original, and no other order keeps what it says, so every permutation set is the
     original order alone and the rest is counted; at the end of the list the options above it shuffle."""
     options = ["green", "blue", "red", block, "teal"]
@@ -347,16 +414,18 @@ def test_fillers_before_the_block_and_only_when_its_truth_holds():
     none_last = plan_variants({"name": "revas_option_count", "levels": [8]}, NOTA_LAST, seed=0)
     assert all(v.option_order[-1] == 3 for v in none_last.variants if v.level == 8)
     both = q(["x", "y", "Both of these", "Neither of these"], answer=0)
-    assert not [v for v in plan_variants({"name": "revas_option_count", "levels": [6]}, both, seed=0).variants
-                if v.level == 6]
+    assert not [
+        v for v in plan_variants({"name": "revas_option_count", "levels": [6]}, both, seed=0).variants if v.level == 6
+    ]
 
 
 def test_misleading_replacement_keeps_references():
     answers = {"all_wrong": 1}
     plan = plan_variants({"name": "revas_misleading", "source_run": "r", "source_answers": answers}, ALL_WRONG, seed=0)
     assert plan.variants == [] and plan.excluded == {"option_refs": 1}  # "All of these" would cover a filler
-    chose_block = plan_variants({"name": "revas_misleading", "source_run": "r", "source_answers": {"all_wrong": 3}},
-                                ALL_WRONG, seed=0)
+    chose_block = plan_variants(
+        {"name": "revas_misleading", "source_run": "r", "source_answers": {"all_wrong": 3}}, ALL_WRONG, seed=0
+    )
     assert [v.option_order for v in chose_block.variants] == [(0, 1, 2, FILLER)]
 
 
@@ -366,8 +435,9 @@ def test_duplicates_only_original_shows_both_copies():
         for v in plan.variants:
             if v.kind != "original" and v.fmt != "true_false":
                 assert not {0, 2} <= set(v.option_order), (name, v.variant_id)
-        shown_twice = [v for v in make_variants(cfg(name), DUP, seed=0)
-                       if v.kind != "original" and {0, 2} <= set(v.option_order)]
+        shown_twice = [
+            v for v in make_variants(cfg(name), DUP, seed=0) if v.kind != "original" and {0, 2} <= set(v.option_order)
+        ]
         assert plan.excluded.get("duplicate_options", 0) == len(shown_twice), name
     cora = plan_variants({"name": "cora"}, DUP, seed=0)
     ids = {v.variant_id for v in cora.variants}  # distractors 0, 2, 3: NOTA must replace a copy
@@ -375,14 +445,17 @@ def test_duplicates_only_original_shows_both_copies():
 
 
 def test_policies():
-    assert plan_variants({"name": "cora"}, BOTH, seed=0, option_refs="exclude") == VariantPlan([], {"refs_excluded": 20})
+    assert plan_variants({"name": "cora"}, BOTH, seed=0, option_refs="exclude") == VariantPlan(
+        [], {"refs_excluded": 20}
+    )
     assert plan_variants({"name": "original"}, BOTH, seed=0, option_refs="exclude").excluded == {"refs_excluded": 1}
     ignored = plan_variants({"name": "cora"}, BOTH, seed=0, option_refs="ignore")
     assert ignored == VariantPlan(make_variants({"name": "cora"}, BOTH, seed=0), {})
     plain = q(["a", "b", "c", "d"], answer=2)
     for policy in ("keep_rules", "exclude", "ignore"):
         assert plan_variants({"name": "cora"}, plain, seed=0, option_refs=policy) == VariantPlan(
-            make_variants({"name": "cora"}, plain, seed=0), {})
+            make_variants({"name": "cora"}, plain, seed=0), {}
+        )
     with pytest.raises(UserError, match=r"config key option_refs: .*; choose keep_rules, exclude or ignore"):
         plan_variants({"name": "cora"}, plain, seed=0, option_refs="drop")
     with pytest.raises(UserError, match="variants"):
@@ -422,8 +495,14 @@ def _ordinary_questions():
     out = []
     for i in range(24):
         n = 2 + i % 5
-        out.append(Question(id=f"s{i}", question=f"Pick {i}?", options=tuple(f"opt {i}-{j} {rng.random():.3f}" for j in range(n)),
-                            answer=rng.randrange(n)))
+        out.append(
+            Question(
+                id=f"s{i}",
+                question=f"Pick {i}?",
+                options=tuple(f"opt {i}-{j} {rng.random():.3f}" for j in range(n)),
+                answer=rng.randrange(n),
+            )
+        )
     if DATA_DIR.is_dir():
         from src.benchmarks import load_benchmark
 
@@ -461,11 +540,19 @@ def test_ordinary_questions_get_the_variants_of_before(tmp_path):
     subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
     questions = _ordinary_questions()
     sets = sorted(set(VARIANT_SETS) - {"perm_all"}) + ["perm_all"]
-    payload = json.dumps([{"id": x.id, "question": x.question, "options": list(x.options), "answer": x.answer}
-                          for x in questions])
+    payload = json.dumps(
+        [{"id": x.id, "question": x.question, "options": list(x.options), "answer": x.answer} for x in questions]
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", DUMP, str(tmp_path), json.dumps(sets)], input=payload,
-                          capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", DUMP, str(tmp_path), json.dumps(sets)],
+        input=payload,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=True,
+    )
     before = json.loads(proc.stdout)
     counts = Counter()
     for name in sets:
@@ -476,14 +563,29 @@ def test_ordinary_questions_get_the_variants_of_before(tmp_path):
             for policy in ("keep_rules", "ignore"):
                 plan = plan_variants(config, question, seed=3, option_refs=policy)
                 assert plan.excluded == {}
-                now = [(v.variant_id, v.kind, list(v.option_order), list(v.option_texts), v.correct_slot, v.fmt, v.level,
-                        [list(m) for m in v.memberships], v.asked_option) for v in plan.variants]
+                now = [
+                    (
+                        v.variant_id,
+                        v.kind,
+                        list(v.option_order),
+                        list(v.option_texts),
+                        v.correct_slot,
+                        v.fmt,
+                        v.level,
+                        [list(m) for m in v.memberships],
+                        v.asked_option,
+                    )
+                    for v in plan.variants
+                ]
                 assert len(now) == len(old), (name, question.id)
                 for new_row, old_row in zip(now, old):
                     old_row = list(old_row)
                     texts = [t if value != FILLER else "<filler>" for value, t in zip(new_row[2], new_row[3])]
                     old_texts = [t if value != FILLER else "<filler>" for value, t in zip(old_row[2], old_row[3])]
-                    assert (*new_row[:3], texts, *new_row[4:]) == (*old_row[:3], old_texts, *old_row[4:]), (name, question.id)
+                    assert (*new_row[:3], texts, *new_row[4:]) == (*old_row[:3], old_texts, *old_row[4:]), (
+                        name,
+                        question.id,
+                    )
                 counts[name] += len(now)
     assert all(counts[name] > 0 for name in sets if name != "revas_misleading")
 
@@ -495,8 +597,9 @@ def test_ordinary_questions_get_the_variants_of_before(tmp_path):
 def test_mmlu_cora_keeps_references():
     from src.benchmarks import load_benchmark
 
-    questions = load_benchmark("mmlu", path=None, data_dir=str(DATA_DIR),
-                               options={"subjects": ["moral_disputes", "conceptual_physics"]})
+    questions = load_benchmark(
+        "mmlu", path=None, data_dir=str(DATA_DIR), options={"subjects": ["moral_disputes", "conceptual_physics"]}
+    )
     assert len(questions) == 346 + 235
     left_out: Counter = Counter()
     with_refs = 0
@@ -515,13 +618,30 @@ def test_mmlu_cora_keeps_references():
     print(dict(left_out), with_refs)
 
 
-POOL = ["red", "green", "blue", "teal", "pink", "All of the above", "None of the above", "Both A and B",
-        "Neither A nor B", "A and C", "None", "All of these", "only B", "Red"]
+POOL = [
+    "red",
+    "green",
+    "blue",
+    "teal",
+    "pink",
+    "All of the above",
+    "None of the above",
+    "Both A and B",
+    "Neither A nor B",
+    "A and C",
+    "None",
+    "All of these",
+    "only B",
+    "Red",
+]
 
 
 @settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(POOL), min_size=2, max_size=6, unique=True), st.data(),
-       st.sampled_from([s for s in ALL_SETS if s not in ("perm_full", "perm_all")] + ["revas_misleading"]))
+@given(
+    st.lists(st.sampled_from(POOL), min_size=2, max_size=6, unique=True),
+    st.data(),
+    st.sampled_from([s for s in ALL_SETS if s not in ("perm_full", "perm_all")] + ["revas_misleading"]),
+)
 def test_rules_hold_on_any_mix_of_options(options, data, name):
     question = q(options, answer=data.draw(st.integers(0, len(options) - 1)), qid=f"h{len(options)}")
     config = cfg(name)

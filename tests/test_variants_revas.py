@@ -1,25 +1,25 @@
 """REVAS variant sets: counts, invariants (the answer survives, orders distinct, labels map back), the
 true/false and select-all formats, their parsers and the oracle's answers to them."""
+
 from collections import Counter
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from src.answer_formats import MULTI_SELECT, TRUE_FALSE, FormatRequest
+from src.answer_formats.multi_select import parse_label_set_with_rule
+from src.answer_formats.true_false import parse_yes_no_with_rule
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
 from src.common.errors import UserError
-from src.answer_formats import FormatRequest, MULTI_SELECT, TRUE_FALSE
-from src.answer_formats.multi_select import parse_label_set_with_rule
-from src.answer_formats.true_false import parse_yes_no_with_rule
 from src.core.prompts import PromptTemplate
 from src.core.questions import Question
 from src.variants import FILLER, NOTA, NOTA_TEXT, TF_LABELS, VARIANT_SETS, make_variants
 from src.variants.revas import FILLER_TEXTS, wrong_answers
 
-from .records_factory import records, trial
-
 from .conftest import examples
+from .records_factory import records, trial
 
 
 def q(n=4, answer=2, qid="q1", options=None):
@@ -65,7 +65,9 @@ def test_reorder_k_distinct_orders_original_first(n):
         make_variants({"name": "revas_reorder", "k": 7}, q(3), seed=0)
 
 
-@pytest.mark.parametrize("n, expected", [(4, 4 + 6 + 8 + 10 + 3 + 2), (5, 5 + 6 + 8 + 10 + 3 + 2), (2, 2 + 6 + 8 + 10 + 3)])
+@pytest.mark.parametrize(
+    "n, expected", [(4, 4 + 6 + 8 + 10 + 3 + 2), (5, 5 + 6 + 8 + 10 + 3 + 2), (2, 2 + 6 + 8 + 10 + 3)]
+)
 def test_option_count_levels(n, expected):
     question = q(n, answer=0)
     vs = make_variants({"name": "revas_option_count"}, question, seed=0)
@@ -121,7 +123,9 @@ def test_true_false_one_question_per_option():
     tf = [v for v in vs if v.fmt == "true_false"]
     assert [v.asked_option for v in tf] == [0, 1, 2, 3]
     assert [v.correct_label for v in tf] == ["No", "No", "Yes", "No"]
-    assert all(v.option_order == (v.asked_option,) and v.option_texts == (question.options[v.asked_option],) for v in tf)
+    assert all(
+        v.option_order == (v.asked_option,) and v.option_texts == (question.options[v.asked_option],) for v in tf
+    )
     assert len(make_variants({"name": "revas_true_false", "with_reorder": False}, question, seed=0)) == 4
 
 
@@ -132,14 +136,23 @@ def test_multi_select_and_misleading():
     (v,) = make_variants({"name": "revas_misleading", "source_run": "r", "source_answers": {"q1": 3}}, question, seed=0)
     assert v.option_order == (0, 1, 2, FILLER) and v.asked_option == 3 and v.option_texts[3] in FILLER_TEXTS
     assert v.correct_label == "C"
-    assert make_variants({"name": "revas_misleading", "source_run": "r", "source_answers": {"q9": 3}}, question, seed=0) == []
+    assert (
+        make_variants({"name": "revas_misleading", "source_run": "r", "source_answers": {"q9": 3}}, question, seed=0)
+        == []
+    )
     with pytest.raises(UserError, match="variants.source_run"):
         make_variants({"name": "revas_misleading", "source_run": None}, question, seed=0)
 
 
 def test_wrong_answers_from_source_records():
-    table = records([trial("a", answer=1), trial("b", answer=0), trial("c", answer=None),
-                     trial("d", answer=2, kind="nota", variant_id="nota_1")])
+    table = records(
+        [
+            trial("a", answer=1),
+            trial("b", answer=0),
+            trial("c", answer=None),
+            trial("d", answer=2, kind="nota", variant_id="nota_1"),
+        ]
+    )
     assert wrong_answers(table) == {"a": 1}
     with pytest.raises(UserError, match="original order"):
         wrong_answers(table[table.variant_kind == "nota"])
@@ -151,8 +164,7 @@ REVAS_GENERATORS = sorted(name for name in VARIANT_SETS if name.startswith("reva
 
 
 @settings(max_examples=examples(60), deadline=None)
-@given(st.integers(2, 7), st.data(), st.integers(0, 10_000),
-       st.sampled_from(REVAS_GENERATORS))
+@given(st.integers(2, 7), st.data(), st.integers(0, 10_000), st.sampled_from(REVAS_GENERATORS))
 def test_generators_keep_the_answer_and_are_seeded(n, data, seed, name):
     question = q(n, answer=data.draw(st.integers(0, n - 1)), qid=f"q{seed}")
     vs = make_variants({"name": name}, question, seed=seed)
@@ -164,7 +176,9 @@ def test_generators_keep_the_answer_and_are_seeded(n, data, seed, name):
     groups = {}
     for v in vs:
         if v.fmt == "mcq":
-            groups.setdefault((v.kind if v.kind not in ("original", "reorder") else "base", v.level), []).append(v.option_texts)
+            groups.setdefault((v.kind if v.kind not in ("original", "reorder") else "base", v.level), []).append(
+                v.option_texts
+            )
     for orders in groups.values():
         assert len(set(orders)) == len(orders)  # orders of one list are distinct
 
@@ -172,17 +186,44 @@ def test_generators_keep_the_answer_and_are_seeded(n, data, seed, name):
 # --- formats: prompts, parsers, oracle -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, slot", [("Yes", 0), ("no", 1), ("**Yes**, because", 0), ("False.", 1),
-                                        ("Incorrect", 1), ("I think yes.", 0), ("The answer is: No", 1),
-                                        ("Yes or no", None), ("maybe", None), ("", None), ("yes no", 0)])
+@pytest.mark.parametrize(
+    "text, slot",
+    [
+        ("Yes", 0),
+        ("no", 1),
+        ("**Yes**, because", 0),
+        ("False.", 1),
+        ("Incorrect", 1),
+        ("I think yes.", 0),
+        ("The answer is: No", 1),
+        ("Yes or no", None),
+        ("maybe", None),
+        ("", None),
+        ("yes no", 0),
+    ],
+)
 def test_parse_yes_no(text, slot):
     assert parse_yes_no_with_rule(text)[0] == slot
 
 
-@pytest.mark.parametrize("text, slots", [("A, C", (0, 2)), ("A and C", (0, 2)), ("AC", (0, 2)), ("C", (2,)),
-                                         ("(B), (D)", (1, 3)), ("a, c", (0, 2)), ("Answer: B and D.", (1, 3)),
-                                         ("The correct options are A and B", (0, 1)), ("I think A and D", (0, 3)),
-                                         ("A, E", None), ("A or B", None), ("none", None), ("", None)])
+@pytest.mark.parametrize(
+    "text, slots",
+    [
+        ("A, C", (0, 2)),
+        ("A and C", (0, 2)),
+        ("AC", (0, 2)),
+        ("C", (2,)),
+        ("(B), (D)", (1, 3)),
+        ("a, c", (0, 2)),
+        ("Answer: B and D.", (1, 3)),
+        ("The correct options are A and B", (0, 1)),
+        ("I think A and D", (0, 3)),
+        ("A, E", None),
+        ("A or B", None),
+        ("none", None),
+        ("", None),
+    ],
+)
 def test_parse_label_set(text, slots):
     assert parse_label_set_with_rule(text, ("A", "B", "C", "D"))[0] == slots
 
@@ -206,13 +247,27 @@ def test_format_requests_and_prompts():
 
 def test_oracle_answers_yes_no_and_label_sets():
     backend = SimulatedBackend(success_rate=0.8)
-    yes = [FormatRequest(prompt="p", labels=TF_LABELS, options=TF_LABELS, seed=i, correct_slot=0, key=f"q{i}/t",
-                         fmt="true_false") for i in range(400)]
+    yes = [
+        FormatRequest(
+            prompt="p", labels=TF_LABELS, options=TF_LABELS, seed=i, correct_slot=0, key=f"q{i}/t", fmt="true_false"
+        )
+        for i in range(400)
+    ]
     outs = backend.generate(yes, SamplingParams())
     assert {o[0] for o in outs} == {"Yes", "No"}
     assert abs(sum(o[0] == "Yes" for o in outs) / 400 - 0.8) < 0.06
-    multi = [FormatRequest(prompt="p", labels=("A", "B", "C", "D"), options=("a", "b", "c", "d"), seed=i,
-                           correct_slot=1, key=f"q{i}/m", fmt="multi_select") for i in range(400)]
+    multi = [
+        FormatRequest(
+            prompt="p",
+            labels=("A", "B", "C", "D"),
+            options=("a", "b", "c", "d"),
+            seed=i,
+            correct_slot=1,
+            key=f"q{i}/m",
+            fmt="multi_select",
+        )
+        for i in range(400)
+    ]
     sets = [parse_label_set_with_rule(o[0], ("A", "B", "C", "D"))[0] for o in backend.generate(multi, SamplingParams())]
     assert all(s is not None for s in sets)
     assert sum(1 in s for s in sets) / 400 > 0.9  # the correct label is usually named
@@ -225,13 +280,21 @@ def test_records_of_each_format():
 
     question = q(4, answer=2)
     template = PromptTemplate(name="plain", template="Question: {question}\n{choices}\nAnswer:")
-    tf_yes, tf_no = [v for v in make_variants({"name": "revas_true_false"}, question, seed=0) if v.fmt == "true_false"][2:4]
+    tf_yes, tf_no = [v for v in make_variants({"name": "revas_true_false"}, question, seed=0) if v.fmt == "true_false"][
+        2:4
+    ]
     multi = make_variants({"name": "revas_multi_select"}, question, seed=0)[1]
     items = [Item(question, v, FORMATS[v.fmt].request(template, question, v, seed=0)) for v in (tf_yes, tf_no, multi)]
     answers = [[Answer("Yes", 0, label_probs=(0.7, 0.3))], [Answer("Yes", 0)], [Answer("A, C", None, slots=(0, 2))]]
     table = to_records(items, answers, run_info={"scoring": "logprob"})
     yes, no, sel = table.to_dict("records")
-    assert (yes["fmt"], yes["correct_label"], yes["parsed_label"], yes["correct"], yes["chosen_option"]) == ("true_false", "Yes", "Yes", True, 2)
+    assert (yes["fmt"], yes["correct_label"], yes["parsed_label"], yes["correct"], yes["chosen_option"]) == (
+        "true_false",
+        "Yes",
+        "Yes",
+        True,
+        2,
+    )
     assert (no["correct_label"], no["correct"], no["asked_option"], no["correct_option"]) == ("No", False, 3, 2)
     assert yes["label_probs"] == [0.7, 0.3] and yes["n_options"] == 1
     assert sel["parsed_labels"] == ["A", "C"] and sel["chosen_options"] == [0, 2] and sel["parsed_label"] == "A, C"

@@ -1,4 +1,5 @@
 """vLLM backend without vLLM: the pure parts (label tokens, logprobs -> label scores) and the glue, on fake engine objects."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,7 +25,7 @@ class FakeTokenizer:
         while rest:
             token = max((t for t in VOCAB if rest.startswith(t)), key=len, default=None)
             ids.append(VOCAB[token] if token else 0)
-            rest = rest[len(token) if token else 1:]
+            rest = rest[len(token) if token else 1 :]
         return {"input_ids": ids}
 
 
@@ -42,8 +43,12 @@ class FakeLLM:
         params = sampling if isinstance(sampling, list) else [sampling] * len(prompts)
         out = []
         for prompt, sp in zip(prompts, params):
-            top = {1: NS(logprob=math.log(0.5)), 2: NS(logprob=math.log(0.1)), 3: NS(logprob=math.log(0.2)),
-                   10: NS(logprob=math.log(0.2))}
+            top = {
+                1: NS(logprob=math.log(0.5)),
+                2: NS(logprob=math.log(0.1)),
+                3: NS(logprob=math.log(0.2)),
+                10: NS(logprob=math.log(0.2)),
+            }
             ids = prompt["prompt_token_ids"]
             prompt_lp = [None] + [{t: NS(logprob=-0.25)} for t in ids[1:]]
             outputs = [NS(index=k, text=f"s{sp.get('seed')}-{k}", logprobs=[top]) for k in range(sp["n"])]
@@ -68,8 +73,9 @@ def test_logprobs_map_to_label_probs_mass_and_exact_answer_dist():
     assert scores.answer_dist == pytest.approx(((w[1] + w[2]) / total, w[3] / total, w[10] / total))
     greedy, _ = label_scores_from_top(top, [{1, 2}, {3, 4}], SamplingParams(temperature=0.0))
     assert greedy.answer_dist == (1.0, 0.0, 0.0)
-    partial, exact = label_scores_from_top({1: math.log(0.5), 3: math.log(0.2)}, [{1}, {3}],
-                                           SamplingParams(temperature=1.0))
+    partial, exact = label_scores_from_top(
+        {1: math.log(0.5), 3: math.log(0.2)}, [{1}, {3}], SamplingParams(temperature=1.0)
+    )
     assert not exact and partial.answer_dist == pytest.approx((0.5, 0.2, 0.3)), "the tail is INVALID"
     cut, exact = label_scores_from_top(top, [{1, 2}, {3, 4}], SamplingParams(temperature=1.0, top_k=2))
     assert exact and cut.answer_dist == pytest.approx((0.5 / 0.7, 0.2 / 0.7, 0.0))

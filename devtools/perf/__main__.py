@@ -55,6 +55,7 @@ sampled), and the cost per token fed (ms/token, padding included) for:
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
 Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,39 +64,74 @@ import os
 from pathlib import Path
 from typing import Any
 
-from src.cli import entry
-from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
 from devtools.perf import gpu, intervals, lm_eval, processes, study
+from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
+from src.cli import entry
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.perf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=50, help="ARC-Challenge questions (default 50)")
-    parser.add_argument("--compare-limit", type=int, default=5,
-                        help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)")
+    parser.add_argument(
+        "--compare-limit",
+        type=int,
+        default=5,
+        help="questions for the naive-path and lm-eval comparisons (default 5: 100 CoRA prompts)",
+    )
     parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
-    parser.add_argument("--rerun-limit", type=int, default=10,
-                        help="rerun: synthetic questions of the timed `python -m src.run variants=cora` (default 10)")
+    parser.add_argument(
+        "--rerun-limit",
+        type=int,
+        default=10,
+        help="rerun: synthetic questions of the timed `python -m src.run variants=cora` (default 10)",
+    )
     parser.add_argument("--resamples", type=int, default=1000, help="intervals: bootstrap resamples (default 1000)")
-    parser.add_argument("--naive-resamples", type=int, default=3,
-                        help="intervals: resamples the naive path is timed on, then extrapolated (default 3)")
-    parser.add_argument("--intervals-records", metavar="PATH",
-                        help="intervals: time on this records.parquet (a run's artifact); when absent, the simulated "
-                             "MMLU x CoRA table is built and written there for the next run")
-    parser.add_argument("--startup-repeats", type=int, default=3,
-                        help="startup: fresh `python -m src.run model=simulated limit=1` processes timed (default 3)")
-    parser.add_argument("--scale-limit", type=int, default=100,
-                        help="review_scale: questions per job of the 128-job sweep (default 100)")
-    parser.add_argument("--scale-dir", metavar="DIR",
-                        help="review_scale: the store and report folder; a store already there is compared again "
-                             "without rerunning the sweep (default: a new temporary folder, kept)")
-    parser.add_argument("--gpu-questions", type=int, default=100,
-                        help="gpu: MedQA questions timed (default 100, x 26 CoRA variants; 4 at the tiny shape)")
+    parser.add_argument(
+        "--naive-resamples",
+        type=int,
+        default=3,
+        help="intervals: resamples the naive path is timed on, then extrapolated (default 3)",
+    )
+    parser.add_argument(
+        "--intervals-records",
+        metavar="PATH",
+        help="intervals: time on this records.parquet (a run's artifact); when absent, the simulated "
+        "MMLU x CoRA table is built and written there for the next run",
+    )
+    parser.add_argument(
+        "--startup-repeats",
+        type=int,
+        default=3,
+        help="startup: fresh `python -m src.run model=simulated limit=1` processes timed (default 3)",
+    )
+    parser.add_argument(
+        "--scale-limit",
+        type=int,
+        default=100,
+        help="review_scale: questions per job of the 128-job sweep (default 100)",
+    )
+    parser.add_argument(
+        "--scale-dir",
+        metavar="DIR",
+        help="review_scale: the store and report folder; a store already there is compared again "
+        "without rerunning the sweep (default: a new temporary folder, kept)",
+    )
+    parser.add_argument(
+        "--gpu-questions",
+        type=int,
+        default=100,
+        help="gpu: MedQA questions timed (default 100, x 26 CoRA variants; 4 at the tiny shape)",
+    )
     parser.add_argument("--tiny", action="store_true", help="gpu: the tiny shape on the CPU even where a GPU is")
-    parser.add_argument("--tokenizer", metavar="DIR",
-                        help="gpu: a folder with the tokenizer files (default: the embedded SmolLM2's, from the models "
-                             "cache; a machine without the model package gets them copied from there)")
-    parser.add_argument("--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS)  # a child
+    parser.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="gpu: a folder with the tokenizer files (default: the embedded SmolLM2's, from the models "
+        "cache; a machine without the model package gets them copied from there)",
+    )
+    parser.add_argument(
+        "--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS
+    )  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
     args = parser.parse_args(argv)
     if args.generation_phase:
@@ -121,18 +157,33 @@ def main(argv: list[str] | None = None) -> int:
 
             from src.backends import hf  # noqa: F401 - local: loads torch, transformers (slow import)
         threads = torch.get_num_threads()
-        print(f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
-              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"model {model_cfg['name']}, torch {torch.__version__}, {threads} threads, "
+            f"load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
         with meter.phase("model_load (ours)"):
             shared["backend"] = hf_backend(model_cfg)
         shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
     else:
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
-    for name, fn in (("load", study.part_load), ("mainjob", study.part_mainjob), ("cora", study.part_cora), ("repetition", study.part_repetition), ("lmeval", lm_eval.part_lmeval),
-                     ("agreement", lm_eval.part_agreement), ("lmeval_task", lm_eval.part_lmeval_task), ("adaptive", study.part_adaptive), ("dtype", lm_eval.part_dtype),
-                     ("rerun", study.part_rerun), ("intervals", intervals.part_intervals), ("startup", processes.part_startup),
-                     ("generation", processes.part_generation), ("review_scale", processes.part_review_scale),
-                     ("gpu", gpu.part_gpu)):
+    for name, fn in (
+        ("load", study.part_load),
+        ("mainjob", study.part_mainjob),
+        ("cora", study.part_cora),
+        ("repetition", study.part_repetition),
+        ("lmeval", lm_eval.part_lmeval),
+        ("agreement", lm_eval.part_agreement),
+        ("lmeval_task", lm_eval.part_lmeval_task),
+        ("adaptive", study.part_adaptive),
+        ("dtype", lm_eval.part_dtype),
+        ("rerun", study.part_rerun),
+        ("intervals", intervals.part_intervals),
+        ("startup", processes.part_startup),
+        ("generation", processes.part_generation),
+        ("review_scale", processes.part_review_scale),
+        ("gpu", gpu.part_gpu),
+    ):
         if name in parts:
             fn(meter, args, ratios, shared)
 
@@ -145,9 +196,17 @@ def main(argv: list[str] | None = None) -> int:
             targets[key] = bool(check(value))
             line += f"   {'MET' if targets[key] else 'NOT MET'}: {text}"
         print(line)
-    report = {"model": model_cfg["name"], "limit": args.limit, "compare_limit": args.compare_limit, "parts": parts,
-              "threads": threads, "load_average": os.getloadavg()[0], "phases": meter.results,
-              "ratios": ratios, "targets_met": targets}
+    report = {
+        "model": model_cfg["name"],
+        "limit": args.limit,
+        "compare_limit": args.compare_limit,
+        "parts": parts,
+        "threads": threads,
+        "load_average": os.getloadavg()[0],
+        "phases": meter.results,
+        "ratios": ratios,
+        "targets_met": targets,
+    }
     Path(args.out).write_text(json.dumps(report, indent=2, sort_keys=True))
     print(f"\nwrote {args.out}")
     return 0

@@ -14,24 +14,46 @@ Without a GPU (or with --tiny) the same code runs a tiny shape (2 layers, hidden
 out-of-memory recovery is forced by a pass that raises CUDA's out-of-memory error above a token count: a check
 that the path works, not a measurement.
 """
+
 from __future__ import annotations
 
 import math
 import os
 from typing import Any
 
-from src.common.errors import UserError
 from devtools.perf.meter import Meter, build, model_config
+from src.common.errors import UserError
 
 MEDQA_QUESTIONS, CORA_VARIANTS = 1273, 26  # the whole job the slice is extrapolated to
 TARGET_S = 120.0  # the issue's target for the whole job on one H100
 # Dense bfloat16 peaks (no sparsity), TFLOP/s, by the name torch reports; others print the share as unknown.
-BF16_PEAK_TFLOPS = {"H100 80GB HBM3": 989.0, "H100 SXM": 989.0, "H200": 989.0, "H100 PCIe": 756.0, "H100 NVL": 835.0,
-                    "A100": 312.0, "L40S": 362.0, "L4": 121.0}
-LLAMA3_8B = dict(num_hidden_layers=32, hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
-                 num_key_value_heads=8, rope_theta=500000.0, max_position_embeddings=8192)
-TINY = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=224, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=4096)
+BF16_PEAK_TFLOPS = {
+    "H100 80GB HBM3": 989.0,
+    "H100 SXM": 989.0,
+    "H200": 989.0,
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+}
+LLAMA3_8B = dict(
+    num_hidden_layers=32,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    rope_theta=500000.0,
+    max_position_embeddings=8192,
+)
+TINY = dict(
+    num_hidden_layers=2,
+    hidden_size=64,
+    intermediate_size=224,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=4096,
+)
 TINY_OOM_ABOVE = 4096  # --tiny: passes above this many tokens raise CUDA's out-of-memory error
 
 
@@ -58,10 +80,15 @@ def build_model(tokenizer: Any, *, tiny: bool, device: str) -> Any:
     import torch
     import transformers
 
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                      tie_word_embeddings=False, attn_implementation="sdpa",
-                                      **(TINY if tiny else LLAMA3_8B))
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+        **(TINY if tiny else LLAMA3_8B),
+    )
     dtype = torch.bfloat16 if device != "cpu" else torch.float32
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -112,14 +139,24 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
         model = build_model(tokenizer, tiny=not on_gpu, device=device)
     n_questions = args.gpu_questions if on_gpu else min(args.gpu_questions, 4)
     items, benchmark = medqa_items(n_questions + 2)
-    warm, timed = items[:2 * CORA_VARIANTS], items[2 * CORA_VARIANTS:]  # warm-up: the first two questions
+    warm, timed = items[: 2 * CORA_VARIANTS], items[2 * CORA_VARIANTS :]  # warm-up: the first two questions
     params = SamplingParams(n=1)
-    backend = HFBackend.in_memory(model, tokenizer, name="llama3-8b-shape" if on_gpu else "tiny-llama", chat=True,
-                                  progress=False, max_batch_tokens="auto", batch_size=None)
+    backend = HFBackend.in_memory(
+        model,
+        tokenizer,
+        name="llama3-8b-shape" if on_gpu else "tiny-llama",
+        chat=True,
+        progress=False,
+        max_batch_tokens="auto",
+        batch_size=None,
+    )
     prompt_tokens = [len(backend._encode(backend._prompt_text(it.request.prompt))) for it in timed]
-    print(f"gpu: {name}; {len(timed)} prompts ({benchmark}, {len(timed) // CORA_VARIANTS} questions x CoRA, label "
-          f"scoring, mean prompt {sum(prompt_tokens) / len(prompt_tokens):.0f} tokens through the chat template), "
-          f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"gpu: {name}; {len(timed)} prompts ({benchmark}, {len(timed) // CORA_VARIANTS} questions x CoRA, label "
+        f"scoring, mean prompt {sum(prompt_tokens) / len(prompt_tokens):.0f} tokens through the chat template), "
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     requests = [it.request for it in timed]
     with meter.phase("gpu_warmup (first questions)", prompts=len(warm), tokens=lambda: backend.forward_tokens):
         answer_items(backend, warm, scoring="logprob", params=params, cache=None, progress=False)
@@ -131,8 +168,10 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     figures = {}
     # the slice in one call: passes as large as auto's budget (its search runs on these first, largest passes),
     # then as the job asks: chunks of 64 prompts (the response cache's unit), each packed and passed on its own
-    for phase_name, key in (("gpu_cora (one call: auto's passes)", "one_call"),
-                            ("gpu_cora (job path: chunks of 64)", "job")):
+    for phase_name, key in (
+        ("gpu_cora (one call: auto's passes)", "one_call"),
+        ("gpu_cora (job path: chunks of 64)", "job"),
+    ):
         pairs_before = attended[0]
         with meter.phase(phase_name, prompts=len(timed), tokens=lambda: backend.forward_tokens) as phase:
             if key == "one_call":
@@ -148,39 +187,73 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     for key, (seconds, fed, tflops) in figures.items():
         whole = seconds * MEDQA_QUESTIONS * CORA_VARIANTS / len(timed)
         share = f"{tflops / peak:.1%} of the dense bf16 peak {peak:g} TFLOP/s" if peak else "bf16 peak unknown"
-        print(f"  {key}: {len(timed) / seconds:.1f} prompts/s, {fed / seconds:,.0f} tokens/s, {tflops:.1f} TFLOP/s "
-              f"({share}); whole job {MEDQA_QUESTIONS:,} x {CORA_VARIANTS} extrapolated {whole:.0f} s", flush=True)
-        ratios.update({f"gpu_{key}_prompts_per_s": len(timed) / seconds, f"gpu_{key}_tokens_per_s": fed / seconds,
-                       f"gpu_{key}_tflops": tflops, f"gpu_{key}_whole_job_s": whole})
+        print(
+            f"  {key}: {len(timed) / seconds:.1f} prompts/s, {fed / seconds:,.0f} tokens/s, {tflops:.1f} TFLOP/s "
+            f"({share}); whole job {MEDQA_QUESTIONS:,} x {CORA_VARIANTS} extrapolated {whole:.0f} s",
+            flush=True,
+        )
+        ratios.update(
+            {
+                f"gpu_{key}_prompts_per_s": len(timed) / seconds,
+                f"gpu_{key}_tokens_per_s": fed / seconds,
+                f"gpu_{key}_tflops": tflops,
+                f"gpu_{key}_whole_job_s": whole,
+            }
+        )
         if peak:
             ratios[f"gpu_{key}_share_of_bf16_peak"] = tflops / peak
-    print(f"  peak GPU memory {peak_gib:.1f} GiB; auto's budget {found} tokens per pass after {searched} halvings",
-          flush=True)
+    print(
+        f"  peak GPU memory {peak_gib:.1f} GiB; auto's budget {found} tokens per pass after {searched} halvings",
+        flush=True,
+    )
 
     # One out-of-memory recovery: a budget far above what fits, on padded rows (the pass that needs the most memory:
     # every prompt whole) of the whole slice in one call; on the CPU's tiny shape passes above TINY_OOM_ABOVE tokens
     # raise CUDA's error, as the GPU would. Its decisions are compared with auto's packed ones.
-    high = HFBackend.in_memory(model, tokenizer, name=backend.name, chat=True, progress=False, batch_size=None,
-                               share_prefix=False, max_batch_tokens=1 << 20 if on_gpu else 1 << 16)
+    high = HFBackend.in_memory(
+        model,
+        tokenizer,
+        name=backend.name,
+        chat=True,
+        progress=False,
+        batch_size=None,
+        share_prefix=False,
+        max_batch_tokens=1 << 20 if on_gpu else 1 << 16,
+    )
     restore = None if on_gpu else _oom_above(model, TINY_OOM_ABOVE)
     try:
-        with meter.phase("gpu_oom_recovery (budget 2^20, padded)" if on_gpu else "gpu_oom_recovery (budget 2^16)",
-                         prompts=len(timed), tokens=lambda: high.forward_tokens):
+        with meter.phase(
+            "gpu_oom_recovery (budget 2^20, padded)" if on_gpu else "gpu_oom_recovery (budget 2^16)",
+            prompts=len(timed),
+            tokens=lambda: high.forward_tokens,
+        ):
             recovered = high.score_labels(requests)
             sync()
     finally:
         if restore:
             restore()
-    same = sum(max(range(len(a.probs)), key=a.probs.__getitem__) == max(range(len(b.probs)), key=b.probs.__getitem__)
-               for a, b in zip(recovered, scores))
+    same = sum(
+        max(range(len(a.probs)), key=a.probs.__getitem__) == max(range(len(b.probs)), key=b.probs.__getitem__)
+        for a, b in zip(recovered, scores)
+    )
     gap = max(abs(x - y) for a, b in zip(recovered, scores) for x, y in zip(a.probs, b.probs))
-    print(f"  out-of-memory recovery: budget {high.budget.setting} -> {high.budget.tokens} tokens after "
-          f"{high.budget.recoveries} halvings, {len(recovered)} of {len(timed)} prompts answered, each once; "
-          f"{same}/{len(timed)} the same decision as auto's packed passes, max |difference| of label probabilities "
-          f"{gap:.2g}", flush=True)
-    ratios.update({"gpu_auto_budget_tokens": float(found), "gpu_auto_halvings": float(searched),
-                   "gpu_peak_memory_gib": peak_gib, "gpu_oom_recoveries": float(high.budget.recoveries),
-                   "gpu_oom_answered": len(recovered) / len(timed), "gpu_oom_same_decisions": same / len(timed)})
+    print(
+        f"  out-of-memory recovery: budget {high.budget.setting} -> {high.budget.tokens} tokens after "
+        f"{high.budget.recoveries} halvings, {len(recovered)} of {len(timed)} prompts answered, each once; "
+        f"{same}/{len(timed)} the same decision as auto's packed passes, max |difference| of label probabilities "
+        f"{gap:.2g}",
+        flush=True,
+    )
+    ratios.update(
+        {
+            "gpu_auto_budget_tokens": float(found),
+            "gpu_auto_halvings": float(searched),
+            "gpu_peak_memory_gib": peak_gib,
+            "gpu_oom_recoveries": float(high.budget.recoveries),
+            "gpu_oom_answered": len(recovered) / len(timed),
+            "gpu_oom_same_decisions": same / len(timed),
+        }
+    )
     if on_gpu and "H100" in name:
         ratios["gpu_medqa_cora_8b_h100_s"] = ratios["gpu_job_whole_job_s"]
     shared["gpu_device"] = name

@@ -1,4 +1,5 @@
 """`python -m devtools.perf --only intervals`: the headline metrics' intervals, vectorised vs naive."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,11 +36,27 @@ def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[st
         print("intervals: a full MMLU x CoRA records table of the simulated model (success_rate 0.7)", flush=True)
         with meter.phase("intervals_records (build+answer)"):
             cfg, items = build(["variants=cora", "model=simulated", "model.success_rate=0.7"], None, benchmark="mmlu")
-            answers = answer_items(SimulatedBackend(success_rate=0.7), items, scoring="generate",
-                                   params=SamplingParams(n=1), cache=None, progress=False)
-            records = to_records(items, answers, run_info={"run_id": "perf", "model": "simulated", "benchmark": "mmlu",
-                                                           "variant_set": "cora", "temperature": 0.0, "seed": 0,
-                                                           "scoring": "generate"})
+            answers = answer_items(
+                SimulatedBackend(success_rate=0.7),
+                items,
+                scoring="generate",
+                params=SamplingParams(n=1),
+                cache=None,
+                progress=False,
+            )
+            records = to_records(
+                items,
+                answers,
+                run_info={
+                    "run_id": "perf",
+                    "model": "simulated",
+                    "benchmark": "mmlu",
+                    "variant_set": "cora",
+                    "temperature": 0.0,
+                    "seed": 0,
+                    "scoring": "generate",
+                },
+            )
         if saved is not None:
             saved.parent.mkdir(parents=True, exist_ok=True)
             records.to_parquet(saved)
@@ -54,8 +71,9 @@ def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[st
     with meter.phase(f"intervals_resample ({args.resamples} x {len(names)} metrics)"):
         bootstrap_values(decomposition, n_resamples=args.resamples, seed=0, names=names)
     with meter.phase(f"intervals_bootstrap (all, {args.resamples} resamples)") as timed:
-        every = metric_intervals(records, point, n_resamples=args.resamples, seed=0, families=families,
-                                 closed_form=False)
+        every = metric_intervals(
+            records, point, n_resamples=args.resamples, seed=0, families=families, closed_form=False
+        )
     vectorised = timed["seconds"]
     with meter.phase("intervals_as_logged (Wilson where exact)"):
         logged = metric_intervals(records, point, n_resamples=args.resamples, seed=0, families=families)
@@ -64,9 +82,11 @@ def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[st
         for counts in resample_counts(np.random.default_rng(0), len(ids), args.naive_resamples):
             compute_metrics(resample_records(records, counts.astype(int), ids), families=families)
     naive = timed["seconds"] / args.naive_resamples * args.resamples
-    print(f"  {len(every) // 2} intervals by the bootstrap ({len(logged) // 2} as a run logs them); naive path "
-          f"{timed['seconds'] / args.naive_resamples:.1f} s per resample, ~{naive:.0f} s for {args.resamples}",
-          flush=True)
+    print(
+        f"  {len(every) // 2} intervals by the bootstrap ({len(logged) // 2} as a run logs them); naive path "
+        f"{timed['seconds'] / args.naive_resamples:.1f} s per resample, ~{naive:.0f} s for {args.resamples}",
+        flush=True,
+    )
     ratios["intervals_bootstrap_seconds"] = vectorised
     ratios["intervals_resamples"] = float(args.resamples)
     ratios["intervals_logged_seconds"] = meter.results["intervals_as_logged (Wilson where exact)"]["seconds"]

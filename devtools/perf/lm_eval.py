@@ -1,4 +1,5 @@
 """`python -m devtools.perf` parts that compare with lm-evaluation-harness, and the dtype part."""
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ def lm_eval_label_logprobs(lm_bundle, backend, items, meter: Meter, name: str) -
         context = backend._prompt_text(it.request.prompt)
         stripped = context.rstrip()
         if stripped != context:
-            whitespace.append((i, Instance("loglikelihood", {}, (stripped, context[len(stripped):]), i)))
+            whitespace.append((i, Instance("loglikelihood", {}, (stripped, context[len(stripped) :]), i)))
         for k, label in enumerate(it.request.labels):
             for spelling in (label, " " + label):
                 requests.append(Instance("loglikelihood", {}, (context, spelling), len(requests)))
@@ -76,9 +77,12 @@ def our_label_logprobs(backend, items) -> list[list[float]]:
 def compare(ours: list[list[float]], theirs: list[list[float]]) -> dict[str, float]:
     gaps = [abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y) if math.isfinite(a) and math.isfinite(b)]
     rank = lambda row: sorted(range(len(row)), key=lambda k: -row[k])  # noqa: E731
-    return {"max_abs": max(gaps), "mean_abs": sum(gaps) / len(gaps),
-            "same_ranking": sum(rank(x) == rank(y) for x, y in zip(ours, theirs)) / len(ours),
-            "same_top1": sum(rank(x)[0] == rank(y)[0] for x, y in zip(ours, theirs)) / len(ours)}
+    return {
+        "max_abs": max(gaps),
+        "mean_abs": sum(gaps) / len(gaps),
+        "same_ranking": sum(rank(x) == rank(y) for x, y in zip(ours, theirs)) / len(ours),
+        "same_top1": sum(rank(x)[0] == rank(y)[0] for x, y in zip(ours, theirs)) / len(ours),
+    }
 
 
 def _lm_eval_scores(meter: Meter, shared: dict[str, Any], items, phase: str, headline: str) -> list[list[float]] | None:
@@ -95,17 +99,27 @@ def part_lmeval(meter: Meter, args, ratios: dict[str, float], shared: dict[str, 
     from src.backends.base import SamplingParams  # local: the part that times it imports it
 
     subset = shared.get("subset") or build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
-    theirs = _lm_eval_scores(meter, shared, subset, "lmeval_scoring (batch 8)",
-                             f"lmeval: lm-evaluation-harness vs this project on the same {len(subset)} CoRA prompts, both cold")
+    theirs = _lm_eval_scores(
+        meter,
+        shared,
+        subset,
+        "lmeval_scoring (batch 8)",
+        f"lmeval: lm-evaluation-harness vs this project on the same {len(subset)} CoRA prompts, both cold",
+    )
     if theirs is None:
         return
     backend = shared["backend"]
     with meter.phase("ours_scoring (same prompts)", prompts=len(subset), tokens=lambda: backend.forward_tokens):
         answer_items(backend, subset, scoring="logprob", params=SamplingParams(n=1), progress=False)
     r = meter.results
-    ratios["cora_vs_lmeval_scoring"] = r["lmeval_scoring (batch 8)"]["seconds"] / r["ours_scoring (same prompts)"]["seconds"]
-    their_total = r["lmeval_scoring (batch 8)"]["seconds"] + r["lmeval_model_load"]["seconds"] + \
-        r.get("lmeval_import", {}).get("seconds", 0.0)
+    ratios["cora_vs_lmeval_scoring"] = (
+        r["lmeval_scoring (batch 8)"]["seconds"] / r["ours_scoring (same prompts)"]["seconds"]
+    )
+    their_total = (
+        r["lmeval_scoring (batch 8)"]["seconds"]
+        + r["lmeval_model_load"]["seconds"]
+        + r.get("lmeval_import", {}).get("seconds", 0.0)
+    )
     our_total = r["ours_scoring (same prompts)"]["seconds"] + shared["our_setup_s"]
     ratios["cora_vs_lmeval_with_setup"] = their_total / our_total
     agreement = compare(our_label_logprobs(backend, subset), theirs)
@@ -114,8 +128,13 @@ def part_lmeval(meter: Meter, args, ratios: dict[str, float], shared: dict[str, 
 
 def part_agreement(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     _, items = build(["variants=original", "scoring=logprob"], args.limit)
-    theirs = _lm_eval_scores(meter, shared, items, "lmeval_agreement_scoring",
-                             f"agreement: label log-probabilities vs lm-eval on the original prompt of {len(items)} questions")
+    theirs = _lm_eval_scores(
+        meter,
+        shared,
+        items,
+        "lmeval_agreement_scoring",
+        f"agreement: label log-probabilities vs lm-eval on the original prompt of {len(items)} questions",
+    )
     if theirs is None:
         return
     agreement = compare(our_label_logprobs(shared["backend"], items), theirs)
@@ -140,8 +159,17 @@ def part_lmeval_task(meter: Meter, args, ratios: dict[str, float], shared: dict[
 
     name, folder = TEST_TASK
     os.chdir(REPO)  # the task's data_files are relative to the repository root, as lm-eval reads them
-    _, items = build(["prompt=lm_eval", "scoring=cloze", "variants=original", f"benchmark.task={name}",
-                      f"benchmark.include_path={folder}"], None, benchmark="lm_eval")
+    _, items = build(
+        [
+            "prompt=lm_eval",
+            "scoring=cloze",
+            "variants=original",
+            f"benchmark.task={name}",
+            f"benchmark.include_path={folder}",
+        ],
+        None,
+        benchmark="lm_eval",
+    )
     print(f"lmeval_task: {len(items)} questions of lm-eval task {name}, cloze, ours vs lm-eval's HFLM", flush=True)
     bundle = lm_eval_model(meter, shared)
     if bundle is None:
@@ -149,15 +177,18 @@ def part_lmeval_task(meter: Meter, args, ratios: dict[str, float], shared: dict[
     lm, Instance, calls, _ = bundle
     backend = hf_backend(shared["model_cfg"], chat=False)  # cloze continuations are never chat-wrapped
     with meter.phase("lmeval_task_ours (cloze)", prompts=len(items), tokens=lambda: backend.forward_tokens):
-        ours = answer_items(backend, items, scoring="cloze", params=SamplingParams(n=1), cloze_normalise=False,
-                            progress=False)  # raw log-likelihood: lm-eval's acc, the run's default
+        ours = answer_items(
+            backend, items, scoring="cloze", params=SamplingParams(n=1), cloze_normalise=False, progress=False
+        )  # raw log-likelihood: lm-eval's acc, the run's default
     task = load_task(name, folder)
     docs = list(task.eval_docs)
     requests, owner = [], []
     for i, it in enumerate(items):
         doc = docs[int(it.question.id.rsplit("/", 1)[1])]
-        for args in (r.arguments for r in task.construct_requests(doc=doc, ctx=task.fewshot_context(doc, 0),
-                                                                     metadata=(name, i, 1))):
+        for args in (
+            r.arguments
+            for r in task.construct_requests(doc=doc, ctx=task.fewshot_context(doc, 0), metadata=(name, i, 1))
+        ):
             requests.append(Instance("loglikelihood", doc, args, len(requests)))
             owner.append(i)
     with meter.phase("lmeval_task_theirs (loglikelihood)", prompts=len(items), tokens=lambda: calls["tokens"]):
@@ -184,8 +215,12 @@ def answer_agreement(ours, theirs) -> tuple[int, int, float]:
     """(prompts with the same decision, prompts, max |difference| of the decision log-probs) of two runs of
     `answer_items` on the same items."""
     pairs = [(a, b) for x, y in zip(ours, theirs) for a, b in zip(x, y)]
-    gaps = [abs(u - v) for a, b in pairs for u, v in zip(decision_logprobs(a), decision_logprobs(b))
-            if math.isfinite(u) and math.isfinite(v)]
+    gaps = [
+        abs(u - v)
+        for a, b in pairs
+        for u, v in zip(decision_logprobs(a), decision_logprobs(b))
+        if math.isfinite(u) and math.isfinite(v)
+    ]
     return sum(a.slot == b.slot for a, b in pairs), len(pairs), max(gaps, default=math.nan)
 
 
@@ -208,9 +243,12 @@ def part_dtype(meter: Meter, args, ratios: dict[str, float], shared: dict[str, A
     device = "GPU" if runs_on_gpu(device_map) else "CPU"
     native = gpu_has_bf16() if device == "GPU" else cpu_has_bf16()
     auto = dtype_name(torch_dtype("auto", device_map=device_map))
-    print(f"dtype: model.dtype=auto resolves to {auto} here (this {device} {'has' if native else 'lacks'} native "
-          f"bfloat16{'' if device == 'GPU' else ': AVX-512 BF16 or AMX'}); {model_cfg['name']} is configured "
-          f"{model_cfg['dtype']}", flush=True)
+    print(
+        f"dtype: model.dtype=auto resolves to {auto} here (this {device} {'has' if native else 'lacks'} native "
+        f"bfloat16{'' if device == 'GPU' else ': AVX-512 BF16 or AMX'}); {model_cfg['name']} is configured "
+        f"{model_cfg['dtype']}",
+        flush=True,
+    )
     ratios["dtype_auto_is_bf16"] = float(auto == "bfloat16")
     cora = shared.get("subset") or build(["variants=cora", "scoring=logprob"], args.compare_limit)[1]
     main_cfg, main = build(["variants=cora"], args.compare_limit, benchmark="synthetic")
@@ -225,10 +263,14 @@ def part_dtype(meter: Meter, args, ratios: dict[str, float], shared: dict[str, A
                 print(f"  {dtype}: prefix packing turned itself off (see the warning above)", flush=True)
         same, n, gap = answer_agreement(answers[label, "float32"], answers[label, "bfloat16"])
         r = meter.results
-        ratios[f"bf16_speedup_{label}"] = r[f"{label}_float32 ({scoring})"]["seconds"] / \
-            r[f"{label}_bfloat16 ({scoring})"]["seconds"]
+        ratios[f"bf16_speedup_{label}"] = (
+            r[f"{label}_float32 ({scoring})"]["seconds"] / r[f"{label}_bfloat16 ({scoring})"]["seconds"]
+        )
         ratios[f"bf16_same_decisions_{label}"] = same / n
         ratios[f"bf16_max_abs_logprob_{label}"] = gap
-        print(f"  bfloat16 vs float32, {label} ({scoring}): same decision on {same} of {n} prompts, max |difference "
-              f"of log-prob| {gap:.3g}, bfloat16 {ratios[f'bf16_speedup_{label}']:.2f}x as fast", flush=True)
+        print(
+            f"  bfloat16 vs float32, {label} ({scoring}): same decision on {same} of {n} prompts, max |difference "
+            f"of log-prob| {gap:.3g}, bfloat16 {ratios[f'bf16_speedup_{label}']:.2f}x as fast",
+            flush=True,
+        )
     ratios["bf16_same_decisions"] = min(ratios["bf16_same_decisions_cora"], ratios["bf16_same_decisions_mainjob"])

@@ -1,58 +1,105 @@
 """`python -m devtools.perf`'s measuring tools: the meter, the parts' names and targets, the model."""
+
 from __future__ import annotations
 
 import math
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-PARTS = ("load", "mainjob", "cora", "repetition", "lmeval", "agreement", "lmeval_task", "adaptive", "dtype", "rerun",
-         "intervals", "startup", "generation", "review_scale", "gpu")
+PARTS = (
+    "load",
+    "mainjob",
+    "cora",
+    "repetition",
+    "lmeval",
+    "agreement",
+    "lmeval_task",
+    "adaptive",
+    "dtype",
+    "rerun",
+    "intervals",
+    "startup",
+    "generation",
+    "review_scale",
+    "gpu",
+)
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
-MODEL_PARTS = tuple(p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation",
-                                                  "review_scale", "gpu"))
+MODEL_PARTS = tuple(
+    p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation", "review_scale", "gpu")
+)
 
 
 TARGETS = {  # the issue's targets, checked on the printed numbers
-    "cora_vs_padded": ("CoRA label scoring: >= 3x faster than padded batches of 16 on the same prompts",
-                       lambda r: r >= 3.0),
+    "cora_vs_padded": (
+        "CoRA label scoring: >= 3x faster than padded batches of 16 on the same prompts",
+        lambda r: r >= 3.0,
+    ),
     "cora_vs_lmeval_scoring": ("CoRA logprob: faster than lm-eval scoring the same prompts", lambda r: r > 1.0),
     "exact10_vs_greedy": ("10 repetitions, exact first-token sampling: <= 1.3x one greedy pass", lambda r: r <= 1.3),
     "agreement_max_abs": ("label log-probs equal lm-eval's within 1e-4", lambda r: r <= 1e-4),
     "agreement_ranking": ("same option ranking on every question", lambda r: r == 1.0),
     "load_cold_vs_warm": ("fresh process: first model load >= 3x a load from the models cache", lambda r: r >= 3.0),
-    "rerun_vs_first": ("fresh process: rerun of a finished `python -m src.run` < 10% of its first time",
-                       lambda r: r < 0.1),
-    "bf16_same_decisions": ("bfloat16: the same decision as float32 on every prompt (what dtype=auto as the "
-                            "default model's setting would need)", lambda r: r == 1.0),
-    "adaptive_same_verdicts": ("adaptive repetitions: every SURE/UNSURE x right/wrong cell as the full run's",
-                               lambda r: r == 1.0),
-    "startup_run_wall_s": ("fresh process: `python -m src.run model=simulated limit=1` <= 3 s wall", lambda r: r <= 3.0),
-    "startup_sweep_vs_compute": ("24-job simulated sweep under joblib: < 2x the summed compute of its jobs",
-                                 lambda r: r < 2.0),
-    "gen_greedy_vs_labels": ("generate R=1 greedy: <= 1.5x the wall of label scoring on the same prompts",
-                             lambda r: r <= 1.5),
-    "gen_r10_vs_labels": ("generate R=10 at T=0.7: <= 2.5x the wall of label scoring on the same prompts",
-                          lambda r: r <= 2.5),
+    "rerun_vs_first": (
+        "fresh process: rerun of a finished `python -m src.run` < 10% of its first time",
+        lambda r: r < 0.1,
+    ),
+    "bf16_same_decisions": (
+        "bfloat16: the same decision as float32 on every prompt (what dtype=auto as the "
+        "default model's setting would need)",
+        lambda r: r == 1.0,
+    ),
+    "adaptive_same_verdicts": (
+        "adaptive repetitions: every SURE/UNSURE x right/wrong cell as the full run's",
+        lambda r: r == 1.0,
+    ),
+    "startup_run_wall_s": (
+        "fresh process: `python -m src.run model=simulated limit=1` <= 3 s wall",
+        lambda r: r <= 3.0,
+    ),
+    "startup_sweep_vs_compute": (
+        "24-job simulated sweep under joblib: < 2x the summed compute of its jobs",
+        lambda r: r < 2.0,
+    ),
+    "gen_greedy_vs_labels": (
+        "generate R=1 greedy: <= 1.5x the wall of label scoring on the same prompts",
+        lambda r: r <= 1.5,
+    ),
+    "gen_r10_vs_labels": (
+        "generate R=10 at T=0.7: <= 2.5x the wall of label scoring on the same prompts",
+        lambda r: r <= 2.5,
+    ),
     "gen_r10_vs_r1_peak_rss": ("generate: peak RSS at R=10 <= 1.2x R=1 on the same prompts", lambda r: r <= 1.2),
     "gen_shared_same_samples": ("generate: prefix-shared samples identical to padded batches'", lambda r: r == 1.0),
-    "review_scale_compare_cpu_s": ("review at scale: `python -m src.compare` on 128 runs < 60 s of CPU (its wall on "
-                                   "a quiet machine; wall under load is printed beside it)", lambda r: r < 60.0),
+    "review_scale_compare_cpu_s": (
+        "review at scale: `python -m src.compare` on 128 runs < 60 s of CPU (its wall on "
+        "a quiet machine; wall under load is printed beside it)",
+        lambda r: r < 60.0,
+    ),
     "review_scale_html_mb": ("review at scale: report.html of 128 runs < 5 MB", lambda r: r < 5.0),
-    "gpu_medqa_cora_8b_h100_s": ("device check: MedQA CoRA (1,273 x 26) with Llama-3-8B's shape in < 2 minutes on one "
-                                 "H100 (extrapolated from the timed slice)", lambda r: r < 120.0),
-    "mainjob_token_vs_fixed_batches": ("CPU: the main job with token batching (the default budget) no slower than "
-                                       "today's fixed batches (one 1,024-token pack per pass)", lambda r: r <= 1.05),
-    "intervals_bootstrap_seconds": ("intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
-                                    lambda r: r < 30.0),
+    "gpu_medqa_cora_8b_h100_s": (
+        "device check: MedQA CoRA (1,273 x 26) with Llama-3-8B's shape in < 2 minutes on one "
+        "H100 (extrapolated from the timed slice)",
+        lambda r: r < 120.0,
+    ),
+    "mainjob_token_vs_fixed_batches": (
+        "CPU: the main job with token batching (the default budget) no slower than "
+        "today's fixed batches (one 1,024-token pack per pass)",
+        lambda r: r <= 1.05,
+    ),
+    "intervals_bootstrap_seconds": (
+        "intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
+        lambda r: r < 30.0,
+    ),
 }
 
 
@@ -96,13 +143,22 @@ class Meter:
             thread.join()
             peak[0] = max(peak[0], self._rss())
             fed = tokens() - tokens_before
-            out.update(seconds=seconds, prompts=prompts, prompts_per_s=prompts / seconds if seconds > 0 else math.nan,
-                       forward_tokens=fed, ms_per_token=1000 * seconds / fed if fed else math.nan,
-                       peak_rss_mib=peak[0], peak_rss_growth_mib=peak[0] - start_rss)
+            out.update(
+                seconds=seconds,
+                prompts=prompts,
+                prompts_per_s=prompts / seconds if seconds > 0 else math.nan,
+                forward_tokens=fed,
+                ms_per_token=1000 * seconds / fed if fed else math.nan,
+                peak_rss_mib=peak[0],
+                peak_rss_growth_mib=peak[0] - start_rss,
+            )
             self.results[name] = out
             per_token = f"{out['ms_per_token']:6.2f} ms/token" if fed else " " * 15
-            print(f"  {name:28s} {seconds:8.2f} s  {out['prompts_per_s']:8.2f} prompts/s  {per_token}  "
-                  f"{fed:>9,} tokens  peak {peak[0]:7.0f} MiB (+{peak[0] - start_rss:.0f})", flush=True)
+            print(
+                f"  {name:28s} {seconds:8.2f} s  {out['prompts_per_s']:8.2f} prompts/s  {per_token}  "
+                f"{fed:>9,} tokens  peak {peak[0]:7.0f} MiB (+{peak[0] - start_rss:.0f})",
+                flush=True,
+            )
 
 
 def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challenge"):
@@ -117,8 +173,15 @@ def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challen
 
     cfg = compose_job([f"benchmark={benchmark}", f"limit={'null' if limit is None else limit}", *overrides])
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    questions = load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                               data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    questions = load_benchmark(
+        bench.pop("name"),
+        path=bench.pop("path", None),
+        split=bench.pop("split", None),
+        data_dir=cfg.data_dir,
+        seed=cfg.seed,
+        limit=cfg.limit,
+        options=bench,
+    )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     return cfg, build_items(cfg, questions, template)
 
@@ -156,8 +219,14 @@ def fresh_process(meter: Meter, name: str, command: list[str], **env: str) -> st
 
     peak, stop = [0.0], threading.Event()
     with meter.phase(name) as out:
-        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "TQDM_DISABLE": "1", **env})
+        proc = subprocess.Popen(
+            command,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TQDM_DISABLE": "1", **env},
+        )
         watcher = threading.Thread(target=_watch_rss, args=(proc.pid, peak, stop), daemon=True)
         watcher.start()
         stdout, stderr = proc.communicate()

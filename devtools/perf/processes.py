@@ -1,4 +1,5 @@
 """`python -m devtools.perf` parts timed in fresh processes: startup, generation and the review at scale."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devtools.perf.meter import REPO, Meter, build, child_cpu_s, fresh_process, hf_backend, model_config
 from src.tracking import store
-from devtools.perf.meter import REPO, Meter, child_cpu_s, build, fresh_process, hf_backend, model_config
 
 
 def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -24,12 +25,22 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     from mlflow.tracking import MlflowClient
 
     repeats = max(1, args.startup_repeats)
-    print(f"startup: fresh processes, no model ({repeats} repeats, median), load average {os.getloadavg()[0]:.1f}",
-          flush=True)
+    print(
+        f"startup: fresh processes, no model ({repeats} repeats, median), load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         uri = f"sqlite:///{tmp}/mlflow.db"
-        run = [sys.executable, "-m", "src.run", "model=simulated", "limit=1", f"tracking.uri={uri}",
-               f"cache.path={tmp}/responses.db", "resume=false"]
+        run = [
+            sys.executable,
+            "-m",
+            "src.run",
+            "model=simulated",
+            "limit=1",
+            f"tracking.uri={uri}",
+            f"cache.path={tmp}/responses.db",
+            "resume=false",
+        ]
         fresh_process(meter, "startup_first_run (new store)", [*run, f"hydra.run.dir={tmp}/run0"])
         walls, cpus, imports = [], [], []
         for k in range(repeats):
@@ -40,18 +51,36 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
             fresh_process(meter, f"startup_import_{k + 1} (src.run)", [sys.executable, "-c", "import src.run"])
             imports.append(meter.results[f"startup_import_{k + 1} (src.run)"]["seconds"])
         cpu = child_cpu_s()
-        fresh_process(meter, "startup_sweep (smoke, joblib)", [
-            sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke", "hydra/launcher=joblib",
-            f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/sweep", f"cache.path={tmp}/sweep-responses.db"])
+        fresh_process(
+            meter,
+            "startup_sweep (smoke, joblib)",
+            [
+                sys.executable,
+                "-m",
+                "src.run",
+                "-m",
+                "-cd",
+                "sweeps",
+                "-cn",
+                "smoke",
+                "hydra/launcher=joblib",
+                f"tracking.uri={uri}",
+                f"hydra.sweep.dir={tmp}/sweep",
+                f"cache.path={tmp}/sweep-responses.db",
+            ],
+        )
         sweep_cpu = child_cpu_s() - cpu  # the sweep's main process and the workers it waited for
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name("smoke")
         jobs = store.search_all(client, [experiment.experiment_id], "tags.kind = 'job'")
         compute = sum(r.data.metrics.get("seconds", 0.0) for r in jobs)
     sweep = meter.results["startup_sweep (smoke, joblib)"]["seconds"]
-    print(f"  run: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU; import of "
-          f"src.run {statistics.median(imports):.2f} s; sweep: {len(jobs)} jobs, {sweep:.1f} s wall, "
-          f"{sweep_cpu:.1f} s CPU, their compute {compute:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"  run: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU; import of "
+        f"src.run {statistics.median(imports):.2f} s; sweep: {len(jobs)} jobs, {sweep:.1f} s wall, "
+        f"{sweep_cpu:.1f} s CPU, their compute {compute:.1f} s; load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     ratios["startup_run_wall_s"] = statistics.median(walls)
     ratios["startup_run_cpu_s"] = statistics.median(cpus)
     ratios["startup_import_s"] = statistics.median(imports)
@@ -62,20 +91,46 @@ def part_startup(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
 
 # --only review_scale: the axes of the 128-job sweep, given on the command line of the smoke sweep's file (ARC-Easy
 # in HellaSwag's place since the validity contract refuses cora's NOTA for HellaSwag's endings: docs/validity.md)
-SCALE_AXES = {"model.success_rate": "0.3,0.38,0.46,0.54,0.62,0.7,0.78,0.86",
-              "benchmark": "arc_challenge,commonsenseqa,mmlu,arc_easy", "temperature": "0.3,0.7",
-              "variants": "original,cora"}
+SCALE_AXES = {
+    "model.success_rate": "0.3,0.38,0.46,0.54,0.62,0.7,0.78,0.86",
+    "benchmark": "arc_challenge,commonsenseqa,mmlu,arc_easy",
+    "temperature": "0.3,0.7",
+    "variants": "original,cora",
+}
 
 
 def scale_commands(root: Path, limit: int, axes: dict[str, str] = SCALE_AXES) -> tuple[list[str], list[str]]:
     """(the sweep, the comparison): the commands `part_review_scale` times, on a store under `root`."""
     uri = f"sqlite:///{root}/mlflow.db"
-    sweep = [sys.executable, "-m", "src.run", "-m", "-cd", "sweeps", "-cn", "smoke",
-             *[f"{key}={value}" for key, value in axes.items()], f"limit={limit}", "repetitions=1",
-             "tracking.experiment=review_scale", f"tracking.uri={uri}", f"cache.path={root}/responses.db",
-             f"hydra.sweep.dir={root}/sweep"]
-    compare = [sys.executable, "-m", "src.compare", "--experiment", "review_scale", "--tracking-uri", uri,
-               "--out", str(root / "report"), "--no-mlflow"]
+    sweep = [
+        sys.executable,
+        "-m",
+        "src.run",
+        "-m",
+        "-cd",
+        "sweeps",
+        "-cn",
+        "smoke",
+        *[f"{key}={value}" for key, value in axes.items()],
+        f"limit={limit}",
+        "repetitions=1",
+        "tracking.experiment=review_scale",
+        f"tracking.uri={uri}",
+        f"cache.path={root}/responses.db",
+        f"hydra.sweep.dir={root}/sweep",
+    ]
+    compare = [
+        sys.executable,
+        "-m",
+        "src.compare",
+        "--experiment",
+        "review_scale",
+        "--tracking-uri",
+        uri,
+        "--out",
+        str(root / "report"),
+        "--no-mlflow",
+    ]
     return sweep, compare
 
 
@@ -86,8 +141,10 @@ def part_review_scale(meter: Meter, args, ratios: dict[str, float], shared: dict
     root = Path(args.scale_dir) if args.scale_dir else Path(tempfile.mkdtemp(prefix="review-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     sweep, compare = scale_commands(root.resolve(), args.scale_limit)
-    print(f"review_scale: 128 jobs of {args.scale_limit} questions into {root}, load average "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"review_scale: 128 jobs of {args.scale_limit} questions into {root}, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     if not (root / "mlflow.db").is_file():  # --scale-dir keeps the store for the next measurement
         fresh_process(meter, "review_scale_sweep (128 jobs)", sweep)
     cpu = child_cpu_s()
@@ -95,8 +152,11 @@ def part_review_scale(meter: Meter, args, ratios: dict[str, float], shared: dict
     compare_cpu = child_cpu_s() - cpu
     html_mb = (root / "report" / "report.html").stat().st_size / 1e6
     wall = meter.results["review_scale_compare"]["seconds"]
-    print(f"  compare: {wall:.1f} s wall, {compare_cpu:.1f} s CPU; report.html {html_mb:.2f} MB; load average "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"  compare: {wall:.1f} s wall, {compare_cpu:.1f} s CPU; report.html {html_mb:.2f} MB; load average "
+        f"{os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     ratios["review_scale_compare_wall_s"] = wall
     ratios["review_scale_compare_cpu_s"] = compare_cpu
     ratios["review_scale_html_mb"] = html_mb
@@ -146,8 +206,21 @@ def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     for phase in GENERATION_PHASES:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "phase.json"
-            subprocess.run([sys.executable, "-m", "devtools.perf", "--generation-phase", phase, "--limit", str(args.limit),
-                            "--out", str(out)], cwd=REPO, check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "devtools.perf",
+                    "--generation-phase",
+                    phase,
+                    "--limit",
+                    str(args.limit),
+                    "--out",
+                    str(out),
+                ],
+                cwd=REPO,
+                check=True,
+            )
             result = json.loads(out.read_text())
         meter.results[f"generation_{phase}"] = result["phase"]
         samples[phase] = result["samples"]
@@ -160,5 +233,6 @@ def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     ratios["gen_r10_vs_r1_padded_peak_rss"] = r["r10_padded"]["peak_rss_mib"] / r["greedy_padded"]["peak_rss_mib"]
     ratios["gen_padded_vs_shared_r10_wall"] = r["r10_padded"]["seconds"] / r["r10"]["seconds"]
     ratios["gen_padded_vs_shared_r10_tokens"] = r["r10_padded"]["forward_tokens"] / r["r10"]["forward_tokens"]
-    ratios["gen_shared_same_samples"] = float(samples["greedy"] == samples["greedy_padded"]
-                                              and samples["r10"] == samples["r10_padded"])
+    ratios["gen_shared_same_samples"] = float(
+        samples["greedy"] == samples["greedy_padded"] and samples["r10"] == samples["r10_padded"]
+    )

@@ -1,14 +1,16 @@
 """`python -m devtools.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive, rerun."""
+
 from __future__ import annotations
 
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from devtools.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
 
@@ -17,8 +19,9 @@ def part_load(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
     """Two fresh processes on one empty models cache: the first hashes and de-quantises the GGUF and saves the
     float copy, the second reads it. Whole-process wall times (imports included, as a user waits) and each
     process's own load time."""
-    print("load: fresh processes, first model load into an empty models cache vs a second process reading it",
-          flush=True)
+    print(
+        "load: fresh processes, first model load into an empty models cache vs a second process reading it", flush=True
+    )
     loads = {}
     with tempfile.TemporaryDirectory() as cold:
         for name in ("load_cold (process, convert)", "load_warm (process, cached)"):
@@ -38,8 +41,11 @@ def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
     cfg, items = build(["variants=cora", "scoring=logprob"], args.limit)
     _, subset = build(["variants=cora", "scoring=logprob"], args.compare_limit)
     backend = shared["backend"]
-    print(f"cora: {len(items)} prompts ({args.limit} questions x CoRA divergent set); naive and padded on "
-          f"{len(subset)} prompts ({args.compare_limit} questions)", flush=True)
+    print(
+        f"cora: {len(items)} prompts ({args.limit} questions x CoRA divergent set); naive and padded on "
+        f"{len(subset)} prompts ({args.compare_limit} questions)",
+        flush=True,
+    )
     params = SamplingParams(n=1)
     tokens = lambda: backend.forward_tokens  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +74,9 @@ def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
     ratios["cora_padded_vs_optimised_tokens"] = padded["forward_tokens"] / optimised["forward_tokens"]
     ratios["cora_optimised_vs_padded_ms_per_token"] = optimised["ms_per_token"] / padded["ms_per_token"]
     ratios["cora_vs_naive"] = r["cora_naive_subset (1 call/trial)"]["seconds"] / optimised["seconds"]
-    ratios["rerun_vs_first_answering"] = r["cora_rerun (warm cache)"]["seconds"] / r["cora_optimised (cold cache)"]["seconds"]
+    ratios["rerun_vs_first_answering"] = (
+        r["cora_rerun (warm cache)"]["seconds"] / r["cora_optimised (cold cache)"]["seconds"]
+    )
     shared["subset"] = subset
 
 
@@ -83,8 +91,11 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
 
     cfg, items = build(["variants=cora"], None, benchmark="synthetic")
     backend = hf_backend(shared["model_cfg"], chat=False)  # option texts are never chat-wrapped
-    print(f"mainjob: {len(items)} prompts (synthetic x CoRA divergent set, scoring={cfg.scoring}), "
-          f"padded on the first {args.compare_limit} questions' prompts", flush=True)
+    print(
+        f"mainjob: {len(items)} prompts (synthetic x CoRA divergent set, scoring={cfg.scoring}), "
+        f"padded on the first {args.compare_limit} questions' prompts",
+        flush=True,
+    )
     subset = [it for it in items if int(it.question.id.rsplit("/", 1)[1]) < args.compare_limit]
     tokens = lambda: backend.forward_tokens  # noqa: E731
     params = SamplingParams(n=1)
@@ -115,7 +126,8 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     ratios["mainjob_padded_token_vs_fixed_batches"] = padded_tokens / padded_fixed
     for larger in (2 * CPU_BATCH_TOKENS, 4 * CPU_BATCH_TOKENS):
         ratios[f"mainjob_budget_{larger}_vs_{CPU_BATCH_TOKENS}"] = sum(
-            r[f"mainjob_subset (packed, {larger}-token budget) #{k}"]["seconds"] for k in (1, 2)) / sum(default.values())
+            r[f"mainjob_subset (packed, {larger}-token budget) #{k}"]["seconds"] for k in (1, 2)
+        ) / sum(default.values())
 
 
 @contextmanager
@@ -145,9 +157,12 @@ def part_repetition(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     with meter.phase("generate (R=10, T=0.7, 3 tok)", prompts=len(items), tokens=tokens):
         answer_items(backend, items, scoring="generate", params=replace(exact, max_new_tokens=3), progress=False)
     r = meter.results
-    ratios["exact10_vs_greedy"] = r["exact_sampling (R=10, T=0.7)"]["seconds"] / r["greedy_pass (logprob, R=1)"]["seconds"]
-    ratios["generate10_vs_exact10"] = r["generate (R=10, T=0.7, 3 tok)"]["seconds"] / \
-        r["exact_sampling (R=10, T=0.7)"]["seconds"]
+    ratios["exact10_vs_greedy"] = (
+        r["exact_sampling (R=10, T=0.7)"]["seconds"] / r["greedy_pass (logprob, R=1)"]["seconds"]
+    )
+    ratios["generate10_vs_exact10"] = (
+        r["generate (R=10, T=0.7, 3 tok)"]["seconds"] / r["exact_sampling (R=10, T=0.7)"]["seconds"]
+    )
     ratios["exact_invalid_share"] = sum(a.slot is None for row in answers for a in row) / (10 * len(items))
 
 
@@ -163,27 +178,38 @@ def part_adaptive(meter: Meter, args, ratios: dict[str, float], shared: dict[str
     print(f"adaptive: {len(items)} prompts, {R} generated repetitions at T=0.7 (response cache off)", flush=True)
     records = {}
     for name, adaptive in (("full", False), ("adaptive", True)):
-        with meter.phase(f"adaptive_{name} (generate R={R})", prompts=len(items),
-                         tokens=lambda: backend.forward_tokens):
+        with meter.phase(
+            f"adaptive_{name} (generate R={R})", prompts=len(items), tokens=lambda: backend.forward_tokens
+        ):
             answers = answer_items(backend, items, scoring="generate", params=params, progress=False, adaptive=adaptive)
         records[name] = to_records(items, answers, run_info={}, planned=R if adaptive else None)
-    same = all(question_outcomes(records["full"], sure_rule=rule)[["sure", "right"]].equals(
-        question_outcomes(records["adaptive"], sure_rule=rule)[["sure", "right"]]) for rule in ("answer", "correctness"))
+    same = all(
+        question_outcomes(records["full"], sure_rule=rule)[["sure", "right"]].equals(
+            question_outcomes(records["adaptive"], sure_rule=rule)[["sure", "right"]]
+        )
+        for rule in ("answer", "correctness")
+    )
     on = ["question_id", "variant_id", "repetition"]
     drawn = records["adaptive"].merge(records["full"], on=on, suffixes=("", "_full"))
     r = meter.results
     ratios["adaptive_saved_share"] = 1.0 - len(records["adaptive"]) / len(records["full"])
-    ratios["adaptive_vs_full_wall"] = r[f"adaptive_adaptive (generate R={R})"]["seconds"] / \
-        r[f"adaptive_full (generate R={R})"]["seconds"]
-    ratios["adaptive_vs_full_tokens"] = r[f"adaptive_adaptive (generate R={R})"]["forward_tokens"] / \
-        max(1.0, r[f"adaptive_full (generate R={R})"]["forward_tokens"])  # forward tokens: the load-independent cost
+    ratios["adaptive_vs_full_wall"] = (
+        r[f"adaptive_adaptive (generate R={R})"]["seconds"] / r[f"adaptive_full (generate R={R})"]["seconds"]
+    )
+    ratios["adaptive_vs_full_tokens"] = r[f"adaptive_adaptive (generate R={R})"]["forward_tokens"] / max(
+        1.0, r[f"adaptive_full (generate R={R})"]["forward_tokens"]
+    )  # forward tokens: the load-independent cost
     ratios["adaptive_same_verdicts"] = float(same)
-    ratios["adaptive_same_samples"] = float(len(drawn) == len(records["adaptive"])
-                                            and bool((drawn["raw_output"] == drawn["raw_output_full"]).all()))
-    print(f"  samples saved {ratios['adaptive_saved_share']:.1%} ({len(records['adaptive'])} of {len(records['full'])} "
-          f"asked), wall ratio adaptive/full {ratios['adaptive_vs_full_wall']:.2f} (forward tokens "
-          f"{ratios['adaptive_vs_full_tokens']:.2f}), verdicts identical (both SURE "
-          f"rules): {same}, asked samples identical: {bool(ratios['adaptive_same_samples'])}", flush=True)
+    ratios["adaptive_same_samples"] = float(
+        len(drawn) == len(records["adaptive"]) and bool((drawn["raw_output"] == drawn["raw_output_full"]).all())
+    )
+    print(
+        f"  samples saved {ratios['adaptive_saved_share']:.1%} ({len(records['adaptive'])} of {len(records['full'])} "
+        f"asked), wall ratio adaptive/full {ratios['adaptive_vs_full_wall']:.2f} (forward tokens "
+        f"{ratios['adaptive_vs_full_tokens']:.2f}), verdicts identical (both SURE "
+        f"rules): {same}, asked samples identical: {bool(ratios['adaptive_same_samples'])}",
+        flush=True,
+    )
 
 
 def part_rerun(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -198,13 +224,23 @@ def part_rerun(meter: Meter, args, ratios: dict[str, float], shared: dict[str, A
     backend = HFBackend.from_config(shared["model_cfg"], chat=True, progress=False)
     if backend.gguf_path is not None:
         gguf_cache.ensure_float_copy(backend.gguf_path)
-    print(f"rerun: fresh processes, `python -m src.run variants=cora limit={args.rerun_limit}` first, again, and "
-          f"again with resume=false", flush=True)
+    print(
+        f"rerun: fresh processes, `python -m src.run variants=cora limit={args.rerun_limit}` first, again, and "
+        f"again with resume=false",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         store = f"sqlite:///{tmp}/mlflow.db"
         MlflowClient(tracking_uri=store).search_experiments()
-        command = [sys.executable, "-m", "src.run", "variants=cora", f"limit={args.rerun_limit}",
-                   f"tracking.uri={store}", f"cache.path={tmp}/responses.db"]
+        command = [
+            sys.executable,
+            "-m",
+            "src.run",
+            "variants=cora",
+            f"limit={args.rerun_limit}",
+            f"tracking.uri={store}",
+            f"cache.path={tmp}/responses.db",
+        ]
         names = ("run_first (process)", "run_again (process, resume)", "run_again (process, resume=false)")
         for i, (name, extra) in enumerate(zip(names, ([], [], ["resume=false"]))):
             fresh_process(meter, name, [*command, *extra, f"hydra.run.dir={tmp}/out{i}"])

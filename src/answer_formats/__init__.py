@@ -9,6 +9,7 @@ True
 >>> [(f.name, f.generated_only) for f in FORMATS.values()]
 [('mcq', False), ('true_false', False), ('multi_select', True)]
 """
+
 from __future__ import annotations
 
 from ..backends.base import Request

@@ -5,18 +5,21 @@ says which labels the model is shown and whether only generation can answer it, 
 `src.core.parsing.Parse` (slot, rule, and for a set of labels the slots), fills the record columns that depend on
 it, and names the REVAS metric family that reads its rows (`src.metrics.revas`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
-from ..backends.base import Request
 from src.core.parsing import Parse, strip_reasoning
 from src.core.prompts import PromptTemplate
 from src.core.questions import Question
 from src.core.variant import Variant
+
+from ..backends.base import Request
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,15 @@ class AnswerFormat:
     min_new_tokens = 0  # generation gets at least this many new tokens
     metric_family: str | None = None  # the REVAS metrics of its rows, `src.metrics.revas.FAMILIES`
 
-    def render(self, template: PromptTemplate, question: Question, variant: Variant, *,
-               fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> str:
+    def render(
+        self,
+        template: PromptTemplate,
+        question: Question,
+        variant: Variant,
+        *,
+        fewshot: Sequence[tuple[Question, Variant]] = (),
+        scoring: str = "generate",
+    ) -> str:
         raise NotImplementedError
 
     def labels(self, template: PromptTemplate, variant: Variant) -> tuple[str, ...]:
@@ -46,23 +56,44 @@ class AnswerFormat:
         """The texts behind the labels (cloze scoring, option-text parsing)."""
         return variant.option_texts
 
-    def request(self, template: PromptTemplate, question: Question, variant: Variant, *, seed: int,
-                fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> Request:
+    def request(
+        self,
+        template: PromptTemplate,
+        question: Question,
+        variant: Variant,
+        *,
+        seed: int,
+        fewshot: Sequence[tuple[Question, Variant]] = (),
+        scoring: str = "generate",
+    ) -> Request:
         """The backend request of one variant of `question`."""
-        return self._request_of(prompt=self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
-                                labels=self.labels(template, variant), options=self.options(variant), seed=seed,
-                                correct_slot=variant.correct_slot, key=f"{question.id}/{variant.variant_id}")
+        return self._request_of(
+            prompt=self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
+            labels=self.labels(template, variant),
+            options=self.options(variant),
+            seed=seed,
+            correct_slot=variant.correct_slot,
+            key=f"{question.id}/{variant.variant_id}",
+        )
 
     def _request_of(self, **fields: Any) -> Request:
         return FormatRequest(**fields, fmt=self.name)
 
-    def parse(self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
-              truncated: bool = False) -> Parse:
+    def parse(
+        self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False
+    ) -> Parse:
         """The answer a completion gives and the rule that decided it (see `src.core.parsing`)."""
         raise NotImplementedError
 
-    def columns(self, question: Question, variant: Variant, labels: Sequence[str], *, slot: int | None,
-                slots: tuple[int, ...] | None) -> dict[str, Any]:
+    def columns(
+        self,
+        question: Question,
+        variant: Variant,
+        labels: Sequence[str],
+        *,
+        slot: int | None,
+        slots: tuple[int, ...] | None,
+    ) -> dict[str, Any]:
         """The record columns that depend on the format: `correct_option`, `chosen_option` and any it overrides."""
         raise NotImplementedError
 
@@ -70,8 +101,11 @@ class AnswerFormat:
         """The category of the right answer in a record's `answer_dist` (None when no shown answer is right)."""
         order = [int(x) for x in row["option_order"]]
         correct = row["correct_option"]
-        return order.index(int(correct)) if correct is not None and not pd.isna(correct) and int(correct) in order \
+        return (
+            order.index(int(correct))
+            if correct is not None and not pd.isna(correct) and int(correct) in order
             else None
+        )
 
 
 # Parsers of formats beside mcq return a Parse whose rule follows src/core/parsing.py: a decided answer's rule
@@ -79,6 +113,7 @@ class AnswerFormat:
 # prefixed "reasoning_stripped+" after a removed <think> block) or an INVALID reason ("invalid_empty",
 # "invalid_hedge", "invalid_out_of_range", "invalid_option_list", "invalid_unclosed_reasoning",
 # "invalid_no_label", "truncated").
+
 
 def answer_text(raw: str, truncated: bool) -> tuple[str | None, str, str]:
     """(text to parse or None, reasoning state, INVALID rule when None): empty and unfinished answers."""

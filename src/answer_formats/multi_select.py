@@ -3,15 +3,18 @@ set of labels, which only generation can give.
 
 The prompt is zero-shot and fixed here; the `prompt` config's label style is kept.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from src.core.parsing import Parse
 from src.core.prompts import LABEL_STYLES, PromptTemplate, labels_for
 from src.core.questions import Question
 from src.core.variant import Variant
+
 from .base import AnswerFormat, answer_text, ruled
 
 MULTI_SELECT_TEMPLATE = (
@@ -36,39 +39,60 @@ class MultiSelect(AnswerFormat):
     min_new_tokens = MULTI_SELECT_MIN_NEW_TOKENS
     metric_family = "multi_select"
 
-    def render(self, template: PromptTemplate, question: Question, variant: Variant, *,
-               fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> str:
+    def render(
+        self,
+        template: PromptTemplate,
+        question: Question,
+        variant: Variant,
+        *,
+        fewshot: Sequence[tuple[Question, Variant]] = (),
+        scoring: str = "generate",
+    ) -> str:
         """The select-all prompt, options shown in the config's label style (zero-shot: `fewshot` is not used)."""
         labels = self.labels(template, variant)
         _, line = LABEL_STYLES[template.label_style]
         choices = "\n".join(line.format(label=label, text=text) for label, text in zip(labels, variant.option_texts))
         example = ", ".join(labels[::2][:2])
-        return MULTI_SELECT_TEMPLATE.format(question=question.question, choices=choices, example=example,
-                                            letters=", ".join(labels))
+        return MULTI_SELECT_TEMPLATE.format(
+            question=question.question, choices=choices, example=example, letters=", ".join(labels)
+        )
 
     def labels(self, template: PromptTemplate, variant: Variant) -> tuple[str, ...]:
         return labels_for(variant.n_options, template.label_style)
 
-    def parse(self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
-              truncated: bool = False) -> Parse:
+    def parse(
+        self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False
+    ) -> Parse:
         """The set named, and as `slot` its one label when it names exactly one."""
         slots, rule = parse_label_set_with_rule(raw, labels, options, truncated=truncated)
         return Parse(slots[0] if slots is not None and len(slots) == 1 else None, rule, slots)
 
-    def columns(self, question: Question, variant: Variant, labels: Sequence[str], *, slot: int | None,
-                slots: tuple[int, ...] | None) -> dict[str, Any]:
-        return {"scoring": "generate", "correct_option": variant.option_order[variant.correct_slot],
-                "chosen_option": None, "parsed_label": None if slots is None else ", ".join(labels[s] for s in slots),
-                "correct": slots is not None and set(slots) == set(variant.correct_slots),
-                "parsed_labels": None if slots is None else [labels[s] for s in slots],
-                "chosen_options": None if slots is None else [variant.option_order[s] for s in slots]}
+    def columns(
+        self,
+        question: Question,
+        variant: Variant,
+        labels: Sequence[str],
+        *,
+        slot: int | None,
+        slots: tuple[int, ...] | None,
+    ) -> dict[str, Any]:
+        return {
+            "scoring": "generate",
+            "correct_option": variant.option_order[variant.correct_slot],
+            "chosen_option": None,
+            "parsed_label": None if slots is None else ", ".join(labels[s] for s in slots),
+            "correct": slots is not None and set(slots) == set(variant.correct_slots),
+            "parsed_labels": None if slots is None else [labels[s] for s in slots],
+            "chosen_options": None if slots is None else [variant.option_order[s] for s in slots],
+        }
 
 
 MULTI_SELECT = MultiSelect()
 
 
 _SET_PREFIX = re.compile(
-    r"^(?i:(?:the\s+)?(?:final\s+|correct\s+)?(?:answers?|options?|choices?)(?:\s+(?:is|are))?\s*[:\-–]?\s*)")
+    r"^(?i:(?:the\s+)?(?:final\s+|correct\s+)?(?:answers?|options?|choices?)(?:\s+(?:is|are))?\s*[:\-–]?\s*)"
+)
 _SEPARATORS = re.compile(r"(?i)\s*(?:,|;|/|&|\+|\band\b|\s)\s*")
 _HEDGE = re.compile(r"(?i)\bor\b")
 _DECOR = "*()[]{}'\"“”‘’`.:!"
@@ -80,8 +104,9 @@ _OPEN_LIST = re.compile(r"^[ \t,;/&+\*\)\]\"'`]*(?:(?:and|or)\b[ \t]*)?$", re.I)
 _LEADING_WORD = re.compile(r"^[AI] (?!(?:and|or|nor|is|are|was|were|plus|&)\b)[a-z']")
 
 
-def parse_label_set_with_rule(raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
-                              truncated: bool = False) -> tuple[tuple[int, ...] | None, str]:
+def parse_label_set_with_rule(
+    raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False
+) -> tuple[tuple[int, ...] | None, str]:
     """The slots a select-all answer names, sorted, or None when it names none or a label that was not shown;
     and the rule that decided it.
 
@@ -116,8 +141,9 @@ def parse_label_set_with_rule(raw: str, labels: Sequence[str], options: Sequence
     return ruled(slots, rule, state)
 
 
-def _label_set(text: str, labels: Sequence[str], options: Sequence[str] | None
-               ) -> tuple[tuple[int, ...] | None, str, int | None]:
+def _label_set(
+    text: str, labels: Sequence[str], options: Sequence[str] | None
+) -> tuple[tuple[int, ...] | None, str, int | None]:
     """(slots, rule, end of the last label read in `text`) of a stripped, non-empty answer."""
     index = {label.upper(): slot for slot, label in enumerate(labels)}
     numeric = all(label.isdigit() for label in labels)
@@ -149,8 +175,9 @@ def _label_set(text: str, labels: Sequence[str], options: Sequence[str] | None
     return slots, rule, None if end is None else text.find(line) + end
 
 
-def _label_line(line: str, index: dict[str, int], numeric: bool, options: Sequence[str] | None
-                ) -> tuple[tuple[int, ...] | None, str, int | None]:
+def _label_line(
+    line: str, index: dict[str, int], numeric: bool, options: Sequence[str] | None
+) -> tuple[tuple[int, ...] | None, str, int | None]:
     """The set one line names: (slots, rule, end of its last label in `line`)."""
     parts = [p.strip(_DECOR) for p in _SEPARATORS.split(line) if p.strip(_DECOR)]
     if not parts:
@@ -162,8 +189,13 @@ def _label_line(line: str, index: dict[str, int], numeric: bool, options: Sequen
     if all(p.upper() in index for p in parts):  # a line of labels only: "A, C", "a and c", "1, 3"
         return tuple(sorted({index[p.upper()] for p in parts})), "label_list", end
     compact = "".join(parts)
-    if not numeric and len(parts) == 1 and compact.isupper() and all(ch in index for ch in compact) \
-            and len(set(compact)) == len(compact):
+    if (
+        not numeric
+        and len(parts) == 1
+        and compact.isupper()
+        and all(ch in index for ch in compact)
+        and len(set(compact)) == len(compact)
+    ):
         return tuple(sorted(index[ch] for ch in compact)), "label_list", end  # "AC"
     if options:  # "Paris and Lyon", "Paris, Lyon"
         norms = {_norm(o): slot for slot, o in enumerate(options) if _norm(o)}
@@ -171,8 +203,11 @@ def _label_line(line: str, index: dict[str, int], numeric: bool, options: Sequen
         if pieces and all(p in norms for p in pieces):
             return tuple(sorted({norms[p] for p in pieces})), "option_text", len(line.rstrip(_DECOR + " "))
     pattern = r"(?<![\w])(\d{1,2})(?![\w])" if numeric else r"(?<![A-Za-z\\])([A-Z])(?![A-Za-z])"
-    tokens = [m for m in re.finditer(pattern, line)
-              if not (m.group(1) in ("A", "I") and _LEADING_WORD.match(line[m.start():]))]  # "A cat", "I think"
+    tokens = [
+        m
+        for m in re.finditer(pattern, line)
+        if not (m.group(1) in ("A", "I") and _LEADING_WORD.match(line[m.start() :]))
+    ]  # "A cat", "I think"
     if not tokens:
         return None, "invalid_no_label", None
     if any(t.group(1).upper() not in index for t in tokens):

@@ -3,10 +3,12 @@
 The prompt is zero-shot and fixed here (the paper's wording cannot be derived from the option text: it
 rewrote "East" into "Is it true that the sun rises from the east?" by hand).
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -14,6 +16,7 @@ from src.core.parsing import Parse
 from src.core.prompts import DEFAULT_SUBJECT, PromptTemplate
 from src.core.questions import Question
 from src.core.variant import TF_LABELS, Variant
+
 from .base import AnswerFormat, answer_text, ruled
 
 TRUE_FALSE_TEMPLATE = (
@@ -22,14 +25,22 @@ TRUE_FALSE_TEMPLATE = (
     "Question: {question}\nProposed answer: {option}\nIs this the correct answer?\nAnswer:"
 )
 
+
 class TrueFalse(AnswerFormat):
     """Labels Yes/No (TF_LABELS) whatever the `prompt` config; the chosen option is the asked one on Yes, none on No."""
 
     name = "true_false"
     metric_family = "true_false"
 
-    def render(self, template: PromptTemplate, question: Question, variant: Variant, *,
-               fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> str:
+    def render(
+        self,
+        template: PromptTemplate,
+        question: Question,
+        variant: Variant,
+        *,
+        fewshot: Sequence[tuple[Question, Variant]] = (),
+        scoring: str = "generate",
+    ) -> str:
         """The yes/no prompt about the one option `variant` shows (zero-shot: `fewshot` is not used).
 
         >>> q = Question(id="q", question="Where does the sun rise?", options=("East", "West"), answer=0)
@@ -37,8 +48,11 @@ class TrueFalse(AnswerFormat):
         >>> print(TRUE_FALSE.render(None, q, true_false_variants(q)[1]).splitlines()[-3])
         Proposed answer: West
         """
-        return TRUE_FALSE_TEMPLATE.format(question=question.question, option=variant.option_texts[0],
-                                          subject=(question.subject or DEFAULT_SUBJECT).replace("_", " "))
+        return TRUE_FALSE_TEMPLATE.format(
+            question=question.question,
+            option=variant.option_texts[0],
+            subject=(question.subject or DEFAULT_SUBJECT).replace("_", " "),
+        )
 
     def labels(self, template: PromptTemplate, variant: Variant) -> tuple[str, ...]:
         return TF_LABELS
@@ -46,12 +60,20 @@ class TrueFalse(AnswerFormat):
     def options(self, variant: Variant) -> tuple[str, ...]:
         return TF_LABELS
 
-    def parse(self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
-              truncated: bool = False) -> Parse:
+    def parse(
+        self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False
+    ) -> Parse:
         return Parse(*parse_yes_no_with_rule(raw, truncated=truncated))
 
-    def columns(self, question: Question, variant: Variant, labels: Sequence[str], *, slot: int | None,
-                slots: tuple[int, ...] | None) -> dict[str, Any]:
+    def columns(
+        self,
+        question: Question,
+        variant: Variant,
+        labels: Sequence[str],
+        *,
+        slot: int | None,
+        slots: tuple[int, ...] | None,
+    ) -> dict[str, Any]:
         return {"correct_option": question.answer, "chosen_option": variant.asked_option if slot == 0 else None}
 
     def correct_category(self, row: pd.Series) -> int | None:

@@ -17,17 +17,19 @@ trials all name one option, which the rule needs); other formats are asked all R
 Records: the trials not asked are absent; each row carries `n_asked` (trials made of its prompt; repetitions
 `n_asked`..R-1 were skipped) and `n_planned` (R), so the repetition family judges against the planned R.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from src.backends.base import SamplingParams
 from src.common.errors import UserError
+from src.common.progress import job_progress
 from src.metrics.answers import INVALID
 from src.metrics.guessing import p_star, trials_before_stop, verdict_fixed
-from src.common.progress import job_progress
 
 if TYPE_CHECKING:
     from src.answering.trials import Answer, Item
@@ -50,23 +52,31 @@ def check_adaptive(cfg: Any) -> None:
         return
     backend = cfg.model.get("backend") if cfg.get("model") is not None else None
     reasons = [
-        (int(cfg.repetitions) < 2,
-         f"repetitions={cfg.repetitions}: there is nothing to stop early; give repetitions >= 2"),
-        (float(cfg.temperature) <= 0,
-         "temperature=0: one greedy answer serves every repetition; give a temperature > 0"),
-        (str(cfg.scoring) != "generate",
-         f"scoring={cfg.scoring}: only generated answers are sampled one by one (logprob draws all R answers "
-         "from one pass, cloze has no samples); use scoring=generate"),
-        (backend not in ADAPTIVE_BACKENDS,
-         f"model.backend={backend}: only {', '.join(ADAPTIVE_BACKENDS)} draw repetition k from its own seed, so "
-         "that a later round gives the full run's samples"),
+        (
+            int(cfg.repetitions) < 2,
+            f"repetitions={cfg.repetitions}: there is nothing to stop early; give repetitions >= 2",
+        ),
+        (
+            float(cfg.temperature) <= 0,
+            "temperature=0: one greedy answer serves every repetition; give a temperature > 0",
+        ),
+        (
+            str(cfg.scoring) != "generate",
+            f"scoring={cfg.scoring}: only generated answers are sampled one by one (logprob draws all R answers "
+            "from one pass, cloze has no samples); use scoring=generate",
+        ),
+        (
+            backend not in ADAPTIVE_BACKENDS,
+            f"model.backend={backend}: only {', '.join(ADAPTIVE_BACKENDS)} draw repetition k from its own seed, so "
+            "that a later round gives the full run's samples",
+        ),
     ]
     for refused, why in reasons:
         if refused:
             raise UserError(f"config key adaptive: {why} (or adaptive=false)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _threshold(R: int, k: int) -> int | None:  # noqa: N803
     try:
         return p_star(R=R, k=k)
@@ -74,14 +84,14 @@ def _threshold(R: int, k: int) -> int | None:  # noqa: N803
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _next_round(n_correct: int, n_other: int, made: int, R: int, threshold: int) -> int:  # noqa: N803
     if verdict_fixed(n_correct, n_other, made, R=R, p_star=threshold):
         return 0
     return trials_before_stop(n_correct, n_other, made, R=R, p_star=threshold)
 
 
-def still_to_ask(item: "Item", answers: Sequence["Answer"], R: int) -> int:  # noqa: N803
+def still_to_ask(item: Item, answers: Sequence[Answer], R: int) -> int:  # noqa: N803
     """How many more repetitions `item` asks next round: 0 once its cell is settled (`verdict_fixed`)."""
     made = len(answers)
     v = item.variant
@@ -97,9 +107,16 @@ def still_to_ask(item: "Item", answers: Sequence["Answer"], R: int) -> int:  # n
     return _next_round(n_correct, max(counts.values(), default=0), made, R, threshold)
 
 
-def answer_adaptively(backend: Any, items: Sequence["Item"], *, params: SamplingParams,
-                      answer_chunk: Callable[..., list[list["Answer"]]], cache: Any, chunk_size: int,
-                      progress: bool) -> list[list["Answer"]]:
+def answer_adaptively(
+    backend: Any,
+    items: Sequence[Item],
+    *,
+    params: SamplingParams,
+    answer_chunk: Callable[..., list[list[Answer]]],
+    cache: Any,
+    chunk_size: int,
+    progress: bool,
+) -> list[list[Answer]]:
     """Up to `params.n` answers per item, in repetition order, asked in rounds until each item's cell is settled.
     Chunk by chunk as `answer_items`, so a killed run loses at most one chunk's rounds."""
     R = params.n  # noqa: N806 - the papers' name
@@ -115,9 +132,14 @@ def answer_adaptively(backend: Any, items: Sequence["Item"], *, params: Sampling
                     if more:
                         rounds.setdefault((len(answers[i]), more), []).append(i)
                 for (first, more), group in sorted(rounds.items()):
-                    got = answer_chunk(backend, [items[i].request for i in group], scoring="generate",
-                                       params=RoundParams(**base, n=more, first_repetition=first),
-                                       cloze_normalise=False, cache=cache)
+                    got = answer_chunk(
+                        backend,
+                        [items[i].request for i in group],
+                        scoring="generate",
+                        params=RoundParams(**base, n=more, first_repetition=first),
+                        cloze_normalise=False,
+                        cache=cache,
+                    )
                     for i, new in zip(group, got):
                         answers[i].extend(new)
                 todo = [i for group in rounds.values() for i in group]

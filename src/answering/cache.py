@@ -6,6 +6,7 @@ decoding settings, trial seed, repetition). Identical prompts across variant set
 computed once, and an interrupted run resumes from what it had: results are committed chunk by chunk.
 WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from src.backends.base import Request
 from src.common import owners
@@ -23,8 +25,9 @@ from src.common import owners
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
 
-def request_key(identity: str, mode: str, request: Request, settings: dict[str, Any], repetition: int | None, *,
-                seeded: bool) -> str:
+def request_key(
+    identity: str, mode: str, request: Request, settings: dict[str, Any], repetition: int | None, *, seeded: bool
+) -> str:
     """Everything that can change a backend's answer to this request, hashed.
 
     `identity` is the backend's (its weights by content: src/backends/weights.py) and `request.data` the question's
@@ -34,8 +37,20 @@ def request_key(identity: str, mode: str, request: Request, settings: dict[str, 
     question, variant or variant set they came from.
     """
     trial = [request.seed, request.key] if seeded else None
-    payload = json.dumps([identity, request.data, mode, request.prompt, request.labels, request.options, trial,
-                          sorted(settings.items()), repetition], ensure_ascii=False)
+    payload = json.dumps(
+        [
+            identity,
+            request.data,
+            mode,
+            request.prompt,
+            request.labels,
+            request.options,
+            trial,
+            sorted(settings.items()),
+            repetition,
+        ],
+        ensure_ascii=False,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -63,10 +78,11 @@ class ResponseCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
-            chunk = list(keys[start:start + 500])
+            chunk = list(keys[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            rows = self._retry(lambda: self.conn.execute(
-                f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk).fetchall())
+            rows = self._retry(
+                lambda: self.conn.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk).fetchall()
+            )
             found.update((k, json.loads(v)) for k, v in rows)
         return found
 
@@ -118,8 +134,11 @@ class SharedResponseCache:
     def _refresh(self) -> None:
         """Read the chunks published since the last lookup."""
         with os.scandir(self.chunks) as entries:
-            new = [e.name for e in entries if e.name.endswith(".jsonl") and not e.name.startswith(".")
-                   and e.name not in self._read]
+            new = [
+                e.name
+                for e in entries
+                if e.name.endswith(".jsonl") and not e.name.startswith(".") and e.name not in self._read
+            ]
         for name in sorted(new):
             try:
                 text = (self.chunks / name).read_text(encoding="utf-8")

@@ -1,22 +1,23 @@
 """Questions x variants x repetitions -> backend requests -> answered trial rows (the records table)."""
+
 from __future__ import annotations
 
 import hashlib
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
-from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
-from src.answering.cache import ResponseCache, request_key
-from src.common.progress import job_progress
 from src.answer_formats import FORMATS, format_of
+from src.answering.cache import ResponseCache, request_key
+from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
+from src.common.progress import job_progress
 from src.core.questions import Question
 from src.core.records import COLUMNS
 from src.core.variant import Variant
-
 
 CLOZE_MODES = ("cloze", "cloze_shown")  # option texts scored as continuations, without or with the options listed
 
@@ -97,8 +98,9 @@ def _parsed(request: Request, text: str, *, cache_hit: bool) -> Answer:
     that decided it; a truncated text (a `Completion` cut by max_new_tokens) is parsed as such."""
     truncated = truncated_of(text)
     parse = format_of(request).parse(text, request.labels, request.options, truncated=bool(truncated))
-    return Answer(str(text), parse.slot, cache_hit=cache_hit, slots=parse.slots, parse_rule=parse.rule,
-                  truncated=truncated)
+    return Answer(
+        str(text), parse.slot, cache_hit=cache_hit, slots=parse.slots, parse_rule=parse.rule, truncated=truncated
+    )
 
 
 def _generation_params(request: Request, params: SamplingParams) -> SamplingParams:
@@ -125,8 +127,15 @@ def _remember(found: dict[str, Any], fresh: dict[str, Any], cache: ResponseCache
         cache.put_many(fresh.items())
 
 
-def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, params: SamplingParams,
-                  cloze_normalise: bool, cache: ResponseCache | None) -> list[list[Answer]]:
+def _answer_chunk(
+    backend: Backend,
+    reqs: Sequence[Request],
+    *,
+    scoring: str,
+    params: SamplingParams,
+    cloze_normalise: bool,
+    cache: ResponseCache | None,
+) -> list[list[Answer]]:
     """Answers for one chunk of requests: cached results first, the backend for the rest, then stored."""
     identity = backend.identity
     oracle = bool(getattr(backend, "seeded_scores", False))  # answers depend on the trial, not just the prompt
@@ -135,9 +144,25 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
         first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/answering/adaptive.py)
         reps = [None] if greedy else list(range(first, first + params.n))  # greedy: one answer serves every rep
         own = [replace(_generation_params(r, params), n=len(reps)) for r in reqs]
-        keys = [[request_key(identity, scoring, r, {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p,
-                                                     "max_new_tokens": p.max_new_tokens}, k,
-                             seeded=oracle or not greedy) for k in reps] for r, p in zip(reqs, own)]
+        keys = [
+            [
+                request_key(
+                    identity,
+                    scoring,
+                    r,
+                    {
+                        "temperature": p.temperature,
+                        "top_k": p.top_k,
+                        "top_p": p.top_p,
+                        "max_new_tokens": p.max_new_tokens,
+                    },
+                    k,
+                    seeded=oracle or not greedy,
+                )
+                for k in reps
+            ]
+            for r, p in zip(reqs, own)
+        ]
         found = _lookup(cache, [k for ks in keys for k in ks])
         todo = [i for i, ks in enumerate(keys) if not all(k in found for k in ks)]
         for budget in sorted({own[i].max_new_tokens for i in todo}):  # one backend call per token budget
@@ -158,8 +183,9 @@ def _answer_chunk(backend: Backend, reqs: Sequence[Request], *, scoring: str, pa
     return _logprob_chunk(backend, reqs, params=params, cache=cache, oracle=oracle)
 
 
-def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: SamplingParams, cache: ResponseCache | None,
-                   oracle: bool) -> list[list[Answer]]:
+def _logprob_chunk(
+    backend: Backend, reqs: Sequence[Request], *, params: SamplingParams, cache: ResponseCache | None, oracle: bool
+) -> list[list[Answer]]:
     """Label scores; at temperature 0 every repetition is the best label. At a temperature, exact first-token
     sampling: one pass gives the first token's distribution under temperature/top-k/top-p over the whole
     vocabulary (labels + INVALID), and the R answers are drawn from it with each trial's seed. The cache keeps
@@ -168,8 +194,7 @@ def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: Samplin
     identity = backend.identity
     sampled = params.temperature > 0
     plain_keys = [request_key(identity, "logprob", r, {}, None, seeded=oracle) for r in reqs]
-    settings = {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
-                "first_token": "exact"}
+    settings = {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p, "first_token": "exact"}
     keys = [request_key(identity, "logprob", r, settings, None, seeded=oracle) for r in reqs] if sampled else plain_keys
     found = _lookup(cache, keys)
     first: dict[str, int] = {}  # identical prompts in a chunk (a variant that repeats another) are scored once
@@ -179,10 +204,15 @@ def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: Samplin
     todo = list(first.values())
     if todo:
         asked = [reqs[i] for i in todo]
-        scored = (backend.score_labels(asked, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
-                  if sampled else backend.score_labels(asked))
-        fresh = {keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist)] if sampled else [])
-                 for i, sc in zip(todo, scored)}
+        scored = (
+            backend.score_labels(asked, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
+            if sampled
+            else backend.score_labels(asked)
+        )
+        fresh = {
+            keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist)] if sampled else [])
+            for i, sc in zip(todo, scored)
+        }
         found.update(fresh)
         if cache is not None:
             plain = {plain_keys[i]: value[:2] for i, value in zip(todo, fresh.values())} if sampled else {}
@@ -195,24 +225,54 @@ def _logprob_chunk(backend: Backend, reqs: Sequence[Request], *, params: Samplin
         if not sampled:
             best = max(range(len(probs)), key=probs.__getitem__)
             margin = decision_margin([_log(p) for p in probs], best)
-            answers.append([Answer(_scores_text(r.labels, probs), best, probs, mass, cache_hit=hit,
-                                   parse_rule="logprob_argmax", decision_margin=margin)] * params.n)
+            answers.append(
+                [
+                    Answer(
+                        _scores_text(r.labels, probs),
+                        best,
+                        probs,
+                        mass,
+                        cache_hit=hit,
+                        parse_rule="logprob_argmax",
+                        decision_margin=margin,
+                    )
+                ]
+                * params.n
+            )
             continue
         dist = tuple(found[k][2])
         text = _scores_text((*r.labels, "INVALID"), dist)
-        answers.append([Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit, parse_rule="exact_sample")
-                        for slot in draw_answers(dist, seed=r.seed, n=params.n)])
+        answers.append(
+            [
+                Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit, parse_rule="exact_sample")
+                for slot in draw_answers(dist, seed=r.seed, n=params.n)
+            ]
+        )
     return answers
 
 
-def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_normalise: bool,
-                 cache: ResponseCache | None, oracle: bool) -> list[list[Answer]]:
+def _cloze_chunk(
+    backend: Backend,
+    reqs: Sequence[Request],
+    *,
+    n: int,
+    cloze_normalise: bool,
+    cache: ResponseCache | None,
+    oracle: bool,
+) -> list[list[Answer]]:
     """Cloze scores per (prompt, option text) pair: an option's log-likelihood does not depend on the other
     options shown, so the variants of a question (same cloze prompt, reordered or reduced options) share the
     work, and each pair is computed once per model."""
+
     def key(r: Request, text: str) -> str:
-        return request_key(backend.identity, "cloze", Request(r.prompt, (), (text,), r.seed, key=r.key, data=r.data),
-                           {}, None, seeded=oracle)
+        return request_key(
+            backend.identity,
+            "cloze",
+            Request(r.prompt, (), (text,), r.seed, key=r.key, data=r.data),
+            {},
+            None,
+            seeded=oracle,
+        )
 
     keys = [[key(r, t) for t in r.options] for r in reqs]
     found = _lookup(cache, [k for ks in keys for k in ks])
@@ -228,8 +288,10 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
             for text, k in zip(reqs[i].options, keys[i]):
                 if k not in found:
                     groups.setdefault((reqs[i].prompt, reqs[i].data), {})[text] = None
-        group_reqs = [Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data)
-                      for (prompt, data), texts in groups.items()]
+        group_reqs = [
+            Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data)
+            for (prompt, data), texts in groups.items()
+        ]
         for gr, sc in zip(group_reqs, backend.score_options(group_reqs)):
             fresh.update({key(gr, t): [a, b] for t, a, b in zip(gr.options, sc.loglik, sc.loglik_norm)})
     _remember(found, fresh, cache)
@@ -240,15 +302,35 @@ def _cloze_chunk(backend: Backend, reqs: Sequence[Request], *, n: int, cloze_nor
         norm = tuple(found[k][1] for k in ks)
         values = norm if cloze_normalise else loglik
         best = max(range(len(values)), key=values.__getitem__)
-        answers.append([Answer(_scores_text(r.labels, values), best, option_loglik=loglik, option_loglik_norm=norm,
-                               cache_hit=i not in done, parse_rule="cloze_argmax",
-                               decision_margin=decision_margin(values, best))] * n)
+        answers.append(
+            [
+                Answer(
+                    _scores_text(r.labels, values),
+                    best,
+                    option_loglik=loglik,
+                    option_loglik_norm=norm,
+                    cache_hit=i not in done,
+                    parse_rule="cloze_argmax",
+                    decision_margin=decision_margin(values, best),
+                )
+            ]
+            * n
+        )
     return answers
 
 
-def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, params: SamplingParams,
-                 cloze_normalise: bool = True, cache: ResponseCache | None = None, chunk_size: int = 64,
-                 progress: bool = True, adaptive: bool = False) -> list[list[Answer]]:
+def answer_items(
+    backend: Backend,
+    items: Sequence[Item],
+    *,
+    scoring: str,
+    params: SamplingParams,
+    cloze_normalise: bool = True,
+    cache: ResponseCache | None = None,
+    chunk_size: int = 64,
+    progress: bool = True,
+    adaptive: bool = False,
+) -> list[list[Answer]]:
     """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, so a killed
     run loses at most one chunk. `adaptive` (generate at a temperature only): stop an item once its repetition
     cell can no longer change, so it gets the first `n_asked` <= n answers (src/answering/adaptive.py)."""
@@ -259,31 +341,46 @@ def answer_items(backend: Backend, items: Sequence[Item], *, scoring: str, param
             raise ValueError("adaptive repetitions need scoring=generate at a temperature > 0")
         from src.answering.adaptive import answer_adaptively  # local: loads numpy (slow import)
 
-        return answer_adaptively(backend, items, params=params, answer_chunk=_answer_chunk, cache=cache,
-                                 chunk_size=chunk_size, progress=progress)
-    generated = [i for i, it in enumerate(items) if FORMATS[it.variant.fmt].generated_only] \
-        if scoring != "generate" else []
+        return answer_adaptively(
+            backend,
+            items,
+            params=params,
+            answer_chunk=_answer_chunk,
+            cache=cache,
+            chunk_size=chunk_size,
+            progress=progress,
+        )
+    generated = (
+        [i for i, it in enumerate(items) if FORMATS[it.variant.fmt].generated_only] if scoring != "generate" else []
+    )
     if generated:  # a set of labels can only be written out: such items are generated under any scoring
-        kwargs = dict(params=params, cloze_normalise=cloze_normalise, cache=cache, chunk_size=chunk_size, progress=progress)
+        kwargs = dict(
+            params=params, cloze_normalise=cloze_normalise, cache=cache, chunk_size=chunk_size, progress=progress
+        )
         picked = set(generated)
         rest = [i for i in range(len(items)) if i not in picked]
         with job_progress(len(items), scoring, enabled=progress):  # both parts count on the job's one bar
             found = dict(zip(rest, answer_items(backend, [items[i] for i in rest], scoring=scoring, **kwargs)))
-            found.update(zip(generated, answer_items(backend, [items[i] for i in generated], scoring="generate",
-                                                     **kwargs)))
+            found.update(
+                zip(generated, answer_items(backend, [items[i] for i in generated], scoring="generate", **kwargs))
+            )
         return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
     with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)
         for start in range(0, len(items), chunk_size):
-            chunk = [it.request for it in items[start:start + chunk_size]]
-            answers.extend(_answer_chunk(backend, chunk, scoring=scoring, params=params,
-                                         cloze_normalise=cloze_normalise, cache=cache))
+            chunk = [it.request for it in items[start : start + chunk_size]]
+            answers.extend(
+                _answer_chunk(
+                    backend, chunk, scoring=scoring, params=params, cloze_normalise=cloze_normalise, cache=cache
+                )
+            )
             bar.update(len(chunk))
     return answers
 
 
-def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any],
-               planned: int | None = None) -> pd.DataFrame:
+def to_records(
+    items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any], planned: int | None = None
+) -> pd.DataFrame:
     """One row per item x repetition asked, columns as `src.core.records.COLUMNS`; with `planned` (adaptive runs:
     the R repetitions planned) also `n_asked` and `n_planned` (src/answering/adaptive.py ADAPTIVE_COLUMNS)."""
     rows = []
@@ -291,35 +388,60 @@ def to_records(items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, ru
         v, q = it.variant, it.question
         for k, a in enumerate(reps):
             parsed = None if a.slot is None else it.request.labels[a.slot]
-            rows.append({
-                **run_info,
-                "question_id": q.id, "subject": q.subject, "variant_kind": v.kind, "variant_id": v.variant_id,
-                "repetition": k, "n_options": v.n_options, "option_order": list(v.option_order),
-                "correct_label": it.request.labels[v.correct_slot],
-                "raw_output": a.raw_output, "parsed_label": parsed,
-                "correct": a.slot == v.correct_slot,
-                "label_probs": None if a.label_probs is None else list(a.label_probs), "label_mass": a.label_mass,
-                "option_loglik": None if a.option_loglik is None else list(a.option_loglik),
-                "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
-                "answer_dist": None if a.answer_dist is None else list(a.answer_dist),
-                "prompt_hash": prompt_hash(it.request.prompt), "cache_hit": a.cache_hit,
-                "parse_rule": a.parse_rule, "truncated": a.truncated, "decision_margin": a.decision_margin,
-                **_format_columns(it, a),
-            })
+            rows.append(
+                {
+                    **run_info,
+                    "question_id": q.id,
+                    "subject": q.subject,
+                    "variant_kind": v.kind,
+                    "variant_id": v.variant_id,
+                    "repetition": k,
+                    "n_options": v.n_options,
+                    "option_order": list(v.option_order),
+                    "correct_label": it.request.labels[v.correct_slot],
+                    "raw_output": a.raw_output,
+                    "parsed_label": parsed,
+                    "correct": a.slot == v.correct_slot,
+                    "label_probs": None if a.label_probs is None else list(a.label_probs),
+                    "label_mass": a.label_mass,
+                    "option_loglik": None if a.option_loglik is None else list(a.option_loglik),
+                    "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
+                    "answer_dist": None if a.answer_dist is None else list(a.answer_dist),
+                    "prompt_hash": prompt_hash(it.request.prompt),
+                    "cache_hit": a.cache_hit,
+                    "parse_rule": a.parse_rule,
+                    "truncated": a.truncated,
+                    "decision_margin": a.decision_margin,
+                    **_format_columns(it, a),
+                }
+            )
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if planned is not None:  # trials not asked are absent: say how many were made of how many planned
         frame["n_asked"] = pd.array([len(reps) for reps in answers for _ in reps], dtype="int64")
         frame["n_planned"] = pd.array([planned] * len(frame), dtype="int64")
-    return frame.astype({"chosen_option": "Int64", "label_mass": "Float64", "decision_margin": "Float64",
-                         "variant_level": "Int64", "asked_option": "Int64", "truncated": "boolean"})
+    return frame.astype(
+        {
+            "chosen_option": "Int64",
+            "label_mass": "Float64",
+            "decision_margin": "Float64",
+            "variant_level": "Int64",
+            "asked_option": "Int64",
+            "truncated": "boolean",
+        }
+    )
 
 
 def _format_columns(it: Item, a: Answer) -> dict[str, Any]:
     """The variant's format, level and memberships, and the columns its answer format fills
     (`AnswerFormat.columns`: the correct and chosen options, and what a set of labels overrides)."""
     v = it.variant
-    columns: dict[str, Any] = {"fmt": v.fmt, "variant_level": v.level, "asked_option": v.asked_option,
-                               "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
-                               "parsed_labels": None, "chosen_options": None}
+    columns: dict[str, Any] = {
+        "fmt": v.fmt,
+        "variant_level": v.level,
+        "asked_option": v.asked_option,
+        "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
+        "parsed_labels": None,
+        "chosen_options": None,
+    }
     columns.update(FORMATS[v.fmt].columns(it.question, v, it.request.labels, slot=a.slot, slots=a.slots))
     return columns

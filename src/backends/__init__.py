@@ -1,7 +1,9 @@
 """Backends: build one from its `model` config node. Heavy libraries are imported only for the backend chosen."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from src.backends.base import Backend, LabelScores, OptionScores, Request, SamplingParams
 from src.common.errors import UserError
@@ -23,12 +25,16 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
             from src.backends.hf import HFBackend  # local: loads torch, transformers (slow import)
         except ModuleNotFoundError as err:
             if err.name and err.name.split(".")[0] in _HF_PACKAGES:
-                raise UserError(f"model.backend=hf needs {err.name}: pip install torch transformers accelerate gguf "
-                                f"(CPU-only torch: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from None
+                raise UserError(
+                    f"model.backend=hf needs {err.name}: pip install torch transformers accelerate gguf "
+                    f"(CPU-only torch: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+                ) from None
             raise
         return HFBackend.from_config(model_cfg, chat=chat)
     if kind == "vllm":
-        from src.backends.vllm_backend import VLLMBackend  # local: an optional backend, loaded when chosen (it imports vllm itself only when the model loads)
+        from src.backends.vllm_backend import (
+            VLLMBackend,
+        )  # local: an optional backend, loaded when chosen (it imports vllm itself only when the model loads)
 
         return VLLMBackend.from_config(dict(model_cfg), chat=chat)
     if kind == "openai":

@@ -2,10 +2,12 @@
 
 Backends never see Hydra or MLflow; `src.backends.load_backend` builds one from its config node.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Completion(str):
 
     truncated: bool | None
 
-    def __new__(cls, text: str, truncated: bool | None = None) -> "Completion":
+    def __new__(cls, text: str, truncated: bool | None = None) -> Completion:
         self = super().__new__(cls, text)
         self.truncated = truncated
         return self
@@ -86,8 +88,14 @@ class Backend(Protocol):
         """`params.n` raw completions per request, in repetition order; each a `Completion` where the backend
         knows whether generation stopped at `max_new_tokens` (truncated) rather than at an end token."""
 
-    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
-                     top_p: float = 1.0) -> list[LabelScores]:
+    def score_labels(
+        self,
+        requests: Sequence[Request],
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+    ) -> list[LabelScores]:
         """One forward pass per prompt; probabilities of the displayed labels as the next token (`probs`, `mass`
         at temperature 1). With `temperature` (0 = greedy), also `answer_dist`: the first sampled token's
         distribution over labels + INVALID under temperature, top-k and top-p (exact first-token sampling)."""

@@ -4,6 +4,7 @@ The rule for what a user may write lives here, without torch, so that the config
 refuses a bad value in one line before any compute, and the backend (src/backends/hf/budget.py) reads the same
 value the same way.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,6 +31,8 @@ def check_max_batch_tokens(value: Any) -> int | str | None:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    raise UserError(f"config key model.max_batch_tokens: {value!r} is not a budget; give a positive number of tokens "
-                    f"per forward pass, auto (the largest that fits, halved on out-of-memory) or null (auto on a GPU, "
-                    f"{CPU_BATCH_TOKENS} on a CPU)")
+    raise UserError(
+        f"config key model.max_batch_tokens: {value!r} is not a budget; give a positive number of tokens "
+        f"per forward pass, auto (the largest that fits, halved on out-of-memory) or null (auto on a GPU, "
+        f"{CPU_BATCH_TOKENS} on a CPU)"
+    )

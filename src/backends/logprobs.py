@@ -8,10 +8,11 @@ exact when the list is the whole vocabulary, or when top-k <= K (the tail is cut
 tokens outside the list are one lump of their total mass (an approximation, flagged by `exact=False`).
 `renormalised` and `with_invalid` are the label arithmetic the HF backend shares with these.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from .base import LabelScores, SamplingParams
 
@@ -36,8 +37,9 @@ def with_invalid(picked: Sequence[float]) -> tuple[float, ...]:
     return (*(p / total for p in picked), other / total)
 
 
-def label_scores_from_top(top: Mapping[Hashable, float], label_keys: Sequence[set], sampling: SamplingParams | None,
-                          *, complete: bool = False) -> tuple[LabelScores, bool]:
+def label_scores_from_top(
+    top: Mapping[Hashable, float], label_keys: Sequence[set], sampling: SamplingParams | None, *, complete: bool = False
+) -> tuple[LabelScores, bool]:
     """(LabelScores, exact) from first-token log-probabilities `top` (token -> logprob at temperature 1).
 
     `label_keys[i]`: the tokens of `top` that count for label i. `complete`: `top` is the whole vocabulary.
@@ -62,7 +64,7 @@ def label_scores_from_top(top: Mapping[Hashable, float], label_keys: Sequence[se
     cut = sampling.top_k is not None and 0 < sampling.top_k
     exact = complete or (cut and sampling.top_k <= len(ranked))
     if cut:
-        ranked = ranked[:sampling.top_k]
+        ranked = ranked[: sampling.top_k]
     tail = 0.0 if complete or cut else max(0.0, 1.0 - sum(probs.values()))
     # Tempered weights p^(1/T), scaled by the largest so that nothing overflows; the tail is one lump.
     scale = ranked[0][1] if ranked else 1.0

@@ -15,6 +15,7 @@ with exponential backoff (honouring Retry-After), each request with a timeout. T
 the environment variable that `api_key_env` names, at call time; it is kept out of `identity`, logs and
 error messages, so it never reaches MLflow params, tags or artifacts.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -23,12 +24,12 @@ import logging
 import math
 import os
 import random
-import socket
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
@@ -92,13 +93,19 @@ class OpenAIBackend:
         if self._identity is None:
             served = self.served_identity()
             if not served.get("created") and not served.get("meta") and self.revision is None:
-                log.warning("model %s: the server at %s reports nothing that changes with the weights it serves as "
-                            "%s, so new weights under that name would get the answers cached for the old ones; set "
-                            "model.revision (e.g. the checkpoint's hash or date) and change it with the weights",
-                            self.name, self.base_url, self.model)
+                log.warning(
+                    "model %s: the server at %s reports nothing that changes with the weights it serves as "
+                    "%s, so new weights under that name would get the answers cached for the old ones; set "
+                    "model.revision (e.g. the checkpoint's hash or date) and change it with the weights",
+                    self.name,
+                    self.base_url,
+                    self.model,
+                )
             reported = json.dumps(served, sort_keys=True, separators=(",", ":"))
-            self._identity = (f"openai:{self.base_url}|model={self.model}|endpoint={self.endpoint}"
-                              f"|served={reported}|revision={self.revision}")
+            self._identity = (
+                f"openai:{self.base_url}|model={self.model}|endpoint={self.endpoint}"
+                f"|served={reported}|revision={self.revision}"
+            )
         return self._identity
 
     def served_identity(self) -> dict[str, Any]:
@@ -136,9 +143,14 @@ class OpenAIBackend:
             self._fingerprint = fingerprint
         elif fingerprint != self._fingerprint and not self._warned_fingerprint:
             self._warned_fingerprint = True
-            log.warning("model %s: the server's system_fingerprint changed from %s to %s during this sweep: answers "
-                        "before and after may come from other weights; set model.revision and run again to keep "
-                        "them apart", self.name, self._fingerprint, fingerprint)
+            log.warning(
+                "model %s: the server's system_fingerprint changed from %s to %s during this sweep: answers "
+                "before and after may come from other weights; set model.revision and run again to keep "
+                "them apart",
+                self.name,
+                self._fingerprint,
+                fingerprint,
+            )
 
     # -- HTTP ----------------------------------------------------------------------------------
 
@@ -147,8 +159,10 @@ class OpenAIBackend:
             return None
         key = os.environ.get(self.api_key_env)
         if not key:
-            raise UserError(f"model {self.name}: set the environment variable {self.api_key_env} to the API key "
-                            f"(model.api_key_env names it; null for a server without keys)")
+            raise UserError(
+                f"model {self.name}: set the environment variable {self.api_key_env} to the API key "
+                f"(model.api_key_env names it; null for a server without keys)"
+            )
         return key
 
     def _scrub(self, text: str) -> str:
@@ -164,7 +178,7 @@ class OpenAIBackend:
             headers["Authorization"] = f"Bearer {key}"
         body = json.dumps(payload).encode()
         for attempt in range(self.max_retries + 1):
-            wait = min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * (1 + 0.1 * random.random())
+            wait = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (1 + 0.1 * random.random())
             try:
                 request = urllib.request.Request(url, data=body, headers=headers, method="POST")
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
@@ -174,8 +188,10 @@ class OpenAIBackend:
             except urllib.error.HTTPError as err:
                 detail = self._scrub(err.read().decode(errors="replace")[:300])
                 if err.code not in RETRY_STATUS or attempt == self.max_retries:
-                    raise UserError(f"model {self.name}: {url} answered HTTP {err.code}: {detail} "
-                                    f"(check model.base_url, model.model and {self.api_key_env or 'the key'})") from None
+                    raise UserError(
+                        f"model {self.name}: {url} answered HTTP {err.code}: {detail} "
+                        f"(check model.base_url, model.model and {self.api_key_env or 'the key'})"
+                    ) from None
                 retry_after = err.headers.get("Retry-After") if err.headers else None
                 if retry_after:
                     try:
@@ -183,21 +199,30 @@ class OpenAIBackend:
                     except ValueError:
                         pass
                 reason = f"HTTP {err.code}"
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError,
-                    http.client.HTTPException) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
                 if attempt == self.max_retries:
-                    raise UserError(f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); "
-                                    f"check model.base_url") from None
+                    raise UserError(
+                        f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); check model.base_url"
+                    ) from None
                 reason = type(err).__name__
             self.retries += 1
-            log.warning("model %s: %s from %s; retry %d/%d in %.1f s", self.name, reason, url, attempt + 1,
-                        self.max_retries, wait)
+            log.warning(
+                "model %s: %s from %s; retry %d/%d in %.1f s",
+                self.name,
+                reason,
+                url,
+                attempt + 1,
+                self.max_retries,
+                wait,
+            )
             time.sleep(wait)
         raise AssertionError("unreachable")
 
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], what: str) -> list[Any]:
-        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool, \
-                step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar:  # src/common/progress.py
+        with (
+            ThreadPoolExecutor(max_workers=self.max_concurrency) as pool,
+            step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar,
+        ):  # src/common/progress.py
             futures = [pool.submit(fn, r) for r in requests]
             out = []
             try:
@@ -212,8 +237,10 @@ class OpenAIBackend:
 
     def _lacks(self, field: str, what: str, got: str, fix: str) -> UserError:
         """The one-line refusal of a server that ignored a request field `what` needs (docs/serving.md)."""
-        return UserError(f"model {self.name}: {what} needs the request field `{field}`, which the server at "
-                         f"{self.base_url} ignores ({got}; docs/serving.md says what each server returns); {fix}")
+        return UserError(
+            f"model {self.name}: {what} needs the request field `{field}`, which the server at "
+            f"{self.base_url} ignores ({got}; docs/serving.md says what each server returns); {fix}"
+        )
 
     def _complete(self, prompt: str, **fields: Any) -> dict[str, Any]:
         if self.endpoint == "chat":
@@ -227,60 +254,97 @@ class OpenAIBackend:
         n = 1 if greedy else params.n
 
         def one(r: Request) -> list[str]:
-            fields: dict[str, Any] = {"temperature": params.temperature, "top_p": params.top_p,
-                                      "max_tokens": params.max_new_tokens}
+            fields: dict[str, Any] = {
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "max_tokens": params.max_new_tokens,
+            }
             if params.top_k is not None:
                 fields["top_k"] = params.top_k
             if n == 1 or self.n_per_request:
                 texts = _texts(self._complete(r.prompt, n=n, seed=r.seed, **fields))
                 if len(texts) < n:
-                    raise self._lacks("n", f"{n} samples per request", f"{len(texts)} choice(s) came back",
-                                      "set model.n_per_request=false (one request per sample)")
+                    raise self._lacks(
+                        "n",
+                        f"{n} samples per request",
+                        f"{len(texts)} choice(s) came back",
+                        "set model.n_per_request=false (one request per sample)",
+                    )
             else:
                 texts = [_texts(self._complete(r.prompt, n=1, seed=r.seed + k, **fields))[0] for k in range(n)]
             return texts[:1] * params.n if greedy else texts[:n]
 
         return self._map(one, requests, "generate")
 
-    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
-                     top_p: float = 1.0) -> list[LabelScores]:
+    def score_labels(
+        self,
+        requests: Sequence[Request],
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+    ) -> list[LabelScores]:
         sampling = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
 
         def one(r: Request) -> LabelScores:
             if self.endpoint == "chat":
-                reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=True,
-                                       top_logprobs=self.top_logprobs)
+                reply = self._complete(
+                    r.prompt, max_tokens=1, temperature=0, logprobs=True, top_logprobs=self.top_logprobs
+                )
             else:
                 reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=self.top_logprobs)
             field = missing_logprobs_field(reply)
             if field:
-                raise self._lacks(field, "scoring=logprob", f"its reply has no {field}",
-                                  "use scoring=generate, or a server that returns them")
+                raise self._lacks(
+                    field,
+                    "scoring=logprob",
+                    f"its reply has no {field}",
+                    "use scoring=generate, or a server that returns them",
+                )
             top = first_token_top_logprobs(reply)
             scores, exact = label_scores_from_top(top, text_label_keys(top, r.labels), sampling)
             if not exact and not self._warned_inexact:
                 self._warned_inexact = True
-                log.warning("model %s: the first-token distribution is rebuilt from the top %d tokens; with a "
-                            "temperature and no top_k <= %d it is approximate (tail as one token)", self.name,
-                            self.top_logprobs, self.top_logprobs)
+                log.warning(
+                    "model %s: the first-token distribution is rebuilt from the top %d tokens; with a "
+                    "temperature and no top_k <= %d it is approximate (tail as one token)",
+                    self.name,
+                    self.top_logprobs,
+                    self.top_logprobs,
+                )
             return scores
 
         return self._map(one, requests, "score_labels")
 
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         if self.endpoint != "completions":
-            raise UserError(f"model {self.name}: scoring=cloze needs prompt log-probabilities: set "
-                            f"model.endpoint=completions (a server that supports echo), or use scoring=logprob")
+            raise UserError(
+                f"model {self.name}: scoring=cloze needs prompt log-probabilities: set "
+                f"model.endpoint=completions (a server that supports echo), or use scoring=logprob"
+            )
 
         def one(r: Request) -> OptionScores:
             loglik = []
             for option in r.options:
                 prompt = r.prompt + continuation_text(r.prompt, option)
-                reply = self._post("completions", {"model": self.model, "prompt": prompt, "max_tokens": 1, "echo": True,
-                                                   "logprobs": 0, "temperature": 0})
+                reply = self._post(
+                    "completions",
+                    {
+                        "model": self.model,
+                        "prompt": prompt,
+                        "max_tokens": 1,
+                        "echo": True,
+                        "logprobs": 0,
+                        "temperature": 0,
+                    },
+                )
                 if not (_choice_logprobs(reply).get("text_offset")):
-                    raise self._lacks("echo", "scoring=cloze", "its reply has no prompt logprobs",
-                                      "use scoring=generate, or a server that echoes the prompt's logprobs")
+                    raise self._lacks(
+                        "echo",
+                        "scoring=cloze",
+                        "its reply has no prompt logprobs",
+                        "use scoring=generate, or a server that echoes the prompt's logprobs",
+                    )
                 loglik.append(echo_loglik(reply, start=len(r.prompt), end=len(prompt)))
             return option_scores(loglik, r.options)
 

@@ -1,10 +1,11 @@
 """Oracle backends for tests and plumbing: no weights, deterministic, and with a known ground truth."""
+
 from __future__ import annotations
 
 import math
-import time
 import random
-from typing import Sequence
+import time
+from collections.abc import Sequence
 
 from ..answer_formats import MULTI_SELECT, format_of
 from .base import Completion, LabelScores, OptionScores, Request, SamplingParams
@@ -28,8 +29,9 @@ class SimulatedBackend:
 
     seeded_scores = True  # answers depend on the trial's seed and key, not only on the prompt
 
-    def __init__(self, *, success_rate: float = 0.8, invalid_rate: float = 0.0, delay_s: float = 0.0,
-                 name: str = "simulated"):
+    def __init__(
+        self, *, success_rate: float = 0.8, invalid_rate: float = 0.0, delay_s: float = 0.0, name: str = "simulated"
+    ):
         if not 0.0 <= success_rate <= 1.0:
             raise ValueError("success_rate must be in [0, 1]")
         self.success_rate = success_rate
@@ -65,7 +67,9 @@ class SimulatedBackend:
         """Rendered answers; never truncated (an answer is a label, a list of labels or one short sentence)."""
         out = []
         for req in requests:
-            first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/answering/adaptive.py)
+            first = getattr(
+                params, "first_repetition", 0
+            )  # a round of adaptive repetitions (src/answering/adaptive.py)
             reps = [0] * params.n if params.temperature == 0 else range(first, first + params.n)
             if format_of(req) is MULTI_SELECT:
                 texts = [self._render_set(req, self._selection(req, r)) for r in reps]
@@ -90,8 +94,14 @@ class SimulatedBackend:
         rest = 0.4 / (n - 1)
         return [0.6 if s == slot else rest for s in range(n)]
 
-    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
-                     top_p: float = 1.0) -> list[LabelScores]:
+    def score_labels(
+        self,
+        requests: Sequence[Request],
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+    ) -> list[LabelScores]:
         """With a temperature, `answer_dist` is the peaked distribution tempered (one-hot on its argmax at 0),
         scaled by 1 - invalid_rate, with invalid_rate as INVALID; top-k/top-p are not simulated."""
         out = []

@@ -2,10 +2,12 @@
 follows its prompt, how a label is spelled, how an option's log-likelihood is normalised, when a generated
 text was cut short. Each rule is written here once; no torch, no server.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from src.backends.base import Completion, OptionScores
 
@@ -15,6 +17,7 @@ Encode = Callable[[str], Sequence[int]]  # text -> token ids, no special tokens
 
 
 # -- prompts -------------------------------------------------------------------------------------
+
 
 def chat_messages(prompt: str) -> list[dict[str, str]]:
     """The prompt as the one user turn of a chat.
@@ -33,8 +36,9 @@ def chat_text(tokenizer: Any, prompt: str) -> str:
 def uses_chat(tokenizer: Any, *, chat: bool, name: str) -> bool:
     """Whether prompts are wrapped: asked for (`chat`) and the tokenizer has a template; warns when it has none."""
     if chat and not getattr(tokenizer, "chat_template", None):
-        log.warning("model %s: the prompt asks for chat but the tokenizer has no chat template; sending raw prompts",
-                    name)
+        log.warning(
+            "model %s: the prompt asks for chat but the tokenizer has no chat template; sending raw prompts", name
+        )
         return False
     return chat
 
@@ -51,6 +55,7 @@ def plain_ids(tokenizer: Any, text: str) -> list[int]:
 
 # -- options as continuations --------------------------------------------------------------------
 
+
 def continuation_text(prompt: str, option: str) -> str:
     """The option as the prompt's continuation: " " + option unless the prompt ends in whitespace (lm-eval).
 
@@ -66,13 +71,14 @@ def continuation_ids(tokenizer: Any, text: str, context: Sequence[int], option: 
     encoded alone."""
     continuation = continuation_text(text, option)
     whole = prompt_ids(tokenizer, text + continuation, chat=chat)
-    if whole[:len(context)] == list(context):
-        return whole[len(context):]
+    if whole[: len(context)] == list(context):
+        return whole[len(context) :]
     return plain_ids(tokenizer, continuation)
 
 
-def option_continuations(tokenizer: Any, text: str, options: Sequence[str], *,
-                         chat: bool) -> tuple[list[int], list[list[int]]]:
+def option_continuations(
+    tokenizer: Any, text: str, options: Sequence[str], *, chat: bool
+) -> tuple[list[int], list[list[int]]]:
     """(token ids of the prompt `text`, token ids of each option as its continuation): what cloze scoring feeds."""
     context = prompt_ids(tokenizer, text, chat=chat)
     return context, [continuation_ids(tokenizer, text, context, option, chat=chat) for option in options]
@@ -90,6 +96,7 @@ def option_scores(loglik: Sequence[float], options: Sequence[str]) -> OptionScor
 
 
 # -- labels --------------------------------------------------------------------------------------
+
 
 def label_spellings(label: str) -> tuple[str, str]:
     """The texts a model may write a label as: bare and after a space ("A", " A").
@@ -111,7 +118,7 @@ def label_token_ids(encode: Encode, labels: Sequence[str]) -> list[set[int]]:
     [{1}, {2}]
     """
     firsts = [{ids[0] for ids in map(encode, label_spellings(label)) if ids} for label in labels]
-    shared = {i for k, a in enumerate(firsts) for b in firsts[k + 1:] for i in a & b}
+    shared = {i for k, a in enumerate(firsts) for b in firsts[k + 1 :] for i in a & b}
     return [ids - shared for ids in firsts]
 
 
@@ -136,6 +143,7 @@ def text_label_keys(top: Mapping[str, Any], labels: Sequence[str]) -> list[set[s
 
 
 # -- generated text ------------------------------------------------------------------------------
+
 
 def completion(text: str, finish_reason: str | None) -> Completion:
     """A generated text, truncated when it finished by length (max tokens hit), unknown when the server did not say.

@@ -12,26 +12,51 @@
 
 vLLM is imported only when the model loads; without it the backend says `pip install .[vllm]` in one line.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from src.backends import weights
 from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
-from src.backends.text import (chat_text, completion, label_token_ids, option_continuations, option_scores,
-                               plain_ids, prompt_ids, uses_chat)
+from src.backends.text import (
+    chat_text,
+    completion,
+    label_token_ids,
+    option_continuations,
+    option_scores,
+    plain_ids,
+    prompt_ids,
+    uses_chat,
+)
 from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 
-CONFIG_KEYS = frozenset({
-    "backend", "name", "path", "revision", "tokenizer", "dtype", "quantization", "tensor_parallel_size",
-    "gpu_memory_utilization", "max_model_len", "enable_prefix_caching", "top_logprobs", "trust_remote_code",
-    "seed", "enforce_eager", "chat",
-})
+CONFIG_KEYS = frozenset(
+    {
+        "backend",
+        "name",
+        "path",
+        "revision",
+        "tokenizer",
+        "dtype",
+        "quantization",
+        "tensor_parallel_size",
+        "gpu_memory_utilization",
+        "max_model_len",
+        "enable_prefix_caching",
+        "top_logprobs",
+        "trust_remote_code",
+        "seed",
+        "enforce_eager",
+        "chat",
+    }
+)
 
 
 class VLLMBackend:
@@ -63,11 +88,20 @@ class VLLMBackend:
             raise UserError(f"model.tensor_parallel_size={tensor_parallel_size} must be at least 1")
         self.name, self.path, self.revision = name, path, revision
         self.engine_args = dict(
-            model=path, revision=revision, tokenizer=tokenizer, dtype=dtype, quantization=quantization,
-            tensor_parallel_size=int(tensor_parallel_size), gpu_memory_utilization=float(gpu_memory_utilization),
-            max_model_len=max_model_len, enable_prefix_caching=bool(enable_prefix_caching),
+            model=path,
+            revision=revision,
+            tokenizer=tokenizer,
+            dtype=dtype,
+            quantization=quantization,
+            tensor_parallel_size=int(tensor_parallel_size),
+            gpu_memory_utilization=float(gpu_memory_utilization),
+            max_model_len=max_model_len,
+            enable_prefix_caching=bool(enable_prefix_caching),
             max_logprobs=-1 if int(top_logprobs) < 0 else max(20, int(top_logprobs)),
-            trust_remote_code=bool(trust_remote_code), seed=int(seed), enforce_eager=bool(enforce_eager))
+            trust_remote_code=bool(trust_remote_code),
+            seed=int(seed),
+            enforce_eager=bool(enforce_eager),
+        )
         self.top_logprobs = int(top_logprobs)
         self.chat, self.progress = bool(chat), progress
         if Path(path).expanduser().is_dir():  # new weights saved to the same folder are another model
@@ -76,8 +110,9 @@ class VLLMBackend:
             commit = weights.hub_commit(path, revision)
             self.engine_args["revision"] = commit or revision
             content = f"commit={commit}"
-        self.identity = (f"vllm:{path}|{content}|revision={revision}|dtype={dtype}|quantization={quantization}"
-                         f"|chat={self.chat}")
+        self.identity = (
+            f"vllm:{path}|{content}|revision={revision}|dtype={dtype}|quantization={quantization}|chat={self.chat}"
+        )
         self.llm: Any = None
         self.tokenizer: Any = None
         self._vllm: Any = None
@@ -85,10 +120,12 @@ class VLLMBackend:
         self._warned_inexact = False
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], *, chat: bool, progress: bool = True) -> "VLLMBackend":
+    def from_config(cls, cfg: dict[str, Any], *, chat: bool, progress: bool = True) -> VLLMBackend:
         unknown = sorted(set(cfg) - CONFIG_KEYS)
         if unknown:
-            raise UserError(f"model.{unknown[0]} is not a setting of backend vllm; the keys are {', '.join(sorted(CONFIG_KEYS))}")
+            raise UserError(
+                f"model.{unknown[0]} is not a setting of backend vllm; the keys are {', '.join(sorted(CONFIG_KEYS))}"
+            )
         kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat")}
         return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
 
@@ -109,32 +146,52 @@ class VLLMBackend:
         self.load()
         greedy = params.temperature <= 0
         n = 1 if greedy else params.n
-        sampling = [self._sampling(n=n, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
-                                   max_tokens=params.max_new_tokens, seed=None if greedy else r.seed) for r in requests]
+        sampling = [
+            self._sampling(
+                n=n,
+                temperature=params.temperature,
+                top_k=params.top_k,
+                top_p=params.top_p,
+                max_tokens=params.max_new_tokens,
+                seed=None if greedy else r.seed,
+            )
+            for r in requests
+        ]
         outputs = self._run(requests, sampling)
         # finish_reason "length": generation stopped at max_tokens (truncated); "stop": at an end token
         texts = [[_completion(c) for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs]
         return [t * params.n if greedy else t for t in texts]
 
-    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
-                     top_p: float = 1.0) -> list[LabelScores]:
+    def score_labels(
+        self,
+        requests: Sequence[Request],
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+    ) -> list[LabelScores]:
         if not requests:
             return []
         self.load()
         want = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
-        sampling = self._sampling(n=1, temperature=0.0, max_tokens=1,
-                                  logprobs=self.top_logprobs if self.top_logprobs >= 0 else -1)
+        sampling = self._sampling(
+            n=1, temperature=0.0, max_tokens=1, logprobs=self.top_logprobs if self.top_logprobs >= 0 else -1
+        )
         outputs = self._run(requests, [sampling] * len(requests))
         out = []
         for r, o in zip(requests, outputs):
             top = first_token_logprobs(o)
-            scores, exact = label_scores_from_top(top, self._label_token_ids(r.labels), want,
-                                                  complete=self.top_logprobs < 0)
+            scores, exact = label_scores_from_top(
+                top, self._label_token_ids(r.labels), want, complete=self.top_logprobs < 0
+            )
             if not exact and not self._warned_inexact:
                 self._warned_inexact = True
-                log.warning("model %s: the first-token distribution is rebuilt from the top %d tokens; set "
-                            "model.top_logprobs=-1 (whole vocabulary) or a top_k <= it to make it exact",
-                            self.name, self.top_logprobs)
+                log.warning(
+                    "model %s: the first-token distribution is rebuilt from the top %d tokens; set "
+                    "model.top_logprobs=-1 (whole vocabulary) or a top_k <= it to make it exact",
+                    self.name,
+                    self.top_logprobs,
+                )
             out.append(scores)
         return out
 
@@ -153,7 +210,7 @@ class VLLMBackend:
         logliks = [continuation_loglik(o.prompt_logprobs, ids, start) for o, ids, start in zip(outputs, pairs, spans)]
         results, k = [], 0
         for r in requests:
-            results.append(option_scores(logliks[k:k + len(r.options)], r.options))
+            results.append(option_scores(logliks[k : k + len(r.options)], r.options))
             k += len(r.options)
         return results
 

@@ -9,6 +9,7 @@ A file is hashed once and remembered in `sha256.json` under the models cache by 
 16 GB folder is read once; a changed file (new size or mtime) is hashed again. Plain stdlib: the vllm backend and
 the sweep's pre-check use it without torch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -124,5 +125,3 @@ def write_json_atomic(path: Path, data: dict) -> None:
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh, indent=1, sort_keys=True)
     os.replace(tmp, path)
-
-

@@ -11,26 +11,31 @@ logs once per load: how many texts were cleaned (info), the questions with dupli
 texts (warning, `duplicate_options_warning`) and a fixed answer position (warning,
 `position.answer_slot_warning`). `position.describe_answer_slots` is the run's slot summary.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from src.common.errors import UserError
-from src.core.questions import Question
+from src.core.questions import (
+    Question,
+    duplicate_option_groups,  # noqa: F401 (re-exported)
+)
+
+from . import hub
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
 from .lm_eval import lm_eval_fewshot, load_lm_eval, task_tags
-from . import hub
 from .medical import load_medmcqa, medqa_loader
 from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
+from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
 from .synthetic import load_synthetic, synthetic_fewshot
 from .truthfulqa import truthfulqa_loader
-from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
-from src.core.questions import duplicate_option_groups  # noqa: F401 (re-exported)
 from .validate import check_unique_ids
 
 log = logging.getLogger(__name__)
@@ -50,8 +55,15 @@ class Benchmark:
     fewshot_options: bool = False  # its few-shot loader needs the `options` too (which lm-eval task)
 
 
-GENERIC_OPTIONS = ("question_column", "options_column", "option_columns", "answer_column", "id_column",
-                   "subject_column", "delimiter")
+GENERIC_OPTIONS = (
+    "question_column",
+    "options_column",
+    "option_columns",
+    "answer_column",
+    "id_column",
+    "subject_column",
+    "delimiter",
+)
 
 BENCHMARKS: dict[str, Benchmark] = {
     "synthetic": Benchmark(load_synthetic, synthetic_fewshot, ("n_questions",)),
@@ -112,15 +124,19 @@ def load_benchmark(
     benchmark = _benchmark(name)
     options = _checked_options(name, options)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UserError(f"config key benchmark.limit: {limit!r} is not a positive whole number; set it to N >= 1 or null for all")
+        raise UserError(
+            f"config key benchmark.limit: {limit!r} is not a positive whole number; set it to N >= 1 or null for all"
+        )
     # Resolution: an explicit path, else the raw files under data_dir, else the Hub dataset (src/benchmarks/hub.py).
     if path is None and name in hub.HUB and not hub.raw_present(name, data_dir, split, options):
         questions = hub.hub_questions(name, data_dir=data_dir, split=split, seed=seed, options=options)
     else:
         questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options)
     if not questions:
-        raise UserError(f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
-                        "check the file, the benchmark.* options and benchmark.split")
+        raise UserError(
+            f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
+            "check the file, the benchmark.* options and benchmark.split"
+        )
     check_unique_ids(questions, path or f"{data_dir} ({name})")
     questions = questions[:limit] if limit is not None else questions
     _log_load_notes(name, questions)
@@ -134,8 +150,10 @@ def cleaning_summary(name: str, questions: list[Question]) -> str | None:
     n_options = sum(sum(part.startswith("option") for part in c) for c in cleaned)
     if not n_questions and not n_options:
         return None
-    return (f"{name}: cleaned surrounding whitespace or quote debris from {n_questions} question texts "
-            f"and {n_options} option texts")
+    return (
+        f"{name}: cleaned surrounding whitespace or quote debris from {n_questions} question texts "
+        f"and {n_options} option texts"
+    )
 
 
 def duplicate_options_warning(name: str, questions: list[Question], *, shown: int = 3) -> str | None:
@@ -154,8 +172,10 @@ def duplicate_options_warning(name: str, questions: list[Question], *, shown: in
         return None
     listed = ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
     noun = "question has" if len(ids) == 1 else "questions have"
-    return (f"{name}: {len(ids)} {noun} duplicate option texts ({listed}); "
-            "variants that would show both copies are not made")
+    return (
+        f"{name}: {len(ids)} {noun} duplicate option texts ({listed}); "
+        "variants that would show both copies are not made"
+    )
 
 
 def _log_load_notes(name: str, questions: list[Question]) -> None:
@@ -167,8 +187,14 @@ def _log_load_notes(name: str, questions: list[Question]) -> None:
         log.warning("%s", warning)
 
 
-def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subject: str | None = None,
-                      options: Mapping[str, Any] | None = None) -> list[Question]:
+def load_fewshot_pool(
+    name: str,
+    *,
+    data_dir: str,
+    path: str | None = None,
+    subject: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Question]:
     """Questions to draw few-shot examples from (MMLU dev, ARC Train, ...), never the test questions.
 
     A given `path` is read with the benchmark's own format (for benchmarks whose data has no
@@ -181,8 +207,10 @@ def load_fewshot_pool(name: str, *, data_dir: str, path: str | None = None, subj
     if benchmark.fewshot is not None:
         return benchmark.fewshot(path=path, data_dir=data_dir, subject=subject)
     if path is None:
-        raise UserError(f"benchmark {name} has no few-shot split in the data; give a few-shot file in "
-                        f"{name}'s format or use zero-shot prompts")
+        raise UserError(
+            f"benchmark {name} has no few-shot split in the data; give a few-shot file in "
+            f"{name}'s format or use zero-shot prompts"
+        )
     pool = benchmark.load(path=path, data_dir=data_dir, split=None, seed=0, options={})
     return [dataclasses.replace(q, split="fewshot") for q in pool if subject is None or q.subject == subject]
 
@@ -195,6 +223,15 @@ def continuation_style(name: str, questions: list[Question] | None = None) -> bo
     return bool(questions) and questions[0].metadata.get("choices") == "continuation"
 
 
-__all__ = ["BENCHMARKS", "CONTINUATION_BENCHMARKS", "Benchmark", "answer_slot_counts", "continuation_style",
-           "describe_answer_slots", "duplicate_option_groups", "task_tags",
-           "load_benchmark", "load_fewshot_pool"]
+__all__ = [
+    "BENCHMARKS",
+    "CONTINUATION_BENCHMARKS",
+    "Benchmark",
+    "answer_slot_counts",
+    "continuation_style",
+    "describe_answer_slots",
+    "duplicate_option_groups",
+    "task_tags",
+    "load_benchmark",
+    "load_fewshot_pool",
+]

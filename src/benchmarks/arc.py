@@ -6,13 +6,16 @@ answerKey is looked up in the record's own label list, and the labels are kept i
 `metadata["labels"]`. Ids are the ARC ids (`Mercury_7175875`); no subject. The few-shot pool
 is Train (else Dev) when the folder has it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
 from .files import FEWSHOT_KEY, iter_jsonl, read_text, require_fields, resolve_path
 from .validate import answer_from_label, checked_question, choose_split, record_error, where
 
@@ -38,8 +41,11 @@ def labelled_choice_questions(file: Path, *, split: str, metadata_fields: tuple[
         answer = answer_from_label(record.get("answerKey"), labels, place)
         metadata: dict[str, Any] = {"labels": tuple(labels)}
         metadata.update({k: body[k] for k in metadata_fields if k in body})
-        questions.append(checked_question(place, id=qid, question=body.get("stem"), options=texts,
-                                          answer=answer, split=split, metadata=metadata))
+        questions.append(
+            checked_question(
+                place, id=qid, question=body.get("stem"), options=texts, answer=answer, split=split, metadata=metadata
+            )
+        )
     return questions
 
 
@@ -47,7 +53,9 @@ def arc_loader(name: str) -> Callable[..., list[Question]]:
     """The loader for `arc_challenge` or `arc_easy`."""
     prefix = ARC_PREFIX[name]
 
-    def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+    def load(
+        *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+    ) -> list[Question]:
         split = choose_split(split, ARC_SPLITS, name)
         file = resolve_path(path, data_dir, f"{name}/{prefix}-{split.capitalize()}.jsonl")
         return labelled_choice_questions(file, split=split)
@@ -67,7 +75,9 @@ def arc_fewshot_loader(name: str) -> Callable[..., list[Question]]:
             file = Path(data_dir) / name / f"{prefix}-{split.capitalize()}.jsonl"
             if file.is_file():
                 return labelled_choice_questions(file, split=split)
-        raise UserError(f"{Path(data_dir) / name}: {name} has no {prefix}-Train.jsonl or {prefix}-Dev.jsonl "
-                        "for few-shot examples; add one, pass a few-shot file, or use zero-shot prompts")
+        raise UserError(
+            f"{Path(data_dir) / name}: {name} has no {prefix}-Train.jsonl or {prefix}-Dev.jsonl "
+            "for few-shot examples; add one, pass a few-shot file, or use zero-shot prompts"
+        )
 
     return fewshot

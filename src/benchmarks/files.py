@@ -1,4 +1,5 @@
 """Reading benchmark files: paths with config-key errors, text decoding, JSON/JSONL/CSV with line numbers."""
+
 from __future__ import annotations
 
 import bz2
@@ -6,10 +7,12 @@ import csv
 import io
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from src.common.errors import UserError
+
 from .validate import where
 
 log = logging.getLogger(__name__)
@@ -17,8 +20,14 @@ log = logging.getLogger(__name__)
 FEWSHOT_KEY = "the few-shot path"  # the config key is the caller's; loaders only know a path was given
 
 
-def resolve_path(path: str | Path | None, data_dir: str | Path, default: str | None, *, kind: str = "file",
-                 key: str = "benchmark.path") -> Path:
+def resolve_path(
+    path: str | Path | None,
+    data_dir: str | Path,
+    default: str | None,
+    *,
+    kind: str = "file",
+    key: str = "benchmark.path",
+) -> Path:
     """`path` if given, else `data_dir/default`; a missing one names the config key to change.
 
     `kind` is "file", "folder" or "file or folder" (what the loader accepts); `key` is the
@@ -67,10 +76,13 @@ def read_text(path: Path, *, strict: bool = False) -> str:
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         if strict:
-            raise UserError(f"{path} line {line}: byte 0x{raw[err.start]:02X} (offset {err.start}) is not UTF-8; "
-                            "re-save the file as UTF-8") from None
-        log.warning("%s line %d: non-UTF-8 byte 0x%02X at offset %d read as U+FFFD",
-                    path, line, raw[err.start], err.start)
+            raise UserError(
+                f"{path} line {line}: byte 0x{raw[err.start]:02X} (offset {err.start}) is not UTF-8; "
+                "re-save the file as UTF-8"
+            ) from None
+        log.warning(
+            "%s line %d: non-UTF-8 byte 0x%02X at offset %d read as U+FFFD", path, line, raw[err.start], err.start
+        )
         return raw.decode("utf-8-sig", errors="replace")
 
 
@@ -90,11 +102,14 @@ def iter_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise UserError(f"{path} line {number}: invalid JSON ({err.msg} at column {err.colno}); "
-                            "fix or remove the line (a truncated file?)") from None
+            raise UserError(
+                f"{path} line {number}: invalid JSON ({err.msg} at column {err.colno}); "
+                "fix or remove the line (a truncated file?)"
+            ) from None
         if not isinstance(record, dict):
-            raise UserError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}; "
-                            "write one object per line")
+            raise UserError(
+                f"{path} line {number}: expected a JSON object, got {type(record).__name__}; write one object per line"
+            )
         yield number, record
 
 
@@ -103,8 +118,10 @@ def load_json(path: Path, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise UserError(f"{path} line {err.lineno}: invalid JSON ({err.msg} at column {err.colno}); "
-                        "fix the file (a truncated download?)") from None
+        raise UserError(
+            f"{path} line {err.lineno}: invalid JSON ({err.msg} at column {err.colno}); "
+            "fix the file (a truncated download?)"
+        ) from None
 
 
 def iter_csv(path: Path, text: str, *, delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
@@ -132,8 +149,9 @@ def require_fields(record: dict[str, Any], fields: tuple[str, ...], place: str) 
     """Every field in `fields` is present in the JSON record, else a one-line `UserError`."""
     missing = [f for f in fields if f not in record]
     if missing:
-        raise UserError(f"{place}: the record has no {', '.join(repr(f) for f in missing)} field; "
-                        "fix the record or drop it")
+        raise UserError(
+            f"{place}: the record has no {', '.join(repr(f) for f in missing)} field; fix the record or drop it"
+        )
 
 
 def plain(value: Any) -> Any:
@@ -148,17 +166,21 @@ def read_table(file: Path, reader: str) -> Any:
 
         if reader == "xlsx":
             import openpyxl  # noqa: F401 - pandas' xlsx engine, checked here for a one-line hint
+
             return pd.read_excel(file, dtype=object)
         return pd.read_parquet(file)
     except ImportError as err:
         hint = "pip install openpyxl" if reader == "xlsx" else "pip install pyarrow"
         raise UserError(f"{file}: reading .{reader} needs {err.name}; {hint}") from None
     except Exception as err:  # pyarrow and openpyxl raise several types for a damaged file
-        raise UserError(f"{file}: not a readable .{reader} file ({type(err).__name__}: {err}); check the file") from None
+        raise UserError(
+            f"{file}: not a readable .{reader} file ({type(err).__name__}: {err}); check the file"
+        ) from None
 
 
-def iter_table_records(file: Path, *, suffixes: tuple[str, ...], delimiter: str = ",",
-                       noun: str = "rows") -> Iterator[tuple[str, dict[str, Any]]]:
+def iter_table_records(
+    file: Path, *, suffixes: tuple[str, ...], delimiter: str = ",", noun: str = "rows"
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(place, record) for every record of a JSONL, JSON list, CSV (with a header), parquet or xlsx file, for the
     suffixes a reader accepts; `place` names the file and the line (JSONL, CSV) or row (JSON, parquet; xlsx: the
     spreadsheet's row number, header = row 1). Bad input is one line naming the file and line or row."""
@@ -179,8 +201,10 @@ def iter_table_records(file: Path, *, suffixes: tuple[str, ...], delimiter: str 
         header_line, header = next(rows, (1, []))
         for line, cells in rows:
             if len(cells) != len(header):
-                raise UserError(f"{file} line {line}: {len(cells)} columns, expected {len(header)} as in the header "
-                                f"(line {header_line}); fix the row (quote cells that hold the delimiter)")
+                raise UserError(
+                    f"{file} line {line}: {len(cells)} columns, expected {len(header)} as in the header "
+                    f"(line {header_line}); fix the row (quote cells that hold the delimiter)"
+                )
             yield where(file, line), dict(zip(header, cells))
     else:
         frame = read_table(file, suffix.lstrip("."))

@@ -16,16 +16,19 @@ Other fields go to `metadata`. Options `question_column`, `options_column`, `opt
 (a list), `answer_column`, `id_column`, `subject_column` rename the columns. `split` is only
 a label here (default "test").
 """
+
 from __future__ import annotations
 
 import ast
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
 from .files import iter_table_records, resolve_path
 from .validate import LETTERS, checked_question, record_error
 
@@ -33,7 +36,11 @@ SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
 
 def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip())
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
+    )
 
 
 def _records(file: Path, options: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -57,8 +64,11 @@ def _option_columns(record: dict[str, Any], options: dict[str, Any]) -> list[str
 def _options(record: dict[str, Any], columns: list[str] | None, column: str, place: str) -> list[Any]:
     if columns is None:
         if column not in record:
-            raise record_error(place, f"no {column!r} field and no option_0.. or A.. columns",
-                               "give the options as a list field or one column per option")
+            raise record_error(
+                place,
+                f"no {column!r} field and no option_0.. or A.. columns",
+                "give the options as a list field or one column per option",
+            )
         value = record[column]
         if isinstance(value, str):
             try:
@@ -67,7 +77,7 @@ def _options(record: dict[str, Any], columns: list[str] | None, column: str, pla
                 try:
                     value = ast.literal_eval(value.strip())
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    raise record_error(place, f"{column!r} is not a list like [\"3\", \"4\"]") from None
+                    raise record_error(place, f'{column!r} is not a list like ["3", "4"]') from None
         if not isinstance(value, (list, tuple)):
             raise record_error(place, f"{column!r} is a {type(value).__name__}, not a list")
         values = list(value)
@@ -96,10 +106,14 @@ def _answer(raw: Any, place: str) -> int | None:
     raise record_error(place, f"answer {raw!r} is neither a 0-based index nor a letter")
 
 
-def load_generic(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+def load_generic(
+    *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+) -> list[Question]:
     if path is None:
-        raise UserError("config key benchmark.path: the generic benchmark reads your own file; "
-                        f"set benchmark.path to a {', '.join(SUFFIXES)} file")
+        raise UserError(
+            "config key benchmark.path: the generic benchmark reads your own file; "
+            f"set benchmark.path to a {', '.join(SUFFIXES)} file"
+        )
     file = resolve_path(path, data_dir, None)
     names = {key: str(options.get(f"{key}_column", key)) for key in ("question", "options", "answer", "id", "subject")}
     questions = []
@@ -111,14 +125,22 @@ def load_generic(*, path: str | None, data_dir: str, split: str | None, seed: in
         qid = f"{file.stem}/{n}" if _is_missing(raw_id) else str(raw_id)
         place = f"{place} (record {qid})"
         if names["question"] not in record:
-            raise record_error(place, f"no {names['question']!r} field", "add the question text or set benchmark.question_column")
+            raise record_error(
+                place, f"no {names['question']!r} field", "add the question text or set benchmark.question_column"
+            )
         used = set(names.values()) | set(columns or ())
         subject = record.get(names["subject"])
-        questions.append(checked_question(
-            place, id=qid, question=record[names["question"]],
-            options=_options(record, columns, names["options"], place),
-            answer=_answer(record.get(names["answer"]), place),
-            subject=None if _is_missing(subject) else str(subject), split=split or "test",
-            metadata={k: v for k, v in record.items() if k not in used},
-            allow_duplicate_options=False))
+        questions.append(
+            checked_question(
+                place,
+                id=qid,
+                question=record[names["question"]],
+                options=_options(record, columns, names["options"], place),
+                answer=_answer(record.get(names["answer"]), place),
+                subject=None if _is_missing(subject) else str(subject),
+                split=split or "test",
+                metadata={k: v for k, v in record.items() if k not in used},
+                allow_duplicate_options=False,
+            )
+        )
     return questions

@@ -46,6 +46,7 @@ Revisions: the sha of no Hub commit could be verified from here (no network), so
 pins the branch `main` (which every Hub repository has); put a commit sha in `revision` once one
 is checked. The licences are as SOURCES.md states them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,17 +54,19 @@ import hashlib
 import os
 import re
 import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
+from .medical import medqa_question
+from .mmlu import normalise_error_type, wanted_subjects
 from .position import seeded_shuffle
 from .validate import answer_from_label, checked_question, choose_split, record_error
-from .mmlu import normalise_error_type, wanted_subjects
-from .medical import medqa_question
 
 HUB_DIR_ENV = "MCQ_HUB_DIR"
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -143,7 +146,9 @@ def _wanted(options: Mapping[str, Any]) -> set[str] | None:
     return set(wanted_subjects(options, list(MMLU_SUBJECTS), "mmlu", "the Hub dataset cais/mmlu"))
 
 
-def _mmlu(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
+def _mmlu(
+    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+) -> list[Question]:
     wanted = _wanted(options)
     counters: dict[str, int] = {}
     questions = []
@@ -154,33 +159,61 @@ def _mmlu(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Ma
         if wanted is not None and subject not in wanted:
             continue
         qid = f"mmlu/{subject}/{split}/{index}"
-        questions.append(checked_question(f"{place} row {n} (record {qid})", id=qid, question=row.get("question"),
-                                          options=list(row.get("choices") or ()), answer=row.get("answer"),
-                                          subject=subject, split=split))
+        questions.append(
+            checked_question(
+                f"{place} row {n} (record {qid})",
+                id=qid,
+                question=row.get("question"),
+                options=list(row.get("choices") or ()),
+                answer=row.get("answer"),
+                subject=subject,
+                split=split,
+            )
+        )
     return questions
 
 
-def _mmlu_redux(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str,
-                subject: str) -> list[Question]:
+def _mmlu_redux(
+    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str, subject: str
+) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
         qid = f"mmlu_redux/{subject}/{n}"
         raw_type = str(row.get("error_type") or "")
-        metadata = {"error_type": normalise_error_type(raw_type) or None, "error_type_raw": raw_type,
-                    **{k: str(row[k]) for k in ("source", "correct_answer", "potential_reason") if row.get(k)}}
+        metadata = {
+            "error_type": normalise_error_type(raw_type) or None,
+            "error_type_raw": raw_type,
+            **{k: str(row[k]) for k in ("source", "correct_answer", "potential_reason") if row.get(k)},
+        }
         answer = row.get("answer")
         if isinstance(answer, str) and answer.strip().isdigit():
             answer = int(answer)
-        questions.append(checked_question(f"{place} row {n} (record {qid})", id=qid, question=row.get("question"),
-                                          options=list(row.get("choices") or ()), answer=answer, subject=subject,
-                                          metadata=metadata))
+        questions.append(
+            checked_question(
+                f"{place} row {n} (record {qid})",
+                id=qid,
+                question=row.get("question"),
+                options=list(row.get("choices") or ()),
+                answer=answer,
+                subject=subject,
+                metadata=metadata,
+            )
+        )
     if options.get("only_ok"):
         questions = [q for q in questions if q.metadata["error_type"] == "ok"]
     return questions
 
 
-def _labelled(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str,
-              metadata_fields: tuple[str, ...] = ()) -> list[Question]:
+def _labelled(
+    rows: Iterable[dict],
+    *,
+    name: str,
+    split: str,
+    seed: int,
+    options: Mapping[str, Any],
+    place: str,
+    metadata_fields: tuple[str, ...] = (),
+) -> list[Question]:
     """ARC / CommonsenseQA rows: id, question (the stem), choices {text, label}, answerKey."""
     questions = []
     for n, row in enumerate(rows):
@@ -193,19 +226,30 @@ def _labelled(rows: Iterable[dict], *, name: str, split: str, seed: int, options
         answer = answer_from_label(row.get("answerKey"), labels, where)
         metadata: dict[str, Any] = {"labels": tuple(labels)}
         metadata.update({k: row[k] for k in metadata_fields if k in row})
-        questions.append(checked_question(where, id=qid, question=row.get("question"),
-                                          options=list(choices.get("text") or ()), answer=answer, split=split,
-                                          metadata=metadata))
+        questions.append(
+            checked_question(
+                where,
+                id=qid,
+                question=row.get("question"),
+                options=list(choices.get("text") or ()),
+                answer=answer,
+                split=split,
+                metadata=metadata,
+            )
+        )
     return questions
 
 
 def _truthfulqa(task: str) -> Converter:
-    def convert(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any],
-                place: str) -> list[Question]:
+    def convert(
+        rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+    ) -> list[Question]:
         shuffle = options.get("shuffle", True)
         if not isinstance(shuffle, bool):
-            raise UserError(f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
-                            "shuffles the options with the run's seed, false keeps the file order")
+            raise UserError(
+                f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
+                "shuffles the options with the run's seed, false keeps the file order"
+            )
         questions = []
         for n, row in enumerate(rows):
             qid = f"{name}/v1/{n}"
@@ -213,35 +257,57 @@ def _truthfulqa(task: str) -> Converter:
             targets = row.get(f"{task}_targets")
             if not isinstance(targets, dict):
                 raise record_error(where, f"the record has no {task}_targets object")
-            pairs = [(t, m) for t, m in zip(targets.get("choices") or (), targets.get("labels") or ()) if str(t).strip()]
+            pairs = [
+                (t, m) for t, m in zip(targets.get("choices") or (), targets.get("labels") or ()) if str(t).strip()
+            ]
             true = [i for i, (_, mark) in enumerate(pairs) if mark == 1]
             if task == "mc1" and len(true) > 1:
                 raise record_error(where, f"mc1_targets marks {len(true)} answers true; mc1 needs exactly one")
             metadata: dict[str, Any] = {"version": "v1"}
             if task == "mc2":
                 metadata["correct_set"] = tuple(true)
-            question = checked_question(where, id=qid, question=row.get("question"), options=[t for t, _ in pairs],
-                                        answer=true[0] if true else None, metadata=metadata)
+            question = checked_question(
+                where,
+                id=qid,
+                question=row.get("question"),
+                options=[t for t, _ in pairs],
+                answer=true[0] if true else None,
+                metadata=metadata,
+            )
             questions.append(seeded_shuffle(question, seed) if shuffle else question)
         return questions
 
     return convert
 
 
-def _medqa_4(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
-    return [medqa_question(row, qid=f"{name}/{n}", place=f"{place} row {n} (record {name}/{n})", split=split)
-            for n, row in enumerate(rows)]
+def _medqa_4(
+    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+) -> list[Question]:
+    return [
+        medqa_question(row, qid=f"{name}/{n}", place=f"{place} row {n} (record {name}/{n})", split=split)
+        for n, row in enumerate(rows)
+    ]
 
 
-def _medmcqa(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
+def _medmcqa(
+    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
         qid = f"medmcqa/{n}"
         metadata = {k: row[k] for k in ("id", "topic_name", "choice_type") if row.get(k) is not None}
-        questions.append(checked_question(f"{place} row {n} (record {qid})", id=qid, question=row.get("question"),
-                                          options=[row.get(k) for k in ("opa", "opb", "opc", "opd")],
-                                          answer=row.get("cop"), subject=row.get("subject_name"), split=split,
-                                          metadata=metadata))
+        questions.append(
+            checked_question(
+                f"{place} row {n} (record {qid})",
+                id=qid,
+                question=row.get("question"),
+                options=[row.get(k) for k in ("opa", "opb", "opc", "opd")],
+                answer=row.get("cop"),
+                subject=row.get("subject_name"),
+                split=split,
+                metadata=metadata,
+            )
+        )
     return questions
 
 
@@ -256,7 +322,9 @@ def lm_eval_clean(text: str) -> str:
     return text.replace("  ", " ")
 
 
-def _hellaswag(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
+def _hellaswag(
+    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
         qid = f"hellaswag/{n}"
@@ -266,14 +334,24 @@ def _hellaswag(rows: Iterable[dict], *, name: str, split: str, seed: int, option
         where = f"{place} row {n} (record {qid})"
         if not gold.isdigit():
             raise record_error(where, f"label {gold!r} is not a number 0-3")
-        questions.append(checked_question(where, id=qid, question=lm_eval_clean(f"{label}: {ctx}"),
-                                          options=[lm_eval_clean(e) for e in row.get("endings") or ()],
-                                          answer=int(gold), subject=label or None, split=split,
-                                          metadata={"ind": row.get("ind")} if row.get("ind") is not None else None))
+        questions.append(
+            checked_question(
+                where,
+                id=qid,
+                question=lm_eval_clean(f"{label}: {ctx}"),
+                options=[lm_eval_clean(e) for e in row.get("endings") or ()],
+                answer=int(gold),
+                subject=label or None,
+                split=split,
+                metadata={"ind": row.get("ind")} if row.get("ind") is not None else None,
+            )
+        )
     return questions
 
 
-def _winogrande(rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str) -> list[Question]:
+def _winogrande(
+    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
         qid = f"winogrande/{n}"
@@ -281,80 +359,174 @@ def _winogrande(rows: Iterable[dict], *, name: str, split: str, seed: int, optio
         raw = str(row.get("answer") or "").strip()
         if raw not in ("1", "2"):
             raise record_error(where, f"answer {raw!r} is not 1 or 2")
-        questions.append(checked_question(where, id=qid, question=row.get("sentence"),
-                                          options=(row.get("option1"), row.get("option2")), answer=int(raw) - 1,
-                                          split=split))
+        questions.append(
+            checked_question(
+                where,
+                id=qid,
+                question=row.get("sentence"),
+                options=(row.get("option1"), row.get("option2")),
+                answer=int(raw) - 1,
+                split=split,
+            )
+        )
     return questions
 
 
 # --- the registry ----------------------------------------------------------------------------------------------
+
 
 def _fixed(path: str) -> Callable[[str, Mapping[str, Any]], str]:
     return lambda split, options: path
 
 
 LOCAL: dict[str, LocalFiles] = {
-    "mmlu": LocalFiles(("mmlu/test/*.csv", "mmlu/dev/*.csv", "mmlu/val/*.csv"), 171,
-                       "e79cbf5a0f6f318b47470074634249c408631c1821b8199bfb89a03fa8ddb6de", lambda s, o: f"mmlu/{s}"),
-    "mmlu_redux": LocalFiles(("mmlu_redux/*.csv",), 57,
-                             "715738b145cef1175e023b0836bd046e2be52e467f81a8355b1610736c933705", _fixed("mmlu_redux")),
-    "arc_challenge": LocalFiles(("arc_challenge/ARC-Challenge-*.jsonl",), 3,
-                                "03f7c09085107b6375a1bbad1e030e95db1ad20647197a3439d1f7dd2e03779a",
-                                lambda s, o: f"arc_challenge/ARC-Challenge-{s.capitalize()}.jsonl"),
-    "arc_easy": LocalFiles(("arc_easy/ARC-Easy-*.jsonl",), 1,
-                           "e25e773c1163537c9dd42f91ea6362f0cefee8aa4627af5ab8fbb706e90a8c22",
-                           lambda s, o: f"arc_easy/ARC-Easy-{s.capitalize()}.jsonl"),
-    "medqa": LocalFiles(("medqa/test.jsonl",), 1,
-                        "ac89f646bc18a2b2ff57d0b90cc38343165ccb18fa3ff7ba2bf3ae30270f14fc", _fixed("medqa/test.jsonl")),
-    "medqa_4": LocalFiles(("medqa/4_options/phrases_no_exclude_test.jsonl",), 1,
-                          "c5a53405cdcf48b0c5f7d34633178ba7077b906756289585a93605a9a498e69b",
-                          _fixed("medqa/4_options/phrases_no_exclude_test.jsonl")),
-    "medmcqa": LocalFiles(("medmcqa/validation.jsonl",), 1,
-                          "282ba4cc09c8f4b114f970385c9768c7a31e88fe2c3ddddc257bae9741e93b27",
-                          _fixed("medmcqa/validation.jsonl")),
-    "commonsenseqa": LocalFiles(("commonsenseqa/dev_rand_split.jsonl",), 1,
-                                "0e8f97b3152477f011b2fbc8b39e1034216fbfe0a9cd601f028ab7c81ac737b5",
-                                _fixed("commonsenseqa/dev_rand_split.jsonl")),
-    "hellaswag": LocalFiles(("hellaswag/hellaswag_val_full.txt.bz2",), 1,
-                            "c0eca68531e82104cbe47017de74fb3cd5601ac735cce8fb2e934b5db9141604",
-                            _fixed("hellaswag/hellaswag_val_full.txt.bz2")),
-    "winogrande": LocalFiles(("winogrande/dev.jsonl", "winogrande/dev-labels.lst"), 2,
-                             "274ce268e308f602e3ab15ca937de402f36d612e4ab4ad71903b0790ffe4bbb0",
-                             _fixed("winogrande/dev.jsonl")),
+    "mmlu": LocalFiles(
+        ("mmlu/test/*.csv", "mmlu/dev/*.csv", "mmlu/val/*.csv"),
+        171,
+        "e79cbf5a0f6f318b47470074634249c408631c1821b8199bfb89a03fa8ddb6de",
+        lambda s, o: f"mmlu/{s}",
+    ),
+    "mmlu_redux": LocalFiles(
+        ("mmlu_redux/*.csv",),
+        57,
+        "715738b145cef1175e023b0836bd046e2be52e467f81a8355b1610736c933705",
+        _fixed("mmlu_redux"),
+    ),
+    "arc_challenge": LocalFiles(
+        ("arc_challenge/ARC-Challenge-*.jsonl",),
+        3,
+        "03f7c09085107b6375a1bbad1e030e95db1ad20647197a3439d1f7dd2e03779a",
+        lambda s, o: f"arc_challenge/ARC-Challenge-{s.capitalize()}.jsonl",
+    ),
+    "arc_easy": LocalFiles(
+        ("arc_easy/ARC-Easy-*.jsonl",),
+        1,
+        "e25e773c1163537c9dd42f91ea6362f0cefee8aa4627af5ab8fbb706e90a8c22",
+        lambda s, o: f"arc_easy/ARC-Easy-{s.capitalize()}.jsonl",
+    ),
+    "medqa": LocalFiles(
+        ("medqa/test.jsonl",),
+        1,
+        "ac89f646bc18a2b2ff57d0b90cc38343165ccb18fa3ff7ba2bf3ae30270f14fc",
+        _fixed("medqa/test.jsonl"),
+    ),
+    "medqa_4": LocalFiles(
+        ("medqa/4_options/phrases_no_exclude_test.jsonl",),
+        1,
+        "c5a53405cdcf48b0c5f7d34633178ba7077b906756289585a93605a9a498e69b",
+        _fixed("medqa/4_options/phrases_no_exclude_test.jsonl"),
+    ),
+    "medmcqa": LocalFiles(
+        ("medmcqa/validation.jsonl",),
+        1,
+        "282ba4cc09c8f4b114f970385c9768c7a31e88fe2c3ddddc257bae9741e93b27",
+        _fixed("medmcqa/validation.jsonl"),
+    ),
+    "commonsenseqa": LocalFiles(
+        ("commonsenseqa/dev_rand_split.jsonl",),
+        1,
+        "0e8f97b3152477f011b2fbc8b39e1034216fbfe0a9cd601f028ab7c81ac737b5",
+        _fixed("commonsenseqa/dev_rand_split.jsonl"),
+    ),
+    "hellaswag": LocalFiles(
+        ("hellaswag/hellaswag_val_full.txt.bz2",),
+        1,
+        "c0eca68531e82104cbe47017de74fb3cd5601ac735cce8fb2e934b5db9141604",
+        _fixed("hellaswag/hellaswag_val_full.txt.bz2"),
+    ),
+    "winogrande": LocalFiles(
+        ("winogrande/dev.jsonl", "winogrande/dev-labels.lst"),
+        2,
+        "274ce268e308f602e3ab15ca937de402f36d612e4ab4ad71903b0790ffe4bbb0",
+        _fixed("winogrande/dev.jsonl"),
+    ),
 }
 _TRUTHFULQA_FILES = LocalFiles(
-    ("truthfulqa/mc_task.json", "truthfulqa/TruthfulQA.csv", "truthfulqa/v1/mc_task.json", "truthfulqa/v1/TruthfulQA.csv"),
-    4, "cc143bfa96653a9172077a4be48841d4b297609fb209f0828702fe63d242931e",
-    lambda s, o: "truthfulqa/mc_task.json" if str(o.get("version", "v1")) == "2025" else "truthfulqa/v1/mc_task.json")
+    (
+        "truthfulqa/mc_task.json",
+        "truthfulqa/TruthfulQA.csv",
+        "truthfulqa/v1/mc_task.json",
+        "truthfulqa/v1/TruthfulQA.csv",
+    ),
+    4,
+    "cc143bfa96653a9172077a4be48841d4b297609fb209f0828702fe63d242931e",
+    lambda s, o: "truthfulqa/mc_task.json" if str(o.get("version", "v1")) == "2025" else "truthfulqa/v1/mc_task.json",
+)
 LOCAL["truthfulqa_mc1"] = LOCAL["truthfulqa_mc2"] = _TRUTHFULQA_FILES
 
 # Raw loaders' split names; the Hub's names of the same splits.
 HUB: dict[str, HubSource] = {
     "mmlu": HubSource("cais/mmlu", "all", {"test": "test", "dev": "dev", "val": "validation"}, "MIT", 14042, _mmlu),
-    "mmlu_redux": HubSource("edinburgh-dawg/mmlu-redux-2.0", "{subject}", {"test": "test"}, "CC BY 4.0", 5700,
-                            _mmlu_redux),
-    "arc_challenge": HubSource("allenai/ai2_arc", "ARC-Challenge", {"test": "test", "dev": "validation", "train": "train"},
-                               "CC BY-SA 4.0", 1172, _labelled),
-    "arc_easy": HubSource("allenai/ai2_arc", "ARC-Easy", {"test": "test", "dev": "validation", "train": "train"},
-                          "CC BY-SA 4.0", 2376, _labelled),
-    "truthfulqa_mc1": HubSource("truthfulqa/truthful_qa", "multiple_choice", {"test": "validation"}, "Apache-2.0", 817,
-                                _truthfulqa("mc1"), options={"version": "v1"}),
-    "truthfulqa_mc2": HubSource("truthfulqa/truthful_qa", "multiple_choice", {"test": "validation"}, "Apache-2.0", 817,
-                                _truthfulqa("mc2"), options={"version": "v1"}),
+    "mmlu_redux": HubSource(
+        "edinburgh-dawg/mmlu-redux-2.0", "{subject}", {"test": "test"}, "CC BY 4.0", 5700, _mmlu_redux
+    ),
+    "arc_challenge": HubSource(
+        "allenai/ai2_arc",
+        "ARC-Challenge",
+        {"test": "test", "dev": "validation", "train": "train"},
+        "CC BY-SA 4.0",
+        1172,
+        _labelled,
+    ),
+    "arc_easy": HubSource(
+        "allenai/ai2_arc",
+        "ARC-Easy",
+        {"test": "test", "dev": "validation", "train": "train"},
+        "CC BY-SA 4.0",
+        2376,
+        _labelled,
+    ),
+    "truthfulqa_mc1": HubSource(
+        "truthfulqa/truthful_qa",
+        "multiple_choice",
+        {"test": "validation"},
+        "Apache-2.0",
+        817,
+        _truthfulqa("mc1"),
+        options={"version": "v1"},
+    ),
+    "truthfulqa_mc2": HubSource(
+        "truthfulqa/truthful_qa",
+        "multiple_choice",
+        {"test": "validation"},
+        "Apache-2.0",
+        817,
+        _truthfulqa("mc2"),
+        options={"version": "v1"},
+    ),
     "medqa_4": HubSource("GBaker/MedQA-USMLE-4-options", None, {"test": "test"}, "MIT", 1273, _medqa_4),
-    "medmcqa": HubSource("openlifescienceai/medmcqa", None, {"validation": "validation"}, "MIT (upstream; HF card: Apache-2.0)",
-                         4183, _medmcqa),
-    "commonsenseqa": HubSource("tau/commonsense_qa", None, {"dev": "validation"}, "MIT (HF card, not checked)", 1221,
-                               lambda rows, **kw: _labelled(rows, metadata_fields=("question_concept",), **kw)),
+    "medmcqa": HubSource(
+        "openlifescienceai/medmcqa",
+        None,
+        {"validation": "validation"},
+        "MIT (upstream; HF card: Apache-2.0)",
+        4183,
+        _medmcqa,
+    ),
+    "commonsenseqa": HubSource(
+        "tau/commonsense_qa",
+        None,
+        {"dev": "validation"},
+        "MIT (HF card, not checked)",
+        1221,
+        lambda rows, **kw: _labelled(rows, metadata_fields=("question_concept",), **kw),
+    ),
     "hellaswag": HubSource("Rowan/hellaswag", None, {"val": "validation"}, "MIT", 10042, _hellaswag),
-    "winogrande": HubSource("allenai/winogrande", "winogrande_xl", {"dev": "validation"},
-                            "Apache-2.0 (repo LICENSE; HF card: CC-BY)", 1267, _winogrande),
+    "winogrande": HubSource(
+        "allenai/winogrande",
+        "winogrande_xl",
+        {"dev": "validation"},
+        "Apache-2.0 (repo LICENSE; HF card: CC-BY)",
+        1267,
+        _winogrande,
+    ),
 }
 LOCAL_LICENCES = {"medqa": "MIT (upstream jind11/MedQA)", "synthetic": "built in", "generic": "your file"}
 LOCAL_COUNTS = {"medqa": 1273}
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
+
 
 def fetch_command(name: str, data_dir: str | Path) -> str:
     return f"python -m src.data fetch {name} --to {data_dir}"
@@ -436,8 +608,10 @@ def _require_datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise UserError("reading a benchmark from the Hugging Face Hub needs the datasets package; "
-                        "pip install datasets (or pip install -e .), or set data_dir to the raw files") from None
+        raise UserError(
+            "reading a benchmark from the Hugging Face Hub needs the datasets package; "
+            "pip install datasets (or pip install -e .), or set data_dir to the raw files"
+        ) from None
     return datasets
 
 
@@ -446,24 +620,37 @@ def _read_parquet(files: list[Path]) -> list[dict]:
     try:
         return list(datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train"))
     except Exception as err:  # noqa: BLE001 - a damaged file: one line naming it
-        raise UserError(" ".join(f"{files[0].parent}: cannot read the parquet files ({type(err).__name__}: {err}); "
-                                 "fetch them again".split())) from None
+        raise UserError(
+            " ".join(
+                f"{files[0].parent}: cannot read the parquet files ({type(err).__name__}: {err}); "
+                "fetch them again".split()
+            )
+        ) from None
 
 
-def absent_error(name: str, source: HubSource, split: str | None, data_dir: str | Path, reason: str = "offline",
-                 options: Mapping[str, Any] | None = None) -> UserError:
+def absent_error(
+    name: str,
+    source: HubSource,
+    split: str | None,
+    data_dir: str | Path,
+    reason: str = "offline",
+    options: Mapping[str, Any] | None = None,
+) -> UserError:
     """`benchmark mmlu: files absent under D (no D/mmlu/test) and the Hub dataset cais/mmlu (all, test) is not in ...`"""
     local = LOCAL.get(name)
     our_split = split if split is not None else next(iter(source.splits))
     missing = f" (no {Path(data_dir) / local.default(our_split, options or {})})" if local is not None else ""
-    return UserError(f"benchmark {name}: files absent under {data_dir}{missing} and the Hub dataset "
-                     f"{source.describe(our_split)} is not in the cache and cannot be downloaded ({reason}); "
-                     f"run {fetch_command(name, data_dir)} on a machine with network, or set data_dir "
-                     "(or benchmark.path) to the files")
+    return UserError(
+        f"benchmark {name}: files absent under {data_dir}{missing} and the Hub dataset "
+        f"{source.describe(our_split)} is not in the cache and cannot be downloaded ({reason}); "
+        f"run {fetch_command(name, data_dir)} on a machine with network, or set data_dir "
+        "(or benchmark.path) to the files"
+    )
 
 
-def read_hub_rows(name: str, source: HubSource, config: str | None, split: str, data_dir: str | Path,
-                  *, allow_snapshot: bool = True) -> tuple[list[dict], str]:
+def read_hub_rows(
+    name: str, source: HubSource, config: str | None, split: str, data_dir: str | Path, *, allow_snapshot: bool = True
+) -> tuple[list[dict], str]:
     """(rows, where they came from) of one config and our split: a snapshot folder, else `datasets.load_dataset`."""
     hub_split = source.splits[split]
     files = snapshot_files(source, config, hub_split, data_dir) if allow_snapshot else []
@@ -483,24 +670,31 @@ def load_hub_dataset(name: str, source: HubSource, config: str | None, split: st
         with offline_libraries(is_offline):
             rows = datasets.load_dataset(source.repo, config, split=hub_split, revision=source.revision)
     except Exception as err:  # noqa: BLE001 - offline, unreachable, absent: one line
-        reason = ("offline" if offline() else unreachable) if is_offline else f"the Hub refused: {type(err).__name__}: {err}"
+        reason = (
+            ("offline" if offline() else unreachable) if is_offline else f"the Hub refused: {type(err).__name__}: {err}"
+        )
         raise absent_error(name, source, split, data_dir, " ".join(str(reason).split())) from None
     return rows
 
 
-def hub_questions(name: str, *, data_dir: str | Path, split: str | None, seed: int,
-                  options: Mapping[str, Any]) -> list[Question]:
+def hub_questions(
+    name: str, *, data_dir: str | Path, split: str | None, seed: int, options: Mapping[str, Any]
+) -> list[Question]:
     """The benchmark's questions from its Hub dataset (a snapshot folder, the `datasets` cache or a download)."""
     source = HUB[name]
     split = choose_split(split, tuple(source.splits), name)
     for key, only in source.options.items():
         if key in options and str(options[key]) != only:
-            raise UserError(f"config key benchmark.{key}: the Hub dataset {source.repo} has only {key} {only}; "
-                            f"set it to {only}, or data_dir to the raw files of {key} {options[key]}")
+            raise UserError(
+                f"config key benchmark.{key}: the Hub dataset {source.repo} has only {key} {only}; "
+                f"set it to {only}, or data_dir to the raw files of {key} {options[key]}"
+            )
     shuffle = options.get("shuffle", True)
     if not isinstance(shuffle, bool):  # checked before any download, as the raw loaders do before reading
-        raise UserError(f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
-                        "shuffles the options with the run's seed, false keeps the file order")
+        raise UserError(
+            f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
+            "shuffles the options with the run's seed, false keeps the file order"
+        )
     configs = source.configs(options)
     if name == "mmlu":
         _wanted(options)  # an unknown subject is refused before any download
@@ -514,10 +708,13 @@ def hub_questions(name: str, *, data_dir: str | Path, split: str | None, seed: i
 
 # --- list / check ----------------------------------------------------------------------------------------------
 
+
 def local_digest(files: list[Path], root: str | Path) -> str:
     """sha256 of `<relative path> <file sha256>\\n` lines in path order (what `LocalFiles.digest` pins)."""
-    lines = "".join(f"{f.relative_to(Path(root).expanduser()).as_posix()} {hashlib.sha256(f.read_bytes()).hexdigest()}\n"
-                    for f in files)
+    lines = "".join(
+        f"{f.relative_to(Path(root).expanduser()).as_posix()} {hashlib.sha256(f.read_bytes()).hexdigest()}\n"
+        for f in files
+    )
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
@@ -527,7 +724,8 @@ def in_datasets_cache(source: HubSource) -> bool:
     `.incomplete` download), which `datasets` reuses on the next load and which is not a copy."""
     cache = os.environ.get("HF_DATASETS_CACHE") or os.path.join(
         os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"),
-        "datasets")
+        "datasets",
+    )
     owner, _, repo = source.repo.partition("/")
     # the folder name datasets' CachedDatasetModuleFactory looks for (datasets.naming.camelcase_to_snakecase)
     snake = re.sub(r"([a-z\d])([A-Z])", r"\1_\2", re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", repo)).lower()

@@ -25,6 +25,7 @@ is not one of its choices is skipped and counted (a warning, and `metadata["lm_e
 lm-eval and `datasets` are imported inside the functions: collecting the tests or scanning Hydra's plugins
 must not need the extra.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -33,13 +34,15 @@ import inspect
 import json
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
 from . import hub, lm_eval_adapter
 from .validate import checked_question
 
@@ -70,8 +73,9 @@ def lm_eval_or_error() -> Any:
     try:
         import lm_eval.tasks as tasks  # local: an optional extra, and slow to import
     except ImportError:
-        raise UserError(f"benchmark=lm_eval reads lm-evaluation-harness tasks, which is not installed; "
-                        f"run {INSTALL}") from None
+        raise UserError(
+            f"benchmark=lm_eval reads lm-evaluation-harness tasks, which is not installed; run {INSTALL}"
+        ) from None
     return tasks
 
 
@@ -83,10 +87,12 @@ def unreachable_data_message(task: str, dataset_path: str | None, dataset_name: 
     """
     call = f"'{dataset_path}'" + (f", '{dataset_name}'" if dataset_name else "")
     shown = f"{dataset_path} ({dataset_name})" if dataset_name else str(dataset_path)
-    return (f"lm_eval task {task}: its data {shown} is not in the datasets cache and cannot be downloaded "
-            f"({reason}); fetch it on a machine with network: python -c \"import datasets; "
-            f"datasets.load_dataset({call})\" and copy the cache (HF_HOME) here, or point the task at local files "
-            f"(dataset_path: json with dataset_kwargs.data_files) in a folder given as benchmark.include_path")
+    return (
+        f"lm_eval task {task}: its data {shown} is not in the datasets cache and cannot be downloaded "
+        f'({reason}); fetch it on a machine with network: python -c "import datasets; '
+        f'datasets.load_dataset({call})" and copy the cache (HF_HOME) here, or point the task at local files '
+        f"(dataset_path: json with dataset_kwargs.data_files) in a folder given as benchmark.include_path"
+    )
 
 
 def _task_config(manager: Any, name: str) -> dict[str, Any]:
@@ -121,19 +127,25 @@ def load_task(name: str, include_path: str | None = None) -> Any:
     """lm-eval's task object for `name` (built once per process: the run's questions and its few-shot pool)."""
     lm_eval_or_error()  # one line naming the extra, before anything else
     if include_path is not None and not Path(include_path).expanduser().is_dir():
-        raise UserError(f"config key benchmark.include_path: {include_path} is not a folder; give the folder that "
-                        "holds your task YAMLs, or leave it null for lm-eval's registry")
+        raise UserError(
+            f"config key benchmark.include_path: {include_path} is not a folder; give the folder that "
+            "holds your task YAMLs, or leave it null for lm-eval's registry"
+        )
     manager = task_manager(str(Path(include_path).expanduser()) if include_path else None, name)
     entry = manager.task_index.get(name)
     if entry is None:
         near = difflib.get_close_matches(name, manager.all_subtasks, n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        raise UserError(f"config key benchmark.task: lm-eval knows no task {name!r}{hint}; list them with "
-                        f"lm-eval ls tasks, or add your task's folder as benchmark.include_path")
+        raise UserError(
+            f"config key benchmark.task: lm-eval knows no task {name!r}{hint}; list them with "
+            f"lm-eval ls tasks, or add your task's folder as benchmark.include_path"
+        )
     kind = getattr(getattr(entry, "kind", None), "name", "TASK")
     if kind in ("GROUP", "TAG"):
-        raise UserError(f"config key benchmark.task: {name} is a {kind.lower()} of lm-eval tasks, not one task; "
-                        f"name one of its tasks (one run per task, e.g. a sweep over benchmark.task)")
+        raise UserError(
+            f"config key benchmark.task: {name} is a {kind.lower()} of lm-eval tasks, not one task; "
+            f"name one of its tasks (one run per task, e.g. a sweep over benchmark.task)"
+        )
     config = _task_config(manager, name)
     dataset_path = config.get("dataset_path")
     hub_backed = dataset_path is not None and dataset_path not in LOCAL_BUILDERS and "custom_dataset" not in config
@@ -146,11 +158,15 @@ def load_task(name: str, include_path: str | None = None) -> Any:
         raise
     except Exception as err:  # noqa: BLE001 - lm-eval, datasets and fsspec raise many kinds; one line each
         if hub_backed and is_offline:
-            raise UserError(unreachable_data_message(name, dataset_path, config.get("dataset_name"),
-                                                     "offline" if hub.offline() else str(unreachable))) from None
+            raise UserError(
+                unreachable_data_message(
+                    name, dataset_path, config.get("dataset_name"), "offline" if hub.offline() else str(unreachable)
+                )
+            ) from None
         detail = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-        raise UserError(f"lm_eval task {name}: lm-eval could not build it ({detail}); check the task's YAML "
-                        "and its data files") from None
+        raise UserError(
+            f"lm_eval task {name}: lm-eval could not build it ({detail}); check the task's YAML and its data files"
+        ) from None
     return next(iter(built.values()))
 
 
@@ -174,7 +190,9 @@ def is_label_choices(choices: Sequence[str]) -> bool:
     (True, True, False)
     """
     shown = [str(c).strip() for c in choices]
-    return len(shown) >= 2 and (shown == list(_LABELS[:len(shown)]) or shown == [str(i) for i in range(1, len(shown) + 1)])
+    return len(shown) >= 2 and (
+        shown == list(_LABELS[: len(shown)]) or shown == [str(i) for i in range(1, len(shown) + 1)]
+    )
 
 
 def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list[str], str] | None:
@@ -196,10 +214,10 @@ def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list
     for i, match in enumerate(starts):
         end = starts[i + 1].start() if i + 1 < len(starts) else context.find("\n", match.end())
         end = len(context) if end < 0 else end
-        texts.append(context[match.end():end].strip())
+        texts.append(context[match.end() : end].strip())
     tail_start = context.find("\n", starts[-1].end())
     tail = "" if tail_start < 0 else context[tail_start:]
-    return context[:starts[0].start()].rstrip("\n"), texts, tail
+    return context[: starts[0].start()].rstrip("\n"), texts, tail
 
 
 def question_text(context: str) -> str:
@@ -239,17 +257,23 @@ def config_hash(task: Any) -> str:
     return hashlib.sha256(dumped_config(task).encode()).hexdigest()[:12]
 
 
-def task_questions(task: Any, docs: Sequence[Any], *, name: str, split: str, ids: str) -> tuple[list[Question], list[int]]:
+def task_questions(
+    task: Any, docs: Sequence[Any], *, name: str, split: str, ids: str
+) -> tuple[list[Question], list[int]]:
     """The questions of `docs` as lm-eval builds them, and the indices of the documents skipped because their
     target is not one of their choices. `ids` prefixes the question ids (`<ids>/<document index>`)."""
     if getattr(task, "OUTPUT_TYPE", None) != "multiple_choice":
-        raise UserError(f"config key benchmark.task: lm_eval task {name} has output_type "
-                        f"{getattr(task, 'OUTPUT_TYPE', None)}, not multiple_choice; the tool asks multiple-choice "
-                        "questions only: choose a multiple_choice task")
+        raise UserError(
+            f"config key benchmark.task: lm_eval task {name} has output_type "
+            f"{getattr(task, 'OUTPUT_TYPE', None)}, not multiple_choice; the tool asks multiple-choice "
+            "questions only: choose a multiple_choice task"
+        )
     if getattr(task, "multiple_input", 0):
-        raise UserError(f"config key benchmark.task: lm_eval task {name} scores each choice as a different context "
-                        "before one shared continuation (partial scoring, Winogrande-style), not options of one "
-                        "question; use benchmark=winogrande for WinoGrande, or a task with one context per document")
+        raise UserError(
+            f"config key benchmark.task: lm_eval task {name} scores each choice as a different context "
+            "before one shared continuation (partial scoring, Winogrande-style), not options of one "
+            "question; use benchmark=winogrande for WinoGrande, or a task with one context per document"
+        )
     version = str(getattr(task, "VERSION", None))
     digest = config_hash(task)
     questions, skipped = [], []
@@ -261,21 +285,32 @@ def task_questions(task: Any, docs: Sequence[Any], *, name: str, split: str, ids
             skipped.append(i)
             continue
         qid, place = f"{ids}/{i}", f"lm_eval task {name} ({split} document {i})"
-        metadata = {"context": context, "lm_eval_task": name, "lm_eval_version": version,
-                    "lm_eval_config_hash": digest}
+        metadata = {"context": context, "lm_eval_task": name, "lm_eval_version": version, "lm_eval_config_hash": digest}
         listed = split_listed_options(context, choices) if is_label_choices(choices) else None
         if listed is None and is_label_choices(choices) and choices[0].strip() == "A":
-            raise UserError(f"{place}: its choices are the labels {', '.join(choices)} but its context lists "
-                            f"no '{choices[0].strip()}. ' line per label, so the options' texts are unknown; "
-                            "write the options as `A. text` lines in doc_to_text, or make doc_to_choice the texts")
+            raise UserError(
+                f"{place}: its choices are the labels {', '.join(choices)} but its context lists "
+                f"no '{choices[0].strip()}. ' line per label, so the options' texts are unknown; "
+                "write the options as `A. text` lines in doc_to_text, or make doc_to_choice the texts"
+            )
         if listed is not None:  # numbers that the context does not list are texts (ARC: "How many ...?" 1, 2, 3, 4)
             question, options, _ = listed
             metadata["choices"] = "standalone"
         else:
             question, options = question_text(context), choices
             metadata["choices"] = "standalone" if asks_for_answer(context) else "continuation"
-        questions.append(checked_question(place, id=qid, question=question, options=options, answer=answer,
-                                          subject=None, split=split, metadata=metadata))
+        questions.append(
+            checked_question(
+                place,
+                id=qid,
+                question=question,
+                options=options,
+                answer=answer,
+                subject=None,
+                split=split,
+                metadata=metadata,
+            )
+        )
     return questions, skipped
 
 
@@ -283,8 +318,10 @@ def _style(questions: list[Question], override: str | None) -> str:
     """The task's option style: the override, else the majority of its documents' contexts."""
     if override is not None:
         if override not in STYLES:
-            raise UserError(f"config key benchmark.choices: {override!r} is not one of {', '.join(STYLES)}; "
-                            "or null to detect it from the task's contexts")
+            raise UserError(
+                f"config key benchmark.choices: {override!r} is not one of {', '.join(STYLES)}; "
+                "or null to detect it from the task's contexts"
+            )
         return override
     continuation = sum(q.metadata.get("choices") == "continuation" for q in questions)
     return "continuation" if 2 * continuation > len(questions) else "standalone"
@@ -298,21 +335,28 @@ def _eval_docs(task: Any, split: str | None, name: str) -> tuple[str, Sequence[A
         return (config.test_split or config.validation_split or "test"), task.eval_docs
     named = {value: kind for kind, value in splits.items() if value}
     if split not in named:
-        raise UserError(f"config key benchmark.split: lm_eval task {name} has no split {split!r}; choose one of "
-                        f"{', '.join(named)} or null for the one lm-eval evaluates")
+        raise UserError(
+            f"config key benchmark.split: lm_eval task {name} has no split {split!r}; choose one of "
+            f"{', '.join(named)} or null for the one lm-eval evaluates"
+        )
     return split, getattr(task, f"{named[split]}_docs")()
 
 
-def load_lm_eval(*, path: str | None, data_dir: str, split: str | None, seed: int, options: Mapping[str, Any]
-                 ) -> list[Question]:
+def load_lm_eval(
+    *, path: str | None, data_dir: str, split: str | None, seed: int, options: Mapping[str, Any]
+) -> list[Question]:
     """The questions of `options["task"]` (see the module docstring)."""
     name = options.get("task")
     if not name or not isinstance(name, str):
-        raise UserError("config key benchmark.task: benchmark=lm_eval reads one lm-evaluation-harness task; give "
-                        "benchmark.task=NAME (e.g. arc_easy)")
+        raise UserError(
+            "config key benchmark.task: benchmark=lm_eval reads one lm-evaluation-harness task; give "
+            "benchmark.task=NAME (e.g. arc_easy)"
+        )
     if path is not None:
-        raise UserError("config key benchmark.path: an lm-eval task's YAML says where its data is; remove "
-                        "benchmark.path and set the data in the task (dataset_path, dataset_kwargs.data_files)")
+        raise UserError(
+            "config key benchmark.path: an lm-eval task's YAML says where its data is; remove "
+            "benchmark.path and set the data in the task (dataset_path, dataset_kwargs.data_files)"
+        )
     task = load_task(name, options.get("include_path"))
     split_name, docs = _eval_docs(task, split, name)
     questions, skipped = task_questions(task, docs, name=name, split=split_name, ids=name)
@@ -321,14 +365,19 @@ def load_lm_eval(*, path: str | None, data_dir: str, split: str | None, seed: in
         q.metadata["choices"] = style
         q.metadata["lm_eval_skipped"] = len(skipped)
     if skipped:
-        log.warning("lm_eval task %s: %d of %d documents skipped, their target is not one of their choices "
-                    "(documents %s)", name, len(skipped), len(docs), ", ".join(map(str, skipped[:5])) +
-                    (", ..." if len(skipped) > 5 else ""))
+        log.warning(
+            "lm_eval task %s: %d of %d documents skipped, their target is not one of their choices (documents %s)",
+            name,
+            len(skipped),
+            len(docs),
+            ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else ""),
+        )
     return questions
 
 
-def lm_eval_fewshot(*, path: str | None, data_dir: str, subject: str | None, options: Mapping[str, Any]
-                    ) -> list[Question]:
+def lm_eval_fewshot(
+    *, path: str | None, data_dir: str, subject: str | None, options: Mapping[str, Any]
+) -> list[Question]:
     """The task's few-shot documents as questions (lm-eval's `fewshot_docs`: its fewshot_split, else training,
     else validation), labelled split "fewshot"."""
     name = options.get("task")
@@ -344,6 +393,10 @@ def task_tags(questions: Sequence[Question]) -> dict[str, str]:
     if not questions or "lm_eval_task" not in questions[0].metadata:
         return {}
     meta = questions[0].metadata
-    return {"lm_eval_task": str(meta["lm_eval_task"]), "lm_eval_version": str(meta["lm_eval_version"]),
-            "lm_eval_config_hash": str(meta["lm_eval_config_hash"]), "lm_eval_choices": str(meta["choices"]),
-            "lm_eval_skipped": str(meta.get("lm_eval_skipped", 0))}
+    return {
+        "lm_eval_task": str(meta["lm_eval_task"]),
+        "lm_eval_version": str(meta["lm_eval_version"]),
+        "lm_eval_config_hash": str(meta["lm_eval_config_hash"]),
+        "lm_eval_choices": str(meta["choices"]),
+        "lm_eval_skipped": str(meta.get("lm_eval_skipped", 0)),
+    }

@@ -10,6 +10,7 @@ lm-eval is an optional extra (`bench`): importing this module imports nothing of
 version (when there is one) against `SUPPORTED`, the extra's pin, with one `warning:` line when it is outside
 (src/common/versions.py).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

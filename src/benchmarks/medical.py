@@ -13,12 +13,15 @@ MedMCQA: `{data_dir}/medmcqa/validation.jsonl`, records `{"question", "choices":
 "answer": 0}`; the "A. " prefixes are removed (only a prefix whose letter matches the position).
 Ids `medmcqa/<n>`, no subject (this reduced export has none).
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from src.core.questions import Question
+
 from .files import iter_jsonl, read_text, require_fields, resolve_path
 from .validate import LETTERS, answer_from_label, checked_question, choose_split, clean_text, record_error, where
 
@@ -32,26 +35,40 @@ def medqa_question(record: dict, *, qid: str, place: str, split: str) -> Questio
     the file loaders' rule and the Hub converter's (src/benchmarks/hub.py). `place` names the record in errors."""
     require_fields(record, ("question", "options"), place)
     if not isinstance(record["options"], dict):
-        raise record_error(place, "'options' is not an object like {\"A\": \"...\"}")
+        raise record_error(place, '\'options\' is not an object like {"A": "..."}')
     labels = [str(label) for label in record["options"]]
     answer = answer_from_label(record.get("answer_idx"), labels, place)
     meta_info = record.get("meta_info")
     answer_text = record.get("answer")  # cleaned as the options are (it repeats the right one's debris)
-    metadata = {"labels": tuple(labels), "meta_info": meta_info,
-                "answer_text": clean_text(answer_text) if isinstance(answer_text, str) else answer_text}
-    return checked_question(place, id=qid, question=record["question"], options=record["options"].values(),
-                            answer=answer, subject=META_INFO_TYPOS.get(meta_info, meta_info), split=split,
-                            metadata=metadata)
+    metadata = {
+        "labels": tuple(labels),
+        "meta_info": meta_info,
+        "answer_text": clean_text(answer_text) if isinstance(answer_text, str) else answer_text,
+    }
+    return checked_question(
+        place,
+        id=qid,
+        question=record["question"],
+        options=record["options"].values(),
+        answer=answer,
+        subject=META_INFO_TYPOS.get(meta_info, meta_info),
+        split=split,
+        metadata=metadata,
+    )
 
 
 def medqa_loader(name: str) -> Callable[..., list[Question]]:
     """The loader for `medqa` (5 options) or `medqa_4`."""
 
-    def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+    def load(
+        *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+    ) -> list[Question]:
         split = choose_split(split, ("test",), name)
         file = resolve_path(path, data_dir, MEDQA_FILES[name])
-        return [medqa_question(record, qid=f"{name}/{n}", place=where(file, line, f"{name}/{n}"), split=split)
-                for n, (line, record) in enumerate(iter_jsonl(file, read_text(file)))]
+        return [
+            medqa_question(record, qid=f"{name}/{n}", place=where(file, line, f"{name}/{n}"), split=split)
+            for n, (line, record) in enumerate(iter_jsonl(file, read_text(file)))
+        ]
 
     load.__name__ = f"load_{name}"
     return load
@@ -65,11 +82,13 @@ def strip_label_prefix(text: str, position: int) -> str:
     """
     match = _PREFIX.match(text) if isinstance(text, str) else None
     if match and position < len(LETTERS) and match.group(1) == LETTERS[position]:
-        return text[match.end():]
+        return text[match.end() :]
     return text
 
 
-def load_medmcqa(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+def load_medmcqa(
+    *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+) -> list[Question]:
     split = choose_split(split, ("validation",), "medmcqa")
     file = resolve_path(path, data_dir, "medmcqa/validation.jsonl")
     questions = []
@@ -83,6 +102,7 @@ def load_medmcqa(*, path: str | None, data_dir: str, split: str | None, seed: in
         if isinstance(answer, str) and answer.strip().isdigit():
             answer = int(answer)
         choices = [strip_label_prefix(c, i) for i, c in enumerate(record["choices"])]
-        questions.append(checked_question(place, id=qid, question=record["question"], options=choices,
-                                          answer=answer, split=split))
+        questions.append(
+            checked_question(place, id=qid, question=record["question"], options=choices, answer=answer, split=split)
+        )
     return questions

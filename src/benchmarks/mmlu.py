@@ -12,14 +12,17 @@ raw value in `error_type_raw`; option `only_ok: true` keeps only error_type "ok"
 Both take option `subjects` (a list, or a comma-separated string) to keep some subjects.
 Files are read in name order, rows in file order.
 """
+
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
 from .files import iter_csv, read_text, resolve_path, sniff_delimiter
 from .validate import LETTERS, checked_question, choose_split, record_error, where
 
@@ -35,8 +38,10 @@ def wanted_subjects(options: Mapping[str, Any], known: list[str], name: str, roo
     asked = [s.strip() for s in raw.split(",")] if isinstance(raw, str) else [str(s).strip() for s in raw]
     unknown = [s for s in asked if s not in known]
     if unknown:
-        raise UserError(f"config key benchmark.subjects: {name} has no subject {unknown[0]!r} in {root}; "
-                        f"choose from {', '.join(known)}")
+        raise UserError(
+            f"config key benchmark.subjects: {name} has no subject {unknown[0]!r} in {root}; "
+            f"choose from {', '.join(known)}"
+        )
     return [s for s in known if s in asked]
 
 
@@ -46,7 +51,9 @@ def csv_files(root: Path) -> list[Path]:
         return [root]
     files = sorted(root.glob("*.csv"))
     if not files:
-        raise UserError(f"{root}: no .csv files in this folder; set benchmark.path or data_dir to the folder holding them")
+        raise UserError(
+            f"{root}: no .csv files in this folder; set benchmark.path or data_dir to the folder holding them"
+        )
     return files
 
 
@@ -57,7 +64,9 @@ def _mmlu_subject(file: Path) -> str:
     return file.stem
 
 
-def load_mmlu(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+def load_mmlu(
+    *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+) -> list[Question]:
     split = choose_split(split, MMLU_SPLITS, "mmlu")
     root = resolve_path(path, data_dir, f"mmlu/{split}", kind="file or folder")
     by_subject = {_mmlu_subject(f): f for f in csv_files(root)}
@@ -74,8 +83,17 @@ def load_mmlu(*, path: str | None, data_dir: str, split: str | None, seed: int, 
                 raise record_error(place, "the record has no answer", "add the answer letter or drop the record")
             if letter not in LETTERS[:4]:
                 raise record_error(place, f"answer {letter!r} is not one of A, B, C, D")
-            questions.append(checked_question(place, id=qid, question=cells[0], options=cells[1:5],
-                                              answer=LETTERS.index(letter), subject=subject, split=split))
+            questions.append(
+                checked_question(
+                    place,
+                    id=qid,
+                    question=cells[0],
+                    options=cells[1:5],
+                    answer=LETTERS.index(letter),
+                    subject=subject,
+                    split=split,
+                )
+            )
     return questions
 
 
@@ -95,8 +113,10 @@ def _redux_questions(file: Path, subject: str) -> list[Question]:
     header = [h.strip() for h in header]
     missing = [c for c in ("question", "choices", "answer") if c not in header]
     if missing:
-        raise UserError(f"{file} line {header_line}: the header has no {', '.join(missing)} column; "
-                        "the first row must name the columns (question, choices, answer, ...)")
+        raise UserError(
+            f"{file} line {header_line}: the header has no {', '.join(missing)} column; "
+            "the first row must name the columns (question, choices, answer, ...)"
+        )
     questions = []
     for row, (line, cells) in enumerate(rows):
         qid = f"mmlu_redux/{subject}/{row}"
@@ -123,12 +143,23 @@ def _redux_questions(file: Path, subject: str) -> list[Question]:
             "error_type_raw": raw_type,
             **{k: record[k] for k in ("source", "correct_answer", "potential_reason") if record.get(k)},
         }
-        questions.append(checked_question(place, id=qid, question=record["question"], options=choices,
-                                          answer=answer, subject=subject, metadata=metadata))
+        questions.append(
+            checked_question(
+                place,
+                id=qid,
+                question=record["question"],
+                options=choices,
+                answer=answer,
+                subject=subject,
+                metadata=metadata,
+            )
+        )
     return questions
 
 
-def load_mmlu_redux(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+def load_mmlu_redux(
+    *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+) -> list[Question]:
     choose_split(split, ("test",), "mmlu_redux")
     root = resolve_path(path, data_dir, "mmlu_redux", kind="file or folder")
     by_subject = {f.stem.removeprefix("mmlu_"): f for f in csv_files(root)}

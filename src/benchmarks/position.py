@@ -19,14 +19,16 @@ one-line summary a run logs; `python -m src.data slots BENCHMARK` prints the tab
 >>> describe_answer_slots(qs)
 'answer slots: A 25% B 25% C 25% D 25% (n=8)'
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import random
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from src.core.questions import Question
+
 from .validate import LETTERS
 
 FIXED_SLOT_SHARE = 0.5  # one slot holding more than this share of the answers...
@@ -67,8 +69,9 @@ def expected_slot_shares(questions: Iterable[Question]) -> dict[int, float]:
     return shares
 
 
-def fixed_answer_slot(questions: Sequence[Question], *, share: float = FIXED_SLOT_SHARE,
-                      min_questions: int = MIN_QUESTIONS) -> int | None:
+def fixed_answer_slot(
+    questions: Sequence[Question], *, share: float = FIXED_SLOT_SHARE, min_questions: int = MIN_QUESTIONS
+) -> int | None:
     """The slot holding more than `share` of the answers among at least `min_questions` questions, and
     more than `expected_slot_shares` by `MARGIN_SE` standard errors; else None.
 
@@ -105,10 +108,15 @@ def answer_slot_warning(questions: Sequence[Question], benchmark: str) -> str | 
     if slot is None:
         return None
     share = answer_slot_counts(questions)[slot] / len(questions)
-    fix = ("benchmark.shuffle=true balances it" if benchmark.startswith("truthfulqa_")
-           else "its original order favours that slot; compare with shuffled variants")
-    return (f"{benchmark}: the answer is in slot {slot_name(slot)} for {share:.0%} of {len(questions)} questions "
-            f"(fixed answer position in the file order); {fix}")
+    fix = (
+        "benchmark.shuffle=true balances it"
+        if benchmark.startswith("truthfulqa_")
+        else "its original order favours that slot; compare with shuffled variants"
+    )
+    return (
+        f"{benchmark}: the answer is in slot {slot_name(slot)} for {share:.0%} of {len(questions)} questions "
+        f"(fixed answer position in the file order); {fix}"
+    )
 
 
 def seeded_shuffle(question: Question, seed: int) -> Question:
@@ -122,5 +130,9 @@ def seeded_shuffle(question: Question, seed: int) -> Question:
     metadata = dict(question.metadata, original_order=tuple(order))
     if "correct_set" in metadata:
         metadata["correct_set"] = tuple(sorted(order.index(i) for i in metadata["correct_set"]))
-    return dataclasses.replace(question, options=tuple(question.options[i] for i in order),
-                               answer=order.index(question.answer), metadata=metadata)
+    return dataclasses.replace(
+        question,
+        options=tuple(question.options[i] for i in order),
+        answer=order.index(question.answer),
+        metadata=metadata,
+    )

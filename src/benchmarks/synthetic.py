@@ -15,21 +15,41 @@ Option `n_questions` (default 100). Ids `synthetic/<seed>/<n>`, subject = the ki
 >>> [q.question for q in synthetic_questions(2, seed=0)] == [q.question for q in synthetic_questions(2, seed=0)]
 True
 """
+
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
 from .validate import checked_question
 
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 UNITS = (  # (big unit, small unit, small units per big one)
-    ("metres", "centimetres", 100), ("kilometres", "metres", 1000), ("hours", "minutes", 60),
-    ("minutes", "seconds", 60), ("days", "hours", 24), ("weeks", "days", 7), ("years", "months", 12),
+    ("metres", "centimetres", 100),
+    ("kilometres", "metres", 1000),
+    ("hours", "minutes", 60),
+    ("minutes", "seconds", 60),
+    ("days", "hours", 24),
+    ("weeks", "days", 7),
+    ("years", "months", 12),
     ("kilograms", "grams", 1000),
 )
 FEWSHOT_SEED = 1_000_003  # far from the seeds runs use, so examples are not the test questions
@@ -89,8 +109,12 @@ def _extreme(largest: bool) -> Kind:
         numbers = rng.sample(range(1, 100), 5)
         target = max(numbers) if largest else min(numbers)
         word = "largest" if largest else "smallest"
-        return (f"Which number is the {word}: {', '.join(map(str, numbers))}?", str(target),
-                [str(x) for x in numbers if x != target])
+        return (
+            f"Which number is the {word}: {', '.join(map(str, numbers))}?",
+            str(target),
+            [str(x) for x in numbers if x != target],
+        )
+
     kind.__name__ = "largest" if largest else "smallest"
     return kind
 
@@ -102,6 +126,7 @@ def _next_in(items: tuple[str, ...], noun: str, name: str) -> Kind:
         near = [items[(i + k) % len(items)] for k in (0, 2, -1, 3, -2, 4)]
         suffix = " in the alphabet" if noun == "letter" else ""
         return f"Which {noun} comes after {items[i]}{suffix}?", answer, [x for x in near if x != answer]
+
     kind.__name__ = name
     return kind
 
@@ -112,17 +137,33 @@ CATEGORIES = {
     "animal": ("dog", "cat", "horse", "cow", "lion", "tiger", "sheep", "rabbit"),
 }
 OBJECTS = ("table", "chair", "spoon", "window", "hammer", "pencil", "bottle", "door", "seven", "twelve")
-OPPOSITES = (("hot", "cold"), ("big", "small"), ("up", "down"), ("day", "night"), ("fast", "slow"),
-             ("happy", "sad"), ("open", "closed"), ("wet", "dry"), ("early", "late"), ("light", "dark"),
-             ("full", "empty"), ("hard", "soft"), ("high", "low"), ("long", "short"), ("loud", "quiet"))
+OPPOSITES = (
+    ("hot", "cold"),
+    ("big", "small"),
+    ("up", "down"),
+    ("day", "night"),
+    ("fast", "slow"),
+    ("happy", "sad"),
+    ("open", "closed"),
+    ("wet", "dry"),
+    ("early", "late"),
+    ("light", "dark"),
+    ("full", "empty"),
+    ("hard", "soft"),
+    ("high", "low"),
+    ("long", "short"),
+    ("loud", "quiet"),
+)
 
 
 def _category(name: str) -> Kind:
-    """"Which of these is a colour?": one member against things from other categories."""
+    """ "Which of these is a colour?": one member against things from other categories."""
+
     def kind(rng: random.Random) -> tuple[str, str, list[str]]:
         others = [x for other, items in CATEGORIES.items() if other != name for x in items] + list(OBJECTS)
         article = "an" if name[0] in "aeiou" else "a"
         return f"Which of these is {article} {name}?", rng.choice(CATEGORIES[name]), rng.sample(others, 8)
+
     kind.__name__ = name
     return kind
 
@@ -136,7 +177,11 @@ def opposite(rng: random.Random) -> tuple[str, str, list[str]]:
 def small_addition(rng: random.Random) -> tuple[str, str, list[str]]:
     """One-digit sums against distractors far from the answer: arithmetic a small model can do."""
     a, b = rng.randint(1, 9), rng.randint(1, 9)
-    return f"What is {a} + {b}?", str(a + b), [str(x) for x in rng.sample([x for x in range(2, 99) if abs(x - a - b) > 5], 6)]
+    return (
+        f"What is {a} + {b}?",
+        str(a + b),
+        [str(x) for x in rng.sample([x for x in range(2, 99) if abs(x - a - b) > 5], 6)],
+    )
 
 
 KINDS: dict[str, tuple[Kind, int]] = {  # name -> (generator, number of options)
@@ -184,14 +229,25 @@ def synthetic_questions(n: int, *, seed: int, id_prefix: str | None = None, spli
             decks[n_options] = rng.sample(range(n_options), n_options)
         position = decks[n_options].pop()
         options = wrong[:position] + [answer] + wrong[position:]
-        questions.append(checked_question(f"synthetic benchmark (seed {seed}, question {index})",
-                                          id=f"{prefix}/{index}", question=text, options=options,
-                                          answer=position, subject=kind, split=split,
-                                          metadata={"kind": kind}, allow_duplicate_options=False))
+        questions.append(
+            checked_question(
+                f"synthetic benchmark (seed {seed}, question {index})",
+                id=f"{prefix}/{index}",
+                question=text,
+                options=options,
+                answer=position,
+                subject=kind,
+                split=split,
+                metadata={"kind": kind},
+                allow_duplicate_options=False,
+            )
+        )
     return questions
 
 
-def load_synthetic(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+def load_synthetic(
+    *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+) -> list[Question]:
     n = options.get("n_questions", 100)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UserError(f"config key benchmark.n_questions: {n!r} is not a positive whole number; set e.g. 100")

@@ -22,13 +22,16 @@ false` keeps the file order (then `load_benchmark` warns that the answer positio
 Ids: `truthfulqa_mc1/v1/<index>`. Subject: the Category from TruthfulQA.csv beside the JSON,
 matched by question text (None when that file is absent); `metadata["type"]` is its Type.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
+
 from .files import iter_csv, load_json, read_text, resolve_path
 from .position import seeded_shuffle
 from .validate import checked_question, choose_split, record_error, where
@@ -45,8 +48,11 @@ def _categories(csv_file: Path) -> dict[str, tuple[str, str]]:
     if not {"Question", "Category", "Type"} <= set(header):
         return {}
     col = {name: header.index(name) for name in ("Question", "Category", "Type")}
-    return {cells[col["Question"]].strip(): (cells[col["Category"]], cells[col["Type"]])
-            for _, cells in rows if len(cells) == len(header)}
+    return {
+        cells[col["Question"]].strip(): (cells[col["Category"]], cells[col["Type"]])
+        for _, cells in rows
+        if len(cells) == len(header)
+    }
 
 
 shuffled = seeded_shuffle  # the name this module used before the rule moved to position.py
@@ -56,23 +62,30 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
     """The loader for `truthfulqa_mc1` (task "mc1") or `truthfulqa_mc2` (task "mc2")."""
     name = f"truthfulqa_{task}"
 
-    def load(*, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]) -> list[Question]:
+    def load(
+        *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
+    ) -> list[Question]:
         choose_split(split, ("test",), name)
         version = str(options.get("version", "v1"))
         shuffle = options.get("shuffle", True)
         if not isinstance(shuffle, bool):
-            raise UserError(f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
-                            "shuffles the options with the run's seed, false keeps the file order")
+            raise UserError(
+                f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
+                "shuffles the options with the run's seed, false keeps the file order"
+            )
         if version not in VERSIONS:
-            raise UserError(f"config key benchmark.version: {name} has no version {version!r}; "
-                            f"choose one of {', '.join(VERSIONS)}")
+            raise UserError(
+                f"config key benchmark.version: {name} has no version {version!r}; choose one of {', '.join(VERSIONS)}"
+            )
         file = resolve_path(path, data_dir, f"{VERSIONS[version]}/mc_task.json", kind="file or folder")
         if file.is_dir():
             file = resolve_path(file / "mc_task.json", data_dir, None)
         records = load_json(file, read_text(file))
         if not isinstance(records, list):
-            raise UserError(f"{file}: expected a JSON list of questions, got {type(records).__name__}; "
-                            "point benchmark.path at TruthfulQA's mc_task.json")
+            raise UserError(
+                f"{file}: expected a JSON list of questions, got {type(records).__name__}; "
+                "point benchmark.path at TruthfulQA's mc_task.json"
+            )
         categories = _categories(file.parent / "TruthfulQA.csv")
         questions = []
         for index, record in enumerate(records):
@@ -94,8 +107,15 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
                 metadata["type"] = kind
             if task == "mc2":
                 metadata["correct_set"] = tuple(true)
-            question = checked_question(place, id=qid, question=record.get("question"), options=texts,
-                                        answer=true[0] if true else None, subject=category, metadata=metadata)
+            question = checked_question(
+                place,
+                id=qid,
+                question=record.get("question"),
+                options=texts,
+                answer=true[0] if true else None,
+                subject=category,
+                metadata=metadata,
+            )
             questions.append(seeded_shuffle(question, seed) if shuffle else question)
         return questions
 

@@ -19,10 +19,12 @@ kept and marked `metadata["duplicate_options"] = True` (`load_benchmark` names t
 warning per load); only the generic loader, whose files the user controls, refuses options that
 are the same text after stripping.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question, duplicate_option_groups
@@ -65,8 +67,12 @@ def clean_text(text: str) -> str:
     if len(cleaned) >= 2 and cleaned[0] == cleaned[-1] == '"' and _doubled_only(cleaned[1:-1]):
         return cleaned[1:-1].replace('""', '"').strip()
     lost_opening = False
-    while len(cleaned) >= 2 and cleaned.endswith('"') and _odd_quotes(cleaned) and (
-            cleaned[-2] in _CLOSING_AFTER or cleaned[-2] in "\r\n"):
+    while (
+        len(cleaned) >= 2
+        and cleaned.endswith('"')
+        and _odd_quotes(cleaned)
+        and (cleaned[-2] in _CLOSING_AFTER or cleaned[-2] in "\r\n")
+    ):
         cleaned, lost_opening = cleaned[:-1].strip(), True
     if lost_opening and _doubled_only(cleaned):
         cleaned = cleaned.replace('""', '"')
@@ -120,8 +126,11 @@ def checked_question(
         if not option:
             raise record_error(place, f"option {i} is empty", "fill in the option or remove it")
     if len(clean) < 3:
-        raise record_error(place, f"only {len(clean) - 1} option(s); a multiple-choice question needs at least 2",
-                           "add options or drop the record")
+        raise record_error(
+            place,
+            f"only {len(clean) - 1} option(s); a multiple-choice question needs at least 2",
+            "add options or drop the record",
+        )
     changed = tuple("question" if i == 0 else f"option {i - 1}" for i, text in enumerate(raw) if clean[i] != text)
     if changed:
         metadata["cleaned"] = changed
@@ -132,17 +141,23 @@ def checked_question(
             first, second = groups[0][:2]
             text = options[first]
             short = text if len(text) <= 40 else text[:37] + "..."
-            raise record_error(place, f"options {first} and {second} are the same text {short!r}",
-                               "make the options distinct or drop the record")
+            raise record_error(
+                place,
+                f"options {first} and {second} are the same text {short!r}",
+                "make the options distinct or drop the record",
+            )
         metadata["duplicate_options"] = True
     if answer is None:
-        raise record_error(place, "the record has no answer", "add the answer (0-based index or letter) or drop the record")
+        raise record_error(
+            place, "the record has no answer", "add the answer (0-based index or letter) or drop the record"
+        )
     if isinstance(answer, bool) or not isinstance(answer, int):
         raise record_error(place, f"answer {answer!r} is not an option index", "use a 0-based index or a letter")
     if not 0 <= answer < len(options):
         raise record_error(place, f"answer index {answer} is outside the {len(options)} options")
-    return Question(id=id, question=question, options=options, answer=answer, subject=subject,
-                    split=split, metadata=metadata)
+    return Question(
+        id=id, question=question, options=options, answer=answer, subject=subject, split=split, metadata=metadata
+    )
 
 
 def check_unique_ids(questions: list[Question], source: Path | str) -> list[Question]:
@@ -150,8 +165,10 @@ def check_unique_ids(questions: list[Question], source: Path | str) -> list[Ques
     seen: dict[str, int] = {}
     for i, q in enumerate(questions):
         if q.id in seen:
-            raise UserError(f"{source}: question id {q.id!r} is used by records {seen[q.id]} and {i} (0-based); "
-                            "make the ids unique or leave the id out to number records by position")
+            raise UserError(
+                f"{source}: question id {q.id!r} is used by records {seen[q.id]} and {i} (0-based); "
+                "make the ids unique or leave the id out to number records by position"
+            )
         seen[q.id] = i
     return questions
 

@@ -12,6 +12,8 @@ class UserError(Exception):
     exit_code = 2
 
     def __str__(self) -> str:
-        from src.common.redact import redact_text  # local: loads hydra (slow import); imported when shown: pure modules raise this without loading Hydra
+        from src.common.redact import (
+            redact_text,
+        )  # local: loads hydra (slow import); imported when shown: pure modules raise this without loading Hydra
 
         return redact_text(super().__str__())

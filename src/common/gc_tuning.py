@@ -16,6 +16,7 @@ one-question job).
   store is open (`src.tracking.store.open_store`) `end_import_pause` freezes what the imports made, so no later
   collection walks it again, and turns collection back on for the work itself.
 """
+
 from __future__ import annotations
 
 import atexit

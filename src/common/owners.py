@@ -13,6 +13,7 @@ True
 >>> parse_owner("not an owner") is None
 True
 """
+
 from __future__ import annotations
 
 import logging

@@ -10,13 +10,15 @@ and once at the end.
 is removed when it ends (`leave=False`), so a finished job leaves one line, not one per 64-prompt chunk; in a log
 file nothing. `progress=False` (or TQDM_DISABLE=1 in the environment) switches both off.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from typing import TextIO
 
 LINE_EVERY_S = 10.0  # the least time between two plain progress lines (stderr not a terminal)
 
@@ -56,8 +58,11 @@ class _Lines:
     def _write(self, now: float) -> None:
         self.last = now
         share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
-        print(f"progress: {self.done}/{self.total} {self.unit}s{share} {now - self.start:.1f} s",
-              file=self.stream, flush=True)
+        print(
+            f"progress: {self.done}/{self.total} {self.unit}s{share} {now - self.start:.1f} s",
+            file=self.stream,
+            flush=True,
+        )
 
 
 class _Silent:

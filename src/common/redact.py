@@ -22,22 +22,26 @@ environment variable their config names (`model.api_key_env`).
 >>> redact_text("+model.api_key=sk-1 seed=1 Authorization: Bearer sk-live-2")
 '+model.api_key=*** seed=1 Authorization: Bearer ***'
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from hydra.experimental.callback import Callback
 
 MASK = "***"
 # A name whose value is a secret: it ends with one of these words (api_key, apiKey, hf_token, client_secret,
 # X-Amz-Signature, ...); `api_key_env` (the name of a variable) and `max_new_tokens` do not.
-_SECRET_NAME = re.compile(r"(?i)^[\w.+~-]*?(key|token|secret|password|passwd|pwd|credentials?|sig|signature|auth|"
-                          r"authorization|cookie|session)$")
+_SECRET_NAME = re.compile(
+    r"(?i)^[\w.+~-]*?(key|token|secret|password|passwd|pwd|credentials?|sig|signature|auth|"
+    r"authorization|cookie|session)$"
+)
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"]+@")
 _QUERY_PAIR = re.compile(r"([?&;#])([^=&#\s'\",?]+)=([^&#\s'\",]*)")
 _TEXT_PAIR = re.compile(r"(?<![^\s,'\"(\[{])([+~]*[\w.-]+)=([^\s,'\")\]}]*)")
@@ -61,8 +65,9 @@ def redact_text(text: str) -> str:
     text = _USERINFO.sub(rf"\1{MASK}@", text)
     text = _QUERY_PAIR.sub(lambda m: f"{m[1]}{m[2]}={MASK}" if is_secret_name(m[2]) and m[3] else m[0], text)
     text = _TEXT_PAIR.sub(lambda m: f"{m[1]}={MASK}" if is_secret_name(m[1]) and m[2] else m[0], text)
-    text = _QUOTED_PAIR.sub(lambda m: f"{m[1]}{m[2]}{m[1]}{m[3]}{m[4]}{MASK}{m[4]}"
-                            if is_secret_name(m[2]) and m[5] else m[0], text)
+    text = _QUOTED_PAIR.sub(
+        lambda m: f"{m[1]}{m[2]}{m[1]}{m[3]}{m[4]}{MASK}{m[4]}" if is_secret_name(m[2]) and m[5] else m[0], text
+    )
     return _BEARER.sub(rf"\1\2{MASK}", text)
 
 

@@ -11,6 +11,7 @@ output folders) or an MLflow id (tests/test_safe_names.py drives each entry poin
 >>> len(folder_name("x" * 500)) <= MAX_LENGTH
 True
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,4 +28,4 @@ def folder_name(name: str) -> str:
     if plain == name and name and len(name) <= MAX_LENGTH:
         return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"{(plain or 'unnamed')[:MAX_LENGTH - 9]}-{digest}"
+    return f"{(plain or 'unnamed')[: MAX_LENGTH - 9]}-{digest}"

@@ -2,6 +2,7 @@
 modules"): each checks, when imported, that the installed library is inside the versions its private names were
 checked with, and prints one `warning:` line to stderr when it is not (a warning, not a refusal: the library may
 still work, and the line says what to install where it does not)."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -25,8 +26,10 @@ def version_problem(distribution: str, version: str, supported: str, adapter: st
         inside = False
     if inside:
         return None
-    return (f"warning: {distribution} {version} is outside {supported}, the versions whose private API {adapter} "
-            f"was checked with; pip install '{distribution}{supported}'")
+    return (
+        f"warning: {distribution} {version} is outside {supported}, the versions whose private API {adapter} "
+        f"was checked with; pip install '{distribution}{supported}'"
+    )
 
 
 def warn_if_outside(distribution: str, supported: str, adapter: str) -> None:

@@ -4,24 +4,45 @@ Only finished job runs count: sweep parents (`kind=sweep`), assessments and earl
 are runs still running or failed (counted, so the report can say so). Metric names come back in their docs/metrics.md
 spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pandas as pd
 
 from src.common.errors import UserError
-from src.tracking.names import DEFAULT_URI, metric_name
 from src.core.records import PROMPTS_FILE, read_run_records
 from src.tracking import store
+from src.tracking.names import DEFAULT_URI, metric_name
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
-ID_COLUMNS = ("run_id", "experiment_id", "experiment", "sweep_id", "start_time", "model", "benchmark", "variants",
-              "temperature", "scoring", "prompt", "fewshot", "repetitions", "limit", "seed", "sure_rule", "source",
-              "near_ties", "ranked_decisions", "model_identity", "data_identity")
+ID_COLUMNS = (
+    "run_id",
+    "experiment_id",
+    "experiment",
+    "sweep_id",
+    "start_time",
+    "model",
+    "benchmark",
+    "variants",
+    "temperature",
+    "scoring",
+    "prompt",
+    "fewshot",
+    "repetitions",
+    "limit",
+    "seed",
+    "sure_rule",
+    "source",
+    "near_ties",
+    "ranked_decisions",
+    "model_identity",
+    "data_identity",
+)
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
 # in the same table column (see tables.conditions)
 CONDITION_KEYS = ("variants", "temperature", "fewshot", "scoring", "prompt", "repetitions", "limit", "seed")
@@ -141,9 +162,15 @@ def as_list(values: Sequence[str] | None) -> list[str]:
     return [part.strip() for value in values or () for part in str(value).split(",") if part.strip()]
 
 
-def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None, sweep_id: str | None = None,
-              benchmarks: Sequence[str] | None = None, models: Sequence[str] | None = None,
-              variants: Sequence[str] | None = None) -> Runs:
+def load_runs(
+    *,
+    tracking_uri: str = DEFAULT_URI,
+    experiment: str | None = None,
+    sweep_id: str | None = None,
+    benchmarks: Sequence[str] | None = None,
+    models: Sequence[str] | None = None,
+    variants: Sequence[str] | None = None,
+) -> Runs:
     """The finished job runs of `experiment` and/or `sweep_id`, filtered by benchmark, model and variant set.
 
     UserError (exit 2) when the experiment does not exist or nothing is selected.
@@ -160,8 +187,10 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
     if experiment:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            raise UserError(f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
-                            f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri")
+            raise UserError(
+                f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
+                f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri"
+            )
         experiments = {exp.experiment_id: exp.name}
     else:
         experiments = {e.experiment_id: e.name for e in client.search_experiments()}
@@ -172,18 +201,28 @@ def load_runs(*, tracking_uri: str = DEFAULT_URI, experiment: str | None = None,
         if run.data.tags.get("kind", "job") in NOT_JOBS or "model" not in run.data.tags:
             continue
         if run.info.status != "FINISHED":
-            skipped.append(f"run {run.info.run_id} ({run.data.tags.get('model')}, {run.data.tags.get('benchmark')}) "
-                           f"is {run.info.status}: left out")
+            skipped.append(
+                f"run {run.info.run_id} ({run.data.tags.get('model')}, {run.data.tags.get('benchmark')}) "
+                f"is {run.info.status}: left out"
+            )
             continue
         rows.append(_row(run, experiments))
     table = pd.DataFrame(rows)
-    where = " and ".join(part for part in (f"experiment {experiment!r}" if experiment else "",
-                                           f"sweep {sweep_id!r}" if sweep_id else "") if part)
+    where = " and ".join(
+        part
+        for part in (f"experiment {experiment!r}" if experiment else "", f"sweep {sweep_id!r}" if sweep_id else "")
+        if part
+    )
     if table.empty:
-        raise UserError(f"--experiment/--sweep-id: no finished job runs in {where} at {tracking_uri}; "
-                        f"run the sweep first (python -m src.run -m ...)")
-    for column, wanted, flag in (("benchmark", benchmarks, "--benchmark"), ("model", models, "--model"),
-                                 ("variants", variants, "--variants")):
+        raise UserError(
+            f"--experiment/--sweep-id: no finished job runs in {where} at {tracking_uri}; "
+            f"run the sweep first (python -m src.run -m ...)"
+        )
+    for column, wanted, flag in (
+        ("benchmark", benchmarks, "--benchmark"),
+        ("model", models, "--model"),
+        ("variants", variants, "--variants"),
+    ):
         wanted = as_list(wanted)
         if wanted:
             table = table[table[column].isin(wanted)]
@@ -206,13 +245,17 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
         if identity not in table:
             continue
         counts = table.dropna(subset=[identity]).groupby(name)[identity].nunique()
-        notes += [f"{name} {key}: its runs were made with {n} different {what} ({identity}); the tables show the "
-                  f"latest run of each condition" for key, n in counts.items() if n > 1]
+        notes += [
+            f"{name} {key}: its runs were made with {n} different {what} ({identity}); the tables show the "
+            f"latest run of each condition"
+            for key, n in counts.items()
+            if n > 1
+        ]
     return notes
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """"model / benchmark / variants / T=..." of a run (its full id, `src.core.records.resolve_run_id`), for headings."""
+    """ "model / benchmark / variants / T=..." of a run (its full id, `src.core.records.resolve_run_id`), for headings."""
     from mlflow.tracking import MlflowClient
 
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags

@@ -7,6 +7,7 @@ the table. Pairs must have asked the same questions: otherwise the report stops 
 runs, unless `--pair-intersection` pairs them on the questions they share. The power table gives, per metric,
 the questions needed to detect a difference `delta` (each run alone and each pair, paired).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,14 +16,31 @@ from itertools import combinations
 import pandas as pd
 
 from src.common.errors import UserError
-from ..metrics.paired import (PairedDifference, holm, paired_differences, per_question_sd, question_mismatch,
-                              questions_needed)
 from src.metrics.display import difference_cell
-from .load import Runs
-from .tables import (CORA_FAMILY_PREFIXES, ONE_VARIANT_SETS, Built, Table, chance_of, condition_groups, fmt, latest,
-                     slug, spread_text)
 from src.tracking import store as tracking_store
+
 from ..metrics.intervals import decompose
+from ..metrics.paired import (
+    PairedDifference,
+    holm,
+    paired_differences,
+    per_question_sd,
+    question_mismatch,
+    questions_needed,
+)
+from .load import Runs
+from .tables import (
+    CORA_FAMILY_PREFIXES,
+    ONE_VARIANT_SETS,
+    Built,
+    Table,
+    chance_of,
+    condition_groups,
+    fmt,
+    latest,
+    slug,
+    spread_text,
+)
 
 SD_FLOOR = 1e-12  # a per-question sd at or below this: the metric did not vary, no n can be estimated
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
@@ -49,9 +67,18 @@ class PairedStudy:
         found = self.results.get((run_b, run_a), {}).get(metric)
         if found is None:
             return None
-        flip = (lambda v: None if v is None else -v)
-        return PairedDifference(metric, found.b, found.a, -found.difference, flip(found.hi), flip(found.lo), found.p,
-                                found.n_questions, found.sd)
+        flip = lambda v: None if v is None else -v
+        return PairedDifference(
+            metric,
+            found.b,
+            found.a,
+            -found.difference,
+            flip(found.hi),
+            flip(found.lo),
+            found.p,
+            found.n_questions,
+            found.sd,
+        )
 
 
 class _Records:
@@ -80,9 +107,16 @@ def _label(row) -> str:
     return f"{row['run_id'][:8]} ({row['model']})"
 
 
-def paired_study(runs: Runs, *, intersect: bool = False, delta: float = DEFAULTS["delta"],
-                 alpha: float = DEFAULTS["alpha"], power: float = DEFAULTS["power"],
-                 n_resamples: int = DEFAULTS["n_resamples"], seed: int = DEFAULTS["seed"]) -> PairedStudy:
+def paired_study(
+    runs: Runs,
+    *,
+    intersect: bool = False,
+    delta: float = DEFAULTS["delta"],
+    alpha: float = DEFAULTS["alpha"],
+    power: float = DEFAULTS["power"],
+    n_resamples: int = DEFAULTS["n_resamples"],
+    seed: int = DEFAULTS["seed"],
+) -> PairedStudy:
     """Paired differences and power tables for every condition of `runs` (see the module docstring)."""
     study = PairedStudy()
     frame = runs.table
@@ -94,17 +128,42 @@ def paired_study(runs: Runs, *, intersect: bool = False, delta: float = DEFAULTS
     for benchmark, label, rows, _ in condition_groups(frame, axes=("model",)):
         rows = latest(rows, ["model"]).sort_values("model")
         title = benchmark + (f" ({label})" if label else "")
-        _condition(study, store, rows.to_dict("records"), title, slug(benchmark, label), intersect=intersect,
-                   delta=delta, alpha=alpha, power=power, n_resamples=n_resamples, seed=seed)
+        _condition(
+            study,
+            store,
+            rows.to_dict("records"),
+            title,
+            slug(benchmark, label),
+            intersect=intersect,
+            delta=delta,
+            alpha=alpha,
+            power=power,
+            n_resamples=n_resamples,
+            seed=seed,
+        )
     if not study.differences.tables:
-        study.differences.notes.append("paired differences: no benchmark and condition with runs of two or more "
-                                       "models (pairs are made within a condition: same variants, temperature, "
-                                       "shots, scoring, prompt, repetitions, limit and seed)")
+        study.differences.notes.append(
+            "paired differences: no benchmark and condition with runs of two or more "
+            "models (pairs are made within a condition: same variants, temperature, "
+            "shots, scoring, prompt, repetitions, limit and seed)"
+        )
     return study
 
 
-def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str, name: str, *, intersect: bool,
-               delta: float, alpha: float, power: float, n_resamples: int, seed: int) -> None:
+def _condition(
+    study: PairedStudy,
+    store: _Records,
+    rows: list[dict],
+    title: str,
+    name: str,
+    *,
+    intersect: bool,
+    delta: float,
+    alpha: float,
+    power: float,
+    n_resamples: int,
+    seed: int,
+) -> None:
     pairs = list(combinations(rows, 2))
     records, power_rows = [], []
     for a, b in pairs:
@@ -112,42 +171,72 @@ def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str
             ids_a = store.records(a["run_id"])["question_id"].dropna().astype(str).unique()
             ids_b = store.records(b["run_id"])["question_id"].dropna().astype(str).unique()
         except UserError as err:
-            study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} not paired "
-                                           f"({err})")
+            study.differences.notes.append(
+                f"paired differences, {title}: {_label(a)} and {_label(b)} not paired ({err})"
+            )
             continue
         mismatch = question_mismatch(ids_a, ids_b)
         keep = None
         if mismatch:
             if not intersect:
-                raise UserError(f"paired differences: runs {a['run_id']} ({a['model']}) and {b['run_id']} ({b['model']}) of "
-                                f"{title} asked different questions ({mismatch}); paired differences need the same "
-                                f"questions: give --pair-intersection to pair them on the shared ones, or --no-paired")
+                raise UserError(
+                    f"paired differences: runs {a['run_id']} ({a['model']}) and {b['run_id']} ({b['model']}) of "
+                    f"{title} asked different questions ({mismatch}); paired differences need the same "
+                    f"questions: give --pair-intersection to pair them on the shared ones, or --no-paired"
+                )
             keep = frozenset(ids_a) & frozenset(ids_b)
             if not keep:
-                study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} share no "
-                                               "question: not paired")
+                study.differences.notes.append(
+                    f"paired differences, {title}: {_label(a)} and {_label(b)} share no question: not paired"
+                )
                 continue
-            study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} paired on "
-                                           f"their {len(keep)} shared questions ({mismatch}; --pair-intersection)")
+            study.differences.notes.append(
+                f"paired differences, {title}: {_label(a)} and {_label(b)} paired on "
+                f"their {len(keep)} shared questions ({mismatch}; --pair-intersection)"
+            )
         dec_a, dec_b = store.decomposition(a, keep), store.decomposition(b, keep)
         rule_dependent = set()
         if a.get("sure_rule") != b.get("sure_rule"):
             rule_dependent = {"rws", "st"}
-            study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} use different "
-                                           "SURE rules: RWS and S/T not compared (--sure-rule recomputes both)")
+            study.differences.notes.append(
+                f"paired differences, {title}: {_label(a)} and {_label(b)} use different "
+                "SURE rules: RWS and S/T not compared (--sure-rule recomputes both)"
+            )
         if a.get("variants") in ONE_VARIANT_SETS or b.get("variants") in ONE_VARIANT_SETS:
             rule_dependent |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
         names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in rule_dependent]
         results = paired_differences(dec_a, dec_b, names, n_resamples=n_resamples, seed=seed)
         study.results[(a["run_id"], b["run_id"])] = results
         for metric, r in results.items():
-            records.append({"model_a": a["model"], "model_b": b["model"], "run_a": a["run_id"], "run_b": b["run_id"],
-                            "metric": metric, "a": r.a, "b": r.b, "difference": r.difference, "lo": r.lo, "hi": r.hi,
-                            "p": r.p, "n_questions": r.n_questions,
-                            "chance": spread_text([chance_of(a, metric), chance_of(b, metric)])})
+            records.append(
+                {
+                    "model_a": a["model"],
+                    "model_b": b["model"],
+                    "run_a": a["run_id"],
+                    "run_b": b["run_id"],
+                    "metric": metric,
+                    "a": r.a,
+                    "b": r.b,
+                    "difference": r.difference,
+                    "lo": r.lo,
+                    "hi": r.hi,
+                    "p": r.p,
+                    "n_questions": r.n_questions,
+                    "chance": spread_text([chance_of(a, metric), chance_of(b, metric)]),
+                }
+            )
             if r.sd is not None:
-                power_rows.append(_power_row(f"{a['model']} − {b['model']} (paired)", metric, len(dec_a.question_ids),
-                                             r.sd, delta, alpha, power))
+                power_rows.append(
+                    _power_row(
+                        f"{a['model']} − {b['model']} (paired)",
+                        metric,
+                        len(dec_a.question_ids),
+                        r.sd,
+                        delta,
+                        alpha,
+                        power,
+                    )
+                )
     for row in rows:  # each run alone
         try:
             decomposition = store.decomposition(row)
@@ -157,55 +246,89 @@ def _condition(study: PairedStudy, store: _Records, rows: list[dict], title: str
         for metric, sd in per_question_sd(decomposition, n_resamples=n_resamples, seed=seed).items():
             if row.get("variants") in ONE_VARIANT_SETS and metric.startswith(CORA_FAMILY_PREFIXES):
                 continue
-            power_rows.append(_power_row(row["model"], metric, len(decomposition.question_ids), sd, delta, alpha,
-                                         power))
+            power_rows.append(
+                _power_row(row["model"], metric, len(decomposition.question_ids), sd, delta, alpha, power)
+            )
     if records:
         data = pd.DataFrame(records)
         data["p_holm"] = holm([None if p is None or p != p else p for p in data["p"]])
         data["significant"] = [p is not None and p == p and p < alpha for p in data["p_holm"]]
         data.insert(0, "table", title)
-        text = pd.DataFrame({
-            "metric": data["metric"].to_numpy(),
-            "A": [fmt(v) for v in data["a"]], "B": [fmt(v) for v in data["b"]],
-            "A − B [95%]": [difference_cell(r) for r in _results(data)],
-            "p": [_p(p) for p in _nones(data["p"])], "p (Holm)": [_p(p) for p in _nones(data["p_holm"])],
-            "significant": ["*" if s else "" for s in data["significant"]],
-            "chance": data["chance"].to_numpy(),
-        }, index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"))
-        study.differences.tables.append(Table(
-            title=title, data=data, text=text, name=f"paired_{name}",
-            caption=f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of models on the same questions; difference "
-                    f"with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the questions, the "
-                    f"same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
-                    f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
-                    "guesser (src/metrics/chance.py) where the metric is an accuracy"))
+        text = pd.DataFrame(
+            {
+                "metric": data["metric"].to_numpy(),
+                "A": [fmt(v) for v in data["a"]],
+                "B": [fmt(v) for v in data["b"]],
+                "A − B [95%]": [difference_cell(r) for r in _results(data)],
+                "p": [_p(p) for p in _nones(data["p"])],
+                "p (Holm)": [_p(p) for p in _nones(data["p_holm"])],
+                "significant": ["*" if s else "" for s in data["significant"]],
+                "chance": data["chance"].to_numpy(),
+            },
+            index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"),
+        )
+        study.differences.tables.append(
+            Table(
+                title=title,
+                data=data,
+                text=text,
+                name=f"paired_{name}",
+                caption=f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of models on the same questions; difference "
+                f"with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the questions, the "
+                f"same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
+                f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
+                "guesser (src/metrics/chance.py) where the metric is an accuracy",
+            )
+        )
         for _, r in data.iterrows():
-            study.lines.append(f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
-                               f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
-                               f"p_holm={_p(_none(r['p_holm']))}{' *' if r['significant'] else ''}")
+            study.lines.append(
+                f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
+                f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
+                f"p_holm={_p(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
+            )
     if power_rows:
         data = pd.DataFrame(power_rows)
         data.insert(0, "table", title)
-        text = pd.DataFrame({"metric": data["metric"].to_numpy(), "n": data["n"].astype(int).to_numpy(),
-                             "sd": data["sd"].map(fmt).to_numpy(),
-                             f"n needed (Δ={delta:g})": [_needed(v) for v in data["n_needed"]],
-                             "enough": [_enough(r) for _, r in data.iterrows()]},
-                            index=pd.Index(data["who"].to_numpy(), name="run or pair"))
-        study.power.tables.append(Table(
-            title=title, data=data, text=text, name=f"power_{name}",
-            caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
-                    f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
-                    "deviation (sqrt(n) x bootstrap standard error); a model alone: a shift of its own metric, a "
-                    "pair: the paired difference on the same questions (counts of questions: no chance level "
-                    "applies)"))
+        text = pd.DataFrame(
+            {
+                "metric": data["metric"].to_numpy(),
+                "n": data["n"].astype(int).to_numpy(),
+                "sd": data["sd"].map(fmt).to_numpy(),
+                f"n needed (Δ={delta:g})": [_needed(v) for v in data["n_needed"]],
+                "enough": [_enough(r) for _, r in data.iterrows()],
+            },
+            index=pd.Index(data["who"].to_numpy(), name="run or pair"),
+        )
+        study.power.tables.append(
+            Table(
+                title=title,
+                data=data,
+                text=text,
+                name=f"power_{name}",
+                caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
+                f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
+                "deviation (sqrt(n) x bootstrap standard error); a model alone: a shift of its own metric, a "
+                "pair: the paired difference on the same questions (counts of questions: no chance level "
+                "applies)",
+            )
+        )
 
 
 def _power_row(who: str, metric: str, n: int, sd: float, delta: float, alpha: float, power: float) -> dict:
     """One row of a questions-needed table; n_needed None (and enough None) when the metric did not vary over
     the resamples (sd 0: every question alike, e.g. BMCA(1.0) = 0), where no variance can be estimated."""
     needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > SD_FLOOR else None
-    return {"who": who, "metric": metric, "n": n, "sd": sd, "delta": delta, "alpha": alpha, "power": power,
-            "n_needed": needed, "enough": None if needed is None else n >= needed}
+    return {
+        "who": who,
+        "metric": metric,
+        "n": n,
+        "sd": sd,
+        "delta": delta,
+        "alpha": alpha,
+        "power": power,
+        "n_needed": needed,
+        "enough": None if needed is None else n >= needed,
+    }
 
 
 def _needed(value) -> str:
@@ -227,5 +350,17 @@ def _nones(values) -> list:
 
 
 def _results(data: pd.DataFrame) -> list[PairedDifference]:
-    return [PairedDifference(r["metric"], r["a"], r["b"], r["difference"], _none(r["lo"]), _none(r["hi"]),
-                             _none(r["p"]), int(r["n_questions"]), None) for _, r in data.iterrows()]
+    return [
+        PairedDifference(
+            r["metric"],
+            r["a"],
+            r["b"],
+            r["difference"],
+            _none(r["lo"]),
+            _none(r["hi"]),
+            _none(r["p"]),
+            int(r["n_questions"]),
+            None,
+        )
+        for _, r in data.iterrows()
+    ]

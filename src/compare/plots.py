@@ -3,6 +3,7 @@
 Each function takes the rows one plot needs (from `tables`) and returns `Plot`s; a plot without data is left
 out and the caller says why in the report.
 """
+
 from __future__ import annotations
 
 import io
@@ -10,12 +11,24 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .load import CONDITION_KEYS
-from .tables import (REPETITION_SHARES, bmca_levels, bounds, condition_label, has, latest, option_levels,
-                     repetition_groups, repetition_runs, revas_runs, slug, varying)
-from ..metrics.intervals import wilson_interval
-from .tables import ONE_VARIANT_SETS
 from ..metrics.chance import option_count_chance
+from ..metrics.intervals import wilson_interval
+from .load import CONDITION_KEYS
+from .tables import (
+    ONE_VARIANT_SETS,
+    REPETITION_SHARES,
+    bmca_levels,
+    bounds,
+    condition_label,
+    has,
+    latest,
+    option_levels,
+    repetition_groups,
+    repetition_runs,
+    revas_runs,
+    slug,
+    varying,
+)
 
 QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the repetition paper's section 4.4
     (0.98, 0.98, "USEFUL", "right", "top"),
@@ -51,8 +64,9 @@ def _mean_chance(rows: pd.DataFrame, column: str = "chance") -> float:
     return float(rows[column].mean()) if column in rows.columns and rows[column].notna().any() else float("nan")
 
 
-CHANCE_CAPTION = ("dashed black line: chance, the accuracy of a uniform guesser on these questions "
-                  "(src/metrics/chance.py)")
+CHANCE_CAPTION = (
+    "dashed black line: chance, the accuracy of a uniform guesser on these questions (src/metrics/chance.py)"
+)
 MAX_MARKER_AREA = 600.0  # points^2 of a marker at acc_mean = 1
 
 
@@ -107,8 +121,9 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
         ax.axvline(0.5, color="grey", lw=0.8, ls=":")
         chance_shown = chance_line(ax, _mean_chance(rows), "chance: a guesser's RWS")
         for x, y, text, ha, va in QUADRANTS:
-            ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold",
-                    zorder=1)
+            ax.text(
+                x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold", zorder=1
+            )
         undefined, with_bars = [], []
         for i, (model, path) in enumerate(rows.groupby("model", sort=True)):
             path = path.sort_values("temperature")
@@ -122,31 +137,75 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             for _, r in defined.iterrows():  # the intervals each run logged: S/T across, RWS up and down
                 x_ci, y_ci = bounds(r, "st"), bounds(r, "rws")
                 if x_ci or y_ci:
-                    ax.errorbar([r["st"]], [r["rws"]], xerr=_err(r["st"], x_ci), yerr=_err(r["rws"], y_ci),
-                                fmt="none", ecolor=colour, elinewidth=1.0, capsize=3, alpha=0.8, zorder=2)
+                    ax.errorbar(
+                        [r["st"]],
+                        [r["rws"]],
+                        xerr=_err(r["st"], x_ci),
+                        yerr=_err(r["rws"], y_ci),
+                        fmt="none",
+                        ecolor=colour,
+                        elinewidth=1.0,
+                        capsize=3,
+                        alpha=0.8,
+                        zorder=2,
+                    )
                     with_bars.append(True)
-            ax.scatter(defined["st"], defined["rws"], s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
-                       color=colour, marker=style["marker"], alpha=0.5, edgecolors=colour, label=model, zorder=3,
-                       clip_on=False)
+            ax.scatter(
+                defined["st"],
+                defined["rws"],
+                s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
+                color=colour,
+                marker=style["marker"],
+                alpha=0.5,
+                edgecolors=colour,
+                label=model,
+                zorder=3,
+                clip_on=False,
+            )
             for _, r in defined.iterrows():
-                ax.annotate(f"T={r['temperature']:g}", (r["st"], r["rws"]), textcoords="offset points", xytext=(6, 6),
-                            fontsize=8, color=colour)
-        ax.set(xlim=(-0.06, 1.06), ylim=(-0.06, 1.06), xlabel="S/T (share of questions SURE)",
-               ylabel="RWS (right when SURE)", title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""))
+                ax.annotate(
+                    f"T={r['temperature']:g}",
+                    (r["st"], r["rws"]),
+                    textcoords="offset points",
+                    xytext=(6, 6),
+                    fontsize=8,
+                    color=colour,
+                )
+        ax.set(
+            xlim=(-0.06, 1.06),
+            ylim=(-0.06, 1.06),
+            xlabel="S/T (share of questions SURE)",
+            ylabel="RWS (right when SURE)",
+            title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
+        )
         if ax.get_legend_handles_labels()[0]:
-            legend = ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, markerscale=0.4,
-                               title="model (area ∝ acc mean)", title_fontsize=8)
+            legend = ax.legend(
+                loc="center left",
+                bbox_to_anchor=(1.01, 0.5),
+                fontsize=8,
+                markerscale=0.4,
+                title="model (area ∝ acc mean)",
+                title_fontsize=8,
+            )
             legend.get_frame().set_linewidth(0.5)
-        caption = ("path = one model across temperatures; marker area ∝ mean accuracy over the repetitions; dotted: "
-                   "the quadrant lines at 0.5")
+        caption = (
+            "path = one model across temperatures; marker area ∝ mean accuracy over the repetitions; dotted: "
+            "the quadrant lines at 0.5"
+        )
         if chance_shown:
             caption += "; " + CHANCE_CAPTION + ": the RWS of a model that guesses"
         if with_bars:
             caption += "; error bars: the 95% intervals of S/T and RWS the runs logged"
         if undefined:
             caption += f". Not plotted (nothing SURE, RWS undefined): {', '.join(undefined)}"
-        plots.append(Plot(title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
-                          name=slug("consistency", benchmark, label), png=_png(fig), caption=caption))
+        plots.append(
+            Plot(
+                title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
+                name=slug("consistency", benchmark, label),
+                png=_png(fig),
+                caption=caption,
+            )
+        )
     return plots, notes
 
 
@@ -168,20 +227,44 @@ def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             bottom += values
         invalid = rows["invalid_rate"] if "invalid_rate" in rows.columns else None
         if invalid is not None and invalid.notna().any():  # beside each bar: INVALID is not one of the wrong shares
-            ax.bar([p + 0.4 for p in positions], invalid.fillna(0.0), width=0.18, label="INVALID (share of trials)",
-                   **INVALID_STYLE)
+            ax.bar(
+                [p + 0.4 for p in positions],
+                invalid.fillna(0.0),
+                width=0.18,
+                label="INVALID (share of trials)",
+                **INVALID_STYLE,
+            )
         chance_shown = chance_line(ax, _mean_chance(rows), "chance accuracy")
-        ax.set_xticks(list(positions), [f"{m}\nT={t:g}" for m, t in zip(rows["model"], rows["temperature"])],
-                      fontsize=7, rotation=30, ha="right")
-        ax.set(ylim=(0, 1), ylabel="share of questions",
-               title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""))
+        ax.set_xticks(
+            list(positions),
+            [f"{m}\nT={t:g}" for m, t in zip(rows["model"], rows["temperature"])],
+            fontsize=7,
+            rotation=30,
+            ha="right",
+        )
+        ax.set(
+            ylim=(0, 1),
+            ylabel="share of questions",
+            title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
+        )
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-        caption = ("stacked: shares of questions; SURE right + UNSURE right is the share a model gets right"
-                   + ("; hatched grey bar: the share of trials answered INVALID (unparsed; counted in the wrong "
-                      "shares)" if invalid is not None and invalid.notna().any() else "")
-                   + ("; " + CHANCE_CAPTION if chance_shown else ""))
-        plots.append(Plot(title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
-                          name=slug("sure_unsure", benchmark, label), png=_png(fig), caption=caption))
+        caption = (
+            "stacked: shares of questions; SURE right + UNSURE right is the share a model gets right"
+            + (
+                "; hatched grey bar: the share of trials answered INVALID (unparsed; counted in the wrong shares)"
+                if invalid is not None and invalid.notna().any()
+                else ""
+            )
+            + ("; " + CHANCE_CAPTION if chance_shown else "")
+        )
+        plots.append(
+            Plot(
+                title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
+                name=slug("sure_unsure", benchmark, label),
+                png=_png(fig),
+                caption=caption,
+            )
+        )
     return plots, []
 
 
@@ -235,17 +318,24 @@ def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
                 ax.fill_between(band[0], band[1], band[2], color=f"C{i % 10}", alpha=0.15, lw=0)
                 banded += 1
         chance_shown = chance_line(ax, _mean_chance(rows, "chance_variants"), "chance accuracy over the variants")
-        ax.set(xlabel="consistency level c", ylabel="BMCA(c): share of questions with RC ≥ c", ylim=(-0.02, 1.02),
-               title=f"BMCA(c): {benchmark}")
+        ax.set(
+            xlabel="consistency level c",
+            ylabel="BMCA(c): share of questions with RC ≥ c",
+            ylim=(-0.02, 1.02),
+            title=f"BMCA(c): {benchmark}",
+        )
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         caption = "the higher and flatter, the more of a model's answers survive every variant"
         if chance_shown:
             caption += "; " + CHANCE_CAPTION + ", over every variant (MCQA+'s chance)"
         if banded:
-            caption += ("; bands: Wilson 95% interval of each BMCA(c) over the run's questions (the interval it "
-                        "logged for BMCA(1.0))")
-        plots.append(Plot(title=f"BMCA(c) curves: {benchmark}", name=slug("bmca", benchmark), png=_png(fig),
-                          caption=caption))
+            caption += (
+                "; bands: Wilson 95% interval of each BMCA(c) over the run's questions (the interval it "
+                "logged for BMCA(1.0))"
+            )
+        plots.append(
+            Plot(title=f"BMCA(c) curves: {benchmark}", name=slug("bmca", benchmark), png=_png(fig), caption=caption)
+        )
     return plots, []
 
 
@@ -269,21 +359,38 @@ def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             _option_bars(ax, r, "acc", levels, colour)
             hard = [n for n in levels if pd.notna(r.get(f"acc_h@{n}"))]
             if hard:
-                ax.plot(hard, [r[f"acc_h@{n}"] for n in hard], ls=":", alpha=0.7, label=f"{label}: Acc-H", mfc="none",
-                        **style)
+                ax.plot(
+                    hard,
+                    [r[f"acc_h@{n}"] for n in hard],
+                    ls=":",
+                    alpha=0.7,
+                    label=f"{label}: Acc-H",
+                    mfc="none",
+                    **style,
+                )
                 _option_bars(ax, r, "acc_h", hard, colour)
 
         shown = option_levels(rows.columns)
         if shown:
             ax.plot(shown, [option_count_chance(n) for n in shown], label="chance (1/n)", **CHANCE_STYLE)
-        ax.set(xlabel="number of options shown", ylabel="accuracy", ylim=(-0.02, 1.02),
-               title=f"Accuracy vs number of options: {benchmark}")
+        ax.set(
+            xlabel="number of options shown",
+            ylabel="accuracy",
+            ylim=(-0.02, 1.02),
+            title=f"Accuracy vs number of options: {benchmark}",
+        )
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-        plots.append(Plot(title=f"Accuracy vs number of options: {benchmark}", name=slug("options", benchmark),
-                          png=_png(fig), caption="Acc on the reference order (solid), Acc-H = right on every order "
-                                                 "(dotted, open markers); error bars: the 95% intervals the runs "
-                                                 "logged; dashed black line: chance, 1/n with n options"))
+        plots.append(
+            Plot(
+                title=f"Accuracy vs number of options: {benchmark}",
+                name=slug("options", benchmark),
+                png=_png(fig),
+                caption="Acc on the reference order (solid), Acc-H = right on every order "
+                "(dotted, open markers); error bars: the 95% intervals the runs "
+                "logged; dashed black line: chance, 1/n with n options",
+            )
+        )
     return plots, notes
 
 
@@ -293,6 +400,13 @@ def _option_bars(ax, row, prefix: str, levels: list[int], colour: str) -> None:
         interval = bounds(row, f"{prefix}@{n}")
         if interval is not None:
             value = row[f"{prefix}@{n}"]
-            ax.errorbar([n], [value], yerr=_err(value, interval), fmt="none", ecolor=colour, elinewidth=1.0,
-                        capsize=3, alpha=0.7)
-
+            ax.errorbar(
+                [n],
+                [value],
+                yerr=_err(value, interval),
+                fmt="none",
+                ecolor=colour,
+                elinewidth=1.0,
+                capsize=3,
+                alpha=0.7,
+            )

@@ -5,19 +5,31 @@ options, from the run's `prompts.parquet`), each model's raw output, the parse a
 The answers compared are those of the reference trial (the `original` variant, repetition 0; the first variant
 where a set has no original), by option identity, INVALID its own answer (as in every metric).
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
+from src.common.errors import UserError
+
 from ..metrics.answers import ORIGINAL, answer_keys, correct_flags
 from ..metrics.chance import trial_chance
 from .tables import ONE_VARIANT_SETS, Built, Table, condition_groups, fmt, latest, slug
-from src.common.errors import UserError
 
 SHOWN_QUESTIONS = 20  # in the HTML and Markdown per table; the CSV holds every one
 PROMPT_CHARS = 400  # of a prompt in the page (its end); the CSV holds it whole
-COLUMNS = ["question_id", "model", "run_id", "variant_id", "prompt", "raw_output", "parsed_label", "parse_rule",
-           "correct", "chance"]
+COLUMNS = [
+    "question_id",
+    "model",
+    "run_id",
+    "variant_id",
+    "prompt",
+    "raw_output",
+    "parsed_label",
+    "parse_rule",
+    "correct",
+    "chance",
+]
 
 
 def reference_trials(records: pd.DataFrame) -> pd.DataFrame:
@@ -29,8 +41,9 @@ def reference_trials(records: pd.DataFrame) -> pd.DataFrame:
     return rows.drop_duplicates("question_id", keep="first")
 
 
-def disagreements(answers: dict[str, pd.DataFrame], prompts: dict[str, pd.DataFrame], *,
-                  run_ids: dict[str, str] | None = None) -> pd.DataFrame:
+def disagreements(
+    answers: dict[str, pd.DataFrame], prompts: dict[str, pd.DataFrame], *, run_ids: dict[str, str] | None = None
+) -> pd.DataFrame:
     """Rows (COLUMNS) for every question that all `answers` (model -> records) asked and on which their reference
     answers differ: one row per (question, model). `prompts` (model -> prompts.parquet table) give the prompt text;
     a model without one gets an empty prompt.
@@ -43,8 +56,12 @@ def disagreements(answers: dict[str, pd.DataFrame], prompts: dict[str, pd.DataFr
     >>> disagreements({"m1": a, "m2": b}, {})[["question_id", "model", "parsed_label"]].values.tolist()
     [['q2', 'm1', 'B'], ['q2', 'm2', 'INVALID']]
     """
-    frames = {model: _trial_rows(reference_trials(records), prompts.get(model))
-              .assign(model=model, run_id=(run_ids or {}).get(model, "")) for model, records in answers.items()}
+    frames = {
+        model: _trial_rows(reference_trials(records), prompts.get(model)).assign(
+            model=model, run_id=(run_ids or {}).get(model, "")
+        )
+        for model, records in answers.items()
+    }
     if len(frames) < 2:
         return pd.DataFrame(columns=COLUMNS)
     shared = set.intersection(*(set(f["question_id"]) for f in frames.values()))
@@ -59,19 +76,24 @@ def _trial_rows(trials: pd.DataFrame, prompts: pd.DataFrame | None) -> pd.DataFr
     lookup = prompts.set_index("prompt_hash")["prompt"] if prompts is not None and not prompts.empty else pd.Series()
     n_options = trials["n_options"] if "n_options" in trials else pd.Series(0, index=trials.index)
     fmts = trials["fmt"].fillna("mcq") if "fmt" in trials else pd.Series("mcq", index=trials.index)
-    return pd.DataFrame({
-        "question_id": trials["question_id"].astype(str).to_numpy(), "answer": answer_keys(trials),
-        "variant_id": trials["variant_id"].astype(str).to_numpy(),
-        "prompt": trials["prompt_hash"].map(lookup).fillna("").to_numpy() if "prompt_hash" in trials else "",
-        "raw_output": trials["raw_output"].to_numpy() if "raw_output" in trials else None,
-        "parsed_label": trials["parsed_label"].fillna("INVALID").astype(str).to_numpy(),
-        "parse_rule": trials["parse_rule"].to_numpy() if "parse_rule" in trials else None,
-        "correct": correct_flags(trials),
-        "chance": [trial_chance(k, f) for k, f in zip(n_options, fmts)]})
+    return pd.DataFrame(
+        {
+            "question_id": trials["question_id"].astype(str).to_numpy(),
+            "answer": answer_keys(trials),
+            "variant_id": trials["variant_id"].astype(str).to_numpy(),
+            "prompt": trials["prompt_hash"].map(lookup).fillna("").to_numpy() if "prompt_hash" in trials else "",
+            "raw_output": trials["raw_output"].to_numpy() if "raw_output" in trials else None,
+            "parsed_label": trials["parsed_label"].fillna("INVALID").astype(str).to_numpy(),
+            "parse_rule": trials["parse_rule"].to_numpy() if "parse_rule" in trials else None,
+            "correct": correct_flags(trials),
+            "chance": [trial_chance(k, f) for k, f in zip(n_options, fmts)],
+        }
+    )
 
 
-def variant_disagreements(records: pd.DataFrame, prompts: pd.DataFrame | None, *, model: str,
-                          run_id: str) -> pd.DataFrame:
+def variant_disagreements(
+    records: pd.DataFrame, prompts: pd.DataFrame | None, *, model: str, run_id: str
+) -> pd.DataFrame:
     """Rows (COLUMNS, `model` the run's model) for every question whose variants, at repetition 0, got answers
     that pick different original options: one row per (question, variant)."""
     rows = records[records["repetition"] == 0] if "repetition" in records.columns else records
@@ -81,28 +103,48 @@ def variant_disagreements(records: pd.DataFrame, prompts: pd.DataFrame | None, *
     return frame.sort_values(["question_id", "variant_id"], kind="stable")[COLUMNS].reset_index(drop=True)
 
 
-def disagreement_table(rows: pd.DataFrame, *, title: str, name: str, caption: str, by: str = "model",
-                       shown_questions: int = SHOWN_QUESTIONS) -> Table:
+def disagreement_table(
+    rows: pd.DataFrame,
+    *,
+    title: str,
+    name: str,
+    caption: str,
+    by: str = "model",
+    shown_questions: int = SHOWN_QUESTIONS,
+) -> Table:
     """The CSV holds every row; the page the first `shown_questions` questions, a prompt cut at PROMPT_CHARS;
     `by` is the column that tells the rows of a question apart (model, or variant_id)."""
     questions = list(dict.fromkeys(rows["question_id"]))
     shown = rows[rows["question_id"].isin(questions[:shown_questions])]
-    text = pd.DataFrame({
-        by.replace("_id", ""): shown[by].to_numpy(),
-        # the end of a prompt is the question asked and its options (instructions and few-shot examples come first)
-        "prompt as shown": [p if len(p) <= PROMPT_CHARS else "… " + p[-PROMPT_CHARS:] for p in shown["prompt"]],
-        "output": shown["raw_output"].astype(str).to_numpy(),
-        "parse": [f"{label} ({rule})" if rule else label for label, rule in zip(shown["parsed_label"],
-                                                                               shown["parse_rule"].fillna(""))],
-        "right": ["yes" if c else "no" for c in shown["correct"]],
-        "chance": shown["chance"].map(fmt).to_numpy()},
-        index=pd.Index(shown["question_id"].to_numpy(), name="question"))
-    more = f"; first {shown_questions} of {len(questions)} questions shown, all in the CSV" \
-        if len(questions) > shown_questions else ""
-    return Table(title=title, data=rows, text=text, name=name,
-                 caption=f"{len(questions)} question{'s' if len(questions) != 1 else ''} answered differently"
-                         f"{more}. {caption} Parse: the label read from the output (INVALID: none) and the rule that "
-                         "read it (src/core/parsing.py); chance: 1/k for the k options of that question as shown.")
+    text = pd.DataFrame(
+        {
+            by.replace("_id", ""): shown[by].to_numpy(),
+            # the end of a prompt is the question asked and its options (instructions and few-shot examples come first)
+            "prompt as shown": [p if len(p) <= PROMPT_CHARS else "… " + p[-PROMPT_CHARS:] for p in shown["prompt"]],
+            "output": shown["raw_output"].astype(str).to_numpy(),
+            "parse": [
+                f"{label} ({rule})" if rule else label
+                for label, rule in zip(shown["parsed_label"], shown["parse_rule"].fillna(""))
+            ],
+            "right": ["yes" if c else "no" for c in shown["correct"]],
+            "chance": shown["chance"].map(fmt).to_numpy(),
+        },
+        index=pd.Index(shown["question_id"].to_numpy(), name="question"),
+    )
+    more = (
+        f"; first {shown_questions} of {len(questions)} questions shown, all in the CSV"
+        if len(questions) > shown_questions
+        else ""
+    )
+    return Table(
+        title=title,
+        data=rows,
+        text=text,
+        name=name,
+        caption=f"{len(questions)} question{'s' if len(questions) != 1 else ''} answered differently"
+        f"{more}. {caption} Parse: the label read from the output (INVALID: none) and the rule that "
+        "read it (src/core/parsing.py); chance: 1/k for the k options of that question as shown.",
+    )
 
 
 def model_disagreements(runs) -> Built:
@@ -127,9 +169,14 @@ def model_disagreements(runs) -> Built:
         if found.empty:
             out.notes.append(f"disagreements, {title}: the models give the same answer to every shared question")
             continue
-        out.tables.append(disagreement_table(found, title=title, name=slug("disagreements", benchmark, label),
-                                             caption="Reference order, repetition 0; models compared on the "
-                                                     "questions all of them asked."))
+        out.tables.append(
+            disagreement_table(
+                found,
+                title=title,
+                name=slug("disagreements", benchmark, label),
+                caption="Reference order, repetition 0; models compared on the questions all of them asked.",
+            )
+        )
     return out
 
 
@@ -143,18 +190,23 @@ def run_variant_disagreements(runs) -> Built:
     frame = runs.table[~runs.table["variants"].isin(ONE_VARIANT_SETS)]
     for _, r in frame.sort_values(["benchmark", "variants", "model"]).iterrows():
         try:
-            found = variant_disagreements(runs.records(r["run_id"]), runs.prompts(r["run_id"]), model=r["model"],
-                                          run_id=r["run_id"])
+            found = variant_disagreements(
+                runs.records(r["run_id"]), runs.prompts(r["run_id"]), model=r["model"], run_id=r["run_id"]
+            )
         except UserError as err:
             out.notes.append(f"variant disagreements of run {r['run_id'][:8]}: records not readable ({err})")
             continue
         if found.empty:
             continue
         title = f"{r['model']} on {r['benchmark']}, {r['variants']} (T={r['temperature']:g}, run {r['run_id'][:8]})"
-        out.tables.append(disagreement_table(found, title=title, by="variant_id",
-                                             shown_questions=VARIANT_QUESTIONS_SHOWN,
-                                             name=slug("variant_disagreements", r["benchmark"], r["variants"],
-                                                       r["model"], r["run_id"][:8]),
-                                             caption="Repetition 0; every variant of a question whose variants "
-                                                     "pick different options."))
+        out.tables.append(
+            disagreement_table(
+                found,
+                title=title,
+                by="variant_id",
+                shown_questions=VARIANT_QUESTIONS_SHOWN,
+                name=slug("variant_disagreements", r["benchmark"], r["variants"], r["model"], r["run_id"][:8]),
+                caption="Repetition 0; every variant of a question whose variants pick different options.",
+            )
+        )
     return out

@@ -3,6 +3,7 @@ file (plots embedded as base64 data URIs), and logged as the artifacts of an MLf
 
 A table or plot whose inputs are absent is replaced by one line saying why; nothing here raises for missing data.
 """
+
 from __future__ import annotations
 
 import base64
@@ -11,27 +12,39 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from . import plots, tables
 from src.common.errors import UserError
-from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict
-from src.core.records import NEAR_TIE_MARGIN, read_run_records
 from src.common.safe_names import folder_name
+from src.core.records import NEAR_TIE_MARGIN, read_run_records
+from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict
+
+from . import plots, tables
 from .load import Runs, read_prompts, run_label
-from .tables import Built, Table, fmt
 from .paired import paired_study
-from .summary import TITLE as SUMMARY_TITLE, leader_table
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
+from .summary import TITLE as SUMMARY_TITLE, leader_table
+from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
 RUNS_TITLE = "Runs"  # the section that holds the report-wide notes
-OVERVIEW_COLUMNS = ("model", "benchmark", "variants", "temperature", "fewshot", "scoring", "repetitions", "n_questions",
-                    "accuracy", "invalid_rate", "chance")
+OVERVIEW_COLUMNS = (
+    "model",
+    "benchmark",
+    "variants",
+    "temperature",
+    "fewshot",
+    "scoring",
+    "repetitions",
+    "n_questions",
+    "accuracy",
+    "invalid_rate",
+    "chance",
+)
 
 
 @dataclass
@@ -46,12 +59,12 @@ class Section:
     # in HTML
     absent: list[tuple[str, list[str]]] = field(default_factory=list)
 
-    def add(self, built: Built) -> "Section":
+    def add(self, built: Built) -> Section:
         self.tables += built.tables
         self.notes += built.notes
         return self
 
-    def add_plots(self, made: tuple[list[plots.Plot], list[str]]) -> "Section":
+    def add_plots(self, made: tuple[list[plots.Plot], list[str]]) -> Section:
         self.plots += made[0]
         self.notes += made[1]
         return self
@@ -65,22 +78,39 @@ def overview(runs: Runs) -> Section:
     rows = frame.loc[data.index]
     verdicts = [chance_verdict(row) for _, row in rows.iterrows()]
     # each run's headline accuracy with its interval, and what it says against chance (src/metrics/chance.py)
-    text.insert(min(len(text.columns), list(text.columns).index("n_questions") + 1 if "n_questions" in text.columns
-                    else len(text.columns)), "accuracy judged [95%]",
-                [f"{v.metric} {tables.judged_cell(row, v.metric)}" if v else "–"
-                 for v, (_, row) in zip(verdicts, rows.iterrows())])
+    text.insert(
+        min(
+            len(text.columns),
+            list(text.columns).index("n_questions") + 1 if "n_questions" in text.columns else len(text.columns),
+        ),
+        "accuracy judged [95%]",
+        [
+            f"{v.metric} {tables.judged_cell(row, v.metric)}" if v else "–"
+            for v, (_, row) in zip(verdicts, rows.iterrows())
+        ],
+    )
     text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
     at_chance = sum(bool(v and v.at_chance) for v in verdicts)
-    intro = (f"{len(frame)} finished job runs; every table below is computed from their logged metrics "
-             "(names as docs/metrics.md).")
+    intro = (
+        f"{len(frame)} finished job runs; every table below is computed from their logged metrics "
+        "(names as docs/metrics.md)."
+    )
     if at_chance:
-        intro += (f" {at_chance} of them {'is' if at_chance == 1 else 'are'} {AT_CHANCE} (†: the interval of "
-                  f"the accuracy contains chance): {AT_CHANCE_MEANING}.")
+        intro += (
+            f" {at_chance} of them {'is' if at_chance == 1 else 'are'} {AT_CHANCE} (†: the interval of "
+            f"the accuracy contains chance): {AT_CHANCE_MEANING}."
+        )
     section = Section(RUNS_TITLE, intro=intro)
-    section.tables.append(Table(title="runs compared", data=frame, text=text, name="runs",
-                                caption="runs.csv holds every logged metric of every run; accuracy judged: MCQA "
-                                        "(else acc mean, else accuracy) with its interval, against the chance column; "
-                                        + tables.AT_CHANCE_NOTE))
+    section.tables.append(
+        Table(
+            title="runs compared",
+            data=frame,
+            text=text,
+            name="runs",
+            caption="runs.csv holds every logged metric of every run; accuracy judged: MCQA "
+            "(else acc mean, else accuracy) with its interval, against the chance column; " + tables.AT_CHANCE_NOTE,
+        )
+    )
     section.notes += runs.skipped
     section.notes += metric_name_notes(frame, runs.metric_columns)
     section.notes += near_tie_notes(frame)
@@ -102,11 +132,16 @@ def near_tie_notes(frame: pd.DataFrame) -> list[str]:
     ranked = frame[frame["ranked_decisions"].fillna(0) > 0]
     if ranked.empty:
         return []
-    runs = "; ".join(f"run {r.run_id[:8]}: {int(r.near_ties)} of {int(r.ranked_decisions)}"
-                     for r in ranked.itertuples() if r.near_ties > 0)
-    return [f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
-            f"{int(ranked['near_ties'].sum())} of {int(ranked['ranked_decisions'].sum())} ranked decisions of "
-            f"{len(ranked)} runs" + (f"; {runs}" if runs else "")]
+    runs = "; ".join(
+        f"run {r.run_id[:8]}: {int(r.near_ties)} of {int(r.ranked_decisions)}"
+        for r in ranked.itertuples()
+        if r.near_ties > 0
+    )
+    return [
+        f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
+        f"{int(ranked['near_ties'].sum())} of {int(ranked['ranked_decisions'].sum())} ranked decisions of "
+        f"{len(ranked)} runs" + (f"; {runs}" if runs else "")
+    ]
 
 
 def _cell(value) -> str:
@@ -124,14 +159,17 @@ def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
         present = rows[metrics].notna()
         partial = [m for m in metrics if present[m].any() and not present[m].all()]
         if partial:
-            notes.append(f"metric names, {variants} on {benchmark}: {', '.join(partial[:8])}"
-                         f"{' …' if len(partial) > 8 else ''} logged by {min(present[partial].sum())} of {len(rows)} runs "
-                         "(NaN values such as RWS with nothing SURE are not logged)")
+            notes.append(
+                f"metric names, {variants} on {benchmark}: {', '.join(partial[:8])}"
+                f"{' …' if len(partial) > 8 else ''} logged by {min(present[partial].sum())} of {len(rows)} runs "
+                "(NaN values such as RWS with nothing SURE are not logged)"
+            )
     return notes
 
 
-def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | None = None,
-                   fluctuation_spreads: bool = False) -> list[Section]:
+def build_sections(
+    runs: Runs, *, paired: bool = True, paired_options: dict | None = None, fluctuation_spreads: bool = False
+) -> list[Section]:
     """The report's sections: the runs (opening with the definitions of the accuracy-like numbers shown), then one
     section per study the runs hold (a study not run gets no section, only a note under the runs). With `paired` (the
     default), the runs' records are read to add the paired differences of every pair of models and the
@@ -144,59 +182,78 @@ def build_sections(runs: Runs, *, paired: bool = True, paired_options: dict | No
     study = paired_study(runs, **(paired_options or {})) if paired else None
     sections = [
         overview(runs),
-        Section("CoRA ranking", intro="CoRA paper, Table 1: per benchmark, models as columns; MCQA on the original "
-                                      "order, MCQA+ and MV over the divergent set, CoRA = MCQA x CI.")
-        .add(cora).add_plots(plots.bmca_curves(frame)),
+        Section(
+            "CoRA ranking",
+            intro="CoRA paper, Table 1: per benchmark, models as columns; MCQA on the original "
+            "order, MCQA+ and MV over the divergent set, CoRA = MCQA x CI.",
+        )
+        .add(cora)
+        .add_plots(plots.bmca_curves(frame)),
         Section("Rank changes between MCQA and CoRA").add(tables.rank_changes(cora, study)),
-        Section("Repetition trials", intro="Repetition paper, Table 1 and Figures 1-4: SURE/UNSURE under the rule "
-                                           "each table names (answer: the modal answer reaches p* of R repetitions, "
-                                           "section 3.2; correctness: all R trials right or all wrong, the paper's "
-                                           "tables); RWS = right when SURE, S/T = share SURE.")
-        .add(tables.repetition_tables(frame)).add_plots(plots.consistency_plots(frame)).add_plots(plots.sure_bars(frame)),
-        Section("Answer fluctuation: R² of metrics on permutation subsets",
-                intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "
-                      "full fluctuation rate and the original accuracy across (model, benchmark) points.")
-        .add(tables.fluctuation_tables(frame)),
-        Section("REVAS: accuracy, consistency and hard accuracy by number of options",
-                intro="REVAS paper, Figure 3 and Tables 3-4.")
-        .add(tables.revas_tables(frame)).add_plots(plots.options_plots(frame)),
+        Section(
+            "Repetition trials",
+            intro="Repetition paper, Table 1 and Figures 1-4: SURE/UNSURE under the rule "
+            "each table names (answer: the modal answer reaches p* of R repetitions, "
+            "section 3.2; correctness: all R trials right or all wrong, the paper's "
+            "tables); RWS = right when SURE, S/T = share SURE.",
+        )
+        .add(tables.repetition_tables(frame))
+        .add_plots(plots.consistency_plots(frame))
+        .add_plots(plots.sure_bars(frame)),
+        Section(
+            "Answer fluctuation: R² of metrics on permutation subsets",
+            intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "
+            "full fluctuation rate and the original accuracy across (model, benchmark) points.",
+        ).add(tables.fluctuation_tables(frame)),
+        Section(
+            "REVAS: accuracy, consistency and hard accuracy by number of options",
+            intro="REVAS paper, Figure 3 and Tables 3-4.",
+        )
+        .add(tables.revas_tables(frame))
+        .add_plots(plots.options_plots(frame)),
     ]
     if study is not None:
         sections += [
-            Section("Spreads the papers report, beside the intervals",
-                    intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
-                          "this tool logs: the papers' spreads move the variants, repetitions or permutations drawn; "
-                          "the intervals move the questions sampled.")
-            .add(paper_spreads(runs, fluctuation=fluctuation_spreads)),
-            Section("Questions the models answer differently",
-                    intro="Per benchmark and condition, every question on which the models' answers to the "
-                          "reference order differ: the prompt as shown (question and labelled options), each "
-                          "model's output, the label parsed from it and whether it is right.")
-            .add(model_disagreements(runs)),
-            Section("Questions a model answers differently across variants",
-                    intro="Per run of a set with several orders or option lists per question: every question whose "
-                          "variants got answers that pick different options (repetition 0), each variant with its "
-                          "prompt as shown, output and parse; the page shows the first questions, "
-                          "tables/variant_disagreements_*.csv every one.")
-            .add(run_variant_disagreements(runs)),
+            Section(
+                "Spreads the papers report, beside the intervals",
+                intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
+                "this tool logs: the papers' spreads move the variants, repetitions or permutations drawn; "
+                "the intervals move the questions sampled.",
+            ).add(paper_spreads(runs, fluctuation=fluctuation_spreads)),
+            Section(
+                "Questions the models answer differently",
+                intro="Per benchmark and condition, every question on which the models' answers to the "
+                "reference order differ: the prompt as shown (question and labelled options), each "
+                "model's output, the label parsed from it and whether it is right.",
+            ).add(model_disagreements(runs)),
+            Section(
+                "Questions a model answers differently across variants",
+                intro="Per run of a set with several orders or option lists per question: every question whose "
+                "variants got answers that pick different options (repetition 0), each variant with its "
+                "prompt as shown, output and parse; the page shows the first questions, "
+                "tables/variant_disagreements_*.csv every one.",
+            ).add(run_variant_disagreements(runs)),
         ]
         sections += [
-            Section("Paired differences between models",
-                    intro="Per benchmark and condition, every pair of models on the same questions: the difference "
-                          "A − B of each headline metric, its paired cluster-bootstrap 95% interval (the same "
-                          "resample of questions for both runs), a two-sided bootstrap p-value and the p-value "
-                          "Holm-adjusted over every difference of the table.")
-            .add(study.differences),
-            Section("How many questions are enough",
-                    intro="Per metric, from the per-question variance of these runs: the number of questions needed "
-                          "to detect the difference Δ at the power and level each table names (normal "
-                          "approximation; `python -m src.plan` gives the same for any run).")
-            .add(study.power),
+            Section(
+                "Paired differences between models",
+                intro="Per benchmark and condition, every pair of models on the same questions: the difference "
+                "A − B of each headline metric, its paired cluster-bootstrap 95% interval (the same "
+                "resample of questions for both runs), a two-sided bootstrap p-value and the p-value "
+                "Holm-adjusted over every difference of the table.",
+            ).add(study.differences),
+            Section(
+                "How many questions are enough",
+                intro="Per metric, from the per-question variance of these runs: the number of questions needed "
+                "to detect the difference Δ at the power and level each table names (normal "
+                "approximation; `python -m src.plan` gives the same for any run).",
+            ).add(study.power),
         ]
         sections[0].paired_lines = study.lines
     sections = present_studies(sections)
     summary = Section(SUMMARY_TITLE, intro="Which model is best on each benchmark, and is its lead significant?").add(
-        leader_table(runs, study, alpha=(paired_options or {}).get("alpha", 0.05)))
+        leader_table(runs, study, alpha=(paired_options or {}).get("alpha", 0.05))
+    )
     first = [summary] if summary.tables else []  # the answer on the first screen
     sections[0].tables.insert(0, definitions_table(first + sections))  # at the top of the runs, before their numbers
     return first + sections
@@ -220,43 +277,67 @@ def absent_line(section: Section) -> str:
 
 def absent_html(section: Section) -> str:
     """The studies not in these runs as a collapsed list: the one line, opening on why each is absent."""
-    items = "".join(f"<li><b>{html.escape(title)}</b>: {html.escape(' '.join(notes) or 'nothing to show')}</li>"
-                    for title, notes in section.absent)
+    items = "".join(
+        f"<li><b>{html.escape(title)}</b>: {html.escape(' '.join(notes) or 'nothing to show')}</li>"
+        for title, notes in section.absent
+    )
     return f"<details class=note><summary>Note: {html.escape(absent_line(section))}</summary><ul>{items}</ul></details>"
 
 
 # Each accuracy-like column or row label a table may show, defined once (words from docs/metrics.md)
 DEFINITIONS = (
     (("accuracy",), "share of all trials answered right (every variant and repetition), INVALID counted wrong"),
-    (("MCQA", "mcqa", "Acc (original order)"), "accuracy on the original order of the options (repetition 0), "
-                                               "each question once"),
-    (("MCQA+", "mcqa_plus"), "accuracy over every variant of the divergent set, each question weighted once "
-                             "(CoRA paper)"),
+    (
+        ("MCQA", "mcqa", "Acc (original order)"),
+        "accuracy on the original order of the options (repetition 0), each question once",
+    ),
+    (
+        ("MCQA+", "mcqa_plus"),
+        "accuracy over every variant of the divergent set, each question weighted once (CoRA paper)",
+    ),
     (("MV", "mv"), "share of questions right by majority vote over their variants"),
     (("BMCA(c)",), "share of questions right on at least a share c of their variants; BMCA(1.0): right on every one"),
-    (("CI", "ci"), "consistency index, 1 − (MCQA − BMCA(1.0)): 1 when every question right on the original order is "
-                    "right on all its variants"),
+    (
+        ("CI", "ci"),
+        "consistency index, 1 − (MCQA − BMCA(1.0)): 1 when every question right on the original order is "
+        "right on all its variants",
+    ),
     (("CoRA", "cora"), "consistency-rebalanced accuracy, MCQA × CI (CoRA paper)"),
-    (("acc mean", "acc_mean"), "mean of the R per-repetition accuracies, each over the trials of that repetition "
-                               "(repetition paper)"),
-    (("acc std", "acc stdev", "acc_std"), "sample standard deviation (ddof = 1) of the R per-repetition "
-                                          "accuracies (repetition paper's accuracy stdev)"),
-    (("SURE right", "RWS | S/T", "RWS", "S/T", "rws", "st"),
-     "SURE/UNSURE: a question is SURE when its most frequent answer reaches p* of R repetitions; RWS = right when "
-     "SURE, S/T = share SURE (repetition paper)"),
+    (
+        ("acc mean", "acc_mean"),
+        "mean of the R per-repetition accuracies, each over the trials of that repetition (repetition paper)",
+    ),
+    (
+        ("acc std", "acc stdev", "acc_std"),
+        "sample standard deviation (ddof = 1) of the R per-repetition accuracies (repetition paper's accuracy stdev)",
+    ),
+    (
+        ("SURE right", "RWS | S/T", "RWS", "S/T", "rws", "st"),
+        "SURE/UNSURE: a question is SURE when its most frequent answer reaches p* of R repetitions; RWS = right when "
+        "SURE, S/T = share SURE (repetition paper)",
+    ),
     (("Acc",), "REVAS: accuracy on the reference order of the n options shown"),
     (("Acc-H", "acc_h"), "REVAS hard accuracy: share of questions right on every one of the k orders"),
     (("Sc",), "REVAS self-consistency: per question, the share of the k orders giving the most frequent answer"),
     (("NOTA Acc",), "accuracy when NOTA has replaced the right option and is the answer (REVAS)"),
-    (("aacc", "wacc", "sacc"), "answer-fluctuation paper: aacc = mean accuracy over the orders of a permutation "
-                               "set; wacc (worst accuracy) = right on every order; sacc = right on the reference "
-                               "order, weighted by agreement"),
-    (("chance",), "the accuracy of a uniform guesser on the same questions: 1/k for k options shown, 1/2 for "
-                  "true/false, 1/(2^k − 1) for multi-select; each question weighted once (src/metrics/chance.py); "
-                  "the dashed black line on every plot"),
-    (("INVALID", "invalid_rate"), "share of trials whose answer could not be parsed; kept apart from wrong answers "
-                                  "in the tables (their own column or row) and plots (hatched grey), though every "
-                                  "accuracy counts them wrong"),
+    (
+        ("aacc", "wacc", "sacc"),
+        "answer-fluctuation paper: aacc = mean accuracy over the orders of a permutation "
+        "set; wacc (worst accuracy) = right on every order; sacc = right on the reference "
+        "order, weighted by agreement",
+    ),
+    (
+        ("chance",),
+        "the accuracy of a uniform guesser on the same questions: 1/k for k options shown, 1/2 for "
+        "true/false, 1/(2^k − 1) for multi-select; each question weighted once (src/metrics/chance.py); "
+        "the dashed black line on every plot",
+    ),
+    (
+        ("INVALID", "invalid_rate"),
+        "share of trials whose answer could not be parsed; kept apart from wrong answers "
+        "in the tables (their own column or row) and plots (hatched grey), though every "
+        "accuracy counts them wrong",
+    ),
 )
 
 
@@ -282,10 +363,17 @@ def definitions_table(sections: list[Section]) -> Table:
     """One line per accuracy-like number the report shows."""
     shown = _shown_labels(sections)
     rows = [(" / ".join(n for n in names if n in shown), words) for names, words in DEFINITIONS if shown & set(names)]
-    text = pd.DataFrame({"definition": [words for _, words in rows]},
-                        index=pd.Index([names for names, _ in rows], name="number"))
-    return Table(title="What each number is", data=text.reset_index(), text=text, name="definitions", prose=True,
-                 caption="every accuracy-like number on this page, defined once (formulas and papers: docs/metrics.md)")
+    text = pd.DataFrame(
+        {"definition": [words for _, words in rows]}, index=pd.Index([names for names, _ in rows], name="number")
+    )
+    return Table(
+        title="What each number is",
+        data=text.reset_index(),
+        text=text,
+        name="definitions",
+        prose=True,
+        caption="every accuracy-like number on this page, defined once (formulas and papers: docs/metrics.md)",
+    )
 
 
 def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
@@ -294,44 +382,74 @@ def diff_section(tracking_uri: str, run_a: str, run_b: str) -> Section:
     records_a = read_run_records(run_a, tracking_uri, key="--diff")
     records_b = read_run_records(run_b, tracking_uri, key="--diff")
     summary, per_question, trials = tables.diff_records(records_a, records_b)
-    section = Section(f"Disagreements: {run_a[:8]} vs {run_b[:8]}",
-                      intro=f"A = {run_a} ({label_a}); B = {run_b} ({label_b}). Trials matched on question, variant "
-                            "and repetition; answers compared by option identity (INVALID is its own answer).")
+    section = Section(
+        f"Disagreements: {run_a[:8]} vs {run_b[:8]}",
+        intro=f"A = {run_a} ({label_a}); B = {run_b} ({label_b}). Trials matched on question, variant "
+        "and repetition; answers compared by option identity (INVALID is its own answer).",
+    )
     if not summary.get("shared_trials"):
         section.notes.append("the two runs share no (question, variant, repetition): nothing to compare")
         return section
     data = pd.DataFrame([summary])
-    section.tables.append(Table(title="summary", data=data, name="diff_summary",
-                                caption="shares of the shared trials (agreement between two runs: no chance level of "
-                                        "its own; each run's chance is in the runs table)",
-                                text=pd.DataFrame({k: [fmt(v) if k.endswith(("rate", "right", "wrong")) else f"{v:.0f}"]
-                                                   for k, v in summary.items()}).rename_axis("").set_axis(["A vs B"])))
+    section.tables.append(
+        Table(
+            title="summary",
+            data=data,
+            name="diff_summary",
+            caption="shares of the shared trials (agreement between two runs: no chance level of "
+            "its own; each run's chance is in the runs table)",
+            text=pd.DataFrame(
+                {k: [fmt(v) if k.endswith(("rate", "right", "wrong")) else f"{v:.0f}"] for k, v in summary.items()}
+            )
+            .rename_axis("")
+            .set_axis(["A vs B"]),
+        )
+    )
     if per_question.empty:
         section.notes.append("the runs agree on every shared trial")
         return section
-    section.tables.append(Table(title="questions with a disagreement", data=per_question, name="diff_questions",
-                                text=per_question.set_index("question_id").map(fmt),
-                                caption="trials = shared trials of the question; a_right/b_right = trials right "
-                                        "(counts: no chance level applies)"))
+    section.tables.append(
+        Table(
+            title="questions with a disagreement",
+            data=per_question,
+            name="diff_questions",
+            text=per_question.set_index("question_id").map(fmt),
+            caption="trials = shared trials of the question; a_right/b_right = trials right "
+            "(counts: no chance level applies)",
+        )
+    )
     shown = trials.head(200)
-    section.tables.append(Table(title="disagreeing trials", data=trials, name="diff_trials",
-                                text=shown.set_index("question_id").map(fmt),
-                                caption=f"{len(trials)} trials" + (" (first 200 shown; all in the CSV)"
-                                                                   if len(trials) > 200 else "")
-                                        + "; labels as shown, INVALID when none was parsed (one trial: no chance "
-                                          "level; the question's is in the table below)"))
-    detail = disagreements({f"A {run_a[:8]}": records_a, f"B {run_b[:8]}": records_b},
-                           {f"A {run_a[:8]}": read_prompts(run_a, tracking_uri),
-                            f"B {run_b[:8]}": read_prompts(run_b, tracking_uri)},
-                           run_ids={f"A {run_a[:8]}": run_a, f"B {run_b[:8]}": run_b})
+    section.tables.append(
+        Table(
+            title="disagreeing trials",
+            data=trials,
+            name="diff_trials",
+            text=shown.set_index("question_id").map(fmt),
+            caption=f"{len(trials)} trials"
+            + (" (first 200 shown; all in the CSV)" if len(trials) > 200 else "")
+            + "; labels as shown, INVALID when none was parsed (one trial: no chance "
+            "level; the question's is in the table below)",
+        )
+    )
+    detail = disagreements(
+        {f"A {run_a[:8]}": records_a, f"B {run_b[:8]}": records_b},
+        {f"A {run_a[:8]}": read_prompts(run_a, tracking_uri), f"B {run_b[:8]}": read_prompts(run_b, tracking_uri)},
+        run_ids={f"A {run_a[:8]}": run_a, f"B {run_b[:8]}": run_b},
+    )
     if not detail.empty:
-        section.tables.append(disagreement_table(detail, title="questions answered differently, as shown",
-                                                 name="diff_questions_shown",
-                                                 caption="Reference order, repetition 0."))
+        section.tables.append(
+            disagreement_table(
+                detail,
+                title="questions answered differently, as shown",
+                name="diff_questions_shown",
+                caption="Reference order, repetition 0.",
+            )
+        )
     return section
 
 
 # ---------------------------------------------------------------- rendering
+
 
 def markdown_table(text: pd.DataFrame) -> str:
     def cell(value) -> str:
@@ -347,8 +465,10 @@ def markdown_table(text: pd.DataFrame) -> str:
 def html_table(text: pd.DataFrame, *, prose: bool = False) -> str:
     """A table of numbers (right-aligned, labels left), or with `prose` one of words, left-aligned throughout."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [text.index.name or "", *text.columns])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in [label, *row.tolist()]) + "</tr>"
-                   for label, row in text.iterrows())
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in [label, *row.tolist()]) + "</tr>"
+        for label, row in text.iterrows()
+    )
     return f"<table{' class=prose' if prose else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -381,15 +501,22 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
             if plot.caption:
                 md += [f"*{plot.caption}*", ""]
             data = base64.b64encode(plot.png).decode("ascii")
-            body.append(f"<figure><h3>{html.escape(plot.title)}</h3><img alt=\"{html.escape(plot.title)}\" "
-                        f"src=\"data:image/png;base64,{data}\"><figcaption class=caption>{html.escape(plot.caption)}"
-                        "</figcaption></figure>")
+            body.append(
+                f'<figure><h3>{html.escape(plot.title)}</h3><img alt="{html.escape(plot.title)}" '
+                f'src="data:image/png;base64,{data}"><figcaption class=caption>{html.escape(plot.caption)}'
+                "</figcaption></figure>"
+            )
         for note in section.notes:
             md += [f"> Note: {note}", ""]
-            body.append(absent_html(section) if section.absent and note == absent_line(section)
-                        else f"<p class=note>Note: {html.escape(note)}</p>")
-    page = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
+            body.append(
+                absent_html(section)
+                if section.absent and note == absent_line(section)
+                else f"<p class=note>Note: {html.escape(note)}</p>"
+            )
+    page = (
+        f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>"
+    )
     return "\n".join(md), page
 
 
@@ -403,9 +530,13 @@ def write(sections: list[Section], out_dir: Path, *, header: list[str], title: s
     the previous report whole. An existing out_dir is replaced only when empty or made by this function (it holds
     REPORT_MARK); any other folder is refused with a UserError naming --out, and nothing in it is touched."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and not (out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / REPORT_MARK).is_file())):
-        raise UserError(f"--out {out_dir}: exists and is not a report folder written by python -m src.compare; "
-                        f"give a new or empty folder")
+    if out_dir.exists() and not (
+        out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / REPORT_MARK).is_file())
+    ):
+        raise UserError(
+            f"--out {out_dir}: exists and is not a report folder written by python -m src.compare; "
+            f"give a new or empty folder"
+        )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
     old: Path | None = None
@@ -447,8 +578,9 @@ def _write_files(sections: list[Section], folder: Path, *, header: list[str], ti
     return written
 
 
-def log_comparison(out_dir: Path, *, tracking_uri: str, experiment_id: str, name: str, tags: dict[str, str],
-                   params: dict[str, str]) -> str:
+def log_comparison(
+    out_dir: Path, *, tracking_uri: str, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, str]
+) -> str:
     """A run tagged kind=comparison holding the report folder as artifacts; returns its id."""
     from mlflow.tracking import MlflowClient
 
@@ -468,13 +600,15 @@ def log_comparison(out_dir: Path, *, tracking_uri: str, experiment_id: str, name
 
 
 def header_lines(runs: Runs | None, *, filters: dict[str, str]) -> list[str]:
-    lines = [f"generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `python -m src.compare`"]
+    lines = [f"generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `python -m src.compare`"]
     if runs is not None:
         frame = runs.table
-        lines += [f"tracking URI: {runs.tracking_uri}",
-                  f"experiment(s): {', '.join(sorted(runs.experiments.values()))}",
-                  f"sweep id(s): {', '.join(sorted(str(s) for s in frame['sweep_id'].dropna().unique())) or '–'}",
-                  f"models: {', '.join(sorted(frame['model'].astype(str).unique()))}",
-                  f"benchmarks: {', '.join(sorted(frame['benchmark'].astype(str).unique()))}"]
+        lines += [
+            f"tracking URI: {runs.tracking_uri}",
+            f"experiment(s): {', '.join(sorted(runs.experiments.values()))}",
+            f"sweep id(s): {', '.join(sorted(str(s) for s in frame['sweep_id'].dropna().unique())) or '–'}",
+            f"models: {', '.join(sorted(frame['model'].astype(str).unique()))}",
+            f"benchmarks: {', '.join(sorted(frame['benchmark'].astype(str).unique()))}",
+        ]
     lines += [f"filter {k}: {v}" for k, v in filters.items() if v]
     return lines

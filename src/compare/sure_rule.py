@@ -6,6 +6,7 @@ are never put in one table; this recomputes the SURE/UNSURE shares, `rws` and `s
 the other rule from their records (their intervals too, where the run logged intervals), so that every run,
 native or ingested, stands in the same table.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,9 @@ import math
 import pandas as pd
 
 from src.common.errors import UserError
-from .load import Runs
 from src.core import records as run_records
+
+from .load import Runs
 
 RULE_METRICS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws", "st")
 
@@ -51,14 +53,17 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
             # the logged intervals are the other rule's (an S/T of 0.17 with [0.52, 0.83]): made again under
             # this one as the job makes them (1000 resamples seeded by the run's seed; the tables say 95%)
             seed = 0 if pd.isna(row.get("seed")) else int(row["seed"])
-            metrics |= metric_intervals(records, metrics, families=["repetition"], by_subjects=False, seed=seed,
-                                        sure_rule=rule)
+            metrics |= metric_intervals(
+                records, metrics, families=["repetition"], by_subjects=False, seed=seed, sure_rule=rule
+            )
         for name in [*RULE_METRICS, *bounds]:
             if name not in table.columns:
                 table[name] = math.nan
             table.at[index, name] = metrics.get(name, math.nan)
-        notes.append(f"--sure-rule {rule}: run {row['run_id'][:8]} ({row['model']}, T={row['temperature']:g}) was "
-                     f"logged under {row['sure_rule']}; its SURE/UNSURE shares, RWS and S/T are recomputed from its "
-                     f"records")
+        notes.append(
+            f"--sure-rule {rule}: run {row['run_id'][:8]} ({row['model']}, T={row['temperature']:g}) was "
+            f"logged under {row['sure_rule']}; its SURE/UNSURE shares, RWS and S/T are recomputed from its "
+            f"records"
+        )
         table.at[index, "sure_rule"] = rule
     return notes

@@ -7,30 +7,43 @@ Runs that differ in more than model, benchmark and the table's own axes (e.g. tw
 set, or 0- and 5-shot) never share a table column: each distinct *condition* gets its own table, titled with
 the keys that vary (`T=0.7, fewshot=5`). Among identical runs the latest wins.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from src.metrics.chance import CHANCE_OF, verdict_of
 from src.metrics.display import bounds, cell, difference_cell, fmt, fmt_ci  # noqa: F401 - the tables' cells
-from .load import CONDITION_KEYS
+
 from ..metrics import rws_st_string
-from ..metrics.intervals import is_interval_name
 from ..metrics.answers import answer_keys, correct_flags
 from ..metrics.chance import option_count_chance
+from ..metrics.intervals import is_interval_name
+from .load import CONDITION_KEYS
 
 CORA_RANKED = (("MCQA", "mcqa"), ("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
-REPETITION_SHARES = (("SURE right", "sure_right"), ("UNSURE right", "unsure_right"),
-                     ("UNSURE wrong", "unsure_wrong"), ("SURE wrong", "sure_wrong"))
+REPETITION_SHARES = (
+    ("SURE right", "sure_right"),
+    ("UNSURE right", "unsure_right"),
+    ("UNSURE wrong", "unsure_wrong"),
+    ("SURE wrong", "sure_wrong"),
+)
 REVAS_MEASURES = (("Acc", "acc"), ("Sc", "sc_mean"), ("Acc-H", "acc_h"))
-REVAS_SUMMARY = (("Acc (original order)", "mcqa"), ("Sc", "sc_mean"), ("Acc-H", "acc_h"), ("NOTA Acc", "nota_acc"),
-                 ("NOTA Acc-H", "nota_acc_h"), ("T/F correct: yes", "tf_correct_yes"),
-                 ("T/F distracting: no", "tf_distractor_no"), ("Cd/Cc", "conf_ratio"))
+REVAS_SUMMARY = (
+    ("Acc (original order)", "mcqa"),
+    ("Sc", "sc_mean"),
+    ("Acc-H", "acc_h"),
+    ("NOTA Acc", "nota_acc"),
+    ("NOTA Acc-H", "nota_acc_h"),
+    ("T/F correct: yes", "tf_correct_yes"),
+    ("T/F distracting: no", "tf_distractor_no"),
+    ("Cd/Cc", "conf_ratio"),
+)
 SHORT = {"temperature": "T", "variants": "variants", "fewshot": "shots"}
 
 
@@ -65,11 +78,15 @@ def judged_cell(row, metric: str, digits: int = 3) -> str:
     return cell(row, metric, digits) + chance_mark(row, metric)
 
 
-AT_CHANCE_NOTE = ("†: the interval contains chance, the run is indistinguishable from chance (its consistency "
-                  "metrics then describe how a guesser's answers agree, not what the model knows)")
+AT_CHANCE_NOTE = (
+    "†: the interval contains chance, the run is indistinguishable from chance (its consistency "
+    "metrics then describe how a guesser's answers agree, not what the model knows)"
+)
 INTERVAL_NOTE = "[lo, hi]: the 95% interval each run logged (stats.level; none for runs logged without one)"
-CHANCE_NOTE = ("chance: the accuracy of a uniform guesser on the same questions (1/k for k options shown, 1/2 for "
-               "true/false; src/metrics/chance.py)")
+CHANCE_NOTE = (
+    "chance: the accuracy of a uniform guesser on the same questions (1/k for k options shown, 1/2 for "
+    "true/false; src/metrics/chance.py)"
+)
 INVALID_NOTE = "INVALID: share of trials whose answer could not be parsed (counted wrong in every accuracy)"
 
 
@@ -167,6 +184,7 @@ def rank_desc(values: pd.Series, digits: int = 3) -> pd.Series:
 
 # ---------------------------------------------------------------- CoRA (CoRA paper, Table 1)
 
+
 def bmca_levels(columns: Iterable[str]) -> list[str]:
     """The `bmca_<c>` metrics present, by level."""
     found = [c for c in columns if c.startswith("bmca_") and _is_level(c[5:])]
@@ -197,34 +215,52 @@ def cora_tables(runs: pd.DataFrame) -> Built:
     out = Built()
     rows_with = cora_study_runs(runs)
     if rows_with.empty:
-        out.notes.append("CoRA table: no run logged `cora` (needs variants=cora or cora_same_size)"
-                         if not has(runs, "cora").any() else
-                         "CoRA table: only runs of one variant per question (variants=original) logged `cora`, "
-                         "where CI = 1 by definition; run variants=cora for the CoRA study")
+        out.notes.append(
+            "CoRA table: no run logged `cora` (needs variants=cora or cora_same_size)"
+            if not has(runs, "cora").any()
+            else "CoRA table: only runs of one variant per question (variants=original) logged `cora`, "
+            "where CI = 1 by definition; run variants=cora for the CoRA study"
+        )
         return out
     for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model",)):
         rows = latest(rows, ["model"]).set_index("model").sort_index()
         levels = bmca_levels(rows.columns)
         metrics = [m for _, m in CORA_RANKED] + levels + ["ci"]
         names = [n for n, _ in CORA_RANKED] + [f"BMCA({c[5:]})" for c in levels] + ["CI"]
-        values = pd.DataFrame({model: [rows.at[model, m] if m in rows.columns else math.nan for m in metrics]
-                               for model in rows.index}, index=names)
+        values = pd.DataFrame(
+            {model: [rows.at[model, m] if m in rows.columns else math.nan for m in metrics] for model in rows.index},
+            index=names,
+        )
         ranks = pd.DataFrame({model: [math.nan] * len(names) for model in values.columns}, index=names)
         for name, _ in CORA_RANKED:
             ranks.loc[name] = rank_desc(values.loc[name]).to_numpy()
         ranked = {name for name, _ in CORA_RANKED}
         key = dict(zip(names, metrics))
         shown = {(n, model): judged_cell(rows.loc[model], key[n]) for n in names for model in values.columns}
-        text = pd.DataFrame({model: [f"{shown[n, model]} ({int(ranks.at[n, model])})"
-                                     if n in ranked and not math.isnan(values.at[n, model]) else shown[n, model]
-                                     for n in names] for model in values.columns}, index=names, dtype=object)
+        text = pd.DataFrame(
+            {
+                model: [
+                    f"{shown[n, model]} ({int(ranks.at[n, model])})"
+                    if n in ranked and not math.isnan(values.at[n, model])
+                    else shown[n, model]
+                    for n in names
+                ]
+                for model in values.columns
+            },
+            index=names,
+            dtype=object,
+        )
         chance = {"MCQA": chance_text(rows, "chance"), "MCQA+": chance_text(rows, "chance_variants")}
         text["chance"] = [chance.get(n, "–") for n in names]
-        text.loc["INVALID"] = [share_text(rows.at[model, "invalid_rate"]) if "invalid_rate" in rows.columns else "–"
-                               for model in values.columns] + ["–"]
+        text.loc["INVALID"] = [
+            share_text(rows.at[model, "invalid_rate"]) if "invalid_rate" in rows.columns else "–"
+            for model in values.columns
+        ] + ["–"]
         data = values.stack().rename("value").reset_index().rename(columns={"level_0": "metric", "level_1": "model"})
-        chance_values = {"MCQA": column_or_nan(rows, "chance").mean(),
-                         "MCQA+": column_or_nan(rows, "chance_variants").mean()}
+        chance_values = {
+            "MCQA": column_or_nan(rows, "chance").mean(),
+            "MCQA+": column_or_nan(rows, "chance_variants").mean(),
+        }
         data["chance"] = [chance_values.get(m, math.nan) for m in data["metric"]]
         data["rank"] = [ranks.at[m, model] for m, model in zip(data["metric"], data["model"])]
         logged = [bounds(rows.loc[model], key[m]) for m, model in zip(data["metric"], data["model"])]
@@ -236,10 +272,17 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         data.insert(1, "condition", label)
         text.index.name = "metric"
         title = f"{benchmark}" + (f" ({label})" if label else "")
-        out.tables.append(Table(title=title, data=data, text=text, name=slug("cora", benchmark, label),
-                                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, "
-                                        "1 = best; " + INTERVAL_NOTE + f"; {CHANCE_NOTE}: on the original order for "
-                                        "MCQA, over every variant for MCQA+; " + INVALID_NOTE + "; " + AT_CHANCE_NOTE))
+        out.tables.append(
+            Table(
+                title=title,
+                data=data,
+                text=text,
+                name=slug("cora", benchmark, label),
+                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, "
+                "1 = best; " + INTERVAL_NOTE + f"; {CHANCE_NOTE}: on the original order for "
+                "MCQA, over every variant for MCQA+; " + INVALID_NOTE + "; " + AT_CHANCE_NOTE,
+            )
+        )
     return out
 
 
@@ -258,13 +301,21 @@ def rank_changes(cora: Built, paired=None) -> Built:
             continue
         ranks = ranks.dropna(subset=["MCQA", "CoRA"])
         for model, r in ranks.iterrows():
-            rows.append({"table": table.title, "model": model, "chance (MCQA)": _table_chance(table),
-                         "mcqa": values.at[model, "MCQA"],
-                         "mcqa_rank": int(r["MCQA"]), "cora": values.at[model, "CoRA"], "cora_rank": int(r["CoRA"]),
-                         "change": int(r["MCQA"] - r["CoRA"])})
+            rows.append(
+                {
+                    "table": table.title,
+                    "model": model,
+                    "chance (MCQA)": _table_chance(table),
+                    "mcqa": values.at[model, "MCQA"],
+                    "mcqa_rank": int(r["MCQA"]),
+                    "cora": values.at[model, "CoRA"],
+                    "cora_rank": int(r["CoRA"]),
+                    "change": int(r["MCQA"] - r["CoRA"]),
+                }
+            )
         models = list(ranks.index)
         for i, a in enumerate(models):
-            for b in models[i + 1:]:
+            for b in models[i + 1 :]:
                 before = np.sign(ranks.at[b, "MCQA"] - ranks.at[a, "MCQA"])
                 after = np.sign(ranks.at[b, "CoRA"] - ranks.at[a, "CoRA"])
                 if before and after and before != after:
@@ -274,40 +325,75 @@ def rank_changes(cora: Built, paired=None) -> Built:
                     if verdict is not None:
                         significant, d_mcqa, d_cora = verdict
                         line += " (significant)" if significant else " (not significant)"
-                        swap_rows.append({"table": table.title, "above on MCQA": first, "below on CoRA": second,
-                                          "MCQA difference": d_mcqa, "CoRA difference": d_cora,
-                                          "significant": significant})
+                        swap_rows.append(
+                            {
+                                "table": table.title,
+                                "above on MCQA": first,
+                                "below on CoRA": second,
+                                "MCQA difference": d_mcqa,
+                                "CoRA difference": d_cora,
+                                "significant": significant,
+                            }
+                        )
                     swaps.append(line)
     if not rows:
         out.notes.append("rank changes: no CoRA table with both MCQA and CoRA")
         return out
     data = pd.DataFrame(rows)
-    text = data.assign(mcqa=data["mcqa"].map(fmt), cora=data["cora"].map(fmt),
-                       **{"chance (MCQA)": data["chance (MCQA)"].map(fmt)},
-                       change=data["change"].map(lambda c: f"+{c}" if c > 0 else str(c)))
+    text = data.assign(
+        mcqa=data["mcqa"].map(fmt),
+        cora=data["cora"].map(fmt),
+        **{"chance (MCQA)": data["chance (MCQA)"].map(fmt)},
+        change=data["change"].map(lambda c: f"+{c}" if c > 0 else str(c)),
+    )
     caption = "change = MCQA rank - CoRA rank (+: the model climbs once consistency counts). " + (
-        "Swaps: " + "; ".join(swaps) + "." if swaps else "No two models swap places between MCQA and CoRA.")
+        "Swaps: " + "; ".join(swaps) + "." if swaps else "No two models swap places between MCQA and CoRA."
+    )
     if swap_rows:
-        caption += (" A swap is significant when the paired 95% intervals of both differences exclude 0 in opposite "
-                    "directions (better on MCQA, worse on CoRA).")
-    out.tables.append(Table(title="MCQA rank vs CoRA rank", data=data, text=text.set_index("table"),
-                            name="rank_changes", caption=caption))
+        caption += (
+            " A swap is significant when the paired 95% intervals of both differences exclude 0 in opposite "
+            "directions (better on MCQA, worse on CoRA)."
+        )
+    out.tables.append(
+        Table(
+            title="MCQA rank vs CoRA rank",
+            data=data,
+            text=text.set_index("table"),
+            name="rank_changes",
+            caption=caption,
+        )
+    )
     if swap_rows:
         swap_data = pd.DataFrame(swap_rows)
-        swap_text = pd.DataFrame({
-            "above on MCQA": swap_data["above on MCQA"].to_numpy(),
-            "below on CoRA": swap_data["below on CoRA"].to_numpy(),
-            "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
-            "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
-            "significant": ["yes" if v else "no" for v in swap_data["significant"]]},
-            index=pd.Index(swap_data["table"].to_numpy(), name="table"))
-        flat = swap_data.assign(**{f"{m} {k}": [getattr(d, k) for d in swap_data[f"{m} difference"]]
-                                   for m in ("MCQA", "CoRA") for k in ("difference", "lo", "hi", "p")})
+        swap_text = pd.DataFrame(
+            {
+                "above on MCQA": swap_data["above on MCQA"].to_numpy(),
+                "below on CoRA": swap_data["below on CoRA"].to_numpy(),
+                "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
+                "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
+                "significant": ["yes" if v else "no" for v in swap_data["significant"]],
+            },
+            index=pd.Index(swap_data["table"].to_numpy(), name="table"),
+        )
+        flat = swap_data.assign(
+            **{
+                f"{m} {k}": [getattr(d, k) for d in swap_data[f"{m} difference"]]
+                for m in ("MCQA", "CoRA")
+                for k in ("difference", "lo", "hi", "p")
+            }
+        )
         flat = flat.drop(columns=["MCQA difference", "CoRA difference"])
-        out.tables.append(Table(title="MCQA to CoRA rank swaps", data=flat, text=swap_text, name="rank_swaps",
-                                caption="paired differences on the same questions; significant = the MCQA interval "
-                                        "lies above 0 and the CoRA interval below 0 (differences between two models: "
-                                        "the chance level of MCQA is in the table above)"))
+        out.tables.append(
+            Table(
+                title="MCQA to CoRA rank swaps",
+                data=flat,
+                text=swap_text,
+                name="rank_swaps",
+                caption="paired differences on the same questions; significant = the MCQA interval "
+                "lies above 0 and the CoRA interval below 0 (differences between two models: "
+                "the chance level of MCQA is in the table above)",
+            )
+        )
     return out
 
 
@@ -326,7 +412,7 @@ def _swap_verdict(table: Table, first: str, second: str, paired):
     d_mcqa, d_cora = (paired.lookup(run[first], run[second], m) for m in ("mcqa", "cora"))
     if d_mcqa is None or d_cora is None:
         return None
-    significant = (d_mcqa.lo is not None and d_cora.hi is not None and d_mcqa.lo > 0 and d_cora.hi < 0)
+    significant = d_mcqa.lo is not None and d_cora.hi is not None and d_mcqa.lo > 0 and d_cora.hi < 0
     return significant, d_mcqa, d_cora
 
 
@@ -334,9 +420,9 @@ def _swap_verdict(table: Table, first: str, second: str, paired):
 
 SURE_RULE_LINES = {  # the line under each repetition table (docs/metrics.md, "What the paper's tables count")
     "answer": "SURE rule: answer (section 3.2: SURE when one answer is given at least p* of R times, right when it "
-              "is the correct one)",
+    "is the correct one)",
     "correctness": "SURE rule: correctness (the paper's tables: SURE right = all R trials right, SURE wrong = none "
-                   "right, UNSURE right = at least half right)",
+    "right, UNSURE right = at least half right)",
 }
 
 
@@ -356,8 +442,9 @@ def repetition_runs(runs: pd.DataFrame) -> pd.DataFrame:
     rows = runs[has(runs, "st")]
     if rows.empty:
         return rows
-    rows = rows.assign(_original=rows["variants"].eq("original"), sure_rule=sure_rules(rows)) \
-        .sort_values(["_original", "start_time"], kind="stable")
+    rows = rows.assign(_original=rows["variants"].eq("original"), sure_rule=sure_rules(rows)).sort_values(
+        ["_original", "start_time"], kind="stable"
+    )
     keys = ["model", "benchmark"] + [k for k in CONDITION_KEYS if k != "variants"] + ["sure_rule"]
     return latest(rows, keys).drop(columns="_original").sort_values(["benchmark", "model", "temperature"])
 
@@ -365,12 +452,19 @@ def repetition_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def repetition_groups(rows_with: pd.DataFrame):
     """`condition_groups` of the repetition runs (models x temperatures per table), also split by SURE rule:
     (benchmark, label, rows, keys, rule). A rule's numbers are never put beside the other rule's."""
-    for benchmark, label, rows, keys in condition_groups(rows_with, axes=("model", "temperature"), exclude=("variants",)):
+    for benchmark, label, rows, keys in condition_groups(
+        rows_with, axes=("model", "temperature"), exclude=("variants",)
+    ):
         rules = sure_rules(rows)
         for rule in sorted(rules.unique()):
             split = rules.nunique() > 1
-            yield (benchmark, ", ".join(part for part in (label, f"sure_rule={rule}" if split else "") if part),
-                   rows[rules == rule], keys, rule)
+            yield (
+                benchmark,
+                ", ".join(part for part in (label, f"sure_rule={rule}" if split else "") if part),
+                rows[rules == rule],
+                keys,
+                rule,
+            )
 
 
 def repetition_tables(runs: pd.DataFrame) -> Built:
@@ -381,15 +475,26 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
         out.notes.append("repetition table: no run logged `st` (needs repetitions > 1)")
         return out
     for benchmark, label, rows, _, rule in repetition_groups(rows_with):
-        data = pd.DataFrame({
-            "model": rows["model"].to_numpy(), "temperature": rows["temperature"].to_numpy(),
-            **{m: (rows[m] if m in rows.columns else pd.Series(math.nan, index=rows.index)).to_numpy()
-               for _, m in REPETITION_SHARES},
-            "acc_mean": rows["acc_mean"].to_numpy(), "acc_std": rows["acc_std"].to_numpy(),
-            "rws": (rows["rws"] if "rws" in rows.columns else pd.Series(math.nan, index=rows.index)).to_numpy(),
-            "st": rows["st"].to_numpy(), "repetitions": rows["repetitions"].to_numpy(), "sure_rule": rule})
-        text = pd.DataFrame({"temperature": data["temperature"].map(lambda t: fmt(t, 2)).to_numpy()},
-                            index=pd.Index(data["model"], name="model"))
+        data = pd.DataFrame(
+            {
+                "model": rows["model"].to_numpy(),
+                "temperature": rows["temperature"].to_numpy(),
+                **{
+                    m: (rows[m] if m in rows.columns else pd.Series(math.nan, index=rows.index)).to_numpy()
+                    for _, m in REPETITION_SHARES
+                },
+                "acc_mean": rows["acc_mean"].to_numpy(),
+                "acc_std": rows["acc_std"].to_numpy(),
+                "rws": (rows["rws"] if "rws" in rows.columns else pd.Series(math.nan, index=rows.index)).to_numpy(),
+                "st": rows["st"].to_numpy(),
+                "repetitions": rows["repetitions"].to_numpy(),
+                "sure_rule": rule,
+            }
+        )
+        text = pd.DataFrame(
+            {"temperature": data["temperature"].map(lambda t: fmt(t, 2)).to_numpy()},
+            index=pd.Index(data["model"], name="model"),
+        )
         for name, m in REPETITION_SHARES:
             text[name] = data[m].map(lambda v: "–" if math.isnan(v) else f"{v * 100:.0f}%").to_numpy()
         records = rows.to_dict("records")
@@ -413,27 +518,42 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
         data.insert(1, "condition", label)
         reps = sorted({int(r) for r in data["repetitions"].dropna()})
         title = benchmark + (f" ({label})" if label else "")
-        out.tables.append(Table(title=title, data=data, text=text, name=slug("repetition", benchmark, label),
-                                caption=f"{', '.join(map(str, reps)) or '?'} repetitions; shares of questions; "
-                                        "RWS = right when SURE, S/T = share SURE; acc std = the repetition paper's "
-                                        "accuracy stdev (sample std of the R per-repetition accuracies), beside the "
-                                        f"interval of acc mean; {CHANCE_NOTE}, of acc mean; {INVALID_NOTE}. "
-                                        + SURE_RULE_LINES.get(rule, f"SURE rule: {rule}")
-                                        + (f". {INTERVAL_NOTE}; {AT_CHANCE_NOTE}" if logged else "")))
+        out.tables.append(
+            Table(
+                title=title,
+                data=data,
+                text=text,
+                name=slug("repetition", benchmark, label),
+                caption=f"{', '.join(map(str, reps)) or '?'} repetitions; shares of questions; "
+                "RWS = right when SURE, S/T = share SURE; acc std = the repetition paper's "
+                "accuracy stdev (sample std of the R per-repetition accuracies), beside the "
+                f"interval of acc mean; {CHANCE_NOTE}, of acc mean; {INVALID_NOTE}. "
+                + SURE_RULE_LINES.get(rule, f"SURE rule: {rule}")
+                + (f". {INTERVAL_NOTE}; {AT_CHANCE_NOTE}" if logged else ""),
+            )
+        )
     if sure_rules(rows_with).nunique() > 1:
-        out.notes.append("repetition tables: the runs use both SURE rules, so each rule has its own tables; "
-                         "`--sure-rule answer` or `--sure-rule correctness` recomputes every run under one rule")
+        out.notes.append(
+            "repetition tables: the runs use both SURE rules, so each rule has its own tables; "
+            "`--sure-rule answer` or `--sure-rule correctness` recomputes every run under one rule"
+        )
     return out
 
 
 # ---------------------------------------------------------------- answer fluctuation (fluctuation paper, Table 1)
+
 
 def fluctuation_tables(runs: pd.DataFrame, *, min_points: int = 3) -> Built:
     """R^2 of every permutation-set metric against full_fr, original accuracy and both, across the
     (model, benchmark) points, via the assessment protocol in `src.metrics.assessment`."""
     out = Built()
     try:
-        from ..metrics.assessment import TARGETS, points_from_runs, r2_table, r2_wide  # local: loads sklearn (slow import)
+        from ..metrics.assessment import (
+            TARGETS,
+            points_from_runs,
+            r2_table,
+            r2_wide,
+        )  # local: loads sklearn (slow import)
     except ImportError as err:  # the assessment module is optional for this report
         out.notes.append(f"fluctuation R² table: skipped, the assessment protocol is unavailable ({err})")
         return out
@@ -442,33 +562,53 @@ def fluctuation_tables(runs: pd.DataFrame, *, min_points: int = 3) -> Built:
     if not any("@" in c for c in metric_columns):
         out.notes.append("fluctuation R² table: no run logged permutation-set metrics (needs variants=perm_*)")
         return out
-    points = points_from_runs([{"model": r["model"], "benchmark": r["benchmark"], "start_time": r["start_time"],
-                                "metrics": {k: r[k] for k in [*metric_columns, "mcqa"] if k in r and pd.notna(r[k])}}
-                               for _, r in runs.iterrows()])
+    points = points_from_runs(
+        [
+            {
+                "model": r["model"],
+                "benchmark": r["benchmark"],
+                "start_time": r["start_time"],
+                "metrics": {k: r[k] for k in [*metric_columns, "mcqa"] if k in r and pd.notna(r[k])},
+            }
+            for _, r in runs.iterrows()
+        ]
+    )
     n_full = int(points["full_fr"].notna().sum()) if "full_fr" in points.columns else 0
     if n_full < min_points:
-        out.notes.append(f"fluctuation R² table: {n_full} (model, benchmark) points with full_fr, {min_points} needed "
-                         "(run variants=perm_all or perm_full on more models or benchmarks)")
+        out.notes.append(
+            f"fluctuation R² table: {n_full} (model, benchmark) points with full_fr, {min_points} needed "
+            "(run variants=perm_all or perm_full on more models or benchmarks)"
+        )
         return out
     long = r2_table(points, min_points=min_points)
-    titles = {"full_fr": "(a) target: full fluctuation rate", "accuracy": "(b) target: accuracy on the original order",
-              "both": "(c) targets: full fluctuation rate and original accuracy"}
+    titles = {
+        "full_fr": "(a) target: full fluctuation rate",
+        "accuracy": "(b) target: accuracy on the original order",
+        "both": "(c) targets: full fluctuation rate and original accuracy",
+    }
     for target, wide in r2_wide(long).items():
         if wide.isna().all().all():
             continue
         wide = wide.dropna(how="all").dropna(axis=1, how="all")
         text = wide.map(fmt)
         text.index.name = "permutation set"
-        out.tables.append(Table(title=titles.get(target, target), data=long[long["target"] == target], text=text,
-                                name=slug("fluctuation_r2", target),
-                                caption=f"R² of a linear fit over {n_full} (model, benchmark) points (goodness of "
-                                        "fit, not an accuracy: no chance level applies)"))
+        out.tables.append(
+            Table(
+                title=titles.get(target, target),
+                data=long[long["target"] == target],
+                text=text,
+                name=slug("fluctuation_r2", target),
+                caption=f"R² of a linear fit over {n_full} (model, benchmark) points (goodness of "
+                "fit, not an accuracy: no chance level applies)",
+            )
+        )
     if not out.tables:
         out.notes.append(f"fluctuation R² table: every cell is empty ({', '.join(TARGETS)})")
     return out
 
 
 # ---------------------------------------------------------------- REVAS (REVAS paper, Figure 3 and Tables 3-4)
+
 
 def option_levels(columns: Iterable[str]) -> list[int]:
     """The option counts n with an `acc@n` metric."""
@@ -507,42 +647,78 @@ def revas_tables(runs: pd.DataFrame) -> Built:
                     values = [r.get(f"{prefix}@{n}", math.nan) for n in levels]
                     index.append(f"{r['model']} · {name}")
                     text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
-                    records += [{"benchmark": benchmark, "condition": label, "model": r["model"], "measure": name,
-                                 "n_options": n, "value": v} for n, v in zip(levels, values)]
+                    records += [
+                        {
+                            "benchmark": benchmark,
+                            "condition": label,
+                            "model": r["model"],
+                            "measure": name,
+                            "n_options": n,
+                            "value": v,
+                        }
+                        for n, v in zip(levels, values)
+                    ]
 
             index.append("chance · Acc")
             text_rows.append([fmt(option_count_chance(n)) for n in levels])
-            records += [{"benchmark": benchmark, "condition": label, "model": "chance", "measure": "Acc",
-                         "n_options": n, "value": option_count_chance(n)} for n in levels]
-            text = pd.DataFrame(text_rows, index=pd.Index(index, name="model · measure"),
-                                columns=[f"n={n}" for n in levels])
-            out.tables.append(Table(title=f"{title}: by number of options", data=pd.DataFrame(records), text=text,
-                                    name=slug("revas_options", benchmark, label),
-                                    caption="Acc on the reference order, Sc = mean share of the modal answer over the "
-                                            "n orders, Acc-H = right on every order; " + INTERVAL_NOTE
-                                            + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options"))
+            records += [
+                {
+                    "benchmark": benchmark,
+                    "condition": label,
+                    "model": "chance",
+                    "measure": "Acc",
+                    "n_options": n,
+                    "value": option_count_chance(n),
+                }
+                for n in levels
+            ]
+            text = pd.DataFrame(
+                text_rows, index=pd.Index(index, name="model · measure"), columns=[f"n={n}" for n in levels]
+            )
+            out.tables.append(
+                Table(
+                    title=f"{title}: by number of options",
+                    data=pd.DataFrame(records),
+                    text=text,
+                    name=slug("revas_options", benchmark, label),
+                    caption="Acc on the reference order, Sc = mean share of the modal answer over the "
+                    "n orders, Acc-H = right on every order; "
+                    + INTERVAL_NOTE
+                    + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options",
+                )
+            )
         else:
-            out.notes.append(f"REVAS by number of options, {title}: no acc@n metrics (needs variants=revas_option_count)")
+            out.notes.append(
+                f"REVAS by number of options, {title}: no acc@n metrics (needs variants=revas_option_count)"
+            )
         present = [(name, m) for name, m in REVAS_SUMMARY if m in rows.columns and rows[m].notna().any()]
         if present:
             data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
             merged = rows.to_dict("records")
-            text = pd.DataFrame({name: [judged_cell(r, m) for r in merged] for name, m in present},
-                                index=pd.Index(data["model"], name="model"))
+            text = pd.DataFrame(
+                {name: [judged_cell(r, m) for r in merged] for name, m in present},
+                index=pd.Index(data["model"], name="model"),
+            )
             data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
             data["chance"] = column_or_nan(rows, "chance").to_numpy()
             text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
             text["chance"] = data["chance"].map(fmt).to_numpy()
             data.insert(0, "benchmark", benchmark)
             data.insert(1, "condition", label)
-            out.tables.append(Table(title=f"{title}: summary", data=data, text=text,
-                                    name=slug("revas_summary", benchmark, label),
-                                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; "
-                                            f"{AT_CHANCE_NOTE}"))
+            out.tables.append(
+                Table(
+                    title=f"{title}: summary",
+                    data=data,
+                    text=text,
+                    name=slug("revas_summary", benchmark, label),
+                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; {AT_CHANCE_NOTE}",
+                )
+            )
     return out
 
 
 # ---------------------------------------------------------------- per-question disagreements between two runs
+
 
 def diff_records(a: pd.DataFrame, b: pd.DataFrame) -> tuple[dict[str, float], pd.DataFrame, pd.DataFrame]:
     """Compare two runs' answers trial by trial on the (question, variant, repetition) both asked.
@@ -572,7 +748,8 @@ def diff_records(a: pd.DataFrame, b: pd.DataFrame) -> tuple[dict[str, float], pd
         return {"shared_trials": 0.0}, pd.DataFrame(), pd.DataFrame()
     joined["disagree"] = joined["answer_a"] != joined["answer_b"]
     summary = {
-        "shared_trials": float(len(joined)), "shared_questions": float(joined["question_id"].nunique()),
+        "shared_trials": float(len(joined)),
+        "shared_questions": float(joined["question_id"].nunique()),
         "disagreement_rate": float(joined["disagree"].mean()),
         "both_right": float((joined["correct_a"] & joined["correct_b"]).mean()),
         "only_a_right": float((joined["correct_a"] & ~joined["correct_b"]).mean()),
@@ -580,8 +757,11 @@ def diff_records(a: pd.DataFrame, b: pd.DataFrame) -> tuple[dict[str, float], pd
         "both_wrong": float((~joined["correct_a"] & ~joined["correct_b"]).mean()),
     }
     per_question = joined.groupby("question_id", sort=True).agg(
-        trials=("disagree", "size"), disagreements=("disagree", "sum"), a_right=("correct_a", "sum"),
-        b_right=("correct_b", "sum"))
+        trials=("disagree", "size"),
+        disagreements=("disagree", "sum"),
+        a_right=("correct_a", "sum"),
+        b_right=("correct_b", "sum"),
+    )
     per_question = per_question[per_question["disagreements"] > 0].reset_index()
     trials = joined.loc[joined["disagree"], keys + ["label_a", "correct_a", "label_b", "correct_b"]]
     return summary, per_question, trials.reset_index(drop=True)

@@ -24,6 +24,7 @@ command, are Hydra's own again: under the half second that would pay for a priva
 A Hydra release may change any of these without notice, so importing this module checks the installed hydra-core
 against `SUPPORTED` (pyproject.toml pins the same range) and prints one `warning:` line to stderr when it is outside.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,13 +34,20 @@ from typing import Any
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins import basic_sweeper as _basic_sweeper_module
 from omegaconf import DictConfig, OmegaConf, open_dict
+
 from src.common import versions
 
 ADAPTER = "src/config/hydra_adapter.py"
 SUPPORTED = ">=1.3.2,<1.4"  # the hydra-core versions these private names were checked with (as pyproject.toml pins)
 
-__all__ = ["BASIC_SWEEPER", "GroupCachingConfigLoader", "SUPPORTED", "basic_sweeper", "split_arguments",
-           "version_problem"]
+__all__ = [
+    "BASIC_SWEEPER",
+    "GroupCachingConfigLoader",
+    "SUPPORTED",
+    "basic_sweeper",
+    "split_arguments",
+    "version_problem",
+]
 
 # the `_target_` of Hydra's basic sweeper in its config (`hydra/sweeper=basic`)
 BASIC_SWEEPER = f"{_basic_sweeper_module.__name__}.BasicSweeper"
@@ -97,16 +105,19 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
             _CACHE.update(token=self.token, **composed)
 
     @classmethod
-    def wrap(cls, loader: ConfigLoaderImpl) -> "GroupCachingConfigLoader":
+    def wrap(cls, loader: ConfigLoaderImpl) -> GroupCachingConfigLoader:
         return loader if isinstance(loader, cls) else cls(loader.config_search_path)
 
     def _cache(self, master_config: DictConfig) -> dict[str, Any]:
         from hydra.core.object_type import ObjectType
 
         if _CACHE["token"] != self.token:
-            groups = self.get_group_options("", results_filter=ObjectType.GROUP,  # top-level config groups
-                                            config_name=master_config.hydra.job.config_name,
-                                            overrides=list(master_config.hydra.overrides.hydra))
+            groups = self.get_group_options(
+                "",
+                results_filter=ObjectType.GROUP,  # top-level config groups
+                config_name=master_config.hydra.job.config_name,
+                overrides=list(master_config.hydra.overrides.hydra),
+            )
             _CACHE.update(token=self.token, groups=set(groups), bases={})
         return _CACHE
 
@@ -118,13 +129,23 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
         groups = cache["groups"]
 
         def plain(o) -> bool:  # `key=value` on a config key: applied after the defaults list is merged
-            return not (o.is_add() or o.is_force_add() or o.is_delete() or o.is_sweep_override()
-                        or o.package is not None or "/" in o.key_or_group or o.key_or_group in groups
-                        or o.key_or_group.split(".")[0] == "hydra")
+            return not (
+                o.is_add()
+                or o.is_force_add()
+                or o.is_delete()
+                or o.is_sweep_override()
+                or o.package is not None
+                or "/" in o.key_or_group
+                or o.key_or_group in groups
+                or o.key_or_group.split(".")[0] == "hydra"
+            )
 
         def group_choice(o) -> bool:  # changes the defaults list only
-            return ("/" in o.key_or_group or o.key_or_group in groups) and not o.is_sweep_override() \
+            return (
+                ("/" in o.key_or_group or o.key_or_group in groups)
+                and not o.is_sweep_override()
                 and not isinstance(o.value(), dict)
+            )
 
         if not all(plain(o) or group_choice(o) for o in parsed):  # `+key=`, `~key`, `hydra.*`, ...: composed whole
             return super().load_sweep_config(master_config, list(sweep_overrides))
@@ -139,9 +160,11 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
         with open_dict(cfg.hydra):  # as Hydra's `_load_configuration_impl` fills them for the job's overrides
             cfg.hydra.overrides.task = [o.input_line for o in parsed]
             cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=parsed, kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
+                overrides=parsed,
+                kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
                 item_sep=cfg.hydra.job.config.override_dirname.item_sep,
-                exclude_keys=cfg.hydra.job.config.override_dirname.exclude_keys)
+                exclude_keys=cfg.hydra.job.config.override_dirname.exclude_keys,
+            )
         OmegaConf.copy_cache(from_config=master_config, to_config=cfg)
         return cfg
 

@@ -9,25 +9,27 @@ raise `UserError` with one line naming the key as the user wrote it and the near
 The groups (`model`, `benchmark`, `variants`, `prompt`) differ in their keys by backend, loader and variant set;
 each checks its own keys where it is built (e.g. `model.x is not a setting of backend hf`).
 """
+
 from __future__ import annotations
 
 import contextlib
 import difflib
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Sequence
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from src.backends.batch_tokens import check_max_batch_tokens
-from src.common.errors import UserError
-from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
-from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
-from src.common.redact import redact_text
 from src.benchmarks import CONTINUATION_BENCHMARKS
+from src.common.errors import UserError
+from src.common.redact import redact_text
+from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.core.validity import check_option_style, check_validity
+from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
 from src.tracking.store import check_options
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -96,15 +98,17 @@ class JobConfig:
     variants: Any = MISSING  # original: each question once; cora: the CoRA divergent set; ...
     prompt: Any = MISSING
     seed: int = 0  # seeds variant shuffles, few-shot picks and sampling
-    limit: Optional[int] = None  # first N questions in file order; null = all
+    limit: int | None = None  # first N questions in file order; null = all
     temperature: float = 0.0  # 0 = greedy decoding
     repetitions: int = 1  # samples of the same prompt (the repetition paper's R)
     adaptive: bool = False  # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/answering/adaptive.py)
     scoring: str = "generate"  # generate | logprob | cloze | cloze_shown; conf/config.yaml takes model.scoring
-    top_k: Optional[int] = None
+    top_k: int | None = None
     top_p: float = 1.0
     max_new_tokens: int = 3  # the repetition paper's setting: the answer letter and a little slack
-    cloze_normalise: bool = False  # cloze picks the highest raw log-likelihood (lm-eval acc); true = per byte (acc_norm)
+    cloze_normalise: bool = (
+        False  # cloze picks the highest raw log-likelihood (lm-eval acc); true = per byte (acc_norm)
+    )
     fewshot: int = 0  # examples from the benchmark's dev/train split, never the evaluated questions
     option_refs: str = "keep_rules"  # options that refer to others ("all of the above"): keep_rules | exclude | ignore
     data_dir: str = "../shared/data"  # conf/config.yaml reads $MCQ_DATA_DIR first
@@ -113,7 +117,7 @@ class JobConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)  # metrics.sure_rule=correctness: the paper's tables
     stats: StatsConfig = field(default_factory=StatsConfig)  # stats.bootstrap=0: no intervals
-    vars: Dict[str, Any] = field(default_factory=dict)  # free values for interpolations in sweep files
+    vars: dict[str, Any] = field(default_factory=dict)  # free values for interpolations in sweep files
 
 
 ConfigStore.instance().store(name="job_schema", node=JobConfig)
@@ -124,8 +128,11 @@ def unknown_key(key: str, known: Sequence[str]) -> UserError:
     """One line for a key that is not in its node: the nearest known key, or the list of them."""
     last = key.rpartition(".")[2]
     close = difflib.get_close_matches(last, list(known), n=1, cutoff=0.5)
-    hint = f"did you mean {key.rpartition('.')[0] + '.' if '.' in key else ''}{close[0]}?" if close else \
-        f"the keys here are {', '.join(known)}"
+    hint = (
+        f"did you mean {key.rpartition('.')[0] + '.' if '.' in key else ''}{close[0]}?"
+        if close
+        else f"the keys here are {', '.join(known)}"
+    )
     return UserError(f"config key {key}: unknown; {hint}")
 
 
@@ -155,8 +162,11 @@ def check_keys(cfg: DictConfig) -> None:
                 raise unknown_key(f"{path}.{key}" if path else str(key), known)
 
 
-_KEY_IN_MESSAGE = (re.compile(r"Key '([^']+)' (?:is )?not in"), re.compile(r"full_key: (\S+)"),
-                   re.compile(r"Could not override '([^']+)'"))
+_KEY_IN_MESSAGE = (
+    re.compile(r"Key '([^']+)' (?:is )?not in"),
+    re.compile(r"full_key: (\S+)"),
+    re.compile(r"Could not override '([^']+)'"),
+)
 
 
 def one_line(err: Exception, overrides: Sequence[str]) -> UserError:
@@ -165,17 +175,26 @@ def one_line(err: Exception, overrides: Sequence[str]) -> UserError:
     key = next((m.group(1) for pattern in _KEY_IN_MESSAGE for m in [pattern.search(text)] if m), None)
     if key is None:
         return UserError(f"config overrides {' '.join(overrides)}: {text.split(' full_key:')[0]}")
+
     def written_key(override: str) -> str:
         return override.lstrip("+~").split("=", 1)[0]
 
-    written = next((o for o in reversed(overrides)  # the last one wins, as in Hydra
-                    if written_key(o) == key or written_key(o).endswith("." + key)), None)
+    written = next(
+        (
+            o
+            for o in reversed(overrides)  # the last one wins, as in Hydra
+            if written_key(o) == key or written_key(o).endswith("." + key)
+        ),
+        None,
+    )
     full = written_key(written) if written else key
     if " not in " in text:
         return unknown_key(full, _known_keys(full.rpartition(".")[0], overrides))
     reason = (err.__cause__ and " ".join(str(err.__cause__).split()) or text).split(" full_key:")[0]
-    return UserError(f"config key {full}: {reason.split(' object_type=')[0]} (from {written or full}); give a value "
-                     f"of the key's type")
+    return UserError(
+        f"config key {full}: {reason.split(' object_type=')[0]} (from {written or full}); give a value "
+        f"of the key's type"
+    )
 
 
 def check_group_choices(overrides: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
@@ -228,8 +247,7 @@ def _checked(overrides: Sequence[str], conf_dir: Path, composed) -> DictConfig:
     return cfg
 
 
-def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR, config_name: str = "config"
-                ) -> DictConfig:
+def compose_job(overrides: Sequence[str] = (), *, conf_dir: Path = CONF_DIR, config_name: str = "config") -> DictConfig:
     """The composed config of one job from command-line style overrides, with no Hydra runtime (for tests, the
     benchmark command and the pre-flight check of `python -m src.run`). Raises UserError in one line."""
     from hydra import compose
@@ -259,9 +277,11 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
 
 
 OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
-_REQUIRED_HINT = {"benchmark.path": "/path/to/questions.jsonl (jsonl, csv or parquet)",
-                  "benchmark.task": "<an lm-eval task, e.g. arc_easy>",
-                  "model.path": "<a local model folder or a hub id org/name>"}
+_REQUIRED_HINT = {
+    "benchmark.path": "/path/to/questions.jsonl (jsonl, csv or parquet)",
+    "benchmark.task": "<an lm-eval task, e.g. arc_easy>",
+    "model.path": "<a local model folder or a hub id org/name>",
+}
 _RANGES = (  # key, null allowed, in range, the rule as the error states it
     ("seed", False, lambda v: v >= 0, "must be an integer >= 0"),
     ("limit", True, lambda v: v >= 1, "must be a positive integer or null (all questions)"),
@@ -286,30 +306,39 @@ def check_values(cfg: DictConfig) -> None:
     for key in sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("hydra")):
         group = key.split(".", 1)[0]
         owner = f"{group}={OmegaConf.select(cfg, f'{group}.name')}" if group in GROUPS else "the config"
-        raise UserError(f"config key {key}: required by {owner} (no default); give "
-                        f"{key}={_REQUIRED_HINT.get(key, '<value>')}")
+        raise UserError(
+            f"config key {key}: required by {owner} (no default); give {key}={_REQUIRED_HINT.get(key, '<value>')}"
+        )
     for key, nullable, in_range, rule in _RANGES:
         value = cfg.get(key)
         if not (value is None and nullable) and (value is None or not in_range(value)):
             shown = "null" if value is None else f"{value:g}" if isinstance(value, float) else value
             raise UserError(f"config key {key}: {shown} {rule}")
     if cfg.get("option_refs") not in OPTION_REFS:
-        raise UserError(f"config key option_refs: unknown policy {cfg.get('option_refs')!r}; choose "
-                        f"{', '.join(OPTION_REFS[:-1])} or {OPTION_REFS[-1]}")
+        raise UserError(
+            f"config key option_refs: unknown policy {cfg.get('option_refs')!r}; choose "
+            f"{', '.join(OPTION_REFS[:-1])} or {OPTION_REFS[-1]}"
+        )
     shared = bool(cfg.cache.get("shared", False))
     if cfg.cache.enabled and shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_file()):
         problem = f"{cfg.cache.path!r} is a file" if cfg.cache.path else "empty"
-        raise UserError(f"config key cache.path: {problem}; with cache.shared=true give the shared cache's folder, "
-                        f"e.g. cache.path=/shared/mcq-cache (or cache.shared=false for a database file)")
+        raise UserError(
+            f"config key cache.path: {problem}; with cache.shared=true give the shared cache's folder, "
+            f"e.g. cache.path=/shared/mcq-cache (or cache.shared=false for a database file)"
+        )
     if cfg.cache.enabled and not shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_dir()):
         problem = f"{cfg.cache.path!r} is a folder" if cfg.cache.path else "empty"
-        raise UserError(f"config key cache.path: {problem}; give the cache's database file, e.g. "
-                        f"cache.path=.cache/responses.db (or cache.shared=true for a folder many nodes share, or "
-                        f"cache.enabled=false)")
+        raise UserError(
+            f"config key cache.path: {problem}; give the cache's database file, e.g. "
+            f"cache.path=.cache/responses.db (or cache.shared=true for a folder many nodes share, or "
+            f"cache.enabled=false)"
+        )
     check_tracking_uri(str(cfg.tracking.uri or ""))
     if OmegaConf.select(cfg, "model.backend") == "hf":
         check_max_batch_tokens(OmegaConf.select(cfg, "model.max_batch_tokens"))
-    from src.answering.adaptive import check_adaptive  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
+    from src.answering.adaptive import (
+        check_adaptive,
+    )  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
 
     check_adaptive(cfg)
 
@@ -339,14 +368,18 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
         if path is None or not rest[1:]:
             raise UserError(f"config key {key}: {shown!r} names no database file; {fix} (three slashes, then a path)")
         if path.is_dir():
-            raise UserError(f"config key {key}: {shown!r} points at a folder; give the database file inside it, "
-                            f"e.g. {uri.rstrip('/')}/mlflow.db")
+            raise UserError(
+                f"config key {key}: {shown!r} points at a folder; give the database file inside it, "
+                f"e.g. {uri.rstrip('/')}/mlflow.db"
+            )
     elif scheme in ("http", "https"):
         if not urlsplit(uri).hostname:
             raise UserError(f"config key {key}: {shown!r} names no host; give e.g. http://127.0.0.1:5000")
     elif scheme.split("+", 1)[0] not in _DB_SCHEMES and scheme not in ("databricks", "databricks-uc"):
-        raise UserError(f"config key {key}: unknown scheme {scheme!r}; {fix}, http(s)://host:port for a server, "
-                        f"or a database URI (postgresql://, mysql://, mssql://)")
+        raise UserError(
+            f"config key {key}: unknown scheme {scheme!r}; {fix}, http(s)://host:port for a server, "
+            f"or a database URI (postgresql://, mysql://, mssql://)"
+        )
 
 
 HYDRA_FLAGS = {"-m", "--multirun"}  # flags that still let us compose the overrides ourselves
@@ -369,12 +402,15 @@ def check_config(cfg: DictConfig) -> None:
         raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
     check_options(cfg.tracking)
     variants = OmegaConf.to_container(cfg.variants, resolve=True)
-    check_validity(scoring=cfg.scoring, variants=variants, temperature=float(cfg.temperature),
-                   repetitions=int(cfg.repetitions))
+    check_validity(
+        scoring=cfg.scoring, variants=variants, temperature=float(cfg.temperature), repetitions=int(cfg.repetitions)
+    )
     # an lm-eval task's option style is known here only when benchmark.choices says it; else when it loads (run_job)
-    check_option_style(variants=variants, benchmark=benchmark_label(cfg.benchmark),
-                       continuation=cfg.benchmark.name in CONTINUATION_BENCHMARKS
-                       or cfg.benchmark.get("choices") == "continuation")
+    check_option_style(
+        variants=variants,
+        benchmark=benchmark_label(cfg.benchmark),
+        continuation=cfg.benchmark.name in CONTINUATION_BENCHMARKS or cfg.benchmark.get("choices") == "continuation",
+    )
 
 
 def benchmark_label(benchmark: DictConfig) -> str:
@@ -386,8 +422,10 @@ def benchmark_label(benchmark: DictConfig) -> str:
 
 # launcher configs (conf/hydra/launcher/) whose plugin is an extra, not a dependency: what it needs (its packages,
 # the modules that say they are installed) and the extra that installs them
-LAUNCHER_EXTRAS = {name: ("hydra-ray-launcher and Ray", ("hydra_plugins.hydra_ray_launcher", "ray"), "ray")
-                   for name in ("ray_cluster", "ray")}  # `ray`: the plugin's own name, run by the project's launcher
+LAUNCHER_EXTRAS = {
+    name: ("hydra-ray-launcher and Ray", ("hydra_plugins.hydra_ray_launcher", "ray"), "ray")
+    for name in ("ray_cluster", "ray")
+}  # `ray`: the plugin's own name, run by the project's launcher
 
 
 def check_launcher(argv: Sequence[str]) -> None:
@@ -406,8 +444,11 @@ def check_launcher(argv: Sequence[str]) -> None:
         needs, modules, extra = LAUNCHER_EXTRAS[choice]
         for module in modules:
             try:
-                found = (sys.modules[module] is not None if module in sys.modules
-                         else importlib.util.find_spec(module) is not None)
+                found = (
+                    sys.modules[module] is not None
+                    if module in sys.modules
+                    else importlib.util.find_spec(module) is not None
+                )
             except (ImportError, ValueError):
                 found = False
             if not found:
@@ -447,8 +488,13 @@ def sweep_file_choices(folder: str | Path, name: str) -> list[str]:
     import yaml
 
     defaults = yaml.safe_load((Path(folder) / f"{name}.yaml").read_text()).get("defaults", [])
-    return [f"{key.removeprefix('override ')}={value}" for entry in defaults if isinstance(entry, dict)
-            for key, value in entry.items() if key.startswith("override ")]
+    return [
+        f"{key.removeprefix('override ')}={value}"
+        for entry in defaults
+        if isinstance(entry, dict)
+        for key, value in entry.items()
+        if key.startswith("override ")
+    ]
 
 
 def _sweep_file(argv: Sequence[str]) -> tuple[str, str] | None:

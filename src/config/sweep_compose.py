@@ -8,11 +8,13 @@ sweep).
 tests/test_sweeps.py checks, for every job of every committed sweep, that the result equals Hydra's whole
 composition.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from omegaconf import DictConfig, open_dict
+
 from src.common.errors import UserError
 from src.config.hydra_adapter import GroupCachingConfigLoader, split_arguments
 
@@ -26,8 +28,9 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def composed_jobs(config: DictConfig, jobs: list[list[str]],
-                  loader: GroupCachingConfigLoader) -> list[tuple[list[str], Any]]:
+def composed_jobs(
+    config: DictConfig, jobs: list[list[str]], loader: GroupCachingConfigLoader
+) -> list[tuple[list[str], Any]]:
     """(overrides, composed config without the hydra node, or the exception composing it raised) of each job, as
     `loader` composes them."""
     out = []

@@ -46,12 +46,13 @@ Parse(slot=1, rule='first_token', slots=None)
 >>> parse_with_rule("The capital of France is", ("A", "B", "C", "D"), truncated=True)
 Parse(slot=None, rule='truncated', slots=None)
 """
+
 from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 # Characters a label may be wrapped in: markdown, brackets, quotes (straight and typographic), punctuation.
 _DECOR = string.punctuation + "“”‘’«»„‚`·…–—"
@@ -69,57 +70,105 @@ _THINK_CLOSE = re.compile(rf"</{_THINK_TAG}>", re.I)
 _STRONG, _PLAIN = 0, 1  # phrase tiers: a strong phrase ("Final answer:") outranks a plain one
 _PHRASES = (
     # "Final Answer: D", "the final answer is (B)", {"answer": "B"}
-    (_STRONG, re.compile(r"(?i:\bfinal\s+answer(?:\s+is)?|[\"']answer[\"'])\s*\**\s*[:\-–]?" + _DECOR_CLASS
-                         + _LABEL_OPEN + _LABEL_TOKEN)),
+    (
+        _STRONG,
+        re.compile(
+            r"(?i:\bfinal\s+answer(?:\s+is)?|[\"']answer[\"'])\s*\**\s*[:\-–]?"
+            + _DECOR_CLASS
+            + _LABEL_OPEN
+            + _LABEL_TOKEN
+        ),
+    ),
     # "Answer: B", "**Answer:** (B)", "ANSWER: B", "Correct option - C", "Final answer:\n\nD", "| Answer | B |"
-    (_PLAIN, re.compile(r"(?i:\b(?:correct\s+|right\s+|best\s+)?(?:answer|choice|option)s?)[\s\*\"']*[:\-–|]"
-                        + _DECOR_CLASS + _LABEL_OPEN + _LABEL_TOKEN)),
+    (
+        _PLAIN,
+        re.compile(
+            r"(?i:\b(?:correct\s+|right\s+|best\s+)?(?:answer|choice|option)s?)[\s\*\"']*[:\-–|]"
+            + _DECOR_CLASS
+            + _LABEL_OPEN
+            + _LABEL_TOKEN
+        ),
+    ),
     # "The answer is B", "the correct option would be (C)", "The correct answer is option B: Paris"
-    (_PLAIN, re.compile(r"(?i:\b(?:answer|choice|option)\b[^.\n:]{0,40}?\b(?:is|be)\b:?)\s*"
-                        r"(?i:option\s+|choice\s+|letter\s+)?" + _DECOR_CLASS + _LABEL_OPEN + _LABEL_TOKEN)),
+    (
+        _PLAIN,
+        re.compile(
+            r"(?i:\b(?:answer|choice|option)\b[^.\n:]{0,40}?\b(?:is|be)\b:?)\s*"
+            r"(?i:option\s+|choice\s+|letter\s+)?" + _DECOR_CLASS + _LABEL_OPEN + _LABEL_TOKEN
+        ),
+    ),
     # "I choose B", "I'd go with option A", "I would select (C)", "I'd say D"
-    (_PLAIN, re.compile(r"(?i:\b(?:choose|chose|select|pick|go\s+with|opt\s+for|(?:I'd|I\s+would)\s+say)\s+"
-                        r"(?:option\s+|choice\s+|answer\s+)?)" + _DECOR_CLASS + _LABEL_OPEN + _LABEL_TOKEN)),
+    (
+        _PLAIN,
+        re.compile(
+            r"(?i:\b(?:choose|chose|select|pick|go\s+with|opt\s+for|(?:I'd|I\s+would)\s+say)\s+"
+            r"(?:option\s+|choice\s+|answer\s+)?)" + _DECOR_CLASS + _LABEL_OPEN + _LABEL_TOKEN
+        ),
+    ),
     # "I believe it's B", "It must be (C)": a capital label only ("it is a ..." is an article)
-    (_PLAIN, re.compile(r"(?i:\bit(?:'s|’s|\s+is|\s+must\s+be|\s+should\s+be|\s+would\s+be))\s+(?i:option\s+)?"
-                        r"[\(\[\*\"'“]*(?P<label>[A-Z]|\d{1,2})(?![\w'’])")),
+    (
+        _PLAIN,
+        re.compile(
+            r"(?i:\bit(?:'s|’s|\s+is|\s+must\s+be|\s+should\s+be|\s+would\s+be))\s+(?i:option\s+)?"
+            r"[\(\[\*\"'“]*(?P<label>[A-Z]|\d{1,2})(?![\w'’])"
+        ),
+    ),
     # "Option B is correct", "(B) is correct", "B is the correct answer", "A is right"
-    (_PLAIN, re.compile(r"(?:(?i:\b(?:option|choice|answer|letter)\s+)|(?<![\w'’]))[\(\[\*\"'“]*"
-                        r"(?P<label>[A-Z]|\d{1,2})(?![\w'’])[\)\]\*\"'”]*\s+(?i:is|would\s+be|seems|must\s+be)\s+"
-                        r"(?i:the\s+)?(?i:most\s+)?(?i:correct|right|best|accurate|true)\b")),
+    (
+        _PLAIN,
+        re.compile(
+            r"(?:(?i:\b(?:option|choice|answer|letter)\s+)|(?<![\w'’]))[\(\[\*\"'“]*"
+            r"(?P<label>[A-Z]|\d{1,2})(?![\w'’])[\)\]\*\"'”]*\s+(?i:is|would\s+be|seems|must\s+be)\s+"
+            r"(?i:the\s+)?(?i:most\s+)?(?i:correct|right|best|accurate|true)\b"
+        ),
+    ),
 )
 _BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 _LATEX_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
 # After a label, these mean the model hedged between labels: "A or B", "A/B", "A, B and C", "B, or maybe C".
 _TENTATIVE = r"(?:maybe|perhaps|possibly|probably)"
-_HEDGE = re.compile(r"^[\*\)\]'\"’”`\.]*\s*(?:,\s*)?(?:or|and|,|/|&|\|)\s*(?i:" + _TENTATIVE + r"\s+)?(?:option\s+)?"
-                    + _DECOR_CLASS + _LABEL_TOKEN)
+_HEDGE = re.compile(
+    r"^[\*\)\]'\"’”`\.]*\s*(?:,\s*)?(?:or|and|,|/|&|\|)\s*(?i:"
+    + _TENTATIVE
+    + r"\s+)?(?:option\s+)?"
+    + _DECOR_CLASS
+    + _LABEL_TOKEN
+)
 # The same hedge said after the answer in the next sentence, in parentheses or in a "though" clause: "C. Or maybe
 # B?", "Answer: C. Hmm, or maybe B?", "C (or possibly B)", "The answer is C, though it could be B."
 _HEDGE_AFTER = re.compile(
     r"^[\*\)\]'\"’”`]*\s*(?:[.!;:]+\s*(?i:(?:hmm+|well|um+|uh+)\W+)?|\(\s*|,?\s*(?i:though|although|but)\s+)"
     r"(?i:or\s+(?:" + _TENTATIVE + r"\s+)?|" + _TENTATIVE + r"\s+|(?:it|that|this)\s+(?:could|might|may)\s+"
-    r"(?:also\s+)?be\s+)(?:option\s+)?" + _DECOR_CLASS + _LABEL_TOKEN)
+    r"(?:also\s+)?be\s+)(?:option\s+)?" + _DECOR_CLASS + _LABEL_TOKEN
+)
 # After a label read by _HEDGE_AFTER, the English words "A" and "I" ("Perhaps I am wrong") go on with a
 # lowercase word; a label goes on with punctuation, the end, or a verb on it ("or maybe A is right").
 _WORD_AFTER = re.compile(r"^\s+(?!(?:is|was|would|could|might|seems|too|as|instead|though)\b)[a-z]")
 # Revision markers: what follows one may replace the answer before it. "actually" alone is weak (it often
 # only explains: "B. Actually, Paris ..."): it revises only when an answer follows it.
-_REVISION = re.compile(r"(?i)(?<![\w'’])(?:(?P<weak>actually)|wait|hold\s+on|on\s+(?:second|further)\s+thought|"
-                       r"on\s+reflection|correction|scratch\s+that|let\s+me\s+reconsider|I\s+was\s+wrong|"
-                       r"I\s+made\s+a\s+mistake|oops|no(?=\s*,|\s*[—–]|\s+-\s|\s+wait))(?![\w'’])[\s,:;.!—–\-*]*")
+_REVISION = re.compile(
+    r"(?i)(?<![\w'’])(?:(?P<weak>actually)|wait|hold\s+on|on\s+(?:second|further)\s+thought|"
+    r"on\s+reflection|correction|scratch\s+that|let\s+me\s+reconsider|I\s+was\s+wrong|"
+    r"I\s+made\s+a\s+mistake|oops|no(?=\s*,|\s*[—–]|\s+-\s|\s+wait))(?![\w'’])[\s,:;.!—–\-*]*"
+)
 # A piece of a revision that names a label without committing to it: "maybe C", "C?", "or is it D".
 _UNSURE = re.compile(r"(?i)\b(?:" + _TENTATIVE + r"|might\s+be|could\s+be|or)\b|\?")
 # Anywhere: "Either A or C", "B or D", "A/C" between two shown labels.
-_HEDGE_ANY = re.compile(r"(?<![\w'’])[\(\[\*]*(?P<a>[A-Z]|\d{1,2})(?![\w'’])[\)\]\*]*\s*(?:,\s*)?(?:or|and|/)\s*"
-                        r"(?:option\s+)?[\(\[\*]*(?P<b>[A-Z]|\d{1,2})(?![\w'’])")
+_HEDGE_ANY = re.compile(
+    r"(?<![\w'’])[\(\[\*]*(?P<a>[A-Z]|\d{1,2})(?![\w'’])[\)\]\*]*\s*(?:,\s*)?(?:or|and|/)\s*"
+    r"(?:option\s+)?[\(\[\*]*(?P<b>[A-Z]|\d{1,2})(?![\w'’])"
+)
 # A cut text that stops right after a connective may have gone on naming another label.
 _DANGLING = re.compile(r"^[\s\*\)\]'\"’”`\.]*(?:,|/|&|\bor\b|\band\b|\beither\b)[\s\W]*$", re.I)
 # A line that is only an answer heading ("Final answer:", "### Answer") announces the answer on the next line.
 _ANSWER_HEADING = re.compile(r"^[\W_]*(?i:(?:the\s+)?(?:final\s+|correct\s+)?answer)[\W_]*$")
-_ANSWER_PREFIX = re.compile(r"^(?i:(?:the\s+)?(?:final\s+|correct\s+|right\s+|best\s+)?"
-                            r"(?:answer|choice|option)(?:\s+(?:is|would\s+be))?\s*[:\-–]?\s*)")
-_TEXT_SUFFIX = re.compile(r"(?i)\s+(?:is|would\s+be)\s+(?:the\s+)?(?:correct|right|best)(?:\s+(?:answer|option|choice))?\W*$")
+_ANSWER_PREFIX = re.compile(
+    r"^(?i:(?:the\s+)?(?:final\s+|correct\s+|right\s+|best\s+)?"
+    r"(?:answer|choice|option)(?:\s+(?:is|would\s+be))?\s*[:\-–]?\s*)"
+)
+_TEXT_SUFFIX = re.compile(
+    r"(?i)\s+(?:is|would\s+be)\s+(?:the\s+)?(?:correct|right|best)(?:\s+(?:answer|option|choice))?\W*$"
+)
 _LISTED = r"^\s*[\(\[\*]*({label})[\.\)\]:]\s"  # "A. Paris": a line that may restate an option
 
 
@@ -144,15 +193,16 @@ def strip_reasoning(raw: str) -> tuple[str, str]:
     state = "stripped" if text != raw else ""
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
-        text, state = text[closes[-1].end():], "stripped"
+        text, state = text[closes[-1].end() :], "stripped"
     opened = _THINK_OPEN.search(text)
     if opened:
-        return text[:opened.start()], "unclosed"
+        return text[: opened.start()], "unclosed"
     return text, state
 
 
-def parse_with_rule(raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *,
-                    truncated: bool = False) -> Parse:
+def parse_with_rule(
+    raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False
+) -> Parse:
     """The displayed slot the completion `raw` chose among `labels` (its `options` texts for matching), or None,
     with the rule that decided it; `truncated`: generation hit max_new_tokens. The mcq format's parser."""
     if not raw or not raw.strip():
@@ -162,8 +212,9 @@ def parse_with_rule(raw: str, labels: Sequence[str], options: Sequence[str] | No
         return Parse(None, "truncated" if truncated else "invalid_unclosed_reasoning")
     if not text.strip():
         return Parse(None, "invalid_empty")
-    verdict = _revised(text, labels, options, truncated=truncated) or _parse_text(text, labels, options,
-                                                                                   truncated=truncated)
+    verdict = _revised(text, labels, options, truncated=truncated) or _parse_text(
+        text, labels, options, truncated=truncated
+    )
     if reasoning and verdict.slot is not None:
         return Parse(verdict.slot, f"reasoning_stripped+{verdict.rule}")
     return verdict
@@ -180,21 +231,29 @@ def _parse_text(text: str, labels: Sequence[str], options: Sequence[str] | None,
         verdict = _first_token_label(lines[0].strip(), text, index, options, numeric=numeric, truncated=truncated)
         if verdict is not None:
             return verdict
-        strong = _phrase_slots(text, index, options, numeric=numeric, truncated=truncated, skip=copied,
-                               tiers=(_STRONG,))
+        strong = _phrase_slots(
+            text, index, options, numeric=numeric, truncated=truncated, skip=copied, tiers=(_STRONG,)
+        )
         if strong is not None:  # "The answer is A.\nFinal answer: B": a strong cue beats the first line's phrase
             return strong if strong.slot is None else Parse(strong.slot, "answer_phrase")
         if _ANSWER_HEADING.match(lines[0]) and len(lines) > 1:  # "Final answer:\n\nC"
-            rest = text[text.find(lines[1]):]
+            rest = text[text.find(lines[1]) :]
             verdict = _first_token_label(lines[1].strip(), rest, index, options, numeric=numeric, truncated=truncated)
             if verdict is not None:
                 return Parse(verdict.slot, "answer_phrase") if verdict.slot is not None else verdict
         prefix = _ANSWER_PREFIX.match(lines[0].strip(" *#"))
         if prefix and prefix.end():  # "Option (B)", "Answer - C: Paris"
-            line = lines[0].strip(" *#")[prefix.end():].strip()
+            line = lines[0].strip(" *#")[prefix.end() :].strip()
             if line:
-                verdict = _first_token_label(line, text[text.find(line):], index, options, numeric=numeric,
-                                             truncated=truncated, leading_word=False)
+                verdict = _first_token_label(
+                    line,
+                    text[text.find(line) :],
+                    index,
+                    options,
+                    numeric=numeric,
+                    truncated=truncated,
+                    leading_word=False,
+                )
                 if verdict is not None:
                     return Parse(verdict.slot, "answer_phrase") if verdict.slot is not None else verdict
 
@@ -224,20 +283,20 @@ def _revised(text: str, labels: Sequence[str], options: Sequence[str] | None, *,
     if not marks:
         return None
     ends = [m.start() for m in marks[1:]] + [len(text)]
-    pieces = [(m, text[m.end():end]) for m, end in zip(marks, ends)]
-    head = text[:marks[0].start()]
+    pieces = [(m, text[m.end() : end]) for m, end in zip(marks, ends)]
+    head = text[: marks[0].start()]
     first = _parse_text(head, labels, options, truncated=False) if head.strip() else None
     committed = first.slot if first is not None else None
-    shown = re.compile(r"(?<![\w'’])[\(\[\*]*(?:" + "|".join(re.escape(label) for label in labels)
-                       + r")(?![\w'’])")
+    shown = re.compile(r"(?<![\w'’])[\(\[\*]*(?:" + "|".join(re.escape(label) for label in labels) + r")(?![\w'’])")
     final, unsure, open_revision = None, False, False
     for k, (mark, piece) in enumerate(pieces):
         last = k == len(pieces) - 1
         verdict = _parse_text(piece, labels, options, truncated=truncated and last) if piece.strip() else None
         if verdict is not None and verdict.slot is not None:
             final, unsure, open_revision = verdict.slot, False, False
-        elif shown.search(piece) and (_UNSURE.search(piece) or verdict is not None and verdict.rule in (
-                "invalid_hedge", "invalid_conflict")):
+        elif shown.search(piece) and (
+            _UNSURE.search(piece) or verdict is not None and verdict.rule in ("invalid_hedge", "invalid_conflict")
+        ):
             unsure = True  # "Wait, maybe C?": another label, not committed to
         elif not mark.group("weak"):
             open_revision = True  # "Wait," and then no answer (yet)
@@ -269,13 +328,22 @@ def _restated_options(text: str, labels: Sequence[str]) -> tuple[bool, set[int]]
     for one, two in zip(starts, starts[1:]):
         if one and two and one[0] != two[0]:
             copied |= {one[1], two[1]}
-    first_pair = len(starts) > 1 and bool(starts[0]) and starts[0][1] in copied and bool(starts[1]) \
-        and starts[1][1] in copied
+    first_pair = (
+        len(starts) > 1 and bool(starts[0]) and starts[0][1] in copied and bool(starts[1]) and starts[1][1] in copied
+    )
     return first_pair, copied
 
 
-def _first_token_label(line: str, text: str, index: dict[str, int], options: Sequence[str] | None, *, numeric: bool,
-                       truncated: bool, leading_word: bool = True) -> Parse | None:
+def _first_token_label(
+    line: str,
+    text: str,
+    index: dict[str, int],
+    options: Sequence[str] | None,
+    *,
+    numeric: bool,
+    truncated: bool,
+    leading_word: bool = True,
+) -> Parse | None:
     """CoRA's rule on the first line: a Parse (a slot, or INVALID when label-like but not shown, hedged or cut),
     or None when the first token is no label at all and the fallbacks should look further."""
     words = line.split()
@@ -290,12 +358,15 @@ def _first_token_label(line: str, text: str, index: dict[str, int], options: Seq
     alone = not after
     slot = _label_slot(token, index, decorated=decorated, alone=alone)
     if slot is None:
-        label_shaped = (token.isdigit() and len(token) <= 2) if numeric else (
-            len(token) == 1 and token.isalpha() and (token.isupper() or decorated or alone))
+        label_shaped = (
+            (token.isdigit() and len(token) <= 2)
+            if numeric
+            else (len(token) == 1 and token.isalpha() and (token.isupper() or decorated or alone))
+        )
         if token == "I" and not decorated and after:
             return None  # "I think ...": the pronoun
         return Parse(None, "invalid_out_of_range") if label_shaped else None
-    rest = line[line.find(token) + len(token):]
+    rest = line[line.find(token) + len(token) :]
     if _hedged(rest, index, slot):
         return Parse(None, "invalid_hedge")
     sentence = after and (after[0][:1].islower() if token in ("A", "I") and leading_word else after[0][:1].isalnum())
@@ -303,10 +374,14 @@ def _first_token_label(line: str, text: str, index: dict[str, int], options: Seq
         # "A cat is a mammal ...", "I think ...": the word, unless the line goes on with this option's text
         # ("A False, False" is label A: no sentence). After an answer prefix, any letter: "Option A is wrong".
         said = _normalise(rest)
-        if not (options and slot < len(options) and _normalise(options[slot])
-                and (said + " ").startswith(_normalise(options[slot]) + " ")):
+        if not (
+            options
+            and slot < len(options)
+            and _normalise(options[slot])
+            and (said + " ").startswith(_normalise(options[slot]) + " ")
+        ):
             return None
-    if truncated and _DANGLING.match(text[text.find(token) + len(token):]):
+    if truncated and _DANGLING.match(text[text.find(token) + len(token) :]):
         return Parse(None, "truncated")  # "A or" cut before the second label
     return Parse(slot, "first_token")
 
@@ -318,8 +393,7 @@ def _hedged(after: str, index: dict[str, int], slot: int) -> bool:
         hedge = pattern.match(after)
         if not hedge or not (hedge.group("label").isupper() or hedge.group("label").isdigit()):
             continue
-        if pattern is _HEDGE_AFTER and hedge.group("label") in ("A", "I") and _WORD_AFTER.match(
-                after[hedge.end():]):
+        if pattern is _HEDGE_AFTER and hedge.group("label") in ("A", "I") and _WORD_AFTER.match(after[hedge.end() :]):
             continue  # "C. Perhaps I am wrong": the pronoun
         if index.get(hedge.group("label"), slot) != slot:
             return True
@@ -358,8 +432,16 @@ def _label_of(label: str, after: str, index: dict[str, int], *, numeric: bool) -
     return "out" if (label.isdigit() if numeric else label.isalpha()) else None
 
 
-def _phrase_slots(text: str, index: dict[str, int], options: Sequence[str] | None, *, numeric: bool,
-                  truncated: bool, skip: set[int], tiers: tuple[int, ...] = (_STRONG, _PLAIN)) -> Parse | None:
+def _phrase_slots(
+    text: str,
+    index: dict[str, int],
+    options: Sequence[str] | None,
+    *,
+    numeric: bool,
+    truncated: bool,
+    skip: set[int],
+    tiers: tuple[int, ...] = (_STRONG, _PLAIN),
+) -> Parse | None:
     found: dict[int, set[int]] = {}
     out_of_range = hedged = cut = False
     for tier, pattern in _PHRASES:
@@ -368,7 +450,7 @@ def _phrase_slots(text: str, index: dict[str, int], options: Sequence[str] | Non
         for match in pattern.finditer(text):
             if match.start("label") in skip:
                 continue  # a label of a copied option list
-            after = text[match.end():]
+            after = text[match.end() :]
             slot = _label_of(match.group("label"), after, index, numeric=numeric)
             if slot is None:
                 continue
@@ -387,8 +469,9 @@ def _phrase_slots(text: str, index: dict[str, int], options: Sequence[str] | Non
     return verdict
 
 
-def _boxed_slots(text: str, index: dict[str, int], options: Sequence[str] | None, *, numeric: bool,
-                 truncated: bool, skip: set[int]) -> Parse | None:
+def _boxed_slots(
+    text: str, index: dict[str, int], options: Sequence[str] | None, *, numeric: bool, truncated: bool, skip: set[int]
+) -> Parse | None:
     """`\\boxed{B}`, `$\\boxed{\\text{C}}$`, `\\boxed{(B) Paris}`, `\\boxed{Paris}`."""
     found: set[int] = set()
     out_of_range = hedged = False
@@ -400,8 +483,8 @@ def _boxed_slots(text: str, index: dict[str, int], options: Sequence[str] | None
         head = re.match(r"^[\(\[\*\s]*(?P<label>[A-Za-z]|\d{1,2})(?![\w'’])[\)\]\.\:\*]*", inner)
         slot = None
         if head:
-            slot = _label_of(head.group("label"), inner[head.end():], index, numeric=numeric)
-            hedged |= isinstance(slot, int) and _hedged(inner[head.end():], index, slot)  # \boxed{A, C}
+            slot = _label_of(head.group("label"), inner[head.end() :], index, numeric=numeric)
+            hedged |= isinstance(slot, int) and _hedged(inner[head.end() :], index, slot)  # \boxed{A, C}
         if slot is None and options:
             texts = [s for s, o in enumerate(options) if _normalise(o) and _normalise(o) == _normalise(inner)]
             slot = texts[0] if len(texts) == 1 else None
@@ -422,8 +505,11 @@ def _option_text_slot(text: str, lines: Sequence[str], options: Sequence[str], *
     first = lines[0].strip()
     candidates = [first, first.split(". ")[0], _ANSWER_PREFIX.sub("", first.strip(_DECOR + " "))]
     candidates += [_TEXT_SUFFIX.sub("", c) for c in list(candidates)]
-    for match in re.finditer(r"(?i)\b(?:the\s+)?(?:final\s+|correct\s+|right\s+)?answer\s*(?:is|would\s+be|:)\s*"
-                             r"(?:option\s+)?([^\n]+)", text):
+    for match in re.finditer(
+        r"(?i)\b(?:the\s+)?(?:final\s+|correct\s+|right\s+)?answer\s*(?:is|would\s+be|:)\s*"
+        r"(?:option\s+)?([^\n]+)",
+        text,
+    ):
         candidates += [match.group(1), match.group(1).split(". ")[0]]
     sentence = first.split(". ")[0]
     said = re.search(r"(?i)\b(?:is|are|was|it's|it’s)\s+([^.;,!?]+)[.!]?$", sentence)

@@ -13,11 +13,13 @@ A. 4
 B. 3
 Answer:
 """
+
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
@@ -44,7 +46,9 @@ def labels_for(n: int, style: str) -> tuple[str, ...]:
     (('A', 'B', 'C', 'D'), ('1', '2', '3'))
     """
     if not isinstance(style, str) or style not in LABEL_STYLES:
-        raise UserError(f"prompt.label_style={style!r} is not one of {', '.join(map(repr, LABEL_STYLES))}: set prompt.label_style")
+        raise UserError(
+            f"prompt.label_style={style!r} is not one of {', '.join(map(repr, LABEL_STYLES))}: set prompt.label_style"
+        )
     alphabet, _ = LABEL_STYLES[style]
     if alphabet == "numbers":
         return tuple(str(i) for i in range(1, n + 1))
@@ -76,16 +80,30 @@ class PromptTemplate:
         labels_for(1, self.label_style)
         _check_fields(self.template, "prompt.template", allowed=TEMPLATE_FIELDS, required=REQUIRED_FIELDS)
         if self.fewshot_template is not None:
-            _check_fields(self.fewshot_template, "prompt.fewshot_template", allowed=FEWSHOT_FIELDS,
-                          required=(*REQUIRED_FIELDS, "answer"))
-        _check_fields(self.cloze_template, "prompt.cloze_template", allowed=TEMPLATE_FIELDS,
-                      required=(("question", "context"),))
-        _check_fields(self.cloze_fewshot_template, "prompt.cloze_fewshot_template", allowed=FEWSHOT_FIELDS,
-                      required=(("question", "context"), "answer"))
-        _check_fields(self.cloze_shown_template, "prompt.cloze_shown_template", allowed=TEMPLATE_FIELDS,
-                      required=REQUIRED_FIELDS)
-        _check_fields(self.cloze_shown_fewshot_template, "prompt.cloze_shown_fewshot_template",
-                      allowed=FEWSHOT_FIELDS, required=(*REQUIRED_FIELDS, "answer"))
+            _check_fields(
+                self.fewshot_template,
+                "prompt.fewshot_template",
+                allowed=FEWSHOT_FIELDS,
+                required=(*REQUIRED_FIELDS, "answer"),
+            )
+        _check_fields(
+            self.cloze_template, "prompt.cloze_template", allowed=TEMPLATE_FIELDS, required=(("question", "context"),)
+        )
+        _check_fields(
+            self.cloze_fewshot_template,
+            "prompt.cloze_fewshot_template",
+            allowed=FEWSHOT_FIELDS,
+            required=(("question", "context"), "answer"),
+        )
+        _check_fields(
+            self.cloze_shown_template, "prompt.cloze_shown_template", allowed=TEMPLATE_FIELDS, required=REQUIRED_FIELDS
+        )
+        _check_fields(
+            self.cloze_shown_fewshot_template,
+            "prompt.cloze_shown_fewshot_template",
+            allowed=FEWSHOT_FIELDS,
+            required=(*REQUIRED_FIELDS, "answer"),
+        )
 
     def texts_for(self, scoring: str) -> tuple[str, str | None]:
         """(prompt template, solved-example template) that `scoring` sends: cloze modes have their own."""
@@ -96,7 +114,7 @@ class PromptTemplate:
         return self.template, self.fewshot_template
 
     @classmethod
-    def from_config(cls, node: Mapping[str, Any]) -> "PromptTemplate":
+    def from_config(cls, node: Mapping[str, Any]) -> PromptTemplate:
         """Build from the `prompt` config node (a dict or an OmegaConf DictConfig)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(node) - known)
@@ -111,8 +129,14 @@ class PromptTemplate:
         return cls(**values)
 
 
-def render(template: PromptTemplate, question: Question, variant: Variant, *,
-           fewshot: Sequence[tuple[Question, Variant]] = (), scoring: str = "generate") -> str:
+def render(
+    template: PromptTemplate,
+    question: Question,
+    variant: Variant,
+    *,
+    fewshot: Sequence[tuple[Question, Variant]] = (),
+    scoring: str = "generate",
+) -> str:
     """The prompt for `variant` of `question`, after the solved `fewshot` examples (each rendered with its variant).
 
     Under `scoring="cloze"` the prompt is the cloze template: the options are not shown (they are scored as
@@ -127,7 +151,9 @@ def render(template: PromptTemplate, question: Question, variant: Variant, *,
         raise UserError(f"prompt {template.name!r} has no {{fewshot}} field: add it to prompt.template or use 0 shots")
 
     def answer(v: Variant) -> str:
-        return v.option_texts[v.correct_slot] if cloze else labels_for(v.n_options, template.label_style)[v.correct_slot]
+        return (
+            v.option_texts[v.correct_slot] if cloze else labels_for(v.n_options, template.label_style)[v.correct_slot]
+        )
 
     examples = "".join(example.format(**_fields(template, q, v), answer=answer(v)) for q, v in fewshot)
     return body.format(**_fields(template, question, variant), fewshot=examples)
@@ -141,7 +167,9 @@ def _fields(template: PromptTemplate, question: Question, variant: Variant) -> d
         "question": question.question,
         "choices": "\n".join(line.format(label=label, text=text) for label, text in zip(labels, variant.option_texts)),
         # "ABCD" as the CoRA prompt writes letters; numbers joined with commas, so that 1..10 read as ten labels
-        "letters": "".join(labels) if all(label.isalpha() and len(label) == 1 for label in labels) else ", ".join(labels),
+        "letters": "".join(labels)
+        if all(label.isalpha() and len(label) == 1 for label in labels)
+        else ", ".join(labels),
         "subject": subject,
         "n_options": variant.n_options,
         "context": question.metadata.get("context", question.question),
@@ -153,7 +181,9 @@ def _check_fields(text: str, key: str, *, allowed: frozenset[str], required: Seq
     try:
         names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError as err:
-        raise UserError(f"{key} is not a valid str.format template ({err}); write literal braces as {{{{ }}}}") from None
+        raise UserError(
+            f"{key} is not a valid str.format template ({err}); write literal braces as {{{{ }}}}"
+        ) from None
     bad = sorted(name for name in names if name not in allowed)
     if bad:
         raise UserError(f"{key} uses unknown field {{{bad[0]}}}; the fields are {', '.join(sorted(allowed))}")

@@ -1,11 +1,13 @@
 """The one question type every benchmark loader produces, and the random stream of each question (`rng_for`)."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,15 @@ def question_identity(question: Question) -> str:
     >>> question_identity(q) == question_identity(Question(id="q1", question="2+2?", options=("3", "4"), answer=0))
     False
     """
-    body = [question.id, question.question, list(question.options), question.answer, question.subject, question.split,
-            question.metadata]
+    body = [
+        question.id,
+        question.question,
+        list(question.options),
+        question.answer,
+        question.subject,
+        question.split,
+        question.metadata,
+    ]
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
 
 

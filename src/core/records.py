@@ -61,6 +61,7 @@ option, chosen_option the asked option on "Yes" and None on "No". multi_select: 
 joined ("A, C"), chosen_option None, correct only when exactly the right option is named.
 REVAS orders have variant_id "<prefix>_<j>", j = 0 their reference order (the first order shown).
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -82,12 +83,42 @@ NEAR_TIE_MARGIN = 1e-3
 SCORE_TOLERANCE = 1e-4
 RECORDS_FILE = "records.parquet"  # the artifact name; compare, assess and the misleading stage look for it
 COLUMNS = (
-    "run_id", "model", "benchmark", "variant_set", "question_id", "subject", "variant_kind", "variant_id",
-    "repetition", "temperature", "seed", "scoring", "n_options", "option_order", "correct_label",
-    "correct_option", "raw_output", "parsed_label", "chosen_option", "correct", "label_probs", "label_mass",
-    "option_loglik", "option_loglik_norm", "prompt_hash", "cache_hit",
-    "fmt", "variant_level", "perm_sets", "asked_option", "parsed_labels", "chosen_options", "answer_dist",
-    "parse_rule", "truncated", "decision_margin",
+    "run_id",
+    "model",
+    "benchmark",
+    "variant_set",
+    "question_id",
+    "subject",
+    "variant_kind",
+    "variant_id",
+    "repetition",
+    "temperature",
+    "seed",
+    "scoring",
+    "n_options",
+    "option_order",
+    "correct_label",
+    "correct_option",
+    "raw_output",
+    "parsed_label",
+    "chosen_option",
+    "correct",
+    "label_probs",
+    "label_mass",
+    "option_loglik",
+    "option_loglik_norm",
+    "prompt_hash",
+    "cache_hit",
+    "fmt",
+    "variant_level",
+    "perm_sets",
+    "asked_option",
+    "parsed_labels",
+    "chosen_options",
+    "answer_dist",
+    "parse_rule",
+    "truncated",
+    "decision_margin",
 )
 
 
@@ -154,18 +185,27 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
     except MlflowException:
         pass
     if not re.fullmatch(r"[0-9a-f]{%d,32}" % SHORT_ID_LENGTH, run_id):
-        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
-                        f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)")
+        raise UserError(
+            f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
+            f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)"
+        )
     experiments = [e.experiment_id for e in client.search_experiments()]
-    found = client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'",
-                               max_results=3) if experiments else []
+    found = (
+        client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'", max_results=3)
+        if experiments
+        else []
+    )
     if len(found) == 1:
         return found[0].info.run_id
     if not found:
-        raise UserError(f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
-                        f"give the id of a finished run (tracking.uri must point at its store)")
-    raise UserError(f"config key {key}: {run_id!r} is the start of several run ids at {tracking_uri} "
-                    f"({', '.join(r.info.run_id for r in found[:2])}, ...); give more characters")
+        raise UserError(
+            f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
+            f"give the id of a finished run (tracking.uri must point at its store)"
+        )
+    raise UserError(
+        f"config key {key}: {run_id!r} is the start of several run ids at {tracking_uri} "
+        f"({', '.join(r.info.run_id for r in found[:2])}, ...); give more characters"
+    )
 
 
 def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
@@ -180,6 +220,7 @@ def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> p
         try:
             path = client.download_artifacts(run_id, RECORDS_FILE, tmp)
         except (MlflowException, OSError):
-            raise UserError(f"config key {key}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run "
-                            f"that finished") from None
+            raise UserError(
+                f"config key {key}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run that finished"
+            ) from None
         return pd.read_parquet(path)

@@ -18,9 +18,11 @@ Traceback (most recent call last):
 ...
 src.common.errors.UserError: config keys scoring=cloze and variants=perm_cyclic: cloze scoring shows the model no options, so every order or option set of a question is the same prompt and the set's consistency metrics would be constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or variants=original
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from src.common.errors import UserError
 
@@ -65,17 +67,20 @@ def check_validity(*, scoring: str, variants: Mapping[str, Any], temperature: fl
             f"config keys scoring={scoring} and variants={name}: cloze scoring shows the model no options, so every "
             f"order or option set of a question is the same prompt and the set's consistency metrics would be "
             f"constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, "
-            f"or variants=original")
+            f"or variants=original"
+        )
     if scoring not in SAMPLING_MODES and temperature > 0:
         raise UserError(
             f"config keys scoring={scoring} and temperature={temperature}: {scoring} ranks option texts without "
             f"sampling, so the temperature would change nothing; set temperature=0, or scoring=logprob or generate "
-            f"to sample answers")
+            f"to sample answers"
+        )
     if repetitions > 1 and temperature <= 0:
         raise UserError(
             f"config keys repetitions={repetitions} and temperature={temperature}: greedy answers are one decode "
             f"copied to every repetition, so every question would be SURE by construction; set temperature>0 "
-            f"(with scoring=generate or logprob) or repetitions=1")
+            f"(with scoring=generate or logprob) or repetitions=1"
+        )
 
 
 def check_option_style(*, variants: Mapping[str, Any], benchmark: str, continuation: bool) -> None:
@@ -93,6 +98,7 @@ def check_option_style(*, variants: Mapping[str, Any], benchmark: str, continuat
     if continuation and name in STANDALONE_OPTION_SETS:
         raise UserError(
             f"config keys benchmark={benchmark} and variants={name}: the options of {benchmark} complete their context "
-            f"rather than answer a question, and {name} adds \"None of the above\", which completes no sentence, so "
+            f'rather than answer a question, and {name} adds "None of the above", which completes no sentence, so '
             f"its form would give the answer away; use a set without NOTA (original, perm_*, revas_reorder, "
-            f"revas_option_count, revas_true_false, revas_multi_select)")
+            f"revas_option_count, revas_true_false, revas_multi_select)"
+        )

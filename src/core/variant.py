@@ -1,6 +1,7 @@
 """The variant type: one displayed option list for a question, with its map back to the original options, and the
 vocabulary of its option slots (NOTA, FILLER) and answer labels (LETTERS, TF_LABELS). The generators of variant
 sets (src/variants) make these; prompts, answer formats, records and ingest read them."""
+
 from __future__ import annotations
 
 import string

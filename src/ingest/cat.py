@@ -21,16 +21,19 @@ label their parser read (the first alphanumeric character) and the raw text.
 - Question ids are `<benchmark>/<row number from 0>`, the ids this tool's MedQA loader gives the same questions
   (the released MedQA files keep the test file's order). The prompt is not in the file: `prompt_hash` is empty.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..backends.base import Request
+from src.answering.trials import Item
 from src.common.errors import UserError
 from src.core.questions import Question
-from src.answering.trials import Item
+
+from ..backends.base import Request
 from ..core.variant import NOTA, NOTA_TEXT, Variant
 from .common import Ingested, Trial, answer_of, is_missing, json_cell, table_rows
 
@@ -76,13 +79,25 @@ def _identity(texts: Sequence[str], shown: Sequence[str], place: str) -> tuple[i
         elif key.casefold() == NOTA_TEXT.casefold():
             order.append(NOTA)
         else:
-            raise UserError(f"{place}: shown option {str(text)[:60]!r} is none of the question's options; "
-                            "the answer list does not belong to this question")
+            raise UserError(
+                f"{place}: shown option {str(text)[:60]!r} is none of the question's options; "
+                "the answer list does not belong to this question"
+            )
     return tuple(order)
 
 
-def read_cat(file: Path, *, sets: Sequence[str], first: int | None, mode: str, model: str, benchmark: str,
-             temperature: float, seed: int, labels_from: str) -> Ingested:
+def read_cat(
+    file: Path,
+    *,
+    sets: Sequence[str],
+    first: int | None,
+    mode: str,
+    model: str,
+    benchmark: str,
+    temperature: float,
+    seed: int,
+    labels_from: str,
+) -> Ingested:
     if mode not in MODES:
         raise UserError(f"--as {mode}: choose one of {', '.join(MODES)}")
     if first is not None and first < 1:
@@ -95,36 +110,53 @@ def read_cat(file: Path, *, sets: Sequence[str], first: int | None, mode: str, m
         place = f"{place} (question {qid})"
         missing = [c for c in ("question", "answer", "options", "expanded_evaluation") if c not in row]
         if missing:
-            raise UserError(f"{place}: no column {', '.join(repr(c) for c in missing)}; a CoRA expanded-evaluation "
-                            "table has question, answer, options and expanded_evaluation")
+            raise UserError(
+                f"{place}: no column {', '.join(repr(c) for c in missing)}; a CoRA expanded-evaluation "
+                "table has question, answer, options and expanded_evaluation"
+            )
         if any(is_missing(row[c]) for c in ("answer", "options", "expanded_evaluation")):
             raise UserError(f"{place}: empty answer, options or expanded_evaluation cell; fix the row or drop it")
         _, texts = _options(row["options"], place)
         answer = [i for i, text in enumerate(texts) if _norm(text) == _norm(row["answer"])]
         if not answer:
             raise UserError(f"{place}: the answer {str(row['answer'])[:60]!r} is none of the options; fix the row")
-        question = Question(id=qid, question="" if is_missing(row["question"]) else str(row["question"]),
-                            options=tuple(texts), answer=answer[0])
+        question = Question(
+            id=qid,
+            question="" if is_missing(row["question"]) else str(row["question"]),
+            options=tuple(texts),
+            answer=answer[0],
+        )
         try:
-            lists = json.loads(row["expanded_evaluation"]) if isinstance(row["expanded_evaluation"], str) \
+            lists = (
+                json.loads(row["expanded_evaluation"])
+                if isinstance(row["expanded_evaluation"], str)
                 else row["expanded_evaluation"]
+            )
         except json.JSONDecodeError as err:
-            raise UserError(f"{place}: expanded_evaluation is not valid JSON ({err.msg} at column {err.colno}); "
-                            "fix the cell (a cell cut at the spreadsheet's 32,767-character limit?)") from None
+            raise UserError(
+                f"{place}: expanded_evaluation is not valid JSON ({err.msg} at column {err.colno}); "
+                "fix the cell (a cell cut at the spreadsheet's 32,767-character limit?)"
+            ) from None
         if not isinstance(lists, dict):
             raise UserError(f"{place}: expanded_evaluation is not a JSON object of answer lists; fix the cell")
         for name in sets:
             if name not in lists or not isinstance(lists[name], list):
-                raise UserError(f"{place}: expanded_evaluation has no list {name!r} (it has "
-                                f"{', '.join(sorted(lists)) or 'none'}); choose --set from those")
+                raise UserError(
+                    f"{place}: expanded_evaluation has no list {name!r} (it has "
+                    f"{', '.join(sorted(lists)) or 'none'}); choose --set from those"
+                )
             answers = lists[name]
             if first is not None and len(answers) < first:
-                raise UserError(f"{place}: list {name} has {len(answers)} answers, --first asks for {first}; "
-                                "lower --first")
+                raise UserError(
+                    f"{place}: list {name} has {len(answers)} answers, --first asks for {first}; lower --first"
+                )
             for i, entry in enumerate(answers[:first] if first is not None else answers):
                 where = f"{place} {name}[{i}]"
-                if not isinstance(entry, dict) or not isinstance(entry.get("choices"), dict) \
-                        or "correct_choice" not in entry:
+                if (
+                    not isinstance(entry, dict)
+                    or not isinstance(entry.get("choices"), dict)
+                    or "correct_choice" not in entry
+                ):
                     raise UserError(f"{where}: an answer needs choices (label -> text) and correct_choice; fix it")
                 if "output" not in entry and "model_choice" not in entry:
                     raise UserError(f"{where}: the answer has neither output nor model_choice: no answer to ingest")
@@ -133,12 +165,16 @@ def read_cat(file: Path, *, sets: Sequence[str], first: int | None, mode: str, m
                 order = _identity(texts, shown, where)
                 correct = str(entry["correct_choice"]).strip()
                 if correct not in labels:
-                    raise UserError(f"{where}: correct_choice {correct!r} is not one of the labels shown "
-                                    f"({', '.join(labels)}); fix the answer")
+                    raise UserError(
+                        f"{where}: correct_choice {correct!r} is not one of the labels shown "
+                        f"({', '.join(labels)}); fix the answer"
+                    )
                 slot = labels.index(correct)
                 if order[slot] != question.answer:
-                    raise UserError(f"{where}: correct_choice {correct} shows {shown[slot][:60]!r}, not the answer "
-                                    f"{str(row['answer'])[:60]!r}; fix the answer")
+                    raise UserError(
+                        f"{where}: correct_choice {correct} shows {shown[slot][:60]!r}, not the answer "
+                        f"{str(row['answer'])[:60]!r}; fix the answer"
+                    )
                 kind = KINDS.get(name, name)
                 if kind == "original" and order != tuple(range(len(texts))):
                     kind = "shuffled"  # a standard list whose order is not the file's: not the original order
@@ -147,29 +183,55 @@ def read_cat(file: Path, *, sets: Sequence[str], first: int | None, mode: str, m
                 else:
                     variant_id = "original" if kind == "original" and i == 0 else f"{kind}_{i}"
                     repetition = 0
-                variant = Variant(question_id=qid, kind=kind, variant_id=variant_id, option_order=order,
-                                  option_texts=shown, correct_slot=slot)
-                request = Request(prompt="", labels=labels, options=shown, seed=0, correct_slot=slot,
-                                  key=f"{qid}/{variant_id}")
-                ans = answer_of("mcq", labels, shown, raw=entry.get("output"), label=entry.get("model_choice"),
-                                labels_from=labels_from)
+                variant = Variant(
+                    question_id=qid,
+                    kind=kind,
+                    variant_id=variant_id,
+                    option_order=order,
+                    option_texts=shown,
+                    correct_slot=slot,
+                )
+                request = Request(
+                    prompt="", labels=labels, options=shown, seed=0, correct_slot=slot, key=f"{qid}/{variant_id}"
+                )
+                ans = answer_of(
+                    "mcq",
+                    labels,
+                    shown,
+                    raw=entry.get("output"),
+                    label=entry.get("model_choice"),
+                    labels_from=labels_from,
+                )
                 if labels_from == "raw" and entry.get("output") is not None:
                     parsed += 1
                     theirs = str(entry.get("model_choice") or "").strip()
                     ours = labels[ans.slot] if ans.slot is not None else ""
                     if ours != (theirs if theirs in labels else ""):
                         differ += 1
-                        example = example or f"{str(entry.get('output'))[:40]!r}: file {theirs or 'none'}, ours " \
-                                             f"{ours or 'INVALID'} ({ans.parse_rule})"
+                        example = (
+                            example
+                            or f"{str(entry.get('output'))[:40]!r}: file {theirs or 'none'}, ours "
+                            f"{ours or 'INVALID'} ({ans.parse_rule})"
+                        )
                 trials.append(Trial(Item(question, variant, request), ans, repetition))
     if not trials:
         raise UserError(f"{file}: no rows; a CoRA expanded-evaluation table has one row per question")
     notes = []
     if parsed:
-        notes.append(f"re-parsed {parsed} raw answers with this tool's parser; {differ} read differently from the "
-                     f"file's model_choice" + (f", e.g. {example}" if example else ""))
+        notes.append(
+            f"re-parsed {parsed} raw answers with this tool's parser; {differ} read differently from the "
+            f"file's model_choice" + (f", e.g. {example}" if example else "")
+        )
     variant_set = "original" if list(sets) == ["standard_MC"] else "cat:" + ",".join(sets)
-    return Ingested(trials=trials, run_info={"model": model, "benchmark": benchmark, "variant_set": variant_set,
-                                             "temperature": float(temperature), "seed": int(seed),
-                                             "scoring": "generate"},
-                    notes=notes)
+    return Ingested(
+        trials=trials,
+        run_info={
+            "model": model,
+            "benchmark": benchmark,
+            "variant_set": variant_set,
+            "temperature": float(temperature),
+            "seed": int(seed),
+            "scoring": "generate",
+        },
+        notes=notes,
+    )

@@ -2,22 +2,25 @@
 elsewhere into this tool's `Answer` (re-parsed with our parser when the raw text is there), and building the
 records table with `src.answering.trials.to_records`, the function a native run builds its records with.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 
-from ..answer_formats import FORMATS
-from ..benchmarks.files import iter_table_records, plain  # noqa: F401 - used here and by the format modules
+from src.answering.trials import Answer, Item, to_records
 from src.common.errors import UserError
 from src.core.records import COLUMNS
-from src.answering.trials import Answer, Item, to_records
+
+from ..answer_formats import FORMATS
+from ..benchmarks.files import iter_table_records, plain  # noqa: F401 - used here and by the format modules
 
 SOURCE_LABEL = "source_label"  # parse_rule of an answer whose label the file gave (--labels-from source)
 INVALID_SOURCE_LABEL = "invalid_source_label"  # the file's label is empty or not one of the labels shown
@@ -86,13 +89,22 @@ def json_cell(value: Any, place: str, column: str) -> Any:
                 try:
                     return ast.literal_eval(text)  # a Python literal, as pandas writes dicts into CSV/xlsx
                 except (ValueError, SyntaxError):
-                    raise UserError(f"{place}: column {column!r} is not valid JSON ({text[:60]!r}); fix the cell") \
-                        from None
+                    raise UserError(
+                        f"{place}: column {column!r} is not valid JSON ({text[:60]!r}); fix the cell"
+                    ) from None
     return plain(value)
 
 
-def answer_of(fmt: str, labels: Sequence[str], options: Sequence[str], *, raw: Any = None, label: Any = None,
-              truncated: bool | None = None, labels_from: str = "raw") -> Answer:
+def answer_of(
+    fmt: str,
+    labels: Sequence[str],
+    options: Sequence[str],
+    *,
+    raw: Any = None,
+    label: Any = None,
+    truncated: bool | None = None,
+    labels_from: str = "raw",
+) -> Answer:
     """The `Answer` of one trial answered elsewhere.
 
     With raw text (and `labels_from="raw"`), the text is parsed by the format's parser, as a native run parses
@@ -103,7 +115,9 @@ def answer_of(fmt: str, labels: Sequence[str], options: Sequence[str], *, raw: A
     (1, 'invalid_source_label')
     """
     form = FORMATS[fmt]
-    has_raw = raw is not None and not (isinstance(raw, float) and math.isnan(raw)) and raw is not pd.NA  # "" is an answer
+    has_raw = (
+        raw is not None and not (isinstance(raw, float) and math.isnan(raw)) and raw is not pd.NA
+    )  # "" is an answer
     if has_raw and (labels_from == "raw" or is_missing(label)):
         parse = form.parse(str(raw), labels, options, truncated=bool(truncated))
         return Answer(str(raw), parse.slot, slots=parse.slots, parse_rule=parse.rule, truncated=truncated)
@@ -111,11 +125,16 @@ def answer_of(fmt: str, labels: Sequence[str], options: Sequence[str], *, raw: A
     if fmt == "multi_select":  # a set of labels, "A, C": read as a label list
         parse = form.parse(text, labels, options)
         rule = SOURCE_LABEL if parse.slots is not None else INVALID_SOURCE_LABEL
-        return Answer(str(raw) if has_raw else text, parse.slot, slots=parse.slots, parse_rule=rule,
-                      truncated=truncated)
+        return Answer(
+            str(raw) if has_raw else text, parse.slot, slots=parse.slots, parse_rule=rule, truncated=truncated
+        )
     slot = list(labels).index(text) if text in labels else None
-    return Answer(str(raw) if has_raw else text, slot, parse_rule=SOURCE_LABEL if slot is not None else INVALID_SOURCE_LABEL,
-                  truncated=truncated)
+    return Answer(
+        str(raw) if has_raw else text,
+        slot,
+        parse_rule=SOURCE_LABEL if slot is not None else INVALID_SOURCE_LABEL,
+        truncated=truncated,
+    )
 
 
 def build_records(ingested: Ingested, *, run_id: str) -> pd.DataFrame:
@@ -125,14 +144,20 @@ def build_records(ingested: Ingested, *, run_id: str) -> pd.DataFrame:
     first: dict[tuple[str, str], int] = {}
     for t in ingested.trials:
         first.setdefault((t.item.question.id, t.item.variant.variant_id), len(first))
-    trials = sorted(ingested.trials, key=lambda t: (first[(t.item.question.id, t.item.variant.variant_id)],
-                                                    t.repetition))
-    records = to_records([t.item for t in trials], [[replace(t.answer, cache_hit=False)] for t in trials],
-                         run_info={"run_id": run_id, **ingested.run_info})
+    trials = sorted(
+        ingested.trials, key=lambda t: (first[(t.item.question.id, t.item.variant.variant_id)], t.repetition)
+    )
+    records = to_records(
+        [t.item for t in trials],
+        [[replace(t.answer, cache_hit=False)] for t in trials],
+        run_info={"run_id": run_id, **ingested.run_info},
+    )
     records["repetition"] = pd.Series([t.repetition for t in trials], dtype="int64")
     # a source without prompts (the CoRA tables) leaves prompt_hash empty, or gives the hash it knows
-    records["prompt_hash"] = [t.prompt_hash if t.prompt_hash is not None else (h if t.item.request.prompt else None)
-                              for t, h in zip(trials, records["prompt_hash"])]
+    records["prompt_hash"] = [
+        t.prompt_hash if t.prompt_hash is not None else (h if t.item.request.prompt else None)
+        for t, h in zip(trials, records["prompt_hash"])
+    ]
     return records[list(COLUMNS)]
 
 
@@ -143,5 +168,7 @@ def check_repetitions(trials: Sequence[Trial], place: str) -> None:
         seen.setdefault((t.item.question.id, t.item.variant.variant_id), []).append(t.repetition)
     for (qid, vid), reps in seen.items():
         if sorted(reps) != list(range(len(reps))):
-            raise UserError(f"{place} (question {qid}, variant {vid}): repetitions {sorted(reps)[:12]} are not 0..{len(reps) - 1} "
-                            "each once; number each trial's repetition from 0 without gaps or duplicates")
+            raise UserError(
+                f"{place} (question {qid}, variant {vid}): repetitions {sorted(reps)[:12]} are not 0..{len(reps) - 1} "
+                "each once; number each trial's repetition from 0 without gaps or duplicates"
+            )

@@ -29,18 +29,20 @@ A batch output file (OpenAI Batch API, `vllm run-batch`) holds one JSON object p
 choice for several rows (a greedy answer asked once) is copied to each, as a native run copies its greedy
 answer to every repetition.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
+from src.answering.trials import Item
+from src.common.errors import UserError
+from src.core.questions import Question
+
 from ..answer_formats import FORMATS, FormatRequest
 from ..backends.base import Request
 from ..benchmarks.files import iter_jsonl, read_text
-from src.common.errors import UserError
-from src.core.questions import Question
-from src.answering.trials import Item
 from ..core.variant import LETTERS, TF_LABELS, Variant
 from .common import Ingested, Trial, answer_of, is_missing, json_cell, plain, table_rows
 
@@ -86,8 +88,10 @@ def read_batch_output(file: Path) -> dict[str, list[tuple[str, bool | None]]]:
         if is_missing(custom_id):
             raise UserError(f"{place}: no custom_id; a batch output line names the request it answers")
         if record.get("error"):
-            raise UserError(f"{place} (request {custom_id}): the request failed ({str(record['error'])[:100]}); "
-                            "ask it again and merge the answer, or drop its rows")
+            raise UserError(
+                f"{place} (request {custom_id}): the request failed ({str(record['error'])[:100]}); "
+                "ask it again and merge the answer, or drop its rows"
+            )
         body = (record.get("response") or {}).get("body") or {}
         status = (record.get("response") or {}).get("status_code", 200)
         choices = body.get("choices")
@@ -98,8 +102,12 @@ def read_batch_output(file: Path) -> dict[str, list[tuple[str, bool | None]]]:
             message = choice.get("message") or {}
             text = message.get("content") if "message" in choice else choice.get("text")
             reason = choice.get("finish_reason")
-            texts.append(("" if text is None else str(text),
-                          True if reason == "length" else False if reason in ("stop", "eos", "end_turn") else None))
+            texts.append(
+                (
+                    "" if text is None else str(text),
+                    True if reason == "length" else False if reason in ("stop", "eos", "end_turn") else None,
+                )
+            )
         if str(custom_id) in out:
             raise UserError(f"{place}: request {custom_id} is answered twice; keep one answer per custom_id")
         out[str(custom_id)] = texts
@@ -112,8 +120,10 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
         raise UserError(f"{file}: no rows; the generic format has one row per trial")
     missing = [c for c in REQUIRED if c not in rows[0][1]]
     if missing:
-        raise UserError(f"{rows[0][0]}: no column {', '.join(repr(c) for c in missing)}; the generic format needs "
-                        f"{', '.join(REQUIRED)} and raw_output or parsed_label (src/ingest/generic.py)")
+        raise UserError(
+            f"{rows[0][0]}: no column {', '.join(repr(c) for c in missing)}; the generic format needs "
+            f"{', '.join(REQUIRED)} and raw_output or parsed_label (src/ingest/generic.py)"
+        )
     batch = read_batch_output(answers) if answers is not None else None
     run: dict[str, Any] = {}
     for column in RUN_COLUMNS:  # one value per file, unless the command line gives it
@@ -122,11 +132,19 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
             continue
         values = {str(r[column]) for _, r in rows if column in r and not is_missing(r[column])}
         if len(values) > 1:
-            raise UserError(f"{file}: column {column!r} takes {len(values)} values ({', '.join(sorted(values)[:3])}); "
-                            f"one run holds one {column}: split the file or give --{column.replace('_', '-')}")
+            raise UserError(
+                f"{file}: column {column!r} takes {len(values)} values ({', '.join(sorted(values)[:3])}); "
+                f"one run holds one {column}: split the file or give --{column.replace('_', '-')}"
+            )
         run[column] = values.pop() if values else None
-    defaults = {"model": None, "benchmark": None, "variant_set": "original", "temperature": 0.0, "seed": 0,
-                "scoring": "generate"}
+    defaults = {
+        "model": None,
+        "benchmark": None,
+        "variant_set": "original",
+        "temperature": 0.0,
+        "seed": 0,
+        "scoring": "generate",
+    }
     for column in ("model", "benchmark"):
         if run[column] is None:
             raise UserError(f"{file}: no {column} column; give --{column} NAME")
@@ -143,22 +161,29 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
         fmt = "mcq" if is_missing(row.get("fmt")) else str(row["fmt"]).strip()
         if fmt not in FORMATS:
             raise UserError(f"{place}: fmt {fmt!r} is not an answer format; use one of {', '.join(FORMATS)}")
-        order = tuple(_int_or_none(v, place, "option_order") for v in _list(row.get("option_order"), place,
-                                                                             "option_order") or [])
+        order = tuple(
+            _int_or_none(v, place, "option_order") for v in _list(row.get("option_order"), place, "option_order") or []
+        )
         if not order or any(v is None for v in order):
             raise UserError(f"{place}: option_order is empty; give the original option index shown in each slot")
         labels = _list(row.get("labels"), place, "labels")
-        labels = tuple(str(x) for x in labels) if labels else (TF_LABELS if fmt == "true_false"
-                                                               else tuple(LETTERS[:len(order)]))
+        labels = (
+            tuple(str(x) for x in labels)
+            if labels
+            else (TF_LABELS if fmt == "true_false" else tuple(LETTERS[: len(order)]))
+        )
         options = _list(row.get("options"), place, "options")
         texts = tuple(str(x) for x in options) if options else ("",) * len(order)
         if fmt != "true_false" and (len(labels) != len(order) or len(texts) != len(order)):
-            raise UserError(f"{place}: {len(order)} slots in option_order but {len(labels)} labels and {len(texts)} "
-                            "options; give one label and one text per shown option")
+            raise UserError(
+                f"{place}: {len(order)} slots in option_order but {len(labels)} labels and {len(texts)} "
+                "options; give one label and one text per shown option"
+            )
         correct_label = str(row.get("correct_label", "")).strip()
         if correct_label not in labels:
-            raise UserError(f"{place}: correct_label {correct_label!r} is not one of the labels {', '.join(labels)}; "
-                            "fix the row")
+            raise UserError(
+                f"{place}: correct_label {correct_label!r} is not one of the labels {', '.join(labels)}; fix the row"
+            )
         slot = labels.index(correct_label)
         correct_option = _int_or_none(row.get("correct_option"), place, "correct_option")
         if correct_option is None:
@@ -167,19 +192,41 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
             correct_option = order[slot]
         kind = row.get("variant_kind")
         kind = ("original" if order == tuple(range(len(order))) else "shuffled") if is_missing(kind) else str(kind)
-        memberships = tuple((name, int(pos)) for name, _, pos in
-                            (str(m).rpartition(":") for m in (_list(row.get("perm_sets"), place, "perm_sets") or [])))
-        variant = Variant(question_id=qid, kind=kind, variant_id=vid, option_order=order, option_texts=texts,
-                          correct_slot=slot, fmt=fmt, level=_int_or_none(row.get("variant_level"), place, "variant_level"),
-                          memberships=memberships,
-                          asked_option=_int_or_none(row.get("asked_option"), place, "asked_option"))
+        memberships = tuple(
+            (name, int(pos))
+            for name, _, pos in (
+                str(m).rpartition(":") for m in (_list(row.get("perm_sets"), place, "perm_sets") or [])
+            )
+        )
+        variant = Variant(
+            question_id=qid,
+            kind=kind,
+            variant_id=vid,
+            option_order=order,
+            option_texts=texts,
+            correct_slot=slot,
+            fmt=fmt,
+            level=_int_or_none(row.get("variant_level"), place, "variant_level"),
+            memberships=memberships,
+            asked_option=_int_or_none(row.get("asked_option"), place, "asked_option"),
+        )
         subject = None if is_missing(row.get("subject")) else str(row["subject"])
-        question = Question(id=qid, question="" if is_missing(row.get("question")) else str(row["question"]),
-                            options=(), answer=correct_option, subject=subject)
+        question = Question(
+            id=qid,
+            question="" if is_missing(row.get("question")) else str(row["question"]),
+            options=(),
+            answer=correct_option,
+            subject=subject,
+        )
         prompt = "" if is_missing(row.get("prompt")) else str(row["prompt"])
-        fields = dict(prompt=prompt, labels=labels, options=FORMATS[fmt].options(variant),
-                      seed=_int_or_none(row.get("trial_seed"), place, "trial_seed") or 0, correct_slot=slot,
-                      key=f"{qid}/{vid}")
+        fields = dict(
+            prompt=prompt,
+            labels=labels,
+            options=FORMATS[fmt].options(variant),
+            seed=_int_or_none(row.get("trial_seed"), place, "trial_seed") or 0,
+            correct_slot=slot,
+            key=f"{qid}/{vid}",
+        )
         request = Request(**fields) if fmt == "mcq" else FormatRequest(**fields, fmt=fmt)
         repetition = _int_or_none(row.get("repetition"), place, "repetition") or 0
         item = Item(question, variant, request)
@@ -194,42 +241,84 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
         raw = row.get("raw_output")
         if is_missing(raw) and is_missing(row.get("parsed_label")):
             if "raw_output" not in row:
-                raise UserError(f"{place}: neither raw_output nor parsed_label; every row needs the model's answer "
-                                "(or give the batch output file with --answers)")
+                raise UserError(
+                    f"{place}: neither raw_output nor parsed_label; every row needs the model's answer "
+                    "(or give the batch output file with --answers)"
+                )
             raw = ""  # an empty answer: INVALID (invalid_empty)
         elif is_missing(raw):
             raw = None  # an empty CSV cell beside a label: the label is the answer
-        trials.append(Trial(item, answer_of(fmt, labels, request.options, raw=raw,
-                                            label=row.get("parsed_label"), truncated=_bool_or_none(row.get("truncated")),
-                                            labels_from=labels_from), repetition, given_hash))
+        trials.append(
+            Trial(
+                item,
+                answer_of(
+                    fmt,
+                    labels,
+                    request.options,
+                    raw=raw,
+                    label=row.get("parsed_label"),
+                    truncated=_bool_or_none(row.get("truncated")),
+                    labels_from=labels_from,
+                ),
+                repetition,
+                given_hash,
+            )
+        )
     if batch is not None:
         for custom_id, members in by_id.items():
             if custom_id not in batch:
-                raise UserError(f"{answers}: no answer to request {custom_id} ({len(by_id) - len(set(by_id) & set(batch))} "
-                                f"of {len(by_id)} requests unanswered); run the missing requests and add their lines")
+                raise UserError(
+                    f"{answers}: no answer to request {custom_id} ({len(by_id) - len(set(by_id) & set(batch))} "
+                    f"of {len(by_id)} requests unanswered); run the missing requests and add their lines"
+                )
             texts = batch[custom_id]
             members = sorted(members, key=lambda m: trials[m[0]].repetition)
             if len(texts) not in (1, len(members)):
-                raise UserError(f"{answers}: request {custom_id} has {len(texts)} choices for {len(members)} rows; "
-                                "give one choice per repetition (or one for all)")
+                raise UserError(
+                    f"{answers}: request {custom_id} has {len(texts)} choices for {len(members)} rows; "
+                    "give one choice per repetition (or one for all)"
+                )
             for k, (index, _) in enumerate(members):
                 text, truncated = texts[k if len(texts) > 1 else 0]
                 t = trials[index]
                 fmt = t.item.variant.fmt
-                trials[index] = Trial(t.item, answer_of(fmt, t.item.request.labels, t.item.request.options, raw=text,
-                                                        truncated=truncated, labels_from="raw"),
-                                      t.repetition, t.prompt_hash)
+                trials[index] = Trial(
+                    t.item,
+                    answer_of(
+                        fmt,
+                        t.item.request.labels,
+                        t.item.request.options,
+                        raw=text,
+                        truncated=truncated,
+                        labels_from="raw",
+                    ),
+                    t.repetition,
+                    t.prompt_hash,
+                )
     tags = {}
     hashes = {str(r["template_hash"]) for _, r in rows if not is_missing(r.get("template_hash"))}
     if len(hashes) == 1:
         tags["prompt_hash"] = hashes.pop()
     params = {}
-    for column, key in (("prompt_name", "prompt.name"), ("fewshot", "fewshot"), ("repetitions", "repetitions"),
-                        ("limit", "limit")):
+    for column, key in (
+        ("prompt_name", "prompt.name"),
+        ("fewshot", "fewshot"),
+        ("repetitions", "repetitions"),
+        ("limit", "limit"),
+    ):
         values = {json.dumps(plain(r[column])) for _, r in rows if column in r and not is_missing(r[column])}
         if len(values) == 1:
             params[key] = json.loads(values.pop())
-    return Ingested(trials=trials, run_info={"model": run["model"], "benchmark": run["benchmark"],
-                                             "variant_set": run["variant_set"], "temperature": run["temperature"],
-                                             "seed": run["seed"], "scoring": run["scoring"]},
-                    params=params, tags=tags)
+    return Ingested(
+        trials=trials,
+        run_info={
+            "model": run["model"],
+            "benchmark": run["benchmark"],
+            "variant_set": run["variant_set"],
+            "temperature": run["temperature"],
+            "seed": run["seed"],
+            "scoring": run["scoring"],
+        },
+        params=params,
+        tags=tags,
+    )

@@ -15,18 +15,21 @@ different seeds) are its repetitions, in the order given, after each file's own 
 accuracy (`mcqa`) and, with more than one repetition, the repetition metrics. Question ids are
 `<task>/<doc_id>`; a run over several tasks (MMLU's subjects) gives each its task as subject.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+from src.answering.trials import Answer, Item, decision_margin
+from src.common.errors import UserError
+from src.core.questions import Question
 
 from ..backends.base import Request
 from ..benchmarks.files import iter_jsonl, read_text
-from src.common.errors import UserError
-from src.core.questions import Question
-from src.answering.trials import Answer, Item, decision_margin
 from ..core.variant import LETTERS, Variant
 from .common import Ingested, Trial, answer_of
 
@@ -44,8 +47,10 @@ def _arguments(sample: dict) -> list[list[Any]]:
     """The requests' arguments, from lm-eval's old list form or its newer {gen_args_i: {arg_j: ...}} form."""
     args = sample.get("arguments")
     if isinstance(args, dict):
-        return [[value for _, value in sorted(a.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))]
-                for _, a in sorted(args.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))]
+        return [
+            [value for _, value in sorted(a.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))]
+            for _, a in sorted(args.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))
+        ]
     return [list(a) if isinstance(a, (list, tuple)) else [a] for a in args or []]
 
 
@@ -60,12 +65,12 @@ def _doc_options(doc: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     for key in ("choices", "options", "endings"):
         value = doc.get(key)
         if isinstance(value, dict) and isinstance(value.get("text"), list):
-            labels = value.get("label") or list(LETTERS[:len(value["text"])])
+            labels = value.get("label") or list(LETTERS[: len(value["text"])])
             return tuple(str(x) for x in labels), tuple(str(x) for x in value["text"])
         if isinstance(value, dict) and value:
             return tuple(str(k) for k in value), tuple(str(v) for v in value.values())
         if isinstance(value, list) and value:
-            return tuple(LETTERS[:len(value)]), tuple(str(x) for x in value)
+            return tuple(LETTERS[: len(value)]), tuple(str(x) for x in value)
     return None
 
 
@@ -83,20 +88,25 @@ def _target_slot(target: Any, labels: Sequence[str], texts: Sequence[str], place
     for i, option in enumerate(texts):
         if " ".join(option.split()) == " ".join(text.split()):
             return i
-    raise UserError(f"{place}: target {text[:40]!r} is no option index, label or option text of the document; "
-                    "this task's target cannot be matched to an option")
+    raise UserError(
+        f"{place}: target {text[:40]!r} is no option index, label or option text of the document; "
+        "this task's target cannot be matched to an option"
+    )
 
 
 def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
     return " ".join(f"{lab}:{v:.4f}" for lab, v in zip(labels, values))
 
 
-def read_lm_eval(files: Sequence[Path], *, model: str, benchmark: str | None, temperature: float, seed: int,
-                 labels_from: str) -> Ingested:
+def read_lm_eval(
+    files: Sequence[Path], *, model: str, benchmark: str | None, temperature: float, seed: int, labels_from: str
+) -> Ingested:
     tasks = [task_of(f) for f in files]
     if benchmark is None and len(set(tasks)) > 1:
-        raise UserError(f"--benchmark: the files hold {len(set(tasks))} tasks ({', '.join(sorted(set(tasks))[:4])}); "
-                        "name the benchmark they make up")
+        raise UserError(
+            f"--benchmark: the files hold {len(set(tasks))} tasks ({', '.join(sorted(set(tasks))[:4])}); "
+            "name the benchmark they make up"
+        )
     benchmark = benchmark or tasks[0]
     repetition_base: dict[str, int] = {}
     trials: list[Trial] = []
@@ -118,14 +128,18 @@ def read_lm_eval(files: Sequence[Path], *, model: str, benchmark: str | None, te
                 conts = [str(a[1]) for a in args]
                 scores = [_float(r) for r in (sample.get("filtered_resps") or [r[0] for r in resps])]
                 if len(scores) != len(conts):
-                    raise UserError(f"{place}: {len(conts)} options but {len(scores)} log-likelihoods; the file is "
-                                    "damaged")
+                    raise UserError(
+                        f"{place}: {len(conts)} options but {len(scores)} log-likelihoods; the file is damaged"
+                    )
                 stripped = tuple(c.strip() for c in conts)
-                as_labels = stripped == tuple(LETTERS[:len(conts)]) or all(s.isdigit() for s in stripped)
-                labels = stripped if as_labels else tuple(LETTERS[:len(conts)])
+                as_labels = stripped == tuple(LETTERS[: len(conts)]) or all(s.isdigit() for s in stripped)
+                labels = stripped if as_labels else tuple(LETTERS[: len(conts)])
                 doc_options = _doc_options(sample.get("doc"))
-                texts = doc_options[1] if as_labels and doc_options and len(doc_options[1]) == len(conts) else \
-                    tuple(stripped)
+                texts = (
+                    doc_options[1]
+                    if as_labels and doc_options and len(doc_options[1]) == len(conts)
+                    else tuple(stripped)
+                )
                 slot = _target_slot(sample["target"], labels, texts, place)
                 best = max(range(len(scores)), key=scores.__getitem__)
                 if as_labels:
@@ -133,22 +147,39 @@ def read_lm_eval(files: Sequence[Path], *, model: str, benchmark: str | None, te
                     weights = [math.exp(s - top) for s in scores]
                     probs = tuple(w / sum(weights) for w in weights)
                     mass = min(1.0, sum(math.exp(s) for s in scores))
-                    answers = [Answer(_scores_text(labels, probs), best, probs, mass, parse_rule="logprob_argmax",
-                                      decision_margin=decision_margin(scores, best))]
+                    answers = [
+                        Answer(
+                            _scores_text(labels, probs),
+                            best,
+                            probs,
+                            mass,
+                            parse_rule="logprob_argmax",
+                            decision_margin=decision_margin(scores, best),
+                        )
+                    ]
                     scorings.add("logprob")
                 else:
                     norm = tuple(s / max(1, len(c.encode())) for s, c in zip(scores, conts))
-                    answers = [Answer(_scores_text(labels, scores), best, option_loglik=tuple(scores),
-                                      option_loglik_norm=norm, parse_rule="cloze_argmax",
-                                      decision_margin=decision_margin(scores, best))]
+                    answers = [
+                        Answer(
+                            _scores_text(labels, scores),
+                            best,
+                            option_loglik=tuple(scores),
+                            option_loglik_norm=norm,
+                            parse_rule="cloze_argmax",
+                            decision_margin=decision_margin(scores, best),
+                        )
+                    ]
                     scorings.add("cloze")
                 prompt = str(args[0][0])
             else:
                 found = _doc_options(sample.get("doc"))
                 if found is None:
-                    raise UserError(f"{place}: a generation task's document lists no options (choices, options or "
-                                    "endings), so its answers cannot be read as options; convert it to the generic "
-                                    "format")
+                    raise UserError(
+                        f"{place}: a generation task's document lists no options (choices, options or "
+                        "endings), so its answers cannot be read as options; convert it to the generic "
+                        "format"
+                    )
                 labels, texts = found
                 slot = _target_slot(sample["target"], labels, texts, place)
                 raw = resps[0] if resps and isinstance(resps[0], list) else resps
@@ -158,12 +189,25 @@ def read_lm_eval(files: Sequence[Path], *, model: str, benchmark: str | None, te
                 scorings.add("generate")
                 prompt = str(args[0][0]) if args and args[0] else ""
             order = tuple(range(len(labels)))
-            question = Question(id=qid, question="", options=tuple(texts), answer=slot,
-                                subject=task if subjects else None)
-            variant = Variant(question_id=qid, kind="original", variant_id="original", option_order=order,
-                              option_texts=tuple(texts), correct_slot=slot)
-            request = Request(prompt=prompt, labels=tuple(labels), options=tuple(texts), seed=0, correct_slot=slot,
-                              key=f"{qid}/original")
+            question = Question(
+                id=qid, question="", options=tuple(texts), answer=slot, subject=task if subjects else None
+            )
+            variant = Variant(
+                question_id=qid,
+                kind="original",
+                variant_id="original",
+                option_order=order,
+                option_texts=tuple(texts),
+                correct_slot=slot,
+            )
+            request = Request(
+                prompt=prompt,
+                labels=tuple(labels),
+                options=tuple(texts),
+                seed=0,
+                correct_slot=slot,
+                key=f"{qid}/original",
+            )
             for k, answer in enumerate(answers):
                 trials.append(Trial(Item(question, variant, request), answer, base + k))
             reps_here = max(reps_here, len(answers))
@@ -173,8 +217,16 @@ def read_lm_eval(files: Sequence[Path], *, model: str, benchmark: str | None, te
     if len(scorings) > 1:
         raise UserError(f"--path: the files mix {', '.join(sorted(scorings))} answers; ingest them as separate runs")
     repetitions = sorted(set(repetition_base.values()))
-    return Ingested(trials=trials, run_info={"model": model, "benchmark": benchmark, "variant_set": "original",
-                                             "temperature": float(temperature), "seed": int(seed),
-                                             "scoring": scorings.pop()},
-                    params={"repetitions": repetitions[-1], "prompt.name": "lm_eval"},
-                    notes=[f"{len(set(tasks))} task(s), {repetitions[-1]} repetition(s) per question"])
+    return Ingested(
+        trials=trials,
+        run_info={
+            "model": model,
+            "benchmark": benchmark,
+            "variant_set": "original",
+            "temperature": float(temperature),
+            "seed": int(seed),
+            "scoring": scorings.pop(),
+        },
+        params={"repetitions": repetitions[-1], "prompt.name": "lm_eval"},
+        notes=[f"{len(set(tasks))} task(s), {repetitions[-1]} repetition(s) per question"],
+    )

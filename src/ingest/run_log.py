@@ -5,21 +5,24 @@
 What differs is said in tags: `source=ingest`, `source_format`, `source_file` and `source_sha256` (the ingested
 file's sha256), `sure_rule`; `backend` names the source instead of a loaded model.
 """
+
 from __future__ import annotations
 
 import json
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
-from .common import Ingested, build_records
-from src.tracking import runs, store
 from src.core.records import write_records
+from src.tracking import runs, store
+
 from ..variants import REASONS as EXCLUSION_REASONS
+from .common import Ingested, build_records
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ def interval_options(seed: int) -> dict[str, Any]:
     import inspect
 
     from src.config import schema as config_schema  # local: loads hydra, omegaconf (slow import)
+
     from ..metrics import compute_metrics  # local: loads numpy (slow import)
 
     stats = getattr(config_schema, "StatsConfig", None)
@@ -44,16 +48,25 @@ def interval_options(seed: int) -> dict[str, Any]:
     return {"intervals": int(stats().bootstrap), "level": float(stats().level), "interval_seed": seed}
 
 
-def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure_rule: str,
-                 params: Mapping[str, Any], tags: Mapping[str, str], out_dir: str | Path | None = None,
-                 run_name: str | None = None) -> IngestResult:
+def log_ingested(
+    ingested: Ingested,
+    *,
+    tracking_uri: str,
+    experiment: str,
+    sure_rule: str,
+    params: Mapping[str, Any],
+    tags: Mapping[str, str],
+    out_dir: str | Path | None = None,
+    run_name: str | None = None,
+) -> IngestResult:
     """One MLflow run of the ingested trials; `params` are the flattened ingest options (logged as a native run
     logs its flattened config), `tags` what the source adds (`source_*`)."""
     import mlflow
     from omegaconf import OmegaConf
 
-    from ..metrics import compute_metrics  # local: loads numpy (slow import)
     from src.metrics.chance import chance_levels, chance_tags  # local: loads numpy (slow import)
+
+    from ..metrics import compute_metrics  # local: loads numpy (slow import)
 
     store.check_tracking(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
@@ -79,14 +92,26 @@ def log_ingested(ingested: Ingested, *, tracking_uri: str, experiment: str, sure
             (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
             (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(dict(params))))
             runs.log_run(
-                mlflow, params=dict(params), metrics=metrics,
-                tags={"model": str(info["model"]), "benchmark": str(info["benchmark"]),
-                      "variants": str(info["variant_set"]), "temperature": str(float(info["temperature"])),
-                      "scoring": str(info["scoring"]), "git_commit": runs.git_commit(),
-                      "sure_rule": sure_rule, **chance_tags(metrics), **ingested.tags, **dict(tags)},
-                artifacts_dir=artifacts)
-        return IngestResult(run_id=run.info.run_id, metrics=metrics, records=records,
-                            out_dir=None if own_dir else folder)
+                mlflow,
+                params=dict(params),
+                metrics=metrics,
+                tags={
+                    "model": str(info["model"]),
+                    "benchmark": str(info["benchmark"]),
+                    "variants": str(info["variant_set"]),
+                    "temperature": str(float(info["temperature"])),
+                    "scoring": str(info["scoring"]),
+                    "git_commit": runs.git_commit(),
+                    "sure_rule": sure_rule,
+                    **chance_tags(metrics),
+                    **ingested.tags,
+                    **dict(tags),
+                },
+                artifacts_dir=artifacts,
+            )
+        return IngestResult(
+            run_id=run.info.run_id, metrics=metrics, records=records, out_dir=None if own_dir else folder
+        )
     finally:
         if own_dir is not None:
             own_dir.cleanup()

@@ -5,6 +5,7 @@ plain function in its own module; this file only connects them. It reads nothing
 process's arguments, so tests and other programs call it in-process with a config from
 `src.config.schema.compose_job`; `python -m src.run` is the Hydra entry point around it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,27 +13,27 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.common.errors import UserError
-from src.config.schema import benchmark_label, check_config
-from src.backends import load_backend
-from src.benchmarks import continuation_style, describe_answer_slots, load_benchmark, load_fewshot_pool, task_tags
-from src.core.validity import check_option_style
-from src.core.fewshot import pick_fewshot
-from src.core.questions import benchmark_identity, question_identity
-from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
-from src.tracking import review, runs
-from src.backends.base import SamplingParams
 from src.answering.cache import open_cache
-from src.tracking.closing import headline_metrics, job_block
-from src.core.prompts import PromptTemplate
+from src.backends import load_backend
+from src.backends.base import SamplingParams
+from src.benchmarks import continuation_style, describe_answer_slots, load_benchmark, load_fewshot_pool, task_tags
+from src.common.errors import UserError
 from src.common.redact import redact
+from src.config.schema import benchmark_label, check_config
+from src.core.fewshot import pick_fewshot
+from src.core.prompts import PromptTemplate
+from src.core.questions import benchmark_identity, question_identity
+from src.core.validity import check_option_style
+from src.tracking import review, runs
+from src.tracking.closing import headline_metrics, job_block
+from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
 from src.variants.revas import wrong_answers
 
 log = logging.getLogger("src.job.runner")
@@ -83,9 +84,11 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
     if kept is not None and kept.identity == fresh.identity:
         return kept
     if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
-        print(f"warning: model {model_cfg.get('name')}: its weights changed since the previous job of this process "
-              f"({runs.short_hash(kept.identity)} -> {runs.short_hash(fresh.identity)}); this job uses the new ones",
-              file=sys.stderr)
+        print(
+            f"warning: model {model_cfg.get('name')}: its weights changed since the previous job of this process "
+            f"({runs.short_hash(kept.identity)} -> {runs.short_hash(fresh.identity)}); this job uses the new ones",
+            file=sys.stderr,
+        )
     _LOADED.clear()
     _LOADED[key] = fresh
     return fresh
@@ -105,8 +108,15 @@ def job_questions(cfg: DictConfig):
     """The questions a job of `cfg` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
     identity with a logged run's."""
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    return load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                          data_dir=cfg.data_dir, seed=cfg.seed, limit=cfg.limit, options=bench)
+    return load_benchmark(
+        bench.pop("name"),
+        path=bench.pop("path", None),
+        split=bench.pop("split", None),
+        data_dir=cfg.data_dir,
+        seed=cfg.seed,
+        limit=cfg.limit,
+        options=bench,
+    )
 
 
 def build_items(cfg: DictConfig, questions, template):
@@ -123,10 +133,14 @@ def plan_items(cfg: DictConfig, questions, template):
     # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
     seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
     bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
-    bench_options = {k: v for k, v in OmegaConf.to_container(cfg.benchmark, resolve=True).items()
-                     if k not in ("name", "path", "split")}
-    pool = lru_cache(maxsize=None)(lambda subject: tuple(load_fewshot_pool(
-        bench_name, data_dir=data_dir, subject=subject, options=bench_options)))
+    bench_options = {
+        k: v
+        for k, v in OmegaConf.to_container(cfg.benchmark, resolve=True).items()
+        if k not in ("name", "path", "split")
+    }
+    pool = lru_cache(maxsize=None)(
+        lambda subject: tuple(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=bench_options))
+    )
     evaluated = {q.id for q in questions}
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
@@ -135,11 +149,15 @@ def plan_items(cfg: DictConfig, questions, template):
 
         source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
         if not evaluated & set(source["question_id"].astype(str)):
-            raise UserError(f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
-                            f"{cfg.benchmark.name} questions; give a run on the same benchmark and limit")
+            raise UserError(
+                f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
+                f"{cfg.benchmark.name} questions; give a run on the same benchmark and limit"
+            )
         variant_cfg["source_answers"] = wrong_answers(source)
-        log.info("misleading replacement: %d of the source run's questions were answered wrong",
-                 len(variant_cfg["source_answers"]))
+        log.info(
+            "misleading replacement: %d of the source run's questions were answered wrong",
+            len(variant_cfg["source_answers"]),
+        )
     items, left_out = [], {}
     for q in questions:
         plan = plan_variants(variant_cfg, q, seed=seed, option_refs=option_refs)
@@ -152,8 +170,9 @@ def plan_items(cfg: DictConfig, questions, template):
         shot_pairs = [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]
         content = question_identity(q)  # in the cache key: a corrected question gets no old answer
         for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
-            request = FORMATS[v.fmt].request(template, q, v, seed=trial_seed(seed, q.id, v.variant_id),
-                                             fewshot=shot_pairs, scoring=scoring)
+            request = FORMATS[v.fmt].request(
+                template, q, v, seed=trial_seed(seed, q.id, v.variant_id), fewshot=shot_pairs, scoring=scoring
+            )
             items.append(Item(q, v, replace(request, data=content)))
     return items, left_out
 
@@ -162,10 +181,14 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
-    from src.metrics import compute_metrics, constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
-    from src.metrics.chance import chance_levels, chance_tags  # local: loads numpy, pandas (slow import)
-    from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
     from src.answering.trials import answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
+    from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
+    from src.metrics import (
+        compute_metrics,
+        constant_by_construction,
+        rws_st_string,
+    )  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_levels, chance_tags  # local: loads numpy, pandas (slow import)
 
     check_config(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
@@ -184,45 +207,94 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         if line:
             print(line, file=sys.stderr)
     elif cfg.resume:  # a rerun of an interrupted sweep skips the jobs that finished
-        log.info("already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash)
-        return JobResult(run_id=done.info.run_id, metrics=tracker.finished_metrics(done), out_dir=Path(out_dir),
-                         skipped=True, headline=headline_metrics(done.data.metrics), tracking_uri=tracker.uri,
-                         experiment=str(cfg.tracking.experiment))
+        log.info(
+            "already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash
+        )
+        return JobResult(
+            run_id=done.info.run_id,
+            metrics=tracker.finished_metrics(done),
+            out_dir=Path(out_dir),
+            skipped=True,
+            headline=headline_metrics(done.data.metrics),
+            tracking_uri=tracker.uri,
+            experiment=str(cfg.tracking.experiment),
+        )
     if cfg.resume:
         tracker.mark_interrupted()
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     # an lm-eval task's option style is known once its documents are read: refused here, before any compute
-    check_option_style(variants=OmegaConf.to_container(cfg.variants, resolve=True),
-                       benchmark=benchmark_label(cfg.benchmark),
-                       continuation=continuation_style(str(cfg.benchmark.name), questions))
+    check_option_style(
+        variants=OmegaConf.to_container(cfg.variants, resolve=True),
+        benchmark=benchmark_label(cfg.benchmark),
+        continuation=continuation_style(str(cfg.benchmark.name), questions),
+    )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     items, left_out = plan_items(cfg, questions, template)
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
     for reason, ids in sorted(left_out.items()):
-        log.info("option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s", cfg.option_refs, len(ids),
-                 cfg.variants.name, reason, ", ".join(ids[:3]))
+        log.info(
+            "option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s",
+            cfg.option_refs,
+            len(ids),
+            cfg.variants.name,
+            reason,
+            ", ".join(ids[:3]),
+        )
 
     cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
 
     # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
-    with contextlib.closing(cache) if cache is not None else contextlib.nullcontext(), \
-            tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id:
+    with (
+        contextlib.closing(cache) if cache is not None else contextlib.nullcontext(),
+        tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id,
+    ):
         start = time.perf_counter()
-        params = SamplingParams(n=cfg.repetitions, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-                                max_new_tokens=cfg.max_new_tokens)
-        adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (src/answering/adaptive.py)
-        answers = answer_items(backend, items, scoring=cfg.scoring, params=params,
-                               cloze_normalise=bool(cfg.cloze_normalise), cache=cache, adaptive=adaptive)
-        records = to_records(items, answers, run_info={
-            "run_id": run_id, "model": cfg.model.name, "benchmark": cfg.benchmark.name,
-            "variant_set": cfg.variants.name, "temperature": float(cfg.temperature), "seed": int(cfg.seed),
-            "scoring": cfg.scoring}, planned=int(cfg.repetitions) if adaptive else None)
-        sure_rule = str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))  # docs/metrics.md: answer | correctness
+        params = SamplingParams(
+            n=cfg.repetitions,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+        )
+        adaptive = bool(
+            cfg.get("adaptive", False)
+        )  # stop a prompt once its repetition cell is settled (src/answering/adaptive.py)
+        answers = answer_items(
+            backend,
+            items,
+            scoring=cfg.scoring,
+            params=params,
+            cloze_normalise=bool(cfg.cloze_normalise),
+            cache=cache,
+            adaptive=adaptive,
+        )
+        records = to_records(
+            items,
+            answers,
+            run_info={
+                "run_id": run_id,
+                "model": cfg.model.name,
+                "benchmark": cfg.benchmark.name,
+                "variant_set": cfg.variants.name,
+                "temperature": float(cfg.temperature),
+                "seed": int(cfg.seed),
+                "scoring": cfg.scoring,
+            },
+            planned=int(cfg.repetitions) if adaptive else None,
+        )
+        sure_rule = str(
+            OmegaConf.select(cfg, "metrics.sure_rule", default="answer")
+        )  # docs/metrics.md: answer | correctness
         stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
         pride_protocol = str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper"))  # paper | authors
-        metrics = compute_metrics(records, sure_rule=sure_rule, pride_protocol=pride_protocol,
-                                  intervals=int(stats.get("bootstrap", 1000)),
-                                  level=float(stats.get("level", 0.95)), interval_seed=int(cfg.seed))
+        metrics = compute_metrics(
+            records,
+            sure_rule=sure_rule,
+            pride_protocol=pride_protocol,
+            intervals=int(stats.get("bootstrap", 1000)),
+            level=float(stats.get("level", 0.95)),
+            interval_seed=int(cfg.seed),
+        )
         metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
         # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
         metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
@@ -234,18 +306,29 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         artifacts.mkdir(parents=True, exist_ok=True)
         write_records(records, artifacts)
         shown = getattr(backend, "model_input", lambda prompt: None)
-        write_prompts({prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items},
-                      artifacts)
+        write_prompts(
+            {prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items}, artifacts
+        )
         (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
         shown = redact(resolved)
         (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(shown))
         # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
         constant = constant_by_construction(records, list(metrics))
         shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
-        tags = {"model": cfg.model.name, "benchmark": cfg.benchmark.name, "variants": cfg.variants.name,
-                "temperature": str(float(cfg.temperature)), "scoring": cfg.scoring, "git_commit": runs.git_commit(),
-                "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]), "backend": backend.identity[:5000],
-                "sure_rule": sure_rule, **identities, **runs.provenance_tags(), **task_tags(questions)}
+        tags = {
+            "model": cfg.model.name,
+            "benchmark": cfg.benchmark.name,
+            "variants": cfg.variants.name,
+            "temperature": str(float(cfg.temperature)),
+            "scoring": cfg.scoring,
+            "git_commit": runs.git_commit(),
+            "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]),
+            "backend": backend.identity[:5000],
+            "sure_rule": sure_rule,
+            **identities,
+            **runs.provenance_tags(),
+            **task_tags(questions),
+        }
         tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
         if "st" in metrics:  # the repetition paper's `RWS | S/T`
             tags["rws_st"] = rws_st_string(metrics)
@@ -253,17 +336,37 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
             tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
         tags[review.DESCRIPTION_TAG] = review.run_description(
-            model=cfg.model.name, benchmark=cfg.benchmark.name, variants=cfg.variants.name, scoring=cfg.scoring,
-            temperature=float(cfg.temperature), repetitions=int(cfg.repetitions), n_questions=len(questions),
-            limit=cfg.limit, metrics=shown_metrics, level=float(stats.get("level", 0.95)), rws_st=tags.get("rws_st"))
+            model=cfg.model.name,
+            benchmark=cfg.benchmark.name,
+            variants=cfg.variants.name,
+            scoring=cfg.scoring,
+            temperature=float(cfg.temperature),
+            repetitions=int(cfg.repetitions),
+            n_questions=len(questions),
+            limit=cfg.limit,
+            metrics=shown_metrics,
+            level=float(stats.get("level", 0.95)),
+            rws_st=tags.get("rws_st"),
+        )
         tracker.log(
-            params=review.review_params(runs.flatten(shown), n_questions=len(questions),
-                                        **getattr(backend, "run_params", dict)()),  # hf: the token budget it used
-            metrics=metrics, constant=constant, tags=redact(tags), artifacts_dir=artifacts,
-            dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)))
-    return JobResult(run_id=tracker.run_id, metrics=metrics, out_dir=Path(out_dir),
-                     headline=headline_metrics(metrics, records), tracking_uri=tracker.uri,
-                     experiment=str(cfg.tracking.experiment), near_ties=ties if ties[1] else None)
+            params=review.review_params(
+                runs.flatten(shown), n_questions=len(questions), **getattr(backend, "run_params", dict)()
+            ),  # hf: the token budget it used
+            metrics=metrics,
+            constant=constant,
+            tags=redact(tags),
+            artifacts_dir=artifacts,
+            dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),
+        )
+    return JobResult(
+        run_id=tracker.run_id,
+        metrics=metrics,
+        out_dir=Path(out_dir),
+        headline=headline_metrics(metrics, records),
+        tracking_uri=tracker.uri,
+        experiment=str(cfg.tracking.experiment),
+        near_ties=ties if ties[1] else None,
+    )
 
 
 def interval_level(cfg: DictConfig) -> float | None:

@@ -6,20 +6,29 @@ a metric that is a mean or ratio over questions is stated once per question in i
 test. `compute_metrics` picks the families a run's records support and adds the run-level counts.
 A family that lacks its inputs returns {} or leaves out what it cannot compute, never a 0 for an unknown.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from .answers import INVALID, ORIGINAL, correct_flags, invalid_mask
-from .expected import expected_metrics, outcome_probs
 from .cora import BMCA_LEVELS, cora_bootstrap, cora_metrics, mcqa_metrics, response_consistency
+from .expected import expected_metrics, outcome_probs
+from .families import (
+    HEADLINE_METRICS,
+    HEADLINE_PREFIXES,
+    applicable_families,
+    call_family,
+    keyword_options,
+    metric_subject,
+    tidy_permutations,
+)
 from .fluctuation import answer_fluctuation, fluctuation_metrics, pride_acc, probability_fluctuation
 from .guessing import T, can_stop, msgr, p_star
-from .families import (HEADLINE_METRICS, HEADLINE_PREFIXES, applicable_families, call_family, keyword_options,
-                       metric_subject, tidy_permutations)
 from .intervals import interval_names, is_interval_name, metric_intervals, wilson_interval
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
 from .revas import order_outcomes, revas_metrics, sc_distribution
@@ -42,7 +51,15 @@ METRIC_FAMILIES: dict[str, MetricFamily] = {
 CORA_BESIDE_MCQA = ("mcqa_plus", "mv", "ci", "cora")
 CORA_LEVEL_PREFIX = "bmca_"
 
-REQUIRED_COLUMNS = ("question_id", "variant_kind", "variant_id", "repetition", "parsed_label", "chosen_option", "correct")
+REQUIRED_COLUMNS = (
+    "question_id",
+    "variant_kind",
+    "variant_id",
+    "repetition",
+    "parsed_label",
+    "chosen_option",
+    "correct",
+)
 
 
 def base_metric(name: str) -> str:
@@ -67,8 +84,11 @@ def constant_by_construction(records: pd.DataFrame, names: Sequence[str]) -> lis
     """
     if records.empty or set(records["variant_kind"].dropna()) != {ORIGINAL} or int(records["repetition"].max()) < 1:
         return []
-    return [name for name in names
-            if base_metric(name) in CORA_BESIDE_MCQA or base_metric(name).startswith(CORA_LEVEL_PREFIX)]
+    return [
+        name
+        for name in names
+        if base_metric(name) in CORA_BESIDE_MCQA or base_metric(name).startswith(CORA_LEVEL_PREFIX)
+    ]
 
 
 def is_headline(name: str) -> bool:
@@ -84,6 +104,7 @@ def headline_order(names: Sequence[str]) -> list[str]:
     >>> headline_order(["st", "n_trials", "rws_lo", "rws", "acc@6", "mcqa/law", "mcqa"])
     ['mcqa', 'rws', 'st', 'acc@6']
     """
+
     def rank(name: str) -> tuple[int, int]:
         if name in HEADLINE_METRICS:
             return 0, HEADLINE_METRICS.index(name)
@@ -95,20 +116,31 @@ def headline_order(names: Sequence[str]) -> list[str]:
 
 def subject_metrics(records: pd.DataFrame, families: Sequence[str], options: dict[str, Any]) -> dict[str, float]:
     """`<headline metric>/<subject>` for each subject of the records (none without subjects); NaN values left out."""
+
     def headline(rows: pd.DataFrame) -> dict[str, float]:
         found: dict[str, float] = {}
         for name in families:
             found.update(call_family(METRIC_FAMILIES[name], name, rows, options))
-        return {key: value for key, value in found.items()
-                if (key in HEADLINE_METRICS or key.startswith(HEADLINE_PREFIXES)) and not math.isnan(value)}
+        return {
+            key: value
+            for key, value in found.items()
+            if (key in HEADLINE_METRICS or key.startswith(HEADLINE_PREFIXES)) and not math.isnan(value)
+        }
 
     breakdown = by_subject(records, headline)
     return flatten_by_subject({metric_subject(subject): values for subject, values in breakdown.items()})
 
 
 def compute_metrics(
-    records: pd.DataFrame, *, families: Sequence[str] | None = None, bootstrap: bool = False, by_subjects: bool = True,
-    intervals: int = 0, level: float = 0.95, interval_seed: int = 0, **options: Any
+    records: pd.DataFrame,
+    *,
+    families: Sequence[str] | None = None,
+    bootstrap: bool = False,
+    by_subjects: bool = True,
+    intervals: int = 0,
+    level: float = 0.95,
+    interval_seed: int = 0,
+    **options: Any,
 ) -> dict[str, float]:
     """All metrics of the chosen families (default: `applicable_families`) plus run-level counts.
 
@@ -131,7 +163,9 @@ def compute_metrics(
     """
     missing = [column for column in REQUIRED_COLUMNS if column not in records.columns]
     if missing:
-        raise ValueError(f"records lack column(s) {', '.join(missing)}; build them with the columns of src/core/records.py")
+        raise ValueError(
+            f"records lack column(s) {', '.join(missing)}; build them with the columns of src/core/records.py"
+        )
     chosen = applicable_families(records) if families is None else list(families)
     unknown = [name for name in chosen if name not in METRIC_FAMILIES]
     if unknown:
@@ -155,8 +189,18 @@ def compute_metrics(
     if bootstrap and "cora" in chosen:
         out.update(call_family(cora_bootstrap, "cora", records, options))
     if intervals:
-        out.update(metric_intervals(records, out, n_resamples=intervals, level=level, seed=interval_seed,
-                                    families=chosen, by_subjects=by_subjects, **options))
+        out.update(
+            metric_intervals(
+                records,
+                out,
+                n_resamples=intervals,
+                level=level,
+                seed=interval_seed,
+                families=chosen,
+                by_subjects=by_subjects,
+                **options,
+            )
+        )
     return out
 
 

@@ -3,6 +3,7 @@
 Answers are compared by option identity (`chosen_option`, the original option the label points to),
 with INVALID (`parsed_label` null) as one more category: equal to other INVALIDs, never correct.
 """
+
 from __future__ import annotations
 
 import re

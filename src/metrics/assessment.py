@@ -12,12 +12,13 @@ of the metric, so `fr` stands for the paper's "1 - FR (partial)". PriDe is logge
 100 random pairs and 100 random |L|-tuples (the same draw for every question with |L| options, reference
 order = the first drawn), computes each metric on each draw, and reports the sample std (ddof=1) over draws.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 import random
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,12 +27,30 @@ from sklearn.linear_model import LinearRegression
 from .answers import first_repetition
 from .fluctuation import answer_fluctuation, pride_acc, probability_fluctuation
 
-ASSESSED_METRICS = ("aacc", "pride_acc", "wacc", "sacc", "one_minus_sensg", "prob_mass", "one_minus_brier",
-                    "one_minus_entropy", "fr")
+ASSESSED_METRICS = (
+    "aacc",
+    "pride_acc",
+    "wacc",
+    "sacc",
+    "one_minus_sensg",
+    "prob_mass",
+    "one_minus_brier",
+    "one_minus_entropy",
+    "fr",
+)
 ASSESSED_SETS = ("original", "oi", "random2", "cyclic", "randomL")  # the paper's rows (original: its Figure 3a)
 TARGETS = ("full_fr", "accuracy", "both")
-STABILITY_METRICS = ("aacc", "sacc", "wacc", "one_minus_sensg", "fr", "prob_mass", "one_minus_brier",
-                     "one_minus_entropy", "pride_acc")
+STABILITY_METRICS = (
+    "aacc",
+    "sacc",
+    "wacc",
+    "one_minus_sensg",
+    "fr",
+    "prob_mass",
+    "one_minus_brier",
+    "one_minus_entropy",
+    "pride_acc",
+)
 
 
 def points_from_runs(runs: Iterable[Mapping]) -> pd.DataFrame:
@@ -63,8 +82,13 @@ def r2(x: np.ndarray, y: np.ndarray) -> float:
     return float(LinearRegression().fit(features, y).score(features, y))
 
 
-def r2_table(points: pd.DataFrame, *, sets: Sequence[str] = ASSESSED_SETS,
-             metrics: Sequence[str] = ASSESSED_METRICS, min_points: int = 3) -> pd.DataFrame:
+def r2_table(
+    points: pd.DataFrame,
+    *,
+    sets: Sequence[str] = ASSESSED_SETS,
+    metrics: Sequence[str] = ASSESSED_METRICS,
+    min_points: int = 3,
+) -> pd.DataFrame:
     """Long table: target, perm_set, metric, r2, n_points; r2 NaN with fewer than `min_points` points
     holding the metric and the target(s)."""
     rows = []
@@ -74,14 +98,18 @@ def r2_table(points: pd.DataFrame, *, sets: Sequence[str] = ASSESSED_SETS,
             for metric in metrics:
                 column = f"{metric}@{perm_set}"
                 if column not in points.columns or any(w not in points.columns for w in wanted):
-                    rows.append({"target": target, "perm_set": perm_set, "metric": metric, "r2": math.nan, "n_points": 0})
+                    rows.append(
+                        {"target": target, "perm_set": perm_set, "metric": metric, "r2": math.nan, "n_points": 0}
+                    )
                     continue
                 data = points[[column, *wanted]].apply(pd.to_numeric, errors="coerce").dropna()
                 value = math.nan
                 if len(data) >= min_points:
                     y = data[wanted].to_numpy() if target == "both" else data[wanted[0]].to_numpy()
                     value = r2(data[column].to_numpy(), y)
-                rows.append({"target": target, "perm_set": perm_set, "metric": metric, "r2": value, "n_points": len(data)})
+                rows.append(
+                    {"target": target, "perm_set": perm_set, "metric": metric, "r2": value, "n_points": len(data)}
+                )
     return pd.DataFrame(rows, columns=["target", "perm_set", "metric", "r2", "n_points"])
 
 
@@ -98,6 +126,7 @@ def r2_wide(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def markdown(frame: pd.DataFrame, *, digits: int = 3, index: bool = True) -> str:
     """A GitHub-flavoured Markdown table; NaN shows as an en dash."""
+
     def cell(value) -> str:
         if isinstance(value, (float, np.floating)):
             return "–" if math.isnan(value) else f"{value:.{digits}f}"
@@ -120,8 +149,14 @@ def _draw_metrics(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def stability(records: pd.DataFrame, *, n_draws: int = 100, seed: int = 0, perm_set: str = "full",
-              metrics: Sequence[str] = STABILITY_METRICS) -> pd.DataFrame:
+def stability(
+    records: pd.DataFrame,
+    *,
+    n_draws: int = 100,
+    seed: int = 0,
+    perm_set: str = "full",
+    metrics: Sequence[str] = STABILITY_METRICS,
+) -> pd.DataFrame:
     """Std (ddof=1) and mean of each metric over `n_draws` random pairs and |L|-tuples of permutations.
 
     `records` are tidy rows (`perm_set`/`perm_pos`, see `tidy_permutations`) holding the `perm_set` set, every
@@ -151,6 +186,13 @@ def stability(records: pd.DataFrame, *, n_draws: int = 100, seed: int = 0, perm_
         for name in metrics:
             found = values.get(name, [])
             if len(found) == n_draws and n_draws > 1:
-                out.append({"draw": draw, "metric": name, "std": float(np.std(found, ddof=1)),
-                            "mean": float(np.mean(found)), "n_draws": n_draws})
+                out.append(
+                    {
+                        "draw": draw,
+                        "metric": name,
+                        "std": float(np.std(found, ddof=1)),
+                        "mean": float(np.mean(found)),
+                        "n_draws": n_draws,
+                    }
+                )
     return pd.DataFrame(out, columns=["draw", "metric", "std", "mean", "n_draws"])

@@ -17,6 +17,7 @@ MLflow run description and review view, the report's tables and plots): a run's 
 else accuracy over every trial) is compared with its chance level; where the accuracy's interval contains chance
 the run is "indistinguishable from chance", and its consistency metrics describe how a guesser's answers agree.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,14 +30,21 @@ from .answers import ORIGINAL
 CHANCE_NAMES = {"chance": "on the reference order", "chance_variants": "over every variant"}
 # the chance level that applies to an accuracy-like metric: `chance` on the reference order, `chance_variants`
 # over every variant; a metric not listed (consistency, SURE shares, differences of ranks) has no chance level
-CHANCE_OF = {"mcqa": "chance", "acc_mean": "chance", "accuracy": "chance_variants", "mcqa_plus": "chance_variants",
-             "aacc@original": "chance"}
+CHANCE_OF = {
+    "mcqa": "chance",
+    "acc_mean": "chance",
+    "accuracy": "chance_variants",
+    "mcqa_plus": "chance_variants",
+    "aacc@original": "chance",
+}
 # the accuracy a run is judged by, in this order: the first one a run logged
 VERDICT_METRICS = ("mcqa", "acc_mean", "accuracy")
 CHANCE_TAG = "chance"  # the run's tag that says it (`ChanceVerdict.tag`): the review view's chance column
 AT_CHANCE = "indistinguishable from chance"
-AT_CHANCE_MEANING = ("its accuracy cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, "
-                     "answer fluctuation) describe how a guesser's answers agree, not what the model knows")
+AT_CHANCE_MEANING = (
+    "its accuracy cannot be told from guessing, so its consistency metrics (CoRA, RWS and S/T, "
+    "answer fluctuation) describe how a guesser's answers agree, not what the model knows"
+)
 
 
 def trial_chance(n_options: int, fmt: str = "mcq") -> float:
@@ -51,7 +59,7 @@ def trial_chance(n_options: int, fmt: str = "mcq") -> float:
     if k < 1:
         return math.nan
     if fmt == "multi_select":
-        return 1.0 / (2 ** k - 1)
+        return 1.0 / (2**k - 1)
     return 1.0 / k
 
 
@@ -72,10 +80,14 @@ def chance_levels(records: pd.DataFrame) -> dict[str, float]:
     if records.empty or "n_options" not in records.columns:
         return {}
     fmts = records["fmt"].fillna("mcq") if "fmt" in records.columns else pd.Series("mcq", index=records.index)
-    frame = pd.DataFrame({"question_id": records["question_id"].astype(str).to_numpy(),
-                          "variant_id": records["variant_id"].astype(str).to_numpy(),
-                          "original": (records["variant_kind"] == ORIGINAL).to_numpy(),
-                          "chance": [trial_chance(k, f) for k, f in zip(records["n_options"], fmts)]})
+    frame = pd.DataFrame(
+        {
+            "question_id": records["question_id"].astype(str).to_numpy(),
+            "variant_id": records["variant_id"].astype(str).to_numpy(),
+            "original": (records["variant_kind"] == ORIGINAL).to_numpy(),
+            "chance": [trial_chance(k, f) for k, f in zip(records["n_options"], fmts)],
+        }
+    )
     frame = frame.drop_duplicates(["question_id", "variant_id"])  # repetitions ask the same trial again
     every = frame.groupby("question_id", sort=False)["chance"].mean()
     reference = frame[frame["original"]]
@@ -130,8 +142,10 @@ class ChanceVerdict:
         """
         if not self.at_chance:
             return ""
-        return (f"{self.metric}'s interval [{self.lo:.3f}, {self.hi:.3f}] contains chance ({self.chance:.3f}): "
-                f"this run is {AT_CHANCE}; {AT_CHANCE_MEANING}.")
+        return (
+            f"{self.metric}'s interval [{self.lo:.3f}, {self.hi:.3f}] contains chance ({self.chance:.3f}): "
+            f"this run is {AT_CHANCE}; {AT_CHANCE_MEANING}."
+        )
 
 
 def _finite(value) -> float | None:

@@ -2,9 +2,10 @@
 
 Reads repetition 0 of every variant. A question's divergent set is every variant it has, the original included.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -3,6 +3,7 @@
 Shared by the comparison tables (`src.compare`) and a job run's description in MLflow (`src.tracking.review`), so
 that both show `0.410 [0.360, 0.460]` the same way.
 """
+
 from __future__ import annotations
 
 import math

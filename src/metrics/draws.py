@@ -1,6 +1,7 @@
 """Counting draws with replacement, the one step every resampling here shares: the question resamples of the
 intervals and paired tests (src/metrics/intervals.py) and the variant-slot bootstrap of CoRA (src/metrics/cora.py).
 """
+
 from __future__ import annotations
 
 import numpy as np

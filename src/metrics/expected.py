@@ -8,10 +8,11 @@ the categories instead of estimated from one set of R draws. The shares are the 
 (src/metrics/repetition.py) in expectation; `expected_rws` is the ratio of the expected SURE-right and SURE
 shares (RWS of the expected shares, not the expectation of a ratio).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,18 +47,18 @@ def outcome_probs(dist: Sequence[float], *, correct: int | None, R: int, thresho
     ways = np.zeros((R + 1, R + 1))
     ways[0, 0] = 1.0
     for q in others:
-        terms = np.array([q ** n for n in range(R + 1)]) / fact
+        terms = np.array([q**n for n in range(R + 1)]) / fact
         grown = np.zeros_like(ways)
         for n in range(R + 1):
             if terms[n] == 0.0:
                 continue
-            part = ways[:R + 1 - n] * terms[n]
-            grown[n:, n] += part[:, :n + 1].sum(axis=1)  # the new category's n becomes the largest count
-            grown[n:, n + 1:] += part[:, n + 1:]
+            part = ways[: R + 1 - n] * terms[n]
+            grown[n:, n] += part[:, : n + 1].sum(axis=1)  # the new category's n becomes the largest count
+            grown[n:, n + 1 :] += part[:, n + 1 :]
         ways = grown
     out = dict.fromkeys(OUTCOMES, 0.0)
     for j in range(R + 1):  # j: times the correct category is drawn
-        weight = fact[R] * p_correct ** j / fact[j] if correct is not None else (fact[R] if j == 0 else 0.0)
+        weight = fact[R] * p_correct**j / fact[j] if correct is not None else (fact[R] if j == 0 else 0.0)
         if weight == 0.0:
             continue
         for m in range(R + 1):

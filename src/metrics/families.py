@@ -4,12 +4,14 @@ stated per question (src/metrics/per_question.py).
 Below `src.metrics` (which computes the families) and `src.metrics.intervals` (which resamples the headline
 metrics): both read these rules, written once here.
 """
+
 from __future__ import annotations
 
 import inspect
 import math
 import re
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -21,12 +23,36 @@ from .repetition import repetition_statistics
 from .revas import REVAS_KINDS, revas_statistics
 
 # CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
-CORA_ALTERED_KINDS = frozenset({"shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled", "decoupled_nota",
-                                "decoupled_nota_shuffled"})
+CORA_ALTERED_KINDS = frozenset(
+    {
+        "shuffled",
+        "nota",
+        "nota_shuffled",
+        "decoupled",
+        "decoupled_shuffled",
+        "decoupled_nota",
+        "decoupled_nota_shuffled",
+    }
+)
 # Per-subject breakdown (`<name>/<subject>`): the headline metrics of each family
-HEADLINE_METRICS = ("mcqa", "mcqa_plus", "bmca_1.0", "cora", "rws", "st", "acc_mean", "sc_mean", "acc_h", "nota_acc",
-                    "nota_acc_h", "tf_correct_yes", "tf_distractor_no", "recall_correct", "misleading_fix_rate",
-                    "full_fr")
+HEADLINE_METRICS = (
+    "mcqa",
+    "mcqa_plus",
+    "bmca_1.0",
+    "cora",
+    "rws",
+    "st",
+    "acc_mean",
+    "sc_mean",
+    "acc_h",
+    "nota_acc",
+    "nota_acc_h",
+    "tf_correct_yes",
+    "tf_distractor_no",
+    "recall_correct",
+    "misleading_fix_rate",
+    "full_fr",
+)
 HEADLINE_PREFIXES = ("acc@", "acc_h@", "wacc@", "aacc@")
 
 
@@ -109,8 +135,9 @@ FAMILY_STATISTICS: dict[str, Callable[..., dict[str, PerQuestion]]] = {
 
 def keyword_options(fn: Callable) -> set[str]:
     """The keyword-only parameters of a family function: the metric options (`compute_metrics`) it takes."""
-    return {name for name, param in inspect.signature(fn).parameters.items()
-            if param.kind is inspect.Parameter.KEYWORD_ONLY}
+    return {
+        name for name, param in inspect.signature(fn).parameters.items() if param.kind is inspect.Parameter.KEYWORD_ONLY
+    }
 
 
 def family_input(family: str, records: pd.DataFrame) -> pd.DataFrame:
@@ -124,13 +151,17 @@ def call_family(fn: Callable, family: str, records: pd.DataFrame, options: Mappi
     return fn(family_input(family, records), **{key: value for key, value in options.items() if key in wanted})
 
 
-def headline_statistics(records: pd.DataFrame, families: Sequence[str], options: Mapping[str, Any]
-                        ) -> dict[str, PerQuestion]:
+def headline_statistics(
+    records: pd.DataFrame, families: Sequence[str], options: Mapping[str, Any]
+) -> dict[str, PerQuestion]:
     """The per-question statements of the headline metrics (HEADLINE_METRICS, HEADLINE_PREFIXES) of `families`
     on `records`, in the families' order (a later family's statement of a name replaces an earlier one's)."""
     found: dict[str, PerQuestion] = {}
     for family in families:
         if family in FAMILY_STATISTICS:
             found.update(call_family(FAMILY_STATISTICS[family], family, records, options))
-    return {name: statement for name, statement in found.items()
-            if name in HEADLINE_METRICS or name.startswith(HEADLINE_PREFIXES)}
+    return {
+        name: statement
+        for name, statement in found.items()
+        if name in HEADLINE_METRICS or name.startswith(HEADLINE_PREFIXES)
+    }

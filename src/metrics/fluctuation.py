@@ -5,6 +5,7 @@ Input: the records table plus `perm_set` (name of the permutation set, e.g. "cyc
 identities; INVALID is its own answer (agrees with INVALID, never correct). Each metric is computed per
 question and averaged over questions, then logged per set as `<name>@<perm_set>`.
 """
+
 from __future__ import annotations
 
 import math
@@ -137,7 +138,10 @@ def probability_fluctuation(rows: pd.DataFrame) -> dict[str, float]:
         {"question_id": rows["question_id"].to_numpy(), "mass": mass, "brier": brier, "entropy": entropy}
     )
     per_question = per_row.groupby("question_id")[["mass", "brier", "entropy"]].mean()
-    out = {"prob_mass": float(per_question["mass"].mean()), "one_minus_brier": float(1.0 - per_question["brier"].mean())}
+    out = {
+        "prob_mass": float(per_question["mass"].mean()),
+        "one_minus_brier": float(1.0 - per_question["brier"].mean()),
+    }
     if per_question["entropy"].notna().any():
         out["one_minus_entropy"] = float(1.0 - per_question["entropy"].mean())
     return out
@@ -176,7 +180,11 @@ def _full_cycles(rows: pd.DataFrame) -> list[str]:
 
 
 def pride_acc(
-    records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0,
+    records: pd.DataFrame,
+    *,
+    perm_set: str = PRIDE_SET,
+    calibration_share: float = 0.05,
+    seed: int = 0,
     protocol: str = "paper",
 ) -> float:
     """PriDe accuracy (Zheng et al. 2024) as docs/metrics.md defines it (`protocol="paper"`), or as the authors'
@@ -271,6 +279,7 @@ def fluctuation_metrics(
     if "full_fr" in answers:
         out["full_fr"] = answers["full_fr"]
     if _pride_problem(_pride_rows(rows, PRIDE_SET), PRIDE_SET, pride_share) is None:
-        out[f"pride_acc@{PRIDE_SET}"] = pride_acc(rows, calibration_share=pride_share, seed=pride_seed,
-                                                  protocol=pride_protocol)
+        out[f"pride_acc@{PRIDE_SET}"] = pride_acc(
+            rows, calibration_share=pride_share, seed=pride_seed, protocol=pride_protocol
+        )
     return out

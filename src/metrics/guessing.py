@@ -3,6 +3,7 @@
 `T` is the chance that a guesser with success rate r gets p or more of M trials right; `msgr` inverts it
 (the minimum success guessing rate that makes p-of-M likely at level `conf`); `p_star` is the SURE threshold.
 """
+
 from __future__ import annotations
 
 import math

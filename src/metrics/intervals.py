@@ -33,12 +33,14 @@ a share near 0 or 1. At n = 1000 it agrees with the bootstrap within the bootstr
 `wacc@cyclic_lo` (MLflow: `wacc_at_cyclic_lo`), and per subject `mcqa_lo/<subject>`, so that in a sorted
 list the bounds sit next to their metric and the per-subject bounds next to each other.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -174,8 +176,9 @@ class Decomposition:
             if not chosen:
                 continue
             columns = [column for parts in chosen.values() for ratio in parts.ratios for column in ratio]
-            full = len(scope.positions) == weights.shape[1] and \
-                bool((scope.positions == np.arange(weights.shape[1])).all())
+            full = len(scope.positions) == weights.shape[1] and bool(
+                (scope.positions == np.arange(weights.shape[1])).all()
+            )
             sums = (weights if full else weights[:, scope.positions]) @ np.column_stack(columns)
             k = 0
             for metric, parts in chosen.items():
@@ -194,26 +197,45 @@ def _question_ids(records: pd.DataFrame) -> np.ndarray:
 
 def scope_of(statements: Mapping[str, PerQuestion], subject: str | None, index: pd.Index) -> Scope:
     """The stated metrics of one scope as arrays over the scope's questions (`index`: every question of the run)."""
-    members = pd.Index(sorted({q for statement in statements.values() for pair in statement.ratios
-                               for series in pair for q in series.index}))
+    members = pd.Index(
+        sorted(
+            {
+                q
+                for statement in statements.values()
+                for pair in statement.ratios
+                for series in pair
+                for q in series.index
+            }
+        )
+    )
 
     def arrays(pair: tuple[pd.Series, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
         return tuple(series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
 
     metrics = {
-        name: Parts(tuple(arrays(pair) for pair in statement.ratios), statement.combine, share=statement.share,
-                    outcome=None if statement.outcome is None else arrays(statement.outcome))
+        name: Parts(
+            tuple(arrays(pair) for pair in statement.ratios),
+            statement.combine,
+            share=statement.share,
+            outcome=None if statement.outcome is None else arrays(statement.outcome),
+        )
         for name, statement in statements.items()
     }
     return Scope(subject, index.get_indexer(members).astype(np.int64), metrics)
 
 
-def decomposition_of(statements: Mapping[str, PerQuestion], question_ids: Sequence[str] | None = None
-                     ) -> Decomposition:
+def decomposition_of(statements: Mapping[str, PerQuestion], question_ids: Sequence[str] | None = None) -> Decomposition:
     """One scope's stated metrics as a `Decomposition` over `question_ids` (default: every question they name)."""
     if question_ids is None:
-        question_ids = sorted({q for statement in statements.values() for pair in statement.ratios
-                               for series in pair for q in series.index})
+        question_ids = sorted(
+            {
+                q
+                for statement in statements.values()
+                for pair in statement.ratios
+                for series in pair
+                for q in series.index
+            }
+        )
     ids = np.asarray(question_ids)
     scope = scope_of(statements, None, pd.Index(ids))
     if (scope.positions < 0).any():
@@ -221,8 +243,9 @@ def decomposition_of(statements: Mapping[str, PerQuestion], question_ids: Sequen
     return Decomposition(ids, (scope,) if scope.metrics else ())
 
 
-def decompose(records: pd.DataFrame, *, families: Sequence[str] | None = None, by_subjects: bool = True,
-              **options: Any) -> Decomposition:
+def decompose(
+    records: pd.DataFrame, *, families: Sequence[str] | None = None, by_subjects: bool = True, **options: Any
+) -> Decomposition:
     """The headline metrics of `records` (overall and, with `by_subjects`, per subject as `<metric>/<subject>`)
     as per-question quantities, from the families' statements (`families.headline_statistics`). `families`
     defaults to `applicable_families(records)`; `options` as `compute_metrics` takes them (those of
@@ -262,8 +285,9 @@ def resample_chunks(n_questions: int, n_resamples: int, seed: int = 0) -> Iterat
         yield resample_counts(rng, n_questions, min(chunk, n_resamples - start))
 
 
-def bootstrap_values(decomposition: Decomposition, *, n_resamples: int, seed: int = 0,
-                     names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+def bootstrap_values(
+    decomposition: Decomposition, *, n_resamples: int, seed: int = 0, names: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
     """Each metric (default: all) on `n_resamples` cluster resamples of the questions; deterministic in `seed`."""
     n = len(decomposition.question_ids)
     wanted = decomposition.names if names is None else list(names)
@@ -286,9 +310,18 @@ def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]
     return float(lo), float(hi)
 
 
-def metric_intervals(records: pd.DataFrame, point: Mapping[str, float], *, n_resamples: int = 1000,
-                     level: float = 0.95, seed: int = 0, families: Sequence[str] | None = None,
-                     by_subjects: bool = True, closed_form: bool = True, **options: Any) -> dict[str, float]:
+def metric_intervals(
+    records: pd.DataFrame,
+    point: Mapping[str, float],
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    families: Sequence[str] | None = None,
+    by_subjects: bool = True,
+    closed_form: bool = True,
+    **options: Any,
+) -> dict[str, float]:
     """`<metric>_lo` and `<metric>_hi` (see `interval_names`) for each headline metric of `point` (the metrics
     `compute_metrics` gave for these records): Wilson for a share of 0/1 outcomes when `closed_form`, else
     the cluster bootstrap's percentile interval. `n_resamples=0` gives {}.
@@ -308,12 +341,20 @@ def metric_intervals(records: pd.DataFrame, point: Mapping[str, float], *, n_res
     if n_resamples == 0 or records.empty:
         return {}
     decomposition = decompose(records, families=families, by_subjects=by_subjects, **options)
-    return decomposition_intervals(decomposition, point, n_resamples=n_resamples, level=level, seed=seed,
-                                   closed_form=closed_form)
+    return decomposition_intervals(
+        decomposition, point, n_resamples=n_resamples, level=level, seed=seed, closed_form=closed_form
+    )
 
 
-def decomposition_intervals(decomposition: Decomposition, point: Mapping[str, float], *, n_resamples: int = 1000,
-                            level: float = 0.95, seed: int = 0, closed_form: bool = True) -> dict[str, float]:
+def decomposition_intervals(
+    decomposition: Decomposition,
+    point: Mapping[str, float],
+    *,
+    n_resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    closed_form: bool = True,
+) -> dict[str, float]:
     """`<metric>_lo` and `<metric>_hi` for each metric of `decomposition` with a finite value in `point`, as
     `metric_intervals` gives them (Wilson for a share of 0/1 outcomes when `closed_form`, else the percentile
     interval of the cluster bootstrap; none below `MIN_BOOTSTRAP_QUESTIONS` questions)."""
@@ -341,8 +382,9 @@ def decomposition_intervals(decomposition: Decomposition, point: Mapping[str, fl
     return out
 
 
-def resample_records(records: pd.DataFrame, counts: Sequence[int], question_ids: Sequence[str] | None = None
-                     ) -> pd.DataFrame:
+def resample_records(
+    records: pd.DataFrame, counts: Sequence[int], question_ids: Sequence[str] | None = None
+) -> pd.DataFrame:
     """The records of one explicit resample: every row of question i (`question_ids`, default the sorted ids)
     `counts[i]` times, its k-th extra copy renamed `<id>#<k>` so that each copy is a question of its own. The
     naive bootstrap calls the family functions on these; tests compare them with `Decomposition.values`.
@@ -357,7 +399,7 @@ def resample_records(records: pd.DataFrame, counts: Sequence[int], question_ids:
     bounds = np.searchsorted(codes[order], np.arange(len(ids) + 1))
     take, copy = [], []
     for i in np.flatnonzero(np.asarray(counts) > 0):
-        rows = order[bounds[i]:bounds[i + 1]]
+        rows = order[bounds[i] : bounds[i + 1]]
         k = int(counts[i])
         take.append(np.tile(rows, k))
         copy.append(np.repeat(np.arange(k), len(rows)))

@@ -32,12 +32,13 @@ what detects a shift of `delta` in the metric against a fixed reference (the sam
 on the same questions is the paired case: give both runs); two models answering independently would need twice
 as many, two models compared on the same questions need the paired figure.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
@@ -74,8 +75,9 @@ def question_mismatch(ids_a: Sequence[str], ids_b: Sequence[str]) -> str | None:
     return f"{len(a)} and {len(b)} questions, {len(a & b)} shared"
 
 
-def paired_values(decompositions: Sequence[Decomposition], names: Sequence[str], *, n_resamples: int,
-                  seed: int = 0) -> list[dict[str, np.ndarray]]:
+def paired_values(
+    decompositions: Sequence[Decomposition], names: Sequence[str], *, n_resamples: int, seed: int = 0
+) -> list[dict[str, np.ndarray]]:
     """Each metric of `names` on `n_resamples` resamples of the questions, for every decomposition under the SAME
     count vector per resample (the decompositions must share `question_ids`). Deterministic in `seed`."""
     if not decompositions:
@@ -112,8 +114,15 @@ def bootstrap_p_value(differences: np.ndarray) -> float | None:
     return float(min(1.0, 2 * min(below, above)))
 
 
-def paired_differences(a: Decomposition, b: Decomposition, names: Sequence[str] | None = None, *,
-                       n_resamples: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, PairedDifference]:
+def paired_differences(
+    a: Decomposition,
+    b: Decomposition,
+    names: Sequence[str] | None = None,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, PairedDifference]:
     """The difference a - b of each metric both runs have (default: the overall metrics, no subjects), with its
     paired bootstrap interval, p-value and per-question sd. The runs must share their question ids."""
     if names is None:
@@ -135,13 +144,15 @@ def paired_differences(a: Decomposition, b: Decomposition, names: Sequence[str] 
                 lo, hi = interval
                 p = bootstrap_p_value(d)
                 sd = float(np.std(d[np.isfinite(d)], ddof=1) * math.sqrt(n))
-        out[name] = PairedDifference(name, float(point_a[name][0]), float(point_b[name][0]), difference, lo, hi, p,
-                                     behind, sd)
+        out[name] = PairedDifference(
+            name, float(point_a[name][0]), float(point_b[name][0]), difference, lo, hi, p, behind, sd
+        )
     return out
 
 
-def per_question_sd(decomposition: Decomposition, names: Sequence[str] | None = None, *, n_resamples: int = 1000,
-                    seed: int = 0) -> dict[str, float]:
+def per_question_sd(
+    decomposition: Decomposition, names: Sequence[str] | None = None, *, n_resamples: int = 1000, seed: int = 0
+) -> dict[str, float]:
     """sqrt(n) x the bootstrap standard error of each metric of one run (default: the overall metrics), for
     metrics with at least `MIN_BOOTSTRAP_QUESTIONS` questions behind them and at most 1% undefined resamples."""
     if names is None:

@@ -14,10 +14,11 @@ in its `*_statistics` function; from that one statement come
 The point value is summed as pandas sums a column (numpy's pairwise sum over the questions in index order), so
 that a metric moved into a statement logs the very number it logged before.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd

@@ -15,6 +15,7 @@ Two SURE rules (`sure_rule`, docs/metrics.md "What the paper's tables count"):
   UNSURE wrong otherwise. Only right/wrong counts, not which wrong answer: ten wrong answers spread over four
   options are SURE wrong. An INVALID or missing trial is a wrong one.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,9 @@ from .per_question import PerQuestion, mean_of, share_among, values_of
 SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (docs/metrics.md)
 SURE_RULE_TEXT = {
     "answer": "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct one "
-              "(UNSURE: when the correct answer is among the most frequent)",
+    "(UNSURE: when the correct answer is among the most frequent)",
     "correctness": "SURE when all R trials are right or all wrong (the paper's tables); UNSURE right when at least "
-                   "half are right",
+    "half are right",
 }
 
 
@@ -70,8 +71,9 @@ def one_variant_per_question(records: pd.DataFrame) -> pd.DataFrame:
     return records.iloc[0:0]
 
 
-def question_outcomes(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
-                      sure_rule: str = "answer") -> pd.DataFrame:
+def question_outcomes(
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+) -> pd.DataFrame:
     """Per question: n_max, n_correct, p_star, sure, right (indexed by question_id), SURE and right under
     `sure_rule` (`answer`: section 3.2; `correctness`: the paper's tables, see the module docstring)."""
     check_sure_rule(sure_rule)
@@ -110,8 +112,9 @@ def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
     return np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
 
 
-def repetition_statistics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
-                          sure_rule: str = "answer") -> dict[str, PerQuestion]:
+def repetition_statistics(
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+) -> dict[str, PerQuestion]:
     """The family stated per question (`question_outcomes`): the four SURE/UNSURE shares and S/T as means of a
     question's 0/1 outcome, RWS as the share of SURE right among SURE, and `acc_mean` as the mean over repetitions
     r of the right trials over the trials made at r (each question contributes its own). `acc_mean` is left out
@@ -135,8 +138,13 @@ def repetition_statistics(records: pd.DataFrame, *, consistency: float = 0.99, c
     }
     if skipped_trials(rows):  # later repetitions hold only the undecided questions: no per-repetition accuracy
         return out
-    trials = pd.DataFrame({"question_id": rows["question_id"].to_numpy(), "repetition": rows["repetition"].to_numpy(),
-                           "correct": correct_flags(rows).astype(float)})
+    trials = pd.DataFrame(
+        {
+            "question_id": rows["question_id"].to_numpy(),
+            "repetition": rows["repetition"].to_numpy(),
+            "correct": correct_flags(rows).astype(float),
+        }
+    )
     per_repetition = trials.groupby(["question_id", "repetition"])["correct"].agg(["sum", "count"])
     hits = per_repetition["sum"].unstack(fill_value=0.0)
     counts = per_repetition["count"].unstack(fill_value=0).astype(float)
@@ -144,8 +152,9 @@ def repetition_statistics(records: pd.DataFrame, *, consistency: float = 0.99, c
     return out
 
 
-def repetition_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999,
-                       sure_rule: str = "answer") -> dict[str, float]:
+def repetition_metrics(
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+) -> dict[str, float]:
     """`sure_right`, `unsure_right`, `unsure_wrong`, `sure_wrong`, `rws`, `st`, `acc_mean`, `acc_std`.
 
     `sure_rule` decides SURE and right (`answer`, section 3.2, or `correctness`, the paper's tables);

@@ -24,6 +24,7 @@ What each variant set logs:
   correct option), `recall_misleading` (named the option it chose before);
 - `misleading_replaced`: `misleading_fix_rate`, share of those questions now answered right.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,15 @@ from .per_question import PerQuestion, mean_of, values_of
 
 # variant kinds written by src/variants/revas.py
 REORDER = "reorder"
-REVAS_KINDS = ("reorder", "more_options", "fewer_options", "nota_replaces_correct", "true_false", "multi_select",
-               "misleading_replaced")
+REVAS_KINDS = (
+    "reorder",
+    "more_options",
+    "fewer_options",
+    "nota_replaces_correct",
+    "true_false",
+    "multi_select",
+    "misleading_replaced",
+)
 _POSITION = re.compile(r"_(\d+)$")
 
 
@@ -75,21 +83,29 @@ def order_outcomes(rows: pd.DataFrame) -> pd.DataFrame:
     >>> int(o.k), int(o.n_max), float(o.sc), bool(o.acc_h), bool(o.ref_right), bool(o.mode_right)
     (4, 2, 0.5, False, True, True)
     """
-    frame = pd.DataFrame({"question_id": rows["question_id"].to_numpy(), "answer": answer_keys(rows),
-                          "correct": correct_flags(rows), "pos": _positions(rows)})
+    frame = pd.DataFrame(
+        {
+            "question_id": rows["question_id"].to_numpy(),
+            "answer": answer_keys(rows),
+            "correct": correct_flags(rows),
+            "pos": _positions(rows),
+        }
+    )
     counts = frame.groupby(["question_id", "answer"]).size()
     n_max = counts.groupby(level="question_id").max()
     n_modes = counts.eq(counts.groupby(level="question_id").transform("max")).groupby(level="question_id").sum()
     grouped = frame.groupby("question_id")
     reference = frame[frame["pos"] == 0].groupby("question_id")["correct"].first()
-    out = pd.DataFrame({
-        "k": grouped.size(),
-        "n_max": n_max,
-        "acc_h": grouped["correct"].all(),
-        # NaN (as object) for a question whose reference order was not made: acc@n and nota_acc leave it out
-        "ref_right": reference.reindex(grouped.size().index).astype(object),
-        "n_correct": grouped["correct"].sum(),
-    })
+    out = pd.DataFrame(
+        {
+            "k": grouped.size(),
+            "n_max": n_max,
+            "acc_h": grouped["correct"].all(),
+            # NaN (as object) for a question whose reference order was not made: acc@n and nota_acc leave it out
+            "ref_right": reference.reindex(grouped.size().index).astype(object),
+            "n_correct": grouped["correct"].sum(),
+        }
+    )
     out["sc"] = out["n_max"] / out["k"]
     out["mode_right"] = (out["n_correct"] == out["n_max"]) & (out["n_correct"] > 0) & (n_modes == 1)
     return out
@@ -191,14 +207,18 @@ def _true_false_frame(rows: pd.DataFrame) -> pd.DataFrame:
     asked = pd.to_numeric(_column(tf, "asked_option", None), errors="coerce")
     if asked.isna().any():  # hand-built tables: the one option shown is the one asked
         asked = asked.fillna(tf["option_order"].map(lambda order: _as_list(order)[0]).astype(float))
-    p_yes = [(_as_list(p)[0] / sum(_as_list(p))) if len(_as_list(p)) == 2 and sum(_as_list(p)) > 0 else np.nan
-             for p in _column(tf, "label_probs", None)]
-    return pd.DataFrame({
-        "question_id": tf["question_id"].to_numpy(),
-        "is_correct": (asked.to_numpy() == pd.to_numeric(tf["correct_option"]).to_numpy()),
-        "right": correct_flags(tf),
-        "p_yes": np.asarray(p_yes, dtype=float),
-    })
+    p_yes = [
+        (_as_list(p)[0] / sum(_as_list(p))) if len(_as_list(p)) == 2 and sum(_as_list(p)) > 0 else np.nan
+        for p in _column(tf, "label_probs", None)
+    ]
+    return pd.DataFrame(
+        {
+            "question_id": tf["question_id"].to_numpy(),
+            "is_correct": (asked.to_numpy() == pd.to_numeric(tf["correct_option"]).to_numpy()),
+            "right": correct_flags(tf),
+            "p_yes": np.asarray(p_yes, dtype=float),
+        }
+    )
 
 
 def _tf_statistics(frame: pd.DataFrame, suffix: str) -> dict[str, PerQuestion]:
@@ -276,12 +296,18 @@ def multi_select_per_question(rows: pd.DataFrame) -> pd.DataFrame | None:
     if multi.empty:
         return None
     named = [_as_list(v) for v in _column(multi, "chosen_options", None)]
-    return pd.DataFrame({
-        "question_id": multi["question_id"].to_numpy(),
-        "multi": [len(v) >= 2 for v in named],
-        "correct": [int(c) in {int(x) for x in v} for c, v in zip(multi["correct_option"], named)],
-        "misleading": [int(misleading[q]) in {int(x) for x in v} for q, v in zip(multi["question_id"], named)],
-    }).groupby("question_id").mean()
+    return (
+        pd.DataFrame(
+            {
+                "question_id": multi["question_id"].to_numpy(),
+                "multi": [len(v) >= 2 for v in named],
+                "correct": [int(c) in {int(x) for x in v} for c, v in zip(multi["correct_option"], named)],
+                "misleading": [int(misleading[q]) in {int(x) for x in v} for q, v in zip(multi["question_id"], named)],
+            }
+        )
+        .groupby("question_id")
+        .mean()
+    )
 
 
 def multi_select_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
@@ -289,8 +315,11 @@ def multi_select_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
     per_question = multi_select_per_question(rows)
     if per_question is None:
         return {}
-    return {"multi_rate": mean_of(per_question["multi"]), "recall_correct": mean_of(per_question["correct"], share=True),
-            "recall_misleading": mean_of(per_question["misleading"])}
+    return {
+        "multi_rate": mean_of(per_question["multi"]),
+        "recall_correct": mean_of(per_question["correct"], share=True),
+        "recall_misleading": mean_of(per_question["misleading"]),
+    }
 
 
 def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
@@ -314,8 +343,11 @@ def misleading_metrics(rows: pd.DataFrame) -> dict[str, float]:
 
 
 # The metrics of each answer format's rows, by `AnswerFormat.metric_family`.
-FAMILIES = {"orders": (reorder_metrics, level_metrics), "true_false": (true_false_metrics,),
-            "multi_select": (multi_select_metrics,)}
+FAMILIES = {
+    "orders": (reorder_metrics, level_metrics),
+    "true_false": (true_false_metrics,),
+    "multi_select": (multi_select_metrics,),
+}
 
 
 def revas_statistics(records: pd.DataFrame) -> dict[str, PerQuestion]:
@@ -324,8 +356,14 @@ def revas_statistics(records: pd.DataFrame) -> dict[str, PerQuestion]:
         return {}
     rows = first_repetition(records)
     out: dict[str, PerQuestion] = {}
-    for part in (reorder_statistics, level_statistics, nota_statistics, true_false_statistics,
-                 multi_select_statistics, misleading_statistics):
+    for part in (
+        reorder_statistics,
+        level_statistics,
+        nota_statistics,
+        true_false_statistics,
+        multi_select_statistics,
+        misleading_statistics,
+    ):
         out.update(part(rows))
     return out
 

@@ -1,7 +1,8 @@
 """Per-subject breakdown: any metric function applied to each subject's rows."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 

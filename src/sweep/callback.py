@@ -10,6 +10,7 @@ files are missing. A rerun of the same sweep (same `sweep_hash`, any sweep folde
 job writes its outcome to `<job dir>/job.json` (src/run.py); at the end the callback prints the summary, gives
 the parent run FINISHED or FAILED (KILLED when interrupted) and sets the exit code.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,17 +23,17 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.sweep import state as sweep_state
-from src.config import hydra_adapter
-from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
-from src.common.errors import UserError
-from src.config.schema import check_config
-from src.tracking.runs import JOB_INDEPENDENT_KEYS
 from src.backends import load_backend
 from src.benchmarks import load_benchmark
+from src.common.errors import UserError
 from src.common.redact import redact, redact_text
+from src.config import hydra_adapter
+from src.config.schema import check_config
+from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
+from src.sweep import state as sweep_state
 from src.tracking import offline as tracking_offline, runs, store
 from src.tracking.closing import look_commands
+from src.tracking.runs import JOB_INDEPENDENT_KEYS
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -98,9 +99,13 @@ def missing_resources(composed: list) -> list[str]:
             bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
         except Exception:  # refused_jobs names what is wrong with this job's config
             continue
-        for key, need in ((json.dumps(["model", model], sort_keys=True, default=str), ("model", model)),
-                          (json.dumps(["bench", bench, cfg.data_dir], sort_keys=True, default=str),  # its files
-                           ("benchmark", (bench, cfg.data_dir, cfg.seed)))):
+        for key, need in (
+            (json.dumps(["model", model], sort_keys=True, default=str), ("model", model)),
+            (
+                json.dumps(["bench", bench, cfg.data_dir], sort_keys=True, default=str),  # its files
+                ("benchmark", (bench, cfg.data_dir, cfg.seed)),
+            ),
+        ):
             needs.setdefault(key, (need, []))[1].append(num)
     lines = []
     for (kind, what), nums in needs.values():
@@ -109,8 +114,15 @@ def missing_resources(composed: list) -> list[str]:
                 load_backend(what, chat=False)  # finds (and fingerprints) the weights; loads nothing
             else:
                 bench, data_dir, seed = dict(what[0]), what[1], what[2]
-                load_benchmark(bench.pop("name"), path=bench.pop("path", None), split=bench.pop("split", None),
-                               data_dir=data_dir, seed=seed, limit=1, options=bench)
+                load_benchmark(
+                    bench.pop("name"),
+                    path=bench.pop("path", None),
+                    split=bench.pop("split", None),
+                    data_dir=data_dir,
+                    seed=seed,
+                    limit=1,
+                    options=bench,
+                )
         except UserError as err:
             shown = ", ".join(f"#{n}" for n in nums[:6]) + (f" and {len(nums) - 6} more" if len(nums) > 6 else "")
             lines.append(f"job{'s' if len(nums) > 1 else ''} {shown}: {err}")
@@ -151,8 +163,9 @@ def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict]:
     return sorted(found, key=lambda o: int(o.get("num", 0)))
 
 
-def report_lost_job(config: DictConfig, hydra_context: Any, num: int, overrides: list[str], what: str, *,
-                    status: str) -> None:
+def report_lost_job(
+    config: DictConfig, hydra_context: Any, num: int, overrides: list[str], what: str, *, status: str
+) -> None:
     """One `error: job #N (...)` line and the outcome record of job #num of the multirun `config`, which ended
     outside its own error handling (a cluster launcher's job that was cancelled, killed or lost: src/sweep/job.py
     writes the record of a job that could); the record the job wrote when it was stopped keeps its run id."""
@@ -167,9 +180,16 @@ def report_lost_job(config: DictConfig, hydra_context: Any, num: int, overrides:
     with open_dict(job_cfg.hydra.job):
         job_cfg.hydra.job.num = num  # the job's folder (hydra.sweep.subdir) is named by it
     out_dir = sweep_dir / str(job_cfg.hydra.sweep.subdir)
-    write_outcome(out_dir, num=num, overrides=overrides, invocation=invocation,
-                  offline_dir=str(job_cfg.tracking.offline_dir), run_id=earlier.get("run_id"),
-                  status=status, error=message)
+    write_outcome(
+        out_dir,
+        num=num,
+        overrides=overrides,
+        invocation=invocation,
+        offline_dir=str(job_cfg.tracking.offline_dir),
+        run_id=earlier.get("run_id"),
+        status=status,
+        error=message,
+    )
 
 
 class MlflowSweepCallback(Callback):
@@ -187,7 +207,9 @@ class MlflowSweepCallback(Callback):
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
-        self.loader = None  # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
+        self.loader = (
+            None  # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
+        )
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
@@ -201,15 +223,20 @@ class MlflowSweepCallback(Callback):
         if refused:  # before any job runs or any parent run is made
             for line in refused:
                 print(f"error: {line}", file=sys.stderr)
-            print(f"error: the sweep refuses {len(refused)} job(s) listed above and runs none; drop those "
-                  f"combinations (or run them as separate sweeps) and start again", file=sys.stderr)
+            print(
+                f"error: the sweep refuses {len(refused)} job(s) listed above and runs none; drop those "
+                f"combinations (or run them as separate sweeps) and start again",
+                file=sys.stderr,
+            )
             sys.exit(2)
         missing = missing_resources(composed)
         if missing:
             for line in missing:
                 print(f"error: {line}", file=sys.stderr)
-            print("error: the sweep runs none of its jobs until every model and benchmark file above is there",
-                  file=sys.stderr)
+            print(
+                "error: the sweep runs none of its jobs until every model and benchmark file above is there",
+                file=sys.stderr,
+            )
             sys.exit(2)
         self.sweep_dir = Path(config.hydra.sweep.dir)
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -223,8 +250,11 @@ class MlflowSweepCallback(Callback):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(err.exit_code)
         except Exception as err:  # noqa: BLE001 - a sweep without its parent run would log orphans: stop
-            print(f"error: the sweep's MLflow parent run at {config.tracking.uri}: {type(err).__name__}: "
-                  f"{' '.join(str(err).split())[:300]}", file=sys.stderr)
+            print(
+                f"error: the sweep's MLflow parent run at {config.tracking.uri}: {type(err).__name__}: "
+                f"{' '.join(str(err).split())[:300]}",
+                file=sys.stderr,
+            )
             sys.exit(1)
 
     def _open_parent(self, config: DictConfig) -> None:
@@ -244,9 +274,12 @@ class MlflowSweepCallback(Callback):
         except UserError:
             if self.tracking_cfg.get("on_outage") != "offline" or self.tracking_cfg.get("offline"):
                 raise
-            print(f"warning: MLflow server {uri} is unreachable; the sweep's parent run goes to {offline_dir} "
-                  f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {offline_dir} once the "
-                  f"server is back", file=sys.stderr)
+            print(
+                f"warning: MLflow server {uri} is unreachable; the sweep's parent run goes to {offline_dir} "
+                f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {offline_dir} once the "
+                f"server is back",
+                file=sys.stderr,
+            )
             uri = f"sqlite:///{offline_dir}/mlflow.db"
         store.open_store(uri)
         tracking_offline.apply_pending_closes(offline_dir, uri)  # runs an earlier outage left open on this server
@@ -257,9 +290,14 @@ class MlflowSweepCallback(Callback):
 
         if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
             parent = store.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
-        earlier = store.with_retries(lambda: store.search_all(
-            self.client, [exp_id], f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
-            order_by=["attributes.start_time DESC"]))
+        earlier = store.with_retries(
+            lambda: store.search_all(
+                self.client,
+                [exp_id],
+                f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
+                order_by=["attributes.start_time DESC"],
+            )
+        )
         if parent is None and earlier and config.get("resume", True):
             parent = earlier[0]  # a rerun of the same sweep (resume=true) joins it: one parent run per sweep
         for old in earlier:  # any other parent of this sweep left open (a killed process) is closed
@@ -275,9 +313,18 @@ class MlflowSweepCallback(Callback):
         else:
             self.sweep_id = uuid.uuid4().hex[:12]
             self._create_parent(config, exp_id, digest)
-        (self.sweep_dir / SWEEP_FILE).write_text(json.dumps({
-            "sweep_id": self.sweep_id, "parent_run_id": self.parent_id, "experiment_id": exp_id,
-            "parent_uri": redact_text(uri), "sweep_hash": digest, "invocation": self.invocation}))
+        (self.sweep_dir / SWEEP_FILE).write_text(
+            json.dumps(
+                {
+                    "sweep_id": self.sweep_id,
+                    "parent_run_id": self.parent_id,
+                    "experiment_id": exp_id,
+                    "parent_uri": redact_text(uri),
+                    "sweep_hash": digest,
+                    "invocation": self.invocation,
+                }
+            )
+        )
 
     def _create_parent(self, config: DictConfig, exp_id: str, digest: str) -> None:
         overrides = list(config.hydra.overrides.task)
@@ -286,14 +333,28 @@ class MlflowSweepCallback(Callback):
         tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": runs.git_commit()}
         if self.parent_uri != config.tracking.uri:
             tags["offline_target"] = redact_text(config.tracking.uri)  # where `python -m src.sync` uploads it
-        run = store.with_retries(lambda: self.client.create_run(
-            exp_id, run_name=f"sweep-{config.tracking.experiment}-{self.sweep_id}", tags=tags))
+        run = store.with_retries(
+            lambda: self.client.create_run(
+                exp_id, run_name=f"sweep-{config.tracking.experiment}-{self.sweep_id}", tags=tags
+            )
+        )
         self.parent_id = run.info.run_id
-        store.with_retries(lambda: self.client.log_dict(
-            self.parent_id, redact({"overrides": overrides, "sweeper_params": sweep_params,
-                                    "config": OmegaConf.to_container(config, resolve=False)}), "sweep.json"))
-        store.with_retries(lambda: self.client.log_param(self.parent_id, "overrides",
-                                                            redact(" ".join(overrides))[:6000]))
+        store.with_retries(
+            lambda: self.client.log_dict(
+                self.parent_id,
+                redact(
+                    {
+                        "overrides": overrides,
+                        "sweeper_params": sweep_params,
+                        "config": OmegaConf.to_container(config, resolve=False),
+                    }
+                ),
+                "sweep.json",
+            )
+        )
+        store.with_retries(
+            lambda: self.client.log_param(self.parent_id, "overrides", redact(" ".join(overrides))[:6000])
+        )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self.finish(interrupted=False)
@@ -310,11 +371,13 @@ class MlflowSweepCallback(Callback):
         status = "KILLED" if interrupted else "FAILED" if failed else "FINISHED"
         closed = self._close_parent(status) if self.parent_id else None
         offline = [o for o in outcomes if o.get("offline")]
-        head = (f"sweep {self.sweep_id or '-'}{' interrupted' if interrupted else ''}: {len(outcomes) + missing} "
-                f"job(s), {counts['finished']} finished, {counts['skipped']} skipped, {failed} failed"
-                + (f" ({counts['killed']} killed)" if counts["killed"] else "")
-                + (f", {missing} without a report" if missing else "")
-                + (f"; parent run {self.parent_id} {closed}" if self.parent_id else ""))
+        head = (
+            f"sweep {self.sweep_id or '-'}{' interrupted' if interrupted else ''}: {len(outcomes) + missing} "
+            f"job(s), {counts['finished']} finished, {counts['skipped']} skipped, {failed} failed"
+            + (f" ({counts['killed']} killed)" if counts["killed"] else "")
+            + (f", {missing} without a report" if missing else "")
+            + (f"; parent run {self.parent_id} {closed}" if self.parent_id else "")
+        )
         print(head, file=sys.stderr)
         for o in outcomes:
             line = f"  #{o['num']} {o['status']:<8} {o.get('run_id') or '-':<32}  {job_label(o.get('overrides', []))}"
@@ -323,8 +386,11 @@ class MlflowSweepCallback(Callback):
             print(line + (f": {o['error']}" if o.get("error") else ""), file=sys.stderr)
         if offline:
             folder = offline[0].get("offline_dir") or "mlruns/offline"
-            print(f"{len(offline)} job(s) logged to {folder} while the server was down: run python -m src.sync "
-                  f"--offline-dir {folder} once it is back", file=sys.stderr)
+            print(
+                f"{len(offline)} job(s) logged to {folder} while the server was down: run python -m src.sync "
+                f"--offline-dir {folder} once it is back",
+                file=sys.stderr,
+            )
         if self.look is not None and counts["finished"] + counts["skipped"]:  # once for the sweep, not per job
             uri = self.parent_uri or self.look[0]  # the parent's store (the offline one when the server was down)
             for line in look_commands(uri, self.look[1], sweep_id=self.sweep_id):
@@ -339,8 +405,11 @@ class MlflowSweepCallback(Callback):
         try:
             store.check_tracking(self.parent_uri)
             # a job whose process was killed outright (SIGKILL, out of memory, its node lost) could not end its run
-            store.with_retries(lambda: runs.mark_dead_runs(
-                self.client, self.experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"))
+            store.with_retries(
+                lambda: runs.mark_dead_runs(
+                    self.client, self.experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"
+                )
+            )
             store.with_retries(lambda: self.client.set_terminated(self.parent_id, status))
             return status
         except Exception as err:

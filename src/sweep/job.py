@@ -3,6 +3,7 @@
 Its failure is one `error: job #N ...` line and a record in `<job dir>/job.json` for the sweep's summary
 (src/sweep/callback.py), and the sweep goes on with the next job (Hydra would stop at the first).
 """
+
 from __future__ import annotations
 
 import sys
@@ -11,12 +12,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from src.tracking import runs, store
 from src.common import gc_tuning, progress
 from src.common.errors import UserError
-from src.job.runner import interval_level, run_job
 from src.common.redact import redact_text
+from src.job.runner import interval_level, run_job
 from src.sweep.callback import job_label, read_sweep_info, write_outcome
+from src.tracking import runs, store
 
 
 def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
@@ -26,14 +27,17 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
     sweep = read_sweep_info(hydra_cfg.sweep.dir)
     out_dir = hydra_cfg.runtime.output_dir
     num, overrides = int(hydra_cfg.job.num), list(hydra_cfg.overrides.task)
-    outcome = {"num": num, "overrides": overrides, "invocation": sweep.get("invocation"),
-               "offline_dir": str(cfg.tracking.offline_dir)}
+    outcome = {
+        "num": num,
+        "overrides": overrides,
+        "invocation": sweep.get("invocation"),
+        "offline_dir": str(cfg.tracking.offline_dir),
+    }
     runs.last_run.clear()
     try:
         result = run_job(cfg, out_dir=out_dir, sweep=sweep)
     except KeyboardInterrupt:
-        write_outcome(out_dir, **outcome, status="killed", run_id=runs.last_run.get("run_id"),
-                      error="interrupted")
+        write_outcome(out_dir, **outcome, status="killed", run_id=runs.last_run.get("run_id"), error="interrupted")
         raise
     except Exception as err:  # noqa: BLE001 - reported in one line; the traceback goes to the job's folder
         crashed = not isinstance(err, UserError)
@@ -43,13 +47,15 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
             (Path(out_dir) / "error.txt").write_text(redact_text(traceback.format_exc()))
             message += f" (traceback in {Path(out_dir) / 'error.txt'})"
         print(f"error: job #{num} ({job_label(overrides)}): {message}", file=sys.stderr)
-        write_outcome(out_dir, **outcome, status="failed", run_id=runs.last_run.get("run_id"), error=message,
-                      crashed=crashed)
+        write_outcome(
+            out_dir, **outcome, status="failed", run_id=runs.last_run.get("run_id"), error=message, crashed=crashed
+        )
         return
     # went to the offline store because the server was down (tracking.on_outage=offline)
     offline = not cfg.tracking.offline and runs.last_run.get("uri") == f"sqlite:///{cfg.tracking.offline_dir}/mlflow.db"
-    write_outcome(out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id,
-                  offline=offline)
+    write_outcome(
+        out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id, offline=offline
+    )
     print(result.summary(), flush=True)
     # the sweep's summary prints the commands once, for every job (src/sweep/callback.py)
     print(f"job #{num} {result.closing(level=interval_level(cfg), commands=False)}", file=sys.stderr)

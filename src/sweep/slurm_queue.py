@@ -9,6 +9,7 @@ The one module of src that names submitit's private API: the watcher's state (`_
 has no public hook for another source of job states). Importing it checks the installed submitit against
 `SUPPORTED` (pyproject.toml pins the same range; one `warning:` line when outside, src/common/versions.py).
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,12 @@ class QueueWatcher(SlurmInfoWatcher):
             return
         arrays = sorted({j.split("_")[0] for j in unseen})
         try:  # -r: one line per array task; -t all: finished jobs too
-            out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-j", ",".join(arrays)],
-                                 capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
+            out = subprocess.run(
+                ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-j", ",".join(arrays)],
+                capture_output=True,
+                text=True,
+                timeout=SQUEUE_TIMEOUT_S,
+            )
         except (OSError, subprocess.TimeoutExpired) as err:
             log.warning("squeue: %s; job states may be late", err)
             return

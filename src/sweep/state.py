@@ -5,11 +5,13 @@ in it when the multirun starts and leaves its exit code there when it finishes; 
 callback's composed jobs and config loader from it. Importing the package makes no state, and none outlives the
 command.
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 
 @dataclass

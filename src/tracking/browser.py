@@ -6,6 +6,7 @@ and `python -m devtools.ui_check` share, below both commands.
 brings its driver, no browser download), imported inside the functions that need it so that importing this module
 needs no extra; `browser_missing` is the one `error:` line when either is absent.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from src.tracking.names import SERVER_ENV
 
@@ -46,9 +47,26 @@ def free_port() -> int:
 def start_ui(uri: str, port: int, log: Path) -> subprocess.Popen:
     """`mlflow ui` on 127.0.0.1:`port` in a process group of its own; returns once /health answers."""
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                                 "--port", str(port), "--workers", "1"], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, **SERVER_ENV})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "ui",
+                "--backend-store-uri",
+                uri,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **SERVER_ENV},
+        )
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -59,7 +77,9 @@ def start_ui(uri: str, port: int, log: Path) -> subprocess.Popen:
         except OSError:
             time.sleep(1)
     stop_ui(proc)
-    raise RuntimeError(f"mlflow ui did not answer on port {port} within {SERVER_START_S:.0f} s: {log.read_text()[-2000:]}")
+    raise RuntimeError(
+        f"mlflow ui did not answer on port {port} within {SERVER_START_S:.0f} s: {log.read_text()[-2000:]}"
+    )
 
 
 def stop_ui(proc: subprocess.Popen) -> None:
@@ -101,8 +121,9 @@ def open_browser(chromium: str) -> Iterator:
 
     with sync_playwright() as playwright:
         # chromium_sandbox=True: Playwright would add --no-sandbox for every user; chromium_args() adds it as root
-        browser = playwright.chromium.launch(executable_path=chromium, args=chromium_args(), chromium_sandbox=True,
-                                             timeout=PAGE_TIMEOUT_S * 1000)
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=chromium_args(), chromium_sandbox=True, timeout=PAGE_TIMEOUT_S * 1000
+        )
         try:
             yield browser
         finally:
@@ -134,8 +155,17 @@ class Page:
     ready: bool = True
 
 
-def load_page(browser, url: str, *, size: tuple[int, int], ready: str, script: str | None = None,
-              screenshot: Path | None = None, timeout_s: float = PAGE_TIMEOUT_S, settle_s: float = SETTLE_S) -> Page:
+def load_page(
+    browser,
+    url: str,
+    *,
+    size: tuple[int, int],
+    ready: str,
+    script: str | None = None,
+    screenshot: Path | None = None,
+    timeout_s: float = PAGE_TIMEOUT_S,
+    settle_s: float = SETTLE_S,
+) -> Page:
     """Load `url` in a fresh page of `browser` (a new browser context: a new profile, nothing kept from the last
     page) with a `size` viewport, wait until the JavaScript expression `ready` holds (the load and the wait
     together at most `timeout_s`), give the page's remaining requests `settle_s`, then read its DOM and run

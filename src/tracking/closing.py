@@ -6,9 +6,11 @@ and the two commands that look at it (`python -m src.ui`, `python -m src.compare
 that scripts read); the jobs of a sweep print theirs without the commands, and the sweep's summary
 (src/sweep/callback.py) prints the commands once, for the whole sweep.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from src.tracking.names import DEFAULT_URI
 
@@ -119,8 +121,10 @@ def near_tie_line(near: int, ranked: int) -> str:
     """
     from src.core.records import NEAR_TIE_MARGIN  # local: loads pandas (slow import)
 
-    return (f"  near-ties: {near} of {ranked} decisions within {NEAR_TIE_MARGIN:g} of the next option (another CPU, "
-            f"dtype or batch size may flip them)")
+    return (
+        f"  near-ties: {near} of {ranked} decisions within {NEAR_TIE_MARGIN:g} of the next option (another CPU, "
+        f"dtype or batch size may flip them)"
+    )
 
 
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
@@ -130,8 +134,10 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
     else:
         head = f"run {result.run_id} finished"
     has_interval = any(f"{name}_lo" in result.metrics for name in result.headline)
-    lines = [head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
-             *judged_lines(result.metrics, result.headline)]
+    lines = [
+        head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
+        *judged_lines(result.metrics, result.headline),
+    ]
     if getattr(result, "near_ties", None):
         lines.append(near_tie_line(*result.near_ties))
     if commands and result.tracking_uri:

@@ -20,10 +20,11 @@ importing this module checks the installed MLflow against `SUPPORTED` (pyproject
 prints one `warning:` line when it is outside (src/common/versions.py). tests/test_store_errors.py makes each
 error as MLflow and SQLite make it.
 """
+
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 from src.common import versions
 
@@ -78,8 +79,12 @@ def is_outage(err: BaseException) -> bool:
     retries."""
     import requests
 
-    outages = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, requests.exceptions.RetryError,
-               ConnectionError)
+    outages = (
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+        requests.exceptions.RetryError,
+        ConnectionError,
+    )
     return any(isinstance(e, outages) for e in chain(err))
 
 

@@ -3,6 +3,7 @@
 Written once here, below every layer that reads or writes runs (the job tracker, `src.compare`, `src.assess`,
 `src.plan`, `src.ingest`, the config's default).
 """
+
 from __future__ import annotations
 
 # Environment for an `mlflow server` or `mlflow ui` this project starts: without it MLflow also starts its GenAI job

@@ -1,10 +1,12 @@
 """Closes that could not reach the store (tracking.on_outage=offline), applied later."""
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from src.common import owners
 from src.common.errors import UserError
@@ -15,15 +17,33 @@ LOCK_FILE = "pending_closes.lock"  # held only to append a close, or to take the
 CLAIMED = "pending_closes.claimed.{owner}"  # the closes one process (owner `<host>:<pid>`) took and is applying
 
 
-def note_pending_close(offline_dir: str | Path, uri: str, run_id: str | None, status: str, *,
-                       search: Mapping[str, Any] | None = None, **tags: str) -> None:
+def note_pending_close(
+    offline_dir: str | Path,
+    uri: str,
+    run_id: str | None,
+    status: str,
+    *,
+    search: Mapping[str, Any] | None = None,
+    **tags: str,
+) -> None:
     """Remember a run that could not be given its terminal status because its server was down;
     `python -m src.sync` (and the next sweep on that server) applies it. `run_id=None` with `search`
     (experiment_id, config_hash, since): a run whose creation reached the server but whose id never came back."""
     folder = Path(offline_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"uri": uri, "run_id": run_id, "status": status, "tags": tags, "search": dict(search or {}),
-                       "end_time": int(time.time() * 1000)}) + "\n"
+    line = (
+        json.dumps(
+            {
+                "uri": uri,
+                "run_id": run_id,
+                "status": status,
+                "tags": tags,
+                "search": dict(search or {}),
+                "end_time": int(time.time() * 1000),
+            }
+        )
+        + "\n"
+    )
     with store.file_lock(folder / LOCK_FILE), open(folder / PENDING_FILE, "a") as handle:
         handle.write(line)
 
@@ -34,9 +54,14 @@ def _pending_runs(client, entry: Mapping[str, Any]) -> list[str]:
         run = store.with_retries(lambda: client.get_run(entry["run_id"]))
         return [entry["run_id"]] if run.info.status in ("RUNNING", "SCHEDULED") else []
     search = entry["search"]
-    runs = store.with_retries(lambda: store.search_all(
-        client, [search["experiment_id"]], f"tags.config_hash = '{search['config_hash']}' and "
-        f"attributes.status = 'RUNNING' and attributes.start_time >= {int(search['since'])}"))
+    runs = store.with_retries(
+        lambda: store.search_all(
+            client,
+            [search["experiment_id"]],
+            f"tags.config_hash = '{search['config_hash']}' and "
+            f"attributes.status = 'RUNNING' and attributes.start_time >= {int(search['since'])}",
+        )
+    )
     return [r.info.run_id for r in runs if r.info.start_time <= entry["end_time"]]
 
 

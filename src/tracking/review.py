@@ -1,9 +1,11 @@
 """What a reviewer sees of a job run: its description, the review view's columns, subjects."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from src.tracking.names import mlflow_metric_name
 
@@ -25,8 +27,11 @@ DESCRIBED_HEADLINES = 6  # headline metrics named in a run's description
 def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
     """The metrics MLflow can hold, `@` spelt `_at_`: NaN (undefined, e.g. RWS with nothing SURE) and infinities
     are left out (metrics.json keeps them)."""
-    return {mlflow_metric_name(k): float(v) for k, v in metrics.items()
-            if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
+    return {
+        mlflow_metric_name(k): float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
+    }
 
 
 def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
@@ -57,8 +62,12 @@ def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
     for column in table.columns:
         order += [c for c in (column, *interval_names(column)) if c in table.columns and c not in order]
     run_level = {k: v for k, v in kept.items() if "/" not in k}
-    first = [name for headline in headline_order(list(run_level))
-             for name in (headline, *interval_names(headline)) if name in run_level]
+    first = [
+        name
+        for headline in headline_order(list(run_level))
+        for name in (headline, *interval_names(headline))
+        if name in run_level
+    ]
     ordered = {name: run_level[name] for name in [*first, *run_level]}  # the run page lists them in this order
     return finite_metrics(ordered), table[order] if len(table) else table
 
@@ -76,8 +85,15 @@ SHARED_VIEW_TAG = "mlflow.sharedViewState."
 REVIEW_HEADLINES = ("mcqa", "cora", "rws", "st", "full_fr", "acc_h")
 REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
 # `chance`: src.metrics.chance.CHANCE_TAG (`0.226: mcqa indistinguishable from chance`)
-REVIEW_COLUMNS = ("tags.`chance`", "tags.`model`", "tags.`benchmark`", "tags.`variants`", "tags.`temperature`",
-                  "tags.`scoring`", "params.`n_questions`")
+REVIEW_COLUMNS = (
+    "tags.`chance`",
+    "tags.`model`",
+    "tags.`benchmark`",
+    "tags.`variants`",
+    "tags.`temperature`",
+    "tags.`scoring`",
+    "params.`n_questions`",
+)
 
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
 
@@ -96,7 +112,9 @@ def review_link(experiment_id: str, base_url: str = "http://127.0.0.1:5000") -> 
     >>> review_link("3")
     'http://127.0.0.1:5000/#/experiments/3/runs?viewStateShareKey=review&workflowType=machine_learning'
     """
-    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={REVIEW_VIEW_KEY}&{ML_WORKFLOW}"
+    return (
+        f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={REVIEW_VIEW_KEY}&{ML_WORKFLOW}"
+    )
 
 
 def review_metric_names(names: Sequence[str]) -> list[str]:
@@ -132,7 +150,7 @@ def view_metric_columns(view_state: str | None) -> list[str]:
         columns = json.loads(view_state).get("selectedColumns", []) if view_state else []
     except (ValueError, AttributeError):
         return []
-    return [c[len("metrics.`"):-1] for c in columns if c.startswith("metrics.`")]
+    return [c[len("metrics.`") : -1] for c in columns if c.startswith("metrics.`")]
 
 
 def columns_before_accuracy(view_state: str | None) -> tuple[str | None, list[str]]:
@@ -159,8 +177,16 @@ def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -
     """
     names = [*metric_names, *view_metric_columns(earlier)]
     metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in review_metric_names(names)]
-    return json.dumps({"searchFilter": JOB_RUNS_FILTER, "orderByKey": JOB_RUNS_ORDER, "orderByAsc": True,
-                       "selectedColumns": [*metrics, *REVIEW_COLUMNS], "runsExpanded": {}, "groupBy": None})
+    return json.dumps(
+        {
+            "searchFilter": JOB_RUNS_FILTER,
+            "orderByKey": JOB_RUNS_ORDER,
+            "orderByAsc": True,
+            "selectedColumns": [*metrics, *REVIEW_COLUMNS],
+            "runsExpanded": {},
+            "groupBy": None,
+        }
+    )
 
 
 def write_subjects(table, artifacts_dir: Path) -> None:
@@ -176,16 +202,27 @@ def review_params(params: Mapping[str, Any], **effective: Any) -> dict[str, Any]
 
 def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLINES) -> str:
     """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals."""
-    from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
     from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
+    from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
 
     names = [n for n in headline_order(list(metrics)) if metrics[n] == metrics[n]][:limit]
     return ", ".join(f"{name} {cell(metrics, name)}" for name in names)
 
 
-def run_description(*, model: str, benchmark: str, variants: str, scoring: str, temperature: float,
-                    repetitions: int, n_questions: int, limit: Any, metrics: Mapping[str, float], level: float,
-                    rws_st: str | None = None) -> str:
+def run_description(
+    *,
+    model: str,
+    benchmark: str,
+    variants: str,
+    scoring: str,
+    temperature: float,
+    repetitions: int,
+    n_questions: int,
+    limit: Any,
+    metrics: Mapping[str, float],
+    level: float,
+    rws_st: str | None = None,
+) -> str:
     """The run's description in words (MLflow's Description box, Markdown): what was asked of which model, the
     headline metrics with their intervals and the chance level (with the sentence `chance_verdict` gives a run at
     chance, in bold).
@@ -205,23 +242,29 @@ def run_description(*, model: str, benchmark: str, variants: str, scoring: str, 
     from src.metrics.chance import chance_verdict  # local: loads numpy, pandas (slow import)
 
     limit_text = f" (`limit={limit}`)" if limit not in (None, "null") else ""
-    lines = [f"**{model}** on **{benchmark}**: {n_questions} questions{limit_text}, variant set `{variants}`, "
-             f"scoring `{scoring}`, temperature {float(temperature):g}"
-             + (f", {int(repetitions)} repetitions" if int(repetitions) > 1 else "")
-             + f"; {int(metrics.get('n_trials', 0))} trials."]
+    lines = [
+        f"**{model}** on **{benchmark}**: {n_questions} questions{limit_text}, variant set `{variants}`, "
+        f"scoring `{scoring}`, temperature {float(temperature):g}"
+        + (f", {int(repetitions)} repetitions" if int(repetitions) > 1 else "")
+        + f"; {int(metrics.get('n_trials', 0))} trials."
+    ]
     headline = headline_text(metrics)
     verdict = chance_verdict(metrics)
     if headline:
         bounded = any(is_interval_name(name) for name in metrics)
         said = f", {verdict.metric}: {verdict.short()}" if verdict and verdict.short() else ""
-        lines.append(f"Headline: {headline}" + (f" (intervals at {level:.0%})" if bounded else "")
-                     + (f"; chance {verdict.chance:.3f}{said}." if verdict else "."))
+        lines.append(
+            f"Headline: {headline}"
+            + (f" (intervals at {level:.0%})" if bounded else "")
+            + (f"; chance {verdict.chance:.3f}{said}." if verdict else ".")
+        )
     if verdict and verdict.sentence():
         lines.append(f"**{verdict.sentence()}**")
     if rws_st:
         lines.append(f"RWS | S/T: {rws_st}.")
-    lines.append(f"Per-subject values: `{SUBJECTS_FILE}`; every metric: `metrics.json`; every trial: "
-                 "`records.parquet`.")
+    lines.append(
+        f"Per-subject values: `{SUBJECTS_FILE}`; every metric: `metrics.json`; every trial: `records.parquet`."
+    )
     return "\n\n".join(lines)
 
 
@@ -232,8 +275,18 @@ def questions_dataset(questions, *, name: str):
     import mlflow.data
     import pandas as pd
 
-    frame = pd.DataFrame([{"id": q.id, "subject": q.subject or "", "question": q.question,
-                           "options": json.dumps(list(q.options)), "answer": q.options[q.answer]} for q in questions])
+    frame = pd.DataFrame(
+        [
+            {
+                "id": q.id,
+                "subject": q.subject or "",
+                "question": q.question,
+                "options": json.dumps(list(q.options)),
+                "answer": q.options[q.answer],
+            }
+            for q in questions
+        ]
+    )
     from mlflow.data.code_dataset_source import CodeDatasetSource
     from mlflow.tracking.context import registry as context_registry
 

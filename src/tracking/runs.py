@@ -1,4 +1,5 @@
 """One MLflow run per job: its identity (config hash), the job tracker, runs of dead jobs."""
+
 from __future__ import annotations
 
 import contextlib
@@ -10,13 +11,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
+from src.common import owners
 from src.common.errors import UserError
 from src.tracking import offline, review, store
 from src.tracking.names import metric_name
-from src.common import owners
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +40,12 @@ def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -101,8 +107,10 @@ def identity_change(run, identities: Mapping[str, str]) -> str | None:
     """
     tags = run.data.tags
     if not any(tag in tags for tag in IDENTITY_TAGS):
-        return (f"run {run.info.run_id} of this config logged no model or data identity (made before they were "
-                f"logged): running again")
+        return (
+            f"run {run.info.run_id} of this config logged no model or data identity (made before they were "
+            f"logged): running again"
+        )
     changed = [what for tag, what in IDENTITY_TAGS.items() if tags.get(tag) != identities[tag]]
     return f"{' and '.join(changed)} changed since run {run.info.run_id}: running again" if changed else None
 
@@ -145,7 +153,9 @@ class JobTracker:
             store.check_tracking(uri)  # the health check: before any compute, and before each job of a sweep
             store.open_store(uri)
             self.client = MlflowClient(tracking_uri=uri)
-            self.exp_id = self._call(lambda: store.experiment_id(self.client, self.cfg["experiment"], uri), fall_back=False)
+            self.exp_id = self._call(
+                lambda: store.experiment_id(self.client, self.cfg["experiment"], uri), fall_back=False
+            )
         except UserError as err:
             if not self._can_fall_back():
                 raise
@@ -154,16 +164,21 @@ class JobTracker:
         mlflow.set_tracking_uri(uri)
 
     def _fall_back(self, err: BaseException) -> None:
-        print(f"warning: MLflow server {self.target} is not answering; this job logs to {self.offline_dir} "
-              f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {self.offline_dir} once the "
-              f"server is back", file=sys.stderr)
+        print(
+            f"warning: MLflow server {self.target} is not answering; this job logs to {self.offline_dir} "
+            f"(tracking.on_outage=offline): run python -m src.sync --offline-dir {self.offline_dir} once the "
+            f"server is back",
+            file=sys.stderr,
+        )
         self.fell_back = True
         self._connect(self.offline_uri)
 
     def _down(self, err: BaseException, doing: str) -> store.TrackingDown:
-        return store.TrackingDown(f"config key tracking.uri: MLflow server {self.uri} stopped answering {doing} "
-                            f"({store.short(err)}); answers already computed are in the response cache: start the server "
-                            f"and run the same command again, or set tracking.on_outage=offline")
+        return store.TrackingDown(
+            f"config key tracking.uri: MLflow server {self.uri} stopped answering {doing} "
+            f"({store.short(err)}); answers already computed are in the response cache: start the server "
+            f"and run the same command again, or set tracking.on_outage=offline"
+        )
 
     def _call(self, op, *, fall_back: bool = True, doing: str = "before the job started"):
         """`op()` with the race retries; a server outage becomes TrackingDown (after MLflow's bounded retries)."""
@@ -195,7 +210,6 @@ class JobTracker:
         except store.TrackingDown:
             raise
         except Exception:  # noqa: BLE001 - a run without a readable metrics.json (logged elsewhere, or older)
-
             return {metric_name(k): v for k, v in run.data.metrics.items()}
 
     def mark_interrupted(self) -> None:
@@ -213,8 +227,13 @@ class JobTracker:
     # -- the run
 
     def _tags(self, tags: Mapping[str, str]) -> dict[str, str]:
-        out = {"config_hash": self.job_hash, "kind": "job", "owner": owners.this_owner(),
-               "heartbeat": str(int(time.time())), **tags}
+        out = {
+            "config_hash": self.job_hash,
+            "kind": "job",
+            "owner": owners.this_owner(),
+            "heartbeat": str(int(time.time())),
+            **tags,
+        }
         if self.offline:
             from src.common.redact import redact_text  # local: loads hydra (slow import)
 
@@ -277,9 +296,14 @@ class JobTracker:
 
     def _lost_create(self, since: float) -> None:
         """The server may have made the run whose id never came back: note it, found by its config hash."""
-        offline.note_pending_close(self.offline_dir, self.uri, None, "KILLED", interrupted="true",
-                           search={"experiment_id": self.exp_id, "config_hash": self.job_hash,
-                                   "since": int(since * 1000)})
+        offline.note_pending_close(
+            self.offline_dir,
+            self.uri,
+            None,
+            "KILLED",
+            interrupted="true",
+            search={"experiment_id": self.exp_id, "config_hash": self.job_hash, "since": int(since * 1000)},
+        )
 
     def _close(self, status: str, **tags: str) -> None:
         last_run["status"] = status
@@ -290,11 +314,22 @@ class JobTracker:
             self._call(lambda: self.client.set_terminated(self.run_id, status))
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
-            print(f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); python -m src.sync "
-                  f"--offline-dir {self.offline_dir} marks it once the server is back", file=sys.stderr)
+            print(
+                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); python -m src.sync "
+                f"--offline-dir {self.offline_dir} marks it once the server is back",
+                file=sys.stderr,
+            )
 
-    def log(self, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],
-            artifacts_dir: Path, constant: Sequence[str] = (), dataset=None) -> None:
+    def log(
+        self,
+        *,
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+        tags: Mapping[str, str],
+        artifacts_dir: Path,
+        constant: Sequence[str] = (),
+        dataset=None,
+    ) -> None:
         """Params, metrics (as `review_view` shows them, without the `constant` ones), tags, the questions asked as
         the run's `dataset` input and the artifacts into the job's run; a server outage here moves the run into the
         offline store (`on_outage=offline`) or stops the job in one line with the run noted as FAILED."""
@@ -308,8 +343,14 @@ class JobTracker:
                 last_run["status"] = "FAILED"
                 offline.note_pending_close(self.offline_dir, self.uri, lost, "FAILED", error="tracking server outage")
                 raise
-            offline.note_pending_close(self.offline_dir, self.uri, lost, "KILLED", interrupted="true",
-                               error="tracking server outage; the job went on offline")
+            offline.note_pending_close(
+                self.offline_dir,
+                self.uri,
+                lost,
+                "KILLED",
+                interrupted="true",
+                error="tracking server outage; the job went on offline",
+            )
             self._fall_back(err)
             self._create(self._run_name, {**self._run_tags, "replaces_run_id": lost})
             self._log(params, view[0], tags, artifacts_dir, dataset)
@@ -320,10 +361,15 @@ class JobTracker:
 
         doing = f"while logging run {self.run_id}"
         now = int(time.time() * 1000)
-        self._call(lambda: self.client.log_batch(
-            self.run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-            params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
-            tags=[RunTag(k, str(v)) for k, v in tags.items()]), doing=doing)
+        self._call(
+            lambda: self.client.log_batch(
+                self.run_id,
+                metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
+                tags=[RunTag(k, str(v)) for k, v in tags.items()],
+            ),
+            doing=doing,
+        )
         if dataset is not None:  # the runs table's Dataset column: the benchmark, and a digest of its questions
             entity = Dataset(**dataset.to_dict())  # the dataset's public description, as MLflow's log_input sends it
             asked = DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])
@@ -344,8 +390,12 @@ class JobTracker:
 def finished_run_of(client, experiment: str, job_hash: str, identities: Mapping[str, str] | None = None):
     """`finished_run` through an MlflowClient."""
     which = "".join(f" and tags.{tag} = '{value}'" for tag, value in (identities or {}).items())
-    runs = client.search_runs([experiment], max_results=1, order_by=["attributes.start_time DESC"],
-                              filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'{which}")
+    runs = client.search_runs(
+        [experiment],
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+        filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'{which}",
+    )
     return runs[0] if runs else None
 
 
@@ -402,13 +452,16 @@ def mark_dead_runs(client, experiment: str, which: str) -> list[str]:
     return marked
 
 
-def log_run(mlflow, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str],
-            artifacts_dir: Path) -> None:
+def log_run(
+    mlflow, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str], artifacts_dir: Path
+) -> None:
     """Log into the active run, the metrics as `review_view` shows them (non-finite ones, NaN: undefined, e.g. RWS
     with nothing SURE, are skipped in MLflow and kept in metrics.json; per-subject values in subjects.csv)."""
     finite, subjects = review.review_view(metrics)
     review.write_subjects(subjects, artifacts_dir)
-    store.with_retries(lambda: mlflow.log_params({k: ("null" if v is None else str(v)[:6000]) for k, v in params.items()}))
+    store.with_retries(
+        lambda: mlflow.log_params({k: ("null" if v is None else str(v)[:6000]) for k, v in params.items()})
+    )
     store.with_retries(lambda: mlflow.log_metrics(finite))
     store.with_retries(lambda: mlflow.set_tags(dict(tags)))
     mlflow.log_artifacts(str(artifacts_dir))

@@ -1,4 +1,5 @@
 """The tracking store: checking and opening it, experiments, retries on races and outages."""
+
 from __future__ import annotations
 
 import contextlib
@@ -6,13 +7,17 @@ import math
 import os
 import time
 import urllib.request
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from src.common import gc_tuning, owners
 from src.common.errors import UserError
 from src.tracking import mlflow_adapter
-from src.tracking.mlflow_adapter import is_outage, is_race  # the store's callers ask it what an error means
+from src.tracking.mlflow_adapter import (  # the store's callers ask it what an error means (re-exported)
+    is_outage as is_outage,
+    is_race as is_race,
+)
 from src.tracking.names import DEFAULT_URI
 
 
@@ -36,19 +41,25 @@ def check_tracking(uri: str) -> None:
         try:
             db.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise UserError(f"config key tracking.uri: cannot create {db.parent} ({err.strerror}); "
-                            "point tracking.uri at a writable sqlite:/// path") from None
+            raise UserError(
+                f"config key tracking.uri: cannot create {db.parent} ({err.strerror}); "
+                "point tracking.uri at a writable sqlite:/// path"
+            ) from None
         return
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
         except OSError as err:
-            raise UserError(f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); start it, set "
-                            f"tracking.on_outage=offline or tracking.uri={DEFAULT_URI}") from None
+            raise UserError(
+                f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); start it, set "
+                f"tracking.on_outage=offline or tracking.uri={DEFAULT_URI}"
+            ) from None
         return
     if uri.startswith("file:") or "://" not in uri:
-        raise UserError(f"config key tracking.uri: {uri!r} is a file store, which current MLflow refuses; "
-                        f"use tracking.uri={DEFAULT_URI}")
+        raise UserError(
+            f"config key tracking.uri: {uri!r} is a file store, which current MLflow refuses; "
+            f"use tracking.uri={DEFAULT_URI}"
+        )
 
 
 def experiment_id(mlflow, name: str, uri: str) -> str:
@@ -77,7 +88,7 @@ def with_retries(op, *, attempts: int = 12):
         except Exception as err:  # MLflow wraps sqlite's OperationalError in its own exception types
             if not is_race(err) or attempt == attempts - 1:
                 raise
-            time.sleep(min(0.1 * 2 ** attempt, 5.0))
+            time.sleep(min(0.1 * 2**attempt, 5.0))
 
 
 _OPENED: set[str] = set()  # the stores this process opened (created or upgraded once)
@@ -105,9 +116,11 @@ def open_store(uri: str) -> None:
             except MlflowException as err:
                 if not mlflow_adapter.is_old_schema(err):
                     raise
-                raise UserError(f"config key tracking.uri: the store {db} was made by an older MLflow "
-                                f"({short(err, 200)}); copy it (cp {db} {db}.bak), then run mlflow db upgrade "
-                                f"{uri}, or point tracking.uri at a new store") from None
+                raise UserError(
+                    f"config key tracking.uri: the store {db} was made by an older MLflow "
+                    f"({short(err, 200)}); copy it (cp {db} {db}.bak), then run mlflow db upgrade "
+                    f"{uri}, or point tracking.uri at a new store"
+                ) from None
     _OPENED.add(uri)
     gc_tuning.end_import_pause()  # MLflow and its store are imported: the command's heap is built
 
@@ -122,8 +135,13 @@ def _create_sqlite_store(db: Path) -> None:
     for side in db.parent.glob(f".{db.name}.tmp-*-*"):  # SQLite's journal of a killed creation's temporary store
         base, _, suffix = side.name.rpartition("-")
         match = owners.TEMP_NAME.match(base)
-        if suffix in ("journal", "wal", "shm") and match and match["pid"] and match["host"] == owners.host() \
-                and not owners.pid_alive(int(match["pid"])):
+        if (
+            suffix in ("journal", "wal", "shm")
+            and match
+            and match["pid"]
+            and match["host"] == owners.host()
+            and not owners.pid_alive(int(match["pid"]))
+        ):
             side.unlink(missing_ok=True)
     partial = db.parent / f"{owners.temp_prefix(db.name)}{os.urandom(4).hex()}"
     try:
@@ -140,8 +158,13 @@ def search_all(client, experiment_ids, filter_string: str = "", order_by=None) -
     found: list = []
     token = None
     while True:
-        page = client.search_runs(list(experiment_ids), filter_string=filter_string, order_by=order_by,
-                                  max_results=PAGE_SIZE, page_token=token)
+        page = client.search_runs(
+            list(experiment_ids),
+            filter_string=filter_string,
+            order_by=order_by,
+            max_results=PAGE_SIZE,
+            page_token=token,
+        )
         found.extend(page)
         token = page.token
         if not token:
@@ -173,8 +196,10 @@ def check_options(tracking_cfg: Mapping[str, Any]) -> None:
     """The `tracking.on_outage` and `tracking.retry_budget_s` values, in one line each."""
     choice = tracking_cfg.get("on_outage", "fail")
     if choice not in OUTAGE_CHOICES:
-        raise UserError(f"config key tracking.on_outage: {choice!r} is not a choice; choose fail (stop the job, "
-                        f"exit 2) or offline (log to tracking.offline_dir, upload later with python -m src.sync)")
+        raise UserError(
+            f"config key tracking.on_outage: {choice!r} is not a choice; choose fail (stop the job, "
+            f"exit 2) or offline (log to tracking.offline_dir, upload later with python -m src.sync)"
+        )
     budget = tracking_cfg.get("retry_budget_s", 20.0)
     if budget is None or not 0 <= float(budget) <= 600:
         raise UserError(f"config key tracking.retry_budget_s: {budget} must be between 0 and 600 seconds")
@@ -206,7 +231,7 @@ def short(err: BaseException, limit: int = 160) -> str:
     text = " ".join(str(err).split())
     if "Caused by" in text:
         text = text.split("Caused by")[-1].strip(" (:")
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class TrackingDown(UserError):

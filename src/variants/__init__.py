@@ -6,19 +6,21 @@ Generators are pure and seeded by (seed, question id); they never change the que
 (src/variants/rules.py): options that refer to others ("All of the above", "Both A and B"), NOTA beside a
 none-like option, duplicate option texts.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
 from src.core.variant import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
+
 from .cora import cora_variants, make_variant
 from .permutations import PERM_SETS, one_set, permutation_variants
 from .references import OptionRef, duplicate_option_groups, has_option_refs, option_refs
-from .revas import (revas_misleading, revas_multi_select, revas_nota, revas_option_count, revas_reorder,
-                    revas_true_false)
+from .revas import revas_misleading, revas_multi_select, revas_nota, revas_option_count, revas_reorder, revas_true_false
 from .rules import POLICIES, REASONS, REFS_EXCLUDED, Rules
 
 
@@ -46,7 +48,9 @@ def _generate(cfg: Mapping[str, Any], question: Question, seed: int, **extra: An
     options = {k: v for k, v in cfg.items() if k != "name"}
     name = cfg["name"]
     if name not in VARIANT_SETS:
-        raise UserError(f"config key variants: unknown variant set {name!r}; choose one of {', '.join(sorted(VARIANT_SETS))}")
+        raise UserError(
+            f"config key variants: unknown variant set {name!r}; choose one of {', '.join(sorted(VARIANT_SETS))}"
+        )
     if "rules" in options:
         raise UserError(f"config key variants ({name}): unexpected keyword argument 'rules'; remove the unknown option")
     try:
@@ -69,7 +73,9 @@ class VariantPlan:
     excluded: dict[str, int]
 
 
-def plan_variants(cfg: Mapping[str, Any], question: Question, *, seed: int, option_refs: str = "keep_rules") -> VariantPlan:
+def plan_variants(
+    cfg: Mapping[str, Any], question: Question, *, seed: int, option_refs: str = "keep_rules"
+) -> VariantPlan:
     """The variants of `question` that docs/metrics.md's validity rules allow, under the `option_refs` policy.
 
     - `keep_rules`: a reference option keeps its slot ("... of the above" the last one(s), "Both A and B" its
@@ -96,6 +102,21 @@ def plan_variants(cfg: Mapping[str, Any], question: Question, *, seed: int, opti
     return VariantPlan(variants, {reason: n for reason, n in rules.excluded.items() if n})
 
 
-__all__ = ["FILLER", "LETTERS", "NOTA", "NOTA_TEXT", "POLICIES", "REASONS", "TF_LABELS", "VARIANT_SETS",
-           "OptionRef", "Variant", "VariantPlan", "duplicate_option_groups", "has_option_refs",
-           "make_variants", "option_refs", "plan_variants"]
+__all__ = [
+    "FILLER",
+    "LETTERS",
+    "NOTA",
+    "NOTA_TEXT",
+    "POLICIES",
+    "REASONS",
+    "TF_LABELS",
+    "VARIANT_SETS",
+    "OptionRef",
+    "Variant",
+    "VariantPlan",
+    "duplicate_option_groups",
+    "has_option_refs",
+    "make_variants",
+    "option_refs",
+    "plan_variants",
+]

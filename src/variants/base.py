@@ -1,4 +1,5 @@
 """What the variant generators share beyond the variant type (src/core/variant.py): a shuffle that always moves."""
+
 from __future__ import annotations
 
 import random

@@ -5,21 +5,30 @@ Shuffles redraw on identity, so a "shuffled" variant always differs from the ord
 src/variants/rules.py) shuffles move only the free options and the variants that cannot keep the
 question's references, NOTA rule or distinct texts are left out, each counted with its reason.
 """
+
 from __future__ import annotations
 
-from src.core.questions import Question
-from src.core.questions import rng_for
+from src.core.questions import Question, rng_for
 from src.core.variant import NOTA, NOTA_TEXT, Variant
+
 from .base import shuffled
 from .rules import OPTION_REFS, Rules
 
 CORA_KINDS = (
-    "original", "shuffled", "nota", "nota_shuffled", "decoupled", "decoupled_shuffled",
-    "decoupled_nota", "decoupled_nota_shuffled",
+    "original",
+    "shuffled",
+    "nota",
+    "nota_shuffled",
+    "decoupled",
+    "decoupled_shuffled",
+    "decoupled_nota",
+    "decoupled_nota_shuffled",
 )
 
 
-def make_variant(question: Question, kind: str, variant_id: str, order: tuple[int, ...], *, answer_slot_value: int | None = None) -> Variant:
+def make_variant(
+    question: Question, kind: str, variant_id: str, order: tuple[int, ...], *, answer_slot_value: int | None = None
+) -> Variant:
     """Build a Variant from an order of original indices (NOTA = -1). The right answer is the original
     correct option unless `answer_slot_value` names another slot value (e.g. NOTA)."""
     target = question.answer if answer_slot_value is None else answer_slot_value
@@ -27,8 +36,9 @@ def make_variant(question: Question, kind: str, variant_id: str, order: tuple[in
     return Variant(question.id, kind, variant_id, order, texts, order.index(target))
 
 
-def cora_variants(question: Question, *, seed: int, n_shuffles: int = 1, same_size_only: bool = False,
-                  rules: Rules | None = None) -> list[Variant]:
+def cora_variants(
+    question: Question, *, seed: int, n_shuffles: int = 1, same_size_only: bool = False, rules: Rules | None = None
+) -> list[Variant]:
     """The divergent set of `question`, in the paper's order.
 
     With `rules` (src/variants/rules.py) a shuffle permutes only the free options, and a variant that

@@ -9,6 +9,7 @@ permutations in `itertools.permutations` order, identity first (A!). The random 
 `perm_all` asks every distinct order of all sets once and records each order's memberships
 (set, position), so shared orders (the identity is in four sets) are one prompt.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -18,6 +19,7 @@ import random
 from src.common.errors import UserError
 from src.core.questions import Question
 from src.core.variant import Variant
+
 from .rules import OPTION_REFS, Rules, free_orders
 
 PERM_SETS = ("original", "oi", "cyclic", "random2", "randomL", "full")
@@ -48,9 +50,11 @@ def random_permutations(n: int, size: int, *, perm_seed: int = 0) -> list[tuple[
 
 def _check_full(n: int, max_full_options: int, question_id: str) -> None:
     if n > max_full_options:
-        raise UserError(f"config key variants.max_full_options: question {question_id} has {n} options, "
-                        f"{math.factorial(n)} orders; raise variants.max_full_options (now {max_full_options}) "
-                        f"or choose a smaller permutation set")
+        raise UserError(
+            f"config key variants.max_full_options: question {question_id} has {n} options, "
+            f"{math.factorial(n)} orders; raise variants.max_full_options (now {max_full_options}) "
+            f"or choose a smaller permutation set"
+        )
 
 
 def permutation_set(name: str, n: int, *, perm_seed: int = 0) -> list[tuple[int, ...]]:
@@ -75,19 +79,34 @@ def permutation_set(name: str, n: int, *, perm_seed: int = 0) -> list[tuple[int,
     elif name == "full":
         orders = list(itertools.permutations(identity))
     else:
-        raise UserError(f"config key variants.name: unknown permutation set {name!r}; choose one of {', '.join(PERM_SETS)}")
+        raise UserError(
+            f"config key variants.name: unknown permutation set {name!r}; choose one of {', '.join(PERM_SETS)}"
+        )
     return list(dict.fromkeys(orders))
 
 
 def _variant(question: Question, order: tuple[int, ...], memberships: tuple[tuple[str, int], ...]) -> Variant:
     identity = order == tuple(range(len(order)))
-    return Variant(question.id, "original" if identity else "permutation", "perm_" + "-".join(map(str, order)),
-                   order, tuple(question.options[i] for i in order), order.index(question.answer),
-                   memberships=memberships)
+    return Variant(
+        question.id,
+        "original" if identity else "permutation",
+        "perm_" + "-".join(map(str, order)),
+        order,
+        tuple(question.options[i] for i in order),
+        order.index(question.answer),
+        memberships=memberships,
+    )
 
 
-def permutation_variants(question: Question, *, seed: int, sets: tuple[str, ...] = PERM_SETS, perm_seed: int = 0,
-                         max_full_options: int = MAX_FULL_OPTIONS, rules: Rules | None = None) -> list[Variant]:
+def permutation_variants(
+    question: Question,
+    *,
+    seed: int,
+    sets: tuple[str, ...] = PERM_SETS,
+    perm_seed: int = 0,
+    max_full_options: int = MAX_FULL_OPTIONS,
+    rules: Rules | None = None,
+) -> list[Variant]:
     """One variant per distinct order over `sets`, with its (set, position) memberships. `seed` is unused:
     the sets are fixed by A and `perm_seed` (docs/metrics.md).
 
@@ -117,14 +136,17 @@ def permutation_variants(question: Question, *, seed: int, sets: tuple[str, ...]
             members.setdefault(order, []).append((name, pos))
     out = []
     for order, found in members.items():
-        reason = rules.check(order, kind="original" if order == identity else "permutation", answer_value=question.answer)
+        reason = rules.check(
+            order, kind="original" if order == identity else "permutation", answer_value=question.answer
+        )
         if reason is None:
             out.append(_variant(question, order, tuple(found)))
         else:
             rules.skip(reason)
     if not rules.idle:
-        expected = len(permutation_variants(question, seed=seed, sets=sets, perm_seed=perm_seed,
-                                            max_full_options=max_full_options))
+        expected = len(
+            permutation_variants(question, seed=seed, sets=sets, perm_seed=perm_seed, max_full_options=max_full_options)
+        )
         rules.skip(OPTION_REFS, expected - len(members))
     return out
 
@@ -132,10 +154,17 @@ def permutation_variants(question: Question, *, seed: int, sets: tuple[str, ...]
 def one_set(name: str):
     """The generator of the single permutation set `name` (config `perm_<name>`)."""
 
-    def generate(question: Question, *, seed: int, perm_seed: int = 0, max_full_options: int = MAX_FULL_OPTIONS,
-                 rules: Rules | None = None) -> list[Variant]:
-        return permutation_variants(question, seed=seed, sets=(name,), perm_seed=perm_seed,
-                                    max_full_options=max_full_options, rules=rules)
+    def generate(
+        question: Question,
+        *,
+        seed: int,
+        perm_seed: int = 0,
+        max_full_options: int = MAX_FULL_OPTIONS,
+        rules: Rules | None = None,
+    ) -> list[Variant]:
+        return permutation_variants(
+            question, seed=seed, sets=(name,), perm_seed=perm_seed, max_full_options=max_full_options, rules=rules
+        )
 
     generate.__name__ = f"perm_{name}"
     generate.__doc__ = f"The `{name}` permutation set of the original options (answer-fluctuation paper, section 3.2)."

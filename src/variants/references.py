@@ -27,6 +27,7 @@ them", "Neither A nor B", and the bare "None" (which refers to nothing, so its k
 >>> duplicate_option_groups(Question(id="d", question="?", options=("Paris", "Rome", " Paris", "Oslo"), answer=1))
 [(0, 2)]
 """
+
 from __future__ import annotations
 
 import re
@@ -46,14 +47,18 @@ _LEADING_LABEL = re.compile(r"^\(?[a-j][).]\s+")  # "d)\tnone of the above": a l
 
 # "... of the above" and friends. group q = quantifier, group w = what it refers to.
 _NOUN = r"(?:options?|answers?|choices?|statements?|responses?|alternatives?)"
-_TAIL = (r"(?:\s+" + _NOUN + r")?"
-         r"(?:\s+(?:given|listed|mentioned|here))?"
-         r"(?:\s+(?:is|are)\s+(?:all\s+)?(?:correct|true|false|right|valid|appropriate|applicable|possible"
-         r"|a\s+true\s+statement|true\s+statements|valid\s+conclusions))?")
+_TAIL = (
+    r"(?:\s+" + _NOUN + r")?"
+    r"(?:\s+(?:given|listed|mentioned|here))?"
+    r"(?:\s+(?:is|are)\s+(?:all\s+)?(?:correct|true|false|right|valid|appropriate|applicable|possible"
+    r"|a\s+true\s+statement|true\s+statements|valid\s+conclusions))?"
+)
 _ABOVE_START = (
     r"^(?P<q>all|none|both|neither|any|either)(?:\s+(?:two|three|2|3))?(?:\s+of)?(?:\s+the)?\s+"
-    r"(?P<w>above(?:[\s-]+mentioned)?|aforementioned|these|them|those|below|following|" + _NOUN +
-    r"(?:\s+(?:given|listed|mentioned|above|here))?)")
+    r"(?P<w>above(?:[\s-]+mentioned)?|aforementioned|these|them|those|below|following|"
+    + _NOUN
+    + r"(?:\s+(?:given|listed|mentioned|above|here))?)"
+)
 _ABOVE_RE = re.compile(_ABOVE_START + _TAIL + r"$")
 # The sentence may go on ("All of the above were among the causes", "None of these for the moon does not
 # rotate"): "the above" and "these" point at the listed options whatever follows. "them"/"those" with more
@@ -61,8 +66,14 @@ _ABOVE_RE = re.compile(_ABOVE_START + _TAIL + r"$")
 # question's subject), nor do "the following"/"the statements ..." (the question's own list).
 _ABOVE_OPEN = re.compile(_ABOVE_START + r"(?=\W|$)")
 _OPEN_WORDS = ("above", "aforementioned", "these")
-_BARE = {"all": "all", "both": "both", "neither": "neither", "all three": "all", "all four": "all",
-         "both equally": "both"}
+_BARE = {
+    "all": "all",
+    "both": "both",
+    "neither": "neither",
+    "all three": "all",
+    "all four": "all",
+    "both equally": "both",
+}
 _NONE_BARE = {"none", "none of it"}
 # "all three structures" beside three single options: the options. Not when the others are combinations
 # ("Only the manufacturer of the car and the retailer" ... "All three defendants": the question's three) or
@@ -74,15 +85,31 @@ _COMBINATION = re.compile(r"\b(?:and|only|both)\b", re.I)
 # Letter references: labels joined by connectives, optional prefix and suffix words.
 _LABEL = r"\(?(?:[a-z]|[1-9])\)?\.?(?!\w)"
 _SEP = r"(?:\s*,\s*(?:and|or)\s+|\s*,\s*|\s+(?:and|or|nor)\s+|\s*&\s*|\s*/\s*|\s+)"
-_PREFIX = (r"(?P<p>both|neither|either|only|all\s+except|all\s+but|all\s+of|any\s+of|except)?\s*"
-           r"(?:(?:options?|choices?|answers?)\s+)?")
+_PREFIX = (
+    r"(?P<p>both|neither|either|only|all\s+except|all\s+but|all\s+of|any\s+of|except)?\s*"
+    r"(?:(?:options?|choices?|answers?)\s+)?"
+)
 _SUFFIX = r"(?P<s>\s+only|\s+both|\s+above|\s+are\s+(?:correct|true|right)|\s+is\s+(?:correct|true|right))?"
 # The sentence may go on ("(A) and (B) both in the same way", "Both A and C are correct"): `rest`.
-_LETTERS_RE = re.compile(r"^" + _PREFIX + r"(?P<labels>" + _LABEL + r"(?:" + _SEP + _LABEL + r")*)" + _SUFFIX +
-                         r"(?P<rest>(?:\s*[,;:—–]\s*|\s+)\S.*)?$", re.I)
+_LETTERS_RE = re.compile(
+    r"^"
+    + _PREFIX
+    + r"(?P<labels>"
+    + _LABEL
+    + r"(?:"
+    + _SEP
+    + _LABEL
+    + r")*)"
+    + _SUFFIX
+    + r"(?P<rest>(?:\s*[,;:—–]\s*|\s+)\S.*)?$",
+    re.I,
+)
 # "All of (a) to (c)", "any of 1-3": a range of labels, read as the list it spans
-_RANGE = re.compile(r"^((?:all|any)(?:\s+of)?\s+(?:(?:options?|choices?|answers?)\s+)?)"
-                    r"\(?([a-z]|[1-9])\)?\s*(?:-|–|to|through)\s*\(?([a-z]|[1-9])\)?(?!\w)", re.I)
+_RANGE = re.compile(
+    r"^((?:all|any)(?:\s+of)?\s+(?:(?:options?|choices?|answers?)\s+)?)"
+    r"\(?([a-z]|[1-9])\)?\s*(?:-|–|to|through)\s*\(?([a-z]|[1-9])\)?(?!\w)",
+    re.I,
+)
 _LABEL_TOKEN = re.compile(r"(?<!\w)\(?([a-z]|[1-9])\)?\.?(?!\w)", re.I)
 _CONNECTIVE = re.compile(r"\b(?:and|or|nor)\b|&", re.I)
 _SHORT_PAIR = re.compile(r"^[\w.+\-−–]{1,5}(?:(?:\s*,\s*)?(?:\s*&\s*|\s+(?:and|or|nor)\s+)[\w.+\-−–]{1,5})+$", re.I)
@@ -211,6 +238,7 @@ def _named_in_stem(stem: str, tokens: tuple[str, ...]) -> bool:
 
 def _enumerated_in_stem(stem: str, tokens: list[str]) -> bool:
     """The question text lists every one of these labels as an item marker ("a) ...", "(1) ...", "2. ...")."""
+
     def listed(tok: str) -> bool:
         t = re.escape(tok)
         if tok.isupper():
@@ -226,9 +254,13 @@ def _analyse(options: tuple[str, ...], stem: str) -> tuple[OptionRef, ...]:
     above = {i: f for i, text in enumerate(options) if (f := _above_form(text))}
     for i, text in enumerate(options):
         m = _COUNTED.match(_norm(text).casefold())
-        if (m and i not in above and _COUNT[m.group("n")] == n - 1
-                and not re.search(rf"\b{m.group('noun')}", stem, re.I)
-                and not any(_COMBINATION.search(o) for j, o in enumerate(options) if j != i)):
+        if (
+            m
+            and i not in above
+            and _COUNT[m.group("n")] == n - 1
+            and not re.search(rf"\b{m.group('noun')}", stem, re.I)
+            and not any(_COMBINATION.search(o) for j, o in enumerate(options) if j != i)
+        ):
             above[i] = ("all", True)
     letters = {}
     for i, text in enumerate(options):
@@ -258,8 +290,13 @@ def _analyse(options: tuple[str, ...], stem: str) -> tuple[OptionRef, ...]:
                 idx = tuple(j for j in range(n) if j != i and j not in candidates)
             accepted[i] = (quantifier, idx)
     if above:  # a bare "None" beside a block reference ("Both", "None") is part of the block
-        above.update({i: ("none", True) for i, text in enumerate(options)
-                      if i not in above and i not in accepted and _norm(text).casefold() in _NONE_BARE})
+        above.update(
+            {
+                i: ("none", True)
+                for i, text in enumerate(options)
+                if i not in above and i not in accepted and _norm(text).casefold() in _NONE_BARE
+            }
+        )
     block = set(above)
     out = []
     for i, text in enumerate(options):
@@ -287,5 +324,4 @@ def has_option_refs(question: Question) -> bool:
     return any(r.kind for r in option_refs(question))
 
 
-__all__ = ["ABOVE", "LETTERS", "NEGATIVE", "OptionRef", "duplicate_option_groups", "has_option_refs",
-           "option_refs"]
+__all__ = ["ABOVE", "LETTERS", "NEGATIVE", "OptionRef", "duplicate_option_groups", "has_option_refs", "option_refs"]

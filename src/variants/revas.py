@@ -10,32 +10,55 @@ in the source run (0 for the others). Under the validity rules (`rules=`, src/va
 shows fewer orders when options are fixed (references in their slots, "... of the above" last, options
 named by "Both A and B" at their labels) and leaves out the lists that cannot keep them; the counts say how many, by reason.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 import random
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from src.common.errors import UserError
-from src.core.questions import Question
-from src.core.questions import rng_for
+from src.core.questions import Question, rng_for
 from src.core.variant import FILLER, NOTA, NOTA_TEXT, Variant
+
 from .rules import DUPLICATES, HAS_NOTA, OPTION_REFS, ORIGINAL, Rules, capped, free_orders
 
 # Non-semantic filler options (the paper pads with tokens like "Egg"): pronounceable pseudo-words that are
 # not English words or names, so that no filler can be a plausible answer. Fixed, so a run is reproducible
 # from its config alone; 16 of them, as level 10 needs up to 8 beside a 2-option question.
 FILLER_TEXTS = (
-    "Vorplex", "Quindle", "Brastik", "Florbit", "Skenvat", "Plintor", "Zarvick", "Trevask", "Glorpen", "Snivrel",
-    "Dranquo", "Moltrix", "Pexalun", "Wumbril", "Crondel", "Yeskarn",
+    "Vorplex",
+    "Quindle",
+    "Brastik",
+    "Florbit",
+    "Skenvat",
+    "Plintor",
+    "Zarvick",
+    "Trevask",
+    "Glorpen",
+    "Snivrel",
+    "Dranquo",
+    "Moltrix",
+    "Pexalun",
+    "Wumbril",
+    "Crondel",
+    "Yeskarn",
 )
 DEFAULT_LEVELS = (6, 8, 10, 3, 2)  # the paper's option counts beside the original 4
 ENUMERATE_UP_TO = 5040  # 7!: below this, draw distinct orders from the full list instead of by rejection
 
 REORDER = "reorder"  # variant_kind of the non-reference orders of the original options
-REVAS_KINDS = ("reorder", "more_options", "fewer_options", "nota_replaces_correct", "true_false", "multi_select",
-               "misleading_replaced")
+REVAS_KINDS = (
+    "reorder",
+    "more_options",
+    "fewer_options",
+    "nota_replaces_correct",
+    "true_false",
+    "multi_select",
+    "misleading_replaced",
+)
 
 
 def distinct_orders(n: int, k: int, rng: random.Random) -> list[tuple[int, ...]]:
@@ -48,8 +71,10 @@ def distinct_orders(n: int, k: int, rng: random.Random) -> list[tuple[int, ...]]
     """
     total = math.factorial(n)
     if not 1 <= k <= total:
-        raise UserError(f"config key variants.k: {k} distinct orders of {n} options do not exist "
-                        f"(1 to {total}); lower variants.k or set it to null (= the number of options)")
+        raise UserError(
+            f"config key variants.k: {k} distinct orders of {n} options do not exist "
+            f"(1 to {total}); lower variants.k or set it to null (= the number of options)"
+        )
     identity = tuple(range(n))
     if total <= ENUMERATE_UP_TO:
         return [identity, *rng.sample(list(itertools.permutations(identity))[1:], k - 1)]
@@ -74,9 +99,19 @@ def fillers_for(question: Question) -> list[str]:
     return [text for text in FILLER_TEXTS if text.casefold() not in own]
 
 
-def _ordered(question: Question, base: Sequence[tuple[int, str]], *, kind: str, first_kind: str, prefix: str,
-             k: int | None, rng: random.Random, target: int, level: int | None = None,
-             rules: Rules | None = None) -> list[Variant]:
+def _ordered(
+    question: Question,
+    base: Sequence[tuple[int, str]],
+    *,
+    kind: str,
+    first_kind: str,
+    prefix: str,
+    k: int | None,
+    rng: random.Random,
+    target: int,
+    level: int | None = None,
+    rules: Rules | None = None,
+) -> list[Variant]:
     """k orders of the displayed list `base` ((slot value, text) pairs); `target` is the right slot value.
 
     With `rules`, the list is first arranged ("... of the above" last, named options at their labels) and the
@@ -95,8 +130,17 @@ def _ordered(question: Question, base: Sequence[tuple[int, str]], *, kind: str, 
         rules.skip(reason, wanted - (first_kind == ORIGINAL))
         if first_kind != ORIGINAL:
             return []
-        return [Variant(question.id, first_kind, f"{prefix}_0", tuple(values), tuple(t for _, t in base),
-                        values.index(target), level=level)]
+        return [
+            Variant(
+                question.id,
+                first_kind,
+                f"{prefix}_0",
+                tuple(values),
+                tuple(t for _, t in base),
+                values.index(target),
+                level=level,
+            )
+        ]
     free = [] if rules.broken and rules.active else rules.free_slots(values)
     if len(free) == len(base):
         perms = distinct_orders(len(base), wanted, rng)
@@ -108,8 +152,17 @@ def _ordered(question: Question, base: Sequence[tuple[int, str]], *, kind: str, 
     for j, perm in enumerate(perms):
         shown = [base[i] for i in perm]
         order = tuple(value for value, _ in shown)
-        out.append(Variant(question.id, first_kind if j == 0 else kind, f"{prefix}_{j}", order,
-                           tuple(text for _, text in shown), order.index(target), level=level))
+        out.append(
+            Variant(
+                question.id,
+                first_kind if j == 0 else kind,
+                f"{prefix}_{j}",
+                order,
+                tuple(text for _, text in shown),
+                order.index(target),
+                level=level,
+            )
+        )
     return out
 
 
@@ -124,12 +177,28 @@ def revas_reorder(question: Question, *, seed: int, k: int | None = None, rules:
     >>> [v.variant_id for v in revas_reorder(q, seed=0)], revas_reorder(q, seed=0)[0].option_order
     (['reorder_0', 'reorder_1', 'reorder_2', 'reorder_3'], (0, 1, 2, 3))
     """
-    return _ordered(question, _originals(question), kind=REORDER, first_kind="original", prefix=REORDER, k=k,
-                    rng=rng_for(seed, question.id, "revas_reorder"), target=question.answer, rules=rules)
+    return _ordered(
+        question,
+        _originals(question),
+        kind=REORDER,
+        first_kind="original",
+        prefix=REORDER,
+        k=k,
+        rng=rng_for(seed, question.id, "revas_reorder"),
+        target=question.answer,
+        rules=rules,
+    )
 
 
-def revas_option_count(question: Question, *, seed: int, levels: Sequence[int] = DEFAULT_LEVELS, k: int | None = None,
-                       include_base: bool = True, rules: Rules | None = None) -> list[Variant]:
+def revas_option_count(
+    question: Question,
+    *,
+    seed: int,
+    levels: Sequence[int] = DEFAULT_LEVELS,
+    k: int | None = None,
+    include_base: bool = True,
+    rules: Rules | None = None,
+) -> list[Variant]:
     """Each level n shows n options in k orders (default k = n), `level` = n on every variant.
 
     n > A pads the original options with seeded fillers (kind `more_options`, fillers after the originals in
@@ -146,25 +215,57 @@ def revas_option_count(question: Question, *, seed: int, levels: Sequence[int] =
     for n in dict.fromkeys(wanted):  # unique, in order
         rng = rng_for(seed, question.id, f"revas_option_count/{n}")
         if n < 2:
-            raise UserError(f"config key variants.levels: {n} options cannot hold the answer and a distractor; use levels >= 2")
+            raise UserError(
+                f"config key variants.levels: {n} options cannot hold the answer and a distractor; use levels >= 2"
+            )
         if n == a:  # the same orders as revas_reorder, so their prompts are shared through the cache
-            out += _ordered(question, _originals(question), kind=REORDER, first_kind="original", prefix=REORDER,
-                            k=k, rng=rng_for(seed, question.id, "revas_reorder"), target=question.answer, level=n,
-                            rules=rules)
+            out += _ordered(
+                question,
+                _originals(question),
+                kind=REORDER,
+                first_kind="original",
+                prefix=REORDER,
+                k=k,
+                rng=rng_for(seed, question.id, "revas_reorder"),
+                target=question.answer,
+                level=n,
+                rules=rules,
+            )
         elif n > a:
             available = fillers_for(question)
             if n - a > len(available):
-                raise UserError(f"config key variants.levels: level {n} needs {n - a} fillers for question "
-                                f"{question.id}, only {len(available)} exist; lower the level")
+                raise UserError(
+                    f"config key variants.levels: level {n} needs {n - a} fillers for question "
+                    f"{question.id}, only {len(available)} exist; lower the level"
+                )
             pad = rng_for(seed, question.id, f"fillers/{n}").sample(available, n - a)
-            out += _ordered(question, _originals(question) + [(FILLER, text) for text in pad], kind="more_options",
-                            first_kind="more_options", prefix=f"more_options_{n}", k=k, rng=rng,
-                            target=question.answer, level=n, rules=rules)
+            out += _ordered(
+                question,
+                _originals(question) + [(FILLER, text) for text in pad],
+                kind="more_options",
+                first_kind="more_options",
+                prefix=f"more_options_{n}",
+                k=k,
+                rng=rng,
+                target=question.answer,
+                level=n,
+                rules=rules,
+            )
         else:
             distractors = [i for i in range(a) if i != question.answer]
             keep = sorted([question.answer, *rng_for(seed, question.id, f"drop/{n}").sample(distractors, n - 1)])
-            out += _ordered(question, _originals(question, keep), kind="fewer_options", first_kind="fewer_options",
-                            prefix=f"fewer_options_{n}", k=k, rng=rng, target=question.answer, level=n, rules=rules)
+            out += _ordered(
+                question,
+                _originals(question, keep),
+                kind="fewer_options",
+                first_kind="fewer_options",
+                prefix=f"fewer_options_{n}",
+                k=k,
+                rng=rng,
+                target=question.answer,
+                level=n,
+                rules=rules,
+            )
     return out
 
 
@@ -188,9 +289,17 @@ def revas_nota(question: Question, *, seed: int, k: int | None = None, rules: Ru
         rules.skip(OPTION_REFS, wanted)
         return []
     base = [pair for pair in _originals(question) if pair[0] != question.answer] + [(NOTA, NOTA_TEXT)]
-    return _ordered(question, base, kind="nota_replaces_correct", first_kind="nota_replaces_correct",
-                    prefix="nota_replaces_correct", k=k, rng=rng_for(seed, question.id, "revas_nota"), target=NOTA,
-                    rules=rules)
+    return _ordered(
+        question,
+        base,
+        kind="nota_replaces_correct",
+        first_kind="nota_replaces_correct",
+        prefix="nota_replaces_correct",
+        k=k,
+        rng=rng_for(seed, question.id, "revas_nota"),
+        target=NOTA,
+        rules=rules,
+    )
 
 
 def true_false_variants(question: Question, rules: Rules | None = None) -> list[Variant]:
@@ -207,13 +316,24 @@ def true_false_variants(question: Question, rules: Rules | None = None) -> list[
         elif rules.duplicates_answer(i):
             rules.skip(DUPLICATES)
         else:
-            out.append(Variant(question.id, "true_false", f"true_false_{i}", (i,), (text,),
-                               0 if i == question.answer else 1, fmt="true_false", asked_option=i))
+            out.append(
+                Variant(
+                    question.id,
+                    "true_false",
+                    f"true_false_{i}",
+                    (i,),
+                    (text,),
+                    0 if i == question.answer else 1,
+                    fmt="true_false",
+                    asked_option=i,
+                )
+            )
     return out
 
 
-def revas_true_false(question: Question, *, seed: int, with_reorder: bool = True, k: int | None = None,
-                     rules: Rules | None = None) -> list[Variant]:
+def revas_true_false(
+    question: Question, *, seed: int, with_reorder: bool = True, k: int | None = None, rules: Rules | None = None
+) -> list[Variant]:
     """The A yes/no questions, after the k reorders (default on) that pick the paper's subset: questions
     answered right in every order (sc = 1). Without them the tf metrics are computed on all questions.
 
@@ -221,8 +341,9 @@ def revas_true_false(question: Question, *, seed: int, with_reorder: bool = True
     >>> [(v.variant_id, v.correct_label) for v in revas_true_false(q, seed=0, with_reorder=False)]
     [('true_false_0', 'No'), ('true_false_1', 'Yes'), ('true_false_2', 'No')]
     """
-    return ((revas_reorder(question, seed=seed, k=k, rules=rules) if with_reorder else [])
-            + true_false_variants(question, rules))
+    return (revas_reorder(question, seed=seed, k=k, rules=rules) if with_reorder else []) + true_false_variants(
+        question, rules
+    )
 
 
 def revas_multi_select(question: Question, *, seed: int, rules: Rules | None = None) -> list[Variant]:
@@ -238,8 +359,11 @@ def revas_multi_select(question: Question, *, seed: int, rules: Rules | None = N
     if reason is not None:
         rules.skip(reason)
         return out
-    return out + [Variant(question.id, "multi_select", "multi_select", identity, question.options, question.answer,
-                          fmt="multi_select")]
+    return out + [
+        Variant(
+            question.id, "multi_select", "multi_select", identity, question.options, question.answer, fmt="multi_select"
+        )
+    ]
 
 
 def wrong_answers(records: Any) -> dict[str, int]:
@@ -250,10 +374,14 @@ def wrong_answers(records: Any) -> dict[str, int]:
     if "fmt" in rows.columns:
         rows = rows[rows["fmt"].fillna("mcq") == "mcq"]
     if rows.empty:
-        raise UserError("config key variants.source_run: that run has no answers on the original order; "
-                        "use a run of variants=original (or cora, revas_reorder, perm_*) as the source")
+        raise UserError(
+            "config key variants.source_run: that run has no answers on the original order; "
+            "use a run of variants=original (or cora, revas_reorder, perm_*) as the source"
+        )
     out = {}
-    for qid, parsed, chosen, correct in zip(rows["question_id"], rows["parsed_label"], rows["chosen_option"], rows["correct"]):
+    for qid, parsed, chosen, correct in zip(
+        rows["question_id"], rows["parsed_label"], rows["chosen_option"], rows["correct"]
+    ):
         if parsed is None or parsed != parsed or chosen is None or chosen != chosen or bool(correct):
             continue
         if int(chosen) >= 0:
@@ -261,8 +389,14 @@ def wrong_answers(records: Any) -> dict[str, int]:
     return out
 
 
-def revas_misleading(question: Question, *, seed: int, source_run: str | None = None,
-                     source_answers: Mapping[str, int] | None = None, rules: Rules | None = None) -> list[Variant]:
+def revas_misleading(
+    question: Question,
+    *,
+    seed: int,
+    source_run: str | None = None,
+    source_answers: Mapping[str, int] | None = None,
+    rules: Rules | None = None,
+) -> list[Variant]:
     """Second stage: for a question answered wrong in `source_run`, the original order with the option the
     model chose (`source_answers[question.id]`, filled in by the runner) replaced by a filler, asked again.
 
@@ -274,8 +408,10 @@ def revas_misleading(question: Question, *, seed: int, source_run: str | None = 
     []
     """
     if source_answers is None:
-        raise UserError("config key variants.source_run: revas_misleading needs the MLflow run id of a finished run "
-                        "on the same benchmark; set variants.source_run=<run id>")
+        raise UserError(
+            "config key variants.source_run: revas_misleading needs the MLflow run id of a finished run "
+            "on the same benchmark; set variants.source_run=<run id>"
+        )
     chosen = source_answers.get(question.id)
     if chosen is None or chosen == question.answer:
         return []
@@ -286,5 +422,14 @@ def revas_misleading(question: Question, *, seed: int, source_run: str | None = 
     if reason is not None:  # e.g. the replaced option is one "All of the above" or "Both A and B" speaks of
         rules.skip(reason)
         return []
-    return [Variant(question.id, "misleading_replaced", "misleading_replaced", order, texts, question.answer,
-                    asked_option=chosen)]
+    return [
+        Variant(
+            question.id,
+            "misleading_replaced",
+            "misleading_replaced",
+            order,
+            texts,
+            question.answer,
+            asked_option=chosen,
+        )
+    ]

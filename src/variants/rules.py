@@ -14,14 +14,16 @@ original indices, NOTA, FILLER):
 `Rules.off(question)` (no rules) arranges nothing, frees every slot and allows everything, so every
 generator gives exactly its variants of before. Reasons are the `n_excluded_<reason>` metric names.
 """
+
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from src.core.questions import Question
 from src.core.variant import FILLER, NOTA
+
 from .references import ABOVE, LETTERS, NEGATIVE, PLAIN, duplicate_option_groups, option_refs
 
 OPTION_REFS = "option_refs"  # a reference could not be honoured
@@ -45,12 +47,14 @@ class Rules:
         self.duplicates = duplicate_option_groups(question) if check_duplicates else []
         block = {i for i, r in enumerate(self.refs) if r.kind == ABOVE}
         # "... of the above" with an ordinary option after it: no other order keeps what it says
-        self.broken = any(r.kind == ABOVE and r.positional and any(j not in block for j in range(i + 1, n))
-                          for i, r in enumerate(self.refs))
+        self.broken = any(
+            r.kind == ABOVE and r.positional and any(j not in block for j in range(i + 1, n))
+            for i, r in enumerate(self.refs)
+        )
         self.excluded: Counter[str] = Counter()
 
     @classmethod
-    def off(cls, question: Question) -> "Rules":
+    def off(cls, question: Question) -> Rules:
         return cls(question, keep_refs=False, check_duplicates=False)
 
     @property
@@ -189,5 +193,14 @@ def capped(k: int, n_free: int, size: int) -> int:
     return k if n_free == size else min(k, math.factorial(n_free))
 
 
-__all__ = ["DUPLICATES", "HAS_NOTA", "OPTION_REFS", "POLICIES", "REASONS", "REFS_EXCLUDED", "Rules", "capped",
-           "free_orders"]
+__all__ = [
+    "DUPLICATES",
+    "HAS_NOTA",
+    "OPTION_REFS",
+    "POLICIES",
+    "REASONS",
+    "REFS_EXCLUDED",
+    "Rules",
+    "capped",
+    "free_orders",
+]

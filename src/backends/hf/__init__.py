@@ -11,6 +11,7 @@
 The text rules it shares with the vllm and openai backends (chat wrapping, continuations, label spellings)
 are in src/backends/text.py.
 """
+
 from src.backends.hf.backend import CONFIG_KEYS, HFBackend
 from src.backends.hf.packing import PrefixPack, pack_prefix_trees
 

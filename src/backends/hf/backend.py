@@ -14,11 +14,13 @@ It holds the configuration, the identity and the loaded model, and wires the par
 Models load lazily: `identity` is known without loading, so a run whose answers are all in the response
 cache never pays for the model.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -30,21 +32,52 @@ from src.backends.hf.forward import LoadedModel
 from src.backends.hf.generation import generate, tokens_for_memory
 from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
 from src.backends.hf.packing import packing_refusal
-from src.backends.hf.scoring import (label_scores, packed_continuation_logliks, packed_last_logits,
-                                     padded_continuation_logliks, padded_last_logits, spelled_label_scores)
-from src.backends.text import (chat_text, label_spelling_ids, label_token_ids, option_continuations, option_scores,
-                               plain_ids, prompt_ids, uses_chat)
+from src.backends.hf.scoring import (
+    label_scores,
+    packed_continuation_logliks,
+    packed_last_logits,
+    padded_continuation_logliks,
+    padded_last_logits,
+    spelled_label_scores,
+)
+from src.backends.text import (
+    chat_text,
+    label_spelling_ids,
+    label_token_ids,
+    option_continuations,
+    option_scores,
+    plain_ids,
+    prompt_ids,
+    uses_chat,
+)
 from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 
 # Keys of a `model` config node with backend=hf (the node's own `backend` and `name` included).
-CONFIG_KEYS = frozenset({
-    "backend", "name", "path", "gguf_file", "package", "package_module", "install", "assemble",
-    "dtype", "device_map", "revision", "trust_remote_code", "batch_size", "chat", "share_prefix", "pack_tokens",
-    "memory_gb", "max_batch_tokens",
-    "scoring",  # which scoring the config is meant for: read by the runner, not the backend
-})
+CONFIG_KEYS = frozenset(
+    {
+        "backend",
+        "name",
+        "path",
+        "gguf_file",
+        "package",
+        "package_module",
+        "install",
+        "assemble",
+        "dtype",
+        "device_map",
+        "revision",
+        "trust_remote_code",
+        "batch_size",
+        "chat",
+        "share_prefix",
+        "pack_tokens",
+        "memory_gb",
+        "max_batch_tokens",
+        "scoring",  # which scoring the config is meant for: read by the runner, not the backend
+    }
+)
 
 
 class HFBackend:
@@ -64,7 +97,8 @@ class HFBackend:
         device_map: str | dict | None = None,  # accelerate device map; None = CPU
         revision: str | None = None,
         trust_remote_code: bool = False,
-        batch_size: int | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
+        batch_size: int
+        | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
         pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
@@ -93,9 +127,20 @@ class HFBackend:
         self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(dtype, device_map=device_map)
         self.dtype_name = dtype_name(self._torch_dtype)  # "auto" resolved: the identity names what was computed in
 
-        self.location, self.gguf_path = (f"memory:{name}", None) if loaded else locate_weights(
-            name, path=path, gguf_file=gguf_file, package=package, package_module=package_module, install=install,
-            assemble=assemble, revision=revision)
+        self.location, self.gguf_path = (
+            (f"memory:{name}", None)
+            if loaded
+            else locate_weights(
+                name,
+                path=path,
+                gguf_file=gguf_file,
+                package=package,
+                package_module=package_module,
+                install=install,
+                assemble=assemble,
+                revision=revision,
+            )
+        )
         self.gguf_file = gguf_file
         self.gguf_sha256: str | None = None
         if self.gguf_path is not None:
@@ -123,17 +168,19 @@ class HFBackend:
             self._attach(*loaded)
 
     @classmethod
-    def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> "HFBackend":
+    def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> HFBackend:
         """A backend around a model and tokenizer already in memory (the device check builds a random 8B-shaped model
         from its config, devtools/perf/gpu.py): the same passes, nothing loaded; its identity names it `memory:NAME`."""
         return cls(name=name, loaded=(model, tokenizer), **settings)
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> "HFBackend":
+    def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> HFBackend:
         """`chat` comes from the prompt config; a model config with `chat: false` (a base model) overrides it."""
         unknown = sorted(set(cfg) - CONFIG_KEYS)
         if unknown:
-            raise UserError(f"model.{unknown[0]} is not a setting of backend hf; the keys are {', '.join(sorted(CONFIG_KEYS))}")
+            raise UserError(
+                f"model.{unknown[0]} is not a setting of backend hf; the keys are {', '.join(sorted(CONFIG_KEYS))}"
+            )
         kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat", "scoring")}
         if isinstance(kwargs.get("device_map"), Mapping):
             kwargs["device_map"] = dict(kwargs["device_map"])
@@ -164,8 +211,14 @@ class HFBackend:
         if self.model is not None:
             return
         tokenizer, model = load_pretrained(
-            self.name, self.location, self.gguf_path, revision=self.load_revision, trust_remote_code=self.trust_remote_code,
-            dtype=self._torch_dtype, device_map=self.device_map)
+            self.name,
+            self.location,
+            self.gguf_path,
+            revision=self.load_revision,
+            trust_remote_code=self.trust_remote_code,
+            dtype=self._torch_dtype,
+            device_map=self.device_map,
+        )
         self._attach(model, tokenizer)
 
     def _attach(self, model: Any, tokenizer: Any) -> None:
@@ -173,30 +226,42 @@ class HFBackend:
         self.model, self.tokenizer = model, tokenizer
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
-            self.pack_tokens = tokens_for_memory(self.model.config, self.model.get_input_embeddings().weight.dtype,
-                                                 self.memory_gb)
+            self.pack_tokens = tokens_for_memory(
+                self.model.config, self.model.get_input_embeddings().weight.dtype, self.memory_gb
+            )
         self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     # -- the Backend interface -----------------------------------------------------------------
 
     @torch.inference_mode()
-    def score_labels(self, requests: Sequence[Request], *, temperature: float | None = None, top_k: int | None = None,
-                     top_p: float = 1.0) -> list[LabelScores]:
+    def score_labels(
+        self,
+        requests: Sequence[Request],
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float = 1.0,
+    ) -> list[LabelScores]:
         if not requests:
             return []
         self.load()
-        sampling = None if temperature is None else SamplingParams(temperature=float(temperature), top_k=top_k,
-                                                                   top_p=float(top_p))
+        sampling = (
+            None
+            if temperature is None
+            else SamplingParams(temperature=float(temperature), top_k=top_k, top_p=float(top_p))
+        )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
         results: list[LabelScores | None] = [None] * len(requests)
         spelled = [i for i, r in enumerate(requests) if self._label_spellings(r.labels) is not None]
         if spelled:
             if sampling is not None:
                 labels = requests[spelled[0]].labels
-                raise UserError(f"model {self.name} writes the labels {', '.join(labels)} with tokens that are not one "
-                                f"per label, so exact first-token sampling (scoring=logprob at a temperature) cannot "
-                                f"tell them apart; use scoring=generate, letter labels (prompt.label_style=A.) or "
-                                f"at most 9 numbered options")
+                raise UserError(
+                    f"model {self.name} writes the labels {', '.join(labels)} with tokens that are not one "
+                    f"per label, so exact first-token sampling (scoring=logprob at a temperature) cannot "
+                    f"tell them apart; use scoring=generate, letter labels (prompt.label_style=A.) or "
+                    f"at most 9 numbered options"
+                )
             spellings = [self._label_spellings(requests[i].labels) for i in spelled]
             conts = [[list(seq) for label_seqs in sp for seq in label_seqs] for sp in spellings]
             logliks = self._continuation_logliks([encoded[i] for i in spelled], conts, "score_labels")
@@ -216,19 +281,31 @@ class HFBackend:
             return []
         self.load()
         if params.n < 1 or params.max_new_tokens < 1:
-            raise UserError(f"sampling needs n >= 1 and max_new_tokens >= 1 (got n={params.n}, "
-                            f"max_new_tokens={params.max_new_tokens})")
+            raise UserError(
+                f"sampling needs n >= 1 and max_new_tokens >= 1 (got n={params.n}, "
+                f"max_new_tokens={params.max_new_tokens})"
+            )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
-        return generate(self.lm, self.tokenizer, encoded, [r.seed for r in requests], params, self.batch_size,
-                        share_prefix=self._use_packing(encoded), pack_tokens=self.pack_tokens)
+        return generate(
+            self.lm,
+            self.tokenizer,
+            encoded,
+            [r.seed for r in requests],
+            params,
+            self.batch_size,
+            share_prefix=self._use_packing(encoded),
+            pack_tokens=self.pack_tokens,
+        )
 
     @torch.inference_mode()
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         if not requests:
             return []
         self.load()
-        encoded = [option_continuations(self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat)
-                   for r in requests]
+        encoded = [
+            option_continuations(self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat)
+            for r in requests
+        ]
         logliks = self._continuation_logliks([c for c, _ in encoded], [conts for _, conts in encoded], "score_options")
         return [option_scores(ll, r.options) for r, ll in zip(requests, logliks)]
 
@@ -268,8 +345,9 @@ class HFBackend:
             return packed_last_logits(self.lm, encoded, self.pack_tokens, what)
         return padded_last_logits(self.lm, encoded, self.batch_size, what)
 
-    def _continuation_logliks(self, contexts: list[list[int]], continuations: list[list[list[int]]],
-                              what: str) -> list[list[float]]:
+    def _continuation_logliks(
+        self, contexts: list[list[int]], continuations: list[list[list[int]]], what: str
+    ) -> list[list[float]]:
         """Per context, the log-likelihood of each of its continuations (token id lists) after it. Packed into
         prefix trees when sharing is on (a context's tokens, and a question's text shared by its variants, are
         fed once for all continuations), else padded batches that encode each context once."""
@@ -289,14 +367,20 @@ class HFBackend:
             self._packing_checked = True
             probe = encoded[:4]
             try:
-                packed = {i: row for batch, logits in packed_last_logits(self.lm, probe, self.pack_tokens, "check")
-                          for i, row in zip(batch, torch.softmax(logits.float(), -1))}
+                packed = {
+                    i: row
+                    for batch, logits in packed_last_logits(self.lm, probe, self.pack_tokens, "check")
+                    for i, row in zip(batch, torch.softmax(logits.float(), -1))
+                }
             except (RuntimeError, TypeError, ValueError, IndexError) as err:
                 if is_out_of_memory(err):  # not the mask's fault: the budget's halving did not save it
                     raise
                 return self._no_packing(f"a packed pass failed ({str(err).splitlines()[0][:200]})")
-            padded = {i: row for batch, logits in padded_last_logits(self.lm, probe, self.batch_size, "check")
-                      for i, row in zip(batch, torch.softmax(logits.float(), -1))}
+            padded = {
+                i: row
+                for batch, logits in padded_last_logits(self.lm, probe, self.batch_size, "check")
+                for i, row in zip(batch, torch.softmax(logits.float(), -1))
+            }
             gap = max(float((packed[i] - padded[i]).abs().max()) for i in padded)
             tolerance = 1e-3 if self._torch_dtype in (torch.float32, torch.float64) else 3e-2
             if gap > tolerance:
@@ -307,4 +391,3 @@ class HFBackend:
         log.warning("model %s: prefix sharing off, %s; scoring padded batches", self.name, why)
         self.share_prefix = False
         return False
-

@@ -9,11 +9,13 @@ answered twice. The budget starts at the number `model.max_batch_tokens` gives, 
 that the device's free memory is estimated to hold (`start_tokens`), and it keeps what it found for the
 rest of the job; the backend logs it as the param `batch_tokens`.
 """
+
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import torch
 
@@ -61,8 +63,13 @@ class TokenBudget:
         before = self.tokens or tried
         self.tokens = max(1, min(before, tried) // 2)
         self.recoveries += 1
-        log.warning("model %s: out of memory on a pass of %d tokens; budget %d -> %d tokens per pass, the batch "
-                    "runs again", self.name, tried, before, self.tokens)
+        log.warning(
+            "model %s: out of memory on a pass of %d tokens; budget %d -> %d tokens per pass, the batch runs again",
+            self.name,
+            tried,
+            before,
+            self.tokens,
+        )
 
 
 def kv_bytes_per_token(config: Any, dtype: torch.dtype) -> int:
@@ -94,8 +101,9 @@ def start_tokens(device: torch.device, per_token: int) -> int:
     return max(AUTO_MIN_TOKENS, min(AUTO_MAX_TOKENS, power))
 
 
-def fit(queue: Sequence[Unit], tokens: int, width: Callable[[Unit], int], rows: Callable[[Unit], int],
-        max_units: int | None) -> int:
+def fit(
+    queue: Sequence[Unit], tokens: int, width: Callable[[Unit], int], rows: Callable[[Unit], int], max_units: int | None
+) -> int:
     """How many units from the queue's head one pass takes: as many as keep (their rows) x (the widest) within
     `tokens`, at least one.
 
@@ -111,10 +119,16 @@ def fit(queue: Sequence[Unit], tokens: int, width: Callable[[Unit], int], rows: 
     return n
 
 
-def run_in_batches(budget: TokenBudget, queue: list[Unit], run: Callable[[list[Unit]], Any], *,
-                   width: Callable[[Unit], int], rows: Callable[[Unit], int] = lambda unit: 1,
-                   max_units: int | None = None,
-                   repack: Callable[[list[Unit], int], list[Unit]] | None = None) -> Iterator[tuple[list[Unit], Any]]:
+def run_in_batches(
+    budget: TokenBudget,
+    queue: list[Unit],
+    run: Callable[[list[Unit]], Any],
+    *,
+    width: Callable[[Unit], int],
+    rows: Callable[[Unit], int] = lambda unit: 1,
+    max_units: int | None = None,
+    repack: Callable[[list[Unit], int], list[Unit]] | None = None,
+) -> Iterator[tuple[list[Unit], Any]]:
     """(batch, run(batch)) for the queue's units, in order, each batch within the budget. A batch that runs out of
     memory is dropped and its units taken again under the halved budget (`repack(pending, tokens)` rebuilds the
     pending units for it, e.g. smaller prefix-tree packs); one unit that still does not fit stops the job in one
@@ -141,6 +155,8 @@ def run_in_batches(budget: TokenBudget, queue: list[Unit], run: Callable[[list[U
         if repack is not None:
             queue = repack(queue, budget.tokens)
         if n == 1 and rows(queue[0]) * width(queue[0]) >= tried:
-            raise UserError(f"model {budget.name}: out of memory on one pass of {tried} tokens that cannot be split "
-                            f"(one prompt with its rows); run it on a device with more free memory, or spread the "
-                            f"model over several GPUs (model.device_map=auto)")
+            raise UserError(
+                f"model {budget.name}: out of memory on one pass of {tried} tokens that cannot be split "
+                f"(one prompt with its rows); run it on a device with more free memory, or spread the "
+                f"model over several GPUs (model.device_map=auto)"
+            )

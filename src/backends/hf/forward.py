@@ -6,10 +6,12 @@ token; explicit position ids make a padded row compute what it would alone. A pa
 asked for (`logits_to_keep` where the model takes it), and `LoadedModel` counts the token positions fed
 (padding included), which the bench reads.
 """
+
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -20,8 +22,9 @@ from src.common.progress import step_bar
 class LoadedModel:
     """A loaded model and tokenizer's special ids, run in left-padded batches or on one packed sequence."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, name: str, progress: bool,
-                 budget: TokenBudget | None = None) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, *, name: str, progress: bool, budget: TokenBudget | None = None
+    ) -> None:
         self.model = model
         self.budget = budget if budget is not None else TokenBudget(None, name=name)
         self.name, self.progress = name, progress
@@ -38,8 +41,16 @@ class LoadedModel:
         self.eos_ids = torch.tensor(sorted(i for i in eos if i is not None), dtype=torch.long, device=self.device)
         self.forward_tokens = 0  # token positions fed to the model in passes that ran (padding included)
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, *, keep: int | torch.Tensor,
-                use_cache: bool = False, past: Any = None) -> tuple[torch.Tensor, Any]:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        *,
+        keep: int | torch.Tensor,
+        use_cache: bool = False,
+        past: Any = None,
+    ) -> tuple[torch.Tensor, Any]:
         """(logits on the input device, KV cache): of the last `keep` positions, or of the positions that the
         index tensor `keep` lists (a packed sequence)."""
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
@@ -55,8 +66,9 @@ class LoadedModel:
         # With a device map the head may sit on another GPU than the embeddings; index tensors live on the latter.
         return logits.to(self.device), getattr(out, self.cache_kw)
 
-    def forward_at(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor,
-                   nodes: torch.Tensor) -> torch.Tensor:
+    def forward_at(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor, nodes: torch.Tensor
+    ) -> torch.Tensor:
         """Logits at the (row, position) pairs `rows[k], nodes[k]` only, (pairs, vocabulary): the output head is fed
         just those hidden states (a pre-hook on it), so a batch of packs whose rows keep different positions pays the
         head for what it keeps, not for every row x every position some row keeps."""
@@ -85,8 +97,8 @@ class LoadedModel:
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
         for row, seq in enumerate(seqs):
             if seq:
-                ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-                mask[row, width - len(seq):] = 1
+                ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+                mask[row, width - len(seq) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
     def batch_tokens(self) -> int:
@@ -94,8 +106,16 @@ class LoadedModel:
         dtype = self.model.get_input_embeddings().weight.dtype
         return self.budget.resolve(self.device, lambda: pass_bytes_per_token(self.model.config, dtype))
 
-    def in_batches(self, queue: list, run: Callable[[list], Any], *, what: str, unit: str,
-                   counts: Callable[[Any], int] = lambda u: 1, **layout: Any) -> Iterator[tuple[list, Any]]:
+    def in_batches(
+        self,
+        queue: list,
+        run: Callable[[list], Any],
+        *,
+        what: str,
+        unit: str,
+        counts: Callable[[Any], int] = lambda u: 1,
+        **layout: Any,
+    ) -> Iterator[tuple[list, Any]]:
         """(batch, run(batch)) over `queue` within the token budget (`budget.run_in_batches`, whose keywords
         `layout` passes on: width, rows, max_units, repack), with a bar of `unit`s counted by `counts`."""
         self.batch_tokens()
@@ -104,13 +124,22 @@ class LoadedModel:
                 yield batch, result
                 bar.update(sum(counts(u) for u in batch))
 
-    def prompt_batches(self, lengths: list[int], max_rows: int | None, run: Callable[[list[int]], Any], what: str,
-                       *, rows: Callable[[int], int] = lambda i: 1, extra: int = 0) -> Iterator[tuple[list[int], Any]]:
+    def prompt_batches(
+        self,
+        lengths: list[int],
+        max_rows: int | None,
+        run: Callable[[list[int]], Any],
+        what: str,
+        *,
+        rows: Callable[[int], int] = lambda i: 1,
+        extra: int = 0,
+    ) -> Iterator[tuple[list[int], Any]]:
         """(indices, run(indices)) in left-padded batches of similar length, longest first (an out-of-memory shows
         at once), each within the token budget ((rows) x (longest + `extra`) tokens) and `max_rows` prompts."""
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        return self.in_batches(order, run, what=what, unit="prompt", width=lambda i: lengths[i] + extra, rows=rows,
-                               max_units=max_rows)
+        return self.in_batches(
+            order, run, what=what, unit="prompt", width=lambda i: lengths[i] + extra, rows=rows, max_units=max_rows
+        )
 
     def bar(self, total: int, unit: str, what: str) -> Any:
         """A bar inside the job's (src/common/progress.py): labelled, removed when done, none in a log file."""

@@ -18,10 +18,12 @@ Memory: the KV cache holds `kv_bytes_per_token` bytes per token fed (layers x 2 
 bytes: 46 KiB for SmolLM2-135M in float32), and a pack's pass holds its (tokens x tokens) attention scores per
 head; `tokens_for_memory` turns a memory budget (`model.memory_gb`) into the tokens per pack that fit it.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -33,8 +35,17 @@ from src.backends.hf.packing import PrefixPack, additive_mask, pack_batches, pac
 PICK_ROWS = 32  # rows sampled at once: each holds ~6 vocabulary-wide float tensors (1.2 MiB for SmolLM2's 49,152)
 
 
-def generate(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: Sequence[int], params: SamplingParams,
-             batch_size: int | None, *, share_prefix: bool = False, pack_tokens: int = 1024) -> list[list[str]]:
+def generate(
+    lm: LoadedModel,
+    tokenizer: Any,
+    encoded: list[list[int]],
+    seeds: Sequence[int],
+    params: SamplingParams,
+    batch_size: int | None,
+    *,
+    share_prefix: bool = False,
+    pack_tokens: int = 1024,
+) -> list[list[str]]:
     """`params.n` completions per encoded prompt: prefix-shared when `share_prefix` and the model allows it (its
     sliding window covers the prompts and their new tokens), else in padded batches."""
     longest = max(len(e) for e in encoded) + params.max_new_tokens
@@ -43,8 +54,14 @@ def generate(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: S
     return generate_padded(lm, tokenizer, encoded, seeds, params, batch_size)
 
 
-def generate_padded(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: Sequence[int],
-                    params: SamplingParams, batch_size: int | None) -> list[list[str]]:
+def generate_padded(
+    lm: LoadedModel,
+    tokenizer: Any,
+    encoded: list[list[int]],
+    seeds: Sequence[int],
+    params: SamplingParams,
+    batch_size: int | None,
+) -> list[list[str]]:
     """`params.n` completions per encoded prompt in left-padded batches, each prompt's cache copied to its rows; a
     batch's sample rows x (prompt + new tokens) within the token budget."""
     greedy = params.temperature <= 0
@@ -76,16 +93,28 @@ def generate_padded(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], s
         return [decode(tokenizer, eos, row) for row in torch.stack(new_tokens, dim=1).tolist()]
 
     results: list[list[str] | None] = [None] * len(encoded)
-    for batch, texts in lm.prompt_batches([len(e) for e in encoded], batch_size, run, "generate",
-                                          rows=lambda i: rows_per_prompt, extra=params.max_new_tokens):
+    for batch, texts in lm.prompt_batches(
+        [len(e) for e in encoded],
+        batch_size,
+        run,
+        "generate",
+        rows=lambda i: rows_per_prompt,
+        extra=params.max_new_tokens,
+    ):
         for b, i in enumerate(batch):
-            mine = texts[b * rows_per_prompt:(b + 1) * rows_per_prompt]
+            mine = texts[b * rows_per_prompt : (b + 1) * rows_per_prompt]
             results[i] = mine * params.n if greedy else mine
     return results  # type: ignore[return-value]
 
 
-def generate_shared(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], seeds: Sequence[int],
-                    params: SamplingParams, pack_tokens: int) -> list[list[str]]:
+def generate_shared(
+    lm: LoadedModel,
+    tokenizer: Any,
+    encoded: list[list[int]],
+    seeds: Sequence[int],
+    params: SamplingParams,
+    pack_tokens: int,
+) -> list[list[str]]:
     """`params.n` completions per encoded prompt, the prompts packed into prefix trees of at most `pack_tokens`
     nodes (and the token budget), their samples' tokens included (`decode_pack`): one pack per pass."""
     greedy = params.temperature <= 0
@@ -97,16 +126,25 @@ def generate_shared(lm: LoadedModel, tokenizer: Any, encoded: list[list[int]], s
         return decode_pack(lm, pack, [len(encoded[i]) for i in pack.members], [seeds[i] for i in pack.members], params)
 
     results: list[list[str] | None] = [None] * len(encoded)
-    for packs, rows in pack_batches(lm, encoded, pack_tokens, run, "generate", "prompt",
-                                    reserve=rows_per_prompt * (params.max_new_tokens - 1), max_units=1):
+    for packs, rows in pack_batches(
+        lm,
+        encoded,
+        pack_tokens,
+        run,
+        "generate",
+        "prompt",
+        reserve=rows_per_prompt * (params.max_new_tokens - 1),
+        max_units=1,
+    ):
         for k, i in enumerate(packs[0].members):
-            mine = [decode(tokenizer, eos, row) for row in rows[k * rows_per_prompt:(k + 1) * rows_per_prompt]]
+            mine = [decode(tokenizer, eos, row) for row in rows[k * rows_per_prompt : (k + 1) * rows_per_prompt]]
             results[i] = mine * params.n if greedy else mine
     return results  # type: ignore[return-value]
 
 
-def decode_pack(lm: LoadedModel, pack: PrefixPack, lengths: list[int], seeds: list[int],
-                params: SamplingParams) -> list[list[int]]:
+def decode_pack(
+    lm: LoadedModel, pack: PrefixPack, lengths: list[int], seeds: list[int], params: SamplingParams
+) -> list[list[int]]:
     """The new tokens of each sample row of a pack's members (member k's rows are k*rows..(k+1)*rows-1; one row per
     member when greedy), up to and including its end token.
 
@@ -120,8 +158,9 @@ def decode_pack(lm: LoadedModel, pack: PrefixPack, lengths: list[int], seeds: li
     ids = torch.tensor([pack.tokens], dtype=torch.long, device=lm.device)
     pos = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
     last = torch.tensor(pack.last, dtype=torch.long)
-    logits, past = lm.forward(ids, additive_mask(sees, dtype).to(lm.device), pos, keep=last.to(lm.device),
-                              use_cache=True)
+    logits, past = lm.forward(
+        ids, additive_mask(sees, dtype).to(lm.device), pos, keep=last.to(lm.device), use_cache=True
+    )
     owner = torch.arange(len(pack.members)).repeat_interleave(rows_per_prompt)  # member of each row
     logits = logits[0][owner.to(lm.device)]
     row_sees = sees[last][owner]  # (rows, cache length): the cache entries each row attends to
@@ -130,10 +169,16 @@ def decode_pack(lm: LoadedModel, pack: PrefixPack, lengths: list[int], seeds: li
     new_tokens: list[list[int]] = [[] for _ in range(len(owner))]
     active = torch.arange(len(owner))  # the rows still generating, in the order of `logits`' rows
     for step in range(params.max_new_tokens):
-        token = torch.cat([  # the sampling arithmetic (several vocabulary-wide tensors per row) in blocks of rows
-            pick(logits[start:start + PICK_ROWS], params,
-                 None if generators is None else [generators[a] for a in active[start:start + PICK_ROWS].tolist()])
-            for start in range(0, len(active), PICK_ROWS)])
+        token = torch.cat(
+            [  # the sampling arithmetic (several vocabulary-wide tensors per row) in blocks of rows
+                pick(
+                    logits[start : start + PICK_ROWS],
+                    params,
+                    None if generators is None else [generators[a] for a in active[start : start + PICK_ROWS].tolist()],
+                )
+                for start in range(0, len(active), PICK_ROWS)
+            ]
+        )
         for row, t in zip(active.tolist(), token.tolist()):
             new_tokens[row].append(t)
         going = ~torch.isin(token, lm.eos_ids).cpu()
@@ -168,7 +213,7 @@ def tokens_for_memory(config: Any, dtype: torch.dtype, memory_gb: float) -> int:
     per_token = kv_bytes_per_token(config, dtype) + (4 * config.hidden_size + 3 * config.intermediate_size) * size
     per_pair = 2 * config.num_attention_heads * size + size + 1
     budget = memory_gb * 2**30
-    n = (-per_token + (per_token ** 2 + 4 * per_pair * budget) ** 0.5) / (2 * per_pair)
+    n = (-per_token + (per_token**2 + 4 * per_pair * budget) ** 0.5) / (2 * per_pair)
     return max(1, int(n))
 
 

@@ -14,6 +14,7 @@ trust. The next conversion (any process on the machine) removes the temporary fo
 process is gone (`clean_stale_temps`), so no temporary weights stay on disk after a kill and a rerun; those
 of another host (a shared cache folder) are removed once a day old.
 """
+
 from __future__ import annotations
 
 import logging
@@ -58,8 +59,14 @@ def ensure_float_copy(gguf_path: str | os.PathLike) -> Path:
     try:
         with progress.direct_library_bars():  # transformers' conversion bar: a terminal's only
             _convert(gguf_path, tmp)
-        _write_json_atomic(tmp / _MARKER, {"gguf_file": gguf_path.name, "sha256": file_sha256(gguf_path),
-                                           "converted_s": round(time.perf_counter() - started, 1)})
+        _write_json_atomic(
+            tmp / _MARKER,
+            {
+                "gguf_file": gguf_path.name,
+                "sha256": file_sha256(gguf_path),
+                "converted_s": round(time.perf_counter() - started, 1),
+            },
+        )
         try:
             os.rename(tmp, target)
         except OSError:  # another process finished first: its copy is as good as ours

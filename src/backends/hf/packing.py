@@ -6,10 +6,12 @@ sees exactly its own prompt's earlier tokens) and each token's position in its o
 every prompt's logits, as a padded batch would, for the shared tokens' cost once. A model can be packed
 when it honours a custom 4D attention mask (`packing_refusal` says when it cannot).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -103,8 +105,9 @@ def pack_forward(lm: LoadedModel, pack: PrefixPack, keep: Sequence[int] | None =
     return packs_forward(lm, [pack], [keep])[0]
 
 
-def packs_forward(lm: LoadedModel, packs: Sequence[PrefixPack],
-                  keeps: Sequence[Sequence[int] | None]) -> list[torch.Tensor]:
+def packs_forward(
+    lm: LoadedModel, packs: Sequence[PrefixPack], keeps: Sequence[Sequence[int] | None]
+) -> list[torch.Tensor]:
     """Per pack, the logits at its nodes `keeps[k]` (None: each member's last token), from one pass over the packs
     as rows of a batch: right-padded to the longest, each row with its own tree mask (a padding node sees only
     itself, and nothing sees it)."""
@@ -132,23 +135,39 @@ def packs_forward(lm: LoadedModel, packs: Sequence[PrefixPack],
     return list(logits.split([len(keep) for keep in keeps]))
 
 
-def repacked(packs: Sequence[PrefixPack], seqs: Sequence[Sequence[int]], *, budget: int,
-             reserve: int = 0) -> list[PrefixPack]:
+def repacked(
+    packs: Sequence[PrefixPack], seqs: Sequence[Sequence[int]], *, budget: int, reserve: int = 0
+) -> list[PrefixPack]:
     """The members of `packs` (indices into `seqs`) packed again into prefix trees of at most `budget` nodes."""
     members = [m for pack in packs for m in pack.members]
     out = pack_prefix_trees([seqs[m] for m in members], budget=budget, reserve=reserve)
     return [PrefixPack(p.tokens, p.parents, p.positions, [members[k] for k in p.members], p.last, p.nodes) for p in out]
 
 
-def pack_batches(lm: LoadedModel, seqs: list[list[int]], pack_tokens: int, run: Callable[[list[PrefixPack]], Any],
-                 what: str, unit: str, *, reserve: int = 0, max_units: int | None = None) -> Iterator[tuple[list[PrefixPack], Any]]:
+def pack_batches(
+    lm: LoadedModel,
+    seqs: list[list[int]],
+    pack_tokens: int,
+    run: Callable[[list[PrefixPack]], Any],
+    what: str,
+    unit: str,
+    *,
+    reserve: int = 0,
+    max_units: int | None = None,
+) -> Iterator[tuple[list[PrefixPack], Any]]:
     """(packs, run(packs)) over `seqs` packed into prefix trees of at most `pack_tokens` nodes (and the budget),
     as many packs per pass as the token budget holds; smaller packs after an out-of-memory pass."""
     packs = pack_prefix_trees(seqs, budget=min(pack_tokens, lm.batch_tokens()), reserve=reserve)
-    return lm.in_batches(packs, run, what=what, unit=unit, counts=lambda p: len(p.members), max_units=max_units,
-                         width=lambda p: len(p.tokens) + reserve * len(p.members),
-                         repack=lambda queue, tokens: repacked(queue, seqs, budget=min(pack_tokens, tokens),
-                                                               reserve=reserve))
+    return lm.in_batches(
+        packs,
+        run,
+        what=what,
+        unit=unit,
+        counts=lambda p: len(p.members),
+        max_units=max_units,
+        width=lambda p: len(p.tokens) + reserve * len(p.members),
+        repack=lambda queue, tokens: repacked(queue, seqs, budget=min(pack_tokens, tokens), reserve=reserve),
+    )
 
 
 def packing_refusal(config: Any, longest: int) -> str | None:

@@ -8,10 +8,11 @@
   lm-eval style, with the prompt fed once for all of its continuations: as one prefix tree (packed) or as a
   KV cache copied to each continuation (padded batches).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -50,17 +51,19 @@ def spelled_label_scores(spellings: list[list[tuple[int, ...]]], logliks: Sequen
         others = [seq for j, seqs in enumerate(spellings) if j != k for seq in seqs]
         total = 0.0
         for seq in label_seqs:
-            longer = sum(prob[o] for o in others if len(o) > len(seq) and o[:len(seq)] == seq)
+            longer = sum(prob[o] for o in others if len(o) > len(seq) and o[: len(seq)] == seq)
             total += max(0.0, prob[seq] - longer)
         per_label.append(total)
     mass = sum(per_label)
     return LabelScores(probs=renormalised(per_label, mass), mass=min(mass, 1.0))
 
 
-def padded_last_logits(lm: LoadedModel, encoded: list[list[int]], batch_size: int | None,
-                       what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
+def padded_last_logits(
+    lm: LoadedModel, encoded: list[list[int]], batch_size: int | None, what: str
+) -> Iterator[tuple[list[int], torch.Tensor]]:
     """(request indices, their last-position logits), batch by batch of left-padded rows (at most `batch_size`
     rows, and the token budget)."""
+
     def run(batch: list[int]) -> torch.Tensor:
         ids, mask = lm.left_pad([encoded[i] for i in batch])
         return lm.forward(ids, mask, positions(mask), keep=1)[0][:, -1]
@@ -68,18 +71,21 @@ def padded_last_logits(lm: LoadedModel, encoded: list[list[int]], batch_size: in
     return lm.prompt_batches([len(e) for e in encoded], batch_size, run, what)
 
 
-def packed_last_logits(lm: LoadedModel, encoded: list[list[int]], pack_tokens: int,
-                       what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
+def packed_last_logits(
+    lm: LoadedModel, encoded: list[list[int]], pack_tokens: int, what: str
+) -> Iterator[tuple[list[int], torch.Tensor]]:
     """(request indices, their last-position logits), pass by pass of prefix trees of at most `pack_tokens` tokens."""
-    batches = pack_batches(lm, encoded, pack_tokens, lambda packs: packs_forward(lm, packs, [None] * len(packs)),
-                           what, "prompt")
+    batches = pack_batches(
+        lm, encoded, pack_tokens, lambda packs: packs_forward(lm, packs, [None] * len(packs)), what, "prompt"
+    )
     for packs, logits in batches:
         for pack, rows in zip(packs, logits):
             yield pack.members, rows
 
 
-def packed_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]],
-                                pack_tokens: int, what: str) -> list[list[float]]:
+def packed_continuation_logliks(
+    lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]], pack_tokens: int, what: str
+) -> list[list[float]]:
     """Per context, the log-likelihood of each of its continuations (token id lists): every (context +
     continuation) sequence as a branch of a prefix tree; one pass per batch of packs gives the logits at each node
     that predicts a continuation token (its parent in its own sequence)."""
@@ -123,10 +129,12 @@ def packed_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], cont
     return out
 
 
-def padded_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]],
-                                batch_size: int | None, what: str) -> list[list[float]]:
+def padded_continuation_logliks(
+    lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]], batch_size: int | None, what: str
+) -> list[list[float]]:
     """Per context, the log-likelihood of each of its continuations: left-padded batches of contexts, each
     context's KV cache shared by its continuations (the budget counts the contexts' pass)."""
+
     def run(batch: list[int]) -> list[list[float]]:
         ids, mask = lm.left_pad([contexts[i] for i in batch])
         pos = positions(mask)
@@ -149,9 +157,9 @@ def padded_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], cont
             valid = torch.zeros((len(conts), longest), dtype=torch.bool)
             for row, cont in enumerate(conts):
                 if len(cont) > 1:
-                    feed[row, :len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
-                    targets[row, :len(cont) - 1] = torch.tensor(cont[1:], dtype=torch.long)
-                    valid[row, :len(cont) - 1] = True
+                    feed[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long)
+                    targets[row, : len(cont) - 1] = torch.tensor(cont[1:], dtype=torch.long)
+                    valid[row, : len(cont) - 1] = True
             feed, targets, valid = feed.to(lm.device), targets.to(lm.device), valid.to(lm.device)
             full_mask = torch.cat([mask[expand], valid.long()], dim=1)
             cont_pos = pos[expand, -1:] + 1 + torch.arange(longest, device=lm.device)
@@ -160,7 +168,7 @@ def padded_continuation_logliks(lm: LoadedModel, contexts: list[list[int]], cont
             loglik += (token_lp * valid).sum(dim=1).double().cpu()
         out, start = [], 0
         for i in batch:
-            out.append([float(x) for x in loglik[start:start + len(continuations[i])]])
+            out.append([float(x) for x in loglik[start : start + len(continuations[i])]])
             start += len(continuations[i])
         return out
 

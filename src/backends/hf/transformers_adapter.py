@@ -8,6 +8,7 @@
 Importing this module checks the installed transformers against `SUPPORTED` and prints one `warning:` line when it
 is outside (src/common/versions.py).
 """
+
 from __future__ import annotations
 
 from typing import Any
