@@ -199,7 +199,12 @@ class OpenAIBackend:
                     except ValueError:
                         pass
                 reason = f"HTTP {err.code}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
+            except (
+                urllib.error.URLError,
+                TimeoutError,
+                ConnectionError,
+                http.client.HTTPException,
+            ) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
                 if attempt == self.max_retries:
                     raise UserError(
                         f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); check model.base_url"
