@@ -43,21 +43,56 @@ DOCS = [
     {"q": "Capital of Italy?", "choices": ["Rome", "Oslo"], "target": "Rome"},
     {"q": "Bad target?", "choices": ["a", "b"], "target": 2},
     {"q": "Unknown text target?", "choices": ["a", "b"], "target": "c"},
-    {"q": "Several targets?", "choices": ["a", "b"], "target": [0, 1]},
+    {"q": "Unlabelled?", "choices": ["a", "b"], "target": -1},
 ]
 
 
 def test_documents_become_questions_and_bad_targets_are_skipped_and_counted():
     questions, skipped = task_questions(StandInTask(DOCS), DOCS, name="stand_in", split="test", ids="stand_in")
-    assert skipped == [2, 3, 4]
+    assert skipped == {
+        2: "target index 2 is past its 2 choices",
+        3: "target 'c' is not one of its choices",
+        4: "unlabelled (target -1)",
+    }
     assert [(q.id, q.question, q.options, q.answer) for q in questions] == [
         ("stand_in/0", "2+2?", ("3", "4", "5"), 1),
         ("stand_in/1", "Capital of Italy?", ("Rome", "Oslo"), 0),
     ]
     meta = questions[0].metadata
     assert meta["context"] == "Question: 2+2?\nAnswer:" and meta["choices"] == "standalone"
-    assert (meta["lm_eval_task"], meta["lm_eval_version"], len(meta["lm_eval_config_hash"])) == ("stand_in", "2.0", 12)
-    assert task_tags(questions)["lm_eval_task"] == "stand_in" and task_tags([]) == {}
+    assert (meta["lm_eval_task"], meta["lm_eval_version"], meta["lm_eval_doc"]) == ("stand_in", "2.0", 0)
+
+
+def test_an_unlabelled_lm_eval_document_stops_the_run():
+    """Bug class of issue 50, "an unlabelled lm-eval document stops the run": a document whose target is -1 (a
+    dataset's unlabelled test row) is skipped and counted in one warning line, and the run goes on with the others;
+    it neither raises nor becomes a question whose gold is the last option (Python's index -1)."""
+    import logging
+
+    from src.benchmarks import lm_eval
+
+    docs = [DOCS[0], {"q": "Unlabelled?", "choices": ["a", "b"], "target": -1}, DOCS[1]]
+    questions, skipped = task_questions(StandInTask(docs), docs, name="t", split="test", ids="t")
+    assert [q.id for q in questions] == ["t/0", "t/2"] and skipped == {1: "unlabelled (target -1)"}
+    line = lm_eval._skip_warning("t", {"t": skipped}, len(docs))
+    assert line == "lm_eval task t: 1 of 3 documents skipped (1 unlabelled (target N)): t/1: unlabelled (target -1)"
+    assert logging.getLogger(lm_eval.__name__).name == "src.benchmarks.lm_eval"
+
+
+def test_several_targets_are_refused_in_one_line_naming_the_task():
+    docs = [{"q": "Several targets?", "choices": ["a", "b"], "target": [0, 1]}]
+    with pytest.raises(UserError, match=r"lm_eval task mc2 has several correct targets per document") as err:
+        task_questions(StandInTask(docs), docs, name="mc2", split="test", ids="mc2")
+    assert "\n" not in str(err.value) and "truthfulqa_mc1" in str(err.value)
+
+
+def test_a_digit_target_is_read_as_lm_eval_reads_it_and_counted_where_the_text_says_otherwise():
+    """lm-eval's doc_to_target makes a digit string an index: target "3" of choices 1..4 is option index 3 (the
+    text "4"), not the choice "3"; the tool follows lm-eval and marks the document for the run's one warning."""
+    docs = [{"q": "Which number?", "choices": ["1", "2", "3", "4"], "target": 3}, DOCS[0]]
+    questions, _ = task_questions(StandInTask(docs), docs, name="t", split="test", ids="t")
+    assert [q.answer for q in questions] == [3, 1]
+    assert [q.metadata["lm_eval_index_target"] for q in questions] == [True, False]
 
 
 def test_label_choices_take_their_options_from_the_listed_lines():
@@ -116,9 +151,9 @@ def test_tasks_that_cannot_become_questions_are_refused_in_one_line(task, proble
 def test_no_lm_eval_installed_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "lm_eval", None)  # `import lm_eval...` now raises ImportError
     monkeypatch.setitem(sys.modules, "lm_eval.tasks", None)
-    from src.benchmarks.lm_eval import load_task
+    from src.benchmarks.lm_eval import load_tasks
 
-    load_task.cache_clear()
+    load_tasks.cache_clear()
     with pytest.raises(UserError) as err:
         load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "arc_easy"})
     assert str(err.value) == (

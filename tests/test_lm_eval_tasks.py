@@ -26,7 +26,7 @@ import pytest
 
 from src.backends.text import continuation_text
 from src.benchmarks import load_benchmark, load_fewshot_pool
-from src.benchmarks.lm_eval import load_task
+from src.benchmarks.lm_eval import load_task, load_tasks
 from src.common.errors import UserError
 from src.config.schema import compose_job
 from src.core.prompts import PromptTemplate, labels_for, render
@@ -320,7 +320,7 @@ def test_a_hub_task_offline_without_a_cached_copy_is_one_line(monkeypatch, tmp_p
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setattr("datasets.config.HF_DATASETS_CACHE", tmp_path / "empty-cache")
-    load_task.cache_clear()
+    load_tasks.cache_clear()
     with pytest.raises(UserError) as err:
         load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "piqa"})
     line = str(err.value)

@@ -30,7 +30,7 @@ from . import hub
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
-from .lm_eval import lm_eval_fewshot, load_lm_eval, task_tags
+from .lm_eval import lm_eval_contexts, lm_eval_fewshot, load_lm_eval, task_tags
 from .medical import load_medmcqa, medqa_loader
 from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
 from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
@@ -53,6 +53,7 @@ class Benchmark:
     fewshot: FewshotLoader | None = None
     options: tuple[str, ...] = ()
     fewshot_options: bool = False  # its few-shot loader needs the `options` too (which lm-eval task)
+    limits_itself: bool = False  # `limit` goes to the loader (lm-eval: N documents of each task, as its --limit)
 
 
 GENERIC_OPTIONS = (
@@ -80,7 +81,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "hellaswag": Benchmark(load_hellaswag),
     "winogrande": Benchmark(load_winogrande),
     "generic": Benchmark(load_generic, None, GENERIC_OPTIONS),
-    "lm_eval": Benchmark(load_lm_eval, lm_eval_fewshot, ("task", "include_path", "choices"), fewshot_options=True),
+    "lm_eval": Benchmark(
+        load_lm_eval, lm_eval_fewshot, ("task", "include_path", "choices"), fewshot_options=True, limits_itself=True
+    ),
 }
 # Benchmarks whose options complete their context rather than answer a question (the validity contract,
 # src/core/validity.py); an lm-eval task's style is detected when it loads (src/benchmarks/lm_eval.py).
@@ -131,14 +134,15 @@ def load_benchmark(
     if path is None and name in hub.HUB and not hub.raw_present(name, data_dir, split, options):
         questions = hub.hub_questions(name, data_dir=data_dir, split=split, seed=seed, options=options)
     else:
-        questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options)
+        own_limit = {"limit": limit} if benchmark.limits_itself else {}
+        questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options, **own_limit)
     if not questions:
         raise UserError(
             f"benchmark {name} (path {path or data_dir}): no questions left to ask; "
             "check the file, the benchmark.* options and benchmark.split"
         )
     check_unique_ids(questions, path or f"{data_dir} ({name})")
-    questions = questions[:limit] if limit is not None else questions
+    questions = questions[:limit] if limit is not None and not benchmark.limits_itself else questions
     _log_load_notes(name, questions)
     return questions
 
@@ -232,6 +236,7 @@ __all__ = [
     "describe_answer_slots",
     "duplicate_option_groups",
     "task_tags",
+    "lm_eval_contexts",
     "load_benchmark",
     "load_fewshot_pool",
 ]

@@ -30,18 +30,18 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import inspect
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from src.common.errors import UserError
-from src.core.questions import Question
+from src.core.questions import Question, question_identity
 
 from . import hub, lm_eval_adapter
 from .validate import checked_question
@@ -54,18 +54,6 @@ LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas"}
 ANSWER_CUES = ("?", ":")  # a context ending in one of these asks for an answer; else its choices complete it
 _FRAME = re.compile(r"^(?:Question:\s*)?(?P<question>.*?)\s*\n\s*Answer:\s*$", re.S)
 _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-@dataclass(frozen=True)
-class LoadedTask:
-    """One task as lm-eval built it, with what the run logs about it."""
-
-    name: str
-    task: Any  # lm_eval.api.task.ConfigurableTask
-    version: str
-    config_hash: str
-    docs: Sequence[Any] = field(repr=False)
-    split: str = "test"
 
 
 def lm_eval_or_error() -> Any:
@@ -122,29 +110,41 @@ def task_manager(include_path: str | None, name: str) -> Any:
     return _manager(include_path, True)
 
 
+def yaml_error(folder: str | None) -> str | None:
+    """`FILE: the parser's message` for the first task YAML of the user's folder that does not parse, else None
+    (lm-eval's TaskManager skips such a file with a log line, and then knows no task of that name)."""
+    if folder is None:
+        return None
+    for path in sorted(Path(folder).expanduser().rglob("*.yaml")):
+        try:
+            lm_eval_adapter.task_yaml(path)
+        except Exception as err:  # noqa: BLE001 - yaml's and lm-eval's loaders raise several kinds
+            return f"{path}: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
+    return None
+
+
 @lru_cache(maxsize=8)
-def load_task(name: str, include_path: str | None = None) -> Any:
-    """lm-eval's task object for `name` (built once per process: the run's questions and its few-shot pool)."""
+def load_tasks(name: str, include_path: str | None = None) -> dict[str, Any]:
+    """lm-eval's task objects for `name`, one task or every task of a group or tag ({task name: task}, in lm-eval's
+    order), built once per process: the run's questions, its few-shot pools and lm-eval's contexts."""
     lm_eval_or_error()  # one line naming the extra, before anything else
     if include_path is not None and not Path(include_path).expanduser().is_dir():
         raise UserError(
             f"config key benchmark.include_path: {include_path} is not a folder; give the folder that "
             "holds your task YAMLs, or leave it null for lm-eval's registry"
         )
-    manager = task_manager(str(Path(include_path).expanduser()) if include_path else None, name)
+    folder = str(Path(include_path).expanduser()) if include_path else None
+    manager = task_manager(folder, name)
     entry = manager.task_index.get(name)
     if entry is None:
+        broken = yaml_error(folder)
+        if broken is not None:
+            raise UserError(f"config key benchmark.task: a task YAML does not parse: {broken}; correct it")
         near = difflib.get_close_matches(name, manager.all_subtasks, n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         raise UserError(
             f"config key benchmark.task: lm-eval knows no task {name!r}{hint}; list them with "
             f"lm-eval ls tasks, or add your task's folder as benchmark.include_path"
-        )
-    kind = getattr(getattr(entry, "kind", None), "name", "TASK")
-    if kind in ("GROUP", "TAG"):
-        raise UserError(
-            f"config key benchmark.task: {name} is a {kind.lower()} of lm-eval tasks, not one task; "
-            f"name one of its tasks (one run per task, e.g. a sweep over benchmark.task)"
         )
     config = _task_config(manager, name)
     dataset_path = config.get("dataset_path")
@@ -167,20 +167,38 @@ def load_task(name: str, include_path: str | None = None) -> Any:
         raise UserError(
             f"lm_eval task {name}: lm-eval could not build it ({detail}); check the task's YAML and its data files"
         ) from None
-    return next(iter(built.values()))
+    return dict(built)
 
 
-def _target_index(target: Any, choices: list[str]) -> int | None:
-    """The index lm-eval scores as gold (an int in range, or a string among the choices), else None."""
-    if isinstance(target, bool):
-        return None
+def load_task(name: str, include_path: str | None = None) -> Any:
+    """lm-eval's task object for the one task `name` (a task of a group by its own name)."""
+    return load_tasks(name, include_path)[name]
+
+
+def gold_index(target: Any, choices: list[str]) -> int | str:
+    """The option lm-eval scores as gold (its `process_results`: an int is an index, a digit string was made an
+    index by `doc_to_target`, another string is looked up among the choices), else why the document is skipped.
+
+    >>> gold_index(2, ["1", "2", "3"]), gold_index("Rome", ["Oslo", "Rome"]), gold_index(-1, ["a", "b"])
+    (2, 1, 'unlabelled (target -1)')
+    """
+    if isinstance(target, bool) or not isinstance(target, (int, str)):
+        return f"its target {target!r} is not an option index or text"
+    if isinstance(target, int) and target < 0:
+        return f"unlabelled (target {target})"
     if isinstance(target, int):
-        return target if 0 <= target < len(choices) else None
-    if isinstance(target, str):
-        if target in choices:
-            return choices.index(target)
-        return int(target) if target.strip().isdigit() and int(target) < len(choices) else None
-    return None  # a list (several targets) or anything else
+        return target if target < len(choices) else f"target index {target} is past its {len(choices)} choices"
+    return choices.index(target) if target in choices else f"target {target!r} is not one of its choices"
+
+
+def reads_other_than_text(target: Any, gold: int, choices: list[str]) -> bool:
+    """Whether lm-eval's index reading of a target picks another option than the choice with the target's text
+    (digit choices `1..4` with a target `"3"`: lm-eval scores option index 3, the text `3` is option index 2).
+
+    >>> reads_other_than_text(3, 3, ["1", "2", "3", "4"]), reads_other_than_text(1, 1, ["a", "b"])
+    (True, False)
+    """
+    return isinstance(target, int) and str(target) in choices and choices.index(str(target)) != gold
 
 
 def is_label_choices(choices: Sequence[str]) -> bool:
@@ -236,32 +254,35 @@ def asks_for_answer(context: str) -> bool:
     return context.endswith("\n") or context.rstrip().endswith(ANSWER_CUES)
 
 
-def _stable(value: Any) -> str:
-    """A config value as text that is the same in every process: a function by its source (so that editing it
-    changes the hash), not its `repr`, which holds a memory address."""
-    if callable(value):
-        try:
-            return inspect.getsource(value)
-        except (OSError, TypeError):
-            return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
-    return str(value)
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
 
 
-def dumped_config(task: Any) -> str:
-    """The task's whole config as lm-eval dumps it (templates, splits, data files, functions), as stable JSON."""
-    return json.dumps(task.dump_config(), sort_keys=True, default=_stable)
-
-
-def config_hash(task: Any) -> str:
-    """A short hash of `dumped_config`: the run's `lm_eval_config_hash` tag."""
-    return hashlib.sha256(dumped_config(task).encode()).hexdigest()[:12]
+def prompt_identity(task: Any) -> str:
+    """What a task puts around its documents, by content (12 hex digits): its description, delimiters, few-shot
+    sampler and few-shot documents as lm-eval hands them over. In every question's metadata, so in the data identity
+    and the response cache's key: a corrected few-shot file changes it, a comment in the YAML does not."""
+    config = task.config
+    pool = task.fewshot_docs() if hasattr(task, "fewshot_docs") else None
+    fewshot_cfg = getattr(task, "fewshot_cfg", None)
+    return _digest(
+        [
+            str(getattr(config, "description", "") or ""),
+            getattr(config, "target_delimiter", " "),
+            getattr(config, "fewshot_delimiter", "\n\n"),
+            str(getattr(fewshot_cfg, "sampler", "default")),
+            [dict(doc) for doc in pool] if pool is not None else None,
+        ]
+    )[:12]
 
 
 def task_questions(
-    task: Any, docs: Sequence[Any], *, name: str, split: str, ids: str
-) -> tuple[list[Question], list[int]]:
-    """The questions of `docs` as lm-eval builds them, and the indices of the documents skipped because their
-    target is not one of their choices. `ids` prefixes the question ids (`<ids>/<document index>`)."""
+    task: Any, docs: Sequence[Any], *, name: str, split: str, ids: str, subject: str | None = None
+) -> tuple[list[Question], dict[int, str]]:
+    """The questions of `docs` as lm-eval builds them, and the documents skipped ({index: why}: unlabelled, a target
+    past the choices). `ids` prefixes the question ids (`<ids>/<document index>`); `subject` is the task's name in
+    a group. A target lm-eval reads as an index other than the choice with its text is counted in
+    `metadata["lm_eval_index_targets"]` (one warning per run, `load_lm_eval`)."""
     if getattr(task, "OUTPUT_TYPE", None) != "multiple_choice":
         raise UserError(
             f"config key benchmark.task: lm_eval task {name} has output_type "
@@ -275,17 +296,29 @@ def task_questions(
             "question; use benchmark=winogrande for WinoGrande, or a task with one context per document"
         )
     version = str(getattr(task, "VERSION", None))
-    digest = config_hash(task)
-    questions, skipped = [], []
+    questions, skipped = [], {}
     for i, doc in enumerate(docs):
         context = task.doc_to_text(doc)
         choices = [str(c) for c in task.doc_to_choice(doc)]
-        answer = _target_index(task.doc_to_target(doc), choices)
-        if answer is None or not isinstance(context, str):
-            skipped.append(i)
+        target = task.doc_to_target(doc)
+        if isinstance(target, (list, tuple)):
+            raise UserError(
+                f"config key benchmark.task: lm_eval task {name} has several correct targets per document "
+                f"(document {i}: {list(target)!r}, lm-eval's multiple_target, as truthfulqa_mc2); the tool scores "
+                "one correct option per question: choose a task with one target (e.g. truthfulqa_mc1)"
+            )
+        answer = gold_index(target, choices)
+        if isinstance(answer, str) or not isinstance(context, str):
+            skipped[i] = answer if isinstance(answer, str) else "its context is not one text"
             continue
         qid, place = f"{ids}/{i}", f"lm_eval task {name} ({split} document {i})"
-        metadata = {"context": context, "lm_eval_task": name, "lm_eval_version": version, "lm_eval_config_hash": digest}
+        metadata = {
+            "context": context,
+            "lm_eval_task": name,
+            "lm_eval_doc": i,
+            "lm_eval_version": version,
+            "lm_eval_index_target": reads_other_than_text(target, answer, choices),
+        }
         listed = split_listed_options(context, choices) if is_label_choices(choices) else None
         if listed is None and is_label_choices(choices) and choices[0].strip() == "A":
             raise UserError(
@@ -306,7 +339,7 @@ def task_questions(
                 question=question,
                 options=options,
                 answer=answer,
-                subject=None,
+                subject=subject,
                 split=split,
                 metadata=metadata,
             )
@@ -342,10 +375,42 @@ def _eval_docs(task: Any, split: str | None, name: str) -> tuple[str, Sequence[A
     return split, getattr(task, f"{named[split]}_docs")()
 
 
+def _subtasks(name: str, tasks: Mapping[str, Any]) -> None:
+    """A group or tag is one benchmark when all its tasks are multiple choice; else one line naming the others."""
+    other = [n for n, t in tasks.items() if getattr(t, "OUTPUT_TYPE", None) != "multiple_choice"]
+    if other and (len(tasks) > 1 or name not in tasks):
+        raise UserError(
+            f"config key benchmark.task: lm-eval group {name} holds tasks that are not multiple choice "
+            f"({', '.join(other)}); name a group of multiple_choice tasks, or one of its tasks"
+        )
+
+
+def _skip_warning(name: str, skipped: Mapping[str, dict[int, str]], total: int) -> str:
+    """One line: how many documents were skipped, and why (the reasons counted), with the first few named."""
+    reasons: dict[str, int] = {}
+    named = []
+    for task, docs in skipped.items():
+        for i, why in docs.items():
+            kind = re.sub(r"'[^']*'|-?\d+", "N", why)
+            reasons[kind] = reasons.get(kind, 0) + 1
+            named.append(f"{task}/{i}: {why}")
+    n = sum(reasons.values())
+    counted = ", ".join(f"{count} {kind}" for kind, count in sorted(reasons.items()))
+    shown = "; ".join(named[:3]) + ("; ..." if len(named) > 3 else "")
+    return f"lm_eval task {name}: {n} of {total} documents skipped ({counted}): {shown}"
+
+
 def load_lm_eval(
-    *, path: str | None, data_dir: str, split: str | None, seed: int, options: Mapping[str, Any]
+    *,
+    path: str | None,
+    data_dir: str,
+    split: str | None,
+    seed: int,
+    options: Mapping[str, Any],
+    limit: int | None = None,
 ) -> list[Question]:
-    """The questions of `options["task"]` (see the module docstring)."""
+    """The questions of `options["task"]`, a task or every task of a group or tag (see the module docstring);
+    `limit` documents of each task, as lm-eval's --limit."""
     name = options.get("task")
     if not name or not isinstance(name, str):
         raise UserError(
@@ -357,20 +422,40 @@ def load_lm_eval(
             "config key benchmark.path: an lm-eval task's YAML says where its data is; remove "
             "benchmark.path and set the data in the task (dataset_path, dataset_kwargs.data_files)"
         )
-    task = load_task(name, options.get("include_path"))
-    split_name, docs = _eval_docs(task, split, name)
-    questions, skipped = task_questions(task, docs, name=name, split=split_name, ids=name)
+    tasks = load_tasks(name, options.get("include_path"))
+    _subtasks(name, tasks)
+    grouped = len(tasks) > 1 or name not in tasks
+    questions, skipped, total = [], {}, 0
+    for sub, task in tasks.items():
+        split_name, docs = _eval_docs(task, split, sub)
+        docs = [docs[i] for i in range(len(docs) if limit is None else min(limit, len(docs)))]
+        asked, skipped[sub] = task_questions(
+            task, docs, name=sub, split=split_name, ids=sub, subject=sub if grouped else None
+        )
+        around = prompt_identity(task)
+        for q in asked:
+            q.metadata["lm_eval_prompt"] = around
+        questions += asked
+        total += len(docs)
     style = _style(questions, options.get("choices"))
+    n_skipped = sum(map(len, skipped.values()))
+    tag = _digest([name, [(q.id, question_identity(q)) for q in questions]])[:12]
     for q in questions:
         q.metadata["choices"] = style
-        q.metadata["lm_eval_skipped"] = len(skipped)
-    if skipped:
+        q.metadata["lm_eval_skipped"] = n_skipped
+        q.metadata["lm_eval_group"] = name
+        q.metadata["lm_eval_config_hash"] = tag
+    if n_skipped:
+        log.warning("%s", _skip_warning(name, skipped, total))
+    by_index = [q.id for q in questions if q.metadata.pop("lm_eval_index_target")]
+    if by_index:
         log.warning(
-            "lm_eval task %s: %d of %d documents skipped, their target is not one of their choices (documents %s)",
+            "lm_eval task %s: %d of %d documents have a target that lm-eval reads as an option index, not as the "
+            "choice with the same text (as lm-eval scores them; e.g. %s)",
             name,
-            len(skipped),
-            len(docs),
-            ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else ""),
+            len(by_index),
+            len(questions),
+            ", ".join(by_index[:3]),
         )
     return questions
 
@@ -378,14 +463,69 @@ def load_lm_eval(
 def lm_eval_fewshot(
     *, path: str | None, data_dir: str, subject: str | None, options: Mapping[str, Any]
 ) -> list[Question]:
-    """The task's few-shot documents as questions (lm-eval's `fewshot_docs`: its fewshot_split, else training,
-    else validation), labelled split "fewshot"."""
+    """The few-shot documents of the question's task (the subject, in a group) as questions: lm-eval's
+    `fewshot_docs` (its fewshot_split, else training, else validation, else the evaluated split itself), labelled
+    split "fewshot"."""
     name = options.get("task")
-    task = load_task(name, options.get("include_path"))
-    docs = task.fewshot_docs()
+    tasks = load_tasks(name, options.get("include_path"))
+    sub = subject if subject in tasks else name
+    docs = tasks[sub].fewshot_docs()
     if docs is None:
-        raise UserError(f"lm_eval task {name} has no few-shot documents; use fewshot=0")
-    return task_questions(task, list(docs), name=name, split="fewshot", ids=f"{name}/fewshot")[0]
+        raise UserError(f"lm_eval task {sub} has no few-shot documents; use fewshot=0")
+    asked = task_questions(tasks[sub], list(docs), name=sub, split="fewshot", ids=f"{sub}/fewshot", subject=subject)
+    return asked[0]
+
+
+@contextmanager
+def _own_document_left_out(task: Any, evaluated_split: str) -> Iterator[None]:
+    """lm-eval 0.4.13 leaves the evaluated document out of its examples only when `fewshot_split` names the test
+    split; a task whose pool is its evaluated split by lm-eval's fallback (no training or validation split) would
+    show a question among its own examples. Here lm-eval's own exclusion is switched on for it."""
+    fewshot_cfg = task.fewshot_cfg
+    split = fewshot_cfg.split
+    fallback = None if task.has_training_docs() else ("validation" if task.has_validation_docs() else "test")
+    pool_split = split or (getattr(task.config, f"{fallback}_split", None) if fallback else None)
+    same = pool_split == evaluated_split and split != task.config.test_split
+    if same:
+        fewshot_cfg.split = task.config.test_split
+    try:
+        yield
+    finally:
+        fewshot_cfg.split = split
+
+
+def lm_eval_contexts(questions: Sequence[Question], *, k: int, options: Mapping[str, Any]) -> list[Question]:
+    """The questions with lm-eval's own text around them (`metadata["lm_eval_preamble"]`: the task's description and
+    `k` solved examples, as its `fewshot_context` builds them with its sampler seeded by lm-eval's default
+    `fewshot_random_seed`, documents visited in lm-eval's order), for `prompt=lm_eval`."""
+    from lm_eval.defaults import DEFAULT_OTHER_SEED  # local: an optional extra
+
+    tasks = load_tasks(options.get("task"), options.get("include_path"))
+    wanted: dict[str, dict[int, Question]] = {}
+    for q in questions:
+        wanted.setdefault(q.metadata["lm_eval_task"], {})[q.metadata["lm_eval_doc"]] = q
+    built: dict[str, Question] = {}
+    for sub, by_doc in wanted.items():
+        task = tasks[sub]
+        if task.config.target_delimiter != " ":
+            raise UserError(
+                f"config key prompt: lm_eval task {sub} puts {task.config.target_delimiter!r} between context and "
+                "answer; prompt=lm_eval asks each option after one space (lm-eval's default) only: use another prompt"
+            )
+        split = next(iter(by_doc.values())).split
+        _, docs = _eval_docs(task, split, sub)
+        task.set_fewshot_seed(seed=DEFAULT_OTHER_SEED)
+        with _own_document_left_out(task, split):
+            for i in range(max(by_doc) + 1):  # every document up to the last asked: the sampler's draws in order
+                doc = docs[i]
+                if i not in by_doc and k == 0:
+                    continue
+                full = task.fewshot_context(doc, k, gen_prefix=task.doc_to_prefix(doc))
+                if i in by_doc:
+                    own = task.doc_to_text(doc)
+                    q = by_doc[i]
+                    built[q.id] = replace(q, metadata={**q.metadata, "lm_eval_preamble": full[: len(full) - len(own)]})
+    return [built[q.id] for q in questions]
 
 
 def task_tags(questions: Sequence[Question]) -> dict[str, str]:
@@ -394,7 +534,7 @@ def task_tags(questions: Sequence[Question]) -> dict[str, str]:
         return {}
     meta = questions[0].metadata
     return {
-        "lm_eval_task": str(meta["lm_eval_task"]),
+        "lm_eval_task": str(meta.get("lm_eval_group", meta["lm_eval_task"])),
         "lm_eval_version": str(meta["lm_eval_version"]),
         "lm_eval_config_hash": str(meta["lm_eval_config_hash"]),
         "lm_eval_choices": str(meta["choices"]),

@@ -33,7 +33,9 @@ LABEL_STYLES = {
 }
 # Fields a template may use; {question} and {choices} are required ({context} may stand for {question} in the
 # cloze templates: the question as its benchmark frames it, lm-eval's doc_to_text; the question where it has none).
-TEMPLATE_FIELDS = frozenset({"question", "choices", "letters", "subject", "n_options", "fewshot", "context"})
+TEMPLATE_FIELDS = frozenset(
+    {"question", "choices", "letters", "subject", "n_options", "fewshot", "context", "preamble"}
+)
 REQUIRED_FIELDS = ("question", "choices")
 FEWSHOT_FIELDS = TEMPLATE_FIELDS - {"fewshot"} | {"answer"}
 DEFAULT_SUBJECT = "general knowledge"  # for {subject} when a benchmark has no subjects (ARC, CommonsenseQA)
@@ -173,6 +175,8 @@ def _fields(template: PromptTemplate, question: Question, variant: Variant) -> d
         "subject": subject,
         "n_options": variant.n_options,
         "context": question.metadata.get("context", question.question),
+        # an lm-eval task's description and solved examples as lm-eval builds them (prompt=lm_eval); else empty
+        "preamble": question.metadata.get("lm_eval_preamble", ""),
     }
 
 

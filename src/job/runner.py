@@ -23,7 +23,14 @@ from omegaconf import DictConfig, OmegaConf
 from src.answering.cache import open_cache
 from src.backends import load_backend
 from src.backends.base import SamplingParams
-from src.benchmarks import continuation_style, describe_answer_slots, load_benchmark, load_fewshot_pool, task_tags
+from src.benchmarks import (
+    continuation_style,
+    describe_answer_slots,
+    lm_eval_contexts,
+    load_benchmark,
+    load_fewshot_pool,
+    task_tags,
+)
 from src.common.errors import UserError
 from src.common.redact import redact
 from src.config.schema import benchmark_label, check_config
@@ -141,6 +148,8 @@ def plan_items(cfg: DictConfig, questions, template):
     pool = lru_cache(maxsize=None)(
         lambda subject: tuple(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=bench_options))
     )
+    if bench_name == "lm_eval" and template.name == "lm_eval":  # lm-eval's own description and examples
+        questions, fewshot = lm_eval_contexts(questions, k=fewshot, options=bench_options), 0
     evaluated = {q.id for q in questions}
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
