@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
 from src.backends.text import continuation_text
-from src.benchmarks import load_benchmark, load_fewshot_pool
+from src.benchmarks import lm_eval_contexts, load_benchmark, load_fewshot_pool
 from src.benchmarks.lm_eval import load_task, load_tasks
 from src.common.errors import UserError
 from src.config.schema import compose_job
@@ -105,12 +106,90 @@ def test_the_test_tasks_questions_are_the_requests_lm_eval_builds():
         assert question.answer == task.doc_to_target(doc)
 
 
-def test_the_config_hash_is_the_same_in_every_process():
-    """The task's Python doc_to_choice enters the hash by its source, never by a repr with a memory address."""
-    from src.benchmarks.lm_eval import dumped_config
+def test_the_data_identity_is_what_is_asked_not_the_yamls_text(tmp_path):
+    """A comment in the task's YAML keeps every question's identity; a corrected few-shot file changes them all."""
+    from src.core.questions import benchmark_identity
 
-    dumped = dumped_config(load_task("mcq_test_task", str(TASK_DIR)))
-    assert " at 0x" not in dumped and 'return list(doc[\\"options\\"])' in dumped
+    def identity(folder):
+        load_tasks.cache_clear()
+        return benchmark_identity(load_benchmark("lm_eval", path=None, data_dir=".", options=folder))
+
+    for name in ("mcq_test_task.yaml", "mcq_test_task_fns.py", "mcq_test_task_fewshot.jsonl"):
+        text = (TASK_DIR / name).read_text()
+        (tmp_path / name).write_text(
+            text.replace("tests/data/lm_eval_task/mcq_test_task.jsonl", str(TASK_DIR / "mcq_test_task.jsonl")).replace(
+                "tests/data/lm_eval_task/mcq_test_task_fewshot.jsonl", str(tmp_path / "mcq_test_task_fewshot.jsonl")
+            )
+        )
+    options = {"task": "mcq_test_task", "include_path": str(tmp_path)}
+    before = identity(options)
+    (tmp_path / "mcq_test_task.yaml").write_text("# a comment\n" + (tmp_path / "mcq_test_task.yaml").read_text())
+    assert identity(options) == before
+    shots = tmp_path / "mcq_test_task_fewshot.jsonl"
+    shots.write_text(shots.read_text().replace("Loud", "Freezing"))
+    assert identity(options) != before
+    load_tasks.cache_clear()
+
+
+def test_a_yaml_that_does_not_parse_is_one_line_with_the_file_and_the_parsers_message(tmp_path):
+    (tmp_path / "broken.yaml").write_text("task: broken\ndoc_to_text: [unclosed\n")
+    with pytest.raises(UserError) as err:
+        load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "broken", "include_path": str(tmp_path)})
+    line = str(err.value)
+    assert "\n" not in line and f"{tmp_path / 'broken.yaml'}: " in line and "while parsing" in line, line
+
+
+def test_the_described_task_sends_lm_evals_own_requests():
+    """prompt=lm_eval with variants=original: every context and continuation is the one lm-eval's
+    build_all_requests makes (description, fewshot_split, its sampler at seed 1234), zero-shot and 3-shot."""
+    options = {"task": "mcq_test_task_described", "include_path": str(TASK_DIR)}
+    for shots in (0, 3):
+        questions = lm_eval_contexts(
+            load_benchmark("lm_eval", path=None, data_dir=".", options=options), k=shots, options=options
+        )
+        task = load_task("mcq_test_task_described", str(TASK_DIR))
+        task.set_fewshot_seed(1234)
+        task.set_config("num_fewshot", shots)
+        task.build_all_requests()
+        theirs = {}
+        for instance in task.instances:
+            theirs.setdefault(instance.doc_id, []).append(tuple(instance.arguments))
+        assert len(questions) == 12
+        for q in questions:
+            assert our_requests(q, scoring="cloze") == theirs[q.metadata["lm_eval_doc"]], (shots, q.id)
+            assert theirs[q.metadata["lm_eval_doc"]][0][0].startswith("The following are general knowledge")
+        task.set_config("num_fewshot", None)  # the cached task as lm-eval built it
+
+
+@pytest.mark.parametrize("prompt", ["cora", "lm_eval"])
+def test_a_test_split_only_task_never_shows_a_question_its_own_answer(prompt):
+    """fewshot=3 from a task with only a test split: the pool is the evaluated split, and no prompt holds its own
+    question. lm-eval 0.4.13's own fewshot_context does show it here (it leaves the document out only when
+    fewshot_split names the test split): the tool does not follow it there."""
+    from src.job.runner import build_items, job_questions
+
+    cfg = compose_job(
+        [
+            "model=simulated",
+            "benchmark=lm_eval",
+            "benchmark.task=mcq_test_task_test_only",
+            f"benchmark.include_path={TASK_DIR}",
+            "fewshot=3",
+            f"prompt={prompt}",
+            "scoring=cloze",
+        ]
+    )
+    questions = job_questions(cfg)
+    items = build_items(cfg, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
+    assert len(items) == len(questions) == 12
+    for item in items:
+        own = item.question.question
+        assert item.request.prompt.count(own) == 1, item.question.id
+        assert len(item.request.prompt) > 3 * len(own)  # three examples are there
+    task = load_task("mcq_test_task_test_only", str(TASK_DIR))
+    task.set_fewshot_seed(1234)
+    shown = [task.fewshot_context(doc, 3).count(task.doc_to_text(doc)) for doc in task.eval_docs]
+    assert max(shown) == 2  # lm-eval itself: some documents among their own examples
 
 
 def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
@@ -190,7 +269,28 @@ def hellaswag(**kwargs):
         label, _, context = first.partition(": ")
         rows.append({"activity_label": label, "ctx_a": context, "ctx_b": "", "endings": endings, "label": gold})
     return datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)})
+
+
+def mmlu(subject, **kwargs):
+    import csv
+
+    def rows(split):
+        with open(f"{MMLU}/{split}/{subject}_{split}.csv", newline="") as f:
+            return [{"question": r[0], "subject": subject, "choices": r[1:5], "answer": "ABCD".index(r[5])}
+                    for r in csv.reader(f)]
+    return datasets.DatasetDict({s: datasets.Dataset.from_list(rows(s)) for s in ("test", "dev")})
+
+
+def truthfulqa(**kwargs):
+    import json
+
+    docs = json.load(open(TRUTHFULQA))
+    rows = [{"question": d["question"], "mc1_targets": {"choices": list(d["mc1_targets"]),
+             "labels": list(d["mc1_targets"].values())}} for d in docs]
+    return datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)})
 '''
+
+MMLU_SLICE = ("abstract_algebra", "anatomy", "astronomy")  # a three-subject slice of lm-eval's mmlu group
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +302,9 @@ def shared_tasks(tmp_path_factory) -> Path:
     registry = Path(lm_eval.tasks.__file__).parent
     folder = tmp_path_factory.mktemp("lm_eval_shared_tasks")
     (folder / "shared_docs.py").write_text(
-        f"HELLASWAG = {str(DATA_DIR / 'hellaswag' / 'hellaswag_val_full.txt.bz2')!r}\n" + SHARED_DOCS
+        f"HELLASWAG = {str(DATA_DIR / 'hellaswag' / 'hellaswag_val_full.txt.bz2')!r}\n"
+        f"MMLU = {str(DATA_DIR / 'mmlu')!r}\nTRUTHFULQA = {str(DATA_DIR / 'truthfulqa' / 'mc_task.json')!r}\n"
+        + SHARED_DOCS
     )
 
     def task(name, include, splits, extra=""):
@@ -245,6 +347,20 @@ def shared_tasks(tmp_path_factory) -> Path:
     (folder / "hellaswag.yaml").write_text(
         f"include: {registry / 'hellaswag/hellaswag.yaml'}\ntask: hellaswag\n"
         "custom_dataset: !function shared_docs.hellaswag\ntraining_split: null\n"
+    )
+    (folder / "truthfulqa_mc1.yaml").write_text(
+        f"include: {registry / 'truthfulqa/truthfulqa_mc1.yaml'}\ntask: truthfulqa_mc1\n"
+        "custom_dataset: !function shared_docs.truthfulqa\n"
+    )
+    for subject in MMLU_SLICE:
+        (folder / f"mmlu_{subject}.yaml").write_text(
+            f"include: {registry / 'mmlu/default' / f'mmlu_{subject}.yaml'}\ntask: mmlu_{subject}\n"
+            f"custom_dataset: !function shared_docs.mmlu\ndataset_kwargs:\n  subject: {subject}\n"
+        )
+    (folder / "mmlu_slice.yaml").write_text(
+        "group: mmlu_slice\ntask:\n"
+        + "".join(f"  - mmlu_{s}\n" for s in MMLU_SLICE)
+        + "aggregate_metric_list:\n  - metric: acc\n    weight_by_size: true\nmetadata:\n  version: 2\n"
     )
     return folder
 

@@ -95,6 +95,19 @@ def _task_config(manager: Any, name: str) -> dict[str, Any]:
         return {}
 
 
+def yaml_error(folder: str | None) -> str | None:
+    """`FILE: the parser's message` for the first task YAML of the user's folder that does not parse, else None
+    (lm-eval's TaskManager skips such a file with a log line, and then knows no task of that name)."""
+    if folder is None:
+        return None
+    for path in sorted(Path(folder).expanduser().rglob("*.yaml")):
+        try:
+            lm_eval_adapter.task_yaml(path)
+        except Exception as err:  # noqa: BLE001 - yaml's and lm-eval's loaders raise several kinds
+            return f"{path}: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
+    return None
+
+
 @lru_cache(maxsize=4)
 def _manager(include_path: str | None, defaults: bool) -> Any:
     return lm_eval_or_error().TaskManager(include_path=include_path, include_defaults=defaults)
@@ -107,20 +120,10 @@ def task_manager(include_path: str | None, name: str) -> Any:
         own = _manager(include_path, False)
         if own.task_index.get(name) is not None:
             return own
+        broken = yaml_error(include_path)  # lm-eval skips a YAML it cannot parse, and would then know no such task
+        if broken is not None:
+            raise UserError(f"config key benchmark.include_path: a task YAML does not parse: {broken}; correct it")
     return _manager(include_path, True)
-
-
-def yaml_error(folder: str | None) -> str | None:
-    """`FILE: the parser's message` for the first task YAML of the user's folder that does not parse, else None
-    (lm-eval's TaskManager skips such a file with a log line, and then knows no task of that name)."""
-    if folder is None:
-        return None
-    for path in sorted(Path(folder).expanduser().rglob("*.yaml")):
-        try:
-            lm_eval_adapter.task_yaml(path)
-        except Exception as err:  # noqa: BLE001 - yaml's and lm-eval's loaders raise several kinds
-            return f"{path}: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
-    return None
 
 
 @lru_cache(maxsize=8)
@@ -137,9 +140,6 @@ def load_tasks(name: str, include_path: str | None = None) -> dict[str, Any]:
     manager = task_manager(folder, name)
     entry = manager.task_index.get(name)
     if entry is None:
-        broken = yaml_error(folder)
-        if broken is not None:
-            raise UserError(f"config key benchmark.task: a task YAML does not parse: {broken}; correct it")
         near = difflib.get_close_matches(name, manager.all_subtasks, n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         raise UserError(
@@ -514,13 +514,14 @@ def lm_eval_contexts(questions: Sequence[Question], *, k: int, options: Mapping[
             )
         split = next(iter(by_doc.values())).split
         _, docs = _eval_docs(task, split, sub)
+        shots = 0 if task.config.num_fewshot == 0 else k  # a task that sets 0 itself ignores the asked k, as in lm-eval
         task.set_fewshot_seed(seed=DEFAULT_OTHER_SEED)
         with _own_document_left_out(task, split):
             for i in range(max(by_doc) + 1):  # every document up to the last asked: the sampler's draws in order
                 doc = docs[i]
-                if i not in by_doc and k == 0:
+                if i not in by_doc and shots == 0:
                     continue
-                full = task.fewshot_context(doc, k, gen_prefix=task.doc_to_prefix(doc))
+                full = task.fewshot_context(doc, shots, gen_prefix=task.doc_to_prefix(doc))
                 if i in by_doc:
                     own = task.doc_to_text(doc)
                     q = by_doc[i]
