@@ -357,6 +357,9 @@ def shared_tasks(tmp_path_factory) -> Path:
             f"include: {registry / 'mmlu/default' / f'mmlu_{subject}.yaml'}\ntask: mmlu_{subject}\n"
             f"custom_dataset: !function shared_docs.mmlu\ndataset_kwargs:\n  subject: {subject}\n"
         )
+    (folder / "mcq_test_task_described.yaml").write_text(  # beside the others: one simple_evaluate asks all six
+        f"include: {TASK_DIR / 'mcq_test_task_described.yaml'}\ntask: mcq_test_task_described\n"
+    )
     (folder / "mmlu_slice.yaml").write_text(
         "group: mmlu_slice\ntask:\n"
         + "".join(f"  - mmlu_{s}\n" for s in MMLU_SLICE)
@@ -490,3 +493,104 @@ def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
         f"\nlm-eval agreement on mcq_test_task: {decisions} decisions equal, max |log-likelihood gap| {max(gaps):.2e}"
     )
     assert max(gaps) <= LOGLIK_TOLERANCE
+
+
+# -- parity with lm-eval's own simple_evaluate ---------------------------------------------------------------------
+
+PARITY = {  # task -> scoring that asks lm-eval's requests (mmlu's labels: see the test)
+    "mcq_test_task_described": "cloze",
+    "arc_easy": "cloze",
+    "arc_challenge": "cloze",
+    "hellaswag": "cloze",
+    "truthfulqa_mc1": "cloze",
+    "mmlu_slice": "logprob",  # a group: PARITY_LIMIT documents of each of its 3 subjects
+}
+PARITY_LIMIT = 3  # documents of each task, lm-eval's --limit and the tool's limit
+
+
+@pytest.fixture(scope="module")
+def parity_models(tmp_path_factory) -> dict[str, tuple[list[str], Path]]:
+    """model name -> (the tool's model overrides, the folder lm-eval's `hf` model loads): the tests' tiny llama (its
+    position limit raised, so that 5-shot contexts are not cut: RoPE has no weights of its own) and SmolLM2's float
+    copy of the embedded GGUF."""
+    from devtools.perf.meter import model_config
+    from src.backends import load_backend
+    from src.backends.hf import gguf_cache
+    from tests.tiny_model import save_tiny_llama
+
+    tiny = save_tiny_llama(tmp_path_factory.mktemp("tiny_llama"), seed=7)
+    config = json.loads((tiny / "config.json").read_text())
+    (tiny / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8192}))
+    gguf = load_backend(model_config(compose_job(["model=smollm2_135m"])), chat=False).gguf_path
+    return {
+        "tiny_llama": (["model=hf", f"model.path={tiny}"], tiny),
+        "smollm2": (["model=smollm2_135m"], Path(gguf_cache.ensure_float_copy(gguf))),
+    }
+
+
+def _lm_evals_documents(lm, folder: Path, shots: int) -> tuple[dict, dict]:
+    """{(task, document index): (per-option log-likelihoods, acc)} and {task: mean acc} of lm-eval's own
+    simple_evaluate over the PARITY tasks (one call: the groups' subtasks are reported as tasks)."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    load_tasks.cache_clear()  # lm-eval builds its own task objects; ours are built again after it
+    result = simple_evaluate(
+        model=lm,
+        tasks=list(PARITY),
+        task_manager=TaskManager(include_path=str(folder), include_defaults=False),
+        num_fewshot=shots,
+        limit=PARITY_LIMIT,
+        log_samples=True,
+        bootstrap_iters=0,
+    )
+    documents = {}
+    for task, samples in result["samples"].items():
+        for sample in samples:
+            documents[(task, sample["doc_id"])] = ([ll for ll, _ in (r[0] for r in sample["resps"])], sample["acc"])
+    return documents, {task: values["acc,none"] for task, values in result["results"].items() if "acc,none" in values}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["tiny_llama", "smollm2"])
+def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models, model):
+    """lm-eval's own simple_evaluate (model hf) against the tool (prompt=lm_eval variants=original) on six tasks,
+    zero-shot and 5-shot: every document's per-option log-likelihoods within LOGLIK_TOLERANCE, the same decision,
+    the same acc. mmlu's requests score the labels " A".." D" after the listed options; the tool's logprob scoring
+    reads the labels' probabilities at that position ("A" and " A" together), so there decisions and acc are
+    compared, not log-likelihoods (docs/configuration.md)."""
+    from lm_eval.models.huggingface import HFLM
+
+    overrides, folder = parity_models[model]
+    lm = HFLM(pretrained=str(folder), device="cpu", dtype="float32", batch_size=4)
+    gaps, decided = [], 0
+    for shots in (0, 5):
+        theirs, their_acc = _lm_evals_documents(lm, shared_tasks, shots)
+        for name, scoring in PARITY.items():
+            result = run_job_in(
+                *overrides,
+                "benchmark=lm_eval",
+                f"benchmark.task={name}",
+                f"benchmark.include_path={shared_tasks}",
+                "prompt=lm_eval",
+                f"scoring={scoring}",
+                "variants=original",
+                f"fewshot={shots}",
+                f"limit={PARITY_LIMIT}",
+            )
+            records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
+            ours_acc: dict[str, list[float]] = {}
+            for row in records.itertuples():
+                task, _, doc = row.question_id.rpartition("/")
+                lls, acc = theirs[(task, int(doc))]
+                assert list(row.option_order) == list(range(len(lls)))
+                assert int(row.chosen_option) == max(range(len(lls)), key=lls.__getitem__), (name, shots, doc)
+                if scoring == "cloze":
+                    gaps += [abs(float(a) - b) for a, b in zip(row.option_loglik, lls)]
+                ours_acc.setdefault(task, []).append(float(bool(row.correct)))
+                assert ours_acc[task][-1] == acc, (name, shots, row.question_id)
+                decided += 1
+            for task, accs in ours_acc.items():
+                assert len(accs) == PARITY_LIMIT and sum(accs) / len(accs) == pytest.approx(their_acc[task], abs=1e-12)
+    print(f"\nlm-eval parity ({model}): {decided} documents, decisions and acc equal, max |gap| {max(gaps):.2e}")
+    assert decided == 2 * PARITY_LIMIT * (len(PARITY) + 2) and max(gaps) <= LOGLIK_TOLERANCE

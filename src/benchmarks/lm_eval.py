@@ -1,11 +1,13 @@
-"""A multiple-choice task of lm-evaluation-harness as a benchmark: `benchmark=lm_eval benchmark.task=NAME`.
+"""A multiple-choice task of lm-evaluation-harness, or a group or tag of them, as a benchmark:
+`benchmark=lm_eval benchmark.task=NAME`.
 
 The task is read through lm-eval's own `TaskManager` (the `bench` extra; `benchmark.include_path=DIR` adds a
-folder of the user's own task YAMLs, whose tasks win over registry tasks of the same name). Its documents come
-from the split lm-eval would evaluate (`test_split`, else `validation_split`; `benchmark.split` names another
-of the task's splits), each turned into a `Question` by the task's own `doc_to_text`, `doc_to_choice` and
-`doc_to_target` (Jinja templates and Python functions alike, after its `process_docs`); `fewshot=k` draws from
-its few-shot documents (`fewshot_split`, else its training or validation split).
+folder of the user's own task YAMLs, whose tasks win over registry tasks of the same name; a YAML there that does
+not parse is one line with the parser's message). Its documents come from the split lm-eval would evaluate
+(`test_split`, else `validation_split`; `benchmark.split` names another of the task's splits), each turned into a
+`Question` by the task's own `doc_to_text`, `doc_to_choice` and `doc_to_target` (Jinja templates and Python
+functions alike, after its `process_docs`); `limit` keeps N documents of each task (lm-eval's --limit). A group
+or tag is one benchmark whose tasks are the subjects, each read with its own config.
 
 Two shapes of task become questions:
 
@@ -15,12 +17,17 @@ Two shapes of task become questions:
 - choices that are labels (`['A', 'B', ...]`, MMLU, CommonsenseQA) with the options listed in the context as
   `A. text` lines: the options are those lines' texts, the question the context before the first of them.
 
+Targets are read as lm-eval's `process_results` reads them (`gold_index`); one warning counts the documents where
+that index reading is not the choice with the target's text. Unlabelled documents (target -1) and targets past
+the choices are skipped and counted in one warning line; several targets per document (`truthfulqa_mc2`) are
+refused. With `prompt=lm_eval`, `lm_eval_contexts` puts the description and solved examples lm-eval's own
+`fewshot_context` builds before each question (`{preamble}`).
+
 Texts that complete the context rather than answer it (HellaSwag endings: the context does not end in a
 question or an answer cue) make the task's options `continuation`-style (`benchmark.choices` overrides the
 detection); the validity contract (`src/core/validity.py`) decides which variant sets that allows. Refused,
-in one line before any compute: a task whose `output_type` is not `multiple_choice`, one whose choices are
-contexts (Winogrande's partial scoring), a group of tasks, and no lm-eval installed. A document whose target
-is not one of its choices is skipped and counted (a warning, and `metadata["lm_eval_skipped"]`).
+in one line before any compute: a task whose `output_type` is not `multiple_choice` (in a group: naming those
+tasks), one whose choices are contexts (Winogrande's partial scoring), and no lm-eval installed.
 
 lm-eval and `datasets` are imported inside the functions: collecting the tests or scanning Hydra's plugins
 must not need the extra.
