@@ -61,6 +61,7 @@ def test_documents_become_questions_and_bad_targets_are_skipped_and_counted():
     meta = questions[0].metadata
     assert meta["context"] == "Question: 2+2?\nAnswer:" and meta["choices"] == "standalone"
     assert (meta["lm_eval_task"], meta["lm_eval_version"], meta["lm_eval_doc"]) == ("stand_in", "2.0", 0)
+    assert task_tags([]) == {}
 
 
 def test_an_unlabelled_lm_eval_document_stops_the_run():
