@@ -260,7 +260,7 @@ def _kernels(names: list[str]) -> int:
     names = names or sorted(REAL_MODEL_JOBS)
     here = {name: pd.DataFrame(_cli_job(name)["records"]) for name in names}
     for name in names:
-        print(f"{name}, default kernels: near-ties {'%d of %d' % near_ties(here[name])}")
+        print(f"{name}, default kernels: near-ties {'{} of {}'.format(*near_ties(here[name]))}")
     for label, kernels in [("stored golden", None), *KERNEL_SETTINGS.items()]:
         for name in names:
             other = stored(name) if kernels is None else _cli_job(name, kernels)

@@ -66,7 +66,7 @@ def commands() -> list[tuple[str, str]]:
             exported = dict(re.findall(r"^export (\w+)=(\S+)$", block, re.M))  # `$NAME` as the block sets it
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
-                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)
+                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)  # noqa: B023 -- applied at once
                 for part in line.split("&&"):
                     part = part.strip()
                     if re.match(r"(python -m |mcq |pip install )", part):
@@ -190,7 +190,7 @@ def test_the_readme_study_runs(tmp_path):
                     ui.kill()
                     raise AssertionError(
                         f"python -m src.ui still runs 60 s after Ctrl-C: {ui.communicate()[1][-3000:]}"
-                    )
+                    ) from None
                 assert ui.returncode == 0, err[-3000:]
             continue
         if words[2] == "src.run":

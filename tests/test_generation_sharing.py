@@ -26,7 +26,7 @@ def variant_requests() -> list[Request]:
     orders = [("sunlight", "soil", "rain"), ("soil", "rain", "sunlight"), ("rain", "sunlight", "soil")]
     reqs = [
         Request(
-            prompt=stem + "".join(f"{l}. {o}\n" for l, o in zip("ABC", opts)) + "Answer:",
+            prompt=stem + "".join(f"{label}. {o}\n" for label, o in zip("ABC", opts)) + "Answer:",
             labels=tuple("ABC"),
             options=opts,
             seed=50 + k,

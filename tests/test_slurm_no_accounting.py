@@ -7,6 +7,8 @@ module's cluster at a time: they share Slurm's ports). Opt-in as that tier: --ru
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from .test_slurm_cluster import SLOW, cluster_up, scancel_job_1, server, summary, sweep  # noqa: F401 - server: the fixture
@@ -21,7 +23,7 @@ def slurm_without_accounting():
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_scancel_without_accounting(slurm_without_accounting, server, tmp_path):
-    with pytest.raises(Exception):  # sacct has nothing to ask
+    with pytest.raises(subprocess.CalledProcessError):  # sacct has nothing to ask
         slurm_without_accounting.run("sacct", "-n")
     ended = scancel_job_1(
         slurm_without_accounting,

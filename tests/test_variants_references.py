@@ -608,7 +608,7 @@ def test_mmlu_cora_keeps_references():
         with_refs += has_option_refs(question)
         for v in plan.variants:
             assert honours(question, v) is None, (question.id, v.variant_id, honours(question, v))
-        for reason, n in plan.excluded.items():
+        for reason in plan.excluded:
             left_out[reason] += 1
         assert len(plan.variants) + sum(plan.excluded.values()) == 2 + 6 * (question.n_options - 1)
     # the counts the run logs as n_excluded_<reason> (questions with at least one variant left out)

@@ -61,7 +61,7 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-        self.conn.execute("PRAGMA busy_timeout = %d" % int(timeout_s * 1000))
+        self.conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         self._retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self.conn.execute(SCHEMA))
 
@@ -80,9 +80,8 @@ class ResponseCache:
         for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
             chunk = list(keys[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            rows = self._retry(
-                lambda: self.conn.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk).fetchall()
-            )
+            query = f"SELECT key, value FROM responses WHERE key IN ({marks})"
+            rows = self._retry(lambda: self.conn.execute(query, chunk).fetchall())  # noqa: B023 -- called at once
             found.update((k, json.loads(v)) for k, v in rows)
         return found
 

@@ -67,7 +67,10 @@ class PairedStudy:
         found = self.results.get((run_b, run_a), {}).get(metric)
         if found is None:
             return None
-        flip = lambda v: None if v is None else -v
+
+        def flip(v):
+            return None if v is None else -v
+
         return PairedDifference(
             metric,
             found.b,

@@ -184,7 +184,7 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
         return client.get_run(run_id).info.run_id
     except MlflowException:
         pass
-    if not re.fullmatch(r"[0-9a-f]{%d,32}" % SHORT_ID_LENGTH, run_id):
+    if not re.fullmatch(rf"[0-9a-f]{{{SHORT_ID_LENGTH},32}}", run_id):
         raise UserError(
             f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
             f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)"

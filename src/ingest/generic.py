@@ -153,7 +153,7 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
 
     by_id: dict[str, list[tuple[int, dict]]] = {}  # custom_id -> [(row index, row)], for the batch join
     trials: list[Trial] = []
-    for n, (place, row) in enumerate(rows):
+    for place, row in rows:
         qid, vid = str(row.get("question_id", "")).strip(), str(row.get("variant_id", "")).strip()
         if not qid or not vid or qid == "nan" or vid == "nan":
             raise UserError(f"{place}: empty question_id or variant_id; every row names its question and variant")

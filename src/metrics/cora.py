@@ -159,7 +159,7 @@ def cora_bootstrap(
     for start in range(0, n_resamples, chunk):
         stop = min(start + chunk, n_resamples)
         u = rng.random((stop - start, k_slots))
-        for size, (ids, matrix) in groups.items():
+        for size, (_ids, matrix) in groups.items():
             slots = np.minimum((u * size).astype(np.int64), size - 1)
             counts = draw_counts(slots, size)
             hits = matrix @ counts.T  # questions x resamples: right answers among the k drawn slots

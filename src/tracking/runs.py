@@ -310,7 +310,7 @@ class JobTracker:
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
-                self._call(lambda: self.client.set_tag(self.run_id, key, value))
+                self._call(lambda: self.client.set_tag(self.run_id, key, value))  # noqa: B023 -- called at once, inside the loop
             self._call(lambda: self.client.set_terminated(self.run_id, status))
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
