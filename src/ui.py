@@ -2,8 +2,8 @@
 MLflow UI, opened where they are.
 
 Starts `mlflow ui` for the store on 127.0.0.1 (a free port unless `--port`; without MLflow's GenAI job runner,
-`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs only,
-by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
+`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs
+only, by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
 fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves until Ctrl-C.
 
 `--screenshot FILE` is for headless use: it loads that address in headless Chromium (the system's, driven by

@@ -2,8 +2,8 @@
 
 `JOBS` names each job by its overrides. `python -m tests.golden_records --write` runs each through the command
 line (`python -m src.run`) and stores its records and metrics under tests/data/golden/; the test
-`tests/test_records_unchanged.py` runs the same jobs in-process and compares (`--check` compares through the command line). Write the files anew only when a
-change is meant to alter answers, and say so in the commit.
+`tests/test_records_unchanged.py` runs the same jobs in-process and compares (`--check` compares through the command
+line). Write the files anew only when a change is meant to alter answers, and say so in the commit.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""HFBackend plumbing on a tiny random llama (padding, batching, seeded sampling), plus one test on the real SmolLM2 GGUF."""
+"""HFBackend plumbing on a tiny random llama (padding, batching, seeded sampling), plus one test on the real SmolLM2
+GGUF."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`python -m devtools.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive, rerun."""
+"""`python -m devtools.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive,
+rerun."""
 
 from __future__ import annotations
 

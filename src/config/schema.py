@@ -101,7 +101,8 @@ class JobConfig:
     limit: int | None = None  # first N questions in file order; null = all
     temperature: float = 0.0  # 0 = greedy decoding
     repetitions: int = 1  # samples of the same prompt (the repetition paper's R)
-    adaptive: bool = False  # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/answering/adaptive.py)
+    # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/answering/adaptive.py)
+    adaptive: bool = False
     scoring: str = "generate"  # generate | logprob | cloze | cloze_shown; conf/config.yaml takes model.scoring
     top_k: int | None = None
     top_p: float = 1.0
@@ -350,9 +351,10 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
 
     >>> check_tracking_uri("sqlite:///mlruns/mlflow.db"), check_tracking_uri("http://127.0.0.1:5000")
     (None, None)
-    >>> check_tracking_uri("mlruns")  # doctest: +ELLIPSIS
+    >>> check_tracking_uri("mlruns")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
-    src.common.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses; use ...
+    src.common.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses;
+    use ...
     """
     from urllib.parse import urlsplit
 

@@ -10,7 +10,7 @@ CSV (lists and objects as JSON text, e.g. `[2, 0, 1, 3]`), JSONL, JSON (a list o
 | `variant_id` | yes | the displayed option list, unique within the question (`original` for the file's order) |
 | `option_order` | yes | original option index shown in each slot (-1 "None of the above", -2 a filler) |
 | `correct_label` | yes | the label of the right answer as shown |
-| `raw_output` / `parsed_label` | one of them | the model's text (re-parsed with this tool's parser) / the label read elsewhere (taken as given; `--labels-from source` prefers it over the text) |
+| `raw_output` / `parsed_label` | one of them | the model's text (re-parsed here) / a label read elsewhere (as given) |
 | `repetition` | no (0) | 0..R-1 for the same prompt asked R times |
 | `labels` | no (A, B, ...) | the labels shown, in slot order (Yes/No for `fmt` true_false) |
 | `options` | no | the option texts shown, in slot order (to read answers that restate an option) |
@@ -20,8 +20,11 @@ CSV (lists and objects as JSON text, e.g. `[2, 0, 1, 3]`), JSONL, JSON (a list o
 | `prompt` / `prompt_hash` | no | the exact prompt (its hash is recorded) / the hash alone |
 | `truncated` | no | the answer was cut by a token limit |
 | `custom_id` | with `--answers` | the batch request the row's answer comes from |
-| `model`, `benchmark`, `variant_set`, `temperature`, `seed`, `scoring` | no | the run's, one value in the file; the command-line flags override them |
+| `model`, `benchmark`, `variant_set` | no | the run's, one value in the file; the command-line flags override them |
+| `temperature`, `seed`, `scoring` | no | as the row above |
 | `template_hash` | no | the prompt template's hash (logged as the run's `prompt_hash` tag, as a native run) |
+
+A row with both `raw_output` and `parsed_label` is read from its text; `--labels-from source` takes the label.
 
 A batch output file (OpenAI Batch API, `vllm run-batch`) holds one JSON object per request: `custom_id`,
 `response.body.choices[i]` with `message.content` (chat) or `text` (completions) and `finish_reason`

@@ -62,8 +62,8 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     - `mcqa`: an `original` variant exists;
     - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
       REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
-      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant, where the
-      family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
+      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant,
+      where the family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
     - `repetition`: max(repetition) >= 1;
     - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
     - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);

@@ -18,8 +18,8 @@ more orders) are the run's design and stay fixed across resamples; on the resamp
 same unless a resample happens to drop every question that sets them.
 
 Percentile intervals at `level`; a resample on which a metric is undefined (it drew none of the metric's
-questions) is left out, and with more than 1% of them undefined the metric gets no interval. Below 20 questions behind a metric
-the percentile bootstrap covers far less than its level, so such a metric (a small subject, a small run) is
+questions) is left out, and with more than 1% of them undefined the metric gets no interval. Below 20 questions behind a
+metric the percentile bootstrap covers far less than its level, so such a metric (a small subject, a small run) is
 logged without an interval rather than with a wrong one.
 
 **Closed form.** Where a metric is by definition the share of its questions with a 0/1 outcome (its statement's
@@ -59,8 +59,10 @@ _DRAWS_PER_CHUNK = 4_000_000  # resamples are drawn in chunks of about this many
 def interval_names(name: str) -> tuple[str, str]:
     """The names of a metric's bounds: `_lo`/`_hi` after the metric, before a subject.
 
-    >>> interval_names("mcqa"), interval_names("mcqa/high_school_physics"), interval_names("wacc@cyclic")
-    (('mcqa_lo', 'mcqa_hi'), ('mcqa_lo/high_school_physics', 'mcqa_hi/high_school_physics'), ('wacc@cyclic_lo', 'wacc@cyclic_hi'))
+    >>> (interval_names("mcqa"), interval_names("mcqa/high_school_physics"),
+    ...  interval_names("wacc@cyclic"))  # doctest: +NORMALIZE_WHITESPACE
+    (('mcqa_lo', 'mcqa_hi'), ('mcqa_lo/high_school_physics', 'mcqa_hi/high_school_physics'),
+     ('wacc@cyclic_lo', 'wacc@cyclic_hi'))
     """
     metric, sep, subject = name.partition("/")
     return f"{metric}{LO}{sep}{subject}", f"{metric}{HI}{sep}{subject}"
@@ -331,7 +333,8 @@ def metric_intervals(
     >>> {k: round(v, 3) for k, v in metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"]).items()}
     {'mcqa_lo': 0.598, 'mcqa_hi': 0.858}
     >>> boot = metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
-    >>> boot["mcqa_lo"] < 0.75 < boot["mcqa_hi"], boot == metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
+    >>> again = metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
+    >>> boot["mcqa_lo"] < 0.75 < boot["mcqa_hi"], boot == again
     (True, True)
     """
     if n_resamples < 0:

@@ -162,8 +162,8 @@ def repetition_metrics(
 
     The four shares are over questions and sum to 1; `rws` is NaN when nothing is SURE. `acc_mean` and
     `acc_std` (ddof=1) are over the R per-repetition accuracies (each over the trials made at that repetition);
-    left out when an adaptive run skipped trials (src/answering/adaptive.py), whose cells are the full run's but whose later
-    repetitions hold only the questions still undecided.
+    left out when an adaptive run skipped trials (src/answering/adaptive.py), whose cells are the full run's but whose
+    later repetitions hold only the questions still undecided.
     {} when R == 1 or no single variant per question can be chosen.
     """
     statements = repetition_statistics(records, consistency=consistency, conf=conf, sure_rule=sure_rule)

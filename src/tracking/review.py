@@ -227,10 +227,12 @@ def run_description(
     headline metrics with their intervals and the chance level (with the sentence `chance_verdict` gives a run at
     chance, in bold).
 
-    >>> print(run_description(model="m", benchmark="b", variants="original", scoring="generate", temperature=0.7,
-    ...     repetitions=5, n_questions=20, limit=20, level=0.95, rws_st="1.00 | 35%",
+    >>> print(run_description(model="m", benchmark="b", variants="original", scoring="generate",
+    ...     temperature=0.7,
+    ...     repetitions=5, n_questions=20, limit=20, level=0.95, rws_st="1.00 | 35%",  # doctest: +NORMALIZE_WHITESPACE
     ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35, "chance": 0.25}))
-    **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7, 5 repetitions; 100 trials.
+    **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7,
+    5 repetitions; 100 trials.
     <BLANKLINE>
     Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%); chance 0.250, mcqa: above chance.
     <BLANKLINE>

@@ -315,8 +315,8 @@ class JobTracker:
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
             print(
-                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); python -m src.sync "
-                f"--offline-dir {self.offline_dir} marks it once the server is back",
+                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); "
+                f"python -m src.sync --offline-dir {self.offline_dir} marks it once the server is back",
                 file=sys.stderr,
             )
 

@@ -101,7 +101,8 @@ class HFBackend:
         | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
-        pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
+        # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
+        pack_tokens: int = 1024,
         memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
         max_batch_tokens: int | str | None = None,  # tokens per forward pass: a number, auto, None (auto on a GPU)
         progress: bool = True,
