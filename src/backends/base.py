@@ -40,7 +40,7 @@ class Completion(str):
         self.truncated = truncated
         return self
 
-    def __reduce__(self):  # pickles (joblib workers) keep the flag
+    def __reduce__(self) -> tuple[type[Completion], tuple[str, bool | None]]:  # pickles (joblib workers) keep the flag
         return (Completion, (str(self), self.truncated))
 
 

@@ -189,7 +189,7 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
     client = MlflowClient(tracking_uri=tracking_uri)
     run_id = str(run_id).strip()
     try:
-        return client.get_run(run_id).info.run_id
+        return str(client.get_run(run_id).info.run_id)
     except MlflowException:
         pass
     if not re.fullmatch(rf"[0-9a-f]{{{SHORT_ID_LENGTH},32}}", run_id):
@@ -204,7 +204,7 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
         else []
     )
     if len(found) == 1:
-        return found[0].info.run_id
+        return str(found[0].info.run_id)
     if not found:
         raise UserError(
             f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "

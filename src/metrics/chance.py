@@ -21,7 +21,9 @@ the run is "indistinguishable from chance", and its consistency metrics describe
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -59,7 +61,7 @@ def trial_chance(n_options: int, fmt: str = "mcq") -> float:
     if k < 1:
         return math.nan
     if fmt == "multi_select":
-        return 1.0 / (2**k - 1)
+        return 1.0 / float(2**k - 1)
     return 1.0 / k
 
 
@@ -148,7 +150,11 @@ class ChanceVerdict:
         )
 
 
-def _finite(value) -> float | None:
+# a run's metrics: a dict, or a row of the report's runs table
+Metrics = Mapping[str, Any] | pd.Series
+
+
+def _finite(value: Any) -> float | None:
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -156,7 +162,7 @@ def _finite(value) -> float | None:
     return None if math.isnan(value) else value
 
 
-def verdict_of(metrics, name: str) -> ChanceVerdict | None:
+def verdict_of(metrics: Metrics, name: str) -> ChanceVerdict | None:
     """The verdict on the accuracy-like metric `name` (one of CHANCE_OF) of a run's metrics; None without a value
     or a chance level."""
     value = _finite(metrics.get(name))
@@ -166,7 +172,7 @@ def verdict_of(metrics, name: str) -> ChanceVerdict | None:
     return ChanceVerdict(name, value, chance, _finite(metrics.get(f"{name}_lo")), _finite(metrics.get(f"{name}_hi")))
 
 
-def chance_verdict(metrics) -> ChanceVerdict | None:
+def chance_verdict(metrics: Metrics) -> ChanceVerdict | None:
     """The verdict on a run's metrics (a dict, or a row of the report's runs table) that hold a chance level
     (`chance`, `chance_variants`, as `chance_levels` gives them): the first of VERDICT_METRICS with a chance
     level, with its interval (`<name>_lo`, `<name>_hi`) when logged; None when no accuracy has a chance level.
@@ -181,7 +187,7 @@ def chance_verdict(metrics) -> ChanceVerdict | None:
     return next(filter(None, (verdict_of(metrics, name) for name in VERDICT_METRICS)), None)
 
 
-def chance_tags(metrics) -> dict[str, str]:
+def chance_tags(metrics: Metrics) -> dict[str, str]:
     """The run's CHANCE_TAG (`ChanceVerdict.tag`), or none when its metrics hold no chance level.
 
     >>> chance_tags({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25})

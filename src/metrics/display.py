@@ -7,14 +7,20 @@ that both show `0.410 [0.360, 0.460]` the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .intervals import interval_names
 from .paired import PairedDifference
 
+# a run's metrics: a dict, or a row of a runs table
+Row = Mapping[str, Any] | pd.Series
 
-def fmt(value, digits: int = 3) -> str:
+
+def fmt(value: Any, digits: int = 3) -> str:
     """A number as the tables show it; NaN or missing as an en dash."""
     if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return "–"
@@ -23,7 +29,7 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
-def bounds(row, metric: str) -> tuple[float, float] | None:
+def bounds(row: Row, metric: str) -> tuple[float, float] | None:
     """The interval a run logged beside `metric` (`<metric>_lo`, `<metric>_hi`), or None when it logged none
     (older runs, `stats.bootstrap=0`, too few questions): an interval is only ever read, never made up here."""
     lo_name, hi_name = interval_names(metric)
@@ -35,14 +41,14 @@ def bounds(row, metric: str) -> tuple[float, float] | None:
     return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
 
 
-def fmt_ci(value, interval: tuple[float, float] | None, digits: int = 3) -> str:
+def fmt_ci(value: Any, interval: tuple[float, float] | None, digits: int = 3) -> str:
     """`0.410 [0.360, 0.460]`: the value and its logged interval; the value alone without one."""
     if interval is None or value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return fmt(value, digits)
     return f"{fmt(value, digits)} [{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
 
 
-def cell(row, metric: str, digits: int = 3) -> str:
+def cell(row: Row, metric: str, digits: int = 3) -> str:
     """A run's (or merged row's) metric with its logged interval, as the tables show it."""
     return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
 

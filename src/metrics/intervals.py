@@ -212,7 +212,8 @@ def scope_of(statements: Mapping[str, PerQuestion], subject: str | None, index: 
     )
 
     def arrays(pair: tuple[pd.Series, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
-        return tuple(series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
+        first, second = (series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
+        return first, second
 
     metrics = {
         name: Parts(
@@ -259,7 +260,7 @@ def decompose(
     if by_subjects and "subject" in records.columns:
         rows = records[records["subject"].notna()]
         for subject, group in rows.groupby("subject", sort=True):  # as subject_metrics / by_subject
-            scopes.append(scope_of(headline_statistics(group, chosen, options), metric_subject(subject), index))
+            scopes.append(scope_of(headline_statistics(group, chosen, options), metric_subject(str(subject)), index))
     return Decomposition(question_ids, tuple(scope for scope in scopes if scope.metrics))
 
 
@@ -367,7 +368,7 @@ def decomposition_intervals(
         if value is None or not math.isfinite(value):
             continue
         parts = decomposition.parts(name)
-        if closed_form and parts.binary:
+        if closed_form and parts.binary and parts.counted is not None:  # binary: counted is set
             num, den = parts.counted
             wilson[name] = wilson_interval(float(num.sum()), float(den.sum()), level)
         elif parts.n_questions >= MIN_BOOTSTRAP_QUESTIONS:
@@ -403,7 +404,7 @@ def resample_records(
     take, copy = [], []
     for i in np.flatnonzero(np.asarray(counts) > 0):
         rows = order[bounds[i] : bounds[i + 1]]
-        k = int(counts[i])
+        k = int(counts[int(i)])
         take.append(np.tile(rows, k))
         copy.append(np.repeat(np.arange(k), len(rows)))
     if not take:
