@@ -140,7 +140,9 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
         if launcher in LAUNCHER_EXTRAS:
             try:
                 check_launcher(args)
-            except UserError:  # its extra is not installed here (.ci/run's first step): its config and the jobs are
+            except (
+                UserError
+            ):  # its extra is not installed here (.ci/run's main-suite step): its config and the jobs are
                 assert (REPO / "conf" / "hydra" / "launcher" / f"{launcher}.yaml").is_file(), f"{page}: {command}"
                 args = [a for a in args if not a.startswith("hydra/launcher=")]
         check_command_line(args)  # raises the one-line UserError a user would see

@@ -10,7 +10,7 @@ import pytest
 from devtools import ui_check
 from src.tracking import browser
 
-# an opt-in tier (--run-browser, the third step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
+# an opt-in tier (--run-browser, the fourth step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
 # and three page loads in headless Chromium, driven by Playwright
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ temporary folder (the `postgres` fixture says which is tried first). The MLflow 
 test started.
 
 Opt-in tier (about 2 minutes on 2 cores): `python -m pytest tests/test_postgres_server.py --run-postgres` (or
-`MCQ_TEST_POSTGRES=1`); `.ci/run` runs it as its second step. Asked for, it fails without a PostgreSQL or its
+`MCQ_TEST_POSTGRES=1`); `.ci/run` runs it as its third step. Asked for, it fails without a PostgreSQL or its
 driver, saying what to install (tests/conftest.py turns a skip in an asked-for tier into a failure).
 """
 
