@@ -69,7 +69,7 @@ class AnswerFormat:
         scoring: str = "generate",
     ) -> Request:
         """The backend request of one variant of `question`."""
-        return self._request_of(
+        return self.request_of(
             prompt=self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
             labels=self.labels(template, variant),
             options=self.options(variant),
@@ -78,7 +78,8 @@ class AnswerFormat:
             key=f"{question.id}/{variant.variant_id}",
         )
 
-    def _request_of(self, **fields: Any) -> Request:
+    def request_of(self, **fields: Any) -> Request:
+        """The request of these fields in this format (`request`'s; src/ingest/generic.py builds its own with it)."""
         return FormatRequest(**fields, fmt=self.name, names_a_set=self.names_a_set)
 
     def parse(
