@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -146,17 +145,16 @@ class HFBackend:
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
         self.load_revision = revision  # the revision loaded: a hub id's resolved commit where it is known
+        # what it loads, by content alone (src/backends/weights.py): a renamed folder is the same model, new files
+        # in the same folder another one
+        self.content: weights.ModelContent | None = None
         if loaded:  # a model built in this process (the device check): no weights on disk or hub to name
-            content = "|in-memory"
-        elif self.gguf_path is not None:
-            content = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}"
-        elif Path(self.location).is_dir():  # new weights saved to the same folder are another model
-            content = f"|weights=sha256:{weights.folder_fingerprint(self.location)}"
-        else:  # a hub id: the snapshot's commit, so an update under the same id is another model
-            commit = weights.hub_commit(self.location, revision)
-            self.load_revision = commit or revision
-            content = f"|commit={commit}"
-        self.identity = f"hf:{self.location}{content}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+            head = f"hf:{self.location}|in-memory"
+        else:
+            self.content = weights.model_content(self.gguf_path or self.location, revision=revision)
+            self.load_revision = self.content.commit or revision
+            head = self.content.identity_fields("hf")
+        self.identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
 
         self.model: Any = None
         self.tokenizer: Any = None
