@@ -84,6 +84,47 @@ def test_new_weights_saved_to_the_same_folder_run_again_with_their_own_numbers(
         assert records(again)["cache_hit"].all() and probs(again) == pytest.approx(probs(new), abs=1e-9)
 
 
+@pytest.mark.slow
+def test_the_same_files_anywhere_are_the_same_model_and_a_changed_part_is_named(
+    run_job_in, tmp_path, capsys, own_models_cache
+):
+    """Resume finds the run of the same files: with a trailing slash, with a log, an optimizer state and a training
+    checkpoint added beside them, and in a renamed folder (one line says so); with `resume=false` the renamed
+    folder's answers all come from the cache. Only generation_config.json changed: the line names it."""
+    folder = tmp_path / "last"
+    save_tiny_model(folder, seed=0)
+
+    def job(path, *extra):
+        args = ["model=hf", f"model.path={path}", "model.name=ckpt", "model.dtype=float32", "benchmark=synthetic"]
+        return run_job_in(*args, "limit=4", "scoring=logprob", *extra)
+
+    first = job(folder)
+    assert job(f"{folder}/").run_id == first.run_id  # a trailing slash: the same folder, the same run
+    (folder / "train.log").write_text("step 10 loss 1.0")
+    (folder / "optimizer.pt").write_bytes(b"0" * 128)
+    (folder / "checkpoint-10").mkdir()
+    (folder / "checkpoint-10" / "model.safetensors").write_bytes(b"1" * 128)
+    again = job(folder)
+    assert again.skipped and again.run_id == first.run_id
+    moved = folder.rename(tmp_path / "renamed")
+    capsys.readouterr()
+    found = job(moved)
+    said = [line for line in capsys.readouterr().err.splitlines() if "model files unchanged" in line]
+    assert found.skipped and found.run_id == first.run_id
+    assert said == [
+        f"model files unchanged since run {first.run_id}, made with them at {folder}: reused (resume=false "
+        "runs it again)"
+    ]
+    rerun = job(moved, "resume=false")
+    assert records(rerun)["cache_hit"].all() and probs(rerun) == pytest.approx(probs(first), abs=1e-9)
+    config = moved / "generation_config.json"
+    config.write_text(config.read_text().replace("}", ', "temperature": 0.5}', 1) if config.exists() else "{}")
+    capsys.readouterr()
+    changed = job(moved)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "running again" in line]
+    assert not changed.skipped and lines == [f"model generation config changed since run {rerun.run_id}: running again"]
+
+
 def write_file(path: Path, answers: list[int]) -> None:
     rows = [
         {
