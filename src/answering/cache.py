@@ -20,6 +20,7 @@ from typing import Any
 
 from src.backends.base import Request
 from src.common import owners
+from src.common.paths import expand_path
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
@@ -215,11 +216,6 @@ class GuardedCache:
 
     def close(self) -> None:
         self.cache.close()
-
-
-def expand_path(path: str | os.PathLike) -> Path:
-    """A path as the shell would read it: `~` and `$VARIABLES` expanded (`cache.path=~/c` is the home's `c`)."""
-    return Path(os.path.expandvars(os.path.expanduser(str(path))))
 
 
 def open_cache(path: str | Path, *, shared: bool = False) -> ResponseCache | SharedResponseCache:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from src.common import owners
+from src.common.paths import expand_path
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class ModelContent:
 def model_content(source: str | os.PathLike, *, revision: str | None = None) -> ModelContent:
     """The content of what a backend loads from `source`: a local folder, a local file (a GGUF) or a hub id at
     `revision` (the module docstring). Written once, used by every backend (hf, GGUF, vllm)."""
-    local = Path(os.path.expandvars(os.path.expanduser(str(source))))
+    local = expand_path(source)
     if local.is_dir():
         return ModelContent(folder_parts(local), source=str(local.resolve()))
     if local.is_file():

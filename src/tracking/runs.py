@@ -98,7 +98,9 @@ CONTENT_TAG = "model_content"
 
 
 def content_tag(parts: Mapping[str, str]) -> str:
-    """>>> content_tag({"weights": "ab", "chat template": "cd"})
+    """The `model_content` tag of a model's content parts.
+
+    >>> content_tag({"weights": "ab", "chat template": "cd"})
     'weights=ab,chat template=cd'
     """
     return ",".join(f"{part}={value}" for part, value in parts.items())
