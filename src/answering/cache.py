@@ -171,8 +171,11 @@ class SharedResponseCache:
                 try:
                     os.link(partial, self.chunks / chunk_name(self._next))
                     break
-                except FileExistsError:
-                    continue
+                except FileExistsError:  # published by another job meanwhile: read in its place, then the next
+                    if not self._read_chunk(self.chunks / chunk_name(self._next)):
+                        time.sleep(0.05)  # another node's, not yet visible here (its attribute cache)
+                    else:
+                        self._next += 1
         finally:
             partial.unlink(missing_ok=True)
         self._next += 1

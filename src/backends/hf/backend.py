@@ -144,17 +144,7 @@ class HFBackend:
         self.gguf_sha256: str | None = None
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
-        self.load_revision = revision  # the revision loaded: a hub id's resolved commit where it is known
-        # what it loads, by content alone (src/backends/weights.py): a renamed folder is the same model, new files
-        # in the same folder another one
-        self.content: weights.ModelContent | None = None
-        if loaded:  # a model built in this process (the device check): no weights on disk or hub to name
-            head = f"hf:{self.location}|in-memory"
-        else:
-            self.content = weights.model_content(self.gguf_path or self.location, revision=revision)
-            self.load_revision = self.content.commit or revision
-            head = self.content.identity_fields("hf")
-        self.identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+        self._name_content(revision, in_memory=loaded is not None)
 
         self.model: Any = None
         self.tokenizer: Any = None
@@ -164,6 +154,20 @@ class HFBackend:
         self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
         if loaded:
             self._attach(*loaded)
+
+    def _name_content(self, revision: str | None, *, in_memory: bool) -> None:
+        """`content`, `identity` and `load_revision`: what it loads by content alone (src/backends/weights.py), so a
+        renamed folder is the same model and new files in the same folder another one; a hub id's resolved commit
+        is the revision loaded."""
+        self.content: weights.ModelContent | None = None
+        self.load_revision = revision
+        if in_memory:  # a model built in this process (the device check): no weights on disk or hub to name
+            head = f"hf:{self.location}|in-memory"
+        else:
+            self.content = weights.model_content(self.gguf_path or self.location, revision=revision)
+            self.load_revision = self.content.commit or revision
+            head = self.content.identity_fields("hf")
+        self.identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
 
     @classmethod
     def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> HFBackend:
