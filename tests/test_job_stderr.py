@@ -181,3 +181,28 @@ def test_the_warnings_of_the_docs_show_on_stderr_one_line_each_in_order(tmp_path
     assert "answer" in texts[0] and "reports nothing that changes" in texts[1], proc.stderr
     assert warned[-1] < next(i for i, line in enumerate(lines) if CLOSING_HEADER.match(line))
     assert_progress_then_closing(proc.stderr)
+
+
+# the packages a job runs through (python -m src.run): their only stdout is the job's JSON line
+JOB_PACKAGES = ("job", "backends", "answering", "benchmarks", "core", "metrics", "tracking", "variants", "sweep")
+JOB_PACKAGES += ("common", "answer_formats", "config")
+JSON_LINE_PRINTS = {("src/run.py", "result.summary()"), ("src/sweep/job.py", "result.summary()")}
+
+
+def test_a_job_s_code_prints_nothing_but_its_json_line_on_stdout():
+    """Every print of the code a job runs names its stream (stderr: warnings, progress, the closing block), but the
+    JSON line's; nothing writes to sys.stdout: a warning added later cannot land among the data."""
+    import ast
+    from pathlib import Path
+
+    files = [REPO / "src" / "run.py"] + [f for p in JOB_PACKAGES for f in sorted((REPO / "src" / p).rglob("*.py"))]
+    to_stdout = []
+    for path in files:
+        text = path.read_text()
+        assert "sys.stdout" not in text, f"{path} writes to sys.stdout"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                if not any(k.arg == "file" for k in node.keywords):
+                    where = Path(path).relative_to(REPO).as_posix()
+                    to_stdout.append((where, ast.unparse(node.args[0]) if node.args else ""))
+    assert set(to_stdout) == JSON_LINE_PRINTS and len(to_stdout) == len(JSON_LINE_PRINTS), to_stdout
