@@ -372,6 +372,29 @@ def test_only_the_files_the_loader_reads_count_each_named_by_its_part(tmp_path, 
     assert weights.model_content(str(folder) + "/") == weights.model_content(folder)  # a trailing slash: the same
 
 
+def test_a_model_path_with_variables_is_read_as_the_shell_would(tmp_path, monkeypatch, own_models_cache):
+    pytest.importorskip("torch")
+    from src.backends import weights
+    from src.backends.hf.loading import locate_weights
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"w" * 32)
+    monkeypatch.setenv("CKPT_ROOT", str(tmp_path))
+    assert weights.model_content("$CKPT_ROOT/ckpt") == weights.model_content(folder)
+    located = locate_weights(
+        "m",
+        path="${CKPT_ROOT}/ckpt",
+        gguf_file=None,
+        package=None,
+        package_module=None,
+        install=None,
+        assemble=False,
+        revision=None,
+    )
+    assert located == (str(folder.resolve()), None)
+
+
 def test_a_vllm_local_gguf_file_is_known_by_its_content_not_its_path(tmp_path, own_models_cache, monkeypatch):
     from src.backends import weights
     from src.backends.vllm_backend import VLLMBackend
