@@ -125,6 +125,35 @@ def test_the_same_files_anywhere_are_the_same_model_and_a_changed_part_is_named(
     assert not changed.skipped and lines == [f"model generation config changed since run {rerun.run_id}: running again"]
 
 
+@pytest.mark.slow
+def test_weights_saved_during_a_run_stop_it_before_any_answer_is_stored(
+    run_job_in, tmp_path, monkeypatch, own_models_cache
+):
+    """A training loop saves new weights into the folder while a job runs on it: the job stops in one line (exit 2
+    from the command line), no answer goes into the response cache, its run ends FAILED, and a rerun runs again."""
+    from src.answering.cache import ResponseCache
+    from src.backends.hf import HFBackend
+    from src.common.errors import UserError
+
+    folder = tmp_path / "last"
+    save_tiny_model(folder, seed=0)
+    answer = HFBackend.score_labels
+
+    def while_training(self, *args, **kwargs):
+        scores = answer(self, *args, **kwargs)  # computed by the weights loaded, seed 0
+        save_tiny_model(folder, seed=1)  # then the trainer writes seed 1 into the folder
+        return scores
+
+    monkeypatch.setattr(HFBackend, "score_labels", while_training)
+    job = ["model=hf", f"model.path={folder}", "model.name=ckpt", "model.dtype=float32", "benchmark=synthetic"]
+    with pytest.raises(UserError) as stopped:
+        run_job_in(*job, "limit=4", "scoring=logprob")
+    assert "weights changed" in str(stopped.value) and "before storing" in str(stopped.value)
+    assert len(ResponseCache(tmp_path / "cache.db")) == 0
+    _, runs = mlflow_runs(run_job_in.store_uri)
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
 def write_file(path: Path, answers: list[int]) -> None:
     rows = [
         {
