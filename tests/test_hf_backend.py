@@ -209,7 +209,9 @@ def test_smollm2_gguf_through_the_cache_ranks_easy_options(models_cache):
     the GGUF once; whichever test loads SmolLM2 first pays it, and every later load reads the float copy."""
     cfg = {k: v for k, v in model_config("smollm2_135m").items() if k != "scoring"}
     backend = load_backend(cfg, chat=False)  # resolves and hashes the GGUF; the model loads on first use
-    assert "sha256:" in backend.identity and "SmolLM2-135M-Instruct.Q4_1.gguf" in backend.identity
+    # the GGUF by its bytes alone, not its file name or folder (src/backends/weights.py)
+    assert f"weights=sha256:{backend.content.digest}|" in backend.identity
+    assert backend.content.parts == {"weights": backend.gguf_sha256} and "Q4_1.gguf" not in backend.identity
     reqs = [
         Request(prompt=f"Question: {q}\nAnswer:", labels=tuple("ABCD"), options=opts, seed=i)
         for i, (q, opts, _) in enumerate(EASY)

@@ -26,6 +26,7 @@ from omegaconf import MISSING, DictConfig
 from src.backends.batch_tokens import check_max_batch_tokens
 from src.benchmarks import CONTINUATION_BENCHMARKS
 from src.common.errors import UserError
+from src.common.paths import expand_path
 from src.common.redact import redact_text
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.core.validity import check_option_style, check_validity
@@ -321,13 +322,13 @@ def check_values(cfg: DictConfig) -> None:
             f"{', '.join(OPTION_REFS[:-1])} or {OPTION_REFS[-1]}"
         )
     shared = bool(cfg.cache.get("shared", False))
-    if cfg.cache.enabled and shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_file()):
+    if cfg.cache.enabled and shared and (not cfg.cache.path or expand_path(cfg.cache.path).is_file()):
         problem = f"{cfg.cache.path!r} is a file" if cfg.cache.path else "empty"
         raise UserError(
             f"config key cache.path: {problem}; with cache.shared=true give the shared cache's folder, "
             f"e.g. cache.path=/shared/mcq-cache (or cache.shared=false for a database file)"
         )
-    if cfg.cache.enabled and not shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_dir()):
+    if cfg.cache.enabled and not shared and (not cfg.cache.path or expand_path(cfg.cache.path).is_dir()):
         problem = f"{cfg.cache.path!r} is a folder" if cfg.cache.path else "empty"
         raise UserError(
             f"config key cache.path: {problem}; give the cache's database file, e.g. "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -146,18 +145,7 @@ class HFBackend:
         self.gguf_sha256: str | None = None
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
-        self.load_revision = revision  # the revision loaded: a hub id's resolved commit where it is known
-        if loaded:  # a model built in this process (the device check): no weights on disk or hub to name
-            content = "|in-memory"
-        elif self.gguf_path is not None:
-            content = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}"
-        elif Path(self.location).is_dir():  # new weights saved to the same folder are another model
-            content = f"|weights=sha256:{weights.folder_fingerprint(self.location)}"
-        else:  # a hub id: the snapshot's commit, so an update under the same id is another model
-            commit = weights.hub_commit(self.location, revision)
-            self.load_revision = commit or revision
-            content = f"|commit={commit}"
-        self.identity = f"hf:{self.location}{content}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+        self._name_content(revision, in_memory=loaded is not None)
 
         self.model: Any = None
         self.tokenizer: Any = None
@@ -167,6 +155,20 @@ class HFBackend:
         self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
         if loaded:
             self._attach(*loaded)
+
+    def _name_content(self, revision: str | None, *, in_memory: bool) -> None:
+        """`content`, `identity` and `load_revision`: what it loads by content alone (src/backends/weights.py), so a
+        renamed folder is the same model and new files in the same folder another one; a hub id's resolved commit
+        is the revision loaded."""
+        self.content: weights.ModelContent | None = None
+        self.load_revision = revision
+        if in_memory:  # a model built in this process (the device check): no weights on disk or hub to name
+            head = f"hf:{self.location}|in-memory"
+        else:
+            self.content = weights.model_content(self.gguf_path or self.location, revision=revision)
+            self.load_revision = self.content.commit or revision
+            head = self.content.identity_fields("hf")
+        self.identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
 
     @classmethod
     def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> HFBackend:
