@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from src.backends.base import Request, SamplingParams  # noqa: E402
-from src.backends.hf.generation import kv_bytes_per_token, tokens_for_memory  # noqa: E402
+from src.backends.hf.budget import kv_bytes_per_token, tokens_for_memory  # noqa: E402
 from src.backends.hf.packing import pack_prefix_trees  # noqa: E402
 
 from .conftest import needs_data  # noqa: E402

@@ -27,9 +27,9 @@ import torch
 from src.backends import weights
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
-from src.backends.hf.budget import TokenBudget, is_out_of_memory
+from src.backends.hf.budget import TokenBudget, is_out_of_memory, tokens_for_memory
 from src.backends.hf.forward import LoadedModel
-from src.backends.hf.generation import generate, tokens_for_memory
+from src.backends.hf.generation import generate
 from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
 from src.backends.hf.packing import packing_refusal
 from src.backends.hf.scoring import (
@@ -226,9 +226,8 @@ class HFBackend:
         self.model, self.tokenizer = model, tokenizer
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
-            self.pack_tokens = tokens_for_memory(
-                self.model.config, self.model.get_input_embeddings().weight.dtype, self.memory_gb
-            )
+            dtype = self.model.get_input_embeddings().weight.dtype
+            self.pack_tokens = tokens_for_memory(self.model.config, dtype, self.memory_gb, self.model)
         self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     # -- the Backend interface -----------------------------------------------------------------

@@ -16,7 +16,7 @@ Two layouts give the same tokens (tests/test_generation_sharing.py):
 
 Memory: the KV cache holds `kv_bytes_per_token` bytes per token fed (layers x 2 x kv heads x head dim x dtype
 bytes: 46 KiB for SmolLM2-135M in float32), and a pack's pass holds its (tokens x tokens) attention scores per
-head; `tokens_for_memory` turns a memory budget (`model.memory_gb`) into the tokens per pack that fit it.
+head; `budget.tokens_for_memory` turns a memory budget (`model.memory_gb`) into the tokens per pack that fit it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 import torch
 
 from src.backends.base import Completion, SamplingParams
-from src.backends.hf.budget import kv_bytes_per_token
 from src.backends.hf.forward import LoadedModel, positions
 from src.backends.hf.packing import PrefixPack, additive_mask, pack_batches, packing_refusal, tree_sees
 
@@ -202,19 +201,6 @@ def row_generators(seeds: Sequence[int], params: SamplingParams) -> list[torch.G
         return None
     first = getattr(params, "first_repetition", 0)  # src/answering/adaptive.py RoundParams
     return [torch.Generator().manual_seed(stream_seed(seed, first + r)) for seed in seeds for r in range(params.n)]
-
-
-def tokens_for_memory(config: Any, dtype: torch.dtype, memory_gb: float) -> int:
-    """The most tokens one packed pass may hold within `memory_gb` GiB beside the weights, by the estimate
-    n x (KV bytes per token + one layer's activations per token) + n^2 x (attention scores and probabilities
-    per head, the mask, the tree's boolean matrix): the KV cache grows with the tokens, one layer's attention
-    with their square."""
-    size = torch.empty((), dtype=dtype).element_size()
-    per_token = kv_bytes_per_token(config, dtype) + (4 * config.hidden_size + 3 * config.intermediate_size) * size
-    per_pair = 2 * config.num_attention_heads * size + size + 1
-    budget = memory_gb * 2**30
-    n = (-per_token + (per_token**2 + 4 * per_pair * budget) ** 0.5) / (2 * per_pair)
-    return max(1, int(n))
 
 
 def decode(tokenizer: Any, eos: set[int], token_ids: list[int]) -> Completion:
