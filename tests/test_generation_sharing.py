@@ -26,7 +26,7 @@ def variant_requests() -> list[Request]:
     orders = [("sunlight", "soil", "rain"), ("soil", "rain", "sunlight"), ("rain", "sunlight", "soil")]
     reqs = [
         Request(
-            prompt=stem + "".join(f"{l}. {o}\n" for l, o in zip("ABC", opts)) + "Answer:",
+            prompt=stem + "".join(f"{lab}. {o}\n" for lab, o in zip("ABC", opts)) + "Answer:",
             labels=tuple("ABC"),
             options=opts,
             seed=50 + k,
@@ -183,7 +183,7 @@ def test_real_model_records_are_the_same_shared_or_padded(run_job_in):
     columns = ["question_id", "variant_id", "repetition", "raw_output", "parsed_label"]
     records = {}
     for share in ("true", "false"):
-        result = run_job_in(*common, f"+model.share_prefix={share}")  # a backend key the model configs leave out
+        result = run_job_in(*common, f"model.share_prefix={share}")
         records[share] = (
             pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")[columns]
             .sort_values(columns[:3])

@@ -6,9 +6,10 @@ row, padding included): a padded cloze batch counts each option's row of context
 pass holds that KV cache), generation each sample row's prompt and new tokens. A pass that runs out of memory
 (`torch.cuda.OutOfMemoryError`, or what accelerate's `should_reduce_batch_size` recognises: the CPU allocator's
 RuntimeError, ...) halves the budget in force and runs the same work again in smaller batches: results leave
-`run_in_batches` only for batches that finished, so no trial is lost or answered twice. After `GROW_AFTER` passes
-in a row that fit, the budget doubles again, up to its ceiling: the setting (a number), or auto's start, lowered
-below any pass size that ran out of memory. The budget starts at the number `model.max_batch_tokens` gives, or
+`run_in_batches` only for batches that finished, so no trial is lost or answered twice. The ceiling (the setting,
+or auto's start) drops to the halved budget when the failed pass was larger than any that ran; when it was not
+(memory held elsewhere for a while), the budget doubles back towards the ceiling after `GROW_AFTER` passes in a
+row that fit. The budget starts at the number `model.max_batch_tokens` gives, or
 with `auto` at the largest that the device's free memory is estimated to hold (`start_tokens`, from
 `ModelDims`, which reads what every causal LM has and never fails on a missing config field). A backend reused
 by the next job of a sweep starts that job from the learned ceiling with its counts at zero (`new_job`); the
@@ -58,6 +59,7 @@ class TokenBudget:
         self.recoveries = 0  # passes that ran out of memory and were run again smaller (this job's)
         self.doublings = 0  # times a run of passes that fit doubled a halved budget (this job's)
         self.fitted = 0  # passes in a row that fit since the last change
+        self.largest_ran = 0  # the most tokens a pass has fed without running out of memory
 
     def resolve(self, device: torch.device, per_token_bytes: Callable[[], int]) -> int:
         """The budget in tokens, deciding it on first use on `device`."""
@@ -68,20 +70,23 @@ class TokenBudget:
         return self.tokens
 
     def new_job(self) -> None:
-        """A reused backend's next job: it starts from the ceiling learned so far (what no pass ran out of memory
-        at), with its own counts, so its logged params say what it did."""
+        """A reused backend's next job: it starts from the ceiling learned so far, with its own counts, so its
+        logged params say what it did."""
         self.tokens = self.ceiling
         self.recoveries = self.doublings = self.fitted = 0
 
     def shrink(self, tried: int) -> None:
-        """After an out-of-memory pass that fed `tried` tokens: halve the budget in force until it is below
-        `tried` (a short batch at the queue's end that fails would fail again at any budget that still holds
-        it), never below one token; the ceiling drops below `tried`, which is known not to fit."""
+        """After an out-of-memory pass that fed `tried` tokens: halve the budget in force until it is below `tried`
+        (a short batch that fails would fail again at any budget that still holds it), never below one token. A
+        pass larger than any that ran shows the budget was too large: the ceiling drops to the new budget. One no
+        larger than a pass that ran failed for a passing reason (memory held elsewhere, fragmentation): the
+        ceiling stays, and the budget grows back to it after GROW_AFTER passes that fit (`fitted_pass`)."""
         before = self.tokens or tried
         self.tokens = max(1, before // 2)
         while self.tokens >= tried and self.tokens > 1:
             self.tokens //= 2
-        self.ceiling = max(1, min(self.ceiling or before, tried - 1))
+        if tried > self.largest_ran or self.ceiling is None:
+            self.ceiling = self.tokens
         self.recoveries += 1
         self.fitted = 0
         log.warning(
@@ -92,8 +97,9 @@ class TokenBudget:
             self.tokens,
         )
 
-    def fitted_pass(self) -> None:
-        """A pass that ran: after GROW_AFTER of them in a row, a budget below its ceiling doubles (up to it)."""
+    def fitted_pass(self, tried: int) -> None:
+        """A pass of `tried` tokens ran: after GROW_AFTER in a row, a budget below its ceiling doubles (up to it)."""
+        self.largest_ran = max(self.largest_ran, tried)
         self.fitted += 1
         if self.tokens is not None and self.ceiling is not None and self.tokens < self.ceiling:
             if self.fitted >= GROW_AFTER:
@@ -198,6 +204,24 @@ def start_tokens(device: torch.device, per_token: int) -> int:
     return max(AUTO_MIN_TOKENS, min(AUTO_MAX_TOKENS, power))
 
 
+CHUNK_MAX_PROMPTS = 8192  # a chunk is the unit the response cache saves: a killed run loses at most one
+
+
+def chunk_prompts(default: int, *, tokens: int | None, fed_per_prompt: float, on_gpu: bool) -> int:
+    """Prompts per chunk of the answering loop (src/answering/trials.py), which caps what one pass can hold: on a
+    CPU `default` (64: one 1,024-token pack per pass was measured fastest there, docs/speed.md), on a GPU as many
+    prompts as one pass of the budget holds at the tokens each prompt has fed so far (packing shares prefixes, so
+    fewer than its length), at least `default` and at most CHUNK_MAX_PROMPTS.
+
+    >>> chunk_prompts(64, tokens=131072, fed_per_prompt=40.0, on_gpu=True), chunk_prompts(64, tokens=131072,
+    ...     fed_per_prompt=40.0, on_gpu=False)
+    (3276, 64)
+    """
+    if not on_gpu or tokens is None or fed_per_prompt <= 0:
+        return default
+    return max(default, min(CHUNK_MAX_PROMPTS, int(tokens / fed_per_prompt)))
+
+
 def fit(
     queue: Sequence[Unit], tokens: int, width: Callable[[Unit], int], rows: Callable[[Unit], int], max_units: int | None
 ) -> int:
@@ -244,7 +268,7 @@ def run_in_batches(
             failed = True  # handled below, outside the except block, so the failed pass's tensors are freed
         if not failed:
             queue = queue[n:]
-            budget.fitted_pass()
+            budget.fitted_pass(tried)
             yield batch, result
             continue
         clear_device_cache(garbage_collection=True)
