@@ -30,6 +30,7 @@ import torch
 from src.backends.base import Completion, SamplingParams
 from src.backends.hf.forward import LoadedModel, positions
 from src.backends.hf.packing import PrefixPack, additive_mask, pack_batches, packing_refusal, tree_sees
+from src.backends.hf.sampling import filtered_logits
 
 PICK_ROWS = 32  # rows sampled at once: each holds ~6 vocabulary-wide float tensors (1.2 MiB for SmolLM2's 49,152)
 
@@ -229,19 +230,3 @@ def pick(logits: torch.Tensor, params: SamplingParams, generators: list[torch.Ge
     # Exponential race (argmax p/E, E ~ Exp(1)) draws from `probs`, one noise vector per row from the row's generator.
     noise = torch.stack([torch.empty(probs.shape[-1]).exponential_(generator=g) for g in generators]).to(probs.device)
     return (probs / noise).argmax(dim=-1)
-
-
-def filtered_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Logits divided by the temperature, with tokens outside top-k / top-p set to -inf (float, rows = positions).
-    `generate` samples from their softmax; exact first-token sampling reads the label tokens' share of it."""
-    logits = logits / params.temperature
-    if params.top_k is not None and 0 < params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        sorted_probs = torch.softmax(sorted_logits, dim=-1)
-        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the better tokens; the best one always stays
-        drop = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, order, before >= params.top_p)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits

@@ -18,8 +18,8 @@ import torch
 
 from src.backends.base import LabelScores, SamplingParams
 from src.backends.hf.forward import LoadedModel, positions
-from src.backends.hf.generation import filtered_logits
 from src.backends.hf.packing import PrefixPack, pack_batches, packs_forward
+from src.backends.hf.sampling import filtered_logits
 from src.backends.logprobs import renormalised, with_invalid
 
 
