@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from src.backends.base import Request, SamplingParams  # noqa: E402
-from src.backends.hf.generation import kv_bytes_per_token, tokens_for_memory  # noqa: E402
+from src.backends.hf.budget import kv_bytes_per_token, tokens_for_memory  # noqa: E402
 from src.backends.hf.packing import pack_prefix_trees  # noqa: E402
 
 from .conftest import needs_data  # noqa: E402
@@ -183,7 +183,7 @@ def test_real_model_records_are_the_same_shared_or_padded(run_job_in):
     columns = ["question_id", "variant_id", "repetition", "raw_output", "parsed_label"]
     records = {}
     for share in ("true", "false"):
-        result = run_job_in(*common, f"+model.share_prefix={share}")  # a backend key the model configs leave out
+        result = run_job_in(*common, f"model.share_prefix={share}")
         records[share] = (
             pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")[columns]
             .sort_values(columns[:3])

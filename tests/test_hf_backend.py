@@ -185,6 +185,22 @@ def test_model_configs_have_name_backend_and_known_keys(path):
         assert set(cfg) <= CONFIG_KEYS
 
 
+HF_SETTINGS = set(OmegaConf.load(MODEL_DIR / "_bases" / "hf_settings.yaml"))
+HF_MODELS = [p for p in sorted(MODEL_DIR.glob("*.yaml")) if "_bases/" in p.read_text()]  # built on the HF bases
+
+
+@pytest.mark.parametrize("path", HF_MODELS, ids=lambda p: p.stem)
+def test_every_hf_model_config_takes_the_same_settings_without_a_plus(path):
+    """One key set for every HF-backed model, the embedded ones included: `model.max_batch_tokens=N` (and every
+    other backend setting) is an override, not an addition, whichever model config is chosen."""
+    from src.config.schema import compose_job
+
+    assert model_config(path.stem)["backend"] == "hf"
+    assert HF_SETTINGS <= CONFIG_KEYS and {"max_batch_tokens", "share_prefix", "pack_tokens"} <= HF_SETTINGS
+    cfg = compose_job([f"model={path.stem}", "model.max_batch_tokens=512", "model.pack_tokens=256"]).model
+    assert HF_SETTINGS <= set(cfg) and (cfg.max_batch_tokens, cfg.pack_tokens) == (512, 256)
+
+
 EASY = [
     ("What is the capital of France?", ("Berlin", "Paris", "Madrid", "Rome"), 1),
     ("What color is the sky on a clear day?", ("Green", "Red", "Blue", "Yellow"), 2),

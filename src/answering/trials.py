@@ -339,8 +339,10 @@ def answer_items(
         return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
     with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)
-        for start in range(0, len(items), chunk_size):
-            chunk = [it.request for it in items[start : start + chunk_size]]
+        while len(answers) < len(items):
+            # the HF backend on a GPU sizes chunks by its token budget (`prompts_per_chunk`); else chunk_size
+            size = backend.prompts_per_chunk(chunk_size) if hasattr(backend, "prompts_per_chunk") else chunk_size
+            chunk = [it.request for it in items[len(answers) : len(answers) + size]]
             answers.extend(
                 _answer_chunk(
                     backend, chunk, scoring=scoring, params=params, cloze_normalise=cloze_normalise, cache=cache

@@ -82,6 +82,8 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
     fresh = load_backend(model_cfg, chat=chat)
     kept = _LOADED.get(key)
     if kept is not None and kept.identity == fresh.identity:
+        if hasattr(kept, "new_job"):  # hf: the job's own token budget counts, from the ceiling learned so far
+            kept.new_job()
         return kept
     if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
         print(

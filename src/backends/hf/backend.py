@@ -26,9 +26,9 @@ import torch
 from src.backends import weights
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
-from src.backends.hf.budget import TokenBudget, is_out_of_memory
+from src.backends.hf.budget import TokenBudget, chunk_prompts, is_out_of_memory, tokens_for_memory
 from src.backends.hf.forward import LoadedModel
-from src.backends.hf.generation import generate, tokens_for_memory
+from src.backends.hf.generation import generate
 from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
 from src.backends.hf.packing import packing_refusal
 from src.backends.hf.scoring import (
@@ -111,17 +111,10 @@ class HFBackend:
         self.revision = revision
         self.trust_remote_code = trust_remote_code
         self.device_map = device_map
-        self.batch_size = None if batch_size is None else int(batch_size)
-        if self.batch_size is not None and self.batch_size < 1:
-            raise UserError(f"model.batch_size={batch_size} must be at least 1")
-        self.chat = bool(chat)
-        self.share_prefix = bool(share_prefix)
-        self.pack_tokens = int(pack_tokens)
-        if self.pack_tokens < 1:
-            raise UserError(f"model.pack_tokens={pack_tokens} must be at least 1")
-        self.memory_gb = None if memory_gb is None else float(memory_gb)
-        if self.memory_gb is not None and self.memory_gb <= 0:
-            raise UserError(f"model.memory_gb={memory_gb} must be a positive number of GiB")
+        self.batch_size = positive_setting("batch_size", batch_size, int, "must be at least 1")
+        self.chat, self.share_prefix = bool(chat), bool(share_prefix)
+        self.pack_tokens = positive_setting("pack_tokens", pack_tokens, int, "must be at least 1")
+        self.memory_gb = positive_setting("memory_gb", memory_gb, float, "must be a positive number of GiB")
         self.progress = progress
         self.budget = TokenBudget(max_batch_tokens, name=name)
         self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(dtype, device_map=device_map)
@@ -150,6 +143,7 @@ class HFBackend:
         self.model: Any = None
         self.tokenizer: Any = None
         self.lm: LoadedModel | None = None
+        self.prompts_answered = 0  # prompts asked of the model (what the tokens it fed are spread over)
         self._packing_checked = False
         self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
         self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
@@ -191,13 +185,28 @@ class HFBackend:
 
     def run_params(self) -> dict[str, int]:
         """What the job logs as params beside its config: `batch_tokens`, the token budget per forward pass that it
-        ended with (auto's find, after any halving), and `batch_token_halvings` when out-of-memory halved it."""
+        ended with (auto's find, after any halving), and this job's `batch_token_halvings` (out-of-memory passes run
+        again smaller) and `batch_token_doublings` (growth back after passes that fit) where it had any."""
         params: dict[str, int] = {}
         if self.budget.tokens is not None:
             params["batch_tokens"] = self.budget.tokens
         if self.budget.recoveries:
             params["batch_token_halvings"] = self.budget.recoveries
+        if self.budget.doublings:
+            params["batch_token_doublings"] = self.budget.doublings
         return params
+
+    def prompts_per_chunk(self, default: int) -> int:
+        """Prompts per chunk of the answering loop: `default` on a CPU, as many as a pass of the budget holds on a
+        GPU (`budget.chunk_prompts`), by the tokens each prompt fed in this backend's calls so far."""
+        on_gpu = self.lm is not None and self.lm.device.type == "cuda"
+        fed = self.forward_tokens / self.prompts_answered if self.prompts_answered else 0.0
+        return chunk_prompts(default, tokens=self.budget.tokens, fed_per_prompt=fed, on_gpu=on_gpu)
+
+    def new_job(self) -> None:
+        """The next job of a sweep on this loaded backend (`reuse_backend`): its budget starts from the ceiling
+        learned so far, with its own counts (`TokenBudget.new_job`)."""
+        self.budget.new_job()
 
     @property
     def forward_tokens(self) -> int:
@@ -229,9 +238,8 @@ class HFBackend:
         self.model, self.tokenizer = model, tokenizer
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
-            self.pack_tokens = tokens_for_memory(
-                self.model.config, self.model.get_input_embeddings().weight.dtype, self.memory_gb
-            )
+            dtype = self.model.get_input_embeddings().weight.dtype
+            self.pack_tokens = tokens_for_memory(self.model.config, dtype, self.memory_gb, self.model)
         self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     # -- the Backend interface -----------------------------------------------------------------
@@ -254,6 +262,7 @@ class HFBackend:
             else SamplingParams(temperature=float(temperature), top_k=top_k, top_p=float(top_p))
         )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
+        self.prompts_answered += len(requests)
         results: list[LabelScores | None] = [None] * len(requests)
         spelled = [i for i, r in enumerate(requests) if self._label_spellings(r.labels) is not None]
         if spelled:
@@ -289,6 +298,7 @@ class HFBackend:
                 f"max_new_tokens={params.max_new_tokens})"
             )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
+        self.prompts_answered += len(requests)
         return generate(
             self.lm,
             self.tokenizer,
@@ -309,6 +319,7 @@ class HFBackend:
             option_continuations(self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat)
             for r in requests
         ]
+        self.prompts_answered += len(requests)
         logliks = self._continuation_logliks([c for c, _ in encoded], [conts for _, conts in encoded], "score_options")
         return [option_scores(ll, r.options) for r, ll in zip(requests, logliks)]
 
@@ -394,3 +405,13 @@ class HFBackend:
         log.warning("model %s: prefix sharing off, %s; scoring padded batches", self.name, why)
         self.share_prefix = False
         return False
+
+
+def positive_setting(key: str, value: Any, kind: type, need: str) -> Any:
+    """`value` of `model.<key>` as `kind` (None stays None), or one UserError line saying what it `need`s."""
+    if value is None:
+        return None
+    out = kind(value)
+    if out <= 0:
+        raise UserError(f"model.{key}={value} {need}")
+    return out

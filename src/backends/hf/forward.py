@@ -104,7 +104,7 @@ class LoadedModel:
     def batch_tokens(self) -> int:
         """The token budget of one pass, decided on first use (`TokenBudget.resolve`)."""
         dtype = self.model.get_input_embeddings().weight.dtype
-        return self.budget.resolve(self.device, lambda: pass_bytes_per_token(self.model.config, dtype))
+        return self.budget.resolve(self.device, lambda: pass_bytes_per_token(self.model.config, dtype, self.model))
 
     def in_batches(
         self,
