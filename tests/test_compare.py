@@ -324,6 +324,8 @@ def test_smoke_html_embeds_every_plot(smoke_report):
         if ref.startswith("data:"):
             assert ref.startswith("data:image/png;base64,")
             assert base64.b64decode(ref.split(",", 1)[1]).startswith(PNG)
+        elif ref.startswith("#"):  # the contents: a link to a heading of the page
+            assert f'id="{ref[1:]}"' in html, f"<{tag}> refers to {ref}, no heading has that id"
         else:  # anything not embedded must be a file of the report folder
             assert (smoke_report / ref).is_file(), f"<{tag}> refers to {ref}, which does not exist"
 

@@ -102,6 +102,10 @@ def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, caps
     out = tmp_path / "report"
     assert compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow"]) == 0
     err = capsys.readouterr().err
+    # what to pick comes first: one bottom line per benchmark and condition, before the paired differences
+    bottom = [line for line in err.splitlines() if line.startswith("bottom line: ")]
+    assert [line.split(":")[1] for line in bottom] == [" synthetic (limit=30)"]  # limit=25: one model
+    assert err.index("bottom line: ") < err.index("paired: ")
     paired = [line for line in err.splitlines() if line.startswith("paired: ")]
     assert paired and all(line.startswith("paired: synthetic (limit=30): strong − weak ") for line in paired)
     mcqa = next(line for line in paired if " mcqa " in line)

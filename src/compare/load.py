@@ -255,7 +255,8 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """ "model / benchmark / variants / T=..." of a run (its full id, `src.core.records.resolve_run_id`), for headings."""
+    """`model / benchmark / variants / T=...` of a run (its full id, `src.core.records.resolve_run_id`), for
+    headings."""
     from mlflow.tracking import MlflowClient
 
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags

@@ -67,7 +67,10 @@ class PairedStudy:
         found = self.results.get((run_b, run_a), {}).get(metric)
         if found is None:
             return None
-        flip = lambda v: None if v is None else -v
+
+        def flip(v):
+            return None if v is None else -v
+
         return PairedDifference(
             metric,
             found.b,
@@ -273,9 +276,9 @@ def _condition(
                 data=data,
                 text=text,
                 name=f"paired_{name}",
-                caption=f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of models on the same questions; difference "
-                f"with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the questions, the "
-                f"same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
+                caption=f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of models on the same questions; "
+                f"difference with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the "
+                f"questions, the same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
                 f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
                 "guesser (src/metrics/chance.py) where the metric is an accuracy",
             )

@@ -172,7 +172,7 @@ def condition_groups(frame: pd.DataFrame, axes: Sequence[str], exclude: Sequence
         if not keys:
             yield benchmark, "", rows, keys
             continue
-        labels = rows.apply(lambda r: condition_label(r, keys), axis=1)
+        labels = rows.apply(condition_label, axis=1, keys=keys)
         for label in sorted(labels.unique()):
             yield benchmark, label, rows[labels == label], keys
 
