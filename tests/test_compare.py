@@ -426,3 +426,34 @@ def test_cli_missing_experiment_is_one_line_and_exit_2(smoke_store):
     proc = run_module("src.compare", "--experiment", "no-such-sweep", "--tracking-uri", smoke_store.uri, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: --experiment: no experiment")
+
+
+def test_identity_differences_are_named_by_their_cause():
+    """Two runs of one model at different chat settings (the same GGUF): no 'different weights' line, the settings
+    named; other weights under the same name: 'different weights'; runs that logged no backend identity: the
+    cause is said to be unknown."""
+    from src.compare.load import identity_notes
+
+    gguf = "hf:/models/smollm2|gguf=SmolLM2.gguf@sha256:aa|revision=None|dtype=float32"
+    table = pd.DataFrame(
+        {
+            "model": ["smollm2_135m", "smollm2_135m"],
+            "benchmark": ["synthetic"] * 2,
+            "backend": [f"{gguf}|chat=True", f"{gguf}|chat=False"],
+            "data_identity": ["d1", "d1"],
+        }
+    )
+    table["model_identity"] = table["backend"].map(hash)
+    (note,) = identity_notes(table)
+    assert "different weights" not in note
+    assert note == (
+        "model smollm2_135m: its runs used the same weights at different settings (chat False, True); settings are "
+        "compared as they are, not as other weights"
+    )
+    table.loc[1, "backend"] = table.loc[1, "backend"].replace("sha256:aa", "sha256:bb")
+    table["model_identity"] = table["backend"].map(hash)
+    assert identity_notes(table) == [
+        "model smollm2_135m: its runs were made with 2 different weights (backend identity); the tables show the "
+        "latest run of each condition"
+    ]
+    assert "logged no backend identity" in identity_notes(table.drop(columns="backend"))[0]
