@@ -548,10 +548,12 @@ def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(
     assert line.startswith("bench: pick steady (its lead on acc_mean over shaky is +0.")
     assert f"p_holm {report.tables.fmt(acc['p_holm'])}" in line or "p_holm <0.001" in line
 
-    tie = runs_of({"a": strong, "b": strong.copy()}, monkeypatch, variants="original", repetitions=5)
+    # the same answers twice, logged with a high INVALID share: a true tie, and the share named beside it
+    tie = runs_of({"a": strong, "b": strong.copy()}, monkeypatch, variants="original", repetitions=5, invalid_rate=0.4)
     sections = report.build_sections(tie)
     (line,) = sections[0].lines
     row = sections[1].tables[0].data.iloc[0]
     assert row["metric"] == "acc_mean" and row["tie"] and row["leader"] is None
     assert line.startswith("bench: no model is better on these questions (acc_mean: a ")
     assert "pick" not in line and "-0.000" not in sections[1].tables[0].text.to_string()
+    assert line.endswith("; INVALID share above 0.10 (counted wrong): a 0.40, b 0.40.")

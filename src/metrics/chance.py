@@ -138,7 +138,7 @@ class ChanceVerdict:
         """
         return f"{self.chance:.3f}" + (f": {self.metric} {self.short()}" if self.short() else "")
 
-    def sentence(self) -> str:
+    def sentence(self, *, explain: bool = True) -> str:
         """What the verdict means, in one sentence: only a run at chance gets one ('' otherwise).
 
         >>> print(ChanceVerdict("mcqa", 0.23, 0.226, 0.158, 0.322).sentence())  # doctest: +NORMALIZE_WHITESPACE
@@ -150,9 +150,10 @@ class ChanceVerdict:
         """
         if not self.at_chance:
             return ""
+        meaning = AT_CHANCE_MEANING if explain else "what that means is said above"
         return (
             f"{self.metric}'s interval [{self.lo:.3f}, {self.hi:.3f}] contains chance ({self.chance:.3f}): "
-            f"this run is {AT_CHANCE}; {AT_CHANCE_MEANING}."
+            f"this run is {AT_CHANCE}; {meaning}."
         )
 
 
@@ -190,13 +191,20 @@ def chance_verdict(metrics) -> ChanceVerdict | None:
 
 
 def chance_tags(metrics) -> dict[str, str]:
-    """The run's CHANCE_TAG (`ChanceVerdict.tag`), or none when its metrics hold no chance level.
+    """The run's CHANCE_TAG (`ChanceVerdict.tag`), with its INVALID share where that is above INVALID_FLAG (the
+    review view's chance column is where the verdict is read), or none when its metrics hold no chance level.
 
     >>> chance_tags({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25})
     {'chance': '0.250: mcqa above chance'}
+    >>> chance_tags({"mcqa": 0.4, "mcqa_lo": 0.3, "mcqa_hi": 0.5, "chance": 0.25, "invalid_rate": 0.33})
+    {'chance': '0.250: mcqa above chance; INVALID 0.33 (above 0.10)'}
     """
     verdict = chance_verdict(metrics)
-    return {CHANCE_TAG: verdict.tag()} if verdict is not None else {}
+    if verdict is None:
+        return {}
+    rate = _finite(metrics.get("invalid_rate"))
+    flag = f"; INVALID {rate:.2f} (above {INVALID_FLAG:.2f})" if invalid_flag(metrics) else ""
+    return {CHANCE_TAG: verdict.tag() + flag}
 
 
 # A run whose share of unparsed answers (`invalid_rate`) is above this is flagged wherever its verdict is printed
