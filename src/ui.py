@@ -2,9 +2,10 @@
 MLflow UI, opened where they are.
 
 Starts `mlflow ui` for the store on 127.0.0.1 (a free port unless `--port`; without MLflow's GenAI job runner,
-`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs only,
-by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
-fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves until Ctrl-C.
+`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view
+(job runs only, by name, headline columns first: MCQA or accuracy with its bounds and chance, acc mean, then CoRA,
+RWS and S/T, the fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves
+until Ctrl-C.
 
 `--screenshot FILE` is for headless use: it loads that address in headless Chromium (the system's, driven by
 Playwright: `pip install -e ".[browser]"`) in a 1,400 x 900 window, writes the PNG, prints one JSON line (the
@@ -96,7 +97,9 @@ def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(  # the whole docstring, as written: what it starts, prints and refuses
+        prog="python -m src.ui", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_tracking_flags(parser, experiment="MLflow experiment (tracking.experiment)", default=DEFAULT_EXPERIMENT)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument(

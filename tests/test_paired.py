@@ -524,7 +524,7 @@ def repetition_records(first_right, later_right, repetitions: int = 5) -> pd.Dat
     return records(rows)
 
 
-def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(monkeypatch):
+def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(monkeypatch, tmp_path):
     """Two models whose repetition 0 (MCQA, one sampled draw) is right on the same questions, while over the five
     repetitions one is right far more often: the summary ranks by acc mean, tests acc mean, and the bottom line
     names its leader with its Holm p. The same answers twice: a true tie, and no model is named."""
@@ -557,3 +557,6 @@ def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(
     assert line.startswith("bench: no model is better on these questions (acc_mean: a ")
     assert "pick" not in line and "-0.000" not in sections[1].tables[0].text.to_string()
     assert line.endswith("; INVALID share above 0.10 (counted wrong): a 0.40, b 0.40.")
+    report.write(sections, tmp_path / "r", header=["h"], title="t")  # the CSV without float noise
+    csv = (tmp_path / "r" / "tables" / "summary.csv").read_text()
+    assert "00000000" not in csv and "99999999" not in csv and ",-0.0," not in csv

@@ -621,6 +621,17 @@ def write(sections: list[Section], out_dir: Path, *, header: list[str], title: s
     return [out_dir / path.relative_to(fresh) for path in files]
 
 
+def clean_floats(data: pd.DataFrame) -> pd.DataFrame:
+    """The float columns rounded to 12 significant decimals and without negative zero, so that a CSV says 0.15, not
+    0.15000000000000002 or -0.0 (well below any interval's width; the exact values are in MLflow).
+
+    >>> clean_floats(pd.DataFrame({"d": [0.15000000000000002, -0.0], "m": ["a", "b"]}))["d"].tolist()
+    [0.15, 0.0]
+    """
+    floats = data.select_dtypes("float").columns
+    return data.assign(**{c: data[c].round(12) + 0.0 for c in floats}) if len(floats) else data
+
+
 def _write_files(sections: list[Section], folder: Path, *, header: list[str], title: str) -> list[Path]:
     for sub in ("tables", "plots"):
         (folder / sub).mkdir()
@@ -628,7 +639,7 @@ def _write_files(sections: list[Section], folder: Path, *, header: list[str], ti
     for section in sections:
         for table in section.tables:
             path = folder / "tables" / f"{folder_name(table.name)}.csv"
-            table.data.to_csv(path, index=False)
+            clean_floats(table.data).to_csv(path, index=False)
             written.append(path)
         for plot in section.plots:
             path = folder / "plots" / f"{folder_name(plot.name)}.png"
