@@ -240,7 +240,8 @@ def test_absent_inputs_are_skipped_with_a_reason(tmp_path):
     report.write(sections, tmp_path, header=["h"], title="t")
     # one line about the absent studies: in Markdown that line alone, in HTML a collapsed list with the reasons
     md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
-    (line,) = [line for line in md.splitlines() if line.startswith("> Note:")]
+    (line,) = [line for line in md.splitlines() if line.startswith("> Note: not in these runs")]
+    assert "> Note: every run has variants" in md  # the keys alike in every run: said once, not a column
     assert line.startswith(
         "> Note: not in these runs (no section): CoRA ranking; Rank changes between MCQA and CoRA; Repetition trials;"
     ) and line.endswith("; How many questions are enough")

@@ -20,7 +20,7 @@ import pandas as pd
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
 from src.core.records import NEAR_TIE_MARGIN, read_run_records
-from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, HEADLINE_RULE, chance_verdict
+from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, HEADLINE_RULE, INVALID_FLAG, chance_verdict, invalid_flag
 
 from . import plots, tables
 from .load import Runs, read_prompts, run_label
@@ -32,19 +32,10 @@ from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
 RUNS_TITLE = "Runs"  # the section that holds the report-wide notes
-OVERVIEW_COLUMNS = (
-    "model",
-    "benchmark",
-    "variants",
-    "temperature",
-    "fewshot",
-    "scoring",
-    "repetitions",
-    "n_questions",
-    "accuracy",
-    "invalid_rate",
-    "chance",
-)
+# The runs table's columns: what tells the runs apart (the keys shown only where they vary, the others said once
+# under the table, so that it fits a laptop screen), then what they measured
+OVERVIEW_KEYS = ("variants", "temperature", "fewshot", "scoring", "repetitions")
+OVERVIEW_COLUMNS = ("model", "benchmark", *OVERVIEW_KEYS, "n_questions", "invalid_rate", "chance")
 
 
 @dataclass
@@ -73,8 +64,10 @@ class Section:
 
 def overview(runs: Runs) -> Section:
     frame = runs.table
-    columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns]
-    data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
+    fixed = [k for k in OVERVIEW_KEYS if k in frame.columns and k not in tables.varying(frame, OVERVIEW_KEYS)]
+    columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns and c not in fixed]
+    order = [c for c in ("model", "benchmark", "variants", "temperature") if c in frame.columns]
+    data = frame.sort_values(order, kind="stable")[["run_id", *columns]]
     text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
     rows = frame.loc[data.index]
     verdicts = [chance_verdict(row) for _, row in rows.iterrows()]
@@ -91,6 +84,9 @@ def overview(runs: Runs) -> Section:
         ],
     )
     text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
+    if "invalid_rate" in text.columns:  # src/metrics/chance.py INVALID_FLAG: said beside the share
+        flagged = [bool(invalid_flag(row)) for _, row in rows.iterrows()]
+        text["invalid_rate"] = [f"{c} (high)" if f else c for c, f in zip(text["invalid_rate"], flagged)]
     at_chance = sum(bool(v and v.at_chance) for v in verdicts)
     intro = (
         f"{len(frame)} finished job runs; every table below is computed from their logged metrics "
@@ -108,10 +104,17 @@ def overview(runs: Runs) -> Section:
             data=frame,
             text=text,
             name="runs",
-            caption="runs.csv holds every logged metric of every run; accuracy judged: MCQA "
-            "(else acc mean, else accuracy) with its interval, against the chance column; " + tables.AT_CHANCE_NOTE,
+            caption="runs.csv holds every logged metric of every run; accuracy judged: acc mean in a run with "
+            "repetitions, else MCQA, else accuracy, with its interval, against the chance column; "
+            + tables.AT_CHANCE_NOTE
+            + f"; (high): an INVALID share above {INVALID_FLAG:.2f}, enough to move an accuracy by as much, since "
+            "every accuracy counts INVALID wrong",
         )
     )
+    if fixed:
+        section.notes.append(
+            "every run has " + ", ".join(f"{k} {_cell(frame[k].iloc[0])}" for k in fixed) + " (not a column)"
+        )
     section.notes += runs.skipped
     section.notes += metric_name_notes(frame, runs.metric_columns)
     section.notes += near_tie_notes(frame)
