@@ -653,80 +653,69 @@ def revas_tables(runs: pd.DataFrame) -> Built:
         title = benchmark + (f" ({label})" if label else "")
         levels = option_levels(rows.columns)
         if levels:
-            records, text_rows, index = [], [], []
-            for _, r in rows.iterrows():
-                for name, prefix in REVAS_MEASURES:
-                    values = [r.get(f"{prefix}@{n}", math.nan) for n in levels]
-                    index.append(f"{r['model']} · {name}")
-                    text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
-                    records += [
-                        {
-                            "benchmark": benchmark,
-                            "condition": label,
-                            "model": r["model"],
-                            "measure": name,
-                            "n_options": n,
-                            "value": v,
-                        }
-                        for n, v in zip(levels, values)
-                    ]
-
-            index.append("chance · Acc")
-            text_rows.append([fmt(option_count_chance(n)) for n in levels])
-            records += [
-                {
-                    "benchmark": benchmark,
-                    "condition": label,
-                    "model": "chance",
-                    "measure": "Acc",
-                    "n_options": n,
-                    "value": option_count_chance(n),
-                }
-                for n in levels
-            ]
-            text = pd.DataFrame(
-                text_rows, index=pd.Index(index, name="model · measure"), columns=[f"n={n}" for n in levels]
-            )
-            out.tables.append(
-                Table(
-                    title=f"{title}: by number of options",
-                    data=pd.DataFrame(records),
-                    text=text,
-                    name=slug("revas_options", benchmark, label),
-                    caption="Acc on the reference order, Sc = mean share of the modal answer over the "
-                    "n orders, Acc-H = right on every order; "
-                    + INTERVAL_NOTE
-                    + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options",
-                )
-            )
+            out.tables.append(_revas_options_table(rows, benchmark, label, title, levels))
         else:
             out.notes.append(
                 f"REVAS by number of options, {title}: no acc@n metrics (needs variants=revas_option_count)"
             )
         present = [(name, m) for name, m in REVAS_SUMMARY if m in rows.columns and rows[m].notna().any()]
         if present:
-            data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
-            merged = rows.to_dict("records")
-            text = pd.DataFrame(
-                {name: [judged_cell(r, m) for r in merged] for name, m in present},
-                index=pd.Index(data["model"], name="model"),
-            )
-            data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
-            data["chance"] = column_or_nan(rows, "chance").to_numpy()
-            text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
-            text["chance"] = data["chance"].map(fmt).to_numpy()
-            data.insert(0, "benchmark", benchmark)
-            data.insert(1, "condition", label)
-            out.tables.append(
-                Table(
-                    title=f"{title}: summary",
-                    data=data,
-                    text=text,
-                    name=slug("revas_summary", benchmark, label),
-                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; {AT_CHANCE_NOTE}",
-                )
-            )
+            out.tables.append(_revas_summary_table(rows, benchmark, label, title, present))
     return out
+
+
+def _revas_options_table(rows: pd.DataFrame, benchmark: str, label: str, title: str, levels: list[int]) -> Table:
+    """Acc / Sc / Acc-H by number of options of one condition, with the chance row 1/n."""
+    where = {"benchmark": benchmark, "condition": label}
+    records, text_rows, index = [], [], []
+    for _, r in rows.iterrows():
+        for name, prefix in REVAS_MEASURES:
+            values = [r.get(f"{prefix}@{n}", math.nan) for n in levels]
+            index.append(f"{r['model']} · {name}")
+            text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
+            records += [
+                {**where, "model": r["model"], "measure": name, "n_options": n, "value": v}
+                for n, v in zip(levels, values)
+            ]
+    index.append("chance · Acc")
+    text_rows.append([fmt(option_count_chance(n)) for n in levels])
+    records += [
+        {**where, "model": "chance", "measure": "Acc", "n_options": n, "value": option_count_chance(n)} for n in levels
+    ]
+    text = pd.DataFrame(text_rows, index=pd.Index(index, name="model · measure"), columns=[f"n={n}" for n in levels])
+    return Table(
+        title=f"{title}: by number of options",
+        data=pd.DataFrame(records),
+        text=text,
+        name=slug("revas_options", benchmark, label),
+        caption="Acc on the reference order, Sc = mean share of the modal answer over the "
+        "n orders, Acc-H = right on every order; "
+        + INTERVAL_NOTE
+        + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options",
+    )
+
+
+def _revas_summary_table(rows: pd.DataFrame, benchmark: str, label: str, title: str, present: list) -> Table:
+    """The REVAS summary of one condition: per model the `present` measures, INVALID and chance."""
+    data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
+    merged = rows.to_dict("records")
+    text = pd.DataFrame(
+        {name: [judged_cell(r, m) for r in merged] for name, m in present},
+        index=pd.Index(data["model"], name="model"),
+    )
+    data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
+    data["chance"] = column_or_nan(rows, "chance").to_numpy()
+    text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
+    text["chance"] = data["chance"].map(fmt).to_numpy()
+    data.insert(0, "benchmark", benchmark)
+    data.insert(1, "condition", label)
+    return Table(
+        title=f"{title}: summary",
+        data=data,
+        text=text,
+        name=slug("revas_summary", benchmark, label),
+        caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; {AT_CHANCE_NOTE}",
+    )
 
 
 # ---------------------------------------------------------------- per-question disagreements between two runs
