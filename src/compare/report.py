@@ -529,11 +529,8 @@ def anchor(title: str) -> str:
 def _contents(sections: list[Section], md: list[str], body: list[str]) -> None:
     """The table of contents: a link to every section."""
     md += [f"## {CONTENTS_TITLE}", "", *[f"- [{s.title}](#{anchor(s.title)})" for s in sections], ""]
-    body.append(
-        f"<h2>{CONTENTS_TITLE}</h2><ul>"
-        + "".join(f'<li><a href="#{anchor(s.title)}">{html.escape(s.title)}</a></li>' for s in sections)
-        + "</ul>"
-    )
+    links = " · ".join(f'<a href="#{anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
+    body.append(f"<h2>{CONTENTS_TITLE}</h2><p class=toc>{links}</p>")  # one paragraph: the decision stays in view
 
 
 def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
