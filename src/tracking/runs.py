@@ -337,13 +337,13 @@ class JobTracker:
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
-                self._call(lambda: self.client.set_tag(self.run_id, key, value))
+                self._call(lambda key=key, value=value: self.client.set_tag(self.run_id, key, value))
             self._call(lambda: self.client.set_terminated(self.run_id, status))
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
             print(
-                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); python -m src.sync "
-                f"--offline-dir {self.offline_dir} marks it once the server is back",
+                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); "
+                f"python -m src.sync --offline-dir {self.offline_dir} marks it once the server is back",
                 file=sys.stderr,
             )
 
