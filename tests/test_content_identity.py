@@ -532,8 +532,8 @@ def test_the_report_says_when_one_model_name_covers_several_weights():
         }
     )
     assert identity_notes(table) == [
-        "model ckpt: its runs were made with 2 different weights (model_identity); the "
-        "tables show the latest run of each condition"
+        "model ckpt: its runs were made with 2 different model identities (model_identity: weights or settings; "
+        "some runs logged no backend identity to tell which); the tables show the latest run of each condition"
     ]
     table.loc[3, "data_identity"] = "d2"  # the benchmark file corrected between two runs
     assert identity_notes(table)[1].startswith("benchmark medqa: its runs were made with 2 different questions")

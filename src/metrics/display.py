@@ -25,8 +25,24 @@ def fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return "–"
     if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
+        return f"{round(float(value), digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.000" for a tiny negative
     return str(value)
+
+
+# Why a metric has no value, for the places that would otherwise print `nan` (a metric left undefined is NaN)
+UNDEFINED = {
+    "rws": "undefined: no question was SURE (RWS is the share right among the SURE questions)",
+    "acc_std": "undefined: fewer than two repetitions",
+}
+
+
+def undefined_reason(metric: str) -> str:
+    """Why `metric` has no value (`UNDEFINED`), or a plain 'undefined' for one without a known reason.
+
+    >>> undefined_reason("rws")
+    'undefined: no question was SURE (RWS is the share right among the SURE questions)'
+    """
+    return UNDEFINED.get(metric, "undefined for these answers")
 
 
 def bounds(row: Row, metric: str) -> tuple[float, float] | None:
@@ -57,7 +73,7 @@ def signed(value: float | None, digits: int = 3) -> str:
     """+0.050, -0.020; an en dash when undefined."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:+.{digits}f}"
+    return f"{round(float(value), digits) + 0.0:+.{digits}f}"  # + 0.0: "+0.000", never "-0.000"
 
 
 def difference_cell(result: PairedDifference) -> str:

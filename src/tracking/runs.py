@@ -90,6 +90,33 @@ def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# The fields of a backend identity (the run's `backend` tag) that are settings of the same weights, not other
+# weights: what a model computes in (dtype, quantization) and whether prompts are wrapped in its chat template
+SETTING_FIELDS = ("dtype", "quantization", "chat")
+
+
+def identity_fields(identity: str) -> dict[str, str]:
+    """A backend identity ("hf:<weights>|gguf=<file>@sha256:<hash>|revision=None|dtype=float32|chat=True") as
+    fields; the first one names the model (and backend).
+
+    >>> identity_fields("hf:/m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True")["chat"]
+    'True'
+    """
+    first, *rest = identity.split("|")
+    return {"backend": first, **dict(part.split("=", 1) if "=" in part else (part, "") for part in rest)}
+
+
+def weights_fields(identity: str) -> dict[str, str]:
+    """The fields of a backend identity that name the weights (and the tokenizer files that come with them: a
+    GGUF holds its tokenizer, a folder's fingerprint covers its tokenizer files, a hub commit both): every field
+    but SETTING_FIELDS.
+
+    >>> weights_fields("hf:/m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True")
+    {'backend': 'hf:/m', 'gguf': 'm.gguf@sha256:aa', 'revision': 'None'}
+    """
+    return {k: v for k, v in identity_fields(identity).items() if k not in SETTING_FIELDS}
+
+
 # the content identities a job's run is tagged with (src/job/runner.py), as the rerun's line names them
 IDENTITY_TAGS = {"model_identity": "model weights", "data_identity": "benchmark data"}
 # the parts of the model's content (src/backends/weights.py), as `weights=<16 hex>,tokenizer=<16 hex>,...`: the
@@ -338,7 +365,7 @@ class JobTracker:
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
-                self._call(lambda: self.client.set_tag(self.run_id, key, value))  # noqa: B023 -- called at once, inside the loop
+                self._call(lambda key=key, value=value: self.client.set_tag(self.run_id, key, value))
             self._call(lambda: self.client.set_terminated(self.run_id, status))
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
