@@ -162,7 +162,13 @@ TARGETS = (
             "tests/test_adaptive.py",
         ),
     ),  # not test_progress_and_closing.py: its progress-bar tests need tqdm, which the check turns off
-    Target("budget", "src/backends/hf/budget.py", None, ("tests/test_batch_tokens.py",)),
+    Target(
+        "budget",
+        "src/backends/hf/budget.py",
+        None,
+        ("tests/test_batch_tokens.py", "tests/test_generation_sharing.py"),
+        keyword="test_batch_tokens or memory",
+    ),  # the memory estimates per token are checked in test_generation_sharing.py
     Target(
         "packing",
         "src/backends/hf/packing.py",
