@@ -160,6 +160,7 @@ TARGETS = (
             "tests/test_validity.py",
             "tests/test_records_unchanged.py",
             "tests/test_adaptive.py",
+            "tests/test_job_config_reads.py",
         ),
     ),  # not test_progress_and_closing.py: its progress-bar tests need tqdm, which the check turns off
     Target(

@@ -1,0 +1,47 @@
+"""What the job reads from its config that no other fast test checked (mutation run 11, docs/mutation.md).
+
+- A benchmark's own keys (`benchmark.*` other than name, path and split) reach its few-shot pool in the job
+  (src/job/runner.py `plan_items`): an lm-eval task's few-shot examples are drawn from that task's own few-shot
+  split.
+  No other fast test runs a job with few-shot examples from a benchmark with such keys (the lm-eval tier loads the
+  pool directly).
+- The level the closing block states for its intervals (src/job/runner.py `interval_level`): the config's
+  `stats.level` where intervals are logged, none where they are not (`stats.bootstrap=0`)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from .conftest import REPO
+
+TASK_DIR = REPO / "tests" / "data" / "lm_eval_task"
+
+
+def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in):
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=mcq_test_task",
+        f"benchmark.include_path={TASK_DIR}",
+        "prompt=lm_eval",
+        "variants=original",
+        "fewshot=2",
+        "limit=3",
+    )
+    shots = [
+        json.loads(line)["question"] for line in (TASK_DIR / "mcq_test_task_fewshot.jsonl").read_text().splitlines()
+    ]
+    prompts = pd.read_parquet(result.out_dir / "artifacts" / "prompts.parquet").prompt.tolist()
+    assert len(prompts) == 3
+    for prompt in prompts:  # two of the task's few-shot questions before each question
+        assert sum(question in prompt for question in shots) == 2, prompt
+
+
+def test_the_closing_blocks_level_is_the_configs_where_intervals_are_logged():
+    from src.config.schema import compose_job
+    from src.job.runner import interval_level
+
+    assert interval_level(compose_job(["stats.level=0.9"])) == 0.9
+    assert interval_level(compose_job(["stats.bootstrap=0"])) is None
