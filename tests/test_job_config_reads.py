@@ -5,6 +5,8 @@
   split.
   No other fast test runs a job with few-shot examples from a benchmark with such keys (the lm-eval tier loads the
   pool directly).
+- A misleading second stage (`variants=revas_misleading`) whose source run answered none of its questions is
+  refused in one line naming `variants.source_run` (the slow tier's test_catalog_cli.py runs the stage itself).
 - The level the closing block states for its intervals (src/job/runner.py `interval_level`): the config's
   `stats.level` where intervals are logged, none where they are not (`stats.bootstrap=0`)."""
 
@@ -13,8 +15,11 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
-from .conftest import REPO
+from src.common.errors import UserError
+
+from .conftest import REPO, needs_data
 
 TASK_DIR = REPO / "tests" / "data" / "lm_eval_task"
 
@@ -45,3 +50,18 @@ def test_the_closing_blocks_level_is_the_configs_where_intervals_are_logged():
 
     assert interval_level(compose_job(["stats.level=0.9"])) == 0.9
     assert interval_level(compose_job(["stats.bootstrap=0"])) is None
+
+
+@needs_data
+def test_a_second_stage_whose_source_run_answered_none_of_its_questions_is_refused(run_job_in):
+    source = run_job_in(
+        "model=simulated", "benchmark=synthetic", "variants=revas_true_false", "scoring=generate", "limit=4"
+    )
+    with pytest.raises(UserError, match="variants.source_run: run .* answered none of these arc_challenge questions"):
+        run_job_in(
+            "model=simulated",
+            "benchmark=arc_challenge",
+            "variants=revas_misleading",
+            f"variants.source_run={source.run_id}",
+            "limit=4",
+        )
