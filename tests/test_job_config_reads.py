@@ -12,36 +12,61 @@
 
 from __future__ import annotations
 
-import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from src.common.errors import UserError
 
-from .conftest import REPO, needs_data
-
-TASK_DIR = REPO / "tests" / "data" / "lm_eval_task"
+from .conftest import needs_data
 
 
-def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in):
+class StandInTask:
+    """What the job reads of an lm-eval task (its evaluated and few-shot documents), without lm-eval: the main suite
+    runs without the bench extra."""
+
+    OUTPUT_TYPE, multiple_input, VERSION = "multiple_choice", 0, 1.0
+    config = SimpleNamespace(test_split="test", validation_split=None, training_split=None)
+    eval_docs = [{"q": f"Asked question {i}?", "choices": ["yes", "no", "maybe"], "target": i % 3} for i in range(3)]
+
+    def fewshot_docs(self):
+        return [{"q": f"Example question {i}?", "choices": ["red", "blue"], "target": i % 2} for i in range(4)]
+
+    def doc_to_text(self, doc):
+        return f"Question: {doc['q']}\nAnswer:"
+
+    def doc_to_choice(self, doc):
+        return doc["choices"]
+
+    def doc_to_target(self, doc):
+        return doc["target"]
+
+    def dump_config(self):
+        return {"task": "stand_in"}
+
+
+def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in, monkeypatch):
+    from src.benchmarks import lm_eval
+
+    def load_task(name, include_path=None):
+        assert (name, include_path) == ("stand_in", "tasks/here"), "the job lost the benchmark's keys"
+        return StandInTask()
+
+    monkeypatch.setattr(lm_eval, "load_task", load_task)
     result = run_job_in(
         "model=simulated",
         "benchmark=lm_eval",
-        "benchmark.task=mcq_test_task",
-        f"benchmark.include_path={TASK_DIR}",
+        "benchmark.task=stand_in",
+        "benchmark.include_path=tasks/here",
         "prompt=lm_eval",
         "variants=original",
         "fewshot=2",
-        "limit=3",
     )
-    shots = [
-        json.loads(line)["question"] for line in (TASK_DIR / "mcq_test_task_fewshot.jsonl").read_text().splitlines()
-    ]
     prompts = pd.read_parquet(result.out_dir / "artifacts" / "prompts.parquet").prompt.tolist()
     assert len(prompts) == 3
     for prompt in prompts:  # two of the task's few-shot questions before each question
-        assert sum(question in prompt for question in shots) == 2, prompt
+        assert prompt.count("Example question") == 2 and prompt.count("Asked question") == 1, prompt
 
 
 def test_the_closing_blocks_level_is_the_configs_where_intervals_are_logged():
