@@ -186,6 +186,7 @@ TARGETS = (
             "tests/test_store_errors.py",
             "tests/test_offline_mode.py",
             "tests/test_reliability.py",
+            "tests/test_store_retries.py",
         ),
     ),
     Target(
