@@ -176,7 +176,9 @@ TARGETS = (
         None,
         ("tests/test_prefix_sharing.py", "tests/test_generation_sharing.py"),
     ),
-    Target("lm-eval", "src/benchmarks/lm_eval.py", None, ("tests/test_lm_eval_benchmark.py",)),
+    Target(
+        "lm-eval", "src/benchmarks/lm_eval.py", None, ("tests/test_lm_eval_benchmark.py", "tests/test_task_reading.py")
+    ),
     Target(
         "store",
         "src/tracking/store.py",

@@ -143,6 +143,10 @@ def test_memory_estimate_per_token_and_the_tokens_a_budget_holds():
 
     assert pass_bytes_per_token(smollm2_135m, torch.float32) == 46080 + (4 * 576 + 3 * 1536) * 4 + 4 * 49152
     assert pass_bytes_per_token(smollm2_135m, torch.bfloat16) == 23040 + (4 * 576 + 3 * 1536) * 2 + 4 * 49152
+    # a config that names neither kv heads nor a head dim (GPT-2's): every head keeps its keys and values, and a head
+    # is hidden_size / heads wide
+    gpt2_like = dataclasses.make_dataclass("C", ["num_hidden_layers", "num_attention_heads", "hidden_size"])(2, 4, 64)
+    assert kv_bytes_per_token(gpt2_like, torch.float32) == 2 * 2 * 4 * 16 * 4
     one_gib = tokens_for_memory(smollm2_135m, torch.float32, 1.0)
     assert 1000 < one_gib < tokens_for_memory(smollm2_135m, torch.float32, 4.0) < 4 * one_gib  # attention: quadratic
     assert tokens_for_memory(smollm2_135m, torch.float32, 1e-6) == 1  # a budget below one token still runs one
