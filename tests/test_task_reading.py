@@ -4,6 +4,7 @@ for (the main suite runs without the bench extra; the lm-eval tier runs lm-eval 
 
 - the split a task's questions are labelled with is the one lm-eval evaluates: `test_split`, else
   `validation_split`;
+- a task of benchmark.include_path is found without indexing lm-eval's registry;
 - a Hub-backed task that cannot be built offline is one line saying how to fetch its data; a task of local files is
   never held up by a probe of the Hub's network, and its build error is lm-eval's own, in one line."""
 
@@ -92,3 +93,23 @@ def test_a_task_of_local_files_is_not_held_up_by_a_hub_probe_and_its_error_is_lm
         said = unbuildable(config)
         assert said.startswith("lm_eval task t: lm-eval could not build it (OSError: could not fetch the data)")
     assert not unbuildable.probes
+
+
+def test_a_task_in_the_users_folder_is_found_without_indexing_lm_evals_registry(monkeypatch):
+    """Indexing lm-eval's ~200 registry folders takes 5-15 s on 2 cores: a task of benchmark.include_path is looked
+    up in that folder alone; a registry task in the registry with the folder."""
+
+    class StandInManager:
+        def __init__(self, include_path, include_defaults):
+            self.include_defaults = include_defaults
+            self.task_index = {"mine": include_path, **({"arc_easy": None} if include_defaults else {})}
+
+    monkeypatch.setattr(lm_eval_reader, "lm_eval_or_error", lambda: SimpleNamespace(TaskManager=StandInManager))
+    lm_eval_reader._manager.cache_clear()
+    try:
+        mine, registry = (lm_eval_reader.task_manager("tasks/here", name) for name in ("mine", "arc_easy"))
+        assert (mine.include_defaults, mine.task_index) == (False, {"mine": "tasks/here"})
+        assert registry.include_defaults and "arc_easy" in registry.task_index
+        assert lm_eval_reader.task_manager(None, "arc_easy").include_defaults
+    finally:
+        lm_eval_reader._manager.cache_clear()  # no stand-in left for a later test
