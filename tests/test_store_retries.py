@@ -1,4 +1,4 @@
-"""`with_retries` (src/tracking/store.py): a store another job holds locked is retried, and a lock that outlasts
+"""`with_retries` and `short` (src/tracking/store.py): a store another job holds locked is retried, and a lock that outlasts
 every attempt raises the store's own error after exactly those attempts. Mutation run 11 (docs/mutation.md) found the
 last attempt's check untested: `attempt == attempts + 1` let the loop run out and return None, an MLflow call taken
 for done that never happened."""
@@ -54,3 +54,12 @@ def test_an_error_that_is_no_race_is_raised_at_once():
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         store.with_retries(op, attempts=5)
     assert len(calls) == 1
+
+
+def test_a_store_error_is_shown_in_one_line_of_at_most_160_characters_from_its_cause():
+    """`short` (the store's one-line messages): the error on one line, from its last "Caused by", cut to 160."""
+    long = OSError("HTTPConnectionPool(host='mlflow', port=5000): Max retries exceeded\n Caused by " + "x" * 300)
+    said = store.short(long)
+    assert len(said) == 160 and said.endswith("...") and said.startswith("xxx") and "\n" not in said
+    assert store.short(OSError("refused\n  by   the server")) == "refused by the server"
+    assert store.short(long, limit=20) == "x" * 17 + "..."
