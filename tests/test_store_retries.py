@@ -63,3 +63,14 @@ def test_a_store_error_is_shown_in_one_line_of_at_most_160_characters_from_its_c
     assert len(said) == 160 and said.endswith("...") and said.startswith("xxx") and "\n" not in said
     assert store.short(OSError("refused\n  by   the server")) == "refused by the server"
     assert store.short(long, limit=20) == "x" * 17 + "..."
+
+
+def test_mlflows_retries_fit_the_budget_and_stop_at_ten():
+    """client_retries: as many retries as urllib3's back-off (0, 2, 4, ... s, up to 1 s of jitter each) fits in the
+    budget, at most 10 (the config allows budgets up to 600 s, 9 retries; the bound holds for any caller)."""
+    for budget in (0, 5, 20, 600, 3600):
+        retries, timeout = store.client_retries(budget)
+        assert (2**retries - 2) + (retries - 1) <= budget, budget  # the last retry fits
+        assert retries == 10 or (2 ** (retries + 1) - 2) + retries > budget, budget  # one more would not
+        assert timeout == max(5, -(-budget // (retries + 1)))
+    assert store.client_retries(3600)[0] == 10
