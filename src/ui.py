@@ -67,6 +67,8 @@ def review_runs(uri: str, experiment: str) -> list:
 
     client = MlflowClient(tracking_uri=uri)
     found = client.get_experiment_by_name(experiment)
+    if found is None:  # no such experiment: no runs to list
+        return []
     return client.search_runs([found.experiment_id], filter_string=review.JOB_RUNS_FILTER, max_results=1000)
 
 

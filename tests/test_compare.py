@@ -435,7 +435,7 @@ def test_identity_differences_are_named_by_their_cause():
     cause is said to be unknown."""
     from src.compare.load import identity_notes
 
-    gguf = "hf:/models/smollm2|gguf=SmolLM2.gguf@sha256:aa|revision=None|dtype=float32"
+    gguf = "hf|weights=sha256:aa|revision=None|dtype=float32"  # src.backends.weights: the files by content
     table = pd.DataFrame(
         {
             "model": ["smollm2_135m", "smollm2_135m"],
@@ -458,3 +458,11 @@ def test_identity_differences_are_named_by_their_cause():
         "latest run of each condition"
     ]
     assert "logged no backend identity" in identity_notes(table.drop(columns="backend"))[0]
+    # with the runs' model_content tags: the part of the files that differs is named, not taken for the weights
+    table["model_content"] = ["weights=11,tokenizer=22,chat template=33", "weights=11,tokenizer=22,chat template=44"]
+    assert identity_notes(table) == [
+        "model smollm2_135m: its runs were made with different model files (chat template); the tables show the "
+        "latest run of each condition"
+    ]
+    table.loc[1, "model_content"] = "weights=12,tokenizer=22,chat template=33"
+    assert "2 different weights" in identity_notes(table)[0]

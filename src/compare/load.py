@@ -43,6 +43,7 @@ ID_COLUMNS = (
     "model_identity",
     "data_identity",
     "backend",
+    "model_content",
 )
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
 # in the same table column (see tables.conditions)
@@ -155,6 +156,8 @@ def _row(run, experiments: dict[str, str]) -> dict:
         "data_identity": tags.get("data_identity"),
         # the backend identity in full (weights by content, then settings: dtype, chat): what model_identity hashes
         "backend": tags.get("backend"),
+        # the parts of the model's files by content (weights, tokenizer, chat template, ...; src/backends/weights.py)
+        "model_content": tags.get(tracking_runs.CONTENT_TAG),
     }
     row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
     return row
@@ -247,7 +250,7 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
     if "model_identity" in table:
         for model, rows in table.dropna(subset=["model_identity"]).groupby("model", sort=True):
             if rows["model_identity"].nunique() > 1:
-                notes.append(model_identity_note(model, rows))
+                notes.append(model_identity_note(str(model), rows))
     if "data_identity" in table:
         counts = table.dropna(subset=["data_identity"]).groupby("benchmark")["data_identity"].nunique()
         notes += [
@@ -261,10 +264,11 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
 
 def model_identity_note(model: str, rows: pd.DataFrame) -> str:
     """What differs between the identities of one model's runs, read from their `backend` tags
-    (`src.tracking.runs.weights_fields`): other weights (a checkpoint saved anew to its folder, a hub model
-    updated), or the same weights at other settings (dtype, chat: the identity hashes them too)."""
+    (`src.tracking.runs.weights_fields`): other model files (by their `model_content` tags, the parts that differ:
+    weights, tokenizer, chat template, generation config), or the same files at other settings (dtype, chat: the
+    identity hashes them too)."""
     latest = "the tables show the latest run of each condition"
-    identities = rows["backend"].dropna().unique() if "backend" in rows else []
+    identities: list[str] = list(rows["backend"].dropna().unique()) if "backend" in rows else []
     if len(identities) < rows["model_identity"].nunique():  # runs that logged no backend identity
         return (
             f"model {model}: its runs were made with {rows['model_identity'].nunique()} different model identities "
@@ -278,11 +282,25 @@ def model_identity_note(model: str, rows: pd.DataFrame) -> str:
         if len({f.get(k) for f in fields}) > 1
     ]
     if len(weights) > 1:
+        parts = _changed_parts(rows)
+        if parts and parts != ["weights"]:  # the files that differ, named: not every change is of the weights
+            return f"model {model}: its runs were made with different model files ({' and '.join(parts)}); {latest}"
         return f"model {model}: its runs were made with {len(weights)} different weights (backend identity); {latest}"
     return (
         f"model {model}: its runs used the same weights at different settings ({'; '.join(settings)}); "
         "settings are compared as they are, not as other weights"
     )
+
+
+def _changed_parts(rows: pd.DataFrame) -> list[str]:
+    """The parts of the model's files (weights, tokenizer, chat template, generation config) that differ between
+    `rows`' `model_content` tags; [] where a run logged none (older runs, hub snapshots known by their commit)."""
+    tags = list(rows["model_content"]) if "model_content" in rows else []
+    if not tags or any(not isinstance(t, str) or not t for t in tags):
+        return []
+    parts = [tracking_runs.content_parts(t) for t in tags]
+    names = dict.fromkeys(name for p in parts for name in p)
+    return [name for name in names if len({p.get(name) for p in parts}) > 1]
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:

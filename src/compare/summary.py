@@ -114,6 +114,7 @@ class Decision:
         return text + "."
 
     def _pick(self) -> str:
+        assert self.found is not None  # a pick is made only from a tested difference (not self.tie)
         return (
             f"pick {self.first['model']} (its lead on {self.metric} over {self.second['model']} is "
             f"{difference_cell(self.found)}, p_holm {_p_text(self.p_holm)})"

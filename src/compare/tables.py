@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -293,7 +294,9 @@ def rank_changes(cora: Built, paired=None) -> Built:
     on MCQA is significantly better on MCQA (the paired 95% interval of its MCQA difference lies above 0) AND
     significantly worse on CoRA (the interval of its CoRA difference lies below 0)."""
     out = Built()
-    rows, swaps, swap_rows = [], [], []
+    rows: list[dict[str, Any]] = []
+    swaps: list[Any] = []
+    swap_rows: list[dict[str, Any]] = []
     for table in cora.tables:
         ranks = table.data.pivot_table(index="model", columns="metric", values="rank")
         values = table.data.pivot_table(index="model", columns="metric", values="value")

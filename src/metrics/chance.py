@@ -221,7 +221,7 @@ def chance_tags(metrics: Metrics) -> dict[str, str]:
 INVALID_FLAG = 0.10
 
 
-def invalid_flag(metrics) -> str:
+def invalid_flag(metrics: Metrics) -> str:
     """`INVALID 0.33 of trials (above 0.10): ...` for a run whose `invalid_rate` is above INVALID_FLAG, else ''.
 
     >>> invalid_flag({"invalid_rate": 0.33})  # doctest: +ELLIPSIS

@@ -133,7 +133,12 @@ def content_tag(parts: Mapping[str, str]) -> str:
     return ",".join(f"{part}={value}" for part, value in parts.items())
 
 
-def _content_parts(tag: str | None) -> dict[str, str]:
+def content_parts(tag: str | None) -> dict[str, str]:
+    """The parts of a `model_content` tag ({} without one).
+
+    >>> content_parts("weights=ab,chat template=cd")
+    {'weights': 'ab', 'chat template': 'cd'}
+    """
     return dict(item.split("=", 1) for item in tag.split(",") if "=" in item) if tag else {}
 
 
@@ -162,7 +167,7 @@ def identity_change(run, identities: Mapping[str, str], content: str | None = No
     for tag, what in IDENTITY_TAGS.items():
         if tags.get(tag) == identities[tag]:
             continue
-        before, now = _content_parts(tags.get(CONTENT_TAG)), _content_parts(content)
+        before, now = content_parts(tags.get(CONTENT_TAG)), content_parts(content)
         parts = [p for p in dict.fromkeys([*before, *now]) if before.get(p) != now.get(p)]
         changed.append(f"model {' and '.join(parts)}" if tag == "model_identity" and before and parts else what)
     return f"{' and '.join(changed)} changed since run {run.info.run_id}: running again" if changed else None

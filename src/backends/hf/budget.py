@@ -154,7 +154,7 @@ def _field(config: Any, *names: str) -> int | None:
 def _embedding_shape(model: Any) -> tuple[int | None, int | None]:
     """(vocabulary, hidden size) from the model's input embedding, (None, None) without a model."""
     try:
-        return tuple(model.get_input_embeddings().weight.shape)  # type: ignore[return-value]
+        return tuple(model.get_input_embeddings().weight.shape)
     except (AttributeError, TypeError, ValueError):
         return None, None
 
