@@ -29,7 +29,9 @@ from src.config import hydra_adapter  # Hydra's basic sweeper is a private class
 
 # a launcher plugin's class -> the project's class that takes the same keys (hydra_plugins/)
 PROJECT_LAUNCHERS = {
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher": "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher": (
+        "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher"
+    ),
     "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher": "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher",
 }
 

@@ -34,7 +34,8 @@ def _runs(client, experiment_id: str) -> list:
 def build_tables(
     runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str
 ) -> tuple[dict[str, str], int]:
-    """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability study."""
+    """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability
+    study."""
     from .metrics import tidy_permutations  # local: loads numpy (slow import)
     from .metrics.assessment import (
         STABILITY_METRICS,

@@ -54,7 +54,8 @@ def metric_entries(doc: Path = METRICS_DOC) -> list[tuple[str, str]]:
 
     >>> import tempfile
     >>> f = Path(tempfile.mkdtemp()) / "m.md"
-    >>> _ = f.write_text("| name | meaning |\\n|---|---|\\n| `a`, `b` | both |\\n\\n| `variants=` | x |\\n| `cora` | y |\\n")
+    >>> _ = f.write_text("| name | meaning |\\n|---|---|\\n| `a`, `b` | both |\\n\\n"
+    ...                  "| `variants=` | x |\\n| `cora` | y |\\n")
     >>> metric_entries(f)
     [('a, b', 'both')]
     """

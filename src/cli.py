@@ -77,7 +77,7 @@ def check_power_args(delta: float, alpha: float, power: float) -> None:
         raise UserError(f"--power: {power:g} must be between 0 and 1 (exclusive), e.g. 0.8")
 
 
-def entry(main: Callable[[Sequence[str] | None], int]) -> None:
+def entry(main: Callable[[None], int]) -> None:  # main(None): its arguments from sys.argv
     """A command's `if __name__ == "__main__":` body: the batch process's GC tuning, then `main`, its exit code."""
     gc_tuning.tune_for_batch()
     progress.quiet_housekeeping()

@@ -4,7 +4,8 @@ Also `list` (every benchmark: source, licence, questions, present or not, checks
 (an offline `data_dir`: the Hub dataset written as the Hub's parquet layout under DIR/hub, or with `--from-raw`
 the raw files copied from `--data-dir`; each file written under a temporary name beside it and renamed when
 whole, so a killed fetch leaves nothing a run would read, and the next fetch removes what it left) and `check`
-(the raw files present against their pinned sha256s; one line per problem, exit 2). Where each benchmark is published: `src/benchmarks/hub.py`.
+(the raw files present against their pinned sha256s; one line per problem, exit 2). Where each benchmark is published:
+`src/benchmarks/hub.py`.
 
 (Also `--split` and `--path`, as `benchmark.split` / `benchmark.path`: `slots generic --path FILE`.)
 

@@ -60,7 +60,8 @@ def served_model(cfg: DictConfig) -> str:
 
 
 def check_exportable(cfg: DictConfig) -> None:
-    """A valid job config (`src.config.schema.check_config`) whose answers are generated text, which a batch API returns."""
+    """A valid job config (`src.config.schema.check_config`) whose answers are generated text, which a batch API
+    returns."""
     from src.config.schema import check_config  # local: loads hydra (slow import)
 
     check_config(cfg)

@@ -33,6 +33,101 @@ def _run_info(client, run_id: str) -> tuple[str, str]:
     return label, tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer"
 
 
+def benchmark_size(client, run_id: str, n_asked: int) -> int | None:
+    """How many questions the run's benchmark holds: the questions asked when it ran without `limit`, else counted
+    from its config.yaml with the limit removed (the benchmark's data must be here); None when not known."""
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+    from omegaconf import OmegaConf
+
+    if client.get_run(run_id).data.params.get("limit") in (None, "null", "None"):
+        return n_asked
+    from src.job.runner import job_questions  # local: loads hydra, the benchmarks (slow import)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            cfg = OmegaConf.load(client.download_artifacts(run_id, "config.yaml", tmp))
+            cfg.limit = None
+            return len(job_questions(cfg))
+        except (MlflowException, OSError, UserError, ValueError, KeyError):
+            return None
+
+
+def chance_notes(client, run_ids: list[str], labels: list[str]) -> list[str]:
+    """One line per run whose headline interval contains chance (`src.metrics.chance.chance_verdict`)."""
+    from src.metrics.chance import AT_CHANCE, chance_verdict  # local: loads numpy, pandas (slow import)
+
+    notes = []
+    for run_id, label in zip(run_ids, labels):
+        verdict = chance_verdict(client.get_run(run_id).data.metrics)
+        if verdict is not None and verdict.at_chance:
+            notes.append(
+                f"run {run_id[:8]} ({label}) is {AT_CHANCE} on {verdict.metric} ({verdict.value:.3f} "
+                f"[{verdict.lo:.3f}, {verdict.hi:.3f}], chance {verdict.chance:.3f}): more questions measure a "
+                "guesser more precisely"
+            )
+    return notes
+
+
+def _pilot(records, run_ids, info, *, intersect: bool, n_resamples: int, seed: int) -> tuple[int, dict, str]:
+    """(questions, per-question sd by metric, what was paired) of one run, or of the paired difference of two."""
+    from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
+    from .metrics.paired import paired_differences, per_question_sd, question_mismatch  # local: loads numpy
+
+    if len(run_ids) == 1:
+        decomposition = decompose(records[0], by_subjects=False, sure_rule=info[0][1])
+        sds = per_question_sd(decomposition, n_resamples=n_resamples, seed=seed)
+        return len(decomposition.question_ids), sds, ""
+    ids = [r["question_id"].dropna().astype(str).unique() for r in records]
+    mismatch = question_mismatch(*ids)
+    if mismatch:
+        if not intersect:
+            raise UserError(
+                f"--run: runs {run_ids[0]} and {run_ids[1]} asked different questions ({mismatch}); "
+                "a paired comparison needs the same questions: give --pair-intersection to pair them "
+                "on the shared ones"
+            )
+        keep = set(ids[0]) & set(ids[1])
+        if not keep:
+            raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} share no question")
+        records = [r[r["question_id"].astype(str).isin(keep)] for r in records]
+    if info[0][1] != info[1][1]:
+        raise UserError(
+            f"--run: runs {run_ids[0]} and {run_ids[1]} use different SURE rules "
+            f"({info[0][1]}, {info[1][1]}); compare runs under one rule"
+        )
+    a, b = (decompose(r, by_subjects=False, sure_rule=i[1]) for r, i in zip(records, info))
+    differences = paired_differences(a, b, n_resamples=n_resamples, seed=seed)
+    return len(a.question_ids), {name: d.sd for name, d in differences.items() if d.sd is not None}, "paired"
+
+
+def plan_rows(sds: dict, n: int, size: int | None, *, delta: float, alpha: float, power: float) -> list[dict]:
+    """One row per metric (metric, n, sd, n_needed, enough, size, detectable); metrics whose sd is the same
+    (the CoRA family of a run that asked one variant, whose values equal MCQA's) are one row, named together."""
+    from .metrics.paired import detectable_difference, questions_needed  # local: loads numpy, pandas (slow import)
+
+    rows: list[dict] = []
+    for metric, sd in sds.items():  # sd 0: the metric did not vary (every question alike): no n can be estimated
+        same = next((r for r in rows if abs(r["sd"] - sd) <= 1e-12), None)
+        if same is not None:
+            same["metric"] += f" = {metric}"
+            continue
+        needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > 1e-12 else None
+        rows.append(
+            {
+                "metric": metric,
+                "n": n,
+                "sd": sd,
+                "n_needed": needed,
+                "enough": None if needed is None else n >= needed,
+                "size": size,
+                "detectable": detectable_difference(sd, size, alpha=alpha, power=power) if size else None,
+            }
+        )
+    return rows
+
+
 def plan(
     run_ids: list[str],
     *,
@@ -44,18 +139,11 @@ def plan(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> tuple[str, list[dict]]:
-    """(heading, one row per metric: metric, n, sd, n_needed, enough) for one run or a pair of runs."""
+    """(heading, one row per metric: metric, n, sd, n_needed, enough, size, detectable) for one run or a pair of
+    runs; the heading's later lines name the runs at chance."""
     from mlflow.tracking import MlflowClient
 
     from src.core.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
-
-    from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
-    from .metrics.paired import (
-        paired_differences,
-        per_question_sd,
-        question_mismatch,
-        questions_needed,
-    )  # local: loads numpy, pandas (slow import)
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
@@ -70,53 +158,33 @@ def plan(
     records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
     client = MlflowClient(tracking_uri=tracking_uri)
     info = [_run_info(client, run_id) for run_id in run_ids]
+    n, sds, paired = _pilot(records, run_ids, info, intersect=intersect, n_resamples=n_resamples, seed=seed)
     test = f"to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with power {power:g}"
-    rows = []
-    if len(run_ids) == 1:
-        decomposition = decompose(records[0], by_subjects=False, sure_rule=info[0][1])
-        n = len(decomposition.question_ids)
-        heading = f"run {run_ids[0]} ({info[0][0]}): {n} questions; {test}"
-        sds = per_question_sd(decomposition, n_resamples=n_resamples, seed=seed)
-    else:
-        ids = [r["question_id"].dropna().astype(str).unique() for r in records]
-        mismatch = question_mismatch(*ids)
-        if mismatch:
-            if not intersect:
-                raise UserError(
-                    f"--run: runs {run_ids[0]} and {run_ids[1]} asked different questions ({mismatch}); "
-                    "a paired comparison needs the same questions: give --pair-intersection to pair them "
-                    "on the shared ones"
-                )
-            keep = set(ids[0]) & set(ids[1])
-            if not keep:
-                raise UserError(f"--run: runs {run_ids[0]} and {run_ids[1]} share no question")
-            records = [r[r["question_id"].astype(str).isin(keep)] for r in records]
-        if info[0][1] != info[1][1]:
-            raise UserError(
-                f"--run: runs {run_ids[0]} and {run_ids[1]} use different SURE rules "
-                f"({info[0][1]}, {info[1][1]}); compare runs under one rule"
-            )
-        a, b = (decompose(r, by_subjects=False, sure_rule=i[1]) for r, i in zip(records, info))
-        n = len(a.question_ids)
+    size = min((s for s in (benchmark_size(client, r, n) for r in run_ids) if s is not None), default=None)
+    of = f" of the benchmark's {size}" if size is not None and size != n else ""
+    if paired:
         heading = (
-            f"runs {run_ids[0]} ({info[0][0]}) - {run_ids[1]} ({info[1][0]}), paired: {n} shared questions; {test}"
+            f"runs {run_ids[0]} ({info[0][0]}) - {run_ids[1]} ({info[1][0]}), paired: {n} shared questions{of}; {test}"
         )
-        sds = {
-            name: d.sd
-            for name, d in paired_differences(a, b, n_resamples=n_resamples, seed=seed).items()
-            if d.sd is not None
-        }
-    for metric, sd in sds.items():  # sd 0: the metric did not vary (every question alike): no n can be estimated
-        needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > 1e-12 else None
-        rows.append(
-            {"metric": metric, "n": n, "sd": sd, "n_needed": needed, "enough": None if needed is None else n >= needed}
-        )
+    else:
+        heading = f"run {run_ids[0]} ({info[0][0]}): {n} questions{of}; {test}"
+    rows = plan_rows(sds, n, size, delta=delta, alpha=alpha, power=power)
     if not rows:
         raise UserError(
             f"--run: no headline metric of {', '.join(run_ids)} has {20} or more questions behind it "
             "to estimate its variance from"
         )
-    return heading, rows
+    notes = chance_notes(client, run_ids, [i[0] for i in info])
+    return "\n".join([heading, *notes]), rows
+
+
+def _verdict(r: dict) -> str:
+    """yes; no (N more); or, beyond the benchmark's size, what all of it would detect."""
+    if r["enough"]:
+        return "yes"
+    if r.get("size") is not None and r["n_needed"] > r["size"]:
+        return f"no: not reachable on this benchmark; {r['detectable']:.3f} detectable with all {r['size']} questions"
+    return f"no ({r['n_needed'] - r['n']} more)"
 
 
 def format_rows(rows: list[dict]) -> list[str]:
@@ -129,8 +197,7 @@ def format_rows(rows: list[dict]) -> list[str]:
                 f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {'–':>9}  – (no variation in this run)"
             )
             continue
-        verdict = "yes" if r["enough"] else f"no ({r['n_needed'] - r['n']} more)"
-        lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {r['n_needed']:>9}  {verdict}")
+        lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {r['n_needed']:>9}  {_verdict(r)}")
     return lines
 
 

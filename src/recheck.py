@@ -131,19 +131,12 @@ def compare_records(logged: pd.DataFrame, rerun: pd.DataFrame) -> Comparison:
     return out
 
 
-def _identity_fields(identity: str) -> dict[str, str]:
-    """A backend identity ("hf:<weights>|gguf=<file>@sha256:<hash>|revision=None|dtype=float32|chat=True") as
-    fields; the first one names the model (and backend)."""
-    first, *rest = identity.split("|")
-    return {"backend": first, **dict(part.split("=", 1) if "=" in part else (part, "") for part in rest)}
-
-
 def provenance_differences(tags: Mapping[str, str], identity: str, commit: str, data: str | None = None) -> list[str]:
     """What differs between where the run was made and here, as refusal reasons: the backend identity's fields
     (weights hash, dtype, ...), the questions' content identity (`data`, the run's `data_identity` tag) and the
     code's git commit (not checked where either is unknown)."""
-    logged = _identity_fields(tags.get("backend", ""))
-    here = _identity_fields(identity[:5000])
+    logged = runs.identity_fields(tags.get("backend", ""))
+    here = runs.identity_fields(identity[:5000])
     reasons = [
         f"other {IDENTITY_NAMES.get(k, k)} (run {logged.get(k, 'none')}, here {here.get(k, 'none')})"
         for k in dict.fromkeys([*logged, *here])

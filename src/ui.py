@@ -2,9 +2,10 @@
 MLflow UI, opened where they are.
 
 Starts `mlflow ui` for the store on 127.0.0.1 (a free port unless `--port`; without MLflow's GenAI job runner,
-`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view (job runs only,
-by name, headline columns first: MCQA or accuracy with its bounds and chance, then CoRA, RWS and S/T, the
-fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves until Ctrl-C.
+`src.tracking.names.SERVER_ENV`), waits until it answers, prints the address of the experiment's review view
+(job runs only, by name, headline columns first: MCQA or accuracy with its bounds and chance, acc mean, then CoRA,
+RWS and S/T, the fluctuation rate as the studies have them; `src.tracking.review.review_metric_names`) and serves
+until Ctrl-C.
 
 `--screenshot FILE` is for headless use: it loads that address in headless Chromium (the system's, driven by
 Playwright: `pip install -e ".[browser]"`) in a 1,400 x 900 window, writes the PNG, prints one JSON line (the
@@ -60,6 +61,53 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     return review.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs], note
 
 
+def review_runs(uri: str, experiment: str) -> list:
+    """The experiment's job runs (`review_address` has checked the store and the experiment)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:  # no such experiment: no runs to list
+        return []
+    return client.search_runs([found.experiment_id], filter_string=review.JOB_RUNS_FILTER, max_results=1000)
+
+
+REVIEW_KEYS = ("model", "benchmark", "variants", "temperature", "scoring")  # tags that tell job runs apart
+
+
+def runs_lines(runs) -> list[str]:
+    """The review view in the terminal: one line per job run (MLflow `Run`s) with the keys that vary among them
+    (REVIEW_KEYS, the others said once), its headline with its interval rounded and its verdict
+    (`src.metrics.chance.chance_verdict`: acc mean in a run with repetitions, else MCQA, else accuracy), a high
+    INVALID share; what "indistinguishable from chance" means is said once, under the lines."""
+    from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict, invalid_flag  # local: loads numpy
+
+    if not runs:
+        return []
+    tags = [r.data.tags for r in runs]
+    varying = [k for k in REVIEW_KEYS if len({t.get(k) for t in tags}) > 1] or ["model"]
+    fixed = [f"{k} {tags[0].get(k)}" for k in REVIEW_KEYS if k not in varying and tags[0].get(k) is not None]
+    rows, at_chance = [], False
+    for run, tag in sorted(zip(runs, tags), key=lambda pair: [str(pair[1].get(k)) for k in varying]):
+        metrics = run.data.metrics
+        verdict = chance_verdict(metrics)
+        headline = "–"
+        if verdict is not None:
+            bounds = f" [{verdict.lo:.3f}, {verdict.hi:.3f}]" if verdict.lo is not None else ""
+            headline = f"{verdict.metric} {verdict.value:.3f}{bounds} {verdict.short()}".rstrip()
+            at_chance |= bool(verdict.at_chance)
+        flag = f"  INVALID {metrics['invalid_rate']:.2f} (high)" if invalid_flag(metrics) else ""
+        rows.append([run.info.run_id[:8], *(str(tag.get(k, "–")) for k in varying), headline + flag])
+    widths = [max(len(r[i]) for r in [["run", *varying, "headline"], *rows]) for i in range(len(varying) + 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(["run", *varying], widths)) + "  headline [95%], vs chance"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    if fixed:
+        lines.append("every run: " + ", ".join(fixed))
+    if at_chance:
+        lines.append(f"{AT_CHANCE}: {AT_CHANCE_MEANING}")
+    return lines
+
+
 def window_check(page: dict, run_names: list[str]) -> dict:
     """What the window shows of the review view (`screenshot`'s answer): the job runs listed, the headline columns
     whose header lies inside the window, and the failed checks (none: all hold)."""
@@ -96,7 +144,9 @@ def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(  # the whole docstring, as written: what it starts, prints and refuses
+        prog="python -m src.ui", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_tracking_flags(parser, experiment="MLflow experiment (tracking.experiment)", default=DEFAULT_EXPERIMENT)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument(
@@ -141,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt of its own (it would serve on)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             print(f"review view: {url}", flush=True)
+            for line in runs_lines(review_runs(args.tracking_uri, args.experiment)):  # what tells the runs apart
+                print(line, file=sys.stderr, flush=True)
             if note:
                 print(note, file=sys.stderr, flush=True)
             print(

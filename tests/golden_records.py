@@ -2,8 +2,8 @@
 
 `JOBS` names each job by its overrides. `python -m tests.golden_records --write` runs each through the command
 line (`python -m src.run`) and stores its records and metrics under tests/data/golden/; the test
-`tests/test_records_unchanged.py` runs the same jobs in-process and compares (`--check` compares through the command line). Write the files anew only when a
-change is meant to alter answers, and say so in the commit.
+`tests/test_records_unchanged.py` runs the same jobs in-process and compares (`--check` compares through the command
+line). Write the files anew only when a change is meant to alter answers, and say so in the commit.
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ def _kernels(names: list[str]) -> int:
     names = names or sorted(REAL_MODEL_JOBS)
     here = {name: pd.DataFrame(_cli_job(name)["records"]) for name in names}
     for name in names:
-        print(f"{name}, default kernels: near-ties {'%d of %d' % near_ties(here[name])}")
+        print(f"{name}, default kernels: near-ties {'{} of {}'.format(*near_ties(here[name]))}")
     for label, kernels in [("stored golden", None), *KERNEL_SETTINGS.items()]:
         for name in names:
             other = stored(name) if kernels is None else _cli_job(name, kernels)

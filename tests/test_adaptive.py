@@ -1,5 +1,6 @@
-"""Adaptive repetitions (src/answering/adaptive.py): a prompt stops once its repetition cell is settled, and the SURE/UNSURE x
-right/wrong cells, RWS and S/T equal the full run's, under both SURE rules; the trials asked are the full run's."""
+"""Adaptive repetitions (src/answering/adaptive.py): a prompt stops once its repetition cell is settled, and the
+SURE/UNSURE x right/wrong cells, RWS and S/T equal the full run's, under both SURE rules; the trials asked are the full
+run's."""
 
 from __future__ import annotations
 

@@ -89,7 +89,10 @@ def test_stability_is_zero_for_a_model_that_never_fluctuates():
 
 def test_stability_matches_an_independent_reading():
     # q1 always right; q2 picks whatever its first slot shows
-    answer_of = lambda q, order: 0 if q == "q1" else order[0]
+
+    def answer_of(q, order):
+        return 0 if q == "q1" else order[0]
+
     table = stability(full_records(answer_of), n_draws=20, seed=5).set_index(["draw", "metric"])
     every = list(itertools.permutations(range(3)))
     for draw, size in (("pairs", 2), ("tuples", 3)):

@@ -11,13 +11,14 @@ import functools
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from src.backends.base import SamplingParams  # noqa: E402
 from src.backends.batch_tokens import CPU_BATCH_TOKENS  # noqa: E402
-from src.backends.hf.budget import TokenBudget, fit, is_out_of_memory  # noqa: E402
+from src.backends.hf.budget import GROW_AFTER, TokenBudget, fit, is_out_of_memory, run_in_batches  # noqa: E402
 from src.common.errors import UserError  # noqa: E402
 from tests.golden_records import canonical  # noqa: E402
 
@@ -28,17 +29,19 @@ LIMIT = 1500  # token positions one pass of the double may feed
 
 @pytest.fixture
 def runs_out_above(monkeypatch):
-    """`runs_out_above(limit)`: from then on, a pass of the llama feeding more than `limit` positions raises CUDA's
-    out-of-memory error before computing anything; returns the list of (tokens, ran) of every pass."""
+    """`runs_out_above(limit, after=0)`: from then on, a pass of the llama feeding more than `limit` positions (once
+    `after` passes have run) raises CUDA's out-of-memory error before computing anything; returns the list of
+    (tokens, ran) of every pass."""
     passes: list[tuple[int, bool]] = []
     original = transformers.LlamaForCausalLM.forward
 
-    def install(limit: int) -> list[tuple[int, bool]]:
+    def install(limit: int, after: int = 0) -> list[tuple[int, bool]]:
         @functools.wraps(original)
         def forward(self, input_ids=None, **kwargs):
             tokens = int(input_ids.numel())
-            passes.append((tokens, tokens <= limit))
-            if tokens > limit:
+            fits = tokens <= limit or sum(ran for _, ran in passes) < after
+            passes.append((tokens, fits))
+            if not fits:
                 raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate a pass of {tokens} tokens")
             return original(self, input_ids=input_ids, **kwargs)
 
@@ -80,7 +83,7 @@ def test_auto_settles_on_the_largest_passing_budget_and_keeps_every_record(
         *JOB,
         f"model.path={tiny_model_dir}",
         f"scoring={scoring}",
-        f"+model.share_prefix={share_prefix}",
+        f"model.share_prefix={share_prefix}",
         "model.batch_size=null",
         *sampling,
     )
@@ -144,16 +147,68 @@ def test_fit_keeps_rows_times_the_widest_within_the_budget():
     assert fit(widths, 1000, width=lambda w: w, rows=lambda w: 1, max_units=4) == 4
 
 
-def test_budget_defaults_by_device_and_halves_to_what_was_tried():
+def test_budget_defaults_by_device_halves_from_the_budget_in_force_and_grows_back():
     cpu = TokenBudget(None, name="m")
     assert cpu.resolve(torch.device("cpu"), lambda: 1) == CPU_BATCH_TOKENS  # measured fastest on the main job
     auto = TokenBudget("auto", name="m")
     start = auto.resolve(torch.device("cpu"), lambda: 10**12)  # a huge token: the floor
     assert start == 256
-    auto.shrink(100)  # a short batch at the queue's end failed: half of what it fed, not of the budget
-    assert (auto.tokens, auto.recoveries) == (50, 1)
+    auto.shrink(100)  # nothing ran yet: the budget was too large; halved from 256 until below what failed
+    assert (auto.tokens, auto.ceiling, auto.recoveries) == (64, 64, 1)
+    fixed = TokenBudget(1024, name="m")
+    fixed.fitted_pass(1000)
+    fixed.shrink(100)  # a short batch failed after larger passes ran: halved from the budget in force, not from 100
+    assert (fixed.tokens, fixed.ceiling) == (64, 1024)
+    for _ in range(GROW_AFTER - 1):
+        fixed.fitted_pass(60)
+    assert fixed.tokens == 64
+    fixed.fitted_pass(60)  # a run of passes that all fit: doubled, and so on up to the ceiling
+    assert (fixed.tokens, fixed.doublings) == (128, 1)
+    for _ in range(10 * GROW_AFTER):
+        fixed.fitted_pass(60)
+    assert (fixed.tokens, fixed.doublings) == (1024, 4)
     auto.shrink(1)
     assert auto.tokens == 1
+    fixed.new_job()  # the next job on a reused backend: from the ceiling, with its own counts
+    assert (fixed.tokens, fixed.recoveries, fixed.doublings) == (1024, 0, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    widths=st.lists(st.integers(1, 40), min_size=1, max_size=30),
+    rows=st.integers(1, 3),
+    room=st.integers(0, 400),
+    start=st.integers(1, 2000),
+)
+def test_run_in_batches_gives_every_unit_once_in_order_whatever_runs_out(widths, rows, room, start):
+    """A double that runs out of memory above `limit` tokens: every unit leaves once, in order, only from passes
+    that fit, and a budget set from the start to where the recovery settled never runs out (each unit fits alone:
+    `room` tokens above the widest)."""
+    limit = rows * max(widths) + room
+    budget = TokenBudget(start, name="m")
+    ran: list[int] = []
+
+    def run(batch):
+        tokens = rows * len(batch) * max(batch)
+        if tokens > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
+        ran.append(tokens)
+        return list(batch)
+
+    out = [
+        u
+        for batch, result in run_in_batches(budget, list(widths), run, width=lambda u: u, rows=lambda u: rows)
+        for u in result
+    ]
+    assert out == widths and all(tokens <= limit for tokens in ran)
+    assert budget.tokens <= budget.ceiling <= start
+    settled = TokenBudget(budget.tokens, name="m")
+    again = [
+        u
+        for _, result in run_in_batches(settled, list(widths), run, width=lambda u: u, rows=lambda u: rows)
+        for u in result
+    ]
+    assert again == widths and settled.recoveries == 0
 
 
 @pytest.mark.parametrize("value", ["lots", 0, -4, 1.5, True])
@@ -190,3 +245,96 @@ def test_several_packs_in_one_pass_score_as_one_pack_per_pass(tiny_model_dir, ke
     for a, b in zip(many.score_options(reqs), one.score_options(reqs)):
         assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
     assert several and max(several) > 1, "several packs went to one pass"
+
+
+def packed_backend(tiny_model_dir, *, budget, pack_tokens=1024):
+    """The tiny llama packing prefixes under a token budget, its packing check already done on one prompt (so the
+    double counts only the passes under test)."""
+    from .test_prefix_sharing import variant_requests
+
+    backend = tiny(tiny_model_dir, batch_size=None)
+    backend.pack_tokens, backend.budget = pack_tokens, TokenBudget(budget, name="tiny")
+    backend.score_labels(variant_requests()[:1])
+    return backend
+
+
+def test_wrong_answers_after_an_out_of_memory_recovery(tiny_model_dir, runs_out_above):
+    """Issue 50's class "wrong answers after an out-of-memory recovery": after a pass of two packs fits, the next
+    pass of packs runs out of memory, and the pending packs (8 prompts, none in its first place) are packed again;
+    every answer must equal a run that never ran out of memory (packing.py `repacked` maps the new packs' members
+    back to request indices)."""
+    from .test_prefix_sharing import variant_requests
+
+    reqs = variant_requests()
+    want_labels = packed_backend(tiny_model_dir, budget=600, pack_tokens=300).score_labels(reqs)
+    want_options = packed_backend(tiny_model_dir, budget=600, pack_tokens=300).score_options(reqs)
+    labels, options = (packed_backend(tiny_model_dir, budget=600, pack_tokens=300) for _ in range(2))
+    passes = runs_out_above(500, after=1)  # the first pass (two packs, 572 tokens) fits, the second (540) does not
+    got = labels.score_labels(reqs)
+    assert [ran for _, ran in passes[:2]] == [True, False] and labels.budget.recoveries == 1
+    for a, b in zip(got, want_labels):
+        assert a.probs == pytest.approx(b.probs, abs=1e-6) and a.mass == pytest.approx(b.mass, abs=1e-6)
+    passes.clear()  # the same for option texts: the first pass fits, a later one does not
+    for a, b in zip(options.score_options(reqs), want_options):
+        assert a.loglik == pytest.approx(b.loglik, abs=1e-5)
+    assert options.budget.recoveries >= 1
+
+
+def test_a_pack_that_could_be_split_is_split_instead_of_stopping_the_job(tiny_model_dir, runs_out_above):
+    """Issue 50's class "a pack that could be split stops the job instead": all 17 prompts make one 767-token pack,
+    alone in its pass, which runs out of memory above 600 tokens; `run_in_batches` must let the repack split it
+    (packs of 509 and 385 tokens under the halved budget) rather than stop as for one prompt that cannot be split."""
+    from .test_prefix_sharing import variant_requests
+
+    reqs = variant_requests()
+    want = packed_backend(tiny_model_dir, budget=1024).score_labels(reqs)
+    backend = packed_backend(tiny_model_dir, budget=1024)
+    passes = runs_out_above(600)
+    got = backend.score_labels(reqs)
+    assert passes[0] == (767, False) and all(ran for _, ran in passes[1:]) and backend.budget.tokens == 512
+    for a, b in zip(got, want):
+        assert a.probs == pytest.approx(b.probs, abs=1e-6)
+
+
+@pytest.mark.parametrize("limit", [300, 900])
+def test_recovered_answers_equal_a_run_given_the_settled_budget_from_the_start(tiny_model_dir, runs_out_above, limit):
+    """auto under a double that runs out above `limit` tokens, on labels (packed and padded), options and
+    generation: the same answers as a backend given, from the start, the budget the recovery settled on."""
+    params = SamplingParams(n=3, temperature=1.0, max_new_tokens=4)
+
+    def answers(backend):
+        out = [backend.score_labels(requests()), backend.score_options(requests())]
+        backend.share_prefix = False  # padded rows too
+        return [*out, backend.score_labels(requests()), backend.generate(requests(), params)]
+
+    auto = tiny(tiny_model_dir, batch_size=None)
+    auto.budget = TokenBudget("auto", name="tiny")
+    passes = runs_out_above(limit)
+    got = answers(auto)
+    assert auto.budget.recoveries >= 1 and any(not ran for _, ran in passes)
+    passes.clear()
+    settled = tiny(tiny_model_dir, batch_size=None)
+    settled.budget = TokenBudget(auto.budget.tokens, name="tiny")
+    want = answers(settled)
+    assert all(ran for _, ran in passes) and settled.budget.recoveries == 0
+    for a, b in zip([*got[0], *got[2]], [*want[0], *want[2]]):
+        assert a.probs == pytest.approx(b.probs, abs=1e-5)
+    for a, b in zip(got[1], want[1]):
+        assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
+    assert got[3] == want[3]
+
+
+@pytest.mark.slow  # two jobs of the tiny model, ~10 s each on 2 cores
+def test_a_sweep_on_one_reused_backend_logs_each_jobs_own_recoveries(run_job_in, tiny_model_dir, runs_out_above):
+    from mlflow.tracking import MlflowClient
+
+    from src.job import runner
+
+    passes = runs_out_above(LIMIT)
+    jobs = run_job_in.sweep(
+        *JOB, f"model.path={tiny_model_dir}", "scoring=cloze_shown", "model.max_batch_tokens=auto", "seed=1,2"
+    )
+    assert len(jobs) == 2 and len(runner._LOADED) == 1, "one backend served both jobs"
+    params = [MlflowClient(job.tracking_uri).get_run(job.run_id).data.params for job in jobs]
+    halvings = [int(p.get("batch_token_halvings", 0)) for p in params]
+    assert halvings[0] >= 1 and sum(halvings) == sum(not ran for _, ran in passes), "each pass that failed, once"

@@ -140,3 +140,46 @@ def test_one_shown_option_is_always_right_and_none_has_no_chance():
     assert trial_chance(1) == 1.0 and trial_chance(2) == 0.5 and math.isnan(trial_chance(0))
     assert option_count_chance(5) == pytest.approx(0.2, abs=1e-12)
     assert trial_chance(2, "multi_select") == pytest.approx(1 / 3, abs=1e-12)
+
+
+def test_a_high_invalid_share_and_an_undefined_metric_are_said_where_the_verdict_is(monkeypatch):
+    """A repetition run whose answers are mostly unparsed and never SURE: the closing block names its INVALID share
+    (above INVALID_FLAG) and says why RWS has no value instead of printing nan; the review view's chance column and
+    the run's description say the same; in a sweep the meaning of 'indistinguishable from chance' is said once."""
+    from src.metrics.chance import INVALID_FLAG
+    from src.tracking import closing
+    from src.tracking.review import run_description
+
+    rows = []
+    for i in range(N_QUESTIONS):  # four repetitions: INVALID twice, then two different options: nothing SURE
+        for r, answer in enumerate([None, None, 0, 1]):
+            rows.append(trial(f"q{i:03d}", answer=answer, repetition=r))
+    metrics = compute_metrics(records(rows), intervals=200)
+    metrics.update(chance_levels(records(rows)))
+    assert metrics["invalid_rate"] == pytest.approx(0.5) and metrics["invalid_rate"] > INVALID_FLAG
+    assert math.isnan(metrics["rws"])
+    lines = judged_lines(metrics, ["acc_mean", "rws", "st"])
+    assert "  rws       undefined: no question was SURE (RWS is the share right among the SURE questions)" in lines
+    assert not any("nan" in line for line in lines)
+    assert any(line.startswith(f"  INVALID 0.500 of trials (above {INVALID_FLAG:.2f})") for line in lines)
+    assert chance_tags(metrics)["chance"].endswith(f"; INVALID 0.50 (above {INVALID_FLAG:.2f})")
+    assert chance_verdict(metrics).metric == "acc_mean"  # a run with repetitions is judged by their mean
+    note = run_description(
+        model="m",
+        benchmark="b",
+        variants="original",
+        scoring="generate",
+        temperature=1.0,
+        repetitions=4,
+        n_questions=N_QUESTIONS,
+        limit=None,
+        metrics=metrics,
+        level=0.95,
+    )
+    assert "INVALID 0.500 of trials" in note and "rws undefined: no question was SURE" in note
+
+    at = {"mcqa": 0.23, "mcqa_lo": 0.158, "mcqa_hi": 0.322, "chance": 0.226}
+    monkeypatch.setattr(closing, "_EXPLAINED", [])
+    first, second = (judged_lines(at, ["mcqa"], once=True)[-1] for _ in range(2))
+    assert "consistency metrics" in first and "consistency metrics" not in second and "said above" in second
+    assert "consistency metrics" in judged_lines(at, ["mcqa"])[-1]  # a single job always says it

@@ -240,7 +240,8 @@ def test_absent_inputs_are_skipped_with_a_reason(tmp_path):
     report.write(sections, tmp_path, header=["h"], title="t")
     # one line about the absent studies: in Markdown that line alone, in HTML a collapsed list with the reasons
     md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
-    (line,) = [line for line in md.splitlines() if line.startswith("> Note:")]
+    (line,) = [line for line in md.splitlines() if line.startswith("> Note: not in these runs")]
+    assert "> Note: every run has variants" in md  # the keys alike in every run: said once, not a column
     assert line.startswith(
         "> Note: not in these runs (no section): CoRA ranking; Rank changes between MCQA and CoRA; Repetition trials;"
     ) and line.endswith("; How many questions are enough")
@@ -324,6 +325,8 @@ def test_smoke_html_embeds_every_plot(smoke_report):
         if ref.startswith("data:"):
             assert ref.startswith("data:image/png;base64,")
             assert base64.b64decode(ref.split(",", 1)[1]).startswith(PNG)
+        elif ref.startswith("#"):  # the contents: a link to a heading of the page
+            assert f'id="{ref[1:]}"' in html, f"<{tag}> refers to {ref}, no heading has that id"
         else:  # anything not embedded must be a file of the report folder
             assert (smoke_report / ref).is_file(), f"<{tag}> refers to {ref}, which does not exist"
 
@@ -424,3 +427,42 @@ def test_cli_missing_experiment_is_one_line_and_exit_2(smoke_store):
     proc = run_module("src.compare", "--experiment", "no-such-sweep", "--tracking-uri", smoke_store.uri, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: --experiment: no experiment")
+
+
+def test_identity_differences_are_named_by_their_cause():
+    """Two runs of one model at different chat settings (the same GGUF): no 'different weights' line, the settings
+    named; other weights under the same name: 'different weights'; runs that logged no backend identity: the
+    cause is said to be unknown."""
+    from src.compare.load import identity_notes
+
+    gguf = "hf|weights=sha256:aa|revision=None|dtype=float32"  # src.backends.weights: the files by content
+    table = pd.DataFrame(
+        {
+            "model": ["smollm2_135m", "smollm2_135m"],
+            "benchmark": ["synthetic"] * 2,
+            "backend": [f"{gguf}|chat=True", f"{gguf}|chat=False"],
+            "data_identity": ["d1", "d1"],
+        }
+    )
+    table["model_identity"] = table["backend"].map(hash)
+    (note,) = identity_notes(table)
+    assert "different weights" not in note
+    assert note == (
+        "model smollm2_135m: its runs used the same weights at different settings (chat False, True); settings are "
+        "compared as they are, not as other weights"
+    )
+    table.loc[1, "backend"] = table.loc[1, "backend"].replace("sha256:aa", "sha256:bb")
+    table["model_identity"] = table["backend"].map(hash)
+    assert identity_notes(table) == [
+        "model smollm2_135m: its runs were made with 2 different weights (backend identity); the tables show the "
+        "latest run of each condition"
+    ]
+    assert "logged no backend identity" in identity_notes(table.drop(columns="backend"))[0]
+    # with the runs' model_content tags: the part of the files that differs is named, not taken for the weights
+    table["model_content"] = ["weights=11,tokenizer=22,chat template=33", "weights=11,tokenizer=22,chat template=44"]
+    assert identity_notes(table) == [
+        "model smollm2_135m: its runs were made with different model files (chat template); the tables show the "
+        "latest run of each condition"
+    ]
+    table.loc[1, "model_content"] = "weights=12,tokenizer=22,chat template=33"
+    assert "2 different weights" in identity_notes(table)[0]

@@ -84,6 +84,76 @@ def test_new_weights_saved_to_the_same_folder_run_again_with_their_own_numbers(
         assert records(again)["cache_hit"].all() and probs(again) == pytest.approx(probs(new), abs=1e-9)
 
 
+@pytest.mark.slow
+def test_the_same_files_anywhere_are_the_same_model_and_a_changed_part_is_named(
+    run_job_in, tmp_path, capsys, own_models_cache
+):
+    """Resume finds the run of the same files: with a trailing slash, with a log, an optimizer state and a training
+    checkpoint added beside them, and in a renamed folder (one line says so); with `resume=false` the renamed
+    folder's answers all come from the cache. Only generation_config.json changed: the line names it."""
+    folder = tmp_path / "last"
+    save_tiny_model(folder, seed=0)
+
+    def job(path, *extra):
+        args = ["model=hf", f"model.path={path}", "model.name=ckpt", "model.dtype=float32", "benchmark=synthetic"]
+        return run_job_in(*args, "limit=4", "scoring=logprob", *extra)
+
+    first = job(folder)
+    assert job(f"{folder}/").run_id == first.run_id  # a trailing slash: the same folder, the same run
+    (folder / "train.log").write_text("step 10 loss 1.0")
+    (folder / "optimizer.pt").write_bytes(b"0" * 128)
+    (folder / "checkpoint-10").mkdir()
+    (folder / "checkpoint-10" / "model.safetensors").write_bytes(b"1" * 128)
+    again = job(folder)
+    assert again.skipped and again.run_id == first.run_id
+    moved = folder.rename(tmp_path / "renamed")
+    capsys.readouterr()
+    found = job(moved)
+    said = [line for line in capsys.readouterr().err.splitlines() if "model files unchanged" in line]
+    assert found.skipped and found.run_id == first.run_id
+    assert said == [
+        f"model files unchanged since run {first.run_id}, made with them at {folder}: reused (resume=false "
+        "runs it again)"
+    ]
+    rerun = job(moved, "resume=false")
+    assert records(rerun)["cache_hit"].all() and probs(rerun) == pytest.approx(probs(first), abs=1e-9)
+    config = moved / "generation_config.json"
+    config.write_text(config.read_text().replace("}", ', "temperature": 0.5}', 1) if config.exists() else "{}")
+    capsys.readouterr()
+    changed = job(moved)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "running again" in line]
+    assert not changed.skipped and lines == [f"model generation config changed since run {rerun.run_id}: running again"]
+
+
+@pytest.mark.slow
+def test_weights_saved_during_a_run_stop_it_before_any_answer_is_stored(
+    run_job_in, tmp_path, monkeypatch, own_models_cache
+):
+    """A training loop saves new weights into the folder while a job runs on it: the job stops in one line (exit 2
+    from the command line), no answer goes into the response cache, its run ends FAILED, and a rerun runs again."""
+    from src.answering.cache import ResponseCache
+    from src.backends.hf import HFBackend
+    from src.common.errors import UserError
+
+    folder = tmp_path / "last"
+    save_tiny_model(folder, seed=0)
+    answer = HFBackend.score_labels
+
+    def while_training(self, *args, **kwargs):
+        scores = answer(self, *args, **kwargs)  # computed by the weights loaded, seed 0
+        save_tiny_model(folder, seed=1)  # then the trainer writes seed 1 into the folder
+        return scores
+
+    monkeypatch.setattr(HFBackend, "score_labels", while_training)
+    job = ["model=hf", f"model.path={folder}", "model.name=ckpt", "model.dtype=float32", "benchmark=synthetic"]
+    with pytest.raises(UserError) as stopped:
+        run_job_in(*job, "limit=4", "scoring=logprob")
+    assert "weights changed" in str(stopped.value) and "before storing" in str(stopped.value)
+    assert len(ResponseCache(tmp_path / "cache.db")) == 0
+    _, runs = mlflow_runs(run_job_in.store_uri)
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
 def write_file(path: Path, answers: list[int]) -> None:
     rows = [
         {
@@ -270,8 +340,13 @@ def test_a_system_fingerprint_that_changes_while_a_sweep_runs_is_said_once(model
 # -- weights by content: a folder read once, a hub id by its commit ---------------------------------------------
 
 
-def test_a_folder_is_hashed_once_by_path_size_and_mtime(tmp_path, own_models_cache):
+def test_weights_copied_over_with_their_times_put_back_are_hashed_again(tmp_path, own_models_cache):
+    """Same-size weights of another model written over the first, then their times restored (`os.utime`, what
+    `touch -r`, `rsync -a` and `tar x` do) or copied with `cp -p`: another model, though size and mtime are the
+    old ones (its ctime is new: no program can set it back)."""
     import os
+    import shutil
+    import subprocess
 
     from src.backends import weights
 
@@ -280,18 +355,133 @@ def test_a_folder_is_hashed_once_by_path_size_and_mtime(tmp_path, own_models_cac
     shard = folder / "model.safetensors"
     shard.write_bytes(b"a" * 64)
     first = weights.folder_fingerprint(folder)
+    assert weights.folder_fingerprint(folder) == first  # unchanged: the same (from the hash index)
     stat = shard.stat()
-    shard.write_bytes(b"b" * 64)  # same size; its mtime put back: the remembered hash is used, nothing read
+    shard.write_bytes(b"b" * 64)  # same size, its times put back
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert weights.folder_fingerprint(folder) == first
-    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # written again: hashed again
-    assert weights.folder_fingerprint(folder) != first
-    (folder / "README.md").write_text("a model card edit changes no answer")
-    (folder / ".git").mkdir()
-    (folder / ".git" / "HEAD").write_text("ref")
-    assert weights.folder_fingerprint(folder) == weights.folder_fingerprint(folder)
-    (folder / "tokenizer.json").write_text("{}")  # a new tokenizer changes answers
-    assert weights.folder_fingerprint(folder) != first
+    assert shard.stat().st_mtime_ns == stat.st_mtime_ns and shard.stat().st_size == stat.st_size
+    second = weights.folder_fingerprint(folder)
+    assert second != first
+    other = tmp_path / "other.safetensors"  # `cp -p` of the first weights back over the second, times kept
+    other.write_bytes(b"a" * 64)
+    os.utime(other, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns))
+    cp = shutil.which("cp")
+    if cp:
+        subprocess.run([cp, "-p", str(other), str(shard)], check=True)
+    else:  # pragma: no cover - no coreutils: copy2 keeps the times as cp -p does
+        shutil.copy2(other, shard)
+    assert weights.folder_fingerprint(folder) == first  # the first weights again: their identity again
+
+
+def test_only_the_files_the_loader_reads_count_each_named_by_its_part(tmp_path, own_models_cache):
+    """A log, an optimizer state, a training checkpoint, a README change nothing; each loaded part is named."""
+    import json
+
+    from src.backends import weights
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"w" * 32)
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 8, "chat_template": "{{ a }}"}))
+    (folder / "generation_config.json").write_text('{"do_sample": false}')
+    content = weights.model_content(folder)
+    assert set(content.parts) == {"weights", "model config", "tokenizer", "chat template", "generation config"}
+    (folder / "train.log").write_text("step 1 loss 2.0")
+    (folder / "optimizer.pt").write_bytes(b"o" * 16)
+    (folder / "checkpoint-500").mkdir()
+    (folder / "checkpoint-500" / "model.safetensors").write_bytes(b"x" * 32)
+    (folder / "README.md").write_text("a card")
+    assert weights.model_content(folder) == content and content.changed() == []
+    (folder / "generation_config.json").write_text('{"do_sample": true}')
+    assert content.changed() == ["generation config"]
+    (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 8, "chat_template": "{{ b }}"}))
+    assert content.changed() == ["chat template", "generation config"]
+    assert weights.model_content(str(folder) + "/") == weights.model_content(folder)  # a trailing slash: the same
+
+
+def test_a_model_path_with_variables_is_read_as_the_shell_would(tmp_path, monkeypatch, own_models_cache):
+    pytest.importorskip("torch")
+    from src.backends import weights
+    from src.backends.hf.loading import locate_weights
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"w" * 32)
+    monkeypatch.setenv("CKPT_ROOT", str(tmp_path))
+    assert weights.model_content("$CKPT_ROOT/ckpt") == weights.model_content(folder)
+    located = locate_weights(
+        "m",
+        path="${CKPT_ROOT}/ckpt",
+        gguf_file=None,
+        package=None,
+        package_module=None,
+        install=None,
+        assemble=False,
+        revision=None,
+    )
+    assert located == (str(folder.resolve()), None)
+
+
+def test_a_vllm_local_gguf_file_is_known_by_its_content_not_its_path(tmp_path, own_models_cache, monkeypatch):
+    from src.backends import weights
+    from src.backends.vllm_backend import VLLMBackend
+
+    monkeypatch.setattr(weights, "hub_commit", lambda *a: pytest.fail("a local file is no hub id"))
+    first, copy = tmp_path / "a" / "model.gguf", tmp_path / "b" / "renamed.gguf"
+    for path in (first, copy):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF" + b"\0" * 60)
+    one = VLLMBackend(name="g", path=str(first))
+    assert "weights=sha256:" in one.identity and str(tmp_path) not in one.identity
+    assert VLLMBackend(name="g", path=str(copy)).identity == one.identity  # the same bytes elsewhere: the same
+    copy.write_bytes(b"GGUF" + b"\1" * 60)
+    assert VLLMBackend(name="g", path=str(copy)).identity != one.identity
+    folder = VLLMBackend(name="f", path=str(first.parent) + "/")  # a folder, a trailing slash: not in the identity
+    assert folder.identity == VLLMBackend(name="f", path=str(first.parent)).identity
+
+
+def test_a_cache_entry_written_while_the_model_files_change_is_refused(tmp_path, own_models_cache):
+    """The identity an answer is stored under is that of the files that produced it: once they change during the
+    run, the next store stops the job in one line and stores nothing."""
+    from types import SimpleNamespace
+
+    from src.answering.cache import GuardedCache, ResponseCache
+    from src.backends import weights
+    from src.common.errors import UserError
+    from src.job.runner import content_guard
+
+    folder = tmp_path / "last"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"a" * 64)
+    backend = SimpleNamespace(name="ckpt", content=weights.model_content(folder))
+    cache = GuardedCache(ResponseCache(tmp_path / "cache.db"), content_guard(backend))
+    cache.put_many([("k1", 1)])
+    (folder / "model.safetensors").write_bytes(b"b" * 64)  # a training loop saves new weights meanwhile
+    with pytest.raises(UserError) as refused:
+        cache.put_many([("k2", 2)])
+    assert "weights changed" in str(refused.value) and "\n" not in str(refused.value)
+    assert cache.get_many(["k1", "k2"]) == {"k1": 1} and len(cache) == 1
+
+
+def test_one_hub_revision_s_commit_is_never_reused_for_another(monkeypatch, own_models_cache):
+    """One hub revision's commit reused for another: a sweep over two revisions of one repo records two commits,
+    and each revision resolves once per process."""
+    from src.backends import weights
+
+    asked = []
+    commits = {"v1": "1" * 40, "v2": "2" * 40, None: "3" * 40}
+
+    def online(repo, revision):
+        asked.append((repo, revision))
+        return commits[revision]
+
+    monkeypatch.setattr(weights, "_online_commit", online)
+    monkeypatch.setattr(weights, "_COMMITS", {})
+    sweep = [weights.model_content("org/model", revision=r) for r in ("v1", "v2", "v1", None)]
+    assert [c.commit for c in sweep] == [commits["v1"], commits["v2"], commits["v1"], commits[None]]
+    assert sorted(asked, key=str) == sorted([("org/model", "v1"), ("org/model", "v2"), ("org/model", None)], key=str)
 
 
 def test_a_hub_id_is_known_by_the_commit_it_resolves_to(tmp_path, monkeypatch, own_models_cache):
@@ -342,8 +532,8 @@ def test_the_report_says_when_one_model_name_covers_several_weights():
         }
     )
     assert identity_notes(table) == [
-        "model ckpt: its runs were made with 2 different weights (model_identity); the "
-        "tables show the latest run of each condition"
+        "model ckpt: its runs were made with 2 different model identities (model_identity: weights or settings; "
+        "some runs logged no backend identity to tell which); the tables show the latest run of each condition"
     ]
     table.loc[3, "data_identity"] = "d2"  # the benchmark file corrected between two runs
     assert identity_notes(table)[1].startswith("benchmark medqa: its runs were made with 2 different questions")

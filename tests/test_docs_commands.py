@@ -66,7 +66,7 @@ def commands() -> list[tuple[str, str]]:
             exported = dict(re.findall(r"^export (\w+)=(\S+)$", block, re.M))  # `$NAME` as the block sets it
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
-                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)
+                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)  # noqa: B023 -- applied at once
                 for part in line.split("&&"):
                     part = part.strip()
                     if re.match(r"(python -m |mcq |pip install )", part):
@@ -140,7 +140,9 @@ def test_every_documented_command_is_accepted(page, command, monkeypatch):
         if launcher in LAUNCHER_EXTRAS:
             try:
                 check_launcher(args)
-            except UserError:  # its extra is not installed here (.ci/run's first step): its config and the jobs are
+            except (
+                UserError
+            ):  # its extra is not installed here (.ci/run's main-suite step): its config and the jobs are
                 assert (REPO / "conf" / "hydra" / "launcher" / f"{launcher}.yaml").is_file(), f"{page}: {command}"
                 args = [a for a in args if not a.startswith("hydra/launcher=")]
         check_command_line(args)  # raises the one-line UserError a user would see
@@ -190,7 +192,7 @@ def test_the_readme_study_runs(tmp_path):
                     ui.kill()
                     raise AssertionError(
                         f"python -m src.ui still runs 60 s after Ctrl-C: {ui.communicate()[1][-3000:]}"
-                    )
+                    ) from None
                 assert ui.returncode == 0, err[-3000:]
             continue
         if words[2] == "src.run":

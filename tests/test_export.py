@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from src.answer_formats import FORMATS, FormatRequest
-from src.backends.base import Request, SamplingParams
+from src.answer_formats import FORMATS
+from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend
 from src.common.errors import UserError
 from src.config.schema import compose_job
@@ -42,7 +42,7 @@ def answer_batch(folder: Path, backend: SimulatedBackend, out: Path) -> Path:
             key=f"{row['question_id']}/{row['variant_id']}",
         )
         fields["options"] = labels if row["fmt"] == "true_false" else fields["options"]
-        req = Request(**fields) if row["fmt"] == "mcq" else FormatRequest(**fields, fmt=row["fmt"])
+        req = FORMATS[row["fmt"]].request_of(**fields)  # as the native run made it
         rep = int(request["custom_id"].rsplit("#", 1)[1])
         params = SamplingParams(n=rep + 1, temperature=body["temperature"], max_new_tokens=body["max_tokens"])
         (texts,) = backend.generate([req], params)

@@ -1,5 +1,5 @@
-"""Garbage collection around a command's imports (src/common/gc_tuning.py): off while `python -m src.run` imports, back on,
-with what the imports made frozen, once the job's MLflow store is open; a program that turned collection off
+"""Garbage collection around a command's imports (src/common/gc_tuning.py): off while `python -m src.run` imports, back
+on, with what the imports made frozen, once the job's MLflow store is open; a program that turned collection off
 itself keeps it off."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from src.backends.base import Request, SamplingParams  # noqa: E402
-from src.backends.hf.generation import kv_bytes_per_token, tokens_for_memory  # noqa: E402
+from src.backends.hf.budget import kv_bytes_per_token, tokens_for_memory  # noqa: E402
 from src.backends.hf.packing import pack_prefix_trees  # noqa: E402
 
 from .conftest import needs_data  # noqa: E402
@@ -26,7 +26,7 @@ def variant_requests() -> list[Request]:
     orders = [("sunlight", "soil", "rain"), ("soil", "rain", "sunlight"), ("rain", "sunlight", "soil")]
     reqs = [
         Request(
-            prompt=stem + "".join(f"{l}. {o}\n" for l, o in zip("ABC", opts)) + "Answer:",
+            prompt=stem + "".join(f"{label}. {o}\n" for label, o in zip("ABC", opts)) + "Answer:",
             labels=tuple("ABC"),
             options=opts,
             seed=50 + k,
@@ -137,6 +137,16 @@ def test_memory_estimate_per_token_and_the_tokens_a_budget_holds():
     # layers x (key + value) x kv heads x head dim x 4 bytes (float32)
     assert kv_bytes_per_token(smollm2_135m, torch.float32) == 30 * 2 * 3 * 64 * 4 == 46080
     assert kv_bytes_per_token(smollm2_135m, torch.bfloat16) == 23040
+    # a pass's estimate: the KV cache, one layer's activations (4 x hidden + 3 x intermediate) in the dtype, and one
+    # float32 row of logits
+    from src.backends.hf.budget import pass_bytes_per_token
+
+    assert pass_bytes_per_token(smollm2_135m, torch.float32) == 46080 + (4 * 576 + 3 * 1536) * 4 + 4 * 49152
+    assert pass_bytes_per_token(smollm2_135m, torch.bfloat16) == 23040 + (4 * 576 + 3 * 1536) * 2 + 4 * 49152
+    # a config that names neither kv heads nor a head dim (GPT-2's): every head keeps its keys and values, and a head
+    # is hidden_size / heads wide
+    gpt2_like = dataclasses.make_dataclass("C", ["num_hidden_layers", "num_attention_heads", "hidden_size"])(2, 4, 64)
+    assert kv_bytes_per_token(gpt2_like, torch.float32) == 2 * 2 * 4 * 16 * 4
     one_gib = tokens_for_memory(smollm2_135m, torch.float32, 1.0)
     assert 1000 < one_gib < tokens_for_memory(smollm2_135m, torch.float32, 4.0) < 4 * one_gib  # attention: quadratic
     assert tokens_for_memory(smollm2_135m, torch.float32, 1e-6) == 1  # a budget below one token still runs one
@@ -183,7 +193,7 @@ def test_real_model_records_are_the_same_shared_or_padded(run_job_in):
     columns = ["question_id", "variant_id", "repetition", "raw_output", "parsed_label"]
     records = {}
     for share in ("true", "false"):
-        result = run_job_in(*common, f"+model.share_prefix={share}")  # a backend key the model configs leave out
+        result = run_job_in(*common, f"model.share_prefix={share}")
         records[share] = (
             pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")[columns]
             .sort_values(columns[:3])

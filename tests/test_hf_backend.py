@@ -1,4 +1,5 @@
-"""HFBackend plumbing on a tiny random llama (padding, batching, seeded sampling), plus one test on the real SmolLM2 GGUF."""
+"""HFBackend plumbing on a tiny random llama (padding, batching, seeded sampling), plus one test on the real SmolLM2
+GGUF."""
 
 from __future__ import annotations
 
@@ -184,6 +185,22 @@ def test_model_configs_have_name_backend_and_known_keys(path):
         assert set(cfg) <= CONFIG_KEYS
 
 
+HF_SETTINGS = set(OmegaConf.load(MODEL_DIR / "_bases" / "hf_settings.yaml"))
+HF_MODELS = [p for p in sorted(MODEL_DIR.glob("*.yaml")) if "_bases/" in p.read_text()]  # built on the HF bases
+
+
+@pytest.mark.parametrize("path", HF_MODELS, ids=lambda p: p.stem)
+def test_every_hf_model_config_takes_the_same_settings_without_a_plus(path):
+    """One key set for every HF-backed model, the embedded ones included: `model.max_batch_tokens=N` (and every
+    other backend setting) is an override, not an addition, whichever model config is chosen."""
+    from src.config.schema import compose_job
+
+    assert model_config(path.stem)["backend"] == "hf"
+    assert HF_SETTINGS <= CONFIG_KEYS and {"max_batch_tokens", "share_prefix", "pack_tokens"} <= HF_SETTINGS
+    cfg = compose_job([f"model={path.stem}", "model.max_batch_tokens=512", "model.pack_tokens=256"]).model
+    assert HF_SETTINGS <= set(cfg) and (cfg.max_batch_tokens, cfg.pack_tokens) == (512, 256)
+
+
 EASY = [
     ("What is the capital of France?", ("Berlin", "Paris", "Madrid", "Rome"), 1),
     ("What color is the sky on a clear day?", ("Green", "Red", "Blue", "Yellow"), 2),
@@ -208,7 +225,9 @@ def test_smollm2_gguf_through_the_cache_ranks_easy_options(models_cache):
     the GGUF once; whichever test loads SmolLM2 first pays it, and every later load reads the float copy."""
     cfg = {k: v for k, v in model_config("smollm2_135m").items() if k != "scoring"}
     backend = load_backend(cfg, chat=False)  # resolves and hashes the GGUF; the model loads on first use
-    assert "sha256:" in backend.identity and "SmolLM2-135M-Instruct.Q4_1.gguf" in backend.identity
+    # the GGUF by its bytes alone, not its file name or folder (src/backends/weights.py)
+    assert f"weights=sha256:{backend.content.digest}|" in backend.identity
+    assert backend.content.parts == {"weights": backend.gguf_sha256} and "Q4_1.gguf" not in backend.identity
     reqs = [
         Request(prompt=f"Question: {q}\nAnswer:", labels=tuple("ABCD"), options=opts, seed=i)
         for i, (q, opts, _) in enumerate(EASY)

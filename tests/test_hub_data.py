@@ -176,7 +176,8 @@ def test_hub_layout_gives_the_raw_loaders_questions(hub_snapshot, offline_env, m
 
 @needs_data
 def test_hub_layout_under_data_dir_hub_is_found_and_raw_files_win(hub_snapshot, offline_env, monkeypatch, tmp_path):
-    """`fetch --to DIR` writes DIR/hub/<repo>/...: data_dir=DIR then runs offline; raw files, when present, come first."""
+    """`fetch --to DIR` writes DIR/hub/<repo>/...: data_dir=DIR then runs offline; raw files, when present, come
+    first."""
     data_dir = tmp_path / "fetched"
     (data_dir / "hub" / "allenai").mkdir(parents=True)
     (data_dir / "hub" / "allenai" / "ai2_arc").symlink_to(hub_snapshot / "allenai" / "ai2_arc")
@@ -253,7 +254,8 @@ def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_
     offline_env, tmp_path, monkeypatch
 ):
     """`fetch` killed (SIGKILL) while writing: no parquet file a run would read, only a temporary named after the
-    dead process, which the next fetch removes (the owner rule of src/common/owners.py) before writing the whole file."""
+    dead process, which the next fetch removes (the owner rule of src/common/owners.py) before writing the whole
+    file."""
     import os
     import signal
     import subprocess

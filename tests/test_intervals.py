@@ -56,7 +56,7 @@ def repeated_cora_table(n: int = 45, seed: int = 1) -> pd.DataFrame:
         q, subject = f"q{i:03d}", f"s{i % 3}"
         skill = rng.uniform(0.2, 1.0)
 
-        def answer():
+        def answer(skill=skill):
             return None if rng.random() < 0.05 else (0 if rng.random() < skill else int(rng.integers(1, 4)))
 
         for r in range(10):

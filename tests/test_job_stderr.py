@@ -1,10 +1,14 @@
 """A job's stderr is its progress and its closing block, nothing else (issue 37): README command 1's job run as a
 subprocess, as a newcomer runs it, in the main suite's environment (only the `test` extra).
 
-What is allowed on stderr: the plain progress lines of a job whose stderr is not a terminal (src/common/progress.py),
-then the closing block (src/tracking/closing.py), which begins with `run <id> finished` (or `had already finished`)
-and ends with the `compare the runs:` line. A library's warning, deprecation notice, log line or progress bar, printed
-before, inside or after the block, breaks one of those three shapes. A refusal is one `error:` line.
+What is allowed on stderr: the project's own log lines (one line each, `[time][src.<module>][INFO] - ...`), the plain
+progress lines of a job whose stderr is not a terminal (src/common/progress.py), then the closing block
+(src/tracking/closing.py), which begins with `run <id> finished` (or `had already finished`) and ends with the
+`compare the runs:` line. A library's warning, deprecation notice, log line or progress bar, printed before, inside
+or after the block, breaks one of those three shapes. A refusal is one `error:` line.
+
+stdout is data (issue 48): the JSON line of each job and nothing else, so `python -m src.run ... | jq` works for a new
+run, a finished one and a sweep; every warning a user must see is on stderr, one line each, in order.
 
 The store is a new SQLite file (not the suite's template): a first job creates its store, and MLflow's lines about
 creating its tables are part of what a newcomer would see.
@@ -25,13 +29,19 @@ from tests.conftest import DATA_DIR, REPO
 PROGRESS_LINE = re.compile(r"progress: \d+/\d+ \w+ \(\d+%\) \d+(\.\d+)? s")
 CLOSING_HEADER = re.compile(r"run [0-9a-f]{32} (finished|had already finished)\b")
 CLOSING_LAST = "compare the runs:  python -m src.compare "
+LOG_LINE = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+\]\[src\.[\w.]+\]\[(INFO|WARNING)\] - \S.*")
+
+
+def job_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    env["MCQ_DATA_DIR"] = str(DATA_DIR)
+    return env
 
 
 def job(tmp_path, *args: str) -> subprocess.CompletedProcess:
     """`python -m src.run ARGS` from the repository, as README's command 1 runs it, its store, cache and outputs
     under tmp_path; stderr a pipe (a log file's view: plain progress lines); TQDM_DISABLE unset."""
-    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
-    env["MCQ_DATA_DIR"] = str(DATA_DIR)
+    env = job_env()
     cmd = [
         sys.executable,
         "-m",
@@ -49,7 +59,7 @@ def assert_progress_then_closing(stderr: str) -> None:
     lines = stderr.rstrip("\n").split("\n")
     header = next((i for i, line in enumerate(lines) if CLOSING_HEADER.match(line)), None)
     assert header is not None, f"no closing block on stderr:\n{stderr}"
-    extra = [line for line in lines[:header] if not PROGRESS_LINE.fullmatch(line)]
+    extra = [line for line in lines[:header] if not PROGRESS_LINE.fullmatch(line) and not LOG_LINE.fullmatch(line)]
     assert not extra, "stderr holds more than progress lines before the closing block:\n" + "\n".join(extra)
     assert lines[-1].startswith(CLOSING_LAST), f"stderr goes on after the closing block:\n{stderr}"
     assert sum(bool(CLOSING_HEADER.match(line)) for line in lines) == 1, stderr
@@ -102,3 +112,97 @@ def test_the_shape_check_catches_a_warning_anywhere():
     ):
         with pytest.raises(AssertionError):
             assert_progress_then_closing(bad)
+
+
+def closing_lines(stderr: str) -> list[str]:
+    """The closing block's lines after its header (what the run measured, and where to look)."""
+    lines = stderr.rstrip("\n").split("\n")
+    header = next(i for i, line in enumerate(lines) if CLOSING_HEADER.match(line))
+    return lines[header + 1 :]
+
+
+@pytest.mark.slow
+def test_stdout_is_json_lines_for_a_new_run_a_finished_run_and_a_sweep(tmp_path):
+    """README's pipe into a JSON reader (the issue's command, its store under tmp_path) passes for a new run, the
+    same run finished, and a sweep; the log lines are on stderr; the finished run's closing block is the new run's."""
+    where = f"tracking.uri=sqlite:///{tmp_path}/mlflow.db cache.path={tmp_path}/cache.db"
+    reader = f'{sys.executable} -c "import json,sys; [json.loads(l) for l in sys.stdin]"'
+    outs = {}
+    for name, args in (
+        ("new", f"model=simulated limit=2 {where} hydra.run.dir={tmp_path}/out"),
+        ("finished", f"model=simulated limit=2 {where} hydra.run.dir={tmp_path}/out"),
+        ("sweep", f"-m model=simulated limit=2 seed=3,4 {where} hydra.sweep.dir={tmp_path}/multirun"),
+    ):
+        command = f"set -o pipefail; {sys.executable} -m src.run {args} | {reader}"
+        piped = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, env=job_env())
+        assert piped.returncode == 0, f"{name}: {piped.stderr}"
+        outs[name] = piped.stderr
+    assert "[src.job.runner][INFO] - already finished as run" in outs["finished"]  # a log line: on stderr
+    assert "[HYDRA] Launching 2 jobs locally" in outs["sweep"]  # Hydra's own: on stderr too
+    assert_progress_then_closing(outs["new"])
+    assert closing_lines(outs["finished"]) == closing_lines(outs["new"])  # the same block, new or finished
+
+
+@pytest.mark.slow
+def test_the_warnings_of_the_docs_show_on_stderr_one_line_each_in_order(tmp_path):
+    """docs/validity.md's load warning (answer slots a guesser could exploit) and docs/serving.md's (a served model
+    that reports nothing that changes with its weights) in a `python -m src.run` job: each one line on stderr, in
+    the order they happen, before the job's closing block; none on stdout."""
+    import json
+
+    from tests.test_content_identity import ModelServer
+
+    data = tmp_path / "bench.jsonl"
+    rows = [
+        {"id": f"q{i}", "question": f"Question {i}?", "options": [f"a{i}", f"b{i}", f"c{i}", f"d{i}"], "answer": 2}
+        for i in range(20)  # a fixed answer slot is warned from 20 questions on
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    server = ModelServer()
+    server.model = {"id": "m", "created": 0, "root": "/ckpt/last"}
+    try:
+        proc = job(
+            tmp_path,
+            "model=openai",
+            "model.model=m",
+            f"model.base_url={server.url}",
+            "model.api_key_env=null",
+            "benchmark=generic",
+            f"benchmark.path={data}",
+        )
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["run_id"] for line in proc.stdout.splitlines()], proc.stdout  # JSON lines alone
+    lines = proc.stderr.splitlines()
+    warned = [i for i, line in enumerate(lines) if "[WARNING] - " in line]
+    texts = [lines[i] for i in warned]
+    assert len(texts) == 2 and all(LOG_LINE.fullmatch(line) for line in texts), proc.stderr
+    assert "answer" in texts[0] and "reports nothing that changes" in texts[1], proc.stderr
+    assert warned[-1] < next(i for i, line in enumerate(lines) if CLOSING_HEADER.match(line))
+    assert_progress_then_closing(proc.stderr)
+
+
+# the packages a job runs through (python -m src.run): their only stdout is the job's JSON line
+JOB_PACKAGES = ("job", "backends", "answering", "benchmarks", "core", "metrics", "tracking", "variants", "sweep")
+JOB_PACKAGES += ("common", "answer_formats", "config")
+JSON_LINE_PRINTS = {("src/run.py", "result.summary()"), ("src/sweep/job.py", "result.summary()")}
+
+
+def test_a_job_s_code_prints_nothing_but_its_json_line_on_stdout():
+    """Every print of the code a job runs names its stream (stderr: warnings, progress, the closing block), but the
+    JSON line's; nothing writes to sys.stdout: a warning added later cannot land among the data."""
+    import ast
+    from pathlib import Path
+
+    files = [REPO / "src" / "run.py"] + [f for p in JOB_PACKAGES for f in sorted((REPO / "src" / p).rglob("*.py"))]
+    to_stdout = []
+    for path in files:
+        text = path.read_text()
+        assert "sys.stdout" not in text, f"{path} writes to sys.stdout"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                if not any(k.arg == "file" for k in node.keywords):
+                    where = Path(path).relative_to(REPO).as_posix()
+                    to_stdout.append((where, ast.unparse(node.args[0]) if node.args else ""))
+    assert set(to_stdout) == JSON_LINE_PRINTS and len(to_stdout) == len(JSON_LINE_PRINTS), to_stdout

@@ -40,3 +40,28 @@ def test_other_launchers_are_left_as_they_are(choice):
     target = cfg.hydra.launcher._target_
     use_project_launcher(cfg)
     assert cfg.hydra.launcher._target_ == target
+
+
+def test_the_swap_tables_paths_name_installed_classes_and_the_project_side_is_the_projects():
+    """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher" (issue 50), the part that needs no Ray:
+    each project-side path of PROJECT_LAUNCHERS is a launcher class of the project's `hydra_plugins` modules, under
+    the name the table gives it; each plugin-side path names a class of a Hydra launcher plugin's package, and
+    imports wherever that plugin is installed (hydra-submitit-launcher always; hydra-ray-launcher with the ray
+    extra, where the Ray tier, tests/test_ray_cluster.py, also runs a sweep through the swap)."""
+    import importlib.util
+
+    from hydra.plugins.launcher import Launcher
+
+    assert len(PROJECT_LAUNCHERS) == 2
+    checked = []
+    for plugin, project in PROJECT_LAUNCHERS.items():
+        cls = get_class(project)
+        assert f"{cls.__module__}.{cls.__qualname__}" == project and issubclass(cls, Launcher), project
+        assert (REPO / "hydra_plugins" / f"{cls.__module__.rpartition('.')[2]}.py").is_file(), project
+        package, *module, name = plugin.split(".")[1:]
+        assert plugin.startswith("hydra_plugins.hydra_") and module and name.isidentifier(), plugin
+        if importlib.util.find_spec(f"hydra_plugins.{package}") is not None:
+            found = get_class(plugin)
+            assert f"{found.__module__}.{found.__qualname__}" == plugin and issubclass(found, Launcher), plugin
+            checked.append(plugin)
+    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in checked  # the test extra's

@@ -10,7 +10,7 @@ import pytest
 from devtools import ui_check
 from src.tracking import browser
 
-# an opt-in tier (--run-browser, the third step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
+# an opt-in tier (--run-browser, the fourth step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
 # and three page loads in headless Chromium, driven by Playwright
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -107,3 +107,45 @@ def test_src_ui_serves_until_interrupted_and_leaves_no_server(tmp_path, monkeypa
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# what a reader sees first of report.html: the bottom line's list and the summary table, their edges in the window
+FIRST_SCREEN_SCRIPT = """(() => {
+  const bottom = document.querySelector('ul.bottom');
+  let table = document.getElementById('summary-which-model-to-pick-on-each-benchmark');
+  while (table && table.tagName !== 'TABLE') table = table.nextElementSibling;
+  if (!bottom || !table) return null;
+  const b = bottom.getBoundingClientRect(), t = table.getBoundingClientRect();
+  return JSON.stringify({width: window.innerWidth, height: window.innerHeight, bottom: [b.top, b.bottom],
+    table: [t.top, t.bottom, t.right], cut: table.scrollWidth > table.clientWidth, text: bottom.innerText});
+})()"""
+
+
+def test_the_reports_first_screen_shows_the_bottom_line_and_the_decision_table(tmp_path, monkeypatch):
+    """report.html of two models in a 1,400 x 900 window (a laptop's): the bottom line and the whole summary table
+    are on the first screen, nothing of the table cut off at the right."""
+    from src.compare import report
+
+    from .test_paired import runs_of, two_models
+
+    chromium = needs_browser()
+    strong, weak = two_models()
+    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
+    report.write(report.build_sections(runs), tmp_path / "r", header=["h"], title="Model comparison: t")
+    size = (1400, 900)
+    with browser.open_browser(chromium) as chrome:
+        page = browser.load_page(
+            chrome,
+            (tmp_path / "r" / "report.html").as_uri(),
+            size=size,
+            ready="document.readyState === 'complete'",
+            script=FIRST_SCREEN_SCRIPT,
+            screenshot=tmp_path / "first_screen.png",
+            settle_s=0.2,
+        )
+    found = page.found
+    assert found is not None and (found["width"], found["height"]) == size
+    assert found["text"].startswith("bench: pick strong (its lead on mcqa over weak is +0.")
+    assert 0 <= found["bottom"][0] < found["bottom"][1] <= size[1]
+    assert 0 <= found["table"][0] < found["table"][1] <= size[1] and found["table"][2] <= size[0]
+    assert not found["cut"]

@@ -209,3 +209,28 @@ def test_src_ui_says_when_the_accuracy_column_sorts_out_of_a_laptop_window(run_j
     _, runs, note = ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")
     assert len(runs) == 3
     assert note.startswith("note: mcqa is metric column 4 of the review view (acc_h, cora, full_fr sort before it")
+
+
+def test_src_ui_lists_what_tells_the_runs_apart_with_each_headline_rounded():
+    """`python -m src.ui`'s lines under the address (stand-in runs, no MLflow): the keys that vary are columns
+    (model, temperature), the rest said once; a run with repetitions shows acc_mean with its interval at three
+    decimals, never repetition 0's mcqa; a high INVALID share is marked; what 'at chance' means is said once."""
+    from types import SimpleNamespace as N
+
+    from src import ui
+    from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING
+
+    def run(run_id, model, temperature, **metrics):
+        tags = {"model": model, "benchmark": "synthetic", "variants": "original", "temperature": temperature}
+        return N(info=N(run_id=run_id * 8), data=N(tags=tags, metrics={"chance": 0.25, **metrics}))
+
+    runs = [
+        run("b", "smollm2", "1.0", mcqa=0.4, acc_mean=0.26, acc_mean_lo=0.2104, acc_mean_hi=0.31000001),
+        run("a", "gemma", "0.7", mcqa=0.3, acc_mean=0.61, acc_mean_lo=0.55, acc_mean_hi=0.6604, invalid_rate=0.33),
+    ]
+    header, gemma, smollm2, *rest = ui.runs_lines(runs)
+    assert header.split()[:3] == ["run", "model", "temperature"]
+    assert gemma.split()[:3] == ["aaaaaaaa", "gemma", "0.7"]
+    assert "acc_mean 0.610 [0.550, 0.660] above chance  INVALID 0.33 (high)" in gemma
+    assert f"acc_mean 0.260 [0.210, 0.310] {AT_CHANCE}" in smollm2 and "mcqa" not in smollm2 + gemma
+    assert rest == ["every run: benchmark synthetic, variants original", f"{AT_CHANCE}: {AT_CHANCE_MEANING}"]

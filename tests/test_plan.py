@@ -56,7 +56,7 @@ def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     assert plan_main(["--run", weak, "--delta", "0.02", "--tracking-uri", uri]) == 0
     heading, header, *lines = capsys.readouterr().out.strip().splitlines()
     assert heading.startswith(
-        f"run {weak} (weak / synthetic / cora / T=0.0): 30 questions; to detect a difference "
+        f"run {weak} (weak / synthetic / cora / T=0.0): 30 questions of the benchmark's 100; to detect a difference "
         "of 0.02 at alpha 0.05 (two-sided) with power 0.8"
     )
     assert header.split() == ["metric", "n", "sd", "n", "needed", "enough"]
@@ -69,7 +69,22 @@ def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     assert n == "30" and questions_needed(float(sd) - half_unit, 0.02) <= int(needed) <= questions_needed(
         float(sd) + half_unit, 0.02
     )
-    assert verdict == f"no ({int(needed) - 30} more)"
+    # the synthetic benchmark holds 100 questions: more than that is not reachable, and what all 100 would detect
+    # is the inverse of the same formula
+    assert int(needed) > 100
+    detectable = float(
+        re.fullmatch(
+            r"no: not reachable on this benchmark; (0\.\d{3}) detectable with all 100 "
+            r"questions",
+            verdict,
+        ).group(1)
+    )
+    z = 1.959963984540054 + 0.8416212335729143
+    assert detectable == pytest.approx(z * float(sd) / 10, abs=0.5 * 10 ** -len(sd.partition(".")[2]) * z / 10 + 5e-4)
+    assert plan_main(["--run", weak, "--delta", "0.3", "--tracking-uri", uri]) == 0  # reachable: how many more
+    assert any(
+        re.search(r"  no \(\d+ more\)$", line) or line.endswith("yes") for line in capsys.readouterr().out.splitlines()
+    )
     assert plan_main(["--run", strong, "--run", weak, "--delta", "0.3", "--tracking-uri", uri]) == 0
     heading, _, *lines = capsys.readouterr().out.strip().splitlines()
     assert heading.startswith(
@@ -102,6 +117,10 @@ def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, caps
     out = tmp_path / "report"
     assert compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow"]) == 0
     err = capsys.readouterr().err
+    # what to pick comes first: one bottom line per benchmark and condition, before the paired differences
+    bottom = [line for line in err.splitlines() if line.startswith("bottom line: ")]
+    assert [line.split(":")[1] for line in bottom] == [" synthetic (limit=30)"]  # limit=25: one model
+    assert err.index("bottom line: ") < err.index("paired: ")
     paired = [line for line in err.splitlines() if line.startswith("paired: ")]
     assert paired and all(line.startswith("paired: synthetic (limit=30): strong − weak ") for line in paired)
     mcqa = next(line for line in paired if " mcqa " in line)
@@ -117,3 +136,22 @@ def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, caps
         == 2
     )
     assert capsys.readouterr().err.startswith("error: --delta: -1 must be > 0")
+
+
+def test_plan_rows_collapse_identical_metrics_and_name_runs_at_chance():
+    """A one-variant run's CoRA family equals its MCQA: one row names them together; a run whose headline interval
+    contains chance is named (no MLflow: a stand-in client)."""
+    from types import SimpleNamespace as N
+
+    from src.plan import chance_notes, format_rows, plan_rows
+
+    rows = plan_rows(
+        {"mcqa": 0.5, "mcqa_plus": 0.5, "bmca_1.0": 0.5, "rws": 0.3}, 20, 100, delta=0.3, alpha=0.05, power=0.8
+    )
+    assert [r["metric"] for r in rows] == ["mcqa = mcqa_plus = bmca_1.0", "rws"]
+    assert rows[0]["n_needed"] == questions_needed(0.5, 0.3) and rows[0]["enough"] is False
+    assert format_rows(rows)[1].endswith(f"no ({questions_needed(0.5, 0.3) - 20} more)")
+    metrics = {"acc_mean": 0.26, "acc_mean_lo": 0.2, "acc_mean_hi": 0.33, "chance": 0.25, "mcqa": 0.5}
+    client = N(get_run=lambda run_id: N(data=N(metrics=metrics if run_id == "a" * 32 else {"mcqa": 0.9})))
+    (note,) = chance_notes(client, ["a" * 32, "b" * 32], ["gemma", "smollm2"])
+    assert note.startswith("run aaaaaaaa (gemma) is indistinguishable from chance on acc_mean (0.260 [0.200, 0.330]")

@@ -3,11 +3,12 @@ and every trial is in the store exactly once, no run left RUNNING.
 
 PostgreSQL comes from the `pgserver` wheel (`pip install -e ".[server-test]"`: the server binaries inside a PyPI
 package) or from the system's `initdb`/`pg_ctl` (Debian's `postgresql` package), started on a Unix socket in a
-temporary folder (the `postgres` fixture says which is tried first). The MLflow server reaches it through `postgresql+psycopg2://` (the `server`
-extra's driver), listens on 127.0.0.1 and is killed by the process group this test started.
+temporary folder (the `postgres` fixture says which is tried first). The MLflow server reaches it through
+`postgresql+psycopg2://` (the `server` extra's driver), listens on 127.0.0.1 and is killed by the process group this
+test started.
 
 Opt-in tier (about 2 minutes on 2 cores): `python -m pytest tests/test_postgres_server.py --run-postgres` (or
-`MCQ_TEST_POSTGRES=1`); `.ci/run` runs it as its second step. Asked for, it fails without a PostgreSQL or its
+`MCQ_TEST_POSTGRES=1`); `.ci/run` runs it as its third step. Asked for, it fails without a PostgreSQL or its
 driver, saying what to install (tests/conftest.py turns a skip in an asked-for tier into a failure).
 """
 

@@ -233,7 +233,8 @@ def test_a_sweep_prints_the_commands_once_in_its_summary(tmp_path, empty_mlflow_
 @needs_data
 def test_the_command_line_keeps_one_json_line_on_stdout_and_closes_on_stderr(run_cli):
     proc = run_cli("model=simulated", "limit=3")
-    summaries = [line for line in proc.stdout.splitlines() if line.startswith("{")]  # beside Hydra's log lines
+    summaries = [line for line in proc.stdout.splitlines()]  # stdout is data: Hydra's log lines are on stderr
+    assert all(line.startswith("{") for line in summaries), proc.stdout
     assert len(summaries) == 1
     run_id = json.loads(summaries[0])["run_id"]
     assert "see the runs" not in proc.stdout

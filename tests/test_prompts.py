@@ -58,7 +58,8 @@ def test_cora_template_is_the_papers_with_the_shown_letters():
     assert prompt == (
         "Answer the following multiple choice question.\n"
         "The first line of your response should be of the following format: 'LETTER' (without quotes), "
-        "where LETTER is one of AB (depending on the number of alternatives), followed by a step-by-step explanation.\n\n"
+        "where LETTER is one of AB (depending on the number of alternatives), "
+        "followed by a step-by-step explanation.\n\n"
         "Question: What is the capital of France?\nChoices:\nA. Paris\nB. Lille\nAnswer:"
     )
     paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "cora-consistency-rebalanced-accuracy.txt"

@@ -97,6 +97,72 @@ def test_the_plugins_own_name_runs_the_project_launcher():
     assert type(launcher).__name__ == "TrackedRayLauncher" and set(launcher.ray_cfg) == keys
 
 
+@pytest.mark.ray
+def test_every_class_of_the_swap_table_imports_and_a_ray_sweep_runs_the_project_launcher(tmp_path):
+    """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher" (issue 50): a swap table
+    (PROJECT_LAUNCHERS) whose plugin-side path is not the plugin's `_target_` leaves the plugin's launcher in place,
+    which stops at the first Ray job whose worker died; a wrong project-side path fails the sweep at its start.
+
+    Here, with the plugins installed: every class path of the table imports; Hydra's own sweeper setup (the
+    project's sweeper, as `python -m src.run -m` gets it) of `hydra/launcher=ray` holds the project's Ray launcher;
+    and the sweep itself, pointed at a port no Ray cluster listens on, ends as only the project's launcher ends it
+    (its one `error:` line, exit 2), not in the plugin's `ray.init` traceback."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.plugins import Plugins
+    from hydra.types import HydraContext
+    from hydra.utils import get_class
+
+    from hydra_plugins.mcq_consistency_sweeper import PROJECT_LAUNCHERS
+
+    for plugin, project in PROJECT_LAUNCHERS.items():
+        for path in (plugin, project):
+            cls = get_class(path)  # raises where the module or the class is not there
+            assert f"{cls.__module__}.{cls.__qualname__}" == path, path
+
+    with initialize_config_dir(config_dir=str(REPO / "sweeps"), version_base="1.3"):
+        cfg = compose(config_name="smoke", overrides=["hydra/launcher=ray"], return_hydra_config=True)
+        assert cfg.hydra.launcher._target_ in PROJECT_LAUNCHERS, "the plugin's `ray` names a class the table lacks"
+        from hydra.core.global_hydra import GlobalHydra
+
+        loader = GlobalHydra.instance().config_loader()
+        sweeper = Plugins.instance().instantiate_sweeper(
+            config=cfg,
+            hydra_context=HydraContext(config_loader=loader, callbacks=None),
+            task_function=lambda _: None,
+        )
+    launcher = type(sweeper.launcher)
+    assert f"{launcher.__module__}.{launcher.__qualname__}" == "hydra_plugins.mcq_ray_launcher.TrackedRayLauncher"
+
+    nowhere = f"127.0.0.1:{free_port()}"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "src.run",
+            "-m",
+            "-cd",
+            "sweeps",
+            "-cn",
+            "smoke",
+            "hydra/launcher=ray",
+            f"hydra.launcher.ray.init.address={nowhere}",
+            "benchmark=arc_challenge",
+            f"data_dir={DATA_DIR}",
+            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+            f"cache.path={tmp_path}/cache.db",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+        ],
+        cwd=REPO,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "TQDM_DISABLE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(errors) == 1 and f"no Ray cluster answers at '{nowhere}'" in errors[0], errors
+
+
 # ---------------------------------------------------------------- the head node
 
 

@@ -49,7 +49,9 @@ def test_in_process_job_reproduces_the_stored_records(run_job_in, name):
     diff, flips = job_differences(expected, canonical(records), metrics, name, tol)
     assert not diff, f"{len(diff)} differences from tests/data/golden/{name}.json, e.g. " + "; ".join(diff[:5])
     if flips:  # allowed (another CPU may order two near-equal options the other way), but never silent
-        warnings.warn(f"{name}: {len(flips)} near-tie decisions differ from the golden: " + "; ".join(flips))
+        warnings.warn(
+            f"{name}: {len(flips)} near-tie decisions differ from the golden: " + "; ".join(flips), stacklevel=2
+        )
 
 
 # The variables that change the embedded model's float32 numbers on an AVX-512 CPU, pinned to what an AVX2-only CPU

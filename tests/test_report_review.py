@@ -113,9 +113,25 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
     headings = re.findall(r"^## (.+)$", md, flags=re.M)
     assert "CoRA ranking" not in headings and "Rank changes between MCQA and CoRA" not in headings
     assert not any("REVAS" in h or "fluctuation" in h.lower() for h in headings)
-    assert headings[:2] == ["Summary: the leader on each benchmark", "Runs"] and "Repetition trials" in headings
-    first_tables = re.findall(r"^### (.+)$", md, flags=re.M)[:2]
-    assert first_tables == ["leader and runner-up per benchmark", "What each number is"]
+    # the decision first (the bottom line, the contents, the summary, the paired differences, the questions
+    # needed), then the runs and the studies, then the detail, and what the report was made from last
+    decision = [
+        "Bottom line",
+        "Contents",
+        "Summary: which model to pick on each benchmark",
+        "Paired differences between models",
+        "How many questions are enough",  # absent with too few questions for an estimate
+        "Runs",
+    ]
+    shown = [h for h in decision if h in headings]
+    assert headings[: len(shown)] == shown and len(shown) >= 5
+    assert headings.index("Repetition trials") < headings.index("Questions the models answer differently")
+    assert headings[-1] == "About this report"
+    contents = md.split("## Contents")[1].split("## Summary")[0]
+    assert re.findall(r"^- \[(.+)\]\(#", contents, flags=re.M) == headings[:1] + headings[2:-1]
+    bottom = md.split("## Bottom line")[1].split("## Contents")[0]
+    assert re.search(r"^- \*\*synthetic: (pick |no model is better)", bottom, flags=re.M), bottom
+    assert re.findall(r"^### (.+)$", md, flags=re.M)[0] == "the first two models per benchmark"
     assert "not in these runs (no section): CoRA ranking" in md
     assert not list((tmp_path / "rep" / "plots").glob("bmca_*.png"))
     _assert_chance_everywhere(md)
@@ -129,7 +145,7 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
         r"RWS \\\| S/T \| INVALID \| chance \|",
         md,
     )
-    definitions = md.split("### runs compared")[0]
+    definitions = md.split("### What each number is")[1].split("### runs compared")[0]
     for term in ("accuracy", "acc mean", "acc std", "chance", "INVALID"):
         assert f"| {term}" in definitions or f"/ {term}" in definitions, term
     assert "CoRA" not in definitions and "MCQA+" not in definitions  # only what the page shows
@@ -245,17 +261,19 @@ def test_a_plain_accuracy_comparison_gives_each_model_its_interval_and_says_chan
         shown = f"mcqa {row['mcqa']:.3f} [{row['mcqa_lo']:.3f}, {row['mcqa_hi']:.3f}]"
         at_chance = row["mcqa_lo"] <= row["chance"] <= row["mcqa_hi"]
         assert at_chance == (model == "sim_0.26")
-        line = next(line for line in md.splitlines() if line.startswith("| ") and f"| {model} |" in line)
+        runs_table = md.split("### runs compared")[1]
+        line = next(line for line in runs_table.splitlines() if line.startswith("| ") and f"| {model} |" in line)
         assert shown + (" †" if at_chance else "") in line, line
         assert ("indistinguishable from chance" if at_chance else "above chance") in line
     assert "1 of them is indistinguishable from chance (†" in md and "describe how a guesser's answers agree" in md
     summary = pd.read_csv(tmp_path / "plain" / "tables" / "summary.csv").iloc[0]
-    assert (summary["leader"], summary["runner_up"]) == ("sim_0.9", "sim_0.26") and not summary["tie"]
+    assert (summary["leader"], summary["second"]) == ("sim_0.9", "sim_0.26") and not summary["tie"]
     assert re.search(
         r"\| sim_0\.9 0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] \| "
         r"sim_0\.26 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] † \| "
-        r"\+0\.\d{3} \[\+0\.\d{3}, \+0\.\d{3}\] \| <?0\.\d{3} \| lead \(p < 0\.05\) \|",
+        r"\+0\.\d{3} \[\+0\.\d{3}, \+0\.\d{3}\] \| <?0\.\d{3} \| pick sim_0\.9 \(p < 0\.05\) \|",
         md,
     )
-    assert md.index("## Summary: the leader on each benchmark") < md.index("## Runs")
+    assert md.index("## Summary: which model to pick on each benchmark") < md.index("## Runs")
+    assert re.search(r"^- \*\*synthetic: pick sim_0\.9 \(its lead on mcqa over sim_0\.26 is \+0\.\d{3} \[", md, re.M)
     assert sum(line.startswith("> Note: not in these runs") for line in md.splitlines()) == 1

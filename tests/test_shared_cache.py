@@ -101,3 +101,43 @@ def test_a_shared_cache_path_that_is_a_file_is_refused(run_job_in, tmp_path):
     (tmp_path / "responses.db").write_text("")
     with pytest.raises(UserError, match="cache.shared=true give the shared cache's folder"):
         run_job_in("model=simulated", "limit=2", "cache.shared=true", f"cache.path={tmp_path}/responses.db")
+
+
+def conflicting_writer(folder: str, k: int, keys: int, out) -> None:
+    """A job that stores its own answer for every key (the same keys as the other job, other values: a sampled
+    answer computed twice), reading the cache between its chunks; then what it resolves every key to."""
+    cache = SharedResponseCache(folder)
+    for start in range(0, keys, 5):
+        cache.put_many([(f"key-{i}", [k, i]) for i in range(start, start + 5)])
+        cache.get_many([f"key-{start}"])
+    out.put((k, cache.get_many([f"key-{i}" for i in range(keys)])))
+
+
+def test_two_processes_on_one_shared_cache_agree_on_every_key(tmp_path):
+    """The first answer published for a key is the one every reader gets, its publisher included, whatever the
+    names of the processes' chunks (docs/configuration.md, cache.shared)."""
+    folder, keys = str(tmp_path / "shared"), 200
+    fork = multiprocessing.get_context("fork")
+    out = fork.Queue()
+    procs = [fork.Process(target=conflicting_writer, args=(folder, k, keys, out)) for k in range(2)]
+    for p in procs:
+        p.start()
+    seen = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    later = SharedResponseCache(folder).get_many([f"key-{i}" for i in range(keys)])
+    assert len(later) == keys
+    assert seen[0] == later and seen[1] == later
+
+
+def test_a_cache_path_with_home_and_variables_is_expanded(tmp_path, monkeypatch):
+    from src.answering.cache import open_cache
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CACHE_ROOT", str(tmp_path / "root"))
+    monkeypatch.chdir(tmp_path)
+    open_cache("~/c.db").close()
+    open_cache("$CACHE_ROOT/shared", shared=True).put_many([("k", 1)])
+    assert (tmp_path / "home" / "c.db").is_file() and not (tmp_path / "~").exists()
+    assert open_cache("${CACHE_ROOT}/shared", shared=True).get_many(["k"]) == {"k": 1}

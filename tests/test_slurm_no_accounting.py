@@ -1,11 +1,14 @@
 """The Slurm tier on a cluster without accounting (`slurm_up.sh --no-accounting`: no slurmdbd, `sacct` fails, as on
 some clusters): a cancelled array task is still reported, with Slurm's state, within two minutes, where submitit
 alone would wait for it forever; also under the plugin's own name, `hydra/launcher=submitit_slurm` (issue 43),
-which runs the project's launcher with the plugin's keys. Runs after tests/test_slurm_cluster.py, whose cluster is stopped by then (one
-module's cluster at a time: they share Slurm's ports). Opt-in as that tier: --run-slurm or MCQ_TEST_SLURM=1.
+which runs the project's launcher with the plugin's keys. Runs after tests/test_slurm_cluster.py, whose cluster is
+stopped by then (one module's cluster at a time: they share Slurm's ports). Opt-in as that tier: --run-slurm or
+MCQ_TEST_SLURM=1.
 """
 
 from __future__ import annotations
+
+import subprocess
 
 import pytest
 
@@ -21,7 +24,7 @@ def slurm_without_accounting():
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_scancel_without_accounting(slurm_without_accounting, server, tmp_path):
-    with pytest.raises(Exception):  # sacct has nothing to ask
+    with pytest.raises(subprocess.CalledProcessError):  # sacct has nothing to ask
         slurm_without_accounting.run("sacct", "-n")
     ended = scancel_job_1(
         slurm_without_accounting,

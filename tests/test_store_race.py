@@ -51,7 +51,7 @@ def test_simultaneous_processes_on_a_fresh_store_and_cache_all_finish(tmp_path):
     assert all(p.poll() is None for p in procs), "a process had already exited before the last was started"
     assert not (tmp_path / "mlruns" / "mlflow.db").exists(), "the store was made before the last process started"
     outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outputs):
+    for p, (_out, err) in zip(procs, outputs):
         assert p.returncode == 0 and "Traceback" not in err, f"exit {p.returncode}\n{err[-3000:]}"
     client, runs = mlflow_runs(store)
     assert len(runs) == N_PROCESSES and {r.info.status for r in runs} == {"FINISHED"}

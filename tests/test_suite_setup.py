@@ -14,6 +14,7 @@ def test_a_test_of_a_group_is_run_under_its_group(request):
     distributed = request.config.getoption("loadgroup", default=False)
     # in one process (`-n 0`) there is nothing to distribute; under `-n N --dist loadgroup` xdist marks the test's id
     assert not distributed or request.node.nodeid.endswith("@smollm2"), (
-        f"{request.node.nodeid} carries no @smollm2 under --dist loadgroup (worker {os.environ.get('PYTEST_XDIST_WORKER')}):"
+        f"{request.node.nodeid} carries no @smollm2 under --dist loadgroup "
+        f"(worker {os.environ.get('PYTEST_XDIST_WORKER')}):"
         " this pytest and pytest-xdist do not group tests; see the pin in pyproject.toml's test extra"
     )

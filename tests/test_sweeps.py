@@ -233,8 +233,8 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
 
 
 def _composed_both_ways(name: str, cli: list[str]):
-    """Every job of a sweep as our loader composes it (src/config/sweep_compose.py: once per group choice) and as Hydra's
-    own loader does (the whole composition per job), hydra node included: each a config's YAML or the error."""
+    """Every job of a sweep as our loader composes it (src/config/sweep_compose.py: once per group choice) and as
+    Hydra's own loader does (the whole composition per job), hydra node included: each a config's YAML or the error."""
     from hydra.core.global_hydra import GlobalHydra
 
     from src.config.sweep_compose import GroupCachingConfigLoader

@@ -517,7 +517,8 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from src.questions import Question  # old layout: the archived commit's
 from src.variants import make_variants
-qs = [Question(id=d["id"], question=d["question"], options=tuple(d["options"]), answer=d["answer"]) for d in json.load(sys.stdin)]
+qs = [Question(id=d["id"], question=d["question"], options=tuple(d["options"]), answer=d["answer"])
+      for d in json.load(sys.stdin)]
 sets = json.loads(sys.argv[2])
 out = {}
 for name in sets:
@@ -525,7 +526,8 @@ for name in sets:
     if name == "revas_misleading":
         cfg.update(source_run="r", source_answers={x.id: (x.answer + 1) % x.n_options for x in qs})
     out[name] = [[(v.variant_id, v.kind, list(v.option_order), list(v.option_texts), v.correct_slot, v.fmt, v.level,
-                   [list(m) for m in v.memberships], v.asked_option) for v in make_variants(cfg, x, seed=3)] for x in qs]
+                   [list(m) for m in v.memberships], v.asked_option) for v in make_variants(cfg, x, seed=3)]
+                 for x in qs]
 print(json.dumps(out))
 """
 
@@ -608,7 +610,7 @@ def test_mmlu_cora_keeps_references():
         with_refs += has_option_refs(question)
         for v in plan.variants:
             assert honours(question, v) is None, (question.id, v.variant_id, honours(question, v))
-        for reason, n in plan.excluded.items():
+        for reason in plan.excluded:
             left_out[reason] += 1
         assert len(plan.variants) + sum(plan.excluded.values()) == 2 + 6 * (question.n_options - 1)
     # the counts the run logs as n_excluded_<reason> (questions with at least one variant left out)

@@ -265,6 +265,7 @@ def test_oracle_answers_yes_no_and_label_sets():
             correct_slot=1,
             key=f"q{i}/m",
             fmt="multi_select",
+            names_a_set=True,  # as MULTI_SELECT.request makes it: what the oracle reads
         )
         for i in range(400)
     ]

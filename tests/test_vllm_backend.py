@@ -1,4 +1,5 @@
-"""vLLM backend without vLLM: the pure parts (label tokens, logprobs -> label scores) and the glue, on fake engine objects."""
+"""vLLM backend without vLLM: the pure parts (label tokens, logprobs -> label scores) and the glue, on fake engine
+objects."""
 
 from __future__ import annotations
 

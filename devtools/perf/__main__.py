@@ -1,4 +1,5 @@
-"""`python -m devtools.perf`: speed, memory and agreement numbers on the real default model (SmolLM2-135M, CPU), not a test.
+"""`python -m devtools.perf`: speed, memory and agreement numbers on the real default model (SmolLM2-135M, CPU), not a
+test.
 
 Not to be confused with `src/benchmarks/`, the question sets.
 
@@ -29,8 +30,8 @@ sampled), and the cost per token fed (ms/token, padding included) for:
 - agreement   label log-probabilities of this project vs lm-eval on the original prompt of every question
               (--limit): max |difference| and the option ranking per question
 - adaptive    10 generated repetitions at T=0.7 (repetition prompt, --limit questions, response cache off), all
-              of them vs adaptive repetitions (src/answering/adaptive.py): the share of samples saved, the wall-time ratio,
-              and whether every question's SURE/UNSURE x right/wrong cell (both SURE rules) is the same;
+              of them vs adaptive repetitions (src/answering/adaptive.py): the share of samples saved, the wall-time
+              ratio, and whether every question's SURE/UNSURE x right/wrong cell (both SURE rules) is the same;
               `--only adaptive` runs it alone
 - generation  label scoring vs generate R=1 greedy vs generate R=10 at T=0.7 (max_new_tokens of the config) on
               the same CoRA prompts of --limit ARC-Challenge questions, prefix-shared and padded

@@ -164,13 +164,14 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    attended = _attended_pairs(backend)
+    attended = attended_pairs(backend)
     figures = {}
     # the slice in one call: passes as large as auto's budget (its search runs on these first, largest passes),
-    # then as the job asks: chunks of 64 prompts (the response cache's unit), each packed and passed on its own
+    # then as the job asks: chunks (the response cache's unit) as many prompts as a pass of the budget holds on a GPU,
+    # 64 on a CPU (`budget.chunk_prompts`), each packed and passed on its own
     for phase_name, key in (
         ("gpu_cora (one call: auto's passes)", "one_call"),
-        ("gpu_cora (job path: chunks of 64)", "job"),
+        ("gpu_cora (job path: chunks the budget sizes)", "job"),
     ):
         pairs_before = attended[0]
         with meter.phase(phase_name, prompts=len(timed), tokens=lambda: backend.forward_tokens) as phase:
@@ -259,19 +260,23 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     shared["gpu_device"] = name
 
 
-def _attended_pairs(backend: Any) -> list[int]:
-    """A counter of the (query, key) pairs the backend's passes attend to, rows x width^2 per pass (a packed or
-    padded row's mask is dense), kept up to date by wrapping its `forward`; [count]."""
+def attended_pairs(backend: Any) -> list[int]:
+    """A counter, [count], of the (query, key) pairs the backend's passes attend to, rows x width x keys per pass
+    (a packed or padded row's mask is dense: every pair is computed, seen or not), kept up to date by wrapping both
+    of its pass methods (`forward`, and `forward_at` for several packs in one pass)."""
     count = [0]
-    forward = backend.lm.forward
+    lm = backend.lm
+    forward, forward_at = lm.forward, lm.forward_at
 
-    def counted(ids, mask, positions, **kwargs):
-        out = forward(ids, mask, positions, **kwargs)
-        keys = mask.shape[-1]
-        count[0] += ids.shape[0] * ids.shape[1] * keys
-        return out
+    def counted(ids, mask, *args, **kwargs):
+        count[0] += ids.shape[0] * ids.shape[1] * mask.shape[-1]
+        return forward(ids, mask, *args, **kwargs)
 
-    backend.lm.forward = counted
+    def counted_at(ids, mask, *args):
+        count[0] += ids.shape[0] * ids.shape[1] * mask.shape[-1]
+        return forward_at(ids, mask, *args)
+
+    lm.forward, lm.forward_at = counted, counted_at
     return count
 
 

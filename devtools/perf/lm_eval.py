@@ -257,7 +257,9 @@ def part_dtype(meter: Meter, args, ratios: dict[str, float], shared: dict[str, A
         for dtype in ("float32", "bfloat16"):
             backend = hf_backend(model_cfg, chat=chat, dtype=dtype)
             answer_items(backend, items[:4], scoring=scoring, params=params, progress=False)  # warm-up, untimed
-            with meter.phase(f"{label}_{dtype} ({scoring})", prompts=len(items), tokens=lambda: backend.forward_tokens):
+            with meter.phase(
+                f"{label}_{dtype} ({scoring})", prompts=len(items), tokens=lambda b=backend: b.forward_tokens
+            ):
                 answers[label, dtype] = answer_items(backend, items, scoring=scoring, params=params, progress=False)
             if not backend.share_prefix:
                 print(f"  {dtype}: prefix packing turned itself off (see the warning above)", flush=True)

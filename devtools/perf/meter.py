@@ -96,6 +96,14 @@ TARGETS = {  # the issue's targets, checked on the printed numbers
         "today's fixed batches (one 1,024-token pack per pass)",
         lambda r: r <= 1.05,
     ),
+    "cora_optimised_vs_padded_ms_per_token": (
+        "CoRA: a packed token costs <= 1.2x a padded one (the packed path on the fused attention kernels)",
+        lambda r: r <= 1.2,
+    ),
+    "mainjob_share_of_matmul_rate": (
+        "main job's answering: model FLOP/s >= 0.8 of a float matmul's rate measured in the same process",
+        lambda r: r >= 0.8,
+    ),
     "intervals_bootstrap_seconds": (
         "intervals: 1000 resamples (--resamples) of a full MMLU CoRA records table < 30 s",
         lambda r: r < 30.0,

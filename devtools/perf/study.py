@@ -1,4 +1,5 @@
-"""`python -m devtools.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive, rerun."""
+"""`python -m devtools.perf` parts that time this project's own work: load, main job, CoRA, repetition, adaptive,
+rerun."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from devtools.perf.gpu import attended_pairs, forward_flops
 from devtools.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
 
 
@@ -107,7 +109,18 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
             answer_items(backend, work, scoring=cfg.scoring, params=params, cache=None, progress=False)
         return meter.results[name]["seconds"]
 
+    pairs = attended_pairs(backend)
     answer("mainjob_answering (packed)", items)  # the CPU default budget, as the job runs
+    main = meter.results["mainjob_answering (packed)"]
+    model_rate = forward_flops(backend.model.config, main["forward_tokens"], pairs[0]) / main["seconds"]
+    peak = matmul_rate(backend.model.get_input_embeddings().weight.dtype)
+    print(
+        f"  main job: {model_rate / 1e9:.1f} GFLOP/s of model FLOPs, a {peak / 1e9:.1f} GFLOP/s matmul in this "
+        f"process: {model_rate / peak:.0%} of it",
+        flush=True,
+    )
+    ratios["mainjob_model_gflops"], ratios["matmul_gflops"] = model_rate / 1e9, peak / 1e9
+    ratios["mainjob_share_of_matmul_rate"] = model_rate / peak
     fixed, default = {}, {}
     for round_ in (1, 2):  # alternated: this machine's speed drifts within minutes
         default[round_] = answer(f"mainjob_subset (packed, {CPU_BATCH_TOKENS}-token budget) #{round_}", subset)
@@ -128,6 +141,22 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
         ratios[f"mainjob_budget_{larger}_vs_{CPU_BATCH_TOKENS}"] = sum(
             r[f"mainjob_subset (packed, {larger}-token budget) #{k}"]["seconds"] for k in (1, 2)
         ) / sum(default.values())
+
+
+def matmul_rate(dtype: Any, size: int = 1024, seconds: float = 1.0) -> float:
+    """FLOP/s of a (size x size) @ (size x size) matmul in `dtype` on this process's threads, repeated for about
+    `seconds` after a warm-up: the CPU's practical peak that the model's FLOP/s is measured against."""
+    import time
+
+    import torch
+
+    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+    torch.mm(a, b)
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.mm(a, b)
+        done += 1
+    return 2.0 * size**3 * done / (time.perf_counter() - start)
 
 
 @contextmanager

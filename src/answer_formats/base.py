@@ -24,7 +24,8 @@ from ..backends.base import Request
 
 @dataclass(frozen=True)
 class FormatRequest(Request):
-    """A Request that says its answer format; oracle backends read `fmt`, real backends see a plain Request."""
+    """A Request that says its answer format (`fmt`, and `names_a_set` for the oracle backends); real backends see a
+    plain Request."""
 
     fmt: str = "mcq"
 
@@ -34,6 +35,7 @@ class AnswerFormat:
 
     name: str = ""
     generated_only = False  # True: scored by generation whatever the run's scoring (a set can only be written)
+    names_a_set = False  # True: the answer names a set of labels (its requests say so to oracle backends)
     min_new_tokens = 0  # generation gets at least this many new tokens
     metric_family: str | None = None  # the REVAS metrics of its rows, `src.metrics.revas.FAMILIES`
 
@@ -67,7 +69,7 @@ class AnswerFormat:
         scoring: str = "generate",
     ) -> Request:
         """The backend request of one variant of `question`."""
-        return self._request_of(
+        return self.request_of(
             prompt=self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
             labels=self.labels(template, variant),
             options=self.options(variant),
@@ -76,8 +78,9 @@ class AnswerFormat:
             key=f"{question.id}/{variant.variant_id}",
         )
 
-    def _request_of(self, **fields: Any) -> Request:
-        return FormatRequest(**fields, fmt=self.name)
+    def request_of(self, **fields: Any) -> Request:
+        """The request of these fields in this format (`request`'s; src/ingest/generic.py builds its own with it)."""
+        return FormatRequest(**fields, fmt=self.name, names_a_set=self.names_a_set)
 
     def parse(
         self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False

@@ -39,7 +39,7 @@ class MultipleChoice(AnswerFormat):
     def labels(self, template: PromptTemplate, variant: Variant) -> tuple[str, ...]:
         return labels_for(variant.n_options, template.label_style)
 
-    def _request_of(self, **fields: Any) -> Request:
+    def request_of(self, **fields: Any) -> Request:
         return Request(**fields)  # real backends and the cache see the request as before formats existed
 
     def parse(

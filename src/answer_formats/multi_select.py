@@ -36,6 +36,7 @@ class MultiSelect(AnswerFormat):
 
     name = "multi_select"
     generated_only = True
+    names_a_set = True
     min_new_tokens = MULTI_SELECT_MIN_NEW_TOKENS
     metric_family = "multi_select"
 

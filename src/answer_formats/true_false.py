@@ -103,7 +103,8 @@ def parse_yes_no_with_rule(raw: str, *, truncated: bool = False) -> tuple[int | 
     >>> [parse_yes_no_with_rule(t)[0] for t in ("Yes", "**No**.", "True", "I think yes.", "The answer is: no",
     ...                                         "Yes or no", "Maybe", "")]
     [0, 1, 0, 0, 1, None, None, None]
-    >>> parse_yes_no_with_rule("<think>no... wait</think>Yes, because"), parse_yes_no_with_rule("The proposed", truncated=True)
+    >>> (parse_yes_no_with_rule("<think>no... wait</think>Yes, because"),
+    ...  parse_yes_no_with_rule("The proposed", truncated=True))
     ((0, 'reasoning_stripped+first_word'), (None, 'truncated'))
     """
     text, state, invalid = answer_text(raw, truncated)

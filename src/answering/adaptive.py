@@ -23,16 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from src.answering.items import Answer, Item
 from src.backends.base import SamplingParams
 from src.common.errors import UserError
 from src.common.progress import job_progress
 from src.metrics.answers import INVALID
 from src.metrics.guessing import p_star, trials_before_stop, verdict_fixed
-
-if TYPE_CHECKING:
-    from src.answering.trials import Answer, Item
 
 ADAPTIVE_BACKENDS = ("hf", "simulated")  # backends that draw repetition k from its own (seed, k) stream
 ADAPTIVE_COLUMNS = ("n_asked", "n_planned")  # added to the records of adaptive runs only (src/core/records.py)

@@ -10,7 +10,6 @@ WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import sqlite3
@@ -21,6 +20,7 @@ from typing import Any
 
 from src.backends.base import Request
 from src.common import owners
+from src.common.paths import expand_path
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
@@ -61,7 +61,7 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-        self.conn.execute("PRAGMA busy_timeout = %d" % int(timeout_s * 1000))
+        self.conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         self._retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self.conn.execute(SCHEMA))
 
@@ -80,9 +80,8 @@ class ResponseCache:
         for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
             chunk = list(keys[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            rows = self._retry(
-                lambda: self.conn.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk).fetchall()
-            )
+            query = f"SELECT key, value FROM responses WHERE key IN ({marks})"
+            rows = self._retry(lambda: self.conn.execute(query, chunk).fetchall())  # noqa: B023 -- called at once
             found.update((k, json.loads(v)) for k, v in rows)
         return found
 
@@ -113,13 +112,15 @@ class SharedResponseCache:
     """The response cache as a folder that jobs on several nodes share (an NFS or Lustre folder), correct without
     file locks, which such filesystems do not give reliably (SQLite's WAL needs all its processes on one host).
 
-    Each job writes only its own files: every `put_many` is one chunk, `chunks/<host>-<pid>-<n>-<random>.jsonl`
-    (a line per answer: key, tab, JSON value), written under a temporary name (`owners.temp_prefix`) and published
-    by an atomic rename, so a reader sees a chunk whole or not at all, and a killed job leaves only whole chunks
-    (its temporary file is removed by the next job of its host). A lookup reads every chunk it has not read yet
-    into an index in memory and answers from it; the first answer stored for a key wins, as in the SQLite store.
-    A chunk another node published moments ago may show a little later (the filesystem's attribute cache): its
-    answers are then computed again, never wrong.
+    Each `put_many` is one chunk: written and fsynced under a temporary name (`owners.temp_prefix`), then published
+    as `chunks/<n>.jsonl` (a line per answer: key, tab, JSON value) by a hard link that fails when `<n>` exists, the
+    publisher then trying `<n+1>`. A link is atomic on a network filesystem too, so the chunk numbers are the order
+    of publication: a reader sees a chunk whole or not at all, and reads them in that order, `0, 1, 2, ...`, opening
+    the next number until there is none (no listing of the folder). The first answer published for a key wins,
+    for every reader and the publisher alike: every process resolves a key to one value. A chunk another node
+    published moments ago may show a little later (the filesystem's attribute cache): reading stops at the first
+    number it cannot open, so it is read later, in its place. Chunks of an older version (`<host>-<pid>-...jsonl`)
+    are read once, when the cache opens, before the numbered ones.
     """
 
     def __init__(self, path: str | Path):
@@ -128,26 +129,25 @@ class SharedResponseCache:
         self.chunks.mkdir(parents=True, exist_ok=True)
         owners.clean_stale_temps([self.chunks], "an interrupted cache write", ownerless=False)
         self._index: dict[str, str] = {}  # key -> the value's JSON text (parsed when asked for)
-        self._read: set[str] = set()  # the chunk files read into the index
-        self._written = itertools.count()
+        self._next = 0  # the number of the next chunk to read (and to try to publish as)
+        for entry in sorted(os.scandir(self.chunks), key=lambda e: e.name):  # an older version's chunks, once
+            if entry.name.endswith(".jsonl") and not entry.name.startswith(".") and not chunk_number(entry.name):
+                self._read_chunk(Path(entry.path))
+
+    def _read_chunk(self, path: Path) -> bool:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return False
+        for line in text.splitlines():
+            key, _, value = line.partition("\t")
+            self._index.setdefault(key, value)
+        return True
 
     def _refresh(self) -> None:
-        """Read the chunks published since the last lookup."""
-        with os.scandir(self.chunks) as entries:
-            new = [
-                e.name
-                for e in entries
-                if e.name.endswith(".jsonl") and not e.name.startswith(".") and e.name not in self._read
-            ]
-        for name in sorted(new):
-            try:
-                text = (self.chunks / name).read_text(encoding="utf-8")
-            except FileNotFoundError:  # removed by hand since the listing
-                continue
-            for line in text.splitlines():
-                key, _, value = line.partition("\t")
-                self._index.setdefault(key, value)
-            self._read.add(name)
+        """Read the chunks published since the last lookup, in the order of publication."""
+        while self._read_chunk(self.chunks / chunk_name(self._next)):
+            self._next += 1
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         self._refresh()
@@ -157,18 +157,26 @@ class SharedResponseCache:
         rows = [(k, json.dumps(v)) for k, v in items]
         if not rows:
             return
-        name = f"{owners.this_owner().replace(':', '-')}-{next(self._written)}-{os.urandom(4).hex()}.jsonl"
-        partial = self.chunks / f"{owners.temp_prefix(name)}{os.urandom(4).hex()}"
+        partial = self.chunks / f"{owners.temp_prefix('chunk.jsonl')}{os.urandom(4).hex()}"
         try:
             with open(partial, "w", encoding="utf-8") as handle:
                 handle.write("".join(f"{k}\t{v}\n" for k, v in rows))
                 handle.flush()
                 os.fsync(handle.fileno())  # on disk before it has its name: a crash never publishes part of it
-            os.rename(partial, self.chunks / name)
+            while True:  # the first free number: what others published before it is read first
+                self._refresh()
+                try:
+                    os.link(partial, self.chunks / chunk_name(self._next))
+                    break
+                except FileExistsError:  # published by another job meanwhile: read in its place, then the next
+                    if not self._read_chunk(self.chunks / chunk_name(self._next)):
+                        time.sleep(0.05)  # another node's, not yet visible here (its attribute cache)
+                    else:
+                        self._next += 1
         finally:
             partial.unlink(missing_ok=True)
-        self._read.add(name)
-        for key, value in rows:
+        self._next += 1
+        for key, value in rows:  # every earlier chunk is in the index: an earlier answer keeps its place
             self._index.setdefault(key, value)
 
     def __len__(self) -> int:
@@ -177,9 +185,41 @@ class SharedResponseCache:
 
     def close(self) -> None:
         self._index.clear()
-        self._read.clear()
+
+
+def chunk_name(number: int) -> str:
+    return f"{number:012d}.jsonl"
+
+
+def chunk_number(name: str) -> bool:
+    """Whether a chunk's file name is a publication number (this version's), not an older version's name."""
+    return len(name) == len("000000000000.jsonl") and name[:12].isdigit()
+
+
+class GuardedCache:
+    """A response cache that stores answers only while `check` passes: the job's check that the model's files are
+    still those its identity names (src/job/runner.py `content_guard`). If they changed during the run, `check`
+    raises before anything is stored, so no answer is kept under an identity it did not come from."""
+
+    def __init__(self, cache: ResponseCache | SharedResponseCache, check):
+        self.cache, self.check = cache, check
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        return self.cache.get_many(keys)
+
+    def put_many(self, items: Iterable[tuple[str, Any]]) -> None:
+        self.check()
+        self.cache.put_many(items)
+
+    def __len__(self) -> int:
+        return len(self.cache)
+
+    def close(self) -> None:
+        self.cache.close()
 
 
 def open_cache(path: str | Path, *, shared: bool = False) -> ResponseCache | SharedResponseCache:
-    """The response cache of `cache.path`: the SQLite file, or with `cache.shared` the folder many nodes share."""
+    """The response cache of `cache.path` (`~` and `$VARIABLES` expanded): the SQLite file, or with `cache.shared`
+    the folder many nodes share."""
+    path = expand_path(path)
     return SharedResponseCache(path) if shared else ResponseCache(path)

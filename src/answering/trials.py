@@ -6,18 +6,17 @@ import hashlib
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
 from src.answer_formats import FORMATS, format_of
 from src.answering.cache import ResponseCache, request_key
+from src.answering.items import Answer, Item
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from src.common.progress import job_progress
-from src.core.questions import Question
 from src.core.records import COLUMNS
-from src.core.variant import Variant
 
 CLOZE_MODES = ("cloze", "cloze_shown")  # option texts scored as continuations, without or with the options listed
 
@@ -30,33 +29,6 @@ def trial_seed(seed: int, question_id: str, variant_id: str) -> int:
 
 def prompt_hash(prompt: str) -> str:
     return hashlib.sha256(prompt.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Item:
-    """One prompt to ask: a variant of a question, rendered."""
-
-    question: Question
-    variant: Variant
-    request: Request
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One repetition's outcome for an item, before it becomes a record row."""
-
-    raw_output: str
-    slot: int | None  # displayed slot chosen; None = INVALID
-    label_probs: tuple[float, ...] | None = None
-    label_mass: float | None = None
-    option_loglik: tuple[float, ...] | None = None
-    option_loglik_norm: tuple[float, ...] | None = None
-    answer_dist: tuple[float, ...] | None = None  # exact first-token sampling: labels then INVALID
-    cache_hit: bool = False
-    slots: tuple[int, ...] | None = None  # multi_select: every displayed slot named; None = INVALID
-    parse_rule: str | None = None  # the rule that decided `slot` (src/core/parsing.py), or the scoring's own rule
-    truncated: bool | None = None  # generated text cut by max_new_tokens; None when unknown or not generated
-    decision_margin: float | None = None  # a ranking's decision: how far the chosen score lies above the next one
 
 
 def decision_margin(scores: Sequence[float], chosen: int) -> float | None:
@@ -367,8 +339,10 @@ def answer_items(
         return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
     with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)
-        for start in range(0, len(items), chunk_size):
-            chunk = [it.request for it in items[start : start + chunk_size]]
+        while len(answers) < len(items):
+            # the HF backend on a GPU sizes chunks by its token budget (`prompts_per_chunk`); else chunk_size
+            size = backend.prompts_per_chunk(chunk_size) if hasattr(backend, "prompts_per_chunk") else chunk_size
+            chunk = [it.request for it in items[len(answers) : len(answers) + size]]
             answers.extend(
                 _answer_chunk(
                     backend, chunk, scoring=scoring, params=params, cloze_normalise=cloze_normalise, cache=cache

@@ -21,6 +21,7 @@ class Request:
     correct_slot: int | None = None  # read only by oracle backends (simulated); real backends must ignore it
     key: str = ""  # stable trial identity "question_id/variant_id", for oracle seeding and logs
     data: str = ""  # content identity of the question asked (src/core/questions.py): part of the response cache key
+    names_a_set: bool = False  # the answer names a set of labels (multi_select); read only by oracle backends
 
 
 class Completion(str):
@@ -40,7 +41,7 @@ class Completion(str):
         self.truncated = truncated
         return self
 
-    def __reduce__(self):  # pickles (joblib workers) keep the flag
+    def __reduce__(self) -> tuple[type[Completion], tuple[str, bool | None]]:  # pickles (joblib workers) keep the flag
         return (Completion, (str(self), self.truncated))
 
 

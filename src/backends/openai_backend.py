@@ -395,7 +395,8 @@ def first_token_top_logprobs(reply: dict[str, Any]) -> dict[str, float]:
     >>> first_token_top_logprobs({"choices": [{"logprobs": {"content": [{"token": "A", "logprob": -0.1,
     ...     "top_logprobs": [{"token": "A", "logprob": -0.1}, {"token": " B", "logprob": -2.5}]}]}}]})
     {'A': -0.1, ' B': -2.5}
-    >>> first_token_top_logprobs({"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{"A": -0.2, "C": -3.0}]}}]})
+    >>> first_token_top_logprobs(
+    ...     {"choices": [{"logprobs": {"tokens": ["A"], "top_logprobs": [{"A": -0.2, "C": -3.0}]}}]})
     {'A': -0.2, 'C': -3.0}
     """
     logprobs = _choice_logprobs(reply)

@@ -7,7 +7,6 @@ import random
 import time
 from collections.abc import Sequence
 
-from ..answer_formats import MULTI_SELECT, format_of
 from .base import Completion, LabelScores, OptionScores, Request, SamplingParams
 
 
@@ -22,9 +21,9 @@ class SimulatedBackend:
     Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
 
     Answer formats (a request's format, see src/answer_formats/): a true/false request's labels are ("Yes", "No"),
-    so it says the right one with probability `success_rate`; a multi-select request gets a set of labels:
-    the single answer above, plus the correct label with probability `success_rate`, plus each other
-    label with probability (1 - success_rate) / 2.
+    so it says the right one with probability `success_rate`; a request that names a set (`names_a_set`:
+    multi_select) gets a set of labels: the single answer above, plus the correct label with probability
+    `success_rate`, plus each other label with probability (1 - success_rate) / 2.
     """
 
     seeded_scores = True  # answers depend on the trial's seed and key, not only on the prompt
@@ -71,7 +70,7 @@ class SimulatedBackend:
                 params, "first_repetition", 0
             )  # a round of adaptive repetitions (src/answering/adaptive.py)
             reps = [0] * params.n if params.temperature == 0 else range(first, first + params.n)
-            if format_of(req) is MULTI_SELECT:
+            if req.names_a_set:
                 texts = [self._render_set(req, self._selection(req, r)) for r in reps]
             else:
                 texts = [self._render(req, self._answer(req, r)) for r in reps]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from src.backends import weights
@@ -104,15 +103,16 @@ class VLLMBackend:
         )
         self.top_logprobs = int(top_logprobs)
         self.chat, self.progress = bool(chat), progress
-        if Path(path).expanduser().is_dir():  # new weights saved to the same folder are another model
-            content = f"weights=sha256:{weights.folder_fingerprint(Path(path).expanduser())}"
-        else:  # a hub id: the snapshot's commit, which the engine then loads
-            commit = weights.hub_commit(path, revision)
-            self.engine_args["revision"] = commit or revision
-            content = f"commit={commit}"
-        self.identity = (
-            f"vllm:{path}|{content}|revision={revision}|dtype={dtype}|quantization={quantization}|chat={self.chat}"
-        )
+        # what it loads, by content alone (src/backends/weights.py): a folder, a local .gguf file or a hub snapshot
+        self.content = weights.model_content(path, revision=revision)
+        if self.content.repo is None:  # a local folder or file: the engine gets its path with `~` expanded
+            self.engine_args["model"] = self.content.source
+        elif self.content.commit:  # a hub id: the snapshot's commit, which the engine then loads
+            self.engine_args["revision"] = self.content.commit
+        head = self.content.identity_fields("vllm")
+        if tokenizer:  # a tokenizer of its own: part of what answers
+            head += f"|tokenizer=sha256:{weights.model_content(tokenizer).digest}"
+        self.identity = f"{head}|revision={revision}|dtype={dtype}|quantization={quantization}|chat={self.chat}"
         self.llm: Any = None
         self.tokenizer: Any = None
         self._vllm: Any = None

@@ -1,13 +1,21 @@
-"""What a model's weights are, by content: the part of a backend's identity that changes when the weights do.
+"""What a model is, by content: the part of a backend's identity that changes when the files it loads do, and
+nothing else (not the path they are at).
 
-- a file (a GGUF): its sha256;
-- a local folder: a fingerprint of its files (each file's sha256, with its path inside the folder), so that new
-  weights saved to the same folder (`.../last`, a checkpoint overwritten) are another model;
-- a hub id: the commit of the snapshot used, resolved once per process.
+One rule (`model_content`) for every backend and every source:
 
-A file is hashed once and remembered in `sha256.json` under the models cache by (real path, size, mtime), so a
-16 GB folder is read once; a changed file (new size or mtime) is hashed again. Plain stdlib: the vllm backend and
-the sweep's pre-check use it without torch.
+- a local folder: the files the loader reads, in parts that a rerun's line names: "weights" (`*.safetensors` and
+  their index; `pytorch_model*.bin` where there is no safetensors), "model config" (`config.json`, remote code
+  `*.py`), "tokenizer" (`tokenizer.json`, `tokenizer_config.json` less its chat template, vocabularies, ...),
+  "chat template" (`chat_template.jinja`/`.json`, `additional_chat_templates/`, tokenizer_config.json's
+  `chat_template`) and "generation config" (`generation_config.json`). Only the folder's own files count:
+  `checkpoint-*/`, `optimizer.pt`, logs and model cards change nothing;
+- a file (a GGUF, which holds its tokenizer and chat template): "weights", its sha256;
+- a hub id: the commit of the snapshot used (git's own content hash), resolved once per process and revision.
+
+A file is hashed once and remembered in `sha256.json` under the models cache by (real path, size, mtime_ns,
+ctime_ns, inode): a copy whose times were put back (`cp -p`, `rsync -a`, `touch -r`, `os.utime`) has a new ctime,
+which no program can set, so it is hashed again (tests/test_content_identity.py). Plain stdlib: the vllm backend
+and the sweep's pre-check use it without torch.
 """
 
 from __future__ import annotations
@@ -18,15 +26,37 @@ import logging
 import os
 import re
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from src.common import owners
+from src.common.paths import expand_path
 
 log = logging.getLogger(__name__)
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
-# files of a model folder that never change what it computes: its card, licences, git's and the hub's own folders
-IGNORED_FILES = re.compile(r"(^|/)\.|(^|/)(README|LICEN[CS]E|NOTICE|USE_POLICY)[^/]*$", re.IGNORECASE)
+# the parts of a model folder, as the line that says what changed names them (tokenizer_config.json is split)
+WEIGHTS, MODEL_CONFIG, TOKENIZER, CHAT_TEMPLATE, GENERATION_CONFIG = (
+    "weights",
+    "model config",
+    "tokenizer",
+    "chat template",
+    "generation config",
+)
+TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer.model",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "spiece.model",
+        "sentencepiece.bpe.model",
+    }
+)
+CHAT_TEMPLATE_FILES = frozenset({"chat_template.jinja", "chat_template.json"})
 
 
 def models_root() -> Path:
@@ -37,10 +67,11 @@ def models_root() -> Path:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file, remembered in `sha256.json` under (real path, size, mtime) so it is computed once."""
+    """sha256 of a file, remembered in `sha256.json` under (real path, size, mtime_ns, ctime_ns, inode, device): a
+    file written again, even with its size and times put back, has a new ctime and is hashed again."""
     path = Path(path).resolve()
     stat = path.stat()
-    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_dev}"
     index_file = models_root() / "sha256.json"
     index = read_json(index_file)
     if key in index:
@@ -56,16 +87,113 @@ def file_sha256(path: str | os.PathLike) -> str:
     return sha
 
 
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def _part_of(name: str) -> str | None:
+    """The part of a model folder a top-level file belongs to; None for a file no loader reads."""
+    if name == "generation_config.json":
+        return GENERATION_CONFIG
+    if name in CHAT_TEMPLATE_FILES:
+        return CHAT_TEMPLATE
+    if name in TOKENIZER_FILES or name.endswith(".tiktoken"):
+        return TOKENIZER
+    if name.endswith(".safetensors") or name == "model.safetensors.index.json":
+        return WEIGHTS
+    if name == "config.json" or name.endswith(".py"):
+        return MODEL_CONFIG
+    return None
+
+
+def folder_parts(folder: Path) -> dict[str, str]:
+    """{part: sha256} of the files a model folder's loader reads (the module docstring); its path in none."""
+    files: dict[str, list] = {}
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    has_safetensors = any(n.endswith(".safetensors") for n in names)
+    for name in names:
+        if name == "tokenizer_config.json":  # its chat template is a part of its own
+            settings = read_json(folder / name)
+            template = settings.pop("chat_template", None)
+            files.setdefault(TOKENIZER, []).append([name, _digest(settings)])
+            if template is not None:
+                files.setdefault(CHAT_TEMPLATE, []).append([name, _digest(template)])
+            continue
+        part = _part_of(name)
+        if part is None and not has_safetensors and name.startswith("pytorch_model") and ".bin" in name:
+            part = WEIGHTS
+        if part is not None:
+            files.setdefault(part, []).append([name, file_sha256(folder / name)])
+    templates = folder / "additional_chat_templates"
+    if templates.is_dir():
+        for path in sorted(p for p in templates.iterdir() if p.is_file()):
+            files.setdefault(CHAT_TEMPLATE, []).append([f"{templates.name}/{path.name}", file_sha256(path)])
+    return {part: _digest(entries) for part, entries in sorted(files.items())}
+
+
+@dataclass(frozen=True)
+class ModelContent:
+    """A model by content: `parts` ({"weights": sha256, ...}, or {"commit": ...} for a hub id) and, for a hub id,
+    its `repo`. `source` is where the files are (for lines and `changed`), never part of the identity."""
+
+    parts: dict[str, str]
+    source: str = field(compare=False)
+    repo: str | None = None
+    revision: str | None = field(default=None, compare=False)
+
+    @property
+    def digest(self) -> str:
+        """sha256 of every part: what two copies of the same files share."""
+        return _digest(self.parts)
+
+    @property
+    def commit(self) -> str | None:
+        """A hub snapshot's resolved commit; None for local files, or where the commit is unknown."""
+        commit = self.parts.get("commit", "")
+        return commit if COMMIT.fullmatch(commit) else None
+
+    def identity_fields(self, kind: str) -> str:
+        """The backend identity's leading fields: `hf|weights=sha256:<digest>` for files, `hf:<repo>|commit=<c>`
+        for a hub snapshot."""
+        if self.repo is not None:
+            return f"{kind}:{self.repo}|commit={self.commit}"
+        return f"{kind}|weights=sha256:{self.digest}"
+
+    def short_parts(self) -> dict[str, str]:
+        """{part: 16 hex digits}: the `model_content` tag a rerun compares to name what changed."""
+        return {part: value[:16] for part, value in self.parts.items()}
+
+    def changed(self) -> list[str]:
+        """The parts whose files differ now from when this was computed ([] for a hub snapshot: a commit is fixed)."""
+        if self.repo is not None:
+            return []
+        try:
+            now = model_content(self.source).parts
+        except OSError:
+            return [WEIGHTS]
+        return [part for part in dict.fromkeys([*self.parts, *now]) if self.parts.get(part) != now.get(part)]
+
+
+def model_content(source: str | os.PathLike, *, revision: str | None = None) -> ModelContent:
+    """The content of what a backend loads from `source`: a local folder, a local file (a GGUF) or a hub id at
+    `revision` (the module docstring). Written once, used by every backend (hf, GGUF, vllm)."""
+    local = expand_path(source)
+    if local.is_dir():
+        return ModelContent(folder_parts(local), source=str(local.resolve()))
+    if local.is_file():
+        return ModelContent({WEIGHTS: file_sha256(local)}, source=str(local.resolve()))
+    repo = str(source)
+    return ModelContent({"commit": str(hub_commit(repo, revision))}, source=repo, repo=repo, revision=revision)
+
+
+def changed_line(parts: list[str]) -> str:
+    """'weights', 'tokenizer and chat template', ...: the parts that changed, as a line names them."""
+    return " and ".join(parts) if parts else "model files"
+
+
 def folder_fingerprint(folder: str | os.PathLike) -> str:
-    """sha256 over (path inside the folder, file sha256) of every file of a model folder (weights, config,
-    tokenizer), hidden files and READMEs left out (tests/test_content_identity.py)."""
-    root = Path(folder).resolve()
-    parts = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        inside = path.relative_to(root).as_posix()
-        if not IGNORED_FILES.search(inside):
-            parts.append([inside, file_sha256(path)])
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    """sha256 of what a model folder's loader reads (`model_content`), not of where it is."""
+    return model_content(folder).digest
 
 
 _COMMITS: dict[tuple[str, str | None], str | None] = {}
@@ -74,7 +202,8 @@ _COMMITS: dict[tuple[str, str | None], str | None] = {}
 def hub_commit(repo_id: str, revision: str | None) -> str | None:
     """The commit of the hub snapshot `repo_id` at `revision` (a branch, tag or commit) resolves to: a commit given
     is itself; else the hub's answer (online) or the local hub cache's ref (offline, or the hub unreachable); None
-    when neither knows it. Resolved once per process, so the jobs of a sweep and the loading all use one snapshot."""
+    when neither knows it. Resolved once per process and (repo, revision), so the jobs of a sweep and the loading
+    all use one snapshot, and two revisions of one repo are two (tests/test_content_identity.py)."""
     if revision and COMMIT.fullmatch(revision):
         return revision
     key = (repo_id, revision)

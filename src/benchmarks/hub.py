@@ -533,7 +533,8 @@ def fetch_command(name: str, data_dir: str | Path) -> str:
 
 
 def raw_present(name: str, data_dir: str | Path, split: str | None, options: Mapping[str, Any] | None) -> bool:
-    """Whether the raw file the loader reads for `split` is under `data_dir` (True when unknown: the raw loader decides)."""
+    """Whether the raw file the loader reads for `split` is under `data_dir` (True when unknown: the raw loader
+    decides)."""
     local, source = LOCAL.get(name), HUB.get(name)
     if local is None or source is None:
         return True
@@ -636,7 +637,8 @@ def absent_error(
     reason: str = "offline",
     options: Mapping[str, Any] | None = None,
 ) -> UserError:
-    """`benchmark mmlu: files absent under D (no D/mmlu/test) and the Hub dataset cais/mmlu (all, test) is not in ...`"""
+    """`benchmark mmlu: files absent under D (no D/mmlu/test) and the Hub dataset cais/mmlu (all, test) is not in
+    ...`"""
     local = LOCAL.get(name)
     our_split = split if split is not None else next(iter(source.splits))
     missing = f" (no {Path(data_dir) / local.default(our_split, options or {})})" if local is not None else ""

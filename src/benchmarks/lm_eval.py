@@ -77,8 +77,11 @@ def lm_eval_or_error() -> Any:
 def unreachable_data_message(task: str, dataset_path: str | None, dataset_name: str | None, reason: str) -> str:
     """The one line for a Hub-backed task whose data is neither cached nor downloadable.
 
-    >>> print(unreachable_data_message("arc_easy", "allenai/ai2_arc", "ARC-Easy", "offline"))  # doctest: +ELLIPSIS
-    lm_eval task arc_easy: its data allenai/ai2_arc (ARC-Easy) is not in the datasets cache and cannot be downloaded (offline); fetch it on a machine with network: python -c "import datasets; datasets.load_dataset('allenai/ai2_arc', 'ARC-Easy')" and copy ...
+    >>> print(unreachable_data_message("arc_easy", "allenai/ai2_arc", "ARC-Easy",
+    ...                                "offline"))  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    lm_eval task arc_easy: its data allenai/ai2_arc (ARC-Easy) is not in the datasets cache and cannot be
+    downloaded (offline); fetch it on a machine with network:
+    python -c "import datasets; datasets.load_dataset('allenai/ai2_arc', 'ARC-Easy')" and copy ...
     """
     call = f"'{dataset_path}'" + (f", '{dataset_name}'" if dataset_name else "")
     shown = f"{dataset_path} ({dataset_name})" if dataset_name else str(dataset_path)

@@ -108,7 +108,8 @@ def checked_question(
     metadata: dict[str, Any] | None = None,
     allow_duplicate_options: bool = True,
 ) -> Question:
-    """Build a `Question` after checking it and cleaning its texts (`clean_text`); `place` is `where(...)` of its record.
+    """Build a `Question` after checking it and cleaning its texts (`clean_text`); `place` is `where(...)` of its
+    record.
 
     >>> q = checked_question("a.csv line 2", id="a/0", question=" 2+2?", options=["3", '4\\n"'], answer=1)
     >>> q.question, q.options, q.answer, q.metadata

@@ -17,8 +17,10 @@ def version_problem(distribution: str, version: str, supported: str, adapter: st
 
     >>> version_problem("hydra-core", "1.3.2", ">=1.3.2,<1.4", "src/config/hydra_adapter.py") is None
     True
-    >>> version_problem("lm-eval", "0.5.0", ">=0.4,<0.5", "src/benchmarks/lm_eval_adapter.py")
-    "warning: lm-eval 0.5.0 is outside >=0.4,<0.5, the versions whose private API src/benchmarks/lm_eval_adapter.py was checked with; pip install 'lm-eval>=0.4,<0.5'"
+    >>> version_problem("lm-eval", "0.5.0", ">=0.4,<0.5",
+    ...                 "src/benchmarks/lm_eval_adapter.py")  # doctest: +NORMALIZE_WHITESPACE
+    "warning: lm-eval 0.5.0 is outside >=0.4,<0.5, the versions whose private API
+    src/benchmarks/lm_eval_adapter.py was checked with; pip install 'lm-eval>=0.4,<0.5'"
     """
     try:
         inside = Version(version) in SpecifierSet(supported)

@@ -133,6 +133,7 @@ def compare(args: argparse.Namespace) -> dict:
         "out": str(out_dir),
         "files": len(written),
         "paired": [line for s in sections for line in s.paired_lines],
+        "bottom_line": [line for s in sections for line in s.lines],
         "tables": sum(len(s.tables) for s in sections),
         "plots": sum(len(s.plots) for s in sections),
         "skipped": [n for s in sections for n in s.notes],
@@ -171,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         result = compare(args)
     except UserError as err:
         return user_error(err)
-    print(json.dumps({k: v for k, v in result.items() if k not in ("skipped", "paired")}))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("skipped", "paired", "bottom_line")}))
+    for line in result["bottom_line"]:  # what to pick, first: the report's first screen
+        print(f"bottom line: {line}", file=sys.stderr)
     for line in result["paired"]:
         print(f"paired: {line}", file=sys.stderr)
     for note in result["skipped"]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from src.common.errors import UserError
 from src.core.records import PROMPTS_FILE, read_run_records
-from src.tracking import store
+from src.tracking import runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
@@ -42,6 +42,8 @@ ID_COLUMNS = (
     "ranked_decisions",
     "model_identity",
     "data_identity",
+    "backend",
+    "model_content",
 )
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
 # in the same table column (see tables.conditions)
@@ -152,6 +154,10 @@ def _row(run, experiments: dict[str, str]) -> dict:
         # the weights and the questions by content (src/job/runner.py): one name may cover several checkpoints
         "model_identity": tags.get("model_identity"),
         "data_identity": tags.get("data_identity"),
+        # the backend identity in full (weights by content, then settings: dtype, chat): what model_identity hashes
+        "backend": tags.get("backend"),
+        # the parts of the model's files by content (weights, tokenizer, chat template, ...; src/backends/weights.py)
+        "model_content": tags.get(tracking_runs.CONTENT_TAG),
     }
     row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
     return row
@@ -237,16 +243,18 @@ def load_runs(
 
 
 def identity_notes(table: pd.DataFrame) -> list[str]:
-    """One line per model name whose runs were made with more than one set of weights (tag `model_identity`: a
-    checkpoint saved anew to its folder, a hub model updated), and per benchmark asked with more than one set of
-    questions (`data_identity`): the tables show the latest run of each condition, the newest weights' and data's."""
+    """One line per model name whose runs were made with more than one model identity (tag `model_identity`),
+    named by its cause (`model_identity_note`), and per benchmark asked with more than one set of questions
+    (`data_identity`): the tables show the latest run of each condition, the newest weights' and data's."""
     notes = []
-    for name, identity, what in (("model", "model_identity", "weights"), ("benchmark", "data_identity", "questions")):
-        if identity not in table:
-            continue
-        counts = table.dropna(subset=[identity]).groupby(name)[identity].nunique()
+    if "model_identity" in table:
+        for model, rows in table.dropna(subset=["model_identity"]).groupby("model", sort=True):
+            if rows["model_identity"].nunique() > 1:
+                notes.append(model_identity_note(str(model), rows))
+    if "data_identity" in table:
+        counts = table.dropna(subset=["data_identity"]).groupby("benchmark")["data_identity"].nunique()
         notes += [
-            f"{name} {key}: its runs were made with {n} different {what} ({identity}); the tables show the "
+            f"benchmark {key}: its runs were made with {n} different questions (data_identity); the tables show the "
             f"latest run of each condition"
             for key, n in counts.items()
             if n > 1
@@ -254,8 +262,50 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
     return notes
 
 
+def model_identity_note(model: str, rows: pd.DataFrame) -> str:
+    """What differs between the identities of one model's runs, read from their `backend` tags
+    (`src.tracking.runs.weights_fields`): other model files (by their `model_content` tags, the parts that differ:
+    weights, tokenizer, chat template, generation config), or the same files at other settings (dtype, chat: the
+    identity hashes them too)."""
+    latest = "the tables show the latest run of each condition"
+    identities: list[str] = list(rows["backend"].dropna().unique()) if "backend" in rows else []
+    if len(identities) < rows["model_identity"].nunique():  # runs that logged no backend identity
+        return (
+            f"model {model}: its runs were made with {rows['model_identity'].nunique()} different model identities "
+            f"(model_identity: weights or settings; some runs logged no backend identity to tell which); {latest}"
+        )
+    fields = [tracking_runs.identity_fields(i) for i in identities]
+    weights = {tuple(sorted(tracking_runs.weights_fields(i).items())) for i in identities}
+    settings = [
+        f"{k} {', '.join(sorted({f.get(k, 'none') for f in fields}))}"
+        for k in tracking_runs.SETTING_FIELDS
+        if len({f.get(k) for f in fields}) > 1
+    ]
+    if len(weights) > 1:
+        parts = _changed_parts(rows)
+        if parts and parts != ["weights"]:  # the files that differ, named: not every change is of the weights
+            return f"model {model}: its runs were made with different model files ({' and '.join(parts)}); {latest}"
+        return f"model {model}: its runs were made with {len(weights)} different weights (backend identity); {latest}"
+    return (
+        f"model {model}: its runs used the same weights at different settings ({'; '.join(settings)}); "
+        "settings are compared as they are, not as other weights"
+    )
+
+
+def _changed_parts(rows: pd.DataFrame) -> list[str]:
+    """The parts of the model's files (weights, tokenizer, chat template, generation config) that differ between
+    `rows`' `model_content` tags; [] where a run logged none (older runs, hub snapshots known by their commit)."""
+    tags = list(rows["model_content"]) if "model_content" in rows else []
+    if not tags or any(not isinstance(t, str) or not t for t in tags):
+        return []
+    parts = [tracking_runs.content_parts(t) for t in tags]
+    names = dict.fromkeys(name for p in parts for name in p)
+    return [name for name in names if len({p.get(name) for p in parts}) > 1]
+
+
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """ "model / benchmark / variants / T=..." of a run (its full id, `src.core.records.resolve_run_id`), for headings."""
+    """`model / benchmark / variants / T=...` of a run (its full id, `src.core.records.resolve_run_id`), for
+    headings."""
     from mlflow.tracking import MlflowClient
 
     tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags

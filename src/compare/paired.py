@@ -67,7 +67,10 @@ class PairedStudy:
         found = self.results.get((run_b, run_a), {}).get(metric)
         if found is None:
             return None
-        flip = lambda v: None if v is None else -v
+
+        def flip(v):
+            return None if v is None else -v
+
         return PairedDifference(
             metric,
             found.b,
@@ -150,6 +153,18 @@ def paired_study(
     return study
 
 
+@dataclass(frozen=True)
+class _Options:
+    """What every condition of one study is computed with (`paired_study`'s keywords)."""
+
+    intersect: bool
+    delta: float
+    alpha: float
+    power: float
+    n_resamples: int
+    seed: int
+
+
 def _condition(
     study: PairedStudy,
     store: _Records,
@@ -164,154 +179,180 @@ def _condition(
     n_resamples: int,
     seed: int,
 ) -> None:
+    """The paired differences and the questions-needed rows of one benchmark and condition, into `study`."""
+    options = _Options(intersect, delta, alpha, power, n_resamples, seed)
     pairs = list(combinations(rows, 2))
-    records, power_rows = [], []
+    records: list[dict] = []
+    power_rows: list[dict] = []
     for a, b in pairs:
-        try:
-            ids_a = store.records(a["run_id"])["question_id"].dropna().astype(str).unique()
-            ids_b = store.records(b["run_id"])["question_id"].dropna().astype(str).unique()
-        except UserError as err:
-            study.differences.notes.append(
-                f"paired differences, {title}: {_label(a)} and {_label(b)} not paired ({err})"
-            )
-            continue
-        mismatch = question_mismatch(ids_a, ids_b)
-        keep = None
-        if mismatch:
-            if not intersect:
-                raise UserError(
-                    f"paired differences: runs {a['run_id']} ({a['model']}) and {b['run_id']} ({b['model']}) of "
-                    f"{title} asked different questions ({mismatch}); paired differences need the same "
-                    f"questions: give --pair-intersection to pair them on the shared ones, or --no-paired"
-                )
-            keep = frozenset(ids_a) & frozenset(ids_b)
-            if not keep:
-                study.differences.notes.append(
-                    f"paired differences, {title}: {_label(a)} and {_label(b)} share no question: not paired"
-                )
-                continue
-            study.differences.notes.append(
-                f"paired differences, {title}: {_label(a)} and {_label(b)} paired on "
-                f"their {len(keep)} shared questions ({mismatch}; --pair-intersection)"
-            )
-        dec_a, dec_b = store.decomposition(a, keep), store.decomposition(b, keep)
-        rule_dependent = set()
-        if a.get("sure_rule") != b.get("sure_rule"):
-            rule_dependent = {"rws", "st"}
-            study.differences.notes.append(
-                f"paired differences, {title}: {_label(a)} and {_label(b)} use different "
-                "SURE rules: RWS and S/T not compared (--sure-rule recomputes both)"
-            )
-        if a.get("variants") in ONE_VARIANT_SETS or b.get("variants") in ONE_VARIANT_SETS:
-            rule_dependent |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
-        names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in rule_dependent]
-        results = paired_differences(dec_a, dec_b, names, n_resamples=n_resamples, seed=seed)
-        study.results[(a["run_id"], b["run_id"])] = results
-        for metric, r in results.items():
-            records.append(
-                {
-                    "model_a": a["model"],
-                    "model_b": b["model"],
-                    "run_a": a["run_id"],
-                    "run_b": b["run_id"],
-                    "metric": metric,
-                    "a": r.a,
-                    "b": r.b,
-                    "difference": r.difference,
-                    "lo": r.lo,
-                    "hi": r.hi,
-                    "p": r.p,
-                    "n_questions": r.n_questions,
-                    "chance": spread_text([chance_of(a, metric), chance_of(b, metric)]),
-                }
-            )
-            if r.sd is not None:
-                power_rows.append(
-                    _power_row(
-                        f"{a['model']} − {b['model']} (paired)",
-                        metric,
-                        len(dec_a.question_ids),
-                        r.sd,
-                        delta,
-                        alpha,
-                        power,
-                    )
-                )
-    for row in rows:  # each run alone
+        _pair(study, store, a, b, title, options, records, power_rows)
+    power_rows += _alone_rows(study, store, rows, title, options)
+    if records:
+        _differences_table(study, pd.DataFrame(records), title, name, len(pairs), options)
+    if power_rows:
+        _power_table(study, pd.DataFrame(power_rows), title, name, options)
+
+
+def _shared_questions(study: PairedStudy, store: _Records, a: dict, b: dict, title: str, intersect: bool):
+    """(paired, keep): whether the two runs can be paired, and on which questions (None: all; the runs asked the
+    same). UserError when they asked different questions and `intersect` is off."""
+    try:
+        ids_a = store.records(a["run_id"])["question_id"].dropna().astype(str).unique()
+        ids_b = store.records(b["run_id"])["question_id"].dropna().astype(str).unique()
+    except UserError as err:
+        study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} not paired ({err})")
+        return False, None
+    mismatch = question_mismatch(ids_a, ids_b)
+    if not mismatch:
+        return True, None
+    if not intersect:
+        raise UserError(
+            f"paired differences: runs {a['run_id']} ({a['model']}) and {b['run_id']} ({b['model']}) of "
+            f"{title} asked different questions ({mismatch}); paired differences need the same "
+            f"questions: give --pair-intersection to pair them on the shared ones, or --no-paired"
+        )
+    keep = frozenset(ids_a) & frozenset(ids_b)
+    if not keep:
+        study.differences.notes.append(
+            f"paired differences, {title}: {_label(a)} and {_label(b)} share no question: not paired"
+        )
+        return False, None
+    study.differences.notes.append(
+        f"paired differences, {title}: {_label(a)} and {_label(b)} paired on "
+        f"their {len(keep)} shared questions ({mismatch}; --pair-intersection)"
+    )
+    return True, keep
+
+
+def _pair(study, store, a: dict, b: dict, title: str, options: _Options, records: list, power_rows: list) -> None:
+    """One pair of models: its differences into `records`, its paired questions-needed rows into `power_rows`."""
+    paired, keep = _shared_questions(study, store, a, b, title, options.intersect)
+    if not paired:
+        return
+    dec_a, dec_b = store.decomposition(a, keep), store.decomposition(b, keep)
+    left_out = set()
+    if a.get("sure_rule") != b.get("sure_rule"):
+        left_out = {"rws", "st"}
+        study.differences.notes.append(
+            f"paired differences, {title}: {_label(a)} and {_label(b)} use different "
+            "SURE rules: RWS and S/T not compared (--sure-rule recomputes both)"
+        )
+    if a.get("variants") in ONE_VARIANT_SETS or b.get("variants") in ONE_VARIANT_SETS:
+        left_out |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
+    names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in left_out]
+    results = paired_differences(dec_a, dec_b, names, n_resamples=options.n_resamples, seed=options.seed)
+    study.results[(a["run_id"], b["run_id"])] = results
+    for metric, r in results.items():
+        records.append(
+            {
+                "model_a": a["model"],
+                "model_b": b["model"],
+                "run_a": a["run_id"],
+                "run_b": b["run_id"],
+                "metric": metric,
+                "a": r.a,
+                "b": r.b,
+                "difference": r.difference,
+                "lo": r.lo,
+                "hi": r.hi,
+                "p": r.p,
+                "n_questions": r.n_questions,
+                "chance": spread_text([chance_of(a, metric), chance_of(b, metric)]),
+            }
+        )
+        if r.sd is not None:
+            who = f"{a['model']} − {b['model']} (paired)"
+            power_rows.append(_power_row(who, metric, len(dec_a.question_ids), r.sd, *_test(options)))
+
+
+def _test(options: _Options) -> tuple[float, float, float]:
+    return options.delta, options.alpha, options.power
+
+
+def _alone_rows(study: PairedStudy, store: _Records, rows: list[dict], title: str, options: _Options) -> list[dict]:
+    """The questions-needed rows of each run alone."""
+    out = []
+    for row in rows:
         try:
             decomposition = store.decomposition(row)
         except UserError as err:
             study.power.notes.append(f"questions needed, {title}: {_label(row)} skipped ({err})")
             continue
-        for metric, sd in per_question_sd(decomposition, n_resamples=n_resamples, seed=seed).items():
+        sds = per_question_sd(decomposition, n_resamples=options.n_resamples, seed=options.seed)
+        for metric, sd in sds.items():
             if row.get("variants") in ONE_VARIANT_SETS and metric.startswith(CORA_FAMILY_PREFIXES):
                 continue
-            power_rows.append(
-                _power_row(row["model"], metric, len(decomposition.question_ids), sd, delta, alpha, power)
-            )
-    if records:
-        data = pd.DataFrame(records)
-        data["p_holm"] = holm([None if p is None or p != p else p for p in data["p"]])
-        data["significant"] = [p is not None and p == p and p < alpha for p in data["p_holm"]]
-        data.insert(0, "table", title)
-        text = pd.DataFrame(
-            {
-                "metric": data["metric"].to_numpy(),
-                "A": [fmt(v) for v in data["a"]],
-                "B": [fmt(v) for v in data["b"]],
-                "A − B [95%]": [difference_cell(r) for r in _results(data)],
-                "p": [_p(p) for p in _nones(data["p"])],
-                "p (Holm)": [_p(p) for p in _nones(data["p_holm"])],
-                "significant": ["*" if s else "" for s in data["significant"]],
-                "chance": data["chance"].to_numpy(),
-            },
-            index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"),
+            out.append(_power_row(row["model"], metric, len(decomposition.question_ids), sd, *_test(options)))
+    return out
+
+
+def _differences_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, pairs: int, options) -> None:
+    """The differences table of one condition, Holm-adjusted over its rows, and one printed line per row."""
+    alpha, n_resamples = options.alpha, options.n_resamples
+    data["p_holm"] = holm([None if p is None or p != p else p for p in data["p"]])
+    data["significant"] = [p is not None and p == p and p < alpha for p in data["p_holm"]]
+    data.insert(0, "table", title)
+    text = pd.DataFrame(
+        {
+            "metric": data["metric"].to_numpy(),
+            "A": [fmt(v) for v in data["a"]],
+            "B": [fmt(v) for v in data["b"]],
+            "A − B [95%]": [difference_cell(r) for r in _results(data)],
+            "p": [_p(p) for p in _nones(data["p"])],
+            "p (Holm)": [_p(p) for p in _nones(data["p_holm"])],
+            "significant": ["*" if s else "" for s in data["significant"]],
+            "chance": data["chance"].to_numpy(),
+        },
+        index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"),
+    )
+    study.differences.tables.append(
+        Table(
+            title=title,
+            data=data,
+            text=text,
+            name=f"paired_{name}",
+            caption=f"{pairs} pair{'s' if pairs != 1 else ''} of models on the same questions; "
+            f"difference with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the "
+            f"questions, the same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
+            f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
+            "guesser (src/metrics/chance.py) where the metric is an accuracy",
         )
-        study.differences.tables.append(
-            Table(
-                title=title,
-                data=data,
-                text=text,
-                name=f"paired_{name}",
-                caption=f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of models on the same questions; difference "
-                f"with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the questions, the "
-                f"same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
-                f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
-                "guesser (src/metrics/chance.py) where the metric is an accuracy",
-            )
+    )
+    for _, r in data.iterrows():
+        study.lines.append(
+            f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
+            f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
+            f"p_holm={_p(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
         )
-        for _, r in data.iterrows():
-            study.lines.append(
-                f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
-                f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
-                f"p_holm={_p(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
-            )
-    if power_rows:
-        data = pd.DataFrame(power_rows)
-        data.insert(0, "table", title)
-        text = pd.DataFrame(
-            {
-                "metric": data["metric"].to_numpy(),
-                "n": data["n"].astype(int).to_numpy(),
-                "sd": data["sd"].map(fmt).to_numpy(),
-                f"n needed (Δ={delta:g})": [_needed(v) for v in data["n_needed"]],
-                "enough": [_enough(r) for _, r in data.iterrows()],
-            },
-            index=pd.Index(data["who"].to_numpy(), name="run or pair"),
+
+
+def _power_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, options: _Options) -> None:
+    """The questions-needed table of one condition."""
+    delta, alpha, power = _test(options)
+    data.insert(0, "table", title)
+    text = pd.DataFrame(
+        {
+            "metric": data["metric"].to_numpy(),
+            "n": data["n"].astype(int).to_numpy(),
+            "sd": data["sd"].map(fmt).to_numpy(),
+            f"n needed (Δ={delta:g})": [_needed(v) for v in data["n_needed"]],
+            "enough": [_enough(r) for _, r in data.iterrows()],
+        },
+        index=pd.Index(data["who"].to_numpy(), name="run or pair"),
+    )
+    study.power.tables.append(
+        Table(
+            title=title,
+            data=data,
+            text=text,
+            name=f"power_{name}",
+            caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
+            f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
+            "deviation (sqrt(n) x bootstrap standard error); a model alone: a shift of its own metric, a "
+            "pair: the paired difference on the same questions (counts of questions: no chance level "
+            "applies)",
         )
-        study.power.tables.append(
-            Table(
-                title=title,
-                data=data,
-                text=text,
-                name=f"power_{name}",
-                caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
-                f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
-                "deviation (sqrt(n) x bootstrap standard error); a model alone: a shift of its own metric, a "
-                "pair: the paired difference on the same questions (counts of questions: no chance level "
-                "applies)",
-            )
-        )
+    )
 
 
 def _power_row(who: str, metric: str, n: int, sd: float, delta: float, alpha: float, power: float) -> dict:

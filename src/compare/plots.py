@@ -115,68 +115,23 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     if rows_with.empty:
         return plots, ["consistency plot: no run logged `st` (needs repetitions > 1)"]
     for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
+        title = f"Consistency plot: {benchmark}" + (f" ({label})" if label else "")
         fig = _figure()
         ax = fig.add_subplot()
-        ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-        ax.axvline(0.5, color="grey", lw=0.8, ls=":")
-        chance_shown = chance_line(ax, _mean_chance(rows), "chance: a guesser's RWS")
-        for x, y, text, ha, va in QUADRANTS:
-            ax.text(
-                x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold", zorder=1
-            )
-        undefined, with_bars = [], []
+        chance_shown = _quadrants(ax, rows)
+        undefined, with_bars = [], False
         for i, (model, path) in enumerate(rows.groupby("model", sort=True)):
             path = path.sort_values("temperature")
-            style = series_style(i)
-            colour = style["color"]
-            defined = path[has(path, "rws")]
             undefined += [f"{model} T={t:g}" for t in path.loc[~has(path, "rws"), "temperature"]]
-            if defined.empty:
-                continue
-            ax.plot(defined["st"], defined["rws"], color=colour, ls=style["ls"], lw=1.2, alpha=0.8, zorder=2)
-            for _, r in defined.iterrows():  # the intervals each run logged: S/T across, RWS up and down
-                x_ci, y_ci = bounds(r, "st"), bounds(r, "rws")
-                if x_ci or y_ci:
-                    ax.errorbar(
-                        [r["st"]],
-                        [r["rws"]],
-                        xerr=_err(r["st"], x_ci),
-                        yerr=_err(r["rws"], y_ci),
-                        fmt="none",
-                        ecolor=colour,
-                        elinewidth=1.0,
-                        capsize=3,
-                        alpha=0.8,
-                        zorder=2,
-                    )
-                    with_bars.append(True)
-            ax.scatter(
-                defined["st"],
-                defined["rws"],
-                s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
-                color=colour,
-                marker=style["marker"],
-                alpha=0.5,
-                edgecolors=colour,
-                label=model,
-                zorder=3,
-                clip_on=False,
-            )
-            for _, r in defined.iterrows():
-                ax.annotate(
-                    f"T={r['temperature']:g}",
-                    (r["st"], r["rws"]),
-                    textcoords="offset points",
-                    xytext=(6, 6),
-                    fontsize=8,
-                    color=colour,
-                )
+            defined = path[has(path, "rws")]
+            if not defined.empty:
+                with_bars |= _consistency_path(ax, model, defined, series_style(i))
         ax.set(
             xlim=(-0.06, 1.06),
             ylim=(-0.06, 1.06),
             xlabel="S/T (share of questions SURE)",
             ylabel="RWS (right when SURE)",
-            title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
+            title=title,
         )
         if ax.get_legend_handles_labels()[0]:
             legend = ax.legend(
@@ -198,15 +153,64 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             caption += "; error bars: the 95% intervals of S/T and RWS the runs logged"
         if undefined:
             caption += f". Not plotted (nothing SURE, RWS undefined): {', '.join(undefined)}"
-        plots.append(
-            Plot(
-                title=f"Consistency plot: {benchmark}" + (f" ({label})" if label else ""),
-                name=slug("consistency", benchmark, label),
-                png=_png(fig),
-                caption=caption,
-            )
-        )
+        plots.append(Plot(title=title, name=slug("consistency", benchmark, label), png=_png(fig), caption=caption))
     return plots, notes
+
+
+def _quadrants(ax, rows: pd.DataFrame) -> bool:
+    """The quadrant lines at 0.5 with the paper's labels, and the chance line; whether chance was drawn."""
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.axvline(0.5, color="grey", lw=0.8, ls=":")
+    chance_shown = chance_line(ax, _mean_chance(rows), "chance: a guesser's RWS")
+    for x, y, text, ha, va in QUADRANTS:
+        ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=9, color="dimgrey", weight="bold", zorder=1)
+    return chance_shown
+
+
+def _consistency_path(ax, model: str, defined: pd.DataFrame, style: dict) -> bool:
+    """One model's path across temperatures: line, the intervals each run logged, markers, labels; whether an
+    error bar was drawn."""
+    colour = style["color"]
+    ax.plot(defined["st"], defined["rws"], color=colour, ls=style["ls"], lw=1.2, alpha=0.8, zorder=2)
+    with_bars = False
+    for _, r in defined.iterrows():  # the intervals each run logged: S/T across, RWS up and down
+        x_ci, y_ci = bounds(r, "st"), bounds(r, "rws")
+        if x_ci or y_ci:
+            ax.errorbar(
+                [r["st"]],
+                [r["rws"]],
+                xerr=_err(r["st"], x_ci),
+                yerr=_err(r["rws"], y_ci),
+                fmt="none",
+                ecolor=colour,
+                elinewidth=1.0,
+                capsize=3,
+                alpha=0.8,
+                zorder=2,
+            )
+            with_bars = True
+    ax.scatter(
+        defined["st"],
+        defined["rws"],
+        s=defined["acc_mean"].fillna(0).clip(lower=0) * MAX_MARKER_AREA,
+        color=colour,
+        marker=style["marker"],
+        alpha=0.5,
+        edgecolors=colour,
+        label=model,
+        zorder=3,
+        clip_on=False,
+    )
+    for _, r in defined.iterrows():
+        ax.annotate(
+            f"T={r['temperature']:g}",
+            (r["st"], r["rws"]),
+            textcoords="offset points",
+            xytext=(6, 6),
+            fontsize=8,
+            color=colour,
+        )
+    return with_bars
 
 
 def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:

@@ -20,31 +20,22 @@ import pandas as pd
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
 from src.core.records import NEAR_TIE_MARGIN, read_run_records
-from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict
+from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, HEADLINE_RULE, INVALID_FLAG, chance_verdict, invalid_flag
 
 from . import plots, tables
 from .load import Runs, read_prompts, run_label
-from .paired import paired_study
+from .paired import DEFAULTS, paired_study
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
-from .summary import TITLE as SUMMARY_TITLE, leader_table
+from .summary import BOTTOM_TITLE, TITLE as SUMMARY_TITLE, bottom_lines, decisions, leader_table
 from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
 RUNS_TITLE = "Runs"  # the section that holds the report-wide notes
-OVERVIEW_COLUMNS = (
-    "model",
-    "benchmark",
-    "variants",
-    "temperature",
-    "fewshot",
-    "scoring",
-    "repetitions",
-    "n_questions",
-    "accuracy",
-    "invalid_rate",
-    "chance",
-)
+# The runs table's columns: what tells the runs apart (the keys shown only where they vary, the others said once
+# under the table, so that it fits a laptop screen), then what they measured
+OVERVIEW_KEYS = ("variants", "temperature", "fewshot", "scoring", "repetitions")
+OVERVIEW_COLUMNS = ("model", "benchmark", *OVERVIEW_KEYS, "n_questions", "invalid_rate", "chance")
 
 
 @dataclass
@@ -55,6 +46,7 @@ class Section:
     plots: list[plots.Plot] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     paired_lines: list[str] = field(default_factory=list)  # printed by the CLI: one line per paired difference
+    lines: list[str] = field(default_factory=list)  # sentences shown as a list under the intro (the bottom line)
     # the studies these runs do not hold, each with why (`present_studies`): one line in Markdown, a collapsed list
     # in HTML
     absent: list[tuple[str, list[str]]] = field(default_factory=list)
@@ -72,8 +64,10 @@ class Section:
 
 def overview(runs: Runs) -> Section:
     frame = runs.table
-    columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns]
-    data = frame[["run_id", *columns]].sort_values(["model", "benchmark", "variants", "temperature"], kind="stable")
+    fixed = [k for k in OVERVIEW_KEYS if k in frame.columns and k not in tables.varying(frame, OVERVIEW_KEYS)]
+    columns = [c for c in OVERVIEW_COLUMNS if c in frame.columns and c not in fixed]
+    order = [c for c in ("model", "benchmark", "variants", "temperature") if c in frame.columns]
+    data = frame.sort_values(order, kind="stable")[["run_id", *columns]]
     text = data.assign(run_id=data["run_id"].str[:8]).set_index("run_id").map(_cell)
     rows = frame.loc[data.index]
     verdicts = [chance_verdict(row) for _, row in rows.iterrows()]
@@ -90,6 +84,9 @@ def overview(runs: Runs) -> Section:
         ],
     )
     text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
+    if "invalid_rate" in text.columns:  # src/metrics/chance.py INVALID_FLAG: said beside the share
+        flagged = [bool(invalid_flag(row)) for _, row in rows.iterrows()]
+        text["invalid_rate"] = [f"{c} (high)" if f else c for c, f in zip(text["invalid_rate"], flagged)]
     at_chance = sum(bool(v and v.at_chance) for v in verdicts)
     intro = (
         f"{len(frame)} finished job runs; every table below is computed from their logged metrics "
@@ -107,10 +104,17 @@ def overview(runs: Runs) -> Section:
             data=frame,
             text=text,
             name="runs",
-            caption="runs.csv holds every logged metric of every run; accuracy judged: MCQA "
-            "(else acc mean, else accuracy) with its interval, against the chance column; " + tables.AT_CHANCE_NOTE,
+            caption="runs.csv holds every logged metric of every run; accuracy judged: acc mean in a run with "
+            "repetitions, else MCQA, else accuracy, with its interval, against the chance column; "
+            + tables.AT_CHANCE_NOTE
+            + f"; (high): an INVALID share above {INVALID_FLAG:.2f}, enough to move an accuracy by as much, since "
+            "every accuracy counts INVALID wrong",
         )
     )
+    if fixed:
+        section.notes.append(
+            "every run has " + ", ".join(f"{k} {_cell(frame[k].iloc[0])}" for k in fixed) + " (not a column)"
+        )
     section.notes += runs.skipped
     section.notes += metric_name_notes(frame, runs.metric_columns)
     section.notes += near_tie_notes(frame)
@@ -170,18 +174,63 @@ def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
 def build_sections(
     runs: Runs, *, paired: bool = True, paired_options: dict | None = None, fluctuation_spreads: bool = False
 ) -> list[Section]:
-    """The report's sections: the runs (opening with the definitions of the accuracy-like numbers shown), then one
-    section per study the runs hold (a study not run gets no section, only a note under the runs). With `paired` (the
-    default), the runs' records are read to add the paired differences of every pair of models and the
-    questions-needed tables (`src.compare.paired`), the spreads the papers report (`spreads`) and the questions
-    the models answer differently (`questions`); `paired_options` go to `paired.paired_study` (intersect,
-    delta, alpha, power, n_resamples, seed); `fluctuation_spreads` adds the answer-fluctuation paper's stability
-    study (200 metric computations per run that asked every order)."""
-    frame = runs.table
-    cora = tables.cora_tables(frame)
-    study = paired_study(runs, **(paired_options or {})) if paired else None
-    sections = [
-        overview(runs),
+    """The report's sections, decision first: the bottom line per benchmark, the summary table it is read from, the
+    paired differences and the questions-needed tables (`decision_sections`); then the runs (opening with the
+    definitions of the accuracy-like numbers shown) and one section per study the runs hold (a study not run gets no
+    section, only a note under the runs); then the detail: the spreads the papers report and the questions the
+    models answer differently. With `paired` (the default), the runs' records are read for the paired study
+    (`src.compare.paired`), the spreads (`spreads`) and the questions (`questions`); `paired_options` go to
+    `paired.paired_study` (intersect, delta, alpha, power, n_resamples, seed); `fluctuation_spreads` adds the
+    answer-fluctuation paper's stability study (200 metric computations per run that asked every order)."""
+    options = paired_options or {}
+    study = paired_study(runs, **options) if paired else None
+    cora = tables.cora_tables(runs.table)
+    detail = detail_sections(runs, fluctuation_spreads) if study is not None else []
+    decision = decision_sections(runs, study, options)
+    first = [s for s in decision if s.tables or s.lines]
+    absent = [s for s in decision[2:] if not s.tables]  # the paired tables: named under the runs, as absent studies
+    studies = present_studies([overview(runs), *study_sections(runs.table, cora, study), *detail, *absent])
+    if study is not None:
+        studies[0].paired_lines = study.lines
+    studies[0].tables.insert(0, definitions_table(first + studies))  # before the runs' numbers
+    return first + studies
+
+
+def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
+    """What decides: the bottom line per benchmark, the summary table, the paired differences and the
+    questions-needed tables (the last two only with the paired study); empty sections where no condition has two
+    models."""
+    alpha, delta, power = (options.get(k, DEFAULTS[k]) for k in ("alpha", "delta", "power"))
+    found = decisions(runs, study, alpha=alpha)
+    summary = Section(
+        SUMMARY_TITLE,
+        intro=f"Which model is best on each benchmark, and is its lead significant? "
+        f"{HEADLINE_RULE[0].upper()}{HEADLINE_RULE[1:]}.",
+    ).add(leader_table(runs, study, alpha=alpha, found=found))
+    bottom = Section(BOTTOM_TITLE, lines=bottom_lines(found, delta=delta, power=power))  # none without a summary
+    out = [bottom, summary]
+    if study is not None:
+        out += [
+            Section(
+                "Paired differences between models",
+                intro="Per benchmark and condition, every pair of models on the same questions: the difference "
+                "A − B of each headline metric, its paired cluster-bootstrap 95% interval (the same "
+                "resample of questions for both runs), a two-sided bootstrap p-value and the p-value "
+                "Holm-adjusted over every difference of the table.",
+            ).add(study.differences),
+            Section(
+                "How many questions are enough",
+                intro="Per metric, from the per-question variance of these runs: the number of questions needed "
+                "to detect the difference Δ at the power and level each table names (normal "
+                "approximation; `python -m src.plan` gives the same for any run).",
+            ).add(study.power),
+        ]
+    return out
+
+
+def study_sections(frame: pd.DataFrame, cora: Built, study) -> list[Section]:
+    """One section per seed paper's study (kept by `present_studies` only where the runs hold it)."""
+    return [
         Section(
             "CoRA ranking",
             intro="CoRA paper, Table 1: per benchmark, models as columns; MCQA on the original "
@@ -212,51 +261,31 @@ def build_sections(
         .add(tables.revas_tables(frame))
         .add_plots(plots.options_plots(frame)),
     ]
-    if study is not None:
-        sections += [
-            Section(
-                "Spreads the papers report, beside the intervals",
-                intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
-                "this tool logs: the papers' spreads move the variants, repetitions or permutations drawn; "
-                "the intervals move the questions sampled.",
-            ).add(paper_spreads(runs, fluctuation=fluctuation_spreads)),
-            Section(
-                "Questions the models answer differently",
-                intro="Per benchmark and condition, every question on which the models' answers to the "
-                "reference order differ: the prompt as shown (question and labelled options), each "
-                "model's output, the label parsed from it and whether it is right.",
-            ).add(model_disagreements(runs)),
-            Section(
-                "Questions a model answers differently across variants",
-                intro="Per run of a set with several orders or option lists per question: every question whose "
-                "variants got answers that pick different options (repetition 0), each variant with its "
-                "prompt as shown, output and parse; the page shows the first questions, "
-                "tables/variant_disagreements_*.csv every one.",
-            ).add(run_variant_disagreements(runs)),
-        ]
-        sections += [
-            Section(
-                "Paired differences between models",
-                intro="Per benchmark and condition, every pair of models on the same questions: the difference "
-                "A − B of each headline metric, its paired cluster-bootstrap 95% interval (the same "
-                "resample of questions for both runs), a two-sided bootstrap p-value and the p-value "
-                "Holm-adjusted over every difference of the table.",
-            ).add(study.differences),
-            Section(
-                "How many questions are enough",
-                intro="Per metric, from the per-question variance of these runs: the number of questions needed "
-                "to detect the difference Δ at the power and level each table names (normal "
-                "approximation; `python -m src.plan` gives the same for any run).",
-            ).add(study.power),
-        ]
-        sections[0].paired_lines = study.lines
-    sections = present_studies(sections)
-    summary = Section(SUMMARY_TITLE, intro="Which model is best on each benchmark, and is its lead significant?").add(
-        leader_table(runs, study, alpha=(paired_options or {}).get("alpha", 0.05))
-    )
-    first = [summary] if summary.tables else []  # the answer on the first screen
-    sections[0].tables.insert(0, definitions_table(first + sections))  # at the top of the runs, before their numbers
-    return first + sections
+
+
+def detail_sections(runs: Runs, fluctuation_spreads: bool) -> list[Section]:
+    """The detail after the studies: the papers' own spreads, and the questions answered differently."""
+    return [
+        Section(
+            "Spreads the papers report, beside the intervals",
+            intro="Each seed paper's own uncertainty statement, computed its way, beside the 95% interval "
+            "this tool logs: the papers' spreads move the variants, repetitions or permutations drawn; "
+            "the intervals move the questions sampled.",
+        ).add(paper_spreads(runs, fluctuation=fluctuation_spreads)),
+        Section(
+            "Questions the models answer differently",
+            intro="Per benchmark and condition, every question on which the models' answers to the "
+            "reference order differ: the prompt as shown (question and labelled options), each "
+            "model's output, the label parsed from it and whether it is right.",
+        ).add(model_disagreements(runs)),
+        Section(
+            "Questions a model answers differently across variants",
+            intro="Per run of a set with several orders or option lists per question: every question whose "
+            "variants got answers that pick different options (repetition 0), each variant with its "
+            "prompt as shown, output and parse; the page shows the first questions, "
+            "tables/variant_disagreements_*.csv every one.",
+        ).add(run_variant_disagreements(runs)),
+    ]
 
 
 def present_studies(sections: list[Section]) -> list[Section]:
@@ -476,19 +505,51 @@ CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
 text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
 .prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}
-.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}"""
+.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}
+table{display:block;overflow-x:auto;max-width:100%}.bottom li{font-weight:600;margin:.3em 0}"""
+
+
+CONTENTS_TITLE = "Contents"
+ABOUT_TITLE = "About this report"  # generated when, from which store, runs and filters: at the end
+
+
+def anchor(title: str) -> str:
+    """The id of a section's heading, as GitHub makes it from the Markdown heading (the contents link to it).
+
+    >>> anchor("REVAS: accuracy, consistency and hard accuracy by number of options")
+    'revas-accuracy-consistency-and-hard-accuracy-by-number-of-options'
+    >>> anchor("Answer fluctuation: R² of metrics on permutation subsets")
+    'answer-fluctuation-r²-of-metrics-on-permutation-subsets'
+    """
+    import re
+
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def _contents(sections: list[Section], md: list[str], body: list[str]) -> None:
+    """The table of contents: a link to every section."""
+    md += [f"## {CONTENTS_TITLE}", "", *[f"- [{s.title}](#{anchor(s.title)})" for s in sections], ""]
+    links = " · ".join(f'<a href="#{anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
+    body.append(f"<h2>{CONTENTS_TITLE}</h2><p class=toc>{links}</p>")  # one paragraph: the decision stays in view
 
 
 def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
     """(Markdown, HTML) of the whole report; Markdown links the PNGs under plots/, HTML embeds them."""
-    md = [f"# {title}", "", *[f"- {line}" for line in header], ""]
-    body = [f"<h1>{html.escape(title)}</h1><ul>" + "".join(f"<li>{html.escape(h)}</li>" for h in header) + "</ul>"]
+    md = [f"# {title}", ""]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    if sections and sections[0].title != BOTTOM_TITLE:
+        _contents(sections, md, body)
     for section in sections:
         md += [f"## {section.title}", ""]
-        body.append(f"<h2>{html.escape(section.title)}</h2>")
+        body.append(f'<h2 id="{anchor(section.title)}">{html.escape(section.title)}</h2>')
         if section.intro:
             md += [section.intro, ""]
             body.append(f"<p>{html.escape(section.intro)}</p>")
+        if section.lines:
+            md += [*[f"- **{line}**" for line in section.lines], ""]
+            body.append("<ul class=bottom>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>")
+        if section is sections[0] and section.title == BOTTOM_TITLE:  # the contents right after the bottom line
+            _contents(sections, md, body)
         for table in section.tables:
             md += [f"### {table.title}", "", markdown_table(table.text), ""]
             if table.caption:
@@ -513,6 +574,8 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
                 if section.absent and note == absent_line(section)
                 else f"<p class=note>Note: {html.escape(note)}</p>"
             )
+    md += [f"## {ABOUT_TITLE}", "", *[f"- {line}" for line in header], ""]
+    body.append(f"<h2>{ABOUT_TITLE}</h2><ul>" + "".join(f"<li>{html.escape(h)}</li>" for h in header) + "</ul>")
     page = (
         f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>"
@@ -558,6 +621,17 @@ def write(sections: list[Section], out_dir: Path, *, header: list[str], title: s
     return [out_dir / path.relative_to(fresh) for path in files]
 
 
+def clean_floats(data: pd.DataFrame) -> pd.DataFrame:
+    """The float columns rounded to 12 significant decimals and without negative zero, so that a CSV says 0.15, not
+    0.15000000000000002 or -0.0 (well below any interval's width; the exact values are in MLflow).
+
+    >>> clean_floats(pd.DataFrame({"d": [0.15000000000000002, -0.0], "m": ["a", "b"]}))["d"].tolist()
+    [0.15, 0.0]
+    """
+    floats = data.select_dtypes("float").columns
+    return data.assign(**{c: data[c].round(12) + 0.0 for c in floats}) if len(floats) else data
+
+
 def _write_files(sections: list[Section], folder: Path, *, header: list[str], title: str) -> list[Path]:
     for sub in ("tables", "plots"):
         (folder / sub).mkdir()
@@ -565,7 +639,7 @@ def _write_files(sections: list[Section], folder: Path, *, header: list[str], ti
     for section in sections:
         for table in section.tables:
             path = folder / "tables" / f"{folder_name(table.name)}.csv"
-            table.data.to_csv(path, index=False)
+            clean_floats(table.data).to_csv(path, index=False)
             written.append(path)
         for plot in section.plots:
             path = folder / "plots" / f"{folder_name(plot.name)}.png"

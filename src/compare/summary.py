@@ -1,31 +1,36 @@
-"""The report's first table: which model leads on each benchmark, and whether the lead is significant.
+"""The report's first screen: one bottom line per benchmark, then the table it is read from.
 
 Per benchmark and condition (the paired differences' grouping: runs that differ only in the model), the models
-ranked by the headline accuracy (MCQA, else acc mean, else accuracy: `src.metrics.chance.VERDICT_METRICS`): the
-leader and the runner-up with their intervals, the paired difference leader − runner-up with its 95% interval and
-its Holm-adjusted p-value from the paired study (`src.compare.paired`), and a tie marked where that p is not below
-alpha (or where the two values are equal at the shown precision). A leader whose interval contains chance is marked
-† (`tables.AT_CHANCE_NOTE`).
+ranked by the condition's headline (`src.metrics.chance.HEADLINE_RULE`: acc mean, the mean over repetitions, in
+runs with repetitions, never one sampled draw; else MCQA; else accuracy), the first and the second with their
+intervals, the paired difference first − second with its 95% interval and its Holm-adjusted p-value from the paired
+study (`src.compare.paired`) on that same metric. The first is named the one to pick only where that p is below
+alpha; otherwise it is a tie and no model is named (also where the two values are equal at the shown precision).
+A model whose interval contains chance is marked † (`tables.AT_CHANCE_NOTE`); a run whose INVALID share is above
+`INVALID_FLAG` is named in the bottom line.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
-from src.metrics.chance import VERDICT_METRICS
-from src.metrics.display import difference_cell
+from src.metrics.chance import HEADLINE_RULE, INVALID_FLAG, VERDICT_METRICS, invalid_flag, verdict_of
+from src.metrics.display import difference_cell, signed
+from src.metrics.paired import PairedDifference, questions_needed
 
 from .load import Runs
 from .tables import AT_CHANCE_NOTE, Built, Table, condition_groups, fmt, judged_cell, latest
 
-TITLE = "Summary: the leader on each benchmark"
+TITLE = "Summary: which model to pick on each benchmark"
+BOTTOM_TITLE = "Bottom line"
 TIE = "tie"
 
 
-def _metric(rows: pd.DataFrame) -> str | None:
-    """The headline accuracy every run of the group logged."""
+def headline_metric(rows: pd.DataFrame) -> str | None:
+    """The condition's headline (`HEADLINE_RULE`): the first of VERDICT_METRICS that every run of it logged."""
     return next((m for m in VERDICT_METRICS if m in rows.columns and rows[m].notna().all()), None)
 
 
@@ -50,76 +55,162 @@ def _p_text(value: float | None) -> str:
     return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
-def leader_table(runs: Runs, study=None, *, alpha: float = 0.05) -> Built:
-    """The summary table (module docstring); `study` is the report's `paired.PairedStudy` (None: `--no-paired`,
-    the differences are left out and said so)."""
+@dataclass
+class Decision:
+    """One benchmark and condition: its headline metric, the first two models, their paired difference."""
 
-    out = Built()
-    records, text_rows, index = [], [], []
+    benchmark: str
+    label: str
+    metric: str
+    ranked: list[dict]
+    found: PairedDifference | None
+    p_holm: float | None
+    alpha: float
+
+    @property
+    def first(self) -> dict:
+        return self.ranked[0]
+
+    @property
+    def second(self) -> dict:
+        return self.ranked[1]
+
+    @property
+    def equal(self) -> bool:
+        return fmt(self.first[self.metric]) == fmt(self.second[self.metric])
+
+    @property
+    def tie(self) -> bool:
+        return self.equal or self.p_holm is None or self.p_holm >= self.alpha
+
+    @property
+    def where(self) -> str:
+        return self.benchmark + (f" ({self.label})" if self.label else "")
+
+    def verdict(self) -> str:
+        if self.equal:
+            return f"{TIE} (equal): no leader"
+        if self.p_holm is None:
+            return f"{TIE}? (no paired test): no leader"
+        if self.tie:
+            return f"{TIE} (p ≥ {self.alpha:g}): no leader"
+        return f"pick {self.first['model']} (p < {self.alpha:g})"
+
+    def at_chance(self) -> list[str]:
+        """The models of the condition whose headline interval contains chance."""
+        return [r["model"] for r in self.ranked if (v := verdict_of(r, self.metric)) is not None and v.at_chance]
+
+    def bottom_line(self, *, delta: float, power: float) -> str:
+        """The one sentence a reader acts on (module docstring)."""
+        text = f"{self.where}: " + (self._pick() if not self.tie else self._no_pick(delta, power))
+        chance = self.at_chance()
+        if chance and len(chance) == len(self.ranked):
+            text += f"; every model is indistinguishable from chance on {self.metric}"
+        elif chance:
+            text += f"; indistinguishable from chance on {self.metric}: {', '.join(chance)}"
+        flagged = [f"{r['model']} {r['invalid_rate']:.2f}" for r in self.ranked if invalid_flag(r)]
+        if flagged:
+            text += f"; INVALID share above {INVALID_FLAG:.2f} (counted wrong): {', '.join(flagged)}"
+        return text + "."
+
+    def _pick(self) -> str:
+        assert self.found is not None  # a pick is made only from a tested difference (not self.tie)
+        return (
+            f"pick {self.first['model']} (its lead on {self.metric} over {self.second['model']} is "
+            f"{difference_cell(self.found)}, p_holm {_p_text(self.p_holm)})"
+        )
+
+    def _no_pick(self, delta: float, power: float) -> str:
+        values = f"{self.first['model']} {fmt(self.first[self.metric])}, {self.second['model']} " + fmt(
+            self.second[self.metric]
+        )
+        p = f", p_holm {_p_text(self.p_holm)}" if self.p_holm is not None else ", no paired test"
+        text = f"no model is better on these questions ({self.metric}: {values}{p})"
+        if self.found is not None and self.found.sd is not None and self.found.sd > 0:
+            needed = questions_needed(self.found.sd, delta, alpha=self.alpha, power=power)
+            text += (
+                f"; {needed} questions would tell a difference of {delta:g} (power {power:g}; "
+                f"these runs asked {self.found.n_questions})"
+            )
+        return text
+
+
+def decisions(runs: Runs, study=None, *, alpha: float = 0.05) -> list[Decision]:
+    """One `Decision` per benchmark and condition with two or more models and a headline every run logged."""
+    found = []
     for benchmark, label, rows, _ in condition_groups(runs.table, axes=("model",)):
         rows = latest(rows, ["model"])
-        metric = _metric(rows)
+        metric = headline_metric(rows)
         if metric is None or rows["model"].nunique() < 2:
             continue
-        ranked = rows.sort_values(metric, ascending=False, kind="stable").to_dict("records")
-        first, second = ranked[0], ranked[1]
-        found = study.lookup(first["run_id"], second["run_id"], metric) if study is not None else None
-        p_holm = _holm(study, first["run_id"], second["run_id"], metric)
-        equal = fmt(first[metric]) == fmt(second[metric])
-        tie = equal or p_holm is None or p_holm >= alpha
-        verdict = (
-            f"{TIE} (equal)"
-            if equal
-            else f"{TIE} (p ≥ {alpha:g})"
-            if p_holm is not None and tie
-            else f"{TIE}? (no paired test)"
-            if p_holm is None
-            else f"lead (p < {alpha:g})"
-        )
-        index.append(benchmark + (f" ({label})" if label else ""))
-        text_rows.append(
-            {
-                "metric": metric,
-                "models": len(ranked),
-                "leader": f"{first['model']} {judged_cell(first, metric)}",
-                "runner-up": f"{second['model']} {judged_cell(second, metric)}",
-                "leader − runner-up [95%]": difference_cell(found) if found is not None else "–",
-                "p (Holm)": _p_text(p_holm),
-                "verdict": verdict,
-            }
-        )
-        records.append(
-            {
-                "benchmark": benchmark,
-                "condition": label,
-                "metric": metric,
-                "models": len(ranked),
-                "leader": first["model"],
-                "leader_value": first[metric],
-                "leader_run": first["run_id"],
-                "runner_up": second["model"],
-                "runner_up_value": second[metric],
-                "runner_up_run": second["run_id"],
-                "difference": found.difference if found is not None else math.nan,
-                "lo": found.lo if found is not None and found.lo is not None else math.nan,
-                "hi": found.hi if found is not None and found.hi is not None else math.nan,
-                "p_holm": math.nan if p_holm is None else p_holm,
-                "tie": tie,
-            }
-        )
-    if not records:
+        ranked = rows.sort_values([metric, "model"], ascending=[False, True], kind="stable").to_dict("records")
+        first, second = ranked[0]["run_id"], ranked[1]["run_id"]
+        difference = study.lookup(first, second, metric) if study is not None else None
+        found.append(Decision(benchmark, label, metric, ranked, difference, _holm(study, first, second, metric), alpha))
+    return found
+
+
+def bottom_lines(found: list[Decision], *, delta: float = 0.02, power: float = 0.8) -> list[str]:
+    return [d.bottom_line(delta=delta, power=power) for d in found]
+
+
+def _record(d: Decision) -> dict:
+    lo = d.found.lo if d.found is not None and d.found.lo is not None else math.nan
+    hi = d.found.hi if d.found is not None and d.found.hi is not None else math.nan
+    return {
+        "benchmark": d.benchmark,
+        "condition": d.label,
+        "metric": d.metric,
+        "models": len(d.ranked),
+        "leader": None if d.tie else d.first["model"],
+        "first": d.first["model"],
+        "first_value": d.first[d.metric],
+        "first_run": d.first["run_id"],
+        "second": d.second["model"],
+        "second_value": d.second[d.metric],
+        "second_run": d.second["run_id"],
+        "difference": d.found.difference if d.found is not None else math.nan,
+        "lo": lo,
+        "hi": hi,
+        "p_holm": math.nan if d.p_holm is None else d.p_holm,
+        "tie": d.tie,
+    }
+
+
+def _text_row(d: Decision) -> dict:
+    difference = "–"
+    if d.equal:
+        difference = signed(0.0) + " (equal)"
+    elif d.found is not None:
+        difference = difference_cell(d.found)
+    return {
+        "metric": d.metric,
+        "first": f"{d.first['model']} {judged_cell(d.first, d.metric)}",
+        "second": f"{d.second['model']} {judged_cell(d.second, d.metric)}",
+        "first − second [95%]": difference,
+        "p (Holm)": _p_text(d.p_holm),
+        "verdict": d.verdict(),
+    }
+
+
+def leader_table(runs: Runs, study=None, *, alpha: float = 0.05, found: list[Decision] | None = None) -> Built:
+    """The summary table (module docstring); `study` is the report's `paired.PairedStudy` (None: `--no-paired`,
+    the differences are left out and said so); `found`: the `decisions` already made."""
+    out = Built()
+    found = decisions(runs, study, alpha=alpha) if found is None else found
+    if not found:
         return out
-    text = pd.DataFrame(text_rows, index=pd.Index(index, name="benchmark (condition)"))
+    text = pd.DataFrame([_text_row(d) for d in found], index=pd.Index([d.where for d in found], name="benchmark"))
     out.tables.append(
         Table(
-            title="leader and runner-up per benchmark",
-            data=pd.DataFrame(records),
+            title="the first two models per benchmark",
+            data=pd.DataFrame([_record(d) for d in found]),
             text=text,
             name="summary",
-            caption="per benchmark and condition, the models ranked by their headline accuracy (MCQA, else acc mean, "
-            "else accuracy) with its 95% interval; the paired difference leader − runner-up on the same questions "
-            "with its paired bootstrap 95% interval and its p-value Holm-adjusted over the differences of that "
-            f"condition's table (section Paired differences); a tie where that p is not below {alpha:g}; "
+            caption=f"{HEADLINE_RULE}; per benchmark and condition the models ranked by it with its 95% interval; "
+            "the paired difference first − second on the same questions and the same metric, with its paired "
+            "bootstrap 95% interval and its p-value Holm-adjusted over the differences of that condition's table "
+            f"(section Paired differences); a tie, naming no leader, where that p is not below {alpha:g}; "
             + AT_CHANCE_NOTE,
         )
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -172,7 +173,7 @@ def condition_groups(frame: pd.DataFrame, axes: Sequence[str], exclude: Sequence
         if not keys:
             yield benchmark, "", rows, keys
             continue
-        labels = rows.apply(lambda r: condition_label(r, keys), axis=1)
+        labels = rows.apply(condition_label, axis=1, keys=keys)
         for label in sorted(labels.unique()):
             yield benchmark, label, rows[labels == label], keys
 
@@ -293,53 +294,74 @@ def rank_changes(cora: Built, paired=None) -> Built:
     on MCQA is significantly better on MCQA (the paired 95% interval of its MCQA difference lies above 0) AND
     significantly worse on CoRA (the interval of its CoRA difference lies below 0)."""
     out = Built()
-    rows, swaps, swap_rows = [], [], []
+    rows: list[dict[str, Any]] = []
+    swaps: list[Any] = []
+    swap_rows: list[dict[str, Any]] = []
     for table in cora.tables:
         ranks = table.data.pivot_table(index="model", columns="metric", values="rank")
         values = table.data.pivot_table(index="model", columns="metric", values="value")
         if not {"MCQA", "CoRA"} <= set(ranks.columns):
             continue
         ranks = ranks.dropna(subset=["MCQA", "CoRA"])
-        for model, r in ranks.iterrows():
-            rows.append(
-                {
-                    "table": table.title,
-                    "model": model,
-                    "chance (MCQA)": _table_chance(table),
-                    "mcqa": values.at[model, "MCQA"],
-                    "mcqa_rank": int(r["MCQA"]),
-                    "cora": values.at[model, "CoRA"],
-                    "cora_rank": int(r["CoRA"]),
-                    "change": int(r["MCQA"] - r["CoRA"]),
-                }
-            )
-        models = list(ranks.index)
-        for i, a in enumerate(models):
-            for b in models[i + 1 :]:
-                before = np.sign(ranks.at[b, "MCQA"] - ranks.at[a, "MCQA"])
-                after = np.sign(ranks.at[b, "CoRA"] - ranks.at[a, "CoRA"])
-                if before and after and before != after:
-                    first, second = (a, b) if before > 0 else (b, a)
-                    line = f"{table.title}: {first} ranks above {second} on MCQA, below it on CoRA"
-                    verdict = _swap_verdict(table, first, second, paired)
-                    if verdict is not None:
-                        significant, d_mcqa, d_cora = verdict
-                        line += " (significant)" if significant else " (not significant)"
-                        swap_rows.append(
-                            {
-                                "table": table.title,
-                                "above on MCQA": first,
-                                "below on CoRA": second,
-                                "MCQA difference": d_mcqa,
-                                "CoRA difference": d_cora,
-                                "significant": significant,
-                            }
-                        )
-                    swaps.append(line)
+        rows += _rank_rows(table, ranks, values)
+        _swaps(table, ranks, paired, swaps, swap_rows)
     if not rows:
         out.notes.append("rank changes: no CoRA table with both MCQA and CoRA")
         return out
-    data = pd.DataFrame(rows)
+    out.tables.append(_rank_table(pd.DataFrame(rows), swaps, bool(swap_rows)))
+    if swap_rows:
+        out.tables.append(_swap_table(pd.DataFrame(swap_rows)))
+    return out
+
+
+def _rank_rows(table: Table, ranks: pd.DataFrame, values: pd.DataFrame) -> list[dict]:
+    """Each model's MCQA and CoRA values and ranks in one CoRA table."""
+    return [
+        {
+            "table": table.title,
+            "model": model,
+            "chance (MCQA)": _table_chance(table),
+            "mcqa": values.at[model, "MCQA"],
+            "mcqa_rank": int(r["MCQA"]),
+            "cora": values.at[model, "CoRA"],
+            "cora_rank": int(r["CoRA"]),
+            "change": int(r["MCQA"] - r["CoRA"]),
+        }
+        for model, r in ranks.iterrows()
+    ]
+
+
+def _swaps(table: Table, ranks: pd.DataFrame, paired, swaps: list[str], swap_rows: list[dict]) -> None:
+    """The pairs of models of one table that swap places between MCQA and CoRA: a line each, and with `paired` a
+    row each with both paired differences and whether the swap is significant."""
+    models = list(ranks.index)
+    for i, a in enumerate(models):
+        for b in models[i + 1 :]:
+            before = np.sign(ranks.at[b, "MCQA"] - ranks.at[a, "MCQA"])
+            after = np.sign(ranks.at[b, "CoRA"] - ranks.at[a, "CoRA"])
+            if not (before and after and before != after):
+                continue
+            first, second = (a, b) if before > 0 else (b, a)
+            line = f"{table.title}: {first} ranks above {second} on MCQA, below it on CoRA"
+            verdict = _swap_verdict(table, first, second, paired)
+            if verdict is not None:
+                significant, d_mcqa, d_cora = verdict
+                line += " (significant)" if significant else " (not significant)"
+                swap_rows.append(
+                    {
+                        "table": table.title,
+                        "above on MCQA": first,
+                        "below on CoRA": second,
+                        "MCQA difference": d_mcqa,
+                        "CoRA difference": d_cora,
+                        "significant": significant,
+                    }
+                )
+            swaps.append(line)
+
+
+def _rank_table(data: pd.DataFrame, swaps: list[str], tested: bool) -> Table:
+    """MCQA rank vs CoRA rank, its caption naming the swaps."""
     text = data.assign(
         mcqa=data["mcqa"].map(fmt),
         cora=data["cora"].map(fmt),
@@ -349,52 +371,45 @@ def rank_changes(cora: Built, paired=None) -> Built:
     caption = "change = MCQA rank - CoRA rank (+: the model climbs once consistency counts). " + (
         "Swaps: " + "; ".join(swaps) + "." if swaps else "No two models swap places between MCQA and CoRA."
     )
-    if swap_rows:
+    if tested:
         caption += (
             " A swap is significant when the paired 95% intervals of both differences exclude 0 in opposite "
             "directions (better on MCQA, worse on CoRA)."
         )
-    out.tables.append(
-        Table(
-            title="MCQA rank vs CoRA rank",
-            data=data,
-            text=text.set_index("table"),
-            name="rank_changes",
-            caption=caption,
-        )
+    return Table(
+        title="MCQA rank vs CoRA rank", data=data, text=text.set_index("table"), name="rank_changes", caption=caption
     )
-    if swap_rows:
-        swap_data = pd.DataFrame(swap_rows)
-        swap_text = pd.DataFrame(
-            {
-                "above on MCQA": swap_data["above on MCQA"].to_numpy(),
-                "below on CoRA": swap_data["below on CoRA"].to_numpy(),
-                "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
-                "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
-                "significant": ["yes" if v else "no" for v in swap_data["significant"]],
-            },
-            index=pd.Index(swap_data["table"].to_numpy(), name="table"),
-        )
-        flat = swap_data.assign(
-            **{
-                f"{m} {k}": [getattr(d, k) for d in swap_data[f"{m} difference"]]
-                for m in ("MCQA", "CoRA")
-                for k in ("difference", "lo", "hi", "p")
-            }
-        )
-        flat = flat.drop(columns=["MCQA difference", "CoRA difference"])
-        out.tables.append(
-            Table(
-                title="MCQA to CoRA rank swaps",
-                data=flat,
-                text=swap_text,
-                name="rank_swaps",
-                caption="paired differences on the same questions; significant = the MCQA interval "
-                "lies above 0 and the CoRA interval below 0 (differences between two models: "
-                "the chance level of MCQA is in the table above)",
-            )
-        )
-    return out
+
+
+def _swap_table(swap_data: pd.DataFrame) -> Table:
+    """The swaps with both paired differences and their significance."""
+    swap_text = pd.DataFrame(
+        {
+            "above on MCQA": swap_data["above on MCQA"].to_numpy(),
+            "below on CoRA": swap_data["below on CoRA"].to_numpy(),
+            "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
+            "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
+            "significant": ["yes" if v else "no" for v in swap_data["significant"]],
+        },
+        index=pd.Index(swap_data["table"].to_numpy(), name="table"),
+    )
+    flat = swap_data.assign(
+        **{
+            f"{m} {k}": [getattr(d, k) for d in swap_data[f"{m} difference"]]
+            for m in ("MCQA", "CoRA")
+            for k in ("difference", "lo", "hi", "p")
+        }
+    )
+    flat = flat.drop(columns=["MCQA difference", "CoRA difference"])
+    return Table(
+        title="MCQA to CoRA rank swaps",
+        data=flat,
+        text=swap_text,
+        name="rank_swaps",
+        caption="paired differences on the same questions; significant = the MCQA interval "
+        "lies above 0 and the CoRA interval below 0 (differences between two models: "
+        "the chance level of MCQA is in the table above)",
+    )
 
 
 def _table_chance(table: Table) -> float:
@@ -641,80 +656,69 @@ def revas_tables(runs: pd.DataFrame) -> Built:
         title = benchmark + (f" ({label})" if label else "")
         levels = option_levels(rows.columns)
         if levels:
-            records, text_rows, index = [], [], []
-            for _, r in rows.iterrows():
-                for name, prefix in REVAS_MEASURES:
-                    values = [r.get(f"{prefix}@{n}", math.nan) for n in levels]
-                    index.append(f"{r['model']} · {name}")
-                    text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
-                    records += [
-                        {
-                            "benchmark": benchmark,
-                            "condition": label,
-                            "model": r["model"],
-                            "measure": name,
-                            "n_options": n,
-                            "value": v,
-                        }
-                        for n, v in zip(levels, values)
-                    ]
-
-            index.append("chance · Acc")
-            text_rows.append([fmt(option_count_chance(n)) for n in levels])
-            records += [
-                {
-                    "benchmark": benchmark,
-                    "condition": label,
-                    "model": "chance",
-                    "measure": "Acc",
-                    "n_options": n,
-                    "value": option_count_chance(n),
-                }
-                for n in levels
-            ]
-            text = pd.DataFrame(
-                text_rows, index=pd.Index(index, name="model · measure"), columns=[f"n={n}" for n in levels]
-            )
-            out.tables.append(
-                Table(
-                    title=f"{title}: by number of options",
-                    data=pd.DataFrame(records),
-                    text=text,
-                    name=slug("revas_options", benchmark, label),
-                    caption="Acc on the reference order, Sc = mean share of the modal answer over the "
-                    "n orders, Acc-H = right on every order; "
-                    + INTERVAL_NOTE
-                    + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options",
-                )
-            )
+            out.tables.append(_revas_options_table(rows, benchmark, label, title, levels))
         else:
             out.notes.append(
                 f"REVAS by number of options, {title}: no acc@n metrics (needs variants=revas_option_count)"
             )
         present = [(name, m) for name, m in REVAS_SUMMARY if m in rows.columns and rows[m].notna().any()]
         if present:
-            data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
-            merged = rows.to_dict("records")
-            text = pd.DataFrame(
-                {name: [judged_cell(r, m) for r in merged] for name, m in present},
-                index=pd.Index(data["model"], name="model"),
-            )
-            data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
-            data["chance"] = column_or_nan(rows, "chance").to_numpy()
-            text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
-            text["chance"] = data["chance"].map(fmt).to_numpy()
-            data.insert(0, "benchmark", benchmark)
-            data.insert(1, "condition", label)
-            out.tables.append(
-                Table(
-                    title=f"{title}: summary",
-                    data=data,
-                    text=text,
-                    name=slug("revas_summary", benchmark, label),
-                    caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; {AT_CHANCE_NOTE}",
-                )
-            )
+            out.tables.append(_revas_summary_table(rows, benchmark, label, title, present))
     return out
+
+
+def _revas_options_table(rows: pd.DataFrame, benchmark: str, label: str, title: str, levels: list[int]) -> Table:
+    """Acc / Sc / Acc-H by number of options of one condition, with the chance row 1/n."""
+    where = {"benchmark": benchmark, "condition": label}
+    records, text_rows, index = [], [], []
+    for _, r in rows.iterrows():
+        for name, prefix in REVAS_MEASURES:
+            values = [r.get(f"{prefix}@{n}", math.nan) for n in levels]
+            index.append(f"{r['model']} · {name}")
+            text_rows.append([cell(r, f"{prefix}@{n}") for n in levels])
+            records += [
+                {**where, "model": r["model"], "measure": name, "n_options": n, "value": v}
+                for n, v in zip(levels, values)
+            ]
+    index.append("chance · Acc")
+    text_rows.append([fmt(option_count_chance(n)) for n in levels])
+    records += [
+        {**where, "model": "chance", "measure": "Acc", "n_options": n, "value": option_count_chance(n)} for n in levels
+    ]
+    text = pd.DataFrame(text_rows, index=pd.Index(index, name="model · measure"), columns=[f"n={n}" for n in levels])
+    return Table(
+        title=f"{title}: by number of options",
+        data=pd.DataFrame(records),
+        text=text,
+        name=slug("revas_options", benchmark, label),
+        caption="Acc on the reference order, Sc = mean share of the modal answer over the "
+        "n orders, Acc-H = right on every order; "
+        + INTERVAL_NOTE
+        + "; chance · Acc: 1/n, a uniform guesser's accuracy with n options",
+    )
+
+
+def _revas_summary_table(rows: pd.DataFrame, benchmark: str, label: str, title: str, present: list) -> Table:
+    """The REVAS summary of one condition: per model the `present` measures, INVALID and chance."""
+    data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
+    merged = rows.to_dict("records")
+    text = pd.DataFrame(
+        {name: [judged_cell(r, m) for r in merged] for name, m in present},
+        index=pd.Index(data["model"], name="model"),
+    )
+    data["invalid_rate"] = column_or_nan(rows, "invalid_rate").to_numpy()
+    data["chance"] = column_or_nan(rows, "chance").to_numpy()
+    text["INVALID"] = data["invalid_rate"].map(share_text).to_numpy()
+    text["chance"] = data["chance"].map(fmt).to_numpy()
+    data.insert(0, "benchmark", benchmark)
+    data.insert(1, "condition", label)
+    return Table(
+        title=f"{title}: summary",
+        data=data,
+        text=text,
+        name=slug("revas_summary", benchmark, label),
+        caption=f"{CHANCE_NOTE}, on the original order (T/F: 0.500); {INVALID_NOTE}; {AT_CHANCE_NOTE}",
+    )
 
 
 # ---------------------------------------------------------------- per-question disagreements between two runs

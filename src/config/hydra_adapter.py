@@ -66,8 +66,9 @@ def version_problem(version: str) -> str | None:
 
     >>> version_problem("1.3.2") is None
     True
-    >>> version_problem("1.4.0")
-    "warning: hydra-core 1.4.0 is outside >=1.3.2,<1.4, the versions whose private API src/config/hydra_adapter.py was checked with; pip install 'hydra-core>=1.3.2,<1.4'"
+    >>> version_problem("1.4.0")  # doctest: +NORMALIZE_WHITESPACE
+    "warning: hydra-core 1.4.0 is outside >=1.3.2,<1.4, the versions whose private API src/config/hydra_adapter.py
+    was checked with; pip install 'hydra-core>=1.3.2,<1.4'"
     """
     return versions.version_problem("hydra-core", version, SUPPORTED, ADAPTER)
 

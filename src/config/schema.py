@@ -26,6 +26,7 @@ from omegaconf import MISSING, DictConfig
 from src.backends.batch_tokens import check_max_batch_tokens
 from src.benchmarks import CONTINUATION_BENCHMARKS
 from src.common.errors import UserError
+from src.common.paths import expand_path
 from src.common.redact import redact_text
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.core.validity import check_option_style, check_validity
@@ -101,7 +102,8 @@ class JobConfig:
     limit: int | None = None  # first N questions in file order; null = all
     temperature: float = 0.0  # 0 = greedy decoding
     repetitions: int = 1  # samples of the same prompt (the repetition paper's R)
-    adaptive: bool = False  # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/answering/adaptive.py)
+    # true: stop a prompt's repetitions once its SURE/UNSURE x right/wrong cell is settled (src/answering/adaptive.py)
+    adaptive: bool = False
     scoring: str = "generate"  # generate | logprob | cloze | cloze_shown; conf/config.yaml takes model.scoring
     top_k: int | None = None
     top_p: float = 1.0
@@ -273,7 +275,7 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
         master = compose("config", return_hydra_config=True)
         loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
     for job in jobs:
-        yield _checked(job, conf_dir, lambda: without_hydra(loader.load_sweep_config(master, list(job))))
+        yield _checked(job, conf_dir, lambda: without_hydra(loader.load_sweep_config(master, list(job))))  # noqa: B023 -- called in _checked, before the next job
 
 
 OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
@@ -320,13 +322,13 @@ def check_values(cfg: DictConfig) -> None:
             f"{', '.join(OPTION_REFS[:-1])} or {OPTION_REFS[-1]}"
         )
     shared = bool(cfg.cache.get("shared", False))
-    if cfg.cache.enabled and shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_file()):
+    if cfg.cache.enabled and shared and (not cfg.cache.path or expand_path(cfg.cache.path).is_file()):
         problem = f"{cfg.cache.path!r} is a file" if cfg.cache.path else "empty"
         raise UserError(
             f"config key cache.path: {problem}; with cache.shared=true give the shared cache's folder, "
             f"e.g. cache.path=/shared/mcq-cache (or cache.shared=false for a database file)"
         )
-    if cfg.cache.enabled and not shared and (not cfg.cache.path or Path(cfg.cache.path).expanduser().is_dir()):
+    if cfg.cache.enabled and not shared and (not cfg.cache.path or expand_path(cfg.cache.path).is_dir()):
         problem = f"{cfg.cache.path!r} is a folder" if cfg.cache.path else "empty"
         raise UserError(
             f"config key cache.path: {problem}; give the cache's database file, e.g. "
@@ -350,9 +352,10 @@ def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
 
     >>> check_tracking_uri("sqlite:///mlruns/mlflow.db"), check_tracking_uri("http://127.0.0.1:5000")
     (None, None)
-    >>> check_tracking_uri("mlruns")  # doctest: +ELLIPSIS
+    >>> check_tracking_uri("mlruns")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
-    src.common.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses; use ...
+    src.common.errors.UserError: config key tracking.uri: 'mlruns' is a file store, which current MLflow refuses;
+    use ...
     """
     from urllib.parse import urlsplit
 

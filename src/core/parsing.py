@@ -329,7 +329,11 @@ def _restated_options(text: str, labels: Sequence[str]) -> tuple[bool, set[int]]
         if one and two and one[0] != two[0]:
             copied |= {one[1], two[1]}
     first_pair = (
-        len(starts) > 1 and bool(starts[0]) and starts[0][1] in copied and bool(starts[1]) and starts[1][1] in copied
+        len(starts) > 1
+        and (one := starts[0]) is not None
+        and one[1] in copied
+        and (two := starts[1]) is not None
+        and two[1] in copied
     )
     return first_pair, copied
 
@@ -454,7 +458,7 @@ def _phrase_slots(
             slot = _label_of(match.group("label"), after, index, numeric=numeric)
             if slot is None:
                 continue
-            if slot == "out":
+            if isinstance(slot, str):  # "out"
                 out_of_range = True
                 continue
             if _hedged(after, index, slot):
@@ -488,7 +492,7 @@ def _boxed_slots(
         if slot is None and options:
             texts = [s for s, o in enumerate(options) if _normalise(o) and _normalise(o) == _normalise(inner)]
             slot = texts[0] if len(texts) == 1 else None
-        if slot == "out":
+        if isinstance(slot, str):  # "out"
             out_of_range = True
         elif slot is not None:
             found.add(slot)

@@ -157,7 +157,8 @@ def render(
             v.option_texts[v.correct_slot] if cloze else labels_for(v.n_options, template.label_style)[v.correct_slot]
         )
 
-    examples = "".join(example.format(**_fields(template, q, v), answer=answer(v)) for q, v in fewshot)
+    shown = example or ""  # None only without fewshot (refused above)
+    examples = "".join(shown.format(**_fields(template, q, v), answer=answer(v)) for q, v in fewshot)
     return body.format(**_fields(template, question, variant), fewshot=examples)
 
 

@@ -8,7 +8,8 @@ One row per question x variant x repetition. Columns (see DESIGN.md, decision 1)
 
 run_id, model, benchmark, variant_set      str   run identity (same on every row)
 question_id, subject                       str   subject may be None
-variant_kind, variant_id                   str   e.g. "nota_shuffled", "nota_shuffled_2"; the original order is kind "original"
+variant_kind, variant_id                   str   e.g. "nota_shuffled", "nota_shuffled_2"; the original order is kind
+                                                 "original"
 repetition                                 int   0..R-1
 temperature, seed                          float, int
 scoring                                    str   generate | logprob | cloze
@@ -18,9 +19,11 @@ correct_label                              str   displayed label of the right an
 correct_option                             int   original index of the right answer (-1 when NOTA is the answer)
 raw_output                                 str   model text (generate) or a rendering of the scores
 parsed_label                               str?  None when INVALID
-chosen_option                              int?  original index the parsed label points to (-1 NOTA, -2 filler); None when INVALID
+chosen_option                              int?  original index the parsed label points to (-1 NOTA, -2 filler); None
+                                                 when INVALID
 correct                                    bool  parsed_label == correct_label (INVALID is never correct)
-label_probs                                list[float]?  next-token probs of the displayed labels, renormalised (logprob scoring)
+label_probs                                list[float]?  next-token probs of the displayed labels, renormalised
+                                                         (logprob scoring)
 label_mass                                 float?  probability the labels held before renormalising
 option_loglik, option_loglik_norm          list[float]?  cloze scores per displayed option
 answer_dist                                list[float]?  exact first-token sampling (logprob at a temperature): the
@@ -29,12 +32,17 @@ answer_dist                                list[float]?  exact first-token sampl
 prompt_hash                                str   sha256 of the exact prompt, first 16 hex chars
 cache_hit                                  bool  answered from the response cache
 fmt                                        str   answer format: mcq | true_false | multi_select
-variant_level                              int?  REVAS option-count level n (options shown); None outside revas_option_count
-perm_sets                                  list[str]  permutation-set memberships "set:pos" (pos 0 = reference order); [] otherwise
-asked_option                               int?  true_false: original option asked about; misleading_replaced: option replaced by a filler
-parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not multi_select)
+variant_level                              int?  REVAS option-count level n (options shown); None outside
+                                                 revas_option_count
+perm_sets                                  list[str]  permutation-set memberships "set:pos" (pos 0 = reference order);
+                                                      [] otherwise
+asked_option                               int?  true_false: original option asked about; misleading_replaced: option
+                                                 replaced by a filler
+parsed_labels                              list[str]?  multi_select: the labels named (None when INVALID or not
+                                                       multi_select)
 chosen_options                             list[int]?  multi_select: original options behind parsed_labels
-parse_rule                                 str   the rule that decided parsed_label (src/core/parsing.py): generate gives
+parse_rule                                 str   the rule that decided parsed_label (src/core/parsing.py): generate
+                                                 gives
                                                  first_token, answer_phrase, boxed, option_text, self_correction
                                                  (a revised answer), ... (prefixed "reasoning_stripped+" after a
                                                  removed <think> block) or the INVALID
@@ -181,10 +189,10 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
     client = MlflowClient(tracking_uri=tracking_uri)
     run_id = str(run_id).strip()
     try:
-        return client.get_run(run_id).info.run_id
+        return str(client.get_run(run_id).info.run_id)
     except MlflowException:
         pass
-    if not re.fullmatch(r"[0-9a-f]{%d,32}" % SHORT_ID_LENGTH, run_id):
+    if not re.fullmatch(rf"[0-9a-f]{{{SHORT_ID_LENGTH},32}}", run_id):
         raise UserError(
             f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
             f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)"
@@ -196,7 +204,7 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
         else []
     )
     if len(found) == 1:
-        return found[0].info.run_id
+        return str(found[0].info.run_id)
     if not found:
         raise UserError(
             f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "

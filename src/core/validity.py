@@ -13,10 +13,14 @@ metrics would be constant by construction is refused before any compute, in one 
   give the answer away, so such sets are refused for them, under every scoring (`check_option_style`).
 
 >>> check_validity(scoring="cloze", variants={"name": "original"}, temperature=0.0, repetitions=1)
->>> check_validity(scoring="cloze", variants={"name": "perm_cyclic"}, temperature=0.0, repetitions=1)
+>>> check_validity(scoring="cloze", variants={"name": "perm_cyclic"}, temperature=0.0,
+...                repetitions=1)  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-src.common.errors.UserError: config keys scoring=cloze and variants=perm_cyclic: cloze scoring shows the model no options, so every order or option set of a question is the same prompt and the set's consistency metrics would be constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or variants=original
+src.common.errors.UserError: config keys scoring=cloze and variants=perm_cyclic: cloze scoring shows the model no
+options, so every order or option set of a question is the same prompt and the set's consistency metrics would be
+constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or
+variants=original
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ SCORING_MODES = tuple(SHOWS_OPTIONS)
 DESCRIPTIONS = {  # what the model sees and what counts as its answer (docs/validity.md; src.catalog)
     "generate": "shows the labelled options; the model writes its answer, which is parsed to a label",
     "logprob": "shows the labelled options; the most probable label token (drawn exactly at a temperature)",
-    "cloze_shown": "shows the labelled options in the order asked; the option whose text is most likely after 'Answer:'",
+    "cloze_shown": (
+        "shows the labelled options in the order asked; the option whose text is most likely after 'Answer:'"
+    ),
     "cloze": "shows the question only (lm-eval's acc); the option whose text is most likely as its continuation",
 }
 SAMPLING_MODES = ("generate", "logprob")  # modes whose answers depend on the temperature
@@ -89,10 +95,14 @@ def check_option_style(*, variants: Mapping[str, Any], benchmark: str, continuat
     (`hellaswag`, `lm_eval benchmark.task=hellaswag`).
 
     >>> check_option_style(variants={"name": "perm_cyclic"}, benchmark="hellaswag", continuation=True)
-    >>> check_option_style(variants={"name": "cora"}, benchmark="hellaswag", continuation=True)
+    >>> check_option_style(variants={"name": "cora"}, benchmark="hellaswag",
+    ...                    continuation=True)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    src.common.errors.UserError: config keys benchmark=hellaswag and variants=cora: the options of hellaswag complete their context rather than answer a question, and cora adds "None of the above", which completes no sentence, so its form would give the answer away; use a set without NOTA (original, perm_*, revas_reorder, revas_option_count, revas_true_false, revas_multi_select)
+    src.common.errors.UserError: config keys benchmark=hellaswag and variants=cora: the options of hellaswag
+    complete their context rather than answer a question, and cora adds "None of the above", which completes no
+    sentence, so its form would give the answer away; use a set without NOTA (original, perm_*, revas_reorder,
+    revas_option_count, revas_true_false, revas_multi_select)
     """
     name = variants.get("name")
     if continuation and name in STANDALONE_OPTION_SETS:

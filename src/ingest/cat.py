@@ -86,6 +86,125 @@ def _identity(texts: Sequence[str], shown: Sequence[str], place: str) -> tuple[i
     return tuple(order)
 
 
+def _question_of(place: str, row: dict, qid: str) -> tuple[Question, list[str]]:
+    """The row's question and its option texts in the file's order, checked."""
+    missing = [c for c in ("question", "answer", "options", "expanded_evaluation") if c not in row]
+    if missing:
+        raise UserError(
+            f"{place}: no column {', '.join(repr(c) for c in missing)}; a CoRA expanded-evaluation "
+            "table has question, answer, options and expanded_evaluation"
+        )
+    if any(is_missing(row[c]) for c in ("answer", "options", "expanded_evaluation")):
+        raise UserError(f"{place}: empty answer, options or expanded_evaluation cell; fix the row or drop it")
+    _, texts = _options(row["options"], place)
+    answer = [i for i, text in enumerate(texts) if _norm(text) == _norm(row["answer"])]
+    if not answer:
+        raise UserError(f"{place}: the answer {str(row['answer'])[:60]!r} is none of the options; fix the row")
+    question = Question(
+        id=qid,
+        question="" if is_missing(row["question"]) else str(row["question"]),
+        options=tuple(texts),
+        answer=answer[0],
+    )
+    return question, texts
+
+
+def _answer_lists(place: str, row: dict) -> dict:
+    """The row's expanded_evaluation: list name -> answers."""
+    try:
+        lists = (
+            json.loads(row["expanded_evaluation"])
+            if isinstance(row["expanded_evaluation"], str)
+            else row["expanded_evaluation"]
+        )
+    except json.JSONDecodeError as err:
+        raise UserError(
+            f"{place}: expanded_evaluation is not valid JSON ({err.msg} at column {err.colno}); "
+            "fix the cell (a cell cut at the spreadsheet's 32,767-character limit?)"
+        ) from None
+    if not isinstance(lists, dict):
+        raise UserError(f"{place}: expanded_evaluation is not a JSON object of answer lists; fix the cell")
+    return lists
+
+
+def _answer_list(place: str, lists: dict, name: str, first: int | None) -> list:
+    """The answers of list `name` (its first `first`), checked."""
+    if name not in lists or not isinstance(lists[name], list):
+        raise UserError(
+            f"{place}: expanded_evaluation has no list {name!r} (it has "
+            f"{', '.join(sorted(lists)) or 'none'}); choose --set from those"
+        )
+    answers = lists[name]
+    if first is not None and len(answers) < first:
+        raise UserError(f"{place}: list {name} has {len(answers)} answers, --first asks for {first}; lower --first")
+    return answers[:first] if first is not None else answers
+
+
+def _entry_trial(
+    where: str,
+    entry: Any,
+    *,
+    name: str,
+    i: int,
+    mode: str,
+    question: Question,
+    texts: list[str],
+    answer_text: str,
+    labels_from: str,
+) -> Trial:
+    """The trial of answer `i` of list `name` (`entry`: its choices, correct choice and output or choice)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("choices"), dict) or "correct_choice" not in entry:
+        raise UserError(f"{where}: an answer needs choices (label -> text) and correct_choice; fix it")
+    if "output" not in entry and "model_choice" not in entry:
+        raise UserError(f"{where}: the answer has neither output nor model_choice: no answer to ingest")
+    labels = tuple(str(k) for k in entry["choices"])
+    shown = tuple(str(v) for v in entry["choices"].values())
+    order = _identity(texts, shown, where)
+    correct = str(entry["correct_choice"]).strip()
+    if correct not in labels:
+        raise UserError(
+            f"{where}: correct_choice {correct!r} is not one of the labels shown ({', '.join(labels)}); fix the answer"
+        )
+    slot = labels.index(correct)
+    if order[slot] != question.answer:
+        raise UserError(
+            f"{where}: correct_choice {correct} shows {shown[slot][:60]!r}, not the answer "
+            f"{answer_text[:60]!r}; fix the answer"
+        )
+    kind = KINDS.get(name, name)
+    if kind == "original" and order != tuple(range(len(texts))):
+        kind = "shuffled"  # a standard list whose order is not the file's: not the original order
+    if mode == "repetitions":
+        variant_id, repetition = kind, i
+    else:
+        variant_id = "original" if kind == "original" and i == 0 else f"{kind}_{i}"
+        repetition = 0
+    variant = Variant(
+        question_id=question.id,
+        kind=kind,
+        variant_id=variant_id,
+        option_order=order,
+        option_texts=shown,
+        correct_slot=slot,
+    )
+    request = Request(
+        prompt="", labels=labels, options=shown, seed=0, correct_slot=slot, key=f"{question.id}/{variant_id}"
+    )
+    raw, label = entry.get("output"), entry.get("model_choice")
+    ans = answer_of("mcq", labels, shown, raw=raw, label=label, labels_from=labels_from)
+    return Trial(Item(question, variant, request), ans, repetition)
+
+
+def _reading_differs(entry: dict, trial: Trial) -> str:
+    """'' when this tool's reading of the raw answer gives the file's model_choice, else the example to show."""
+    labels, ans = trial.item.request.labels, trial.answer
+    theirs = str(entry.get("model_choice") or "").strip()
+    ours = labels[ans.slot] if ans.slot is not None else ""
+    if ours == (theirs if theirs in labels else ""):
+        return ""
+    return f"{str(entry.get('output'))[:40]!r}: file {theirs or 'none'}, ours {ours or 'INVALID'} ({ans.parse_rule})"
+
+
 def read_cat(
     file: Path,
     *,
@@ -105,115 +224,31 @@ def read_cat(
     trials: list[Trial] = []
     differ = parsed = 0
     example = ""
-    for n, (place, row) in enumerate(table_rows(file, suffixes=SUFFIXES)):
+    for n, (row_place, row) in enumerate(table_rows(file, suffixes=SUFFIXES)):
         qid = f"{benchmark}/{n}"
-        place = f"{place} (question {qid})"
-        missing = [c for c in ("question", "answer", "options", "expanded_evaluation") if c not in row]
-        if missing:
-            raise UserError(
-                f"{place}: no column {', '.join(repr(c) for c in missing)}; a CoRA expanded-evaluation "
-                "table has question, answer, options and expanded_evaluation"
-            )
-        if any(is_missing(row[c]) for c in ("answer", "options", "expanded_evaluation")):
-            raise UserError(f"{place}: empty answer, options or expanded_evaluation cell; fix the row or drop it")
-        _, texts = _options(row["options"], place)
-        answer = [i for i, text in enumerate(texts) if _norm(text) == _norm(row["answer"])]
-        if not answer:
-            raise UserError(f"{place}: the answer {str(row['answer'])[:60]!r} is none of the options; fix the row")
-        question = Question(
-            id=qid,
-            question="" if is_missing(row["question"]) else str(row["question"]),
-            options=tuple(texts),
-            answer=answer[0],
-        )
-        try:
-            lists = (
-                json.loads(row["expanded_evaluation"])
-                if isinstance(row["expanded_evaluation"], str)
-                else row["expanded_evaluation"]
-            )
-        except json.JSONDecodeError as err:
-            raise UserError(
-                f"{place}: expanded_evaluation is not valid JSON ({err.msg} at column {err.colno}); "
-                "fix the cell (a cell cut at the spreadsheet's 32,767-character limit?)"
-            ) from None
-        if not isinstance(lists, dict):
-            raise UserError(f"{place}: expanded_evaluation is not a JSON object of answer lists; fix the cell")
+        place = f"{row_place} (question {qid})"
+        question, texts = _question_of(place, row, qid)
+        lists = _answer_lists(place, row)
         for name in sets:
-            if name not in lists or not isinstance(lists[name], list):
-                raise UserError(
-                    f"{place}: expanded_evaluation has no list {name!r} (it has "
-                    f"{', '.join(sorted(lists)) or 'none'}); choose --set from those"
-                )
-            answers = lists[name]
-            if first is not None and len(answers) < first:
-                raise UserError(
-                    f"{place}: list {name} has {len(answers)} answers, --first asks for {first}; lower --first"
-                )
-            for i, entry in enumerate(answers[:first] if first is not None else answers):
-                where = f"{place} {name}[{i}]"
-                if (
-                    not isinstance(entry, dict)
-                    or not isinstance(entry.get("choices"), dict)
-                    or "correct_choice" not in entry
-                ):
-                    raise UserError(f"{where}: an answer needs choices (label -> text) and correct_choice; fix it")
-                if "output" not in entry and "model_choice" not in entry:
-                    raise UserError(f"{where}: the answer has neither output nor model_choice: no answer to ingest")
-                labels = tuple(str(k) for k in entry["choices"])
-                shown = tuple(str(v) for v in entry["choices"].values())
-                order = _identity(texts, shown, where)
-                correct = str(entry["correct_choice"]).strip()
-                if correct not in labels:
-                    raise UserError(
-                        f"{where}: correct_choice {correct!r} is not one of the labels shown "
-                        f"({', '.join(labels)}); fix the answer"
-                    )
-                slot = labels.index(correct)
-                if order[slot] != question.answer:
-                    raise UserError(
-                        f"{where}: correct_choice {correct} shows {shown[slot][:60]!r}, not the answer "
-                        f"{str(row['answer'])[:60]!r}; fix the answer"
-                    )
-                kind = KINDS.get(name, name)
-                if kind == "original" and order != tuple(range(len(texts))):
-                    kind = "shuffled"  # a standard list whose order is not the file's: not the original order
-                if mode == "repetitions":
-                    variant_id, repetition = kind, i
-                else:
-                    variant_id = "original" if kind == "original" and i == 0 else f"{kind}_{i}"
-                    repetition = 0
-                variant = Variant(
-                    question_id=qid,
-                    kind=kind,
-                    variant_id=variant_id,
-                    option_order=order,
-                    option_texts=shown,
-                    correct_slot=slot,
-                )
-                request = Request(
-                    prompt="", labels=labels, options=shown, seed=0, correct_slot=slot, key=f"{qid}/{variant_id}"
-                )
-                ans = answer_of(
-                    "mcq",
-                    labels,
-                    shown,
-                    raw=entry.get("output"),
-                    label=entry.get("model_choice"),
+            for i, entry in enumerate(_answer_list(place, lists, name, first)):
+                where, answer_text = f"{place} {name}[{i}]", str(row["answer"])
+                trial = _entry_trial(
+                    where,
+                    entry,
+                    name=name,
+                    i=i,
+                    mode=mode,
+                    question=question,
+                    texts=texts,
+                    answer_text=answer_text,
                     labels_from=labels_from,
                 )
                 if labels_from == "raw" and entry.get("output") is not None:
                     parsed += 1
-                    theirs = str(entry.get("model_choice") or "").strip()
-                    ours = labels[ans.slot] if ans.slot is not None else ""
-                    if ours != (theirs if theirs in labels else ""):
+                    if difference := _reading_differs(entry, trial):
                         differ += 1
-                        example = (
-                            example
-                            or f"{str(entry.get('output'))[:40]!r}: file {theirs or 'none'}, ours "
-                            f"{ours or 'INVALID'} ({ans.parse_rule})"
-                        )
-                trials.append(Trial(Item(question, variant, request), ans, repetition))
+                        example = example or difference
+                trials.append(trial)
     if not trials:
         raise UserError(f"{file}: no rows; a CoRA expanded-evaluation table has one row per question")
     notes = []

@@ -111,7 +111,8 @@ def answer_of(
     a generated answer, so `parse_rule` says which rule read it. Otherwise the file's label is taken as given:
     `parse_rule` `source_label`, or `invalid_source_label` (INVALID) when it is empty or not one of `labels`.
 
-    >>> answer_of("mcq", ("A", "B"), ("Paris", "Rome"), raw="B. Rome").slot, answer_of("mcq", ("A", "B"), ("x", "y"), label="C").parse_rule
+    >>> (answer_of("mcq", ("A", "B"), ("Paris", "Rome"), raw="B. Rome").slot,
+    ...  answer_of("mcq", ("A", "B"), ("x", "y"), label="C").parse_rule)
     (1, 'invalid_source_label')
     """
     form = FORMATS[fmt]
@@ -138,8 +139,8 @@ def answer_of(
 
 
 def build_records(ingested: Ingested, *, run_id: str) -> pd.DataFrame:
-    """The records table of the ingested trials: `src.answering.trials.to_records` row for row (the columns and types of a
-    native run), trials grouped by (question, variant) in first-seen order and by repetition within, as a native
+    """The records table of the ingested trials: `src.answering.trials.to_records` row for row (the columns and types of
+    a native run), trials grouped by (question, variant) in first-seen order and by repetition within, as a native
     run writes them; `cache_hit` false; `prompt_hash` the source's, or empty when it holds no prompt."""
     first: dict[tuple[str, str], int] = {}
     for t in ingested.trials:

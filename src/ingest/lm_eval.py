@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from src.answering.trials import Answer, Item, decision_margin
+from src.answering.items import Answer, Item
+from src.answering.trials import decision_margin
 from src.common.errors import UserError
 from src.core.questions import Question
 
@@ -98,6 +99,84 @@ def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
     return " ".join(f"{lab}:{v:.4f}" for lab, v in zip(labels, values))
 
 
+def _scored_sample(
+    place: str, sample: dict, args: list[list[Any]]
+) -> tuple[tuple[str, ...], tuple[str, ...], int, list[Answer], str]:
+    """(labels, option texts, correct slot, [the answer], scoring) of a log-likelihood sample: continuations that are
+    labels are logprob scoring (the labels' renormalised probabilities), others cloze (the options' log-likelihoods)."""
+    resps = sample.get("resps") or []
+    conts = [str(a[1]) for a in args]
+    scores = [_float(r) for r in (sample.get("filtered_resps") or [r[0] for r in resps])]
+    if len(scores) != len(conts):
+        raise UserError(f"{place}: {len(conts)} options but {len(scores)} log-likelihoods; the file is damaged")
+    stripped = tuple(c.strip() for c in conts)
+    as_labels = stripped == tuple(LETTERS[: len(conts)]) or all(s.isdigit() for s in stripped)
+    labels = stripped if as_labels else tuple(LETTERS[: len(conts)])
+    doc_options = _doc_options(sample.get("doc"))
+    texts = doc_options[1] if as_labels and doc_options and len(doc_options[1]) == len(conts) else tuple(stripped)
+    slot = _target_slot(sample["target"], labels, texts, place)
+    best = max(range(len(scores)), key=scores.__getitem__)
+    margin = decision_margin(scores, best)
+    if as_labels:
+        top = max(scores)
+        weights = [math.exp(s - top) for s in scores]
+        probs = tuple(w / sum(weights) for w in weights)
+        mass = min(1.0, sum(math.exp(s) for s in scores))
+        answer = Answer(
+            _scores_text(labels, probs), best, probs, mass, parse_rule="logprob_argmax", decision_margin=margin
+        )
+        return labels, texts, slot, [answer], "logprob"
+    norm = tuple(s / max(1, len(c.encode())) for s, c in zip(scores, conts))
+    answer = Answer(
+        _scores_text(labels, scores),
+        best,
+        option_loglik=tuple(scores),
+        option_loglik_norm=norm,
+        parse_rule="cloze_argmax",
+        decision_margin=margin,
+    )
+    return labels, texts, slot, [answer], "cloze"
+
+
+def _generated_sample(
+    place: str, sample: dict, labels_from: str
+) -> tuple[tuple[str, ...], tuple[str, ...], int, list[Answer]]:
+    """(labels, option texts, correct slot, one answer per response) of a generation sample, read as options."""
+    found = _doc_options(sample.get("doc"))
+    if found is None:
+        raise UserError(
+            f"{place}: a generation task's document lists no options (choices, options or "
+            "endings), so its answers cannot be read as options; convert it to the generic "
+            "format"
+        )
+    labels, texts = found
+    slot = _target_slot(sample["target"], labels, texts, place)
+    resps = sample.get("resps") or []
+    raw = resps[0] if resps and isinstance(resps[0], list) else resps
+    if not raw:
+        raise UserError(f"{place}: no response in resps; the file is damaged")
+    return labels, texts, slot, [answer_of("mcq", labels, texts, raw=text, labels_from=labels_from) for text in raw]
+
+
+def _item_of(
+    qid: str, subject: str | None, labels: Sequence[str], texts: Sequence[str], slot: int, prompt: str
+) -> Item:
+    """The sample's question asked in its original order."""
+    question = Question(id=qid, question="", options=tuple(texts), answer=slot, subject=subject)
+    variant = Variant(
+        question_id=qid,
+        kind="original",
+        variant_id="original",
+        option_order=tuple(range(len(labels))),
+        option_texts=tuple(texts),
+        correct_slot=slot,
+    )
+    request = Request(
+        prompt=prompt, labels=tuple(labels), options=tuple(texts), seed=0, correct_slot=slot, key=f"{qid}/original"
+    )
+    return Item(question, variant, request)
+
+
 def read_lm_eval(
     files: Sequence[Path], *, model: str, benchmark: str | None, temperature: float, seed: int, labels_from: str
 ) -> Ingested:
@@ -120,96 +199,16 @@ def read_lm_eval(
             place = f"{file} line {line}" + (f" (doc {doc_id})" if doc_id is not None else "")
             if doc_id is None or "target" not in sample:
                 raise UserError(f"{place}: no doc_id or target; is this an lm-eval --log_samples file?")
-            qid = f"{task}/{doc_id}"
             args = _arguments(sample)
-            resps = sample.get("resps") or []
-            loglik = len(args) > 1 and all(len(a) >= 2 and isinstance(a[1], str) for a in args)
-            if loglik:
-                conts = [str(a[1]) for a in args]
-                scores = [_float(r) for r in (sample.get("filtered_resps") or [r[0] for r in resps])]
-                if len(scores) != len(conts):
-                    raise UserError(
-                        f"{place}: {len(conts)} options but {len(scores)} log-likelihoods; the file is damaged"
-                    )
-                stripped = tuple(c.strip() for c in conts)
-                as_labels = stripped == tuple(LETTERS[: len(conts)]) or all(s.isdigit() for s in stripped)
-                labels = stripped if as_labels else tuple(LETTERS[: len(conts)])
-                doc_options = _doc_options(sample.get("doc"))
-                texts = (
-                    doc_options[1]
-                    if as_labels and doc_options and len(doc_options[1]) == len(conts)
-                    else tuple(stripped)
-                )
-                slot = _target_slot(sample["target"], labels, texts, place)
-                best = max(range(len(scores)), key=scores.__getitem__)
-                if as_labels:
-                    top = max(scores)
-                    weights = [math.exp(s - top) for s in scores]
-                    probs = tuple(w / sum(weights) for w in weights)
-                    mass = min(1.0, sum(math.exp(s) for s in scores))
-                    answers = [
-                        Answer(
-                            _scores_text(labels, probs),
-                            best,
-                            probs,
-                            mass,
-                            parse_rule="logprob_argmax",
-                            decision_margin=decision_margin(scores, best),
-                        )
-                    ]
-                    scorings.add("logprob")
-                else:
-                    norm = tuple(s / max(1, len(c.encode())) for s, c in zip(scores, conts))
-                    answers = [
-                        Answer(
-                            _scores_text(labels, scores),
-                            best,
-                            option_loglik=tuple(scores),
-                            option_loglik_norm=norm,
-                            parse_rule="cloze_argmax",
-                            decision_margin=decision_margin(scores, best),
-                        )
-                    ]
-                    scorings.add("cloze")
+            if len(args) > 1 and all(len(a) >= 2 and isinstance(a[1], str) for a in args):  # log-likelihoods
+                labels, texts, slot, answers, scoring = _scored_sample(place, sample, args)
                 prompt = str(args[0][0])
             else:
-                found = _doc_options(sample.get("doc"))
-                if found is None:
-                    raise UserError(
-                        f"{place}: a generation task's document lists no options (choices, options or "
-                        "endings), so its answers cannot be read as options; convert it to the generic "
-                        "format"
-                    )
-                labels, texts = found
-                slot = _target_slot(sample["target"], labels, texts, place)
-                raw = resps[0] if resps and isinstance(resps[0], list) else resps
-                if not raw:
-                    raise UserError(f"{place}: no response in resps; the file is damaged")
-                answers = [answer_of("mcq", labels, texts, raw=text, labels_from=labels_from) for text in raw]
-                scorings.add("generate")
-                prompt = str(args[0][0]) if args and args[0] else ""
-            order = tuple(range(len(labels)))
-            question = Question(
-                id=qid, question="", options=tuple(texts), answer=slot, subject=task if subjects else None
-            )
-            variant = Variant(
-                question_id=qid,
-                kind="original",
-                variant_id="original",
-                option_order=order,
-                option_texts=tuple(texts),
-                correct_slot=slot,
-            )
-            request = Request(
-                prompt=prompt,
-                labels=tuple(labels),
-                options=tuple(texts),
-                seed=0,
-                correct_slot=slot,
-                key=f"{qid}/original",
-            )
-            for k, answer in enumerate(answers):
-                trials.append(Trial(Item(question, variant, request), answer, base + k))
+                labels, texts, slot, answers = _generated_sample(place, sample, labels_from)
+                scoring, prompt = "generate", str(args[0][0]) if args and args[0] else ""
+            scorings.add(scoring)
+            item = _item_of(f"{task}/{doc_id}", task if subjects else None, labels, texts, slot, prompt)
+            trials.extend(Trial(item, answer, base + k) for k, answer in enumerate(answers))
             reps_here = max(reps_here, len(answers))
         repetition_base[task] = base + reps_here
     if not trials:

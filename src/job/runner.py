@@ -20,7 +20,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.answering.cache import open_cache
+from src.answering.cache import GuardedCache, open_cache
 from src.backends import load_backend
 from src.backends.base import SamplingParams
 from src.benchmarks import (
@@ -89,6 +89,8 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
     fresh = load_backend(model_cfg, chat=chat)
     kept = _LOADED.get(key)
     if kept is not None and kept.identity == fresh.identity:
+        if hasattr(kept, "new_job"):  # hf: the job's own token budget counts, from the ceiling learned so far
+            kept.new_job()
         return kept
     if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
         print(
@@ -190,46 +192,144 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
-    from src.answering.trials import answer_items, prompt_hash, to_records  # local: loads pandas (slow import)
-    from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
-    from src.metrics import (
-        compute_metrics,
-        constant_by_construction,
-        rws_st_string,
-    )  # local: loads numpy, pandas (slow import)
-    from src.metrics.chance import chance_levels, chance_tags  # local: loads numpy, pandas (slow import)
-
     check_config(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
-    job_hash = runs.config_hash(resolved)
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
-    tracker = runs.JobTracker(cfg.tracking, job_hash=job_hash, sweep=sweep)
+    tracker = runs.JobTracker(cfg.tracking, job_hash=runs.config_hash(hashed_config(resolved)), sweep=sweep)
     questions = job_questions(cfg)
     backend = job_backend(cfg)  # its identity names the weights by content; nothing is loaded yet
     # what the config points to, by content: a finished run of the same config with other weights or other
     # questions is no result of this job (the response cache's key holds both too)
     identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": benchmark_identity(questions)}
+    done = finished_job(cfg, tracker, backend, identities, resolved)
+    if done is not None:
+        return skipped_result(cfg, tracker, done, out_dir)
+    if cfg.resume:
+        tracker.mark_interrupted()
+    template, items, left_out = plan_job(cfg, questions)
+    guard = content_guard(backend)
+    cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
+    # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
+    with (
+        contextlib.closing(cache) if cache is not None else contextlib.nullcontext(),
+        tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id,
+    ):
+        records, metrics = answer_and_measure(
+            cfg, backend, items, left_out, GuardedCache(cache, guard) if cache is not None else None, run_id
+        )
+        guard()  # the files still those the answers came from, before anything is logged
+        tags = {**identities, **content_tags(backend, resolved)}
+        ties = log_job(cfg, tracker, backend, questions, template, items, records, metrics, tags, out_dir, resolved)
+    return JobResult(
+        run_id=tracker.run_id,
+        metrics=metrics,
+        out_dir=Path(out_dir),
+        headline=headline_metrics(metrics, records),
+        tracking_uri=tracker.uri,
+        experiment=str(cfg.tracking.experiment),
+        near_ties=ties if ties[1] else None,
+    )
+
+
+# where the model's files are, not what they are: the work hash leaves them out (their content is in the identity)
+MODEL_LOCATION_KEYS = ("path", "gguf_file")
+
+
+def hashed_config(resolved: Mapping) -> dict:
+    """The config a job's hash is taken of: `model.path` as a path means it (`DIR/` is `DIR`)."""
+    model = dict(resolved.get("model") or {})
+    if isinstance(model.get("path"), str) and model["path"].endswith("/"):
+        model["path"] = model["path"].rstrip("/") or "/"
+    return {**resolved, "model": model}
+
+
+def work_hash(resolved: Mapping) -> str:
+    """The job's config hash less where the model's files are: a moved or renamed model folder (whose content the
+    model identity names) is the same work."""
+    model = {k: v for k, v in (resolved.get("model") or {}).items() if k not in MODEL_LOCATION_KEYS}
+    return runs.config_hash({**resolved, "model": model})
+
+
+def content_tags(backend, resolved: Mapping) -> dict[str, str]:
+    """The model's content parts (`model_content`, so a rerun names what changed) and, for local files, the
+    `work_hash` a moved folder's job finds this run by."""
+    content = getattr(backend, "content", None)
+    if content is None:
+        return {}
+    tags = {runs.CONTENT_TAG: runs.content_tag(content.short_parts())}
+    if content.repo is None:
+        tags["work_hash"] = work_hash(resolved)
+    return tags
+
+
+def finished_job(cfg: DictConfig, tracker, backend, identities: Mapping[str, str], resolved: Mapping):
+    """The finished run `resume` reuses for this job, or None (it runs). A finished run of this config made with
+    other weights or data is said in one line naming what changed, and kept as it was; one made with the same
+    files at another path (a renamed folder) is reused, in one line."""
     done = tracker.finished_run(identities)
     if done is None:
         older = tracker.finished_run()  # of this config, made with other weights or data: said, and kept as it was
-        line = runs.identity_change(older, identities) if older is not None else None
+        content = content_tags(backend, resolved)
+        line = runs.identity_change(older, identities, content.get(runs.CONTENT_TAG)) if older is not None else None
         if line:
             print(line, file=sys.stderr)
-    elif cfg.resume:  # a rerun of an interrupted sweep skips the jobs that finished
-        log.info(
-            "already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, job_hash
-        )
-        return JobResult(
-            run_id=done.info.run_id,
-            metrics=tracker.finished_metrics(done),
-            out_dir=Path(out_dir),
-            skipped=True,
-            headline=headline_metrics(done.data.metrics),
-            tracking_uri=tracker.uri,
-            experiment=str(cfg.tracking.experiment),
-        )
-    if cfg.resume:
-        tracker.mark_interrupted()
+        elif older is None and cfg.resume and "work_hash" in content:
+            done = tracker.finished_run(identities, work_hash=content["work_hash"])
+            if done is not None:
+                print(
+                    f"model files unchanged since run {done.info.run_id}, made with them at "
+                    f"{done.data.params.get('model.path', 'another path')}: reused (resume=false runs it again)",
+                    file=sys.stderr,
+                )
+        if done is None:
+            return None
+    if not cfg.resume:
+        return None
+    log.info(
+        "already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, tracker.job_hash
+    )
+    return done
+
+
+def skipped_result(cfg: DictConfig, tracker, done, out_dir: str | Path) -> JobResult:
+    """The result of a job that a finished run already answered: its metrics, and the closing block's headline and
+    near-ties as the run showed them when it was new (its `headline` and `near_ties` tags)."""
+    metrics = tracker.finished_metrics(done)
+    tags = done.data.tags
+    headline = tuple(tags["headline"].split(",")) if tags.get("headline") else headline_metrics(done.data.metrics)
+    ties = (int(tags["near_ties"]), int(tags["ranked_decisions"])) if tags.get("ranked_decisions") else None
+    return JobResult(
+        run_id=done.info.run_id,
+        metrics=metrics,
+        out_dir=Path(out_dir),
+        skipped=True,
+        headline=headline,
+        tracking_uri=tracker.uri,
+        experiment=str(cfg.tracking.experiment),
+        near_ties=ties,
+    )
+
+
+def content_guard(backend):
+    """A check that the model's files are still those its identity names (src/backends/weights.py): a UserError,
+    one line, when they changed since the job began, so that no answer is stored under an identity it did not
+    come from."""
+    content = getattr(backend, "content", None)
+
+    def check() -> None:
+        changed = content.changed() if content is not None else []
+        if changed:
+            raise UserError(
+                f"model {backend.name}: its {' and '.join(changed)} changed at {content.source} during this run: "
+                f"stopped before storing the answers; run it again once the files are settled"
+            )
+
+    return check
+
+
+def plan_job(cfg: DictConfig, questions):
+    """(template, items, left_out) of a job, with its log lines; an option style the variants cannot use is
+    refused here, before any compute."""
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     # an lm-eval task's option style is known once its documents are read: refused here, before any compute
     check_option_style(
@@ -249,133 +349,129 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
             reason,
             ", ".join(ids[:3]),
         )
+    return template, items, left_out
 
-    cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
 
-    # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
-    with (
-        contextlib.closing(cache) if cache is not None else contextlib.nullcontext(),
-        tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id,
-    ):
-        start = time.perf_counter()
-        params = SamplingParams(
-            n=cfg.repetitions,
-            temperature=cfg.temperature,
-            top_k=cfg.top_k,
-            top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens,
-        )
-        adaptive = bool(
-            cfg.get("adaptive", False)
-        )  # stop a prompt once its repetition cell is settled (src/answering/adaptive.py)
-        answers = answer_items(
-            backend,
-            items,
-            scoring=cfg.scoring,
-            params=params,
-            cloze_normalise=bool(cfg.cloze_normalise),
-            cache=cache,
-            adaptive=adaptive,
-        )
-        records = to_records(
-            items,
-            answers,
-            run_info={
-                "run_id": run_id,
-                "model": cfg.model.name,
-                "benchmark": cfg.benchmark.name,
-                "variant_set": cfg.variants.name,
-                "temperature": float(cfg.temperature),
-                "seed": int(cfg.seed),
-                "scoring": cfg.scoring,
-            },
-            planned=int(cfg.repetitions) if adaptive else None,
-        )
-        sure_rule = str(
-            OmegaConf.select(cfg, "metrics.sure_rule", default="answer")
-        )  # docs/metrics.md: answer | correctness
-        stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
-        pride_protocol = str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper"))  # paper | authors
-        metrics = compute_metrics(
-            records,
-            sure_rule=sure_rule,
-            pride_protocol=pride_protocol,
-            intervals=int(stats.get("bootstrap", 1000)),
-            level=float(stats.get("level", 0.95)),
-            interval_seed=int(cfg.seed),
-        )
-        metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
-        # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
-        metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
-        if adaptive:  # the share of the planned trials that were not asked
-            metrics["adaptive_skipped_share"] = 1.0 - len(records) / max(1, len(items) * int(cfg.repetitions))
-        metrics["seconds"] = time.perf_counter() - start
-        metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
-        artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
-        artifacts.mkdir(parents=True, exist_ok=True)
-        write_records(records, artifacts)
-        shown = getattr(backend, "model_input", lambda prompt: None)
-        write_prompts(
-            {prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items}, artifacts
-        )
-        (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-        shown = redact(resolved)
-        (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(shown))
-        # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
-        constant = constant_by_construction(records, list(metrics))
-        shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
-        tags = {
-            "model": cfg.model.name,
-            "benchmark": cfg.benchmark.name,
-            "variants": cfg.variants.name,
-            "temperature": str(float(cfg.temperature)),
-            "scoring": cfg.scoring,
-            "git_commit": runs.git_commit(),
-            "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]),
-            "backend": backend.identity[:5000],
-            "sure_rule": sure_rule,
-            **identities,
-            **runs.provenance_tags(),
-            **task_tags(questions),
-        }
-        tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
-        if "st" in metrics:  # the repetition paper's `RWS | S/T`
-            tags["rws_st"] = rws_st_string(metrics)
-        ties = near_ties(records)
-        if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
-            tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
-        tags[review.DESCRIPTION_TAG] = review.run_description(
-            model=cfg.model.name,
-            benchmark=cfg.benchmark.name,
-            variants=cfg.variants.name,
-            scoring=cfg.scoring,
-            temperature=float(cfg.temperature),
-            repetitions=int(cfg.repetitions),
-            n_questions=len(questions),
-            limit=cfg.limit,
-            metrics=shown_metrics,
-            level=float(stats.get("level", 0.95)),
-            rws_st=tags.get("rws_st"),
-        )
-        tracker.log(
-            params=review.review_params(
-                runs.flatten(shown), n_questions=len(questions), **getattr(backend, "run_params", dict)()
-            ),  # hf: the token budget it used
-            metrics=metrics,
-            constant=constant,
-            tags=redact(tags),
-            artifacts_dir=artifacts,
-            dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),
-        )
-    return JobResult(
-        run_id=tracker.run_id,
-        metrics=metrics,
-        out_dir=Path(out_dir),
-        headline=headline_metrics(metrics, records),
-        tracking_uri=tracker.uri,
-        experiment=str(cfg.tracking.experiment),
-        near_ties=ties if ties[1] else None,
+def answer_and_measure(cfg: DictConfig, backend, items, left_out, cache, run_id: str):
+    """(records, metrics): every item asked (through the response cache), recorded and measured."""
+    from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
+    from src.metrics import compute_metrics  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_levels  # local: loads numpy, pandas (slow import)
+
+    start = time.perf_counter()
+    params = SamplingParams(
+        n=cfg.repetitions,
+        temperature=cfg.temperature,
+        top_k=cfg.top_k,
+        top_p=cfg.top_p,
+        max_new_tokens=cfg.max_new_tokens,
     )
+    adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (adaptive.py)
+    answers = answer_items(
+        backend,
+        items,
+        scoring=cfg.scoring,
+        params=params,
+        cloze_normalise=bool(cfg.cloze_normalise),
+        cache=cache,
+        adaptive=adaptive,
+    )
+    run_info = {
+        "run_id": run_id,
+        "model": cfg.model.name,
+        "benchmark": cfg.benchmark.name,
+        "variant_set": cfg.variants.name,
+        "temperature": float(cfg.temperature),
+        "seed": int(cfg.seed),
+        "scoring": cfg.scoring,
+    }
+    records = to_records(items, answers, run_info=run_info, planned=int(cfg.repetitions) if adaptive else None)
+    stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
+    metrics = compute_metrics(
+        records,
+        sure_rule=str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer")),  # answer | correctness
+        pride_protocol=str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper")),  # paper | authors
+        intervals=int(stats.get("bootstrap", 1000)),
+        level=float(stats.get("level", 0.95)),
+        interval_seed=int(cfg.seed),
+    )
+    metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
+    # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
+    metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
+    if adaptive:  # the share of the planned trials that were not asked
+        metrics["adaptive_skipped_share"] = 1.0 - len(records) / max(1, len(items) * int(cfg.repetitions))
+    metrics["seconds"] = time.perf_counter() - start
+    metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
+    return records, metrics
+
+
+def log_job(cfg, tracker, backend, questions, template, items, records, metrics, identity_tags, out_dir, resolved):
+    """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count."""
+    from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
+    from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
+    from src.metrics import constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_tags  # local: loads numpy, pandas (slow import)
+
+    artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
+    artifacts.mkdir(parents=True, exist_ok=True)
+    write_records(records, artifacts)
+    shown = getattr(backend, "model_input", lambda prompt: None)
+    write_prompts(
+        {prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items}, artifacts
+    )
+    (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    config = redact(resolved)
+    (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
+    constant = constant_by_construction(records, list(metrics))
+    shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
+    stats = cfg.get("stats") or {}
+    tags = {
+        "model": cfg.model.name,
+        "benchmark": cfg.benchmark.name,
+        "variants": cfg.variants.name,
+        "temperature": str(float(cfg.temperature)),
+        "scoring": cfg.scoring,
+        "git_commit": runs.git_commit(),
+        "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]),
+        "backend": backend.identity[:5000],
+        "sure_rule": str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer")),
+        # the closing block's metrics, so that the run shows the same block when a rerun finds it finished
+        "headline": ",".join(headline_metrics(metrics, records)),
+        **identity_tags,
+        **runs.provenance_tags(),
+        **task_tags(questions),
+    }
+    tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
+    if "st" in metrics:  # the repetition paper's `RWS | S/T`
+        tags["rws_st"] = rws_st_string(metrics)
+    ties = near_ties(records)
+    if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
+        tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
+    tags[review.DESCRIPTION_TAG] = review.run_description(
+        model=cfg.model.name,
+        benchmark=cfg.benchmark.name,
+        variants=cfg.variants.name,
+        scoring=cfg.scoring,
+        temperature=float(cfg.temperature),
+        repetitions=int(cfg.repetitions),
+        n_questions=len(questions),
+        limit=cfg.limit,
+        metrics=shown_metrics,
+        level=float(stats.get("level", 0.95)),
+        rws_st=tags.get("rws_st"),
+    )
+    tracker.log(
+        params=review.review_params(
+            runs.flatten(config), n_questions=len(questions), **getattr(backend, "run_params", dict)()
+        ),  # hf: the token budget it used
+        metrics=metrics,
+        constant=constant,
+        tags=redact(tags),
+        artifacts_dir=artifacts,
+        dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),
+    )
+    return ties
 
 
 def interval_level(cfg: DictConfig) -> float | None:

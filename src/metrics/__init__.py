@@ -158,8 +158,10 @@ def compute_metrics(
 
     >>> df = pd.DataFrame({"question_id": ["q1", "q2"], "variant_kind": "original", "variant_id": "original",
     ...     "repetition": 0, "parsed_label": ["A", None], "chosen_option": [0, None], "correct": [True, False]})
-    >>> compute_metrics(df)
-    {'n_questions': 2.0, 'n_trials': 2.0, 'invalid_rate': 0.5, 'accuracy': 0.5, 'mcqa': 0.5, 'bmca_0.5': 0.5, 'bmca_0.6': 0.5, 'bmca_0.7': 0.5, 'bmca_0.8': 0.5, 'bmca_0.9': 0.5, 'bmca_1.0': 0.5, 'ci': 1.0, 'cora': 0.5, 'mcqa_plus': 0.5, 'mv': 0.5}
+    >>> compute_metrics(df)  # doctest: +NORMALIZE_WHITESPACE
+    {'n_questions': 2.0, 'n_trials': 2.0, 'invalid_rate': 0.5, 'accuracy': 0.5, 'mcqa': 0.5, 'bmca_0.5': 0.5,
+     'bmca_0.6': 0.5, 'bmca_0.7': 0.5, 'bmca_0.8': 0.5, 'bmca_0.9': 0.5, 'bmca_1.0': 0.5, 'ci': 1.0, 'cora': 0.5,
+     'mcqa_plus': 0.5, 'mv': 0.5}
     """
     missing = [column for column in REQUIRED_COLUMNS if column not in records.columns]
     if missing:

@@ -37,7 +37,8 @@ def answer_keys(records: pd.DataFrame) -> np.ndarray:
 def correct_flags(records: pd.DataFrame) -> np.ndarray:
     """The records' `correct` column as bools, forced False for INVALID trials."""
     correct = records["correct"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-    return correct & ~invalid_mask(records)
+    flags: np.ndarray = correct & ~invalid_mask(records)
+    return flags
 
 
 def first_repetition(records: pd.DataFrame) -> pd.DataFrame:
@@ -52,6 +53,6 @@ def metric_suffix(value: float) -> str:
     return str(float(value))
 
 
-def natural_key(text: str) -> tuple:
+def natural_key(text: str) -> tuple[int | str, ...]:
     """Sort key that orders "nota_2" before "nota_10"."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text)))

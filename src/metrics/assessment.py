@@ -19,6 +19,7 @@ import itertools
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,7 +54,7 @@ STABILITY_METRICS = (
 )
 
 
-def points_from_runs(runs: Iterable[Mapping]) -> pd.DataFrame:
+def points_from_runs(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (model, benchmark) from runs given as {"model", "benchmark", "start_time", "metrics"}:
     the metrics of every run of that point, a later run's value winning, plus the `accuracy` target.
 
@@ -115,24 +116,24 @@ def r2_table(
 
 def r2_wide(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """{target: permutation sets x metrics}, the layout of the paper's Table 1 (a, b, c)."""
-    out = {}
+    out: dict[str, pd.DataFrame] = {}
     for target, group in table.groupby("target", sort=False):
         wide = group.pivot(index="perm_set", columns="metric", values="r2")
         sets = list(dict.fromkeys(group["perm_set"]))
         metrics = list(dict.fromkeys(group["metric"]))
-        out[target] = wide.reindex(index=sets, columns=metrics)
+        out[str(target)] = wide.reindex(index=sets, columns=metrics)
     return out
 
 
 def markdown(frame: pd.DataFrame, *, digits: int = 3, index: bool = True) -> str:
     """A GitHub-flavoured Markdown table; NaN shows as an en dash."""
 
-    def cell(value) -> str:
+    def cell(value: Any) -> str:
         if isinstance(value, (float, np.floating)):
             return "–" if math.isnan(value) else f"{value:.{digits}f}"
         return str(value)
 
-    headers = ([frame.index.name or ""] if index else []) + [str(c) for c in frame.columns]
+    headers = ([str(frame.index.name or "")] if index else []) + [str(c) for c in frame.columns]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
     for label, row in frame.iterrows():
         cells = ([str(label)] if index else []) + [cell(v) for v in row.tolist()]

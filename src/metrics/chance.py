@@ -13,15 +13,18 @@ on the original order are measured on) and over every variant (what MCQA+ and av
 measured on); with one option count everywhere the two are equal.
 
 Decidability (`chance_verdict`), the one rule every place that prints a headline uses (the closing block, the
-MLflow run description and review view, the report's tables and plots): a run's accuracy (MCQA, else acc mean,
-else accuracy over every trial) is compared with its chance level; where the accuracy's interval contains chance
+MLflow run description and review view, the report's tables and plots): a run's headline accuracy
+(`HEADLINE_RULE`: acc mean in a run with repetitions, else MCQA, else accuracy over every trial) is compared with its
+chance level; where the accuracy's interval contains chance
 the run is "indistinguishable from chance", and its consistency metrics describe how a guesser's answers agree.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -37,8 +40,15 @@ CHANCE_OF = {
     "mcqa_plus": "chance_variants",
     "aacc@original": "chance",
 }
-# the accuracy a run is judged by, in this order: the first one a run logged
-VERDICT_METRICS = ("mcqa", "acc_mean", "accuracy")
+# the accuracy a run is judged and ranked by, in this order: the first one a run logged. `acc_mean` is logged only by
+# runs with two or more repetitions (src/metrics/repetition.py), where `mcqa` is repetition 0 alone: one sampled
+# draw at the run's temperature, while acc_mean averages every draw; a run asked once has MCQA, the CoRA paper's
+# headline; accuracy over every trial where neither was logged
+VERDICT_METRICS = ("acc_mean", "mcqa", "accuracy")
+HEADLINE_RULE = (
+    "the headline of a condition is acc mean (the mean over its repetitions) where its runs asked each question "
+    "two or more times, else MCQA (the original order, asked once), else the accuracy over every trial"
+)
 CHANCE_TAG = "chance"  # the run's tag that says it (`ChanceVerdict.tag`): the review view's chance column
 AT_CHANCE = "indistinguishable from chance"
 AT_CHANCE_MEANING = (
@@ -59,7 +69,7 @@ def trial_chance(n_options: int, fmt: str = "mcq") -> float:
     if k < 1:
         return math.nan
     if fmt == "multi_select":
-        return 1.0 / (2**k - 1)
+        return 1.0 / float(2**k - 1)
     return 1.0 / k
 
 
@@ -130,7 +140,7 @@ class ChanceVerdict:
         """
         return f"{self.chance:.3f}" + (f": {self.metric} {self.short()}" if self.short() else "")
 
-    def sentence(self) -> str:
+    def sentence(self, *, explain: bool = True) -> str:
         """What the verdict means, in one sentence: only a run at chance gets one ('' otherwise).
 
         >>> print(ChanceVerdict("mcqa", 0.23, 0.226, 0.158, 0.322).sentence())  # doctest: +NORMALIZE_WHITESPACE
@@ -142,13 +152,18 @@ class ChanceVerdict:
         """
         if not self.at_chance:
             return ""
+        meaning = AT_CHANCE_MEANING if explain else "what that means is said above"
         return (
             f"{self.metric}'s interval [{self.lo:.3f}, {self.hi:.3f}] contains chance ({self.chance:.3f}): "
-            f"this run is {AT_CHANCE}; {AT_CHANCE_MEANING}."
+            f"this run is {AT_CHANCE}; {meaning}."
         )
 
 
-def _finite(value) -> float | None:
+# a run's metrics: a dict, or a row of the report's runs table
+Metrics = Mapping[str, Any] | pd.Series
+
+
+def _finite(value: Any) -> float | None:
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -156,7 +171,7 @@ def _finite(value) -> float | None:
     return None if math.isnan(value) else value
 
 
-def verdict_of(metrics, name: str) -> ChanceVerdict | None:
+def verdict_of(metrics: Metrics, name: str) -> ChanceVerdict | None:
     """The verdict on the accuracy-like metric `name` (one of CHANCE_OF) of a run's metrics; None without a value
     or a chance level."""
     value = _finite(metrics.get(name))
@@ -166,7 +181,7 @@ def verdict_of(metrics, name: str) -> ChanceVerdict | None:
     return ChanceVerdict(name, value, chance, _finite(metrics.get(f"{name}_lo")), _finite(metrics.get(f"{name}_hi")))
 
 
-def chance_verdict(metrics) -> ChanceVerdict | None:
+def chance_verdict(metrics: Metrics) -> ChanceVerdict | None:
     """The verdict on a run's metrics (a dict, or a row of the report's runs table) that hold a chance level
     (`chance`, `chance_variants`, as `chance_levels` gives them): the first of VERDICT_METRICS with a chance
     level, with its interval (`<name>_lo`, `<name>_hi`) when logged; None when no accuracy has a chance level.
@@ -181,11 +196,43 @@ def chance_verdict(metrics) -> ChanceVerdict | None:
     return next(filter(None, (verdict_of(metrics, name) for name in VERDICT_METRICS)), None)
 
 
-def chance_tags(metrics) -> dict[str, str]:
-    """The run's CHANCE_TAG (`ChanceVerdict.tag`), or none when its metrics hold no chance level.
+def chance_tags(metrics: Metrics) -> dict[str, str]:
+    """The run's CHANCE_TAG (`ChanceVerdict.tag`), with its INVALID share where that is above INVALID_FLAG (the
+    review view's chance column is where the verdict is read), or none when its metrics hold no chance level.
 
     >>> chance_tags({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25})
     {'chance': '0.250: mcqa above chance'}
+    >>> chance_tags({"mcqa": 0.4, "mcqa_lo": 0.3, "mcqa_hi": 0.5, "chance": 0.25, "invalid_rate": 0.33})
+    {'chance': '0.250: mcqa above chance; INVALID 0.33 (above 0.10)'}
     """
     verdict = chance_verdict(metrics)
-    return {CHANCE_TAG: verdict.tag()} if verdict is not None else {}
+    if verdict is None:
+        return {}
+    rate = _finite(metrics.get("invalid_rate"))
+    flag = f"; INVALID {rate:.2f} (above {INVALID_FLAG:.2f})" if invalid_flag(metrics) else ""
+    return {CHANCE_TAG: verdict.tag() + flag}
+
+
+# A run whose share of unparsed answers (`invalid_rate`) is above this is flagged wherever its verdict is printed
+# (closing block, report summary and bottom line, MLflow review view). Why 0.10: every accuracy counts an INVALID
+# answer wrong, so an INVALID share of 0.10 can move an accuracy by up to 0.10, five times the difference the
+# questions-needed table is made for by default (0.02) and more than most gaps between two models: the number
+# then measures the answer format (the parser, or probability off the label tokens) as much as the model.
+INVALID_FLAG = 0.10
+
+
+def invalid_flag(metrics: Metrics) -> str:
+    """`INVALID 0.33 of trials (above 0.10): ...` for a run whose `invalid_rate` is above INVALID_FLAG, else ''.
+
+    >>> invalid_flag({"invalid_rate": 0.33})  # doctest: +ELLIPSIS
+    'INVALID 0.330 of trials (above 0.10): its accuracies count them wrong, ...'
+    >>> invalid_flag({"invalid_rate": 0.05}), invalid_flag({})
+    ('', '')
+    """
+    rate = _finite(metrics.get("invalid_rate"))
+    if rate is None or rate <= INVALID_FLAG:
+        return ""
+    return (
+        f"INVALID {rate:.3f} of trials (above {INVALID_FLAG:.2f}): its accuracies count them wrong, so they measure "
+        "the answer format as much as the model"
+    )

@@ -6,6 +6,7 @@ Reads repetition 0 of every variant. A question's divergent set is every variant
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -70,11 +71,13 @@ def mcqa_metrics(records: pd.DataFrame) -> dict[str, float]:
 
 def _consistency_index(ratios: list[np.ndarray]) -> np.ndarray:
     mcqa, bmca_full = ratios
-    return 1.0 - (mcqa - bmca_full)
+    index: np.ndarray = 1.0 - (mcqa - bmca_full)
+    return index
 
 
 def _cora_value(ratios: list[np.ndarray]) -> np.ndarray:
-    return ratios[0] * _consistency_index(ratios)  # eq. 7: MCQA x CI, not MCQA+ x CI
+    value: np.ndarray = ratios[0] * _consistency_index(ratios)  # eq. 7: MCQA x CI, not MCQA+ x CI
+    return value
 
 
 def cora_statistics(records: pd.DataFrame, *, bmca_levels: Sequence[float] = BMCA_LEVELS) -> dict[str, PerQuestion]:
@@ -118,10 +121,11 @@ def cora_metrics(records: pd.DataFrame, *, bmca_levels: Sequence[float] = BMCA_L
 def _slot_matrices(frame: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per divergent-set size M: (question ids, correct matrix N_M x M) with variants in natural variant_id order."""
     per_variant = frame.groupby(["question_id", "variant_id"], sort=False)["correct"].mean()
-    by_question: dict[str, list[tuple[tuple, float]]] = {}
-    for (question_id, variant_id), value in per_variant.items():
+    by_question: dict[str, list[tuple[tuple[int | str, ...], float]]] = {}
+    for key, value in per_variant.items():
+        question_id, variant_id = cast(tuple[str, str], key)  # the two keys grouped by
         by_question.setdefault(question_id, []).append((natural_key(variant_id), value))
-    groups: dict[int, tuple[list, list]] = {}
+    groups: dict[int, tuple[list[str], list[list[float]]]] = {}
     for question_id in sorted(by_question):
         slots = [value for _, value in sorted(by_question[question_id], key=lambda item: item[0])]
         ids, rows = groups.setdefault(len(slots), ([], []))
@@ -159,7 +163,7 @@ def cora_bootstrap(
     for start in range(0, n_resamples, chunk):
         stop = min(start + chunk, n_resamples)
         u = rng.random((stop - start, k_slots))
-        for size, (ids, matrix) in groups.items():
+        for size, (_ids, matrix) in groups.items():
             slots = np.minimum((u * size).astype(np.int64), size - 1)
             counts = draw_counts(slots, size)
             hits = matrix @ counts.T  # questions x resamples: right answers among the k drawn slots

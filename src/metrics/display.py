@@ -7,23 +7,45 @@ that both show `0.410 [0.360, 0.460]` the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .intervals import interval_names
 from .paired import PairedDifference
 
+# a run's metrics: a dict, or a row of a runs table
+Row = Mapping[str, Any] | pd.Series
 
-def fmt(value, digits: int = 3) -> str:
+
+def fmt(value: Any, digits: int = 3) -> str:
     """A number as the tables show it; NaN or missing as an en dash."""
     if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return "–"
     if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
+        return f"{round(float(value), digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.000" for a tiny negative
     return str(value)
 
 
-def bounds(row, metric: str) -> tuple[float, float] | None:
+# Why a metric has no value, for the places that would otherwise print `nan` (a metric left undefined is NaN)
+UNDEFINED = {
+    "rws": "undefined: no question was SURE (RWS is the share right among the SURE questions)",
+    "acc_std": "undefined: fewer than two repetitions",
+}
+
+
+def undefined_reason(metric: str) -> str:
+    """Why `metric` has no value (`UNDEFINED`), or a plain 'undefined' for one without a known reason.
+
+    >>> undefined_reason("rws")
+    'undefined: no question was SURE (RWS is the share right among the SURE questions)'
+    """
+    return UNDEFINED.get(metric, "undefined for these answers")
+
+
+def bounds(row: Row, metric: str) -> tuple[float, float] | None:
     """The interval a run logged beside `metric` (`<metric>_lo`, `<metric>_hi`), or None when it logged none
     (older runs, `stats.bootstrap=0`, too few questions): an interval is only ever read, never made up here."""
     lo_name, hi_name = interval_names(metric)
@@ -35,14 +57,14 @@ def bounds(row, metric: str) -> tuple[float, float] | None:
     return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
 
 
-def fmt_ci(value, interval: tuple[float, float] | None, digits: int = 3) -> str:
+def fmt_ci(value: Any, interval: tuple[float, float] | None, digits: int = 3) -> str:
     """`0.410 [0.360, 0.460]`: the value and its logged interval; the value alone without one."""
     if interval is None or value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return fmt(value, digits)
     return f"{fmt(value, digits)} [{fmt(interval[0], digits)}, {fmt(interval[1], digits)}]"
 
 
-def cell(row, metric: str, digits: int = 3) -> str:
+def cell(row: Row, metric: str, digits: int = 3) -> str:
     """A run's (or merged row's) metric with its logged interval, as the tables show it."""
     return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
 
@@ -51,7 +73,7 @@ def signed(value: float | None, digits: int = 3) -> str:
     """+0.050, -0.020; an en dash when undefined."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:+.{digits}f}"
+    return f"{round(float(value), digits) + 0.0:+.{digits}f}"  # + 0.0: "+0.000", never "-0.000"
 
 
 def difference_cell(result: PairedDifference) -> str:

@@ -73,7 +73,7 @@ def outcome_probs(dist: Sequence[float], *, correct: int | None, R: int, thresho
 
 def _correct_category(row: pd.Series) -> int | None:
     """The category of the right answer in the row's `answer_dist`, as its answer format says (mcq without one)."""
-    return FORMATS.get(row.get("fmt"), MCQ).correct_category(row)
+    return FORMATS.get(str(row.get("fmt")), MCQ).correct_category(row)
 
 
 def expected_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999) -> dict[str, float]:

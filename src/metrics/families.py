@@ -62,8 +62,8 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     - `mcqa`: an `original` variant exists;
     - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
       REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
-      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant, where the
-      family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
+      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant,
+      where the family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
     - `repetition`: max(repetition) >= 1;
     - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
     - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);
@@ -88,7 +88,7 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     return chosen
 
 
-def _memberships(value) -> list[str]:
+def _memberships(value: Any) -> list[str]:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return []
     return [str(item) for item in value]
@@ -133,7 +133,7 @@ FAMILY_STATISTICS: dict[str, Callable[..., dict[str, PerQuestion]]] = {
 }
 
 
-def keyword_options(fn: Callable) -> set[str]:
+def keyword_options(fn: Callable[..., Any]) -> set[str]:
     """The keyword-only parameters of a family function: the metric options (`compute_metrics`) it takes."""
     return {
         name for name, param in inspect.signature(fn).parameters.items() if param.kind is inspect.Parameter.KEYWORD_ONLY
@@ -145,7 +145,7 @@ def family_input(family: str, records: pd.DataFrame) -> pd.DataFrame:
     return tidy_permutations(records) if family == "fluctuation" else records
 
 
-def call_family(fn: Callable, family: str, records: pd.DataFrame, options: Mapping[str, Any]):
+def call_family(fn: Callable[..., Any], family: str, records: pd.DataFrame, options: Mapping[str, Any]) -> Any:
     """`fn` (a family's metrics or statistics) on the family's input, with the options it takes."""
     wanted = keyword_options(fn)
     return fn(family_input(family, records), **{key: value for key, value in options.items() if key in wanted})

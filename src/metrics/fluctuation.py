@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,13 +54,14 @@ def _has_probs(rows: pd.DataFrame) -> bool:
     return "label_probs" in rows.columns and bool(rows["label_probs"].map(_is_vector).all())
 
 
-def _is_vector(value) -> bool:
+def _is_vector(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and len(value) > 0
 
 
-def _renormalised(probs) -> np.ndarray:
-    p = np.clip(np.asarray(probs, dtype=float), 0.0, None)
-    return p / p.sum()
+def _renormalised(probs: Sequence[float] | np.ndarray) -> np.ndarray:
+    p: np.ndarray = np.clip(np.asarray(probs, dtype=float), 0.0, None)
+    share: np.ndarray = p / p.sum()
+    return share
 
 
 def _one_minus(ratios: list[np.ndarray]) -> np.ndarray:
@@ -171,11 +174,11 @@ def _pride_problem(rows: pd.DataFrame, perm_set: str, share: float) -> str | Non
 def _full_cycles(rows: pd.DataFrame) -> list[str]:
     """Sorted ids of the questions with all their cyclic orders (one per label) and the reference order: the
     only ones whose mean over orders is a position prior (fixed options would bias it)."""
-    out = []
+    out: list[str] = []
     for question_id, group in rows.groupby("question_id", sort=True):
         n_labels = len(group["label_probs"].iloc[0])
         if len(group) == n_labels and (group["perm_pos"] == 0).any() and set(group["perm_pos"]) == set(range(n_labels)):
-            out.append(question_id)
+            out.append(str(question_id))
     return out
 
 

@@ -61,7 +61,8 @@ def p_star(*, R: int, consistency: float = 0.99, k: int = DEFAULT_K, conf: float
         if msgr(p, M=R, k=k, conf=conf) >= consistency:
             return p
     raise ValueError(
-        f"consistency={consistency} is out of reach with R={R} repetitions (MSGR({R}) = {msgr(R, M=R, k=k, conf=conf):.6f}); "
+        f"consistency={consistency} is out of reach with R={R} repetitions "
+        f"(MSGR({R}) = {msgr(R, M=R, k=k, conf=conf):.6f}); "
         "lower the consistency level or raise R"
     )
 
@@ -87,8 +88,8 @@ def _correctness_cell(c: int, R: int) -> tuple[bool, bool]:  # noqa: N803
 
 def verdict_fixed(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> bool:  # noqa: N803
     """True once more trials cannot change a question's repetition cell (SURE/UNSURE x right/wrong) under EITHER
-    SURE rule; the stopping rule of adaptive repetitions (src/answering/adaptive.py). Unlike `can_stop`, it also waits until
-    right/wrong is settled, so that the cell computed from the `made` trials equals the full run's.
+    SURE rule; the stopping rule of adaptive repetitions (src/answering/adaptive.py). Unlike `can_stop`, it also waits
+    until right/wrong is settled, so that the cell computed from the `made` trials equals the full run's.
 
     `n_correct`: right trials so far (they all name the one correct option); `n_other`: how often the most frequent
     other answer (INVALID included) was given; `made`: trials so far, of R planned. With rem = R - made:

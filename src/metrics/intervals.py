@@ -18,8 +18,8 @@ more orders) are the run's design and stay fixed across resamples; on the resamp
 same unless a resample happens to drop every question that sets them.
 
 Percentile intervals at `level`; a resample on which a metric is undefined (it drew none of the metric's
-questions) is left out, and with more than 1% of them undefined the metric gets no interval. Below 20 questions behind a metric
-the percentile bootstrap covers far less than its level, so such a metric (a small subject, a small run) is
+questions) is left out, and with more than 1% of them undefined the metric gets no interval. Below 20 questions behind a
+metric the percentile bootstrap covers far less than its level, so such a metric (a small subject, a small run) is
 logged without an interval rather than with a wrong one.
 
 **Closed form.** Where a metric is by definition the share of its questions with a 0/1 outcome (its statement's
@@ -59,8 +59,10 @@ _DRAWS_PER_CHUNK = 4_000_000  # resamples are drawn in chunks of about this many
 def interval_names(name: str) -> tuple[str, str]:
     """The names of a metric's bounds: `_lo`/`_hi` after the metric, before a subject.
 
-    >>> interval_names("mcqa"), interval_names("mcqa/high_school_physics"), interval_names("wacc@cyclic")
-    (('mcqa_lo', 'mcqa_hi'), ('mcqa_lo/high_school_physics', 'mcqa_hi/high_school_physics'), ('wacc@cyclic_lo', 'wacc@cyclic_hi'))
+    >>> (interval_names("mcqa"), interval_names("mcqa/high_school_physics"),
+    ...  interval_names("wacc@cyclic"))  # doctest: +NORMALIZE_WHITESPACE
+    (('mcqa_lo', 'mcqa_hi'), ('mcqa_lo/high_school_physics', 'mcqa_hi/high_school_physics'),
+     ('wacc@cyclic_lo', 'wacc@cyclic_hi'))
     """
     metric, sep, subject = name.partition("/")
     return f"{metric}{LO}{sep}{subject}", f"{metric}{HI}{sep}{subject}"
@@ -210,7 +212,8 @@ def scope_of(statements: Mapping[str, PerQuestion], subject: str | None, index: 
     )
 
     def arrays(pair: tuple[pd.Series, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
-        return tuple(series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
+        first, second = (series.reindex(members, fill_value=0.0).to_numpy(dtype=float) for series in pair)
+        return first, second
 
     metrics = {
         name: Parts(
@@ -257,7 +260,7 @@ def decompose(
     if by_subjects and "subject" in records.columns:
         rows = records[records["subject"].notna()]
         for subject, group in rows.groupby("subject", sort=True):  # as subject_metrics / by_subject
-            scopes.append(scope_of(headline_statistics(group, chosen, options), metric_subject(subject), index))
+            scopes.append(scope_of(headline_statistics(group, chosen, options), metric_subject(str(subject)), index))
     return Decomposition(question_ids, tuple(scope for scope in scopes if scope.metrics))
 
 
@@ -331,7 +334,8 @@ def metric_intervals(
     >>> {k: round(v, 3) for k, v in metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"]).items()}
     {'mcqa_lo': 0.598, 'mcqa_hi': 0.858}
     >>> boot = metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
-    >>> boot["mcqa_lo"] < 0.75 < boot["mcqa_hi"], boot == metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
+    >>> again = metric_intervals(rows, {"mcqa": 0.75}, families=["mcqa"], closed_form=False)
+    >>> boot["mcqa_lo"] < 0.75 < boot["mcqa_hi"], boot == again
     (True, True)
     """
     if n_resamples < 0:
@@ -364,7 +368,7 @@ def decomposition_intervals(
         if value is None or not math.isfinite(value):
             continue
         parts = decomposition.parts(name)
-        if closed_form and parts.binary:
+        if closed_form and parts.binary and parts.counted is not None:  # binary: counted is set
             num, den = parts.counted
             wilson[name] = wilson_interval(float(num.sum()), float(den.sum()), level)
         elif parts.n_questions >= MIN_BOOTSTRAP_QUESTIONS:
@@ -400,7 +404,7 @@ def resample_records(
     take, copy = [], []
     for i in np.flatnonzero(np.asarray(counts) > 0):
         rows = order[bounds[i] : bounds[i + 1]]
-        k = int(counts[i])
+        k = int(counts[int(i)])
         take.append(np.tile(rows, k))
         copy.append(np.repeat(np.arange(k), len(rows)))
     if not take:

@@ -185,6 +185,17 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+def detectable_difference(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest difference n questions detect two-sided at `alpha` with probability `power` (the inverse of
+    `questions_needed`): (z_{1-alpha/2} + z_{power}) * sd / sqrt(n).
+
+    >>> round(detectable_difference(0.5, 4906), 4)
+    0.02
+    """
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    return z * sd / math.sqrt(n)
+
+
 def questions_needed(sd: float, delta: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
     """n = ((z_{1-alpha/2} + z_{power}) * sd / delta)^2, rounded up: questions to detect `delta` two-sided at
     `alpha` with probability `power` (normal approximation), for a per-question standard deviation `sd`.

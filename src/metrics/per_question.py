@@ -69,7 +69,8 @@ def ratio_of(numerator: pd.Series, denominator: pd.Series, *, share: bool = Fals
 def _share_of_first(ratios: list[np.ndarray]) -> np.ndarray:
     first, second = ratios
     both = first + second
-    return np.divide(first, both, out=np.full(both.shape, np.nan), where=both > 0)
+    share: np.ndarray = np.divide(first, both, out=np.full(both.shape, np.nan), where=both > 0)
+    return share
 
 
 def share_among(part: pd.Series, rest: pd.Series) -> PerQuestion:

@@ -109,7 +109,8 @@ def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
     present = np.isfinite(stacked)
     count = present.sum(axis=0)
     total = np.where(present, stacked, 0.0).sum(axis=0)
-    return np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+    mean: np.ndarray = np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+    return mean
 
 
 def repetition_statistics(
@@ -146,7 +147,7 @@ def repetition_statistics(
         }
     )
     per_repetition = trials.groupby(["question_id", "repetition"])["correct"].agg(["sum", "count"])
-    hits = per_repetition["sum"].unstack(fill_value=0.0)
+    hits = per_repetition["sum"].unstack(fill_value=0.0)  # type: ignore[arg-type]  # pandas-stubs: int or str only; pandas takes a float
     counts = per_repetition["count"].unstack(fill_value=0).astype(float)
     out["acc_mean"] = PerQuestion(tuple((hits[r], counts[r]) for r in hits.columns), _mean_over_repetitions)
     return out
@@ -162,8 +163,8 @@ def repetition_metrics(
 
     The four shares are over questions and sum to 1; `rws` is NaN when nothing is SURE. `acc_mean` and
     `acc_std` (ddof=1) are over the R per-repetition accuracies (each over the trials made at that repetition);
-    left out when an adaptive run skipped trials (src/answering/adaptive.py), whose cells are the full run's but whose later
-    repetitions hold only the questions still undecided.
+    left out when an adaptive run skipped trials (src/answering/adaptive.py), whose cells are the full run's but whose
+    later repetitions hold only the questions still undecided.
     {} when R == 1 or no single variant per question can be chosen.
     """
     statements = repetition_statistics(records, consistency=consistency, conf=conf, sure_rule=sure_rule)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -51,7 +52,7 @@ REVAS_KINDS = (
 _POSITION = re.compile(r"_(\d+)$")
 
 
-def _column(rows: pd.DataFrame, name: str, default) -> pd.Series:
+def _column(rows: pd.DataFrame, name: str, default: Any) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series(default, index=rows.index, dtype=object)
 
 
@@ -66,7 +67,7 @@ def _positions(rows: pd.DataFrame) -> np.ndarray:
     return np.array([int(m.group(1)) if (m := _POSITION.search(str(v))) else 0 for v in rows["variant_id"]], dtype=int)
 
 
-def _as_list(value) -> list:
+def _as_list(value: Any) -> list[Any]:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return []
     return list(value)
@@ -124,11 +125,12 @@ def sc_distribution(rows: pd.DataFrame) -> pd.DataFrame:
     accuracy of their most frequent answer (NaN for j = 1 or an empty bin)."""
     outcomes = _reordered(order_outcomes(rows))
     table = []
-    for k, group in outcomes.groupby("k"):
-        for j in range(int(k), 0, -1):
+    for key, group in outcomes.groupby("k"):
+        k = int(cast(int, key))  # the option counts of an int column
+        for j in range(k, 0, -1):
             in_bin = group[group["n_max"] == j]
             acc = float(in_bin["mode_right"].mean()) if len(in_bin) and (j > 1 or k == 1) else float("nan")
-            table.append({"k": int(k), "j": j, "share": len(in_bin) / len(group), "acc": acc, "n": len(in_bin)})
+            table.append({"k": k, "j": j, "share": len(in_bin) / len(group), "acc": acc, "n": len(in_bin)})
     return pd.DataFrame(table, columns=["k", "j", "share", "acc", "n"])
 
 
@@ -154,10 +156,10 @@ def reorder_metrics(rows: pd.DataFrame) -> dict[str, float]:
     if not out:
         return {}
     group = _reorder_rows(rows)
-    for row in sc_distribution(group).itertuples():
-        out[f"sc_bin_{row.j}_of_{row.k}_share"] = float(row.share)
-        if not math.isnan(row.acc):
-            out[f"sc_bin_{row.j}_of_{row.k}_acc"] = float(row.acc)
+    for row in sc_distribution(group).to_dict("records"):
+        out[f"sc_bin_{row['j']}_of_{row['k']}_share"] = float(row["share"])
+        if not math.isnan(row["acc"]):
+            out[f"sc_bin_{row['j']}_of_{row['k']}_acc"] = float(row["acc"])
     return out
 
 
@@ -248,7 +250,7 @@ def _tf_scores(frame: pd.DataFrame, suffix: str) -> dict[str, float]:
     return out
 
 
-def _consistent_questions(rows: pd.DataFrame, frame: pd.DataFrame) -> set | None:
+def _consistent_questions(rows: pd.DataFrame, frame: pd.DataFrame) -> set[str] | None:
     """The paper's true/false subset: the questions of `frame` answered right on every reorder of the run (sc = 1
     and right); None when the run has no reorders."""
     group = _reorder_rows(rows)
@@ -382,7 +384,7 @@ def revas_metrics(records: pd.DataFrame) -> dict[str, float]:
         return {}
     rows = first_repetition(records)
     out: dict[str, float] = {}
-    families = [part for fmt in FORMATS.values() for part in FAMILIES[fmt.metric_family]]
+    families = [part for fmt in FORMATS.values() if fmt.metric_family for part in FAMILIES[fmt.metric_family]]
     for part in (*families, nota_metrics, misleading_metrics):  # nota and misleading: by variant kind
         out.update(part(rows))
     return dict(sorted(out.items()))

@@ -93,7 +93,7 @@ def missing_resources(composed: list) -> list[str]:
     """One line per model whose weights, or benchmark whose files, a job of this sweep needs and cannot find:
     checked before the first job, so a missing model is not found only when its first job starts hours in."""
     needs: dict[str, tuple[Any, list[int]]] = {}
-    for num, (job, cfg) in enumerate(composed):
+    for num, (_job, cfg) in enumerate(composed):
         try:
             model = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
             bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
@@ -302,8 +302,8 @@ class MlflowSweepCallback(Callback):
             parent = earlier[0]  # a rerun of the same sweep (resume=true) joins it: one parent run per sweep
         for old in earlier:  # any other parent of this sweep left open (a killed process) is closed
             if old.info.status == "RUNNING" and (parent is None or old.info.run_id != parent.info.run_id):
-                store.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))
-                store.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))
+                store.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))  # noqa: B023 -- called at once, inside the loop
+                store.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))  # noqa: B023 -- called at once, inside the loop
         if parent is not None:
             self.parent_id, self.sweep_id = parent.info.run_id, parent.data.tags.get("sweep_id") or info.get("sweep_id")
             resumed = int(parent.data.tags.get("resumed", "0")) + 1

@@ -48,11 +48,18 @@ def metric_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str
 
     >>> metric_lines({"mcqa": 0.23, "mcqa_lo": 0.151, "mcqa_hi": 0.32, "cora": 0.18}, ["mcqa", "cora"])
     ['  mcqa  0.23    [0.151, 0.32]', '  cora  0.18']
+    >>> metric_lines({"rws": float("nan")}, ["rws"])
+    ['  rws  undefined: no question was SURE (RWS is the share right among the SURE questions)']
     """
+    from src.metrics.display import undefined_reason  # local: loads numpy, pandas (slow import)
+
     width = max((len(n) for n in names), default=0)
     lines = []
     for name in names:
         if name not in metrics:
+            continue
+        if metrics[name] != metrics[name]:  # NaN: say why instead of printing nan
+            lines.append(f"  {name:<{width}}  {undefined_reason(name)}")
             continue
         line = f"  {name:<{width}}  {_number(metrics[name])}"
         lo, hi = metrics.get(f"{name}_lo"), metrics.get(f"{name}_hi")
@@ -87,10 +94,13 @@ def look_commands(uri: str, experiment: str, *, sweep_id: str | None = None) -> 
     return [f"see the runs:      {ui}", f"compare the runs:  {compare}"]
 
 
-def judged_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str]:
+_EXPLAINED: list[bool] = []  # the meaning of "indistinguishable from chance" said once in this process
+
+
+def judged_lines(metrics: Mapping[str, float], names: Sequence[str], *, once: bool = False) -> list[str]:
     """`metric_lines` of `names`, then the chance level the run's accuracy is judged against
     (`src.metrics.chance.chance_verdict`) aligned with them, and, for a run at chance, the one sentence on what that
-    means.
+    means (with `once`, the jobs of a sweep: its meaning in full the first time in this process only).
 
     >>> for line in judged_lines({"mcqa": 0.23, "mcqa_lo": 0.158, "mcqa_hi": 0.322, "chance": 0.2262}, ["mcqa"]):
     ...     print(line)  # doctest: +NORMALIZE_WHITESPACE
@@ -101,16 +111,22 @@ def judged_lines(metrics: Mapping[str, float], names: Sequence[str]) -> list[str
     guesser's answers agree, not what the model knows.
     >>> judged_lines({"mcqa": 0.8, "mcqa_lo": 0.7, "mcqa_hi": 0.88, "chance": 0.25}, ["mcqa"])[-1]
     '  chance  0.25  (mcqa: above chance)'
+    >>> judged_lines({"mcqa": 0.4, "chance": 0.25, "invalid_rate": 0.33}, ["mcqa"])[-1]  # doctest: +ELLIPSIS
+    '  INVALID 0.330 of trials (above 0.10): its accuracies count them wrong, ...'
     """
-    from src.metrics.chance import chance_verdict  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_verdict, invalid_flag  # local: loads numpy, pandas (slow import)
 
     verdict = chance_verdict(metrics)
+    flag = [f"  {invalid_flag(metrics)}"] if invalid_flag(metrics) else []  # src/metrics/chance.py INVALID_FLAG
     if verdict is None:
-        return metric_lines(metrics, names)
+        return metric_lines(metrics, names) + flag
     lines = metric_lines({**metrics, "chance": verdict.chance}, [*names, "chance"])
     if verdict.short():
         lines[-1] += f"  ({verdict.metric}: {verdict.short()})"
-    return [*lines, *filter(None, [verdict.sentence()])]
+    explain = not (once and _EXPLAINED)
+    if verdict.at_chance:
+        _EXPLAINED.append(True)
+    return [*lines, *flag, *filter(None, [verdict.sentence(explain=explain)])]
 
 
 def near_tie_line(near: int, ranked: int) -> str:
@@ -136,7 +152,7 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
     has_interval = any(f"{name}_lo" in result.metrics for name in result.headline)
     lines = [
         head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
-        *judged_lines(result.metrics, result.headline),
+        *judged_lines(result.metrics, result.headline, once=not commands),  # a sweep's job: said once
     ]
     if getattr(result, "near_ties", None):
         lines.append(near_tie_line(*result.near_ties))

@@ -82,7 +82,9 @@ SHARED_VIEW_TAG = "mlflow.sharedViewState."
 # consistency headline that sorts before it shows its value only (its bounds are on the run page); the chance
 # level is the `chance` tag, which says whether the accuracy's interval contains it; the Dataset column (300 px)
 # is left to the run page. REVIEW_HEADLINES: in this order, the first present (else `accuracy`) is the accuracy.
-REVIEW_HEADLINES = ("mcqa", "cora", "rws", "st", "full_fr", "acc_h")
+# acc_mean (the headline of a run with repetitions, src.metrics.chance.VERDICT_METRICS) sorts before mcqa: its
+# value is shown, its bounds are on the run page
+REVIEW_HEADLINES = ("mcqa", "acc_mean", "cora", "rws", "st", "full_fr", "acc_h")
 REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
 # `chance`: src.metrics.chance.CHANCE_TAG (`0.226: mcqa indistinguishable from chance`)
 REVIEW_COLUMNS = (
@@ -229,17 +231,22 @@ def run_description(
 
     >>> print(run_description(model="m", benchmark="b", variants="original", scoring="generate", temperature=0.7,
     ...     repetitions=5, n_questions=20, limit=20, level=0.95, rws_st="1.00 | 35%",
-    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35, "chance": 0.25}))
-    **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7, 5 repetitions; 100 trials.
+    ...     metrics={"n_trials": 100, "mcqa": 0.75, "mcqa_lo": 0.53, "mcqa_hi": 0.89, "st": 0.35, "chance": 0.25,
+    ...              "rws": float("nan")}))  # doctest: +NORMALIZE_WHITESPACE
+    **m** on **b**: 20 questions (`limit=20`), variant set `original`, scoring `generate`, temperature 0.7,
+    5 repetitions; 100 trials.
     <BLANKLINE>
     Headline: mcqa 0.750 [0.530, 0.890], st 0.350 (intervals at 95%); chance 0.250, mcqa: above chance.
+    <BLANKLINE>
+    rws undefined: no question was SURE (RWS is the share right among the SURE questions).
     <BLANKLINE>
     RWS | S/T: 1.00 | 35%.
     <BLANKLINE>
     Per-subject values: `subjects.csv`; every metric: `metrics.json`; every trial: `records.parquet`.
     """
-    from src.metrics import is_interval_name  # local: loads numpy, pandas (slow import)
-    from src.metrics.chance import chance_verdict  # local: loads numpy, pandas (slow import)
+    from src.metrics import headline_order, is_interval_name  # local: loads numpy, pandas (slow import)
+    from src.metrics.chance import chance_verdict, invalid_flag  # local: loads numpy, pandas (slow import)
+    from src.metrics.display import undefined_reason  # local: loads numpy, pandas (slow import)
 
     limit_text = f" (`limit={limit}`)" if limit not in (None, "null") else ""
     lines = [
@@ -260,6 +267,10 @@ def run_description(
         )
     if verdict and verdict.sentence():
         lines.append(f"**{verdict.sentence()}**")
+    if invalid_flag(metrics):  # src/metrics/chance.py INVALID_FLAG: beside the verdict it weakens
+        lines.append(f"**{invalid_flag(metrics)}.**")
+    undefined = [n for n in headline_order(list(metrics)) if metrics[n] != metrics[n]]
+    lines += [f"{name} {undefined_reason(name)}." for name in undefined]  # NaN: not logged to MLflow
     if rws_st:
         lines.append(f"RWS | S/T: {rws_st}.")
     lines.append(

@@ -90,13 +90,62 @@ def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# The fields of a backend identity (the run's `backend` tag) that are settings of the same weights, not other
+# weights: what a model computes in (dtype, quantization) and whether prompts are wrapped in its chat template
+SETTING_FIELDS = ("dtype", "quantization", "chat")
+
+
+def identity_fields(identity: str) -> dict[str, str]:
+    """A backend identity ("hf:<weights>|gguf=<file>@sha256:<hash>|revision=None|dtype=float32|chat=True") as
+    fields; the first one names the model (and backend).
+
+    >>> identity_fields("hf:/m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True")["chat"]
+    'True'
+    """
+    first, *rest = identity.split("|")
+    return {"backend": first, **dict(part.split("=", 1) if "=" in part else (part, "") for part in rest)}
+
+
+def weights_fields(identity: str) -> dict[str, str]:
+    """The fields of a backend identity that name the weights (and the tokenizer files that come with them: a
+    GGUF holds its tokenizer, a folder's fingerprint covers its tokenizer files, a hub commit both): every field
+    but SETTING_FIELDS.
+
+    >>> weights_fields("hf:/m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True")
+    {'backend': 'hf:/m', 'gguf': 'm.gguf@sha256:aa', 'revision': 'None'}
+    """
+    return {k: v for k, v in identity_fields(identity).items() if k not in SETTING_FIELDS}
+
+
 # the content identities a job's run is tagged with (src/job/runner.py), as the rerun's line names them
 IDENTITY_TAGS = {"model_identity": "model weights", "data_identity": "benchmark data"}
+# the parts of the model's content (src/backends/weights.py), as `weights=<16 hex>,tokenizer=<16 hex>,...`: the
+# rerun's line names the part that changed ("model generation config changed since run ...")
+CONTENT_TAG = "model_content"
 
 
-def identity_change(run, identities: Mapping[str, str]) -> str | None:
+def content_tag(parts: Mapping[str, str]) -> str:
+    """The `model_content` tag of a model's content parts.
+
+    >>> content_tag({"weights": "ab", "chat template": "cd"})
+    'weights=ab,chat template=cd'
+    """
+    return ",".join(f"{part}={value}" for part, value in parts.items())
+
+
+def content_parts(tag: str | None) -> dict[str, str]:
+    """The parts of a `model_content` tag ({} without one).
+
+    >>> content_parts("weights=ab,chat template=cd")
+    {'weights': 'ab', 'chat template': 'cd'}
+    """
+    return dict(item.split("=", 1) for item in tag.split(",") if "=" in item) if tag else {}
+
+
+def identity_change(run, identities: Mapping[str, str], content: str | None = None) -> str | None:
     """None when the finished `run` of a job's config was made with the same model and data `identities`; else the
-    line the job prints before it runs again (the older run stays as it was).
+    line the job prints before it runs again (the older run stays as it was). With both runs' `content` tags, the
+    line names the parts of the model that changed (weights, tokenizer, chat template, generation config).
 
     >>> from types import SimpleNamespace as N
     >>> run = N(info=N(run_id="7d00ff6a"), data=N(tags={"model_identity": "m1", "data_identity": "d1"}))
@@ -104,6 +153,9 @@ def identity_change(run, identities: Mapping[str, str]) -> str | None:
     True
     >>> identity_change(run, {"model_identity": "m2", "data_identity": "d1"})
     'model weights changed since run 7d00ff6a: running again'
+    >>> run.data.tags[CONTENT_TAG] = "weights=aa,generation config=bb"
+    >>> identity_change(run, {"model_identity": "m2", "data_identity": "d1"}, "weights=aa,generation config=cc")
+    'model generation config changed since run 7d00ff6a: running again'
     """
     tags = run.data.tags
     if not any(tag in tags for tag in IDENTITY_TAGS):
@@ -111,7 +163,13 @@ def identity_change(run, identities: Mapping[str, str]) -> str | None:
             f"run {run.info.run_id} of this config logged no model or data identity (made before they were "
             f"logged): running again"
         )
-    changed = [what for tag, what in IDENTITY_TAGS.items() if tags.get(tag) != identities[tag]]
+    changed = []
+    for tag, what in IDENTITY_TAGS.items():
+        if tags.get(tag) == identities[tag]:
+            continue
+        before, now = content_parts(tags.get(CONTENT_TAG)), content_parts(content)
+        parts = [p for p in dict.fromkeys([*before, *now]) if before.get(p) != now.get(p)]
+        changed.append(f"model {' and '.join(parts)}" if tag == "model_identity" and before and parts else what)
     return f"{' and '.join(changed)} changed since run {run.info.run_id}: running again" if changed else None
 
 
@@ -193,10 +251,12 @@ class JobTracker:
 
     # -- before the job
 
-    def finished_run(self, identities: Mapping[str, str] | None = None):
+    def finished_run(self, identities: Mapping[str, str] | None = None, *, work_hash: str | None = None):
         """The latest FINISHED run of this job's config hash in the experiment (with these content `identities`
-        where given), or None."""
-        return self._before(lambda: finished_run_of(self.client, self.exp_id, self.job_hash, identities))
+        where given), or None. With `work_hash`: of that hash instead (the config less where the model's files
+        are, src/job/runner.py), so a model folder that moved finds the runs made with the same files."""
+        which = ("work_hash", work_hash) if work_hash else ("config_hash", self.job_hash)
+        return self._before(lambda: finished_run_of(self.client, self.exp_id, which[1], identities, tag=which[0]))
 
     def finished_metrics(self, run) -> dict[str, float]:
         """Every metric a finished run's job computed: its `metrics.json` (MLflow holds the review view only,
@@ -310,13 +370,13 @@ class JobTracker:
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
-                self._call(lambda: self.client.set_tag(self.run_id, key, value))
+                self._call(lambda key=key, value=value: self.client.set_tag(self.run_id, key, value))
             self._call(lambda: self.client.set_terminated(self.run_id, status))
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
             print(
-                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); python -m src.sync "
-                f"--offline-dir {self.offline_dir} marks it once the server is back",
+                f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); "
+                f"python -m src.sync --offline-dir {self.offline_dir} marks it once the server is back",
                 file=sys.stderr,
             )
 
@@ -387,14 +447,16 @@ class JobTracker:
             self.client.set_experiment_tag(self.exp_id, key, state)
 
 
-def finished_run_of(client, experiment: str, job_hash: str, identities: Mapping[str, str] | None = None):
-    """`finished_run` through an MlflowClient."""
+def finished_run_of(
+    client, experiment: str, job_hash: str, identities: Mapping[str, str] | None = None, *, tag: str = "config_hash"
+):
+    """`finished_run` through an MlflowClient (`tag`: the hash tag searched, config_hash or work_hash)."""
     which = "".join(f" and tags.{tag} = '{value}'" for tag, value in (identities or {}).items())
     runs = client.search_runs(
         [experiment],
         max_results=1,
         order_by=["attributes.start_time DESC"],
-        filter_string=f"tags.config_hash = '{job_hash}' and attributes.status = 'FINISHED'{which}",
+        filter_string=f"tags.{tag} = '{job_hash}' and attributes.status = 'FINISHED'{which}",
     )
     return runs[0] if runs else None
 

@@ -80,7 +80,8 @@ def plan_variants(
 
     - `keep_rules`: a reference option keeps its slot ("... of the above" the last one(s), "Both A and B" its
       own), shuffles or permutation sets move only the free options, and a letter reference names the same
-      options under the same labels in every variant; NOTA is never added beside a none-like option; a variant that cannot keep these is not made.
+      options under the same labels in every variant; NOTA is never added beside a none-like option; a variant that
+      cannot keep these is not made.
     - `exclude`: a question with an option that refers to others gets no variant at all (`refs_excluded`).
     - `ignore`: the references are not looked at (make_variants' variants).
     Under every policy a variant that would show two options with one text is not made (`original` is).

@@ -23,7 +23,8 @@ them", "Neither A nor B", and the bare "None" (which refers to nothing, so its k
 >>> q = Question(id="q", question="?", options=("x", "y", "Both A and B", "None of the above"), answer=2)
 >>> [(r.kind, sorted(r.refs), r.none_like) for r in option_refs(q)]
 [(None, [], False), (None, [], False), ('letters', [0, 1], False), ('above', [0, 1, 2], True)]
->>> option_refs(Question(id="v", question="?", options=("A and C", "B6 and B12", "B6 and D", "B12 and E"), answer=1))[0].kind
+>>> option_refs(Question(id="v", question="?", options=("A and C", "B6 and B12", "B6 and D", "B12 and E"),
+...                      answer=1))[0].kind
 >>> duplicate_option_groups(Question(id="d", question="?", options=("Paris", "Rome", " Paris", "Oslo"), answer=1))
 [(0, 2)]
 """

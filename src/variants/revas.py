@@ -8,7 +8,8 @@ its `variant_id` ends in `_<j>`, j = 0 for that reference order. Counts per ques
 true_false A reorders + A yes/no questions; multi_select 2; misleading 1 per question answered wrong
 in the source run (0 for the others). Under the validity rules (`rules=`, src/variants/rules.py) a set
 shows fewer orders when options are fixed (references in their slots, "... of the above" last, options
-named by "Both A and B" at their labels) and leaves out the lists that cannot keep them; the counts say how many, by reason.
+named by "Both A and B" at their labels) and leaves out the lists that cannot keep them; the counts say how many, by
+reason.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,9 +26,9 @@ import torch
 from src.backends import weights
 from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
-from src.backends.hf.budget import TokenBudget, is_out_of_memory
+from src.backends.hf.budget import TokenBudget, chunk_prompts, is_out_of_memory, tokens_for_memory
 from src.backends.hf.forward import LoadedModel
-from src.backends.hf.generation import generate, tokens_for_memory
+from src.backends.hf.generation import generate
 from src.backends.hf.loading import dtype_name, load_pretrained, locate_weights, torch_dtype
 from src.backends.hf.packing import packing_refusal
 from src.backends.hf.scoring import (
@@ -101,7 +100,8 @@ class HFBackend:
         | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
         chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
         share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
-        pack_tokens: int = 1024,  # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
+        # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
+        pack_tokens: int = 1024,
         memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
         max_batch_tokens: int | str | None = None,  # tokens per forward pass: a number, auto, None (auto on a GPU)
         progress: bool = True,
@@ -111,17 +111,10 @@ class HFBackend:
         self.revision = revision
         self.trust_remote_code = trust_remote_code
         self.device_map = device_map
-        self.batch_size = None if batch_size is None else int(batch_size)
-        if self.batch_size is not None and self.batch_size < 1:
-            raise UserError(f"model.batch_size={batch_size} must be at least 1")
-        self.chat = bool(chat)
-        self.share_prefix = bool(share_prefix)
-        self.pack_tokens = int(pack_tokens)
-        if self.pack_tokens < 1:
-            raise UserError(f"model.pack_tokens={pack_tokens} must be at least 1")
-        self.memory_gb = None if memory_gb is None else float(memory_gb)
-        if self.memory_gb is not None and self.memory_gb <= 0:
-            raise UserError(f"model.memory_gb={memory_gb} must be a positive number of GiB")
+        self.batch_size = positive_setting("batch_size", batch_size, int, "must be at least 1")
+        self.chat, self.share_prefix = bool(chat), bool(share_prefix)
+        self.pack_tokens = positive_setting("pack_tokens", pack_tokens, int, "must be at least 1")
+        self.memory_gb = positive_setting("memory_gb", memory_gb, float, "must be a positive number of GiB")
         self.progress = progress
         self.budget = TokenBudget(max_batch_tokens, name=name)
         self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(dtype, device_map=device_map)
@@ -145,27 +138,31 @@ class HFBackend:
         self.gguf_sha256: str | None = None
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
-        self.load_revision = revision  # the revision loaded: a hub id's resolved commit where it is known
-        if loaded:  # a model built in this process (the device check): no weights on disk or hub to name
-            content = "|in-memory"
-        elif self.gguf_path is not None:
-            content = f"|gguf={gguf_file}@sha256:{self.gguf_sha256}"
-        elif Path(self.location).is_dir():  # new weights saved to the same folder are another model
-            content = f"|weights=sha256:{weights.folder_fingerprint(self.location)}"
-        else:  # a hub id: the snapshot's commit, so an update under the same id is another model
-            commit = weights.hub_commit(self.location, revision)
-            self.load_revision = commit or revision
-            content = f"|commit={commit}"
-        self.identity = f"hf:{self.location}{content}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+        self._name_content(revision, in_memory=loaded is not None)
 
         self.model: Any = None
         self.tokenizer: Any = None
         self.lm: LoadedModel | None = None
+        self.prompts_answered = 0  # prompts asked of the model (what the tokens it fed are spread over)
         self._packing_checked = False
         self._label_ids: dict[tuple[str, ...], list[torch.Tensor]] = {}
         self._spellings: dict[tuple[str, ...], list[list[tuple[int, ...]]] | None] = {}
         if loaded:
             self._attach(*loaded)
+
+    def _name_content(self, revision: str | None, *, in_memory: bool) -> None:
+        """`content`, `identity` and `load_revision`: what it loads by content alone (src/backends/weights.py), so a
+        renamed folder is the same model and new files in the same folder another one; a hub id's resolved commit
+        is the revision loaded."""
+        self.content: weights.ModelContent | None = None
+        self.load_revision = revision
+        if in_memory:  # a model built in this process (the device check): no weights on disk or hub to name
+            head = f"hf:{self.location}|in-memory"
+        else:
+            self.content = weights.model_content(self.gguf_path or self.location, revision=revision)
+            self.load_revision = self.content.commit or revision
+            head = self.content.identity_fields("hf")
+        self.identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
 
     @classmethod
     def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> HFBackend:
@@ -188,13 +185,28 @@ class HFBackend:
 
     def run_params(self) -> dict[str, int]:
         """What the job logs as params beside its config: `batch_tokens`, the token budget per forward pass that it
-        ended with (auto's find, after any halving), and `batch_token_halvings` when out-of-memory halved it."""
+        ended with (auto's find, after any halving), and this job's `batch_token_halvings` (out-of-memory passes run
+        again smaller) and `batch_token_doublings` (growth back after passes that fit) where it had any."""
         params: dict[str, int] = {}
         if self.budget.tokens is not None:
             params["batch_tokens"] = self.budget.tokens
         if self.budget.recoveries:
             params["batch_token_halvings"] = self.budget.recoveries
+        if self.budget.doublings:
+            params["batch_token_doublings"] = self.budget.doublings
         return params
+
+    def prompts_per_chunk(self, default: int) -> int:
+        """Prompts per chunk of the answering loop: `default` on a CPU, as many as a pass of the budget holds on a
+        GPU (`budget.chunk_prompts`), by the tokens each prompt fed in this backend's calls so far."""
+        on_gpu = self.lm is not None and self.lm.device.type == "cuda"
+        fed = self.forward_tokens / self.prompts_answered if self.prompts_answered else 0.0
+        return chunk_prompts(default, tokens=self.budget.tokens, fed_per_prompt=fed, on_gpu=on_gpu)
+
+    def new_job(self) -> None:
+        """The next job of a sweep on this loaded backend (`reuse_backend`): its budget starts from the ceiling
+        learned so far, with its own counts (`TokenBudget.new_job`)."""
+        self.budget.new_job()
 
     @property
     def forward_tokens(self) -> int:
@@ -226,9 +238,8 @@ class HFBackend:
         self.model, self.tokenizer = model, tokenizer
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
         if self.memory_gb is not None:
-            self.pack_tokens = tokens_for_memory(
-                self.model.config, self.model.get_input_embeddings().weight.dtype, self.memory_gb
-            )
+            dtype = self.model.get_input_embeddings().weight.dtype
+            self.pack_tokens = tokens_for_memory(self.model.config, dtype, self.memory_gb, self.model)
         self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     # -- the Backend interface -----------------------------------------------------------------
@@ -251,6 +262,7 @@ class HFBackend:
             else SamplingParams(temperature=float(temperature), top_k=top_k, top_p=float(top_p))
         )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
+        self.prompts_answered += len(requests)
         results: list[LabelScores | None] = [None] * len(requests)
         spelled = [i for i, r in enumerate(requests) if self._label_spellings(r.labels) is not None]
         if spelled:
@@ -286,6 +298,7 @@ class HFBackend:
                 f"max_new_tokens={params.max_new_tokens})"
             )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
+        self.prompts_answered += len(requests)
         return generate(
             self.lm,
             self.tokenizer,
@@ -306,6 +319,7 @@ class HFBackend:
             option_continuations(self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat)
             for r in requests
         ]
+        self.prompts_answered += len(requests)
         logliks = self._continuation_logliks([c for c, _ in encoded], [conts for _, conts in encoded], "score_options")
         return [option_scores(ll, r.options) for r, ll in zip(requests, logliks)]
 
@@ -391,3 +405,13 @@ class HFBackend:
         log.warning("model %s: prefix sharing off, %s; scoring padded batches", self.name, why)
         self.share_prefix = False
         return False
+
+
+def positive_setting(key: str, value: Any, kind: type, need: str) -> Any:
+    """`value` of `model.<key>` as `kind` (None stays None), or one UserError line saying what it `need`s."""
+    if value is None:
+        return None
+    out = kind(value)
+    if out <= 0:
+        raise UserError(f"model.{key}={value} {need}")
+    return out

@@ -1,10 +1,10 @@
 """Forward passes of a loaded causal LM, for scoring and generation alike.
 
 Work is cut into passes of at most a token budget each (`budget`: `model.max_batch_tokens`, halved on
-out-of-memory with the pass run again). Prompts are batched by length with LEFT padding, so that the last column of every row is the prompt's last
-token; explicit position ids make a padded row compute what it would alone. A pass returns only the logits
-asked for (`logits_to_keep` where the model takes it), and `LoadedModel` counts the token positions fed
-(padding included), which the bench reads.
+out-of-memory with the pass run again). Prompts are batched by length with LEFT padding, so that the last column of
+every row is the prompt's last token; explicit position ids make a padded row compute what it would alone. A pass
+returns only the logits asked for (`logits_to_keep` where the model takes it), and `LoadedModel` counts the token
+positions fed (padding included), which the bench reads.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class LoadedModel:
     def batch_tokens(self) -> int:
         """The token budget of one pass, decided on first use (`TokenBudget.resolve`)."""
         dtype = self.model.get_input_embeddings().weight.dtype
-        return self.budget.resolve(self.device, lambda: pass_bytes_per_token(self.model.config, dtype))
+        return self.budget.resolve(self.device, lambda: pass_bytes_per_token(self.model.config, dtype, self.model))
 
     def in_batches(
         self,

@@ -16,7 +16,7 @@ Two layouts give the same tokens (tests/test_generation_sharing.py):
 
 Memory: the KV cache holds `kv_bytes_per_token` bytes per token fed (layers x 2 x kv heads x head dim x dtype
 bytes: 46 KiB for SmolLM2-135M in float32), and a pack's pass holds its (tokens x tokens) attention scores per
-head; `tokens_for_memory` turns a memory budget (`model.memory_gb`) into the tokens per pack that fit it.
+head; `budget.tokens_for_memory` turns a memory budget (`model.memory_gb`) into the tokens per pack that fit it.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 import torch
 
 from src.backends.base import Completion, SamplingParams
-from src.backends.hf.budget import kv_bytes_per_token
 from src.backends.hf.forward import LoadedModel, positions
 from src.backends.hf.packing import PrefixPack, additive_mask, pack_batches, packing_refusal, tree_sees
+from src.backends.hf.sampling import filtered_logits
 
 PICK_ROWS = 32  # rows sampled at once: each holds ~6 vocabulary-wide float tensors (1.2 MiB for SmolLM2's 49,152)
 
@@ -204,19 +204,6 @@ def row_generators(seeds: Sequence[int], params: SamplingParams) -> list[torch.G
     return [torch.Generator().manual_seed(stream_seed(seed, first + r)) for seed in seeds for r in range(params.n)]
 
 
-def tokens_for_memory(config: Any, dtype: torch.dtype, memory_gb: float) -> int:
-    """The most tokens one packed pass may hold within `memory_gb` GiB beside the weights, by the estimate
-    n x (KV bytes per token + one layer's activations per token) + n^2 x (attention scores and probabilities
-    per head, the mask, the tree's boolean matrix): the KV cache grows with the tokens, one layer's attention
-    with their square."""
-    size = torch.empty((), dtype=dtype).element_size()
-    per_token = kv_bytes_per_token(config, dtype) + (4 * config.hidden_size + 3 * config.intermediate_size) * size
-    per_pair = 2 * config.num_attention_heads * size + size + 1
-    budget = memory_gb * 2**30
-    n = (-per_token + (per_token**2 + 4 * per_pair * budget) ** 0.5) / (2 * per_pair)
-    return max(1, int(n))
-
-
 def decode(tokenizer: Any, eos: set[int], token_ids: list[int]) -> Completion:
     """The text before the first end token; truncated when there is none (generation hit max_new_tokens)."""
     end = next((k for k, t in enumerate(token_ids) if t in eos), None)
@@ -243,19 +230,3 @@ def pick(logits: torch.Tensor, params: SamplingParams, generators: list[torch.Ge
     # Exponential race (argmax p/E, E ~ Exp(1)) draws from `probs`, one noise vector per row from the row's generator.
     noise = torch.stack([torch.empty(probs.shape[-1]).exponential_(generator=g) for g in generators]).to(probs.device)
     return (probs / noise).argmax(dim=-1)
-
-
-def filtered_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Logits divided by the temperature, with tokens outside top-k / top-p set to -inf (float, rows = positions).
-    `generate` samples from their softmax; exact first-token sampling reads the label tokens' share of it."""
-    logits = logits / params.temperature
-    if params.top_k is not None and 0 < params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        sorted_probs = torch.softmax(sorted_logits, dim=-1)
-        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the better tokens; the best one always stays
-        drop = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, order, before >= params.top_p)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits

@@ -2,7 +2,7 @@
 
 Layout under the models cache root ($MCQ_CACHE_DIR/models, else ~/.cache/mcq-consistency/models):
 
-    sha256.json            file hashes keyed by (real path, size, mtime): a 100 MB file is hashed once
+    sha256.json            file hashes keyed by (real path, size, mtime, ctime, inode): a 100 MB file is hashed once
     gguf/                  GGUF files that packages assemble from chunks (gemma3_270m)
     <sha256[:16]>/         save_pretrained output (safetensors + tokenizer) of the de-quantised model
 
@@ -35,7 +35,7 @@ FOREIGN_STALE_S = owners.FOREIGN_STALE_S
 
 
 models_root = weights.models_root
-file_sha256 = weights.file_sha256  # hashed once per (real path, size, mtime): src/backends/weights.py
+file_sha256 = weights.file_sha256  # hashed once per (real path, size, mtime, ctime, inode): src/backends/weights.py
 
 
 def float_copy_dir(gguf_path: str | os.PathLike) -> Path:

@@ -18,6 +18,7 @@ import transformers
 from src.backends.hf import gguf_cache
 from src.common import owners
 from src.common.errors import UserError
+from src.common.paths import expand_path
 from src.common.progress import library_bars
 
 
@@ -153,7 +154,7 @@ def _package_weights(
 
 def _path_weights(path: str, gguf_file: str | None, revision: str | None) -> tuple[str, Path | None]:
     """(location, GGUF path or None) for a local folder/file or a hub id."""
-    local = Path(path).expanduser()
+    local = expand_path(path)  # `~` and $VARIABLES, as every path of a config is read (src/common/paths.py)
     if local.exists():
         if local.is_file():  # model.path points at the .gguf itself
             return str(local.parent.resolve()), local.resolve()

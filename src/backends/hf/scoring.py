@@ -18,8 +18,8 @@ import torch
 
 from src.backends.base import LabelScores, SamplingParams
 from src.backends.hf.forward import LoadedModel, positions
-from src.backends.hf.generation import filtered_logits
 from src.backends.hf.packing import PrefixPack, pack_batches, packs_forward
+from src.backends.hf.sampling import filtered_logits
 from src.backends.logprobs import renormalised, with_invalid
 
 
@@ -133,7 +133,7 @@ def padded_continuation_logliks(
     lm: LoadedModel, contexts: list[list[int]], continuations: list[list[list[int]]], batch_size: int | None, what: str
 ) -> list[list[float]]:
     """Per context, the log-likelihood of each of its continuations: left-padded batches of contexts, each
-    context's KV cache shared by its continuations (the budget counts the contexts' pass)."""
+    context's KV cache shared by its continuations (the budget counts the continuations' rows)."""
 
     def run(batch: list[int]) -> list[list[float]]:
         ids, mask = lm.left_pad([contexts[i] for i in batch])
@@ -172,8 +172,12 @@ def padded_continuation_logliks(
             start += len(continuations[i])
         return out
 
+    # The continuation pass holds every option's row of KV cache (context + continuation): the budget counts those
+    # rows, which bound the contexts' pass too.
+    widths = [len(c) + max((len(x) for x in conts), default=0) for c, conts in zip(contexts, continuations)]
     results: list[list[float]] = [[] for _ in contexts]
-    for batch, logliks in lm.prompt_batches([len(c) for c in contexts], batch_size, run, what):
+    batches = lm.prompt_batches(widths, batch_size, run, what, rows=lambda i: max(1, len(continuations[i])))
+    for batch, logliks in batches:
         for i, values in zip(batch, logliks):
             results[i] = values
     return results

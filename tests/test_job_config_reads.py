@@ -1,0 +1,92 @@
+"""What the job reads from its config that no other fast test checked (mutation run 11, docs/mutation.md).
+
+- A benchmark's own keys (`benchmark.*` other than name, path and split) reach its few-shot pool in the job
+  (src/job/runner.py `plan_items`): an lm-eval task's few-shot examples are drawn from that task's own few-shot
+  split.
+  No other fast test runs a job with few-shot examples from a benchmark with such keys (the lm-eval tier loads the
+  pool directly).
+- A misleading second stage (`variants=revas_misleading`) whose source run answered none of its questions is
+  refused in one line naming `variants.source_run` (the slow tier's test_catalog_cli.py runs the stage itself).
+- The level the closing block states for its intervals (src/job/runner.py `interval_level`): the config's
+  `stats.level` where intervals are logged, none where they are not (`stats.bootstrap=0`)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from src.common.errors import UserError
+
+from .conftest import needs_data
+
+
+class StandInTask:
+    """What the job reads of an lm-eval task (its evaluated and few-shot documents), without lm-eval: the main suite
+    runs without the bench extra."""
+
+    OUTPUT_TYPE, multiple_input, VERSION = "multiple_choice", 0, 1.0
+    config = SimpleNamespace(test_split="test", validation_split=None, training_split=None)
+    eval_docs = [{"q": f"Asked question {i}?", "choices": ["yes", "no", "maybe"], "target": i % 3} for i in range(3)]
+
+    def fewshot_docs(self):
+        return [{"q": f"Example question {i}?", "choices": ["red", "blue"], "target": i % 2} for i in range(4)]
+
+    def doc_to_text(self, doc):
+        return f"Question: {doc['q']}\nAnswer:"
+
+    def doc_to_choice(self, doc):
+        return doc["choices"]
+
+    def doc_to_target(self, doc):
+        return doc["target"]
+
+    def dump_config(self):
+        return {"task": "stand_in"}
+
+
+def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in, monkeypatch):
+    from src.benchmarks import lm_eval
+
+    def load_task(name, include_path=None):
+        assert (name, include_path) == ("stand_in", "tasks/here"), "the job lost the benchmark's keys"
+        return StandInTask()
+
+    monkeypatch.setattr(lm_eval, "load_task", load_task)
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=stand_in",
+        "benchmark.include_path=tasks/here",
+        "prompt=lm_eval",
+        "variants=original",
+        "fewshot=2",
+    )
+    prompts = pd.read_parquet(result.out_dir / "artifacts" / "prompts.parquet").prompt.tolist()
+    assert len(prompts) == 3
+    for prompt in prompts:  # two of the task's few-shot questions before each question
+        assert prompt.count("Example question") == 2 and prompt.count("Asked question") == 1, prompt
+
+
+def test_the_closing_blocks_level_is_the_configs_where_intervals_are_logged():
+    from src.config.schema import compose_job
+    from src.job.runner import interval_level
+
+    assert interval_level(compose_job(["stats.level=0.9"])) == 0.9
+    assert interval_level(compose_job(["stats.bootstrap=0"])) is None
+
+
+@needs_data
+def test_a_second_stage_whose_source_run_answered_none_of_its_questions_is_refused(run_job_in):
+    source = run_job_in(
+        "model=simulated", "benchmark=synthetic", "variants=revas_true_false", "scoring=generate", "limit=4"
+    )
+    with pytest.raises(UserError, match="variants.source_run: run .* answered none of these arc_challenge questions"):
+        run_job_in(
+            "model=simulated",
+            "benchmark=arc_challenge",
+            "variants=revas_misleading",
+            f"variants.source_run={source.run_id}",
+            "limit=4",
+        )
