@@ -478,7 +478,7 @@ def lm_eval_fewshot(
     split "fewshot"."""
     name = options.get("task")
     tasks = load_tasks(name, options.get("include_path"))
-    sub = subject if subject in tasks else name
+    sub = str(subject if subject in tasks else name)
     docs = tasks[sub].fewshot_docs()
     if docs is None:
         raise UserError(f"lm_eval task {sub} has no few-shot documents; use fewshot=0")
