@@ -66,7 +66,8 @@ def commands() -> list[tuple[str, str]]:
             exported = dict(re.findall(r"^export (\w+)=(\S+)$", block, re.M))  # `$NAME` as the block sets it
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = re.sub(r"\s+#.*$", "", line.strip())
-                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)  # noqa: B023 -- applied at once
+                # B023, a closure over a loop variable: applied at once
+                line = re.sub(r"\$(\w+)", lambda m: exported.get(m.group(1), m.group(0)), line)  # noqa: B023
                 for part in line.split("&&"):
                     part = part.strip()
                     if re.match(r"(python -m |mcq |pip install )", part):

@@ -47,7 +47,8 @@ def test_auto_on_a_gpu_follows_its_native_bf16_not_the_cpu(monkeypatch, cpu_bf16
         return native
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
-    for native, expected in ((True, torch.bfloat16), (False, torch.float32)):  # noqa: B007 -- is_bf16_supported reads it; e.g. A100 / T4, V100
+    # B007, `native` unused in the body: is_bf16_supported reads it (e.g. A100 / T4, V100)
+    for native, expected in ((True, torch.bfloat16), (False, torch.float32)):  # noqa: B007
         assert torch_dtype("auto", device_map="auto") is expected
         assert torch_dtype("auto", device_map={"": 0}) is expected
     assert asked and not any(asked)  # emulated bf16 does not count

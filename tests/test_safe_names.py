@@ -92,7 +92,10 @@ def test_compare_report_of_any_experiment_name_stays_inside_reports(tmp_path, mo
     out = default_out_dir(name)
     assert out.resolve().parent == (work / "reports").resolve()
     write(report(tmp_path), out, header=["h"], title=name.replace("\x00", ""))
-    outside = lambda files: {k: v for k, v in files.items() if k != "work" and not k.startswith("work/reports")}  # noqa: E731
+
+    def outside(files):
+        return {k: v for k, v in files.items() if k != "work" and not k.startswith("work/reports")}
+
     assert outside(snapshot(tmp_path)) == outside(before)
     assert (out / "report.html").is_file()
 

@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from .test_slurm_cluster import SLOW, cluster_up, scancel_job_1, server, summary, sweep  # noqa: F401 - server: the fixture
+# F401: `server` is a fixture, imported for the tests that name it
+from .test_slurm_cluster import SLOW, cluster_up, scancel_job_1, server, summary, sweep  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -503,7 +503,8 @@ def html_table(text: pd.DataFrame, *, prose: bool = False) -> str:
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
-text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}img{max-width:100%}
+text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
+img{max-width:100%}
 .prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}
 .caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}
 table{display:block;overflow-x:auto;max-width:100%}.bottom li{font-weight:600;margin:.3em 0}"""

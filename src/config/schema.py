@@ -275,7 +275,8 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
         master = compose("config", return_hydra_config=True)
         loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
     for job in jobs:
-        yield _checked(job, conf_dir, lambda: without_hydra(loader.load_sweep_config(master, list(job))))  # noqa: B023 -- called in _checked, before the next job
+        # B023, a closure over a loop variable: called in _checked, before the next job
+        yield _checked(job, conf_dir, lambda: without_hydra(loader.load_sweep_config(master, list(job))))  # noqa: B023
 
 
 OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants

@@ -24,7 +24,9 @@ from .repetition import one_variant_per_question
 OUTCOMES = ("sure_right", "sure_wrong", "unsure_right", "unsure_wrong")
 
 
-def outcome_probs(dist: Sequence[float], *, correct: int | None, R: int, threshold: int) -> dict[str, float]:  # noqa: N803
+def outcome_probs(  # `R`: the paper's name for the number of draws
+    dist: Sequence[float], *, correct: int | None, R: int, threshold: int
+) -> dict[str, float]:
     """P(SURE/UNSURE x right/wrong) after R independent draws from `dist` (categories: labels then INVALID).
 
     SURE: the most frequent category was drawn at least `threshold` (p*) times. Right: the `correct` category

@@ -302,8 +302,10 @@ class MlflowSweepCallback(Callback):
             parent = earlier[0]  # a rerun of the same sweep (resume=true) joins it: one parent run per sweep
         for old in earlier:  # any other parent of this sweep left open (a killed process) is closed
             if old.info.status == "RUNNING" and (parent is None or old.info.run_id != parent.info.run_id):
-                store.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))  # noqa: B023 -- called at once, inside the loop
-                store.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))  # noqa: B023 -- called at once, inside the loop
+                # B023, a closure over a loop variable: called at once, inside the loop
+                store.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))  # noqa: B023
+                # B023, a closure over a loop variable: called at once, inside the loop
+                store.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))  # noqa: B023
         if parent is not None:
             self.parent_id, self.sweep_id = parent.info.run_id, parent.data.tags.get("sweep_id") or info.get("sweep_id")
             resumed = int(parent.data.tags.get("resumed", "0")) + 1

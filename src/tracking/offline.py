@@ -101,9 +101,11 @@ def apply_pending_closes(offline_dir: str | Path, uri: str | None = None) -> int
             client = MlflowClient(tracking_uri=entry["uri"])
             for run_id in _pending_runs(client, entry):
                 for key, value in entry.get("tags", {}).items():
-                    store.with_retries(lambda: client.set_tag(run_id, key, value))  # noqa: B023 -- called at once, inside the loop
+                    # B023, a closure over a loop variable: called at once, inside the loop
+                    store.with_retries(lambda: client.set_tag(run_id, key, value))  # noqa: B023
                 status, end_time = entry["status"], entry["end_time"]
-                store.with_retries(lambda: client.set_terminated(run_id, status, end_time=end_time))  # noqa: B023 -- called at once, inside the loop
+                # B023, a closure over a loop variable: called at once, inside the loop
+                store.with_retries(lambda: client.set_terminated(run_id, status, end_time=end_time))  # noqa: B023
                 closed += 1
         except UserError:
             down.add(entry["uri"])
