@@ -246,13 +246,15 @@ def test_requests_that_may_be_answered_differently_never_share_a_cache_key(a, b)
 
 class ModelServer:
     """GET /models lists `model` (what the test sets), POST /chat/completions answers "A" with the next
-    `system_fingerprint` of `fingerprints` (none once they run out)."""
+    `system_fingerprint` of `fingerprints` (none once they run out), and with `top` (token -> logprob, when the
+    test sets it) as the first token's top log-probabilities."""
 
     def __init__(self):
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.model: dict = {}
         self.fingerprints: list[str] = []
+        self.top: dict[str, float] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -272,7 +274,11 @@ class ModelServer:
 
             def do_POST(self):  # noqa: N802
                 self.rfile.read(int(self.headers["Content-Length"]))
-                reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]}
+                reply: dict = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]}
+                if server.top:
+                    top = [{"token": t, "logprob": lp} for t, lp in server.top.items()]
+                    first = {"token": top[0]["token"], "logprob": top[0]["logprob"], "top_logprobs": top}
+                    reply["choices"][0]["logprobs"] = {"content": [first]}
                 if server.fingerprints:
                     reply["system_fingerprint"] = server.fingerprints.pop(0)
                 self.answer(reply)

@@ -149,6 +149,7 @@ def test_each_adapter_imported_with_its_library_outside_its_range_says_so_in_one
     for label, code in (("outside", fake + imports), ("inside", imports)):
         proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "", f"the warning belongs on stderr, stdout is data: {proc.stdout!r}"
         seen[label] = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
     expected = []
     for module in sorted(ADAPTERS):

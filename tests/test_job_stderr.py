@@ -147,7 +147,8 @@ def test_stdout_is_json_lines_for_a_new_run_a_finished_run_and_a_sweep(tmp_path)
 def test_the_warnings_of_the_docs_show_on_stderr_one_line_each_in_order(tmp_path):
     """docs/validity.md's load warning (answer slots a guesser could exploit) and docs/serving.md's (a served model
     that reports nothing that changes with its weights) in a `python -m src.run` job: each one line on stderr, in
-    the order they happen, before the job's closing block; none on stdout."""
+    the order they happen, before the job's closing block; none on stdout. Every warning of docs/, each one line
+    on stderr and none on stdout, in-process: tests/test_docs_warnings.py."""
     import json
 
     from tests.test_content_identity import ModelServer
