@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from src.core.records import write_records
-from src.tracking import runs, store
+from src.tracking import review, runs, store
 
 from ..variants import REASONS as EXCLUSION_REASONS
 from .common import Ingested, build_records
@@ -104,6 +104,7 @@ def log_ingested(
                     "git_commit": runs.git_commit(),
                     "sure_rule": sure_rule,
                     **chance_tags(metrics),
+                    **review.rounded_tags(metrics),  # the review view's rounded headlines
                     **ingested.tags,
                     **dict(tags),
                 },
