@@ -96,6 +96,7 @@ def log_ingested(
                 params=dict(params),
                 metrics=metrics,
                 tags={
+                    **review.rounded_tags(metrics),  # the review view's rounded headlines, first as in a job run
                     "model": str(info["model"]),
                     "benchmark": str(info["benchmark"]),
                     "variants": str(info["variant_set"]),
@@ -104,7 +105,6 @@ def log_ingested(
                     "git_commit": runs.git_commit(),
                     "sure_rule": sure_rule,
                     **chance_tags(metrics),
-                    **review.rounded_tags(metrics),  # the review view's rounded headlines
                     **ingested.tags,
                     **dict(tags),
                 },
