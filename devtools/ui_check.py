@@ -92,7 +92,8 @@ def shown(value: float) -> str:
 
 
 def runs_page_checks(dom: str, exp: Experiment) -> list[str]:
-    """What the review view must show: every job run, not the sweep parent, the headline columns."""
+    """What the review view must show: every job run, not the sweep parent, the headline columns, the rounded
+    `mcqa` tag (value [lo, hi] at three decimals)."""
     failed = [
         f"runs page: run {run.info.run_name} is not listed" for run in exp.runs.values() if run.info.run_name not in dom
     ]
@@ -109,6 +110,9 @@ def runs_page_checks(dom: str, exp: Experiment) -> list[str]:
             failed.append(f"runs page: no column {name}")
         if shown(value) not in dom:
             failed.append(f"runs page: the value {shown(value)} of {name} is not shown")
+    rounded = exp.runs["cora"].data.tags["mcqa"]  # review.rounded_tags: `0.750 [0.531, 0.888]`
+    if rounded not in dom:
+        failed.append(f"runs page: the rounded mcqa tag {rounded!r} is not shown")
     return failed
 
 

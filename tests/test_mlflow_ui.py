@@ -98,7 +98,11 @@ def test_src_ui_serves_until_interrupted_and_leaves_no_server(tmp_path, monkeypa
         assert address, line + proc.stderr.read()[-2000:] if proc.poll() is not None else line
         port = address.group(2)
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10).status == 200
-        server_pid = int(re.search(r"pid (\d+)", proc.stderr.readline()).group(1))
+        listed = [proc.stderr.readline()]  # the runs with what tells them apart (`runs_lines`), then the server's pid
+        while listed[-1] and not re.search(r"\(pid \d+\)", listed[-1]):
+            listed.append(proc.stderr.readline())
+        assert listed[0].split()[:2] == ["run", "variants"] and len(listed) > len(exp.runs) + 1, listed
+        server_pid = int(re.search(r"\(pid (\d+)\)", listed[-1]).group(1))
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         with pytest.raises(ProcessLookupError):

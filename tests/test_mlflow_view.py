@@ -91,9 +91,31 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     for name in ("mcqa", "rws", "st", "cora"):
         assert f"metrics.`{name}`" in columns, name
     assert "metrics.`ci`" not in columns and "tags.`model`" in columns
-    # MCQA with its bounds; the chance level as the tag that judges the accuracy (src/metrics/chance.py)
-    assert columns[:3] == ["metrics.`mcqa`", "metrics.`mcqa_lo`", "metrics.`mcqa_hi`"] and "tags.`chance`" in columns
+    # each headline's rounded tag listed first, then the metric values without their raw bounds (the tag has them,
+    # lo before hi); the chance level as the tag that judges the accuracy (src/metrics/chance.py)
+    assert columns[:5] == [f"tags.`{name}`" for name in ("mcqa", "acc_mean", "cora", "rws", "st")]
+    assert "metrics.`mcqa_lo`" not in columns
+    assert {"tags.`chance`", "tags.`model`", "tags.`temperature`", "tags.`variants`"} <= set(columns)
     assert cora.data.tags["chance"] == f"{cora.data.metrics['chance']:.3f}: mcqa above chance"
+    mcqa, lo, hi = (cora.data.metrics[name] for name in ("mcqa", "mcqa_lo", "mcqa_hi"))
+    assert cora.data.tags["mcqa"] == f"{mcqa:.3f} [{lo:.3f}, {hi:.3f}]" and lo <= mcqa <= hi
+
+
+def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
+    """A tag per review headline (acc_mean included) at three decimals, lo before hi, listed before the metric
+    columns in the view's selection; metrics without a review headline get none, and the metrics are untouched."""
+    metrics = {"mcqa": 0.23, "mcqa_lo": 0.158123, "mcqa_hi": 0.32219, "acc_mean": 0.6149, "acc_mean_lo": 0.55001}
+    metrics |= {"acc_mean_hi": 0.66049, "rws": float("nan"), "sc_mean": 0.4, "n_trials": 8.0}
+    before = dict(metrics)
+    tags = review.rounded_tags(metrics)
+    assert tags == {"mcqa": "0.230 [0.158, 0.322]", "acc_mean": "0.615 [0.550, 0.660]"}
+    assert metrics.keys() == before.keys() and all(metrics[k] == before[k] for k in before if k != "rws")
+    columns = json.loads(review.review_view_state(list(review.finite_metrics(metrics))))["selectedColumns"]
+    assert columns[:4] == ["tags.`mcqa`", "tags.`acc_mean`", "metrics.`mcqa`", "metrics.`acc_mean`"]
+    assert not any(c.endswith(("_lo`", "_hi`")) for c in columns) and "metrics.`sc_mean`" not in columns
+    assert review.rounded_tags({"accuracy": 0.5, "accuracy_lo": 0.25, "accuracy_hi": 0.75}) == {
+        "accuracy": "0.500 [0.250, 0.750]"
+    }
 
 
 def test_the_run_page_lists_the_headline_metrics_first():

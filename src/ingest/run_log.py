@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from src.core.records import write_records
-from src.tracking import runs, store
+from src.tracking import review, runs, store
 
 from ..variants import REASONS as EXCLUSION_REASONS
 from .common import Ingested, build_records
@@ -96,6 +96,7 @@ def log_ingested(
                 params=dict(params),
                 metrics=metrics,
                 tags={
+                    **review.rounded_tags(metrics),  # the review view's rounded headlines, first as in a job run
                     "model": str(info["model"]),
                     "benchmark": str(info["benchmark"]),
                     "variants": str(info["variant_set"]),

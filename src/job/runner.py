@@ -443,6 +443,8 @@ def log_job(cfg, tracker, backend, questions, template, items, records, metrics,
         **task_tags(questions),
     }
     tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
+    # the review view's rounded headlines (`mcqa`: 0.230 [0.158, 0.322]) first: the UI orders tag columns as logged
+    tags = {**review.rounded_tags(shown_metrics), **tags}
     if "st" in metrics:  # the repetition paper's `RWS | S/T`
         tags["rws_st"] = rws_st_string(metrics)
     ties = near_ties(records)

@@ -169,22 +169,50 @@ def columns_before_accuracy(view_state: str | None) -> tuple[str | None, list[st
     return accuracy, [name for name in metrics if accuracy is not None and name < accuracy]
 
 
+def rounded_tags(metrics: Mapping[str, float]) -> dict[str, str]:
+    """A tag per review headline (REVIEW_HEADLINES, else `accuracy`) the run has: its value and interval at three
+    decimals, bounds in the order lo, hi (`mcqa`: `0.230 [0.158, 0.322]`). The metric columns show MLflow's
+    unrounded values, with `_hi` sorted before `_lo`; these tags are the view's readable form of each headline (the
+    logged metrics stay as computed).
+
+    >>> rounded_tags({"mcqa": 0.23, "mcqa_lo": 0.15812, "mcqa_hi": 0.3217, "acc_mean": 0.61, "n_trials": 8})
+    {'mcqa': '0.230 [0.158, 0.322]', 'acc_mean': '0.610'}
+    >>> rounded_tags({"accuracy": 0.5, "rws": float("nan")})
+    {'accuracy': '0.500'}
+    """
+    from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
+
+    finite = finite_metrics(metrics)
+    return {name: cell(finite, name) for name in review_metric_names(list(finite)) if name in REVIEW_ROUNDED}
+
+
+REVIEW_ROUNDED = (*REVIEW_HEADLINES, REVIEW_FALLBACK)  # the metrics `rounded_tags` gives a tag
+
+
 def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -> str:
     """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the headline
-    columns (`review_metric_names`) of every study logged so far (`earlier` state's metrics kept), the run's tags.
+    values (`review_metric_names` without their raw bounds) of every study logged so far (`earlier` state's metrics
+    kept), each headline's rounded tag (`rounded_tags`) listed first, then the run's tags that tell runs apart
+    (REVIEW_COLUMNS). The UI draws metric columns before tag columns whatever the list's order.
 
     >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa", "chance"])))
     >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
     ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
+    >>> state["selectedColumns"][:3]
+    ['tags.`mcqa`', 'tags.`rws`', 'tags.`st`']
     """
+    from src.metrics import is_interval_name  # local: loads numpy, pandas (slow import)
+
     names = [*metric_names, *view_metric_columns(earlier)]
-    metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in review_metric_names(names)]
+    shown = [name for name in review_metric_names(names) if not is_interval_name(name)]  # bounds: in the tags
+    metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in shown]
+    rounded = [f"tags.`{name}`" for name in shown if name in REVIEW_ROUNDED]
     return json.dumps(
         {
             "searchFilter": JOB_RUNS_FILTER,
             "orderByKey": JOB_RUNS_ORDER,
             "orderByAsc": True,
-            "selectedColumns": [*metrics, *REVIEW_COLUMNS],
+            "selectedColumns": [*rounded, *metrics, *REVIEW_COLUMNS],
             "runsExpanded": {},
             "groupBy": None,
         }
