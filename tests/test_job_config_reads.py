@@ -49,17 +49,17 @@ class StandInTask:
 def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in, monkeypatch):
     from src.benchmarks import lm_eval
 
-    def load_task(name, include_path=None):
+    def load_tasks(name, include_path=None):
         assert (name, include_path) == ("stand_in", "tasks/here"), "the job lost the benchmark's keys"
-        return StandInTask()
+        return {name: StandInTask()}
 
-    monkeypatch.setattr(lm_eval, "load_task", load_task)
+    monkeypatch.setattr(lm_eval, "load_tasks", load_tasks)
     result = run_job_in(
         "model=simulated",
         "benchmark=lm_eval",
         "benchmark.task=stand_in",
         "benchmark.include_path=tasks/here",
-        "prompt=lm_eval",
+        "prompt=plain",  # the tool draws the examples (prompt=lm_eval has lm-eval's own code build them: its tier)
         "variants=original",
         "fewshot=2",
     )

@@ -42,14 +42,14 @@ class StandInTask:
 @pytest.mark.parametrize(("test_split", "validation_split", "label"), [("test", "dev", "test"), (None, "dev", "dev")])
 def test_questions_carry_the_split_lm_eval_evaluates(monkeypatch, test_split, validation_split, label):
     task = StandInTask(test_split, validation_split)
-    monkeypatch.setattr(lm_eval_reader, "load_task", lambda name, include_path=None: task)
+    monkeypatch.setattr(lm_eval_reader, "load_tasks", lambda name, include_path=None: {name: task})
     (question,) = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "stand_in"})
     assert question.split == label
 
 
 @pytest.fixture
 def unbuildable(monkeypatch):
-    """load_task with a task manager whose build fails, the task's YAML as `config`; the Hub probes counted."""
+    """load_tasks with a task manager whose build fails, the task's YAML as `config`; the Hub probes counted."""
     probes = []
     monkeypatch.setattr(lm_eval_reader, "lm_eval_or_error", lambda: None)
     monkeypatch.setattr(hub, "hub_unreachable", lambda: probes.append(1) or "no network: huggingface.co gaierror")
@@ -63,7 +63,7 @@ def unbuildable(monkeypatch):
         monkeypatch.setattr(lm_eval_reader, "task_manager", lambda include_path, name: manager)
         monkeypatch.setattr(lm_eval_reader, "_task_config", lambda manager, name: config)
         with pytest.raises(UserError) as err:
-            lm_eval_reader.load_task.__wrapped__("t")
+            lm_eval_reader.load_tasks.__wrapped__("t")
         return str(err.value)
 
     load.probes = probes
