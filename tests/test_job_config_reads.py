@@ -90,3 +90,38 @@ def test_a_second_stage_whose_source_run_answered_none_of_its_questions_is_refus
             f"variants.source_run={source.run_id}",
             "limit=4",
         )
+
+
+def test_a_prompt_without_a_chat_key_asks_the_model_without_its_chat_template(monkeypatch):
+    """`job_backend`: chat wrapping only where the prompt says `chat: true` (and the scoring is not cloze); a prompt
+    config that names no `chat` is plain text (mutation run 12: a default of True wrapped every such prompt)."""
+    from src.config.schema import compose_job
+    from src.job import runner
+
+    asked = []
+    monkeypatch.setattr(runner, "reuse_backend", lambda model_cfg, *, chat: asked.append(chat))
+    from omegaconf import open_dict
+
+    cfg = compose_job(["model=simulated", "scoring=generate", "prompt=plain"])
+    with open_dict(cfg):
+        cfg.prompt.pop("chat", None)
+    runner.job_backend(cfg)
+    with open_dict(cfg):
+        cfg.prompt.chat = True
+    runner.job_backend(cfg)
+    assert asked == [False, True]
+
+
+def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeypatch):
+    """`job_questions` reads the benchmark's keys resolved: a path written `${oc.env:...}/file.jsonl` is the file
+    (mutation run 12: unresolved, the loader was handed the interpolation's text)."""
+    import json
+
+    from src.config.schema import compose_job
+    from src.job.runner import job_questions
+
+    rows = [{"question": f"Q{i}?", "options": [f"a{i}", f"b{i}", f"c{i}"], "answer": i % 3} for i in range(3)]
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    monkeypatch.setenv("MCQ_TEST_BENCH_DIR", str(tmp_path))
+    cfg = compose_job(["benchmark=generic", "benchmark.path=${oc.env:MCQ_TEST_BENCH_DIR}/mine.jsonl"])
+    assert [q.question for q in job_questions(cfg)] == ["Q0?", "Q1?", "Q2?"]

@@ -141,3 +141,32 @@ def test_a_cache_path_with_home_and_variables_is_expanded(tmp_path, monkeypatch)
     open_cache("$CACHE_ROOT/shared", shared=True).put_many([("k", 1)])
     assert (tmp_path / "home" / "c.db").is_file() and not (tmp_path / "~").exists()
     assert open_cache("${CACHE_ROOT}/shared", shared=True).get_many(["k"]) == {"k": 1}
+
+
+def test_the_response_cache_returns_every_stored_key_across_its_lookup_chunks(tmp_path):
+    """The SQLite response cache (`ResponseCache.get_many`) looks keys up 500 at a time (SQLite's bound-parameter
+    limit): every key stored is found, the first chunk's, the last partial chunk's and those between (mutation run
+    12: a chunk bound `start - 500` found none, and every job silently answered again)."""
+    from src.answering.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache.db")
+    stored = {f"key-{i}": [i, "answer"] for i in range(1203)}
+    cache.put_many(stored.items())
+    assert cache.get_many(list(stored) + ["absent"]) == stored
+    cache.close()
+
+
+def test_an_older_versions_chunks_are_read_once_and_unfinished_writes_never(tmp_path):
+    """A shared cache written by the version before numbered chunks (`<anything>.jsonl`) is read when it opens; a
+    write that never finished (a dot-file) is not an answer (mutation run 12: either `not` of that rule dropped)."""
+    chunks = tmp_path / "shared" / "chunks"
+    chunks.mkdir(parents=True)
+    (chunks / "job-a-0001.jsonl").write_text('old\t["from the older version"]\n', encoding="utf-8")
+    (chunks / ".tmp-unfinished.jsonl").write_text('half\t["never published"]\n', encoding="utf-8")
+    cache = SharedResponseCache(tmp_path / "shared")
+    assert cache.get_many(["old", "half"]) == {"old": ["from the older version"]}
+    cache.put_many([("new", ["published"])])
+    assert SharedResponseCache(tmp_path / "shared").get_many(["old", "new"]) == {
+        "old": ["from the older version"],
+        "new": ["published"],
+    }
