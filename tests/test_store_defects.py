@@ -241,12 +241,19 @@ def test_a_job_killed_while_it_makes_a_new_store_leaves_one_the_same_command_fin
         start_new_session=True,
     )
     partial = lambda: list(db.parent.glob(".mlflow.db.tmp-*")) if db.parent.is_dir() else []  # noqa: E731
+
+    def size(path):  # SQLite removes its journal file (`...-journal`) between the glob and the stat
+        try:
+            return path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
     try:
         if when == "before":
             wait_for(lambda: db.parent.is_dir())  # the store's folder made: the migrations are next
         elif when == "during":
             made = lambda: partial() or [db] if db.is_file() else partial()  # noqa: E731 - the store being made
-            wait_for(lambda: any(p.stat().st_size > 0 for p in made()))
+            wait_for(lambda: any(size(p) > 0 for p in made()))
             time.sleep(0.3)  # inside MLflow's migrations ("Updating database tables")
         else:
             wait_for(db.is_file)
