@@ -41,7 +41,6 @@ from src.core.prompts import PromptTemplate
 
 from .backends import load_backend
 from .backends.text import chat_text
-from .benchmarks import load_benchmark
 
 PROMPTS_FILE = "prompts.jsonl"
 BATCH_FILE = "batch_requests.jsonl"
@@ -74,19 +73,10 @@ def check_exportable(cfg: DictConfig) -> None:
 
 def plan(cfg: DictConfig):
     """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.runner.run_job` does."""
-    from src.job.runner import plan_items  # local: loads hydra (slow import)
+    from src.job.runner import job_questions, plan_items  # local: loads hydra (slow import)
 
     check_exportable(cfg)
-    bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
-    questions = load_benchmark(
-        bench.pop("name"),
-        path=bench.pop("path", None),
-        split=bench.pop("split", None),
-        data_dir=cfg.data_dir,
-        seed=cfg.seed,
-        limit=cfg.limit,
-        options=bench,
-    )
+    questions = job_questions(cfg)
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
     items, left_out = plan_items(cfg, questions, template)
     return items, left_out, template
