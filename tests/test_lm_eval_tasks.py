@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from src.answer_formats import FORMATS
 from src.backends.text import continuation_text
 from src.benchmarks import lm_eval_contexts, load_benchmark, load_fewshot_pool
 from src.benchmarks.lm_eval import load_task, load_tasks
@@ -61,17 +62,20 @@ def original(question):
 
 
 def lm_eval_requests(task, doc, shots: int = 0) -> list[tuple[str, str]]:
-    """(context, continuation) of each loglikelihood request lm-eval makes of `doc`."""
+    """(context, continuation) of each loglikelihood request lm-eval makes of `doc`, as its model scores them
+    (`TemplateLM._encode_pair` moves the context's trailing whitespace into the continuation)."""
     context = task.fewshot_context(doc, shots)
-    return [tuple(r.arguments) for r in task.construct_requests(doc=doc, ctx=context, metadata=("t", 0, 1))]
+    pairs = [tuple(r.arguments) for r in task.construct_requests(doc=doc, ctx=context, metadata=("t", 0, 1))]
+    return [(ctx.rstrip(), ctx[len(ctx.rstrip()) :] + cont) for ctx, cont in pairs]
 
 
 def our_requests(question, *, scoring: str, fewshot=()) -> list[tuple[str, str]]:
     """(prompt, continuation) of each option (cloze) or label (logprob) as `prompt=lm_eval` asks them."""
     template = lm_eval_prompt()
+    if scoring == "cloze":  # the request the job sends (under prompt=lm_eval: lm-eval's own pair)
+        r = FORMATS["mcq"].request(template, question, original(question), seed=0, fewshot=fewshot, scoring=scoring)
+        return [(r.prompt, continuation_text(r.prompt, option, r.continuation_prefix)) for option in r.options]
     prompt = render(template, question, original(question), scoring=scoring, fewshot=fewshot)
-    if scoring == "cloze":
-        return [(prompt, continuation_text(prompt, option)) for option in question.options]
     return [(prompt, " " + label) for label in labels_for(question.n_options, template.label_style)]
 
 
@@ -323,11 +327,13 @@ def shared_tasks(tmp_path_factory) -> Path:
         )
 
     ai2 = "process_docs: !function shared_docs.ai2\n"
+    # arc_easy and hellaswag: the shared files hold the evaluated split alone, so their examples come from it, named
+    # as the few-shot split: lm-eval then leaves each document out of its own examples (as the tool always does)
     task(
         "arc_easy",
         "arc/arc_easy.yaml",
         {"test": DATA_DIR / "arc_easy/ARC-Easy-Test.jsonl"},
-        "training_split: null\nvalidation_split: null\n" + ai2,
+        "training_split: null\nvalidation_split: null\nfewshot_split: test\n" + ai2,
     )
     task(
         "arc_challenge",
@@ -347,6 +353,7 @@ def shared_tasks(tmp_path_factory) -> Path:
     (folder / "hellaswag.yaml").write_text(
         f"include: {registry / 'hellaswag/hellaswag.yaml'}\ntask: hellaswag\n"
         "custom_dataset: !function shared_docs.hellaswag\ntraining_split: null\n"
+        "validation_split: null\ntest_split: validation\nfewshot_split: validation\n"
     )
     (folder / "truthfulqa_mc1.yaml").write_text(
         f"include: {registry / 'truthfulqa/truthfulqa_mc1.yaml'}\ntask: truthfulqa_mc1\n"
@@ -503,12 +510,9 @@ PARITY = {  # task -> scoring that asks lm-eval's requests (mmlu's labels: see t
     "arc_challenge": "cloze",
     "hellaswag": "cloze",
     "truthfulqa_mc1": "cloze",
-    "mmlu_slice": "logprob",  # a group: PARITY_LIMIT documents of each of its 3 subjects
+    "mmlu_slice": "cloze_shown",  # a group: PARITY_LIMIT documents of each of its 3 subjects; labels " A".." D"
 }
 PARITY_LIMIT = 3  # documents of each task, lm-eval's --limit and the tool's limit
-# tasks whose few-shot pool is their evaluated split (the shared files hold no other): lm-eval 0.4.13 shows some
-# documents among their own examples there, the tool never, so their few-shot contexts differ by design
-OWN_SPLIT_POOL = ("arc_easy", "hellaswag")
 
 
 @pytest.fixture(scope="module")
@@ -531,21 +535,23 @@ def parity_models(tmp_path_factory) -> dict[str, tuple[list[str], Path]]:
     }
 
 
-def _lm_evals_documents(lm, folder: Path, shots: int) -> tuple[dict, dict]:
+def _lm_evals_documents(lm, folder: Path, shots: int, tasks: dict[str, str], chat: bool) -> tuple[dict, dict]:
     """{(task, document index): (per-option log-likelihoods, acc)} and {task: mean acc} of lm-eval's own
-    simple_evaluate over the PARITY tasks (one call: the groups' subtasks are reported as tasks)."""
+    simple_evaluate over `tasks` (one call: the groups' subtasks are reported as tasks); `chat`: its
+    apply_chat_template, with simple_evaluate's default fewshot_as_multiturn."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
     load_tasks.cache_clear()  # lm-eval builds its own task objects; ours are built again after it
     result = simple_evaluate(
         model=lm,
-        tasks=list(PARITY),
+        tasks=list(tasks),
         task_manager=TaskManager(include_path=str(folder), include_defaults=False),
         num_fewshot=shots,
         limit=PARITY_LIMIT,
         log_samples=True,
         bootstrap_iters=0,
+        apply_chat_template=chat,
     )
     documents = {}
     for task, samples in result["samples"].items():
@@ -554,15 +560,9 @@ def _lm_evals_documents(lm, folder: Path, shots: int) -> tuple[dict, dict]:
     return documents, {task: values["acc,none"] for task, values in result["results"].items() if "acc,none" in values}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("model", ["tiny_llama", "smollm2"])
-def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models, model):
-    """lm-eval's own simple_evaluate (model hf) against the tool (prompt=lm_eval variants=original) on six tasks,
-    zero-shot and 5-shot: every document's per-option log-likelihoods within LOGLIK_TOLERANCE, the same decision,
-    the same acc. mmlu's requests score the labels " A".." D" after the listed options; the tool's logprob scoring
-    reads the labels' probabilities at that position ("A" and " A" together), so there decisions and acc are
-    compared, not log-likelihoods (docs/configuration.md). The tiny llama is asked in float32 on both sides (model=hf's
-    dtype=auto is bfloat16 on a CPU with AMX, 0.1-0.4 nats off)."""
+def _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, model: str, tasks: dict[str, str], chat: bool):
+    """Both sides on `tasks` (name -> the tool's scoring), zero-shot and 5-shot: every document's decision and acc
+    asserted equal; returns the largest per-option log-likelihood gap per (task, shots) and the documents compared."""
     from lm_eval.models.huggingface import HFLM
 
     overrides, folder = parity_models[model]
@@ -570,16 +570,15 @@ def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parit
     gaps: dict[tuple[str, int], float] = {}
     decided = 0
     for shots in (0, 5):
-        theirs, their_acc = _lm_evals_documents(lm, shared_tasks, shots)
-        for name, scoring in PARITY.items():
-            if shots and name in OWN_SPLIT_POOL:
-                continue
+        theirs, their_acc = _lm_evals_documents(lm, shared_tasks, shots, tasks, chat)
+        for name, scoring in tasks.items():
             result = run_job_in(
                 *overrides,
                 "benchmark=lm_eval",
                 f"benchmark.task={name}",
                 f"benchmark.include_path={shared_tasks}",
                 "prompt=lm_eval",
+                f"prompt.chat={str(chat).lower()}",
                 f"scoring={scoring}",
                 "variants=original",
                 f"fewshot={shots}",
@@ -591,20 +590,44 @@ def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parit
                 task, _, doc = row.question_id.rpartition("/")
                 lls, acc = theirs[(task, int(doc))]
                 assert list(row.option_order) == list(range(len(lls)))
-                if scoring == "logprob" and model == "tiny_llama":  # random weights: "A" weighs as much as " A"
-                    continue
                 assert int(row.chosen_option) == max(range(len(lls)), key=lls.__getitem__), (name, shots, doc)
-                if scoring == "cloze":
-                    gap = max(abs(float(a) - b) for a, b in zip(row.option_loglik, lls))
-                    gaps[(name, shots)] = max(gaps.get((name, shots), 0.0), gap)
+                gap = max(abs(float(a) - b) for a, b in zip(row.option_loglik, lls))
+                gaps[(name, shots)] = max(gaps.get((name, shots), 0.0), gap)
                 ours_acc.setdefault(task, []).append(float(bool(row.correct)))
                 assert ours_acc[task][-1] == acc, (name, shots, row.question_id)
                 decided += 1
             for task, accs in ours_acc.items():
                 assert len(accs) == PARITY_LIMIT and sum(accs) / len(accs) == pytest.approx(their_acc[task], abs=1e-12)
-    print(f"\nlm-eval parity ({model}): {decided} documents, decisions and acc equal; max |gap| per task, shots:")
+    print(f"\nlm-eval parity ({model}, chat={chat}): {decided} documents, decisions and acc equal; max |gap|:")
     print("\n".join(f"  {name} {shots}-shot: {gap:.2e}" for (name, shots), gap in sorted(gaps.items())))
+    return gaps, decided
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["tiny_llama", "smollm2"])
+def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models, model):
+    """lm-eval's own simple_evaluate (model hf) against the tool (prompt=lm_eval variants=original) on six tasks,
+    zero-shot and 5-shot: every document's per-option log-likelihoods within LOGLIK_TOLERANCE, the same decision,
+    the same acc. mmlu's requests score the labels " A".." D" after the listed options, as the tool's cloze_shown
+    does on a label task under prompt=lm_eval. The tiny llama is asked in float32 on both sides (model=hf's
+    dtype=auto is bfloat16 on a CPU with AMX, 0.1-0.4 nats off)."""
+    gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, model, PARITY, chat=False)
     assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
-    mmlu = 0 if model == "tiny_llama" else 2 * 3 * PARITY_LIMIT
-    text_tasks = len(PARITY) - 1  # zero-shot all five, 5-shot those with a pool of their own
-    assert decided == PARITY_LIMIT * (text_tasks + text_tasks - len(OWN_SPLIT_POOL)) + mmlu
+    tasks = len(PARITY) - 1 + len(MMLU_SLICE)  # the group's subjects count as tasks
+    assert decided == 2 * PARITY_LIMIT * tasks  # zero-shot and 5-shot
+
+
+CHAT_PARITY = {  # a description (lm-eval's system turn), a text task, a label task
+    "mcq_test_task_described": "cloze",
+    "arc_challenge": "cloze",
+    "mmlu_slice": "cloze_shown",
+}
+
+
+@pytest.mark.slow
+def test_with_the_chat_template_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models):
+    """`prompt.chat=true` under prompt=lm_eval is lm-eval's --apply_chat_template (the description a system turn,
+    the examples turns of their own, no delimiter after the generation prompt), on SmolLM2's own chat template."""
+    gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, "smollm2", CHAT_PARITY, chat=True)
+    assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
+    assert decided == 2 * PARITY_LIMIT * (len(CHAT_PARITY) - 1 + len(MMLU_SLICE))

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from src.core.parsing import Parse, strip_reasoning
-from src.core.prompts import PromptTemplate
+from src.core.prompts import PromptTemplate, lm_eval_request
 from src.core.questions import Question
 from src.core.variant import Variant
 
@@ -68,14 +68,25 @@ class AnswerFormat:
         fewshot: Sequence[tuple[Question, Variant]] = (),
         scoring: str = "generate",
     ) -> Request:
-        """The backend request of one variant of `question`."""
+        """The backend request of one variant of `question`: under `prompt=lm_eval` a cloze request is lm-eval's
+        own (context, continuation) pair, and on a task whose choices are labels its labels are scored, as lm-eval
+        scores " A" after MMLU's listed options."""
+        prompt, labels, options = (
+            self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
+            self.labels(template, variant),
+            self.options(variant),
+        )
+        prompt, prefix = lm_eval_request(prompt, question, scoring)
+        if prefix is not None and question.metadata.get("lm_eval_label_choices"):
+            options = labels
         return self.request_of(
-            prompt=self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
-            labels=self.labels(template, variant),
-            options=self.options(variant),
+            prompt=prompt,
+            labels=labels,
+            options=options,
             seed=seed,
             correct_slot=variant.correct_slot,
             key=f"{question.id}/{variant.variant_id}",
+            continuation_prefix=prefix,
         )
 
     def request_of(self, **fields: Any) -> Request:

@@ -37,20 +37,20 @@ def request_key(
     question, variant or variant set they came from.
     """
     trial = [request.seed, request.key] if seeded else None
-    payload = json.dumps(
-        [
-            identity,
-            request.data,
-            mode,
-            request.prompt,
-            request.labels,
-            request.options,
-            trial,
-            sorted(settings.items()),
-            repetition,
-        ],
-        ensure_ascii=False,
-    )
+    fields: list[Any] = [
+        identity,
+        request.data,
+        mode,
+        request.prompt,
+        request.labels,
+        request.options,
+        trial,
+        sorted(settings.items()),
+        repetition,
+    ]
+    if request.continuation_prefix is not None:  # only then: the keys of every other request stay as they were
+        fields.append(["continuation_prefix", request.continuation_prefix])
+    payload = json.dumps(fields, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

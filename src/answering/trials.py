@@ -16,9 +16,8 @@ from src.answering.cache import ResponseCache, request_key
 from src.answering.items import Answer, Item
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from src.common.progress import job_progress
+from src.core.prompts import CLOZE_SCORINGS as CLOZE_MODES  # options scored as continuations
 from src.core.records import COLUMNS
-
-CLOZE_MODES = ("cloze", "cloze_shown")  # option texts scored as continuations, without or with the options listed
 
 
 def trial_seed(seed: int, question_id: str, variant_id: str) -> int:
@@ -240,7 +239,7 @@ def _cloze_chunk(
         return request_key(
             backend.identity,
             "cloze",
-            Request(r.prompt, (), (text,), r.seed, key=r.key, data=r.data),
+            Request(r.prompt, (), (text,), r.seed, key=r.key, data=r.data, continuation_prefix=r.continuation_prefix),
             {},
             None,
             seeded=oracle,
@@ -254,15 +253,15 @@ def _cloze_chunk(
         for i, sc in zip(todo, backend.score_options([reqs[i] for i in todo])):
             fresh.update({k: [a, b] for k, a, b in zip(keys[i], sc.loglik, sc.loglik_norm)})
     elif todo:
-        # (prompt, question identity) -> option texts still to score, in first-seen order
-        groups: dict[tuple[str, str], dict[str, None]] = {}
+        # (prompt, question identity, continuation prefix) -> option texts still to score, in first-seen order
+        groups: dict[tuple[str, str, str | None], dict[str, None]] = {}
         for i in todo:
             for text, k in zip(reqs[i].options, keys[i]):
                 if k not in found:
-                    groups.setdefault((reqs[i].prompt, reqs[i].data), {})[text] = None
+                    groups.setdefault((reqs[i].prompt, reqs[i].data, reqs[i].continuation_prefix), {})[text] = None
         group_reqs = [
-            Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data)
-            for (prompt, data), texts in groups.items()
+            Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data, continuation_prefix=p)
+            for (prompt, data, p), texts in groups.items()
         ]
         for gr, sc in zip(group_reqs, backend.score_options(group_reqs)):
             fresh.update({key(gr, t): [a, b] for t, a, b in zip(gr.options, sc.loglik, sc.loglik_norm)})

@@ -22,6 +22,10 @@ class Request:
     key: str = ""  # stable trial identity "question_id/variant_id", for oracle seeding and logs
     data: str = ""  # content identity of the question asked (src/core/questions.py): part of the response cache key
     names_a_set: bool = False  # the answer names a set of labels (multi_select); read only by oracle backends
+    # cloze: None puts " " before each option unless the prompt ends in whitespace (the tool's rule); a text is put
+    # before each option as it is (an lm-eval task's target_delimiter after its context's trailing whitespace, which
+    # lm-eval moves into the continuation: src/core/prompts.py `lm_eval_request`)
+    continuation_prefix: str | None = None
 
 
 class Completion(str):
@@ -64,10 +68,10 @@ class LabelScores:
 
 @dataclass(frozen=True)
 class OptionScores:
-    """Log-likelihood of each displayed option text as the continuation of the prompt (cloze / acc, acc_norm)."""
+    """Log-likelihood of each displayed option text as the continuation of the prompt (cloze / acc, acc_bytes)."""
 
     loglik: tuple[float, ...]  # sum of token log-probs, one per displayed option
-    loglik_norm: tuple[float, ...]  # loglik divided by the option's length in bytes (lm-eval's acc_norm)
+    loglik_norm: tuple[float, ...]  # loglik divided by the option's length in bytes (lm-eval's acc_bytes)
 
 
 @dataclass(frozen=True)

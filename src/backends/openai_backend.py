@@ -331,7 +331,7 @@ class OpenAIBackend:
         def one(r: Request) -> OptionScores:
             loglik = []
             for option in r.options:
-                prompt = r.prompt + continuation_text(r.prompt, option)
+                prompt = r.prompt + continuation_text(r.prompt, option, r.continuation_prefix)
                 reply = self._post(
                     "completions",
                     {

@@ -56,37 +56,44 @@ def plain_ids(tokenizer: Any, text: str) -> list[int]:
 # -- options as continuations --------------------------------------------------------------------
 
 
-def continuation_text(prompt: str, option: str) -> str:
-    """The option as the prompt's continuation: " " + option unless the prompt ends in whitespace (lm-eval).
+def continuation_text(prompt: str, option: str, prefix: str | None = None) -> str:
+    """The option as the prompt's continuation: " " + option unless the prompt ends in whitespace; with a
+    `prefix` (a request's `continuation_prefix`: lm-eval's own pair), prefix + option.
 
     >>> continuation_text("Answer:", "Paris"), continuation_text("Answer: ", "Paris"), continuation_text("", "Paris")
     (' Paris', 'Paris', 'Paris')
+    >>> continuation_text("<|im_start|>assistant", "Paris", "\\n")
+    '\\nParis'
     """
+    if prefix is not None:
+        return prefix + option
     return option if not prompt or prompt[-1].isspace() else " " + option
 
 
-def continuation_ids(tokenizer: Any, text: str, context: Sequence[int], option: str, *, chat: bool) -> list[int]:
+def continuation_ids(
+    tokenizer: Any, text: str, context: Sequence[int], option: str, *, chat: bool, prefix: str | None = None
+) -> list[int]:
     """Token ids of the option after the prompt `text` (encoded as `context`): the tail of the encoded whole,
     or, where the tokenizer merges across the boundary, the prompt's own tokens kept and the continuation
-    encoded alone."""
-    continuation = continuation_text(text, option)
+    encoded alone. With a `prefix` (lm-eval's own pair) the tail, always, as lm-eval's `_encode_pair` takes it."""
+    continuation = continuation_text(text, option, prefix)
     whole = prompt_ids(tokenizer, text + continuation, chat=chat)
-    if whole[: len(context)] == list(context):
+    if prefix is not None or whole[: len(context)] == list(context):
         return whole[len(context) :]
     return plain_ids(tokenizer, continuation)
 
 
 def option_continuations(
-    tokenizer: Any, text: str, options: Sequence[str], *, chat: bool
+    tokenizer: Any, text: str, options: Sequence[str], *, chat: bool, prefix: str | None = None
 ) -> tuple[list[int], list[list[int]]]:
     """(token ids of the prompt `text`, token ids of each option as its continuation): what cloze scoring feeds."""
     context = prompt_ids(tokenizer, text, chat=chat)
-    return context, [continuation_ids(tokenizer, text, context, option, chat=chat) for option in options]
+    return context, [continuation_ids(tokenizer, text, context, o, chat=chat, prefix=prefix) for o in options]
 
 
 def option_scores(loglik: Sequence[float], options: Sequence[str]) -> OptionScores:
     """OptionScores with each log-likelihood also divided by its option's length in UTF-8 bytes (lm-eval's
-    acc_norm; an empty option counts one byte).
+    acc_bytes; its acc_norm divides by characters, the same on ASCII; an empty option counts one byte).
 
     >>> option_scores([-2.0, -3.0], ["ab", "é"]).loglik_norm
     (-1.0, -1.5)

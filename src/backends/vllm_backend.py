@@ -202,7 +202,9 @@ class VLLMBackend:
         pairs, spans = [], []
         for r in requests:
             text = self._prompt_text(r.prompt)
-            context, conts = option_continuations(self.tokenizer, text, r.options, chat=self.chat)
+            context, conts = option_continuations(
+                self.tokenizer, text, r.options, chat=self.chat, prefix=r.continuation_prefix
+            )
             pairs += [context + cont for cont in conts]
             spans += [len(context)] * len(conts)
         sampling = self._sampling(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0)

@@ -40,11 +40,12 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from src.common.errors import UserError
@@ -61,6 +62,8 @@ LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas"}
 ANSWER_CUES = ("?", ":")  # a context ending in one of these asks for an answer; else its choices complete it
 _FRAME = re.compile(r"^(?:Question:\s*)?(?P<question>.*?)\s*\n\s*Answer:\s*$", re.S)
 _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# lm-eval's --apply_chat_template as simple_evaluate asks it by default: the solved examples as turns of their own
+CHAT_ARGS = {"apply_chat_template": True, "fewshot_as_multiturn": True}
 
 
 def lm_eval_or_error() -> Any:
@@ -504,10 +507,35 @@ def _own_document_left_out(task: Any, evaluated_split: str) -> Iterator[None]:
         fewshot_cfg.split = split
 
 
-def lm_eval_contexts(questions: Sequence[Question], *, k: int, options: Mapping[str, Any]) -> list[Question]:
-    """The questions with lm-eval's own text around them (`metadata["lm_eval_preamble"]`: the task's description and
-    `k` solved examples, as its `fewshot_context` builds them with its sampler seeded by lm-eval's default
-    `fewshot_random_seed`, documents visited in lm-eval's order), for `prompt=lm_eval`."""
+def lm_eval_chat_template(tokenizer: Any, model: str) -> Callable[..., str]:
+    """lm-eval's own chat rendering over `tokenizer` (`HFLM.apply_chat_template`: the tokenizer's template, ending
+    where the answer starts; the system turn dropped where the template refuses one), for `prompt.chat=true`."""
+    from lm_eval.models.huggingface import HFLM  # local: an optional extra, and it loads torch
+
+    if not getattr(tokenizer, "chat_template", None):
+        raise UserError(
+            f"config key prompt.chat: model {model}'s tokenizer has no chat template, so lm-eval's chat turns "
+            "cannot be built; set prompt.chat=false"
+        )
+    return partial(HFLM.apply_chat_template, SimpleNamespace(tokenizer=tokenizer, chat_template_args={}))
+
+
+def lm_eval_contexts(
+    questions: Sequence[Question],
+    *,
+    k: int,
+    options: Mapping[str, Any],
+    scoring: str = "cloze",
+    chat_template: Callable[..., str] | None = None,
+) -> list[Question]:
+    """The questions with lm-eval's own text around them, for `prompt=lm_eval`: `metadata["lm_eval_preamble"]` (the
+    task's description and `k` solved examples, as its `fewshot_context` builds them with its sampler seeded by
+    lm-eval's default `fewshot_random_seed`, documents visited in lm-eval's order), `lm_eval_target_delimiter` (what
+    lm-eval puts before each choice it scores: src/core/prompts.py `lm_eval_request`) and, where the choices
+    are the labels of listed options (MMLU), `lm_eval_label_choices` (the labels are scored, not the texts). With a
+    `chat_template` (`lm_eval_chat_template`) the context is lm-eval's `--apply_chat_template` one (the description a
+    system turn, the examples turns of their own as simple_evaluate's default `fewshot_as_multiturn`), and the
+    template's text after the question is `lm_eval_postamble`."""
     from lm_eval.defaults import DEFAULT_OTHER_SEED  # local: an optional extra
 
     tasks = load_tasks(options.get("task"), options.get("include_path"))
@@ -517,11 +545,6 @@ def lm_eval_contexts(questions: Sequence[Question], *, k: int, options: Mapping[
     built: dict[str, Question] = {}
     for sub, by_doc in wanted.items():
         task = tasks[sub]
-        if task.config.target_delimiter != " ":
-            raise UserError(
-                f"config key prompt: lm_eval task {sub} puts {task.config.target_delimiter!r} between context and "
-                "answer; prompt=lm_eval asks each option after one space (lm-eval's default) only: use another prompt"
-            )
         split = next(iter(by_doc.values())).split
         _, docs = _eval_docs(task, split, sub)
         shots = 0 if task.config.num_fewshot == 0 else k  # a task that sets 0 itself ignores the asked k, as in lm-eval
@@ -531,12 +554,56 @@ def lm_eval_contexts(questions: Sequence[Question], *, k: int, options: Mapping[
                 doc = docs[i]
                 if i not in by_doc and shots == 0:
                     continue
-                full = task.fewshot_context(doc, shots, gen_prefix=task.doc_to_prefix(doc))
+                full = task.fewshot_context(
+                    doc,
+                    shots,
+                    gen_prefix=task.doc_to_prefix(doc),
+                    **({} if chat_template is None else CHAT_ARGS),
+                    chat_template=chat_template,
+                )
                 if i in by_doc:
-                    own = task.doc_to_text(doc)
                     q = by_doc[i]
-                    built[q.id] = replace(q, metadata={**q.metadata, "lm_eval_preamble": full[: len(full) - len(own)]})
+                    built[q.id] = _with_lm_evals_text(
+                        q, task, doc, full=full, scoring=scoring, chat=bool(chat_template)
+                    )
     return [built[q.id] for q in questions]
+
+
+def _with_lm_evals_text(question: Question, task: Any, doc: Any, *, full: str, scoring: str, chat: bool) -> Question:
+    """`question` with what `prompt=lm_eval` asks around it (`lm_eval_contexts`); `full` is lm-eval's whole context
+    of the document, which holds the document's own text (last, but for a chat template's closing text)."""
+    own, choices = task.doc_to_text(doc), [str(c) for c in task.doc_to_choice(doc)]
+    at = full.rfind(own)
+    if at < 0:
+        raise UserError(
+            f"config key prompt.chat: the model's chat template changes lm_eval task "
+            f"{question.metadata['lm_eval_task']}'s question text (e.g. strips it), so its options cannot be "
+            "placed in lm-eval's context; set prompt.chat=false"
+        )
+    labels = is_label_choices(choices) and split_listed_options(own, choices) is not None  # as `task_questions`
+    if labels and scoring == "cloze":
+        raise UserError(
+            f"config key scoring: lm_eval task {question.metadata['lm_eval_task']}'s choices are the labels of the "
+            "options its context lists, which scoring=cloze does not show; with prompt=lm_eval, scoring=cloze_shown "
+            "scores each label after the listed options as lm-eval does (scoring=logprob reads their probabilities)"
+        )
+    extra = {
+        "lm_eval_preamble": full[:at],
+        "lm_eval_target_delimiter": _target_delimiter(task, chat=chat),
+        **({"lm_eval_postamble": full[at + len(own) :]} if chat else {}),
+    }
+    return replace(
+        question, metadata={**question.metadata, **extra, **({"lm_eval_label_choices": True} if labels else {})}
+    )
+
+
+def _target_delimiter(task: Any, *, chat: bool) -> str:
+    """What lm-eval puts between the context and each choice (`construct_requests`): the task's `target_delimiter`;
+    after a chat template's generation prompt none, unless the task's `gen_prefix` ends in no whitespace."""
+    delimiter, prefix = str(task.config.target_delimiter), getattr(task.config, "gen_prefix", None)
+    if not chat or (prefix and not prefix[-1].isspace()):
+        return delimiter
+    return ""
 
 
 def task_tags(questions: Sequence[Question]) -> dict[str, str]:

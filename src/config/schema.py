@@ -109,7 +109,7 @@ class JobConfig:
     top_p: float = 1.0
     max_new_tokens: int = 3  # the repetition paper's setting: the answer letter and a little slack
     cloze_normalise: bool = (
-        False  # cloze picks the highest raw log-likelihood (lm-eval acc); true = per byte (acc_norm)
+        False  # cloze picks the highest raw log-likelihood (lm-eval acc); true = per byte (acc_bytes)
     )
     fewshot: int = 0  # examples from the benchmark's dev/train split, never the evaluated questions
     option_refs: str = "keep_rules"  # options that refer to others ("all of the above"): keep_rules | exclude | ignore

@@ -146,7 +146,7 @@ def render(
     are listed and scored as continuations; solved examples of both cloze modes end with the option's text.
     """
     body, example = template.texts_for(scoring)
-    cloze = scoring in ("cloze", "cloze_shown")
+    cloze = scoring in CLOZE_SCORINGS
     if fewshot and example is None:
         raise UserError(f"prompt {template.name!r} has no fewshot_template: set prompt.fewshot_template or use 0 shots")
     if fewshot and "{fewshot}" not in body:
@@ -160,6 +160,33 @@ def render(
     shown = example or ""  # None only without fewshot (refused above)
     examples = "".join(shown.format(**_fields(template, q, v), answer=answer(v)) for q, v in fewshot)
     return body.format(**_fields(template, question, variant), fewshot=examples)
+
+
+CLOZE_SCORINGS = ("cloze", "cloze_shown")  # options scored as continuations, without or with the options listed
+
+
+def lm_eval_request(prompt: str, question: Question, scoring: str) -> tuple[str, str | None]:
+    r"""(prompt, continuation prefix) of a request, lm-eval's own for an lm-eval task's question under `prompt=lm_eval`
+    (its questions carry `lm_eval_target_delimiter`, and with `prompt.chat` the chat template's text after the
+    question, `lm_eval_postamble`); `(prompt, None)` for any other request. In a cloze mode lm-eval puts the task's
+    `target_delimiter` before each choice and moves the context's trailing whitespace into the continuation
+    (`TemplateLM._encode_pair`): "Answer:\n" + " " + "Paris" is scored as "\n Paris" after "Answer:".
+
+    >>> q = Question(id="q", question="Capital?", options=("Paris", "Rome"), answer=0,
+    ...              metadata={"lm_eval_target_delimiter": " "})
+    >>> lm_eval_request("Q: Capital?\nAnswer:", q, "cloze"), lm_eval_request("Q:\n", q, "cloze_shown")
+    (('Q: Capital?\nAnswer:', ' '), ('Q:', '\n '))
+    >>> lm_eval_request("Q: Capital?\nAnswer:", q, "logprob")
+    ('Q: Capital?\nAnswer:', None)
+    """
+    delimiter = question.metadata.get("lm_eval_target_delimiter")
+    if delimiter is None:
+        return prompt, None
+    prompt += str(question.metadata.get("lm_eval_postamble", ""))
+    if scoring not in CLOZE_SCORINGS:
+        return prompt, None
+    context = prompt.rstrip()
+    return context, prompt[len(context) :] + str(delimiter)
 
 
 def _fields(template: PromptTemplate, question: Question, variant: Variant) -> dict[str, Any]:

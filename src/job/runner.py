@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -26,6 +27,7 @@ from src.backends.base import SamplingParams
 from src.benchmarks import (
     continuation_style,
     describe_answer_slots,
+    lm_eval_chat_template,
     lm_eval_contexts,
     load_benchmark,
     load_fewshot_pool,
@@ -109,8 +111,11 @@ def job_backend(cfg: DictConfig):
     from src.answering.trials import CLOZE_MODES  # local: loads pandas (slow import)
 
     model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
-    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them.
-    return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and cfg.scoring not in CLOZE_MODES)
+    # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them. With
+    # prompt=lm_eval the chat turns are lm-eval's own, built into the text by its code (`plan_items`): none added.
+    lm_evals_chat = cfg.prompt.get("name") == "lm_eval" and cfg.benchmark.name == "lm_eval"
+    own_chat = not lm_evals_chat and cfg.scoring not in CLOZE_MODES
+    return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and own_chat)
 
 
 def job_questions(cfg: DictConfig):
@@ -133,9 +138,10 @@ def build_items(cfg: DictConfig, questions, template):
     return plan_items(cfg, questions, template)[0]
 
 
-def plan_items(cfg: DictConfig, questions, template):
+def plan_items(cfg: DictConfig, questions, template, backend=None):
     """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
-    of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules)."""
+    of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules).
+    `backend`: the job's, whose tokenizer renders lm-eval's chat turns (`prompt=lm_eval prompt.chat=true`)."""
     from src.answer_formats import FORMATS  # local: loads pandas (slow import)
     from src.answering.trials import Item, trial_seed  # local: loads pandas (slow import)
 
@@ -151,7 +157,9 @@ def plan_items(cfg: DictConfig, questions, template):
         lambda subject: tuple(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=bench_options))
     )
     if bench_name == "lm_eval" and template.name == "lm_eval":  # lm-eval's own description and examples
-        questions, fewshot = lm_eval_contexts(questions, k=fewshot, options=bench_options), 0
+        chat = lm_eval_chat_template(model_tokenizer(cfg, backend), str(cfg.model.name)) if template.chat else None
+        questions = lm_eval_contexts(questions, k=fewshot, options=bench_options, scoring=scoring, chat_template=chat)
+        fewshot = 0
     evaluated = {q.id for q in questions}
     variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
@@ -188,6 +196,19 @@ def plan_items(cfg: DictConfig, questions, template):
     return items, left_out
 
 
+def model_tokenizer(cfg: DictConfig, backend) -> Any:
+    """The tokenizer of the job's model, loaded; one line where the backend has none (an API model, simulated)."""
+    if backend is not None and hasattr(backend, "load"):
+        backend.load()
+    tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None:
+        raise UserError(
+            f"config key prompt.chat: prompt=lm_eval builds lm-eval's chat turns with the model's tokenizer, and "
+            f"model {cfg.model.name} has none here; set prompt.chat=false"
+        )
+    return tokenizer
+
+
 def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | None = None) -> JobResult:
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
@@ -206,7 +227,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         return skipped_result(cfg, tracker, done, out_dir)
     if cfg.resume:
         tracker.mark_interrupted()
-    template, items, left_out = plan_job(cfg, questions)
+    template, items, left_out = plan_job(cfg, questions, backend)
     guard = content_guard(backend)
     cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
     # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
@@ -327,7 +348,7 @@ def content_guard(backend):
     return check
 
 
-def plan_job(cfg: DictConfig, questions):
+def plan_job(cfg: DictConfig, questions, backend=None):
     """(template, items, left_out) of a job, with its log lines; an option style the variants cannot use is
     refused here, before any compute."""
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
@@ -338,7 +359,7 @@ def plan_job(cfg: DictConfig, questions):
         continuation=continuation_style(str(cfg.benchmark.name), questions),
     )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
-    items, left_out = plan_items(cfg, questions, template)
+    items, left_out = plan_items(cfg, questions, template, backend)
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
     for reason, ids in sorted(left_out.items()):
         log.info(

@@ -316,7 +316,9 @@ class HFBackend:
             return []
         self.load()
         encoded = [
-            option_continuations(self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat)
+            option_continuations(
+                self.tokenizer, self._prompt_text(r.prompt), r.options, chat=self.use_chat, prefix=r.continuation_prefix
+            )
             for r in requests
         ]
         self.prompts_answered += len(requests)
