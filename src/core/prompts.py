@@ -170,7 +170,7 @@ def lm_eval_request(prompt: str, question: Question, scoring: str) -> tuple[str,
     (its questions carry `lm_eval_target_delimiter`, and with `prompt.chat` the chat template's text after the
     question, `lm_eval_postamble`); `(prompt, None)` for any other request. In a cloze mode lm-eval puts the task's
     `target_delimiter` before each choice and moves the context's trailing whitespace into the continuation
-    (`TemplateLM._encode_pair`): "Answer:\n" + " " + "Paris" is scored as "\n Paris" after "Answer:".
+    (as its model encodes a pair): "Answer:\n" + " " + "Paris" is scored as "\n Paris" after "Answer:".
 
     >>> q = Question(id="q", question="Capital?", options=("Paris", "Rome"), answer=0,
     ...              metadata={"lm_eval_target_delimiter": " "})
