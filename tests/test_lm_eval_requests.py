@@ -99,7 +99,7 @@ def test_other_requests_keep_the_tools_rule_and_their_cache_keys():
 class LabelTask:
     """A stand-in lm-eval task whose choices are the labels of listed options (MMLU's shape)."""
 
-    config = SimpleNamespace(target_delimiter=" ")
+    config = SimpleNamespace(target_delimiter=" ", gen_prefix=None)
 
     def doc_to_text(self, doc):
         return "2+2?\nA. 3\nB. 4\nAnswer:"
@@ -111,10 +111,29 @@ class LabelTask:
 def test_cloze_without_the_options_is_refused_for_a_label_task():
     q = Question(id="t/0", question="2+2?", options=("3", "4"), answer=1, metadata={"lm_eval_task": "label_task"})
     with pytest.raises(UserError, match="label_task.*scoring=cloze_shown scores each label"):
-        _with_lm_evals_text(q, LabelTask(), {}, preamble="2+2?\nA. 3\nB. 4\nAnswer:", scoring="cloze")
-    shown = _with_lm_evals_text(
-        q, LabelTask(), {}, preamble="Intro\n\n2+2?\nA. 3\nB. 4\nAnswer:", scoring="cloze_shown"
-    )
+        _with_lm_evals_text(q, LabelTask(), {}, full="2+2?\nA. 3\nB. 4\nAnswer:", scoring="cloze", chat=False)
+    full = "Intro\n\n2+2?\nA. 3\nB. 4\nAnswer:"
+    shown = _with_lm_evals_text(q, LabelTask(), {}, full=full, scoring="cloze_shown", chat=False)
     assert shown.metadata["lm_eval_label_choices"] is True
     assert shown.metadata["lm_eval_preamble"] == "Intro\n\n"
     assert shown.metadata["lm_eval_target_delimiter"] == " "
+    assert "lm_eval_postamble" not in shown.metadata
+
+
+def test_with_a_chat_template_the_question_sits_in_lm_evals_turns():
+    """lm-eval's --apply_chat_template context: the question inside the user turn, the generation prompt after it,
+    and no delimiter before the scored label; the whole request is that text, its trailing line break moved."""
+    q = Question(id="t/0", question="2+2?", options=("3", "4"), answer=1, metadata={"lm_eval_task": "label_task"})
+    full = "<s>system\nIntro</s>\n<s>user\n2+2?\nA. 3\nB. 4\nAnswer:</s>\n<s>assistant\n"
+    chat = _with_lm_evals_text(q, LabelTask(), {}, full=full, scoring="cloze_shown", chat=True)
+    assert chat.metadata["lm_eval_preamble"] == "<s>system\nIntro</s>\n<s>user\n"
+    assert chat.metadata["lm_eval_postamble"] == "</s>\n<s>assistant\n"
+    assert chat.metadata["lm_eval_target_delimiter"] == ""
+    assert sent(chat, "cloze_shown") == [lm_evals_pair(full, "", label) for label in "AB"]
+
+
+def test_a_chat_template_that_changes_the_question_is_refused():
+    q = Question(id="t/0", question="2+2?", options=("3", "4"), answer=1, metadata={"lm_eval_task": "label_task"})
+    stripped = "<s>user\n2+2? A. 3 B. 4 Answer:</s>"
+    with pytest.raises(UserError, match="chat template changes lm_eval task label_task's question text"):
+        _with_lm_evals_text(q, LabelTask(), {}, full=stripped, scoring="cloze_shown", chat=True)
