@@ -138,9 +138,9 @@ def near_tie_notes(frame: pd.DataFrame) -> list[str]:
     if ranked.empty:
         return []
     runs = "; ".join(
-        f"run {r.run_id[:8]}: {int(r.near_ties)} of {int(r.ranked_decisions)}"
-        for r in ranked.itertuples()
-        if r.near_ties > 0
+        f"run {run_id[:8]}: {int(near)} of {int(decisions)}"
+        for run_id, near, decisions in zip(ranked["run_id"], ranked["near_ties"], ranked["ranked_decisions"])
+        if near > 0
     )
     return [
         f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
