@@ -51,7 +51,7 @@ def use_project_launcher(config: DictConfig) -> None:
             launcher["_target_"] = target
 
 
-class PrecheckedSweeper(hydra_adapter.basic_sweeper()):
+class PrecheckedSweeper(hydra_adapter.basic_sweeper()):  # type: ignore[misc]  # mypy takes no call as a base class
     def setup(self, *, hydra_context: HydraContext, task_function, config) -> None:
         from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
         from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process

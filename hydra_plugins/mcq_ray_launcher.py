@@ -38,6 +38,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from src.config import plain_dict
+
 log = logging.getLogger(__name__)
 
 # Ray's errors for a task that ended without a result through no fault of its own code
@@ -91,13 +93,13 @@ class TrackedRayLauncher(Launcher):
         import ray  # local: the ray extra (see the module's docstring)
         from hydra.core.singleton import Singleton
         from hydra.core.utils import configure_log, filter_overrides, setup_globals
-        from omegaconf import OmegaConf, open_dict
+        from omegaconf import open_dict
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None and job_overrides
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-        self._connect(ray, OmegaConf.to_container(self.ray_cfg.init, resolve=True) or {})
+        self._connect(ray, plain_dict(self.ray_cfg.init) or {})
         nums = [initial_job_idx + i for i in range(len(job_overrides))]
         refs = []
         for num, overrides in zip(nums, job_overrides):
@@ -106,7 +108,7 @@ class TrackedRayLauncher(Launcher):
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = f"job_id_for_{num}"
                 sweep_config.hydra.job.num = num
-            remote = OmegaConf.to_container(self.ray_cfg.remote, resolve=True) or {}
+            remote = plain_dict(self.ray_cfg.remote) or {}
             job = ray.remote(**remote)(run_job_in_worker) if remote else ray.remote(run_job_in_worker)
             refs.append(
                 job.remote(
@@ -159,6 +161,7 @@ class TrackedRayLauncher(Launcher):
             name = type(err).__name__
             first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]
             killed = any(n in (c.__name__ for c in type(err).__mro__) for n in KILLED_ERRORS)
+            assert self.config is not None  # launch() checked it
             report_lost_job(
                 self.config,
                 self.hydra_context,

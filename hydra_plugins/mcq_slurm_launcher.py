@@ -59,6 +59,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
             return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
         except _Preempted:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # `scontrol requeue` below sends one to this process
+            assert callable(submitit_usr)  # submitit's handler: set before the job started
             submitit_usr(usr, None)  # checkpoint (self.checkpoint), `scontrol requeue`, exit
             raise
         finally:  # once the job has its result, submitit's handlers again: a late signal must not lose it

@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from src.cli import entry, user_error
@@ -148,7 +149,7 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
                 )
             for file in files:
                 target = Path(to) / file.relative_to(Path(data_dir).expanduser())
-                write_whole(target, lambda tmp, file=file: shutil.copyfile(file, tmp))
+                write_whole(target, partial(shutil.copyfile, file))
             written.append(f"{name}: {len(files)} raw files -> {to}")
             continue
         source = hub.HUB.get(name)
@@ -163,7 +164,7 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
                 target = (
                     Path(to) / "hub" / source.repo / source.layout_dir(config) / f"{hub_split}-00000-of-00001.parquet"
                 )
-                write_whole(target, lambda tmp, dataset=dataset: dataset.to_parquet(str(tmp)))
+                write_whole(target, lambda tmp: dataset.to_parquet(str(tmp)))  # noqa: B023 - called at once
                 written.append(f"{name}: {len(dataset)} rows -> {target}")
     return written
 

@@ -31,16 +31,20 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
 from src.cli import entry, user_error
 from src.common.errors import UserError
+from src.config import plain_dict
 from src.core.prompts import PromptTemplate
 
 from .backends import load_backend
 from .backends.text import chat_text
+
+if TYPE_CHECKING:
+    from .backends.hf.backend import HFBackend
 
 PROMPTS_FILE = "prompts.jsonl"
 BATCH_FILE = "batch_requests.jsonl"
@@ -77,7 +81,7 @@ def plan(cfg: DictConfig):
 
     check_exportable(cfg)
     questions = job_questions(cfg)
-    template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
+    template = PromptTemplate.from_config(plain_dict(cfg.prompt))
     items, left_out = plan_items(cfg, questions, template)
     return items, left_out, template
 
@@ -171,10 +175,10 @@ def batch_requests(
 def hf_weights(cfg: DictConfig, option: str) -> tuple[str, dict[str, Any]]:
     """(local folder or hub id, from_pretrained's extra arguments) of an hf model config's weights: a GGUF's float
     copy (converted once), else the config's path. `option` names the command-line flag that needs them."""
-    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
+    model_cfg = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
     if model_cfg.get("backend") != "hf":
         raise UserError(f"{option}: model {cfg.model.name} is not an hf model config, so its weights are not here")
-    backend = load_backend(model_cfg, chat=True)  # locates the weights; loads nothing yet
+    backend = cast("HFBackend", load_backend(model_cfg, chat=True))  # backend=hf; locates the weights, loads nothing
     from .backends.hf import gguf_cache  # local: loads torch, transformers (slow import)
 
     if backend.gguf_path is not None:

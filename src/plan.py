@@ -18,6 +18,7 @@ answer its question: "enough" says whether the run's own n already reaches n_nee
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
@@ -39,7 +40,7 @@ def benchmark_size(client, run_id: str, n_asked: int) -> int | None:
     import tempfile
 
     from mlflow.exceptions import MlflowException
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
     if client.get_run(run_id).data.params.get("limit") in (None, "null", "None"):
         return n_asked
@@ -47,7 +48,7 @@ def benchmark_size(client, run_id: str, n_asked: int) -> int | None:
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            cfg = OmegaConf.load(client.download_artifacts(run_id, "config.yaml", tmp))
+            cfg = cast(DictConfig, OmegaConf.load(client.download_artifacts(run_id, "config.yaml", tmp)))  # a mapping
             cfg.limit = None
             return len(job_questions(cfg))
         except (MlflowException, OSError, UserError, ValueError, KeyError):

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -169,7 +169,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     """(lines to print, exit code) of re-running `run` here; UserError (exit 2) for a refused or unknown run."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
     from src.job.runner import job_backend, job_questions, run_job  # local: loads hydra, the backends (slow import)
 
@@ -187,7 +187,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
             config = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, "config.yaml", tmp)
         except (MlflowException, OSError):
             raise UserError(f"--run: run {run_id} has no config.yaml artifact; give a run of src.run") from None
-        cfg = OmegaConf.load(config)
+        cfg = cast(DictConfig, OmegaConf.load(config))  # a job's config.yaml: a mapping
         # here, not in the user's store or response cache: the answers must be computed again
         cfg.tracking.uri, cfg.tracking.experiment = f"sqlite:///{tmp}/recheck.db", "recheck"
         cfg.cache.enabled, cfg.resume = False, False

@@ -40,7 +40,8 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
             if "synced_run_id" in run.data.tags or (run.info.status != "FINISHED" and not is_parent):
                 continue
             todo.append((not is_parent, run.info.start_time, exp, run))
-    copied, new_ids = [], {}
+    copied: list[tuple[str, str]] = []
+    new_ids: dict[str, str] = {}  # offline run id -> its uploaded run id
     for _, _, exp, run in sorted(todo, key=lambda t: t[:2]):  # sweep parents first: their jobs point at them
         target_uri = to or run.data.tags.get("offline_target")
         if not target_uri:

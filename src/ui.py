@@ -131,7 +131,9 @@ def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
     """The review view at `url` in headless Chromium (Playwright, one browser closed on return) in a WINDOW-sized
     window, once its table is drawn (with a run's row when the experiment has job runs): a PNG of the window to
     `png`, and `browser.HEADERS_SCRIPT`'s answer (no headers when the page did not draw them in time)."""
-    with browser.open_browser(browser.find_chromium()) as chrome:
+    chromium = browser.find_chromium()
+    assert chromium is not None  # main() refused --screenshot without one (browser_missing)
+    with browser.open_browser(chromium) as chrome:
         page = browser.load_page(
             chrome,
             url,

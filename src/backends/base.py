@@ -87,7 +87,9 @@ class Backend(Protocol):
     """What every backend does. A backend that wraps prompts (a chat template) also has `model_input(prompt)`:
     the text the model is given, or None before its tokenizer is loaded (src/core/records.py `write_prompts`)."""
 
-    identity: str  # everything that changes outputs: path/revision/file hash; part of the response cache key
+    @property
+    def identity(self) -> str:  # read-only here: an attribute or a property (the OpenAI backend asks its server once)
+        """Everything that changes outputs: path/revision/file hash; part of the response cache key."""
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         """`params.n` raw completions per request, in repetition order; each a `Completion` where the backend

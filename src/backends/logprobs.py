@@ -12,7 +12,8 @@ tokens outside the list are one lump of their total mass (an approximation, flag
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .base import LabelScores, SamplingParams
 
@@ -38,7 +39,7 @@ def with_invalid(picked: Sequence[float]) -> tuple[float, ...]:
 
 
 def label_scores_from_top(
-    top: Mapping[Hashable, float], label_keys: Sequence[set], sampling: SamplingParams | None, *, complete: bool = False
+    top: Mapping[Any, float], label_keys: Sequence[set], sampling: SamplingParams | None, *, complete: bool = False
 ) -> tuple[LabelScores, bool]:
     """(LabelScores, exact) from first-token log-probabilities `top` (token -> logprob at temperature 1).
 
@@ -62,7 +63,7 @@ def label_scores_from_top(
         picked = [float(best in keys) for keys in label_keys]
         return LabelScores(norm, mass, answer_dist=(*picked, 1.0 - sum(picked))), True
     cut = sampling.top_k is not None and 0 < sampling.top_k
-    exact = complete or (cut and sampling.top_k <= len(ranked))
+    exact = complete or (sampling.top_k is not None and 0 < sampling.top_k <= len(ranked))  # `cut and top_k <= ...`
     if cut:
         ranked = ranked[: sampling.top_k]
     tail = 0.0 if complete or cut else max(0.0, 1.0 - sum(probs.values()))

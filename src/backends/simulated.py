@@ -64,7 +64,7 @@ class SimulatedBackend:
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         """Rendered answers; never truncated (an answer is a label, a list of labels or one short sentence)."""
-        out = []
+        out: list[list[str]] = []
         for req in requests:
             first = getattr(
                 params, "first_repetition", 0

@@ -159,7 +159,9 @@ class VLLMBackend:
         ]
         outputs = self._run(requests, sampling)
         # finish_reason "length": generation stopped at max_tokens (truncated); "stop": at an end token
-        texts = [[_completion(c) for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs]
+        texts: list[list[str]] = [
+            [_completion(c) for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs
+        ]
         return [t * params.n if greedy else t for t in texts]
 
     def score_labels(

@@ -224,7 +224,7 @@ def continuation_style(name: str, questions: list[Question] | None = None) -> bo
     known for the built-in benchmarks, read from the loaded questions for an lm-eval task."""
     if name in CONTINUATION_BENCHMARKS:
         return True
-    return bool(questions) and questions[0].metadata.get("choices") == "continuation"
+    return bool(questions and questions[0].metadata.get("choices") == "continuation")
 
 
 __all__ = [

@@ -123,7 +123,7 @@ class HubSource:
         if self.config != "{subject}":
             return [self.config]
 
-        return wanted_subjects(options or {}, list(MMLU_SUBJECTS), "mmlu", f"the Hub dataset {self.repo}")
+        return list(wanted_subjects(options or {}, list(MMLU_SUBJECTS), "mmlu", f"the Hub dataset {self.repo}"))
 
     def layout_dir(self, config: str | None) -> str:
         """The folder of a config's parquet files in the repository: the config's name, `data` for the default."""
@@ -131,7 +131,9 @@ class HubSource:
 
     def describe(self, split: str | None = None) -> str:
         """`cais/mmlu (all, test)`."""
-        hub_split = self.splits[split] if split in self.splits else next(iter(self.splits.values()))
+        hub_split = (
+            self.splits[split] if split is not None and split in self.splits else next(iter(self.splits.values()))
+        )
         config = "one config per subject" if self.config == "{subject}" else (self.config or "default")
         return f"{self.repo} ({config}, {hub_split})"
 

@@ -38,7 +38,7 @@ def medqa_question(record: dict, *, qid: str, place: str, split: str) -> Questio
         raise record_error(place, '\'options\' is not an object like {"A": "..."}')
     labels = [str(label) for label in record["options"]]
     answer = answer_from_label(record.get("answer_idx"), labels, place)
-    meta_info = record.get("meta_info")
+    meta_info: Any = record.get("meta_info")  # as the file has it: a str, or absent
     answer_text = record.get("answer")  # cleaned as the options are (it repeats the right one's debris)
     metadata = {
         "labels": tuple(labels),

@@ -86,7 +86,7 @@ def fixed_answer_slot(
     if n < min_questions:
         return None
     counts = answer_slot_counts(questions)
-    slot = max(counts, key=counts.get)
+    slot = max(counts, key=counts.__getitem__)
     observed = counts[slot] / n
     if observed <= share:
         return None

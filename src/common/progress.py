@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
 LINE_EVERY_S = 10.0  # the least time between two plain progress lines (stderr not a terminal)
 
@@ -65,6 +65,14 @@ class _Lines:
         )
 
 
+class _Progress(Protocol):
+    """What a job's progress is to the code that counts: tqdm's bar, `_Lines` or `_Silent`."""
+
+    def update(self, n: int) -> object: ...
+
+    def close(self) -> None: ...
+
+
 class _Silent:
     def update(self, n: int) -> None:
         pass
@@ -73,16 +81,17 @@ class _Silent:
         pass
 
 
-_OPEN: list = []  # the job progress open in this process (at most one counts; the others add to it)
+_OPEN: list[_Progress] = []  # the job progress open in this process (at most one counts; the others add to it)
 
 
 @contextmanager
-def job_progress(total: int, what: str, *, unit: str = "prompt", enabled: bool = True) -> Iterator:
+def job_progress(total: int, what: str, *, unit: str = "prompt", enabled: bool = True) -> Iterator[_Progress]:
     """The progress of a job's `total` prompts: an object with `update(n)`. See the module's docstring."""
     if _OPEN:  # part of a job whose progress is already shown: add to it
         yield _OPEN[-1]
         return
     stream = _stream()
+    shown: _Progress
     if not enabled or _disabled_by_env():
         shown = _Silent()
     elif _is_terminal(stream):
@@ -106,7 +115,7 @@ def step_bar(total: int, what: str, *, unit: str = "prompt", enabled: bool = Tru
 
     stream = _stream()
     # `disable` is passed only to switch the bar off, so that TQDM_DISABLE=1 in the environment still works.
-    off = {"disable": True} if not enabled or not total or not _is_terminal(stream) else {}
+    off: dict[str, Any] = {"disable": True} if not enabled or not total or not _is_terminal(stream) else {}
     return tqdm(total=total, unit=unit, desc=what, dynamic_ncols=True, leave=False, file=stream, **off)
 
 

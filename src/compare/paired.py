@@ -117,8 +117,8 @@ def paired_study(
     delta: float = DEFAULTS["delta"],
     alpha: float = DEFAULTS["alpha"],
     power: float = DEFAULTS["power"],
-    n_resamples: int = DEFAULTS["n_resamples"],
-    seed: int = DEFAULTS["seed"],
+    n_resamples: int = int(DEFAULTS["n_resamples"]),
+    seed: int = int(DEFAULTS["seed"]),
 ) -> PairedStudy:
     """Paired differences and power tables for every condition of `runs` (see the module docstring)."""
     study = PairedStudy()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -46,7 +47,7 @@ LINE_STYLES = ("-", "-.", ":", (0, (3, 1, 1, 1, 1, 1)))  # no plain dashes: they
 def series_style(i: int, *, line: bool = True) -> dict:
     """Colour, marker and line style of the i-th model of a plot: no two of the first 20 look alike, and lines
     that lie on top of each other stay apart by their markers."""
-    style = {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)]}
+    style: dict[str, Any] = {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)]}
     if line:
         style["ls"] = LINE_STYLES[(i + i // len(MARKERS)) % len(LINE_STYLES)]
     return style
@@ -110,7 +111,8 @@ def _series(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
 def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: x = S/T, y = RWS, marker area proportional to acc_mean, one path per model across
     temperatures, quadrant lines at 0.5 with the repetition paper's labels."""
-    plots, notes = [], []
+    plots: list[Plot] = []
+    notes: list[str] = []
     rows_with = repetition_runs(runs)
     if rows_with.empty:
         return plots, ["consistency plot: no run logged `st` (needs repetitions > 1)"]
@@ -215,7 +217,7 @@ def _consistency_path(ax, model: str, defined: pd.DataFrame, style: dict) -> boo
 
 def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: one stacked bar per model x temperature with the four SURE/UNSURE right/wrong shares."""
-    plots = []
+    plots: list[Plot] = []
     rows_with = repetition_runs(runs)
     if rows_with.empty:
         return plots, ["SURE/UNSURE bars: no run logged `st` (needs repetitions > 1)"]
@@ -300,7 +302,7 @@ def bmca_band(row) -> tuple[list[float], list[float], list[float]] | None:
 def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: BMCA(c) against the consistency level c, one line per model (and condition), with the
     Wilson band of each curve where the run logged BMCA(1.0)'s interval (`bmca_band`)."""
-    plots = []
+    plots: list[Plot] = []
     runs = runs[~runs["variants"].isin(ONE_VARIANT_SETS)]  # one variant per question: BMCA(c) = MCQA at every c
     rows_with = _rows_with_any(runs, bmca_levels(runs.columns))
     if rows_with.empty:
@@ -345,7 +347,8 @@ def bmca_curves(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
 
 def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     """Per benchmark: REVAS accuracy (solid) and Acc-H (dashed) against the number of options shown."""
-    plots, notes = [], []
+    plots: list[Plot] = []
+    notes: list[str] = []
     merged = revas_runs(runs)
     rows_with = _rows_with_any(merged, [f"acc@{n}" for n in option_levels(merged.columns)])
     if rows_with.empty:

@@ -25,6 +25,7 @@ from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, HEADLINE_RULE, INVA
 from . import plots, tables
 from .load import Runs, read_prompts, run_label
 from .paired import DEFAULTS, paired_study
+from .plots import Plot
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
 from .summary import BOTTOM_TITLE, TITLE as SUMMARY_TITLE, bottom_lines, decisions, leader_table
@@ -43,7 +44,7 @@ class Section:
     title: str
     intro: str = ""
     tables: list[Table] = field(default_factory=list)
-    plots: list[plots.Plot] = field(default_factory=list)
+    plots: list[Plot] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     paired_lines: list[str] = field(default_factory=list)  # printed by the CLI: one line per paired difference
     lines: list[str] = field(default_factory=list)  # sentences shown as a list under the intro (the bottom line)
@@ -56,7 +57,7 @@ class Section:
         self.notes += built.notes
         return self
 
-    def add_plots(self, made: tuple[list[plots.Plot], list[str]]) -> Section:
+    def add_plots(self, made: tuple[list[Plot], list[str]]) -> Section:
         self.plots += made[0]
         self.notes += made[1]
         return self
@@ -137,9 +138,9 @@ def near_tie_notes(frame: pd.DataFrame) -> list[str]:
     if ranked.empty:
         return []
     runs = "; ".join(
-        f"run {r.run_id[:8]}: {int(r.near_ties)} of {int(r.ranked_decisions)}"
-        for r in ranked.itertuples()
-        if r.near_ties > 0
+        f"run {run_id[:8]}: {int(near)} of {int(decisions)}"
+        for run_id, near, decisions in zip(ranked["run_id"], ranked["near_ties"], ranked["ranked_decisions"])
+        if near > 0
     )
     return [
         f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "
@@ -654,7 +655,7 @@ def _write_files(sections: list[Section], folder: Path, *, header: list[str], ti
 
 
 def log_comparison(
-    out_dir: Path, *, tracking_uri: str, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, str]
+    out_dir: Path, *, tracking_uri: str, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, object]
 ) -> str:
     """A run tagged kind=comparison holding the report folder as artifacts; returns its id."""
     from mlflow.tracking import MlflowClient

@@ -32,7 +32,7 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
     table = runs.table
     if "sure_rule" not in table.columns:
         table["sure_rule"] = "answer"
-    notes = []
+    notes: list[str] = []
     if "st" not in table.columns:
         table["sure_rule"] = rule  # no repetition metrics to recompute
         return notes

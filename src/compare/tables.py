@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -178,6 +178,11 @@ def condition_groups(frame: pd.DataFrame, axes: Sequence[str], exclude: Sequence
             yield benchmark, label, rows[labels == label], keys
 
 
+def number_at(frame: pd.DataFrame, row: Any, column: Any) -> float:
+    """`frame.at[row, column]` of a frame of numbers, typed as one: pandas-stubs gives a cell every scalar type."""
+    return cast(float, frame.at[row, column])
+
+
 def rank_desc(values: pd.Series, digits: int = 3) -> pd.Series:
     """Rank 1 = highest; values equal at the shown precision share the better rank (the paper's '0.75 (1)' twice)."""
     return values.round(digits).rank(ascending=False, method="min")
@@ -234,15 +239,15 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         )
         ranks = pd.DataFrame({model: [math.nan] * len(names) for model in values.columns}, index=names)
         for name, _ in CORA_RANKED:
-            ranks.loc[name] = rank_desc(values.loc[name]).to_numpy()
+            ranks.loc[name] = rank_desc(cast(pd.Series, values.loc[name])).to_numpy()  # a row: names are unique
         ranked = {name for name, _ in CORA_RANKED}
         key = dict(zip(names, metrics))
         shown = {(n, model): judged_cell(rows.loc[model], key[n]) for n in names for model in values.columns}
         text = pd.DataFrame(
             {
                 model: [
-                    f"{shown[n, model]} ({int(ranks.at[n, model])})"
-                    if n in ranked and not math.isnan(values.at[n, model])
+                    f"{shown[n, model]} ({int(number_at(ranks, n, model))})"
+                    if n in ranked and not math.isnan(number_at(values, n, model))
                     else shown[n, model]
                     for n in names
                 ]
@@ -257,18 +262,23 @@ def cora_tables(runs: pd.DataFrame) -> Built:
             share_text(rows.at[model, "invalid_rate"]) if "invalid_rate" in rows.columns else "–"
             for model in values.columns
         ] + ["–"]
-        data = values.stack().rename("value").reset_index().rename(columns={"level_0": "metric", "level_1": "model"})
+        data = (
+            cast(pd.Series, values.stack())  # one level of columns: stacked, a Series
+            .rename("value")
+            .reset_index()
+            .rename(columns={"level_0": "metric", "level_1": "model"})
+        )
         chance_values = {
             "MCQA": column_or_nan(rows, "chance").mean(),
             "MCQA+": column_or_nan(rows, "chance_variants").mean(),
         }
         data["chance"] = [chance_values.get(m, math.nan) for m in data["metric"]]
-        data["rank"] = [ranks.at[m, model] for m, model in zip(data["metric"], data["model"])]
+        data["rank"] = [number_at(ranks, m, model) for m, model in zip(data["metric"], data["model"])]
         logged = [bounds(rows.loc[model], key[m]) for m, model in zip(data["metric"], data["model"])]
         data["lo"] = [b[0] if b else math.nan for b in logged]
         data["hi"] = [b[1] if b else math.nan for b in logged]
         if "run_id" in rows.columns:
-            data["run_id"] = [rows.at[model, "run_id"] for model in data["model"]]
+            data["run_id"] = [cast(str, rows.at[model, "run_id"]) for model in data["model"]]
         data.insert(0, "benchmark", benchmark)
         data.insert(1, "condition", label)
         text.index.name = "metric"
@@ -337,8 +347,8 @@ def _swaps(table: Table, ranks: pd.DataFrame, paired, swaps: list[str], swap_row
     models = list(ranks.index)
     for i, a in enumerate(models):
         for b in models[i + 1 :]:
-            before = np.sign(ranks.at[b, "MCQA"] - ranks.at[a, "MCQA"])
-            after = np.sign(ranks.at[b, "CoRA"] - ranks.at[a, "CoRA"])
+            before = np.sign(number_at(ranks, b, "MCQA") - number_at(ranks, a, "MCQA"))
+            after = np.sign(number_at(ranks, b, "CoRA") - number_at(ranks, a, "CoRA"))
             if not (before and after and before != after):
                 continue
             first, second = (a, b) if before > 0 else (b, a)

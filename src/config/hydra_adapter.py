@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import copy
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins import basic_sweeper as _basic_sweeper_module
+from hydra.core.config_loader import ConfigLoader
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.common import versions
@@ -53,7 +54,7 @@ __all__ = [
 BASIC_SWEEPER = f"{_basic_sweeper_module.__name__}.BasicSweeper"
 
 
-def basic_sweeper() -> type:
+def basic_sweeper() -> type[_basic_sweeper_module.BasicSweeper]:
     """Hydra's `BasicSweeper` class as its module holds it now. Hydra's plugin scan executes the modules of
     `hydra._internal.core_plugins` (and `hydra_plugins`) again, making new classes: a subclass must derive from the
     current one, as the class's own `super(BasicSweeper, self)` names it, so it is looked up when the subclass is
@@ -106,8 +107,8 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
             _CACHE.update(token=self.token, **composed)
 
     @classmethod
-    def wrap(cls, loader: ConfigLoaderImpl) -> GroupCachingConfigLoader:
-        return loader if isinstance(loader, cls) else cls(loader.config_search_path)
+    def wrap(cls, loader: ConfigLoader) -> GroupCachingConfigLoader:
+        return loader if isinstance(loader, cls) else cls(loader.get_search_path())
 
     def _cache(self, master_config: DictConfig) -> dict[str, Any]:
         from hydra.core.object_type import ObjectType
@@ -150,7 +151,7 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
 
         if not all(plain(o) or group_choice(o) for o in parsed):  # `+key=`, `~key`, `hydra.*`, ...: composed whole
             return super().load_sweep_config(master_config, list(sweep_overrides))
-        choice = tuple(o.input_line for o in parsed if not plain(o))
+        choice = tuple(cast(str, o.input_line) for o in parsed if not plain(o))  # the parser sets each input_line
         if choice not in cache["bases"]:
             try:
                 cache["bases"][choice] = super().load_sweep_config(master_config, list(choice))

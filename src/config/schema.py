@@ -28,6 +28,7 @@ from src.benchmarks import CONTINUATION_BENCHMARKS
 from src.common.errors import UserError
 from src.common.paths import expand_path
 from src.common.redact import redact_text
+from src.config import plain_dict
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.core.validity import check_option_style, check_validity
 from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
@@ -123,7 +124,7 @@ class JobConfig:
 
 
 ConfigStore.instance().store(name="job_schema", node=JobConfig)
-NESTED = {f.name: f.default_factory for f in fields(JobConfig) if is_dataclass(f.default_factory)}
+NESTED: dict[str, Any] = {f.name: f.default_factory for f in fields(JobConfig) if is_dataclass(f.default_factory)}
 
 
 def unknown_key(key: str, known: Sequence[str]) -> UserError:
@@ -161,7 +162,7 @@ def check_keys(cfg: DictConfig) -> None:
         known = _known_keys(path, ())
         for key in node:
             if key != "hydra" and key not in known:
-                raise unknown_key(f"{path}.{key}" if path else str(key), known)
+                raise unknown_key(f"{path}.{str(key)}" if path else str(key), known)
 
 
 _KEY_IN_MESSAGE = (
@@ -220,15 +221,14 @@ def _own_hydra(conf_dir: Path) -> Iterator[None]:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    was_initialized = GlobalHydra.instance().is_initialized()
-    if was_initialized:
-        saved = GlobalHydra.instance().hydra
+    saved = GlobalHydra.instance().hydra  # None: not initialised (GlobalHydra.is_initialized)
+    if saved is not None:
         GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             yield
     finally:
-        if was_initialized:
+        if saved is not None:
             GlobalHydra.instance().clear()
             GlobalHydra.instance().initialize(saved)
 
@@ -395,7 +395,6 @@ def check_config(cfg: DictConfig) -> None:
     scoring x variant set. The same function at all three doors: `python -m src.run`'s check before Hydra starts
     (`check_command_line`), the sweep callback's check of every job before a sweep starts, and the job itself
     (`src.job.runner.run_job`); so a config accepted at one door is never refused at another."""
-    from omegaconf import OmegaConf
 
     check_values(cfg)
     check_metrics(cfg)
@@ -405,7 +404,7 @@ def check_config(cfg: DictConfig) -> None:
     if stats is not None and not 0 < stats.level < 1:
         raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
     check_options(cfg.tracking)
-    variants = OmegaConf.to_container(cfg.variants, resolve=True)
+    variants = plain_dict(cfg.variants)
     check_validity(
         scoring=cfg.scoring, variants=variants, temperature=float(cfg.temperature), repetitions=int(cfg.repetitions)
     )

@@ -33,7 +33,7 @@ def composed_jobs(
 ) -> list[tuple[list[str], Any]]:
     """(overrides, composed config without the hydra node, or the exception composing it raised) of each job, as
     `loader` composes them."""
-    out = []
+    out: list[tuple[list[str], Any]] = []
     for job in jobs:
         try:
             out.append((job, without_hydra(loader.load_sweep_config(config, list(job)))))

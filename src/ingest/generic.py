@@ -154,11 +154,9 @@ def _shown(place: str, row: dict, fmt: str) -> tuple[tuple[int, ...], tuple[str,
     )
     if not order or any(v is None for v in order):
         raise UserError(f"{place}: option_order is empty; give the original option index shown in each slot")
-    labels = _list(row.get("labels"), place, "labels")
+    given = _list(row.get("labels"), place, "labels")
     labels = (
-        tuple(str(x) for x in labels)
-        if labels
-        else (TF_LABELS if fmt == "true_false" else tuple(LETTERS[: len(order)]))
+        tuple(str(x) for x in given) if given else (TF_LABELS if fmt == "true_false" else tuple(LETTERS[: len(order)]))
     )
     options = _list(row.get("options"), place, "options")
     texts = tuple(str(x) for x in options) if options else ("",) * len(order)

@@ -74,8 +74,11 @@ def log_ingested(
     info = ingested.run_info
     base_tags = {"kind": "job", "source": "ingest", "config_hash": runs.config_hash(dict(params))}
     name = run_name or f"{info['model']}-{info['benchmark']}-{info['variant_set']}-T{float(info['temperature'])}-ingest"
-    own_dir = tempfile.TemporaryDirectory(prefix="ingest-") if out_dir is None else None
-    folder = Path(own_dir.name if own_dir else out_dir)
+    own_dir = None
+    if out_dir is None:
+        own_dir = tempfile.TemporaryDirectory(prefix="ingest-")
+        out_dir = own_dir.name
+    folder = Path(out_dir)
     try:
         with mlflow.start_run(experiment_id=exp_id, tags=base_tags, run_name=name) as run:
             start = time.perf_counter()

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.answering.cache import GuardedCache, open_cache
 from src.backends import load_backend
-from src.backends.base import SamplingParams
+from src.backends.base import Backend, SamplingParams
 from src.benchmarks import (
     continuation_style,
     describe_answer_slots,
@@ -79,7 +79,7 @@ class JobResult:
         return json.dumps({"run_id": self.run_id, **shown})
 
 
-_LOADED: dict[str, object] = {}  # the last backend built in this process, by its config
+_LOADED: dict[str, Backend] = {}  # the last backend built in this process, by its config
 
 
 def reuse_backend(model_cfg: dict, *, chat: bool):
@@ -177,7 +177,8 @@ def plan_items(cfg: DictConfig, questions, template, backend=None):
             "misleading replacement: %d of the source run's questions were answered wrong",
             len(variant_cfg["source_answers"]),
         )
-    items, left_out = [], {}
+    items: list[Item] = []
+    left_out: dict[str, list[str]] = {}  # exclusion reason -> the ids of the questions it left out
     for q in questions:
         plan = plan_variants(variant_cfg, q, seed=seed, option_refs=option_refs)
         for reason, count in plan.excluded.items():

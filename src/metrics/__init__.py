@@ -209,6 +209,7 @@ def compute_metrics(
 __all__ = [
     "BMCA_LEVELS",
     "INVALID",
+    "ORIGINAL",
     "METRIC_FAMILIES",
     "T",
     "answer_fluctuation",

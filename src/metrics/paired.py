@@ -36,7 +36,7 @@ as many, two models compared on the same questions need the paired figure.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -61,7 +61,7 @@ class PairedDifference:
     sd: float | None
 
 
-def question_mismatch(ids_a: Sequence[str], ids_b: Sequence[str]) -> str | None:
+def question_mismatch(ids_a: Iterable[str], ids_b: Iterable[str]) -> str | None:
     """None when both runs asked the same question ids, else what differs, for an error message.
 
     >>> question_mismatch(["q1", "q2"], ["q2", "q1"]) is None

@@ -18,7 +18,7 @@ import logging
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -27,13 +27,16 @@ from src.backends import load_backend
 from src.benchmarks import load_benchmark
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
-from src.config import hydra_adapter
+from src.config import hydra_adapter, plain_dict
 from src.config.schema import check_config
 from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
 from src.sweep import state as sweep_state
 from src.tracking import offline as tracking_offline, runs, store
 from src.tracking.closing import look_commands
 from src.tracking.runs import JOB_INDEPENDENT_KEYS
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -81,7 +84,7 @@ def sweep_hash(config: DictConfig) -> str:
         key = override.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
         return key not in ("hydra", *JOB_INDEPENDENT_KEYS)
 
-    kept = [k for k in config if k not in ("hydra", *JOB_INDEPENDENT_KEYS)]
+    kept = [str(k) for k in config if k not in ("hydra", *JOB_INDEPENDENT_KEYS)]  # the top-level keys
     body = OmegaConf.to_container(OmegaConf.masked_copy(config, kept), resolve=False)
     params = config.hydra.sweeper.get("params")
     axes = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
@@ -95,8 +98,8 @@ def missing_resources(composed: list) -> list[str]:
     needs: dict[str, tuple[Any, list[int]]] = {}
     for num, (_job, cfg) in enumerate(composed):
         try:
-            model = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
-            bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
+            model = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
+            bench = plain_dict(cfg.benchmark)
         except Exception:  # refused_jobs names what is wrong with this job's config
             continue
         for key, need in (
@@ -195,7 +198,7 @@ def report_lost_job(
 class MlflowSweepCallback(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.client = None
+        self.client: MlflowClient | None = None  # the parent run's store, from `_open_parent` on
         self.parent_id: str | None = None
         self.parent_uri: str | None = None
         self.experiment_id: str | None = None
@@ -207,17 +210,16 @@ class MlflowSweepCallback(Callback):
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
-        self.loader = (
-            None  # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
-        )
+        # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
+        self.loader: GroupCachingConfigLoader | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
         running = sweep_state.current()  # the entry point's (run.py and the sweeper read it)
         running.callback, running.exit_code = self, 0
-        self.loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
-        composed = composed_jobs(config, sweep_jobs(config), self.loader)
+        self.loader = loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
+        composed = composed_jobs(config, sweep_jobs(config), loader)
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
         refused = refused_jobs(composed)
         if refused:  # before any job runs or any parent run is made
@@ -262,11 +264,13 @@ class MlflowSweepCallback(Callback):
         or make one; record its ids in `<sweep dir>/sweep.json` for the jobs."""
         from mlflow.tracking import MlflowClient
 
-        self.tracking_cfg = OmegaConf.to_container(config.tracking, resolve=True)
+        self.tracking_cfg = plain_dict(config.tracking)
         store.check_options(self.tracking_cfg)
         store.apply_retry_budget(self.tracking_cfg.get("retry_budget_s", 20.0))
         offline_dir = self.tracking_cfg.get("offline_dir") or "mlruns/offline"
-        info = read_sweep_info(self.sweep_dir)
+        sweep_dir = self.sweep_dir
+        assert sweep_dir is not None  # on_multirun_start sets it before opening the parent
+        info = read_sweep_info(sweep_dir)
         digest = sweep_hash(config)
         uri = store.job_tracking_uri(self.tracking_cfg)
         try:
@@ -283,16 +287,17 @@ class MlflowSweepCallback(Callback):
             uri = f"sqlite:///{offline_dir}/mlflow.db"
         store.open_store(uri)
         tracking_offline.apply_pending_closes(offline_dir, uri)  # runs an earlier outage left open on this server
-        self.client, self.parent_uri = MlflowClient(tracking_uri=uri), uri
-        exp_id = store.with_retries(lambda: store.experiment_id(self.client, config.tracking.experiment, uri))
+        client = MlflowClient(tracking_uri=uri)
+        self.client, self.parent_uri = client, uri
+        exp_id = store.with_retries(lambda: store.experiment_id(client, config.tracking.experiment, uri))
         self.experiment_id = exp_id
         parent = None
 
         if info.get("parent_run_id") and info.get("parent_uri", redact_text(uri)) == redact_text(uri):  # same folder
-            parent = store.with_retries(lambda: self.client.get_run(info["parent_run_id"]))
+            parent = store.with_retries(lambda: client.get_run(info["parent_run_id"]))
         earlier = store.with_retries(
             lambda: store.search_all(
-                self.client,
+                client,
                 [exp_id],
                 f"tags.kind = 'sweep' and tags.sweep_hash = '{digest}'",
                 order_by=["attributes.start_time DESC"],
@@ -303,19 +308,19 @@ class MlflowSweepCallback(Callback):
         for old in earlier:  # any other parent of this sweep left open (a killed process) is closed
             if old.info.status == "RUNNING" and (parent is None or old.info.run_id != parent.info.run_id):
                 # B023, a closure over a loop variable: called at once, inside the loop
-                store.with_retries(lambda: self.client.set_tag(old.info.run_id, "interrupted", "true"))  # noqa: B023
+                store.with_retries(lambda: client.set_tag(old.info.run_id, "interrupted", "true"))  # noqa: B023
                 # B023, a closure over a loop variable: called at once, inside the loop
-                store.with_retries(lambda: self.client.set_terminated(old.info.run_id, "KILLED"))  # noqa: B023
+                store.with_retries(lambda: client.set_terminated(old.info.run_id, "KILLED"))  # noqa: B023
         if parent is not None:
             self.parent_id, self.sweep_id = parent.info.run_id, parent.data.tags.get("sweep_id") or info.get("sweep_id")
             resumed = int(parent.data.tags.get("resumed", "0")) + 1
-            store.with_retries(lambda: self.client.set_tag(self.parent_id, "resumed", str(resumed)))
-            store.with_retries(lambda: self.client.update_run(self.parent_id, status="RUNNING"))
+            store.with_retries(lambda: client.set_tag(parent.info.run_id, "resumed", str(resumed)))
+            store.with_retries(lambda: client.update_run(parent.info.run_id, status="RUNNING"))
             log.info("sweep %s resumes in parent run %s", self.sweep_id, self.parent_id)
         else:
             self.sweep_id = uuid.uuid4().hex[:12]
             self._create_parent(config, exp_id, digest)
-        (self.sweep_dir / SWEEP_FILE).write_text(
+        (sweep_dir / SWEEP_FILE).write_text(
             json.dumps(
                 {
                     "sweep_id": self.sweep_id,
@@ -329,6 +334,8 @@ class MlflowSweepCallback(Callback):
         )
 
     def _create_parent(self, config: DictConfig, exp_id: str, digest: str) -> None:
+        client = self.client
+        assert client is not None  # _open_parent made it
         overrides = list(config.hydra.overrides.task)
         params = config.hydra.sweeper.get("params")
         sweep_params = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
@@ -336,14 +343,12 @@ class MlflowSweepCallback(Callback):
         if self.parent_uri != config.tracking.uri:
             tags["offline_target"] = redact_text(config.tracking.uri)  # where `python -m src.sync` uploads it
         run = store.with_retries(
-            lambda: self.client.create_run(
-                exp_id, run_name=f"sweep-{config.tracking.experiment}-{self.sweep_id}", tags=tags
-            )
+            lambda: client.create_run(exp_id, run_name=f"sweep-{config.tracking.experiment}-{self.sweep_id}", tags=tags)
         )
-        self.parent_id = run.info.run_id
+        self.parent_id = parent_id = run.info.run_id
         store.with_retries(
-            lambda: self.client.log_dict(
-                self.parent_id,
+            lambda: client.log_dict(
+                parent_id,
                 redact(
                     {
                         "overrides": overrides,
@@ -354,9 +359,7 @@ class MlflowSweepCallback(Callback):
                 "sweep.json",
             )
         )
-        store.with_retries(
-            lambda: self.client.log_param(self.parent_id, "overrides", redact(" ".join(overrides))[:6000])
-        )
+        store.with_retries(lambda: client.log_param(parent_id, "overrides", redact(" ".join(overrides))[:6000]))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self.finish(interrupted=False)
@@ -404,19 +407,22 @@ class MlflowSweepCallback(Callback):
 
     def _close_parent(self, status: str) -> str:
         """The parent's terminal status, or where it was noted when its server is down."""
+        client, uri, parent_id, experiment_id = self.client, self.parent_uri, self.parent_id, self.experiment_id
+        # all set with the parent run, which finish() closes only when there is one
+        assert client is not None and uri is not None and parent_id is not None and experiment_id is not None
         try:
-            store.check_tracking(self.parent_uri)
+            store.check_tracking(uri)
             # a job whose process was killed outright (SIGKILL, out of memory, its node lost) could not end its run
             store.with_retries(
                 lambda: runs.mark_dead_runs(
-                    self.client, self.experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"
+                    client, experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"
                 )
             )
-            store.with_retries(lambda: self.client.set_terminated(self.parent_id, status))
+            store.with_retries(lambda: client.set_terminated(parent_id, status))
             return status
         except Exception as err:
             if not (isinstance(err, UserError) or store.is_outage(err)):
                 raise
             offline_dir = self.tracking_cfg.get("offline_dir") or "mlruns/offline"
-            tracking_offline.note_pending_close(offline_dir, self.parent_uri, self.parent_id, status)
+            tracking_offline.note_pending_close(offline_dir, uri, parent_id, status)
             return f"not marked {status}: its server is down (python -m src.sync --offline-dir {offline_dir} marks it)"

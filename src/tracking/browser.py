@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from src.tracking.names import SERVER_ENV
 
@@ -151,7 +152,7 @@ class Page:
     null) and whether the page got ready in time."""
 
     dom: str
-    found: object = None
+    found: Any = None  # parsed JSON
     ready: bool = True
 
 

@@ -311,8 +311,8 @@ def questions_dataset(questions, *, name: str):
     """The questions a run asked as an MLflow dataset (the runs table's Dataset column): one row per question (the
     options as JSON, the right option's text as target), named after the benchmark; its digest changes with the
     questions."""
-    import mlflow.data
     import pandas as pd
+    from mlflow.data.pandas_dataset import from_pandas  # = mlflow.data.from_pandas, set at run time
 
     frame = pd.DataFrame(
         [
@@ -330,4 +330,4 @@ def questions_dataset(questions, *, name: str):
     from mlflow.tracking.context import registry as context_registry
 
     source = CodeDatasetSource(tags=context_registry.resolve_tags())  # as MLflow's own
-    return mlflow.data.from_pandas(frame, name=name, targets="answer", source=source)
+    return from_pandas(frame, name=name, targets="answer", source=source)

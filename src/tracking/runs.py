@@ -103,7 +103,7 @@ def identity_fields(identity: str) -> dict[str, str]:
     'True'
     """
     first, *rest = identity.split("|")
-    return {"backend": first, **dict(part.split("=", 1) if "=" in part else (part, "") for part in rest)}
+    return {"backend": first, **{key: value for key, _, value in (part.partition("=") for part in rest)}}
 
 
 def weights_fields(identity: str) -> dict[str, str]:
@@ -319,18 +319,18 @@ class JobTracker:
         """A new run for the job; it ends FINISHED, FAILED (an error) or KILLED (Ctrl-C, SIGTERM)."""
         self._run_name, self._run_tags = run_name, dict(tags or {})
         try:
-            self._create(run_name, self._run_tags)
+            run_id = self._create(run_name, self._run_tags)
         except store.TrackingDown as err:
             self._lost_create(since=time.time() - 60)
             if not self._can_fall_back():
                 raise
             self._fall_back(err)
-            self._create(run_name, self._run_tags)
+            run_id = self._create(run_name, self._run_tags)
         beating = threading.Event()
-        heart = threading.Thread(target=self._beat, args=(self.client, self.run_id, beating), daemon=True)
+        heart = threading.Thread(target=self._beat, args=(self.client, run_id, beating), daemon=True)
         heart.start()
         try:
-            yield self.run_id
+            yield run_id
         except KeyboardInterrupt:
             beating.set()
             self._close("KILLED", interrupted="true")
@@ -367,13 +367,15 @@ class JobTracker:
 
     def _close(self, status: str, **tags: str) -> None:
         last_run["status"] = status
+        run_id = self.run_id
+        assert run_id is not None  # run() made the run it closes
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
-                self._call(lambda key=key, value=value: self.client.set_tag(self.run_id, key, value))
-            self._call(lambda: self.client.set_terminated(self.run_id, status))
+                self._call(lambda key=key, value=value: self.client.set_tag(run_id, key, value))
+            self._call(lambda: self.client.set_terminated(run_id, status))
         except UserError as err:
-            offline.note_pending_close(self.offline_dir, self.uri, self.run_id, status, **tags)
+            offline.note_pending_close(self.offline_dir, self.uri, run_id, status, search=None, **tags)
             print(
                 f"warning: run {self.run_id} could not be marked {status} ({store.short(err, 100)}); "
                 f"python -m src.sync --offline-dir {self.offline_dir} marks it once the server is back",
@@ -399,6 +401,7 @@ class JobTracker:
             self._log(params, view[0], tags, artifacts_dir, dataset)
         except store.TrackingDown as err:
             lost = self.run_id
+            assert lost is not None  # run() made it before the job logs
             if not self._can_fall_back():
                 last_run["status"] = "FAILED"
                 offline.note_pending_close(self.offline_dir, self.uri, lost, "FAILED", error="tracking server outage")
@@ -419,11 +422,13 @@ class JobTracker:
         from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
-        doing = f"while logging run {self.run_id}"
+        run_id = self.run_id
+        assert run_id is not None  # run() made it before the job logs
+        doing = f"while logging run {run_id}"
         now = int(time.time() * 1000)
         self._call(
             lambda: self.client.log_batch(
-                self.run_id,
+                run_id,
                 metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                 params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
                 tags=[RunTag(k, str(v)) for k, v in tags.items()],
@@ -433,9 +438,9 @@ class JobTracker:
         if dataset is not None:  # the runs table's Dataset column: the benchmark, and a digest of its questions
             entity = Dataset(**dataset.to_dict())  # the dataset's public description, as MLflow's log_input sends it
             asked = DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])
-            self._call(lambda: self.client.log_inputs(self.run_id, [asked]), doing=doing)
+            self._call(lambda: self.client.log_inputs(run_id, [asked]), doing=doing)
         self._call(lambda: self._share_review_view(metrics), doing=doing)
-        self._call(lambda: self.client.log_artifacts(self.run_id, str(artifacts_dir)), doing=doing)
+        self._call(lambda: self.client.log_artifacts(run_id, str(artifacts_dir)), doing=doing)
 
     def _share_review_view(self, metrics: Mapping[str, float]) -> None:
         """Add this run's headline metrics to the experiment's review view (`review_link`)."""

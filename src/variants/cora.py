@@ -80,10 +80,10 @@ def cora_variants(
                 reason = OPTION_REFS  # nothing left to shuffle
             else:
                 moved = shuffled(tuple(order[s] for s in free), rng_for(seed, question.id, purpose))
-                order = list(order)
+                slots = list(order)
                 for slot, value in zip(free, moved):
-                    order[slot] = value
-                order = tuple(order)
+                    slots[slot] = value
+                order = tuple(slots)
         if reason is not None:
             rules.skip(reason)
             return None

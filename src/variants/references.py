@@ -237,7 +237,7 @@ def _named_in_stem(stem: str, tokens: tuple[str, ...]) -> bool:
     return all(tok.isupper() and re.search(rf"(?<![\w(]){tok}(?![\w)])", stem) for tok in tokens)
 
 
-def _enumerated_in_stem(stem: str, tokens: list[str]) -> bool:
+def _enumerated_in_stem(stem: str, tokens: tuple[str, ...]) -> bool:
     """The question text lists every one of these labels as an item marker ("a) ...", "(1) ...", "2. ...")."""
 
     def listed(tok: str) -> bool:

@@ -421,6 +421,7 @@ def revas_misleading(
     texts = tuple(filler if i == chosen else text for i, text in enumerate(question.options))
     reason = None if rules is None else rules.check(order, kind="misleading_replaced", answer_value=question.answer)
     if reason is not None:  # e.g. the replaced option is one "All of the above" or "Both A and B" speaks of
+        assert rules is not None  # a reason comes only from rules.check
         rules.skip(reason)
         return []
     return [

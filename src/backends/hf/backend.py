@@ -242,6 +242,12 @@ class HFBackend:
             self.pack_tokens = tokens_for_memory(self.model.config, dtype, self.memory_gb, self.model)
         self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
+    def _loaded(self) -> LoadedModel:
+        """The loaded model's forward passes (`load()` makes them)."""
+        if self.lm is None:
+            raise RuntimeError(f"model {self.name} is not loaded: call load() first")
+        return self.lm
+
     # -- the Backend interface -----------------------------------------------------------------
 
     @torch.inference_mode()
@@ -274,7 +280,8 @@ class HFBackend:
                     f"tell them apart; use scoring=generate, letter labels (prompt.label_style=A.) or "
                     f"at most 9 numbered options"
                 )
-            spellings = [self._label_spellings(requests[i].labels) for i in spelled]
+            # each of `spelled` has spellings (so it was chosen): the filter drops none, it narrows the type
+            spellings = [s for i in spelled if (s := self._label_spellings(requests[i].labels)) is not None]
             conts = [[list(seq) for label_seqs in sp for seq in label_seqs] for sp in spellings]
             logliks = self._continuation_logliks([encoded[i] for i in spelled], conts, "score_labels")
             for i, sp, ll in zip(spelled, spellings, logliks):
@@ -285,7 +292,7 @@ class HFBackend:
                 for row, k in enumerate(batch):
                     labels = requests[rest[k]].labels
                     results[rest[k]] = label_scores(logits[row], self._label_token_ids(labels), sampling)
-        return results  # type: ignore[return-value]
+        return results  # type: ignore[return-value]  # every request is scored above
 
     @torch.inference_mode()
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
@@ -300,7 +307,7 @@ class HFBackend:
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
         self.prompts_answered += len(requests)
         return generate(
-            self.lm,
+            self._loaded(),
             self.tokenizer,
             encoded,
             [r.seed for r in requests],
@@ -358,8 +365,8 @@ class HFBackend:
 
     def _last_logits(self, encoded: list[list[int]], what: str) -> Iterator[tuple[list[int], torch.Tensor]]:
         if self._use_packing(encoded):
-            return packed_last_logits(self.lm, encoded, self.pack_tokens, what)
-        return padded_last_logits(self.lm, encoded, self.batch_size, what)
+            return packed_last_logits(self._loaded(), encoded, self.pack_tokens, what)
+        return padded_last_logits(self._loaded(), encoded, self.batch_size, what)
 
     def _continuation_logliks(
         self, contexts: list[list[int]], continuations: list[list[list[int]]], what: str
@@ -368,8 +375,8 @@ class HFBackend:
         prefix trees when sharing is on (a context's tokens, and a question's text shared by its variants, are
         fed once for all continuations), else padded batches that encode each context once."""
         if self._use_packing(contexts):
-            return packed_continuation_logliks(self.lm, contexts, continuations, self.pack_tokens, what)
-        return padded_continuation_logliks(self.lm, contexts, continuations, self.batch_size, what)
+            return packed_continuation_logliks(self._loaded(), contexts, continuations, self.pack_tokens, what)
+        return padded_continuation_logliks(self._loaded(), contexts, continuations, self.batch_size, what)
 
     def _use_packing(self, encoded: list[list[int]]) -> bool:
         """Prefix-tree packing when configured and the model honours a custom 4D attention mask. The first use
@@ -385,7 +392,7 @@ class HFBackend:
             try:
                 packed = {
                     i: row
-                    for batch, logits in packed_last_logits(self.lm, probe, self.pack_tokens, "check")
+                    for batch, logits in packed_last_logits(self._loaded(), probe, self.pack_tokens, "check")
                     for i, row in zip(batch, torch.softmax(logits.float(), -1))
                 }
             except (RuntimeError, TypeError, ValueError, IndexError) as err:
@@ -394,7 +401,7 @@ class HFBackend:
                 return self._no_packing(f"a packed pass failed ({str(err).splitlines()[0][:200]})")
             padded = {
                 i: row
-                for batch, logits in padded_last_logits(self.lm, probe, self.batch_size, "check")
+                for batch, logits in padded_last_logits(self._loaded(), probe, self.batch_size, "check")
                 for i, row in zip(batch, torch.softmax(logits.float(), -1))
             }
             gap = max(float((packed[i] - padded[i]).abs().max()) for i in padded)

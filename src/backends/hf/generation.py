@@ -104,7 +104,7 @@ def generate_padded(
         for b, i in enumerate(batch):
             mine = texts[b * rows_per_prompt : (b + 1) * rows_per_prompt]
             results[i] = mine * params.n if greedy else mine
-    return results  # type: ignore[return-value]
+    return results  # type: ignore[return-value]  # every prompt's slot is filled above
 
 
 def generate_shared(
@@ -137,9 +137,11 @@ def generate_shared(
         max_units=1,
     ):
         for k, i in enumerate(packs[0].members):
-            mine = [decode(tokenizer, eos, row) for row in rows[k * rows_per_prompt : (k + 1) * rows_per_prompt]]
+            mine: list[str] = [
+                decode(tokenizer, eos, row) for row in rows[k * rows_per_prompt : (k + 1) * rows_per_prompt]
+            ]
             results[i] = mine * params.n if greedy else mine
-    return results  # type: ignore[return-value]
+    return results  # type: ignore[return-value]  # every prompt's slot is filled above
 
 
 def decode_pack(

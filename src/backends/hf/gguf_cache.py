@@ -85,7 +85,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
     # save_pretrained refuses a quantizer-loaded model; the weights are already plain float32 tensors.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # typed by nn.Module.__getattr__; transformers takes None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(out_dir, safe_serialization=True)

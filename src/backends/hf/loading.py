@@ -94,6 +94,7 @@ def load_pretrained(
     """(tokenizer, model in eval mode) from the weights `locate_weights` found. The libraries' own loading bars
     show in a terminal only (src/common/progress.py)."""
     with library_bars():
+        source: str | Path
         if gguf_path is not None:
             source, extra = gguf_cache.ensure_float_copy(gguf_path), {}
         else:

@@ -112,9 +112,9 @@ def packs_forward(
     as rows of a batch: right-padded to the longest, each row with its own tree mask (a padding node sees only
     itself, and nothing sees it)."""
     dtype = lm.model.get_input_embeddings().weight.dtype
-    keeps = [pack.last if keep is None else list(keep) for pack, keep in zip(packs, keeps)]
+    node_lists = [pack.last if keep is None else list(keep) for pack, keep in zip(packs, keeps)]
     if len(packs) == 1:  # one sequence: the nodes asked for, in their order
-        pack, keep = packs[0], keeps[0]
+        pack, keep = packs[0], node_lists[0]
         ids = torch.tensor([pack.tokens], dtype=torch.long, device=lm.device)
         positions = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
         index = torch.tensor(keep, dtype=torch.long, device=lm.device)
@@ -129,10 +129,10 @@ def packs_forward(
         positions[row, :n] = torch.tensor(pack.positions, dtype=torch.long)
         sees[row, :n, :n] = tree_sees(pack.parents)
     mask = torch.zeros((len(packs), 1, width, width), dtype=dtype).masked_fill_(~sees[:, None], torch.finfo(dtype).min)
-    rows = torch.tensor([row for row, keep in enumerate(keeps) for _ in keep], dtype=torch.long, device=lm.device)
-    nodes = torch.tensor([node for keep in keeps for node in keep], dtype=torch.long, device=lm.device)
+    rows = torch.tensor([row for row, keep in enumerate(node_lists) for _ in keep], dtype=torch.long, device=lm.device)
+    nodes = torch.tensor([node for keep in node_lists for node in keep], dtype=torch.long, device=lm.device)
     logits = lm.forward_at(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), rows, nodes)
-    return list(logits.split([len(keep) for keep in keeps]))
+    return list(logits.split([len(keep) for keep in node_lists]))
 
 
 def repacked(

@@ -112,7 +112,7 @@ def packed_continuation_logliks(
         if not scored:
             return []
         logits = packs_forward(lm, [packs[k] for k in scored], [laid_out[k][0] for k in scored])
-        picked = []
+        picked: list[tuple[int, float]] = []  # (member, log-probability)
         for k, rows in zip(scored, logits):
             targets = laid_out[k][1]
             logprobs = torch.log_softmax(rows.float(), dim=-1)
