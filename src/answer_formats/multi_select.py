@@ -151,7 +151,8 @@ def _label_set(
     lines = [line for line in text.splitlines() if line.strip()]
     alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
     listed = [re.match(r"^\s*[\(\[\*]*(" + alternatives + r")[\.\)\]:]\s", line) for line in lines[:2]]
-    if len(lines) > 1 and all(listed) and listed[0].group(1) != listed[1].group(1):
+    one, two = (listed + [None, None])[:2]
+    if len(lines) > 1 and one is not None and two is not None and one.group(1) != two.group(1):
         return None, "invalid_option_list", None  # "A. Paris\nB. Lyon": the options copied out
     boxed = re.search(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}", text)
     if boxed:

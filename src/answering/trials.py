@@ -181,7 +181,7 @@ def _logprob_chunk(
             else backend.score_labels(asked)
         )
         fresh = {
-            keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist)] if sampled else [])
+            keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist or ())] if sampled else [])
             for i, sc in zip(todo, scored)
         }
         found.update(fresh)
@@ -325,16 +325,25 @@ def answer_items(
         [i for i, it in enumerate(items) if FORMATS[it.variant.fmt].generated_only] if scoring != "generate" else []
     )
     if generated:  # a set of labels can only be written out: such items are generated under any scoring
-        kwargs = dict(
-            params=params, cloze_normalise=cloze_normalise, cache=cache, chunk_size=chunk_size, progress=progress
-        )
         picked = set(generated)
         rest = [i for i in range(len(items)) if i not in picked]
-        with job_progress(len(items), scoring, enabled=progress):  # both parts count on the job's one bar
-            found = dict(zip(rest, answer_items(backend, [items[i] for i in rest], scoring=scoring, **kwargs)))
-            found.update(
-                zip(generated, answer_items(backend, [items[i] for i in generated], scoring="generate", **kwargs))
+
+        def part(indices: list[int], mode: str) -> list[list[Answer]]:
+            chosen = [items[i] for i in indices]
+            return answer_items(
+                backend,
+                chosen,
+                scoring=mode,
+                params=params,
+                cloze_normalise=cloze_normalise,
+                cache=cache,
+                chunk_size=chunk_size,
+                progress=progress,
             )
+
+        with job_progress(len(items), scoring, enabled=progress):  # both parts count on the job's one bar
+            found = dict(zip(rest, part(rest, scoring)))
+            found.update(zip(generated, part(generated, "generate")))
         return [found[i] for i in range(len(items))]
     answers: list[list[Answer]] = []
     with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)

@@ -35,6 +35,7 @@ from src.benchmarks import (
 )
 from src.common.errors import UserError
 from src.common.redact import redact
+from src.config import plain_dict
 from src.config.schema import benchmark_label, check_config
 from src.core.fewshot import pick_fewshot
 from src.core.prompts import PromptTemplate
@@ -110,7 +111,7 @@ def job_backend(cfg: DictConfig):
     identity with a logged run's."""
     from src.answering.trials import CLOZE_MODES  # local: loads pandas (slow import)
 
-    model_cfg = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "scoring"}
+    model_cfg = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
     # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them. With
     # prompt=lm_eval the chat turns are lm-eval's own, built into the text by its code (`plan_items`): none added.
     lm_evals_chat = cfg.prompt.get("name") == "lm_eval" and cfg.benchmark.name == "lm_eval"
@@ -121,7 +122,7 @@ def job_backend(cfg: DictConfig):
 def job_questions(cfg: DictConfig):
     """The questions a job of `cfg` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
     identity with a logged run's."""
-    bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
+    bench = plain_dict(cfg.benchmark)
     return load_benchmark(
         bench.pop("name"),
         path=bench.pop("path", None),
@@ -148,11 +149,7 @@ def plan_items(cfg: DictConfig, questions, template, backend=None):
     # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
     seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
     bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
-    bench_options = {
-        k: v
-        for k, v in OmegaConf.to_container(cfg.benchmark, resolve=True).items()
-        if k not in ("name", "path", "split")
-    }
+    bench_options = {k: v for k, v in plain_dict(cfg.benchmark).items() if k not in ("name", "path", "split")}
     pool = lru_cache(maxsize=None)(
         lambda subject: tuple(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=bench_options))
     )
@@ -161,7 +158,7 @@ def plan_items(cfg: DictConfig, questions, template, backend=None):
         questions = lm_eval_contexts(questions, k=fewshot, options=bench_options, scoring=scoring, chat_template=chat)
         fewshot = 0
     evaluated = {q.id for q in questions}
-    variant_cfg = OmegaConf.to_container(cfg.variants, resolve=True)
+    variant_cfg = plain_dict(cfg.variants)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
         # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
         from src.core.records import read_run_records  # local: loads pandas (slow import)
@@ -215,7 +212,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
     check_config(cfg)
-    resolved = OmegaConf.to_container(cfg, resolve=True)  # the whole config as plain values, resolved once
+    resolved = plain_dict(cfg)  # the whole config as plain values, resolved once
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
     tracker = runs.JobTracker(cfg.tracking, job_hash=runs.config_hash(hashed_config(resolved)), sweep=sweep)
     questions = job_questions(cfg)
@@ -243,7 +240,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         tags = {**identities, **content_tags(backend, resolved)}
         ties = log_job(cfg, tracker, backend, questions, template, items, records, metrics, tags, out_dir, resolved)
     return JobResult(
-        run_id=tracker.run_id,
+        run_id=run_id,
         metrics=metrics,
         out_dir=Path(out_dir),
         headline=headline_metrics(metrics, records),
@@ -355,11 +352,11 @@ def plan_job(cfg: DictConfig, questions, backend=None):
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     # an lm-eval task's option style is known once its documents are read: refused here, before any compute
     check_option_style(
-        variants=OmegaConf.to_container(cfg.variants, resolve=True),
+        variants=plain_dict(cfg.variants),
         benchmark=benchmark_label(cfg.benchmark),
         continuation=continuation_style(str(cfg.benchmark.name), questions),
     )
-    template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
+    template = PromptTemplate.from_config(plain_dict(cfg.prompt))
     items, left_out = plan_items(cfg, questions, template, backend)
     log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
     for reason, ids in sorted(left_out.items()):
