@@ -147,8 +147,7 @@ def repetition_statistics(
         }
     )
     per_repetition = trials.groupby(["question_id", "repetition"])["correct"].agg(["sum", "count"])
-    # mypy arg-type: pandas-stubs: int or str only; pandas takes a float
-    hits = per_repetition["sum"].unstack(fill_value=0.0)  # type: ignore[arg-type]
+    hits = per_repetition["sum"].unstack(fill_value=0.0)  # type: ignore[arg-type]  # stubs: int or str; takes a float
     counts = per_repetition["count"].unstack(fill_value=0).astype(float)
     out["acc_mean"] = PerQuestion(tuple((hits[r], counts[r]) for r in hits.columns), _mean_over_repetitions)
     return out
