@@ -168,10 +168,16 @@ TARGETS = (
         "budget",
         "src/backends/hf/budget.py",
         None,
-        ("tests/test_batch_tokens.py", "tests/test_generation_sharing.py", "tests/test_architectures.py"),
+        (
+            "tests/test_batch_tokens.py",
+            "tests/test_generation_sharing.py",
+            "tests/test_architectures.py",
+            "tests/test_memory_budget.py",
+        ),
         keyword="test_batch_tokens or memory or test_architectures",
     ),  # the memory estimates per token are checked in test_generation_sharing.py; every architecture's fields in
-    # test_architectures.py (issue 52)
+    # test_architectures.py (issue 52); the fallbacks, the GiB's tokens and the freed failed pass in
+    # test_memory_budget.py (run 12)
     Target(
         "packing",
         "src/backends/hf/packing.py",
