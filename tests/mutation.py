@@ -200,8 +200,9 @@ TARGETS = (
             "tests/test_offline_mode.py",
             "tests/test_reliability.py",
             "tests/test_store_retries.py",
+            "tests/test_store_settings.py",
         ),
-    ),
+    ),  # test_store_settings.py: the offline folder's default, the file-store check, the retry budget's bounds
     Target(
         "store",
         "src/tracking/mlflow_adapter.py",
