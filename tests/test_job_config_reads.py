@@ -125,3 +125,20 @@ def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeyp
     monkeypatch.setenv("MCQ_TEST_BENCH_DIR", str(tmp_path))
     cfg = compose_job(["benchmark=generic", "benchmark.path=${oc.env:MCQ_TEST_BENCH_DIR}/mine.jsonl"])
     assert [q.question for q in job_questions(cfg)] == ["Q0?", "Q1?", "Q2?"]
+
+
+def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
+    """`seconds` (logged with every run): the wall time from the first answer to the metrics, at least zero and
+    within the time the call took (mutation run 12: a flipped sign logged the clock's reading, not a duration)."""
+    import time
+
+    from src.config.schema import compose_job
+    from src.job import runner
+
+    cfg = compose_job(["model=simulated", "benchmark=synthetic", "limit=4", "stats.bootstrap=0"])
+    questions = runner.job_questions(cfg)
+    _, items, left_out = runner.plan_job(cfg, questions)
+    before = time.perf_counter()
+    _, metrics = runner.answer_and_measure(cfg, runner.job_backend(cfg), items, left_out, None, "run")
+    took = time.perf_counter() - before
+    assert 0 < metrics["seconds"] <= took
