@@ -188,8 +188,14 @@ TARGETS = (
         "lm-eval",
         "src/benchmarks/lm_eval.py",
         None,
-        ("tests/test_lm_eval_benchmark.py", "tests/test_task_reading.py", "tests/test_docs_warnings.py"),
-    ),  # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task)
+        (
+            "tests/test_lm_eval_benchmark.py",
+            "tests/test_task_reading.py",
+            "tests/test_docs_warnings.py",
+            "tests/test_task_folder_and_pool.py",
+        ),
+    ),  # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task);
+    # test_task_folder_and_pool.py: the include_path folder check, a one-split task's own document left out
     Target(
         "store",
         "src/tracking/store.py",
