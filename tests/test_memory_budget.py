@@ -4,7 +4,9 @@ run 12 (docs/mutation.md) found no fast test checking:
 - a config without a head count or a layer count (`ModelDims.of`'s fallbacks): one head per 128 hidden units, at
   least one; the layers counted from the model's parameters (~12 x hidden^2 per block beside the embedding);
 - `tokens_for_memory`: the most tokens whose estimate fits in the GiB asked (2^30 bytes each), not one more;
-- a pass that ran out of memory is freed (its reference cycles collected) before the smaller pass runs."""
+- a pass that ran out of memory is freed (its reference cycles collected) before the smaller pass runs;
+- auto's first budget on a GPU is read from its free memory, not its total, and a GPU's chunks of prompts hold
+  what one pass of the budget holds (mutation run 13)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from src.backends.hf.budget import (  # noqa: E402
     ModelDims,
     TokenBudget,
     activation_bytes_per_token,
+    chunk_prompts,
     kv_bytes_per_token,
     run_in_batches,
+    start_tokens,
     tokens_for_memory,
 )
 
@@ -109,3 +113,21 @@ def test_a_pass_that_ran_out_of_memory_is_freed_before_the_smaller_pass_runs():
             gc.enable()
     assert out == [4, 4]  # the pair failed, then each alone
     assert freed_before == [True, True]
+
+
+def test_auto_starts_from_the_gpus_free_memory_not_its_total(monkeypatch):
+    """Memory that other processes hold is not this job's: 90% of the free bytes over a token's bytes, down to a
+    power of two. A stand-in for torch.cuda.mem_get_info, which gives (free, total): 3 of 80 GiB free."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * 2**30, 80 * 2**30))
+    assert start_tokens(torch.device("cuda"), 2**20) == 2048  # 0.9 x 3,072 one-MiB tokens = 2,764: down to 2,048
+
+
+def test_a_gpus_chunk_holds_the_prompts_one_pass_of_the_budget_holds():
+    """On a GPU, the prompts per chunk: the budget's tokens over the tokens each prompt fed so far, at least the
+    default and at most CHUNK_MAX_PROMPTS (8,192); the default before any prompt fed a token, or on a CPU."""
+    assert chunk_prompts(64, tokens=4096, fed_per_prompt=40.0, on_gpu=True) == 102
+    assert chunk_prompts(64, tokens=1024, fed_per_prompt=40.0, on_gpu=True) == 64
+    assert chunk_prompts(64, tokens=131072, fed_per_prompt=0.5, on_gpu=True) == 8192  # shared prefixes: < 1 each
+    assert chunk_prompts(64, tokens=131072, fed_per_prompt=0.0, on_gpu=True) == 64  # nothing fed yet
+    assert chunk_prompts(64, tokens=None, fed_per_prompt=40.0, on_gpu=True) == 64  # the budget not yet resolved
+    assert chunk_prompts(64, tokens=131072, fed_per_prompt=40.0, on_gpu=False) == 64

@@ -170,3 +170,41 @@ def test_an_older_versions_chunks_are_read_once_and_unfinished_writes_never(tmp_
         "old": ["from the older version"],
         "new": ["published"],
     }
+
+
+def test_the_response_cache_makes_its_folders_and_opens_again(tmp_path):
+    """A cache path in folders that do not exist yet is made (the first job of a new `cache.path`); a later job opens
+    the same file and finds its answers (mutation run 13: `mkdir` without `parents` or without `exist_ok`)."""
+    from src.answering.cache import ResponseCache
+
+    first = ResponseCache(tmp_path / "new" / "deeper" / "cache.db")
+    first.put_many([("key", ["answer"])])
+    first.close()
+    again = ResponseCache(tmp_path / "new" / "deeper" / "cache.db")
+    assert again.get_many(["key"]) == {"key": ["answer"]}
+    again.close()
+
+
+def test_a_cache_a_parallel_job_holds_locked_is_waited_for_with_growing_pauses(tmp_path, monkeypatch):
+    """A parallel job holding the new cache file's lock while this one sets it up: each attempt that finds it locked
+    waits 50 ms longer than the one before (0.05, 0.1, 0.15 s, ...: 20 attempts wait 10.5 s in all), and the setup
+    goes on once the lock is released (mutation run 13: the pauses started at 0.1 s)."""
+    from src.answering import cache as cache_module
+
+    path = tmp_path / "cache.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # the other job's setup, in SQLite's rollback journal before WAL is on
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 3:
+            holder.execute("COMMIT")
+
+    monkeypatch.setattr(cache_module.time, "sleep", sleep)
+    cache = cache_module.ResponseCache(path, timeout_s=0)  # SQLite's own busy wait off: only the retries wait
+    assert pauses == pytest.approx([0.05, 0.10, 0.15], abs=1e-12)
+    cache.put_many([("key", ["answer"])])
+    assert cache.get_many(["key"]) == {"key": ["answer"]}
+    cache.close()
+    holder.close()
