@@ -182,8 +182,14 @@ TARGETS = (
         "packing",
         "src/backends/hf/packing.py",
         None,
-        ("tests/test_prefix_sharing.py", "tests/test_generation_sharing.py", "tests/test_batch_tokens.py"),
-    ),  # test_batch_tokens.py: a recovery that repacks more than one prompt (issue 50's first class)
+        (
+            "tests/test_prefix_sharing.py",
+            "tests/test_generation_sharing.py",
+            "tests/test_batch_tokens.py",
+            "tests/test_memory_budget.py",
+        ),
+    ),  # test_batch_tokens.py: a recovery that repacks more than one prompt (issue 50's first class);
+    # test_memory_budget.py: a generation pass counted with its samples' tokens (run 13)
     Target(
         "lm-eval",
         "src/benchmarks/lm_eval.py",

@@ -6,7 +6,9 @@ run 12 (docs/mutation.md) found no fast test checking:
 - `tokens_for_memory`: the most tokens whose estimate fits in the GiB asked (2^30 bytes each), not one more;
 - a pass that ran out of memory is freed (its reference cycles collected) before the smaller pass runs;
 - auto's first budget on a GPU is read from its free memory, not its total, and a GPU's chunks of prompts hold
-  what one pass of the budget holds (mutation run 13)."""
+  what one pass of the budget holds; a config field of 1 (one KV head: multi-query attention) is read as 1; a
+  generation pass's tokens count its samples' tokens, so that its out-of-memory recovery halves the budget below
+  them (mutation run 13)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from src.backends.hf.budget import (  # noqa: E402
     start_tokens,
     tokens_for_memory,
 )
+from src.backends.hf.packing import pack_batches  # noqa: E402
 
 
 class Blocks(torch.nn.Module):
@@ -131,3 +134,41 @@ def test_a_gpus_chunk_holds_the_prompts_one_pass_of_the_budget_holds():
     assert chunk_prompts(64, tokens=131072, fed_per_prompt=0.0, on_gpu=True) == 64  # nothing fed yet
     assert chunk_prompts(64, tokens=None, fed_per_prompt=40.0, on_gpu=True) == 64  # the budget not yet resolved
     assert chunk_prompts(64, tokens=131072, fed_per_prompt=40.0, on_gpu=False) == 64
+
+
+def test_a_field_of_one_is_read_as_one():
+    """Multi-query attention keeps one KV head (Falcon-7B's `num_kv_heads`, StarCoder's `multi_query`): a KV cache
+    a ninth of what the query heads would hold; a one-layer model has one layer."""
+    falcon_like = SimpleNamespace(num_hidden_layers=1, num_attention_heads=9, num_kv_heads=1, hidden_size=576)
+    dims = ModelDims.of(falcon_like)
+    assert (dims.layers, dims.heads, dims.kv_heads, dims.head_dim) == (1, 9, 1, 64)
+    assert kv_bytes_per_token(falcon_like, torch.float32) == 1 * 2 * 1 * 64 * 4
+
+
+def test_a_generation_pass_counts_its_samples_tokens_when_it_runs_out_of_memory():
+    """Generation packs reserve room for the tokens their samples add (`reserve` per member). A pass that runs out
+    of memory is counted with them, so the budget halves below what the pass really held, and the prompts are
+    packed again smaller; counted without them, the budget would fall to one token and the job stop as if a single
+    prompt could not be split. A stand-in for the backend's batching (`in_batches` is run_in_batches with a bar)."""
+    budget = TokenBudget(200, name="m")
+    lm = SimpleNamespace(
+        batch_tokens=lambda: budget.tokens,
+        in_batches=lambda queue, run, *, what, unit, counts, **layout: run_in_batches(budget, queue, run, **layout),
+    )
+    seqs = [[10 * i + t for t in range(10)] for i in range(4)]  # four 10-token prompts, no prefix shared
+    reserve, limit, held = 30, 100, []  # 30 sampled tokens per prompt; passes above 100 tokens run out of memory
+
+    def run(packs):
+        tokens = sum(len(p.tokens) + reserve * len(p.members) for p in packs)
+        if tokens > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
+        held.append(tokens)
+        return [m for p in packs for m in p.members]
+
+    done = [
+        m
+        for _, members in pack_batches(lm, seqs, 1000, run, "generate", "prompt", reserve=reserve, max_units=1)
+        for m in members
+    ]
+    assert sorted(done) == [0, 1, 2, 3] and held == [80, 80]  # 160 tokens failed: two passes of two prompts
+    assert (budget.tokens, budget.recoveries) == (100, 1)
