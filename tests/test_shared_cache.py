@@ -9,6 +9,7 @@ import fcntl
 import multiprocessing
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -208,3 +209,44 @@ def test_a_cache_a_parallel_job_holds_locked_is_waited_for_with_growing_pauses(t
     assert cache.get_many(["key"]) == {"key": ["answer"]}
     cache.close()
     holder.close()
+
+
+def test_an_older_versions_answer_published_first_wins_over_a_numbered_chunks(tmp_path):
+    """The first answer published for a key wins: an older version's chunk (named `<host>-<pid>-...jsonl`) was
+    published before any numbered one, so it is read first, although `0...0.jsonl` sorts before its name (mutation
+    run 13: numbered chunks taken for an older version's and read at open, in name order)."""
+    chunks = tmp_path / "chunks"
+    chunks.mkdir()
+    (chunks / "node-7-00001.jsonl").write_text('k\t["first"]\n', encoding="utf-8")  # as long as a numbered name
+    (chunks / "000000000000.jsonl").write_text('k\t["later"]\nn\t["numbered"]\n', encoding="utf-8")
+    assert SharedResponseCache(tmp_path).get_many(["k", "n"]) == {"k": ["first"], "n": ["numbered"]}
+
+
+def test_a_chunk_number_another_node_took_is_read_in_its_place_even_when_it_shows_late(tmp_path, monkeypatch):
+    """Another node publishes chunk 0 between this job's look and its link: the link fails, and the chunk is not
+    yet visible here (an NFS attribute cache). The job waits, reads that chunk in its place, and publishes as 1;
+    moving on without reading it would leave the other node's answers unread by this process (mutation run 13)."""
+    from src.answering import cache as cache_module
+
+    mine, other = SharedResponseCache(tmp_path), SharedResponseCache(tmp_path)
+    real_link, real_read = os.link, mine._read_chunk
+    hidden, pauses = [], []
+
+    def link(source, target):
+        if not hidden:  # the other node's publication lands just before this job's link
+            hidden.append(Path(target))
+            other.put_many([("theirs", ["the other node's"])])
+        real_link(source, target)
+
+    def read_chunk(path):
+        if hidden and path == hidden[0] and not pauses:
+            return False  # published, but not visible here yet
+        return real_read(path)
+
+    monkeypatch.setattr(cache_module.os, "link", link)
+    monkeypatch.setattr(mine, "_read_chunk", read_chunk)
+    monkeypatch.setattr(cache_module.time, "sleep", pauses.append)
+    mine.put_many([("mine", ["this job's"])])
+    assert pauses == [0.05]
+    assert mine.get_many(["theirs", "mine"]) == {"theirs": ["the other node's"], "mine": ["this job's"]}
+    assert sorted(p.name for p in (tmp_path / "chunks").iterdir()) == ["000000000000.jsonl", "000000000001.jsonl"]
