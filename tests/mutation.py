@@ -168,22 +168,40 @@ TARGETS = (
         "budget",
         "src/backends/hf/budget.py",
         None,
-        ("tests/test_batch_tokens.py", "tests/test_generation_sharing.py", "tests/test_architectures.py"),
-        keyword="test_batch_tokens or memory or test_architectures",
+        (
+            "tests/test_batch_tokens.py",
+            "tests/test_generation_sharing.py",
+            "tests/test_architectures.py",
+            "tests/test_memory_budget.py",
+        ),
+        keyword="test_batch_tokens or memory or test_architectures or budget.py",
     ),  # the memory estimates per token are checked in test_generation_sharing.py; every architecture's fields in
-    # test_architectures.py (issue 52)
+    # test_architectures.py (issue 52); the fallbacks, the GiB's tokens and the freed failed pass in
+    # test_memory_budget.py (run 12); `budget.py`: the module's own doctests, which the keyword left out until run 13
     Target(
         "packing",
         "src/backends/hf/packing.py",
         None,
-        ("tests/test_prefix_sharing.py", "tests/test_generation_sharing.py", "tests/test_batch_tokens.py"),
-    ),  # test_batch_tokens.py: a recovery that repacks more than one prompt (issue 50's first class)
+        (
+            "tests/test_prefix_sharing.py",
+            "tests/test_generation_sharing.py",
+            "tests/test_batch_tokens.py",
+            "tests/test_memory_budget.py",
+        ),
+    ),  # test_batch_tokens.py: a recovery that repacks more than one prompt (issue 50's first class);
+    # test_memory_budget.py: a generation pass counted with its samples' tokens (run 13)
     Target(
         "lm-eval",
         "src/benchmarks/lm_eval.py",
         None,
-        ("tests/test_lm_eval_benchmark.py", "tests/test_task_reading.py", "tests/test_docs_warnings.py"),
-    ),  # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task)
+        (
+            "tests/test_lm_eval_benchmark.py",
+            "tests/test_task_reading.py",
+            "tests/test_docs_warnings.py",
+            "tests/test_task_folder_and_pool.py",
+        ),
+    ),  # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task);
+    # test_task_folder_and_pool.py: the include_path folder check, a one-split task's own document left out
     Target(
         "store",
         "src/tracking/store.py",
@@ -194,8 +212,9 @@ TARGETS = (
             "tests/test_offline_mode.py",
             "tests/test_reliability.py",
             "tests/test_store_retries.py",
+            "tests/test_store_settings.py",
         ),
-    ),
+    ),  # test_store_settings.py: the offline folder's default, the file-store check, the retry budget's bounds
     Target(
         "store",
         "src/tracking/mlflow_adapter.py",

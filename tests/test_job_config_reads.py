@@ -125,3 +125,56 @@ def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeyp
     monkeypatch.setenv("MCQ_TEST_BENCH_DIR", str(tmp_path))
     cfg = compose_job(["benchmark=generic", "benchmark.path=${oc.env:MCQ_TEST_BENCH_DIR}/mine.jsonl"])
     assert [q.question for q in job_questions(cfg)] == ["Q0?", "Q1?", "Q2?"]
+
+
+def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
+    """`seconds` (logged with every run): the wall time from the first answer to the metrics, at least zero and
+    within the time the call took (mutation run 12: a flipped sign logged the clock's reading, not a duration)."""
+    import time
+
+    from src.config.schema import compose_job
+    from src.job import runner
+
+    cfg = compose_job(["model=simulated", "benchmark=synthetic", "limit=4", "stats.bootstrap=0"])
+    questions = runner.job_questions(cfg)
+    _, items, left_out = runner.plan_job(cfg, questions)
+    before = time.perf_counter()
+    _, metrics = runner.answer_and_measure(cfg, runner.job_backend(cfg), items, left_out, None, "run")
+    took = time.perf_counter() - before
+    assert 0 < metrics["seconds"] <= took
+
+
+def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tools_examples_elsewhere(monkeypatch):
+    """`prompt=lm_eval`: an lm-eval task's questions get lm-eval's own description and solved examples (built by its
+    `fewshot_context`, stood in for here: the main suite runs without lm-eval) and none of the tool's; another
+    benchmark gets the tool's own examples, and lm-eval is not asked (mutation run 13: `bench_name != "lm_eval"`)."""
+    from src.benchmarks import lm_eval
+    from src.config.schema import compose_job
+    from src.job import runner
+
+    asked = []
+
+    def contexts(questions, *, k, options):
+        asked.append(k)
+        return [replace_metadata(q, lm_eval_preamble="lm-eval's own examples\n\n") for q in questions]
+
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {name: StandInTask()})
+    monkeypatch.setattr(runner, "lm_eval_contexts", contexts)
+    task = compose_job(
+        ["benchmark=lm_eval", "benchmark.task=stand_in", "prompt=lm_eval", "variants=original", "fewshot=2"]
+    )
+    _, items, _ = runner.plan_job(task, runner.job_questions(task))
+    assert asked == [2] and len(items) == 3
+    for it in items:
+        assert it.request.prompt.startswith("lm-eval's own examples\n\nAsked question")
+        assert "Example question" not in it.request.prompt
+    other = compose_job(["benchmark=synthetic", "limit=3", "prompt=lm_eval", "variants=original", "fewshot=2"])
+    _, items, _ = runner.plan_job(other, runner.job_questions(other))
+    assert asked == [2] and len(items) == 3
+    assert all(it.request.prompt.count("\nAnswer: ") == 2 for it in items)  # the tool's two solved examples
+
+
+def replace_metadata(question, **metadata):
+    from dataclasses import replace
+
+    return replace(question, metadata={**question.metadata, **metadata})

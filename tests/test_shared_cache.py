@@ -9,6 +9,7 @@ import fcntl
 import multiprocessing
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,82 @@ def test_an_older_versions_chunks_are_read_once_and_unfinished_writes_never(tmp_
         "old": ["from the older version"],
         "new": ["published"],
     }
+
+
+def test_the_response_cache_makes_its_folders_and_opens_again(tmp_path):
+    """A cache path in folders that do not exist yet is made (the first job of a new `cache.path`); a later job opens
+    the same file and finds its answers (mutation run 13: `mkdir` without `parents` or without `exist_ok`)."""
+    from src.answering.cache import ResponseCache
+
+    first = ResponseCache(tmp_path / "new" / "deeper" / "cache.db")
+    first.put_many([("key", ["answer"])])
+    first.close()
+    again = ResponseCache(tmp_path / "new" / "deeper" / "cache.db")
+    assert again.get_many(["key"]) == {"key": ["answer"]}
+    again.close()
+
+
+def test_a_cache_a_parallel_job_holds_locked_is_waited_for_with_growing_pauses(tmp_path, monkeypatch):
+    """A parallel job holding the new cache file's lock while this one sets it up: each attempt that finds it locked
+    waits 50 ms longer than the one before (0.05, 0.1, 0.15 s, ...: 20 attempts wait 10.5 s in all), and the setup
+    goes on once the lock is released (mutation run 13: the pauses started at 0.1 s)."""
+    from src.answering import cache as cache_module
+
+    path = tmp_path / "cache.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # the other job's setup, in SQLite's rollback journal before WAL is on
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 3:
+            holder.execute("COMMIT")
+
+    monkeypatch.setattr(cache_module.time, "sleep", sleep)
+    cache = cache_module.ResponseCache(path, timeout_s=0)  # SQLite's own busy wait off: only the retries wait
+    assert pauses == pytest.approx([0.05, 0.10, 0.15], abs=1e-12)
+    cache.put_many([("key", ["answer"])])
+    assert cache.get_many(["key"]) == {"key": ["answer"]}
+    cache.close()
+    holder.close()
+
+
+def test_an_older_versions_answer_published_first_wins_over_a_numbered_chunks(tmp_path):
+    """The first answer published for a key wins: an older version's chunk (named `<host>-<pid>-...jsonl`) was
+    published before any numbered one, so it is read first, although `0...0.jsonl` sorts before its name (mutation
+    run 13: numbered chunks taken for an older version's and read at open, in name order)."""
+    chunks = tmp_path / "chunks"
+    chunks.mkdir()
+    (chunks / "node-7-00001.jsonl").write_text('k\t["first"]\n', encoding="utf-8")  # as long as a numbered name
+    (chunks / "000000000000.jsonl").write_text('k\t["later"]\nn\t["numbered"]\n', encoding="utf-8")
+    assert SharedResponseCache(tmp_path).get_many(["k", "n"]) == {"k": ["first"], "n": ["numbered"]}
+
+
+def test_a_chunk_number_another_node_took_is_read_in_its_place_even_when_it_shows_late(tmp_path, monkeypatch):
+    """Another node publishes chunk 0 between this job's look and its link: the link fails, and the chunk is not
+    yet visible here (an NFS attribute cache). The job waits, reads that chunk in its place, and publishes as 1;
+    moving on without reading it would leave the other node's answers unread by this process (mutation run 13)."""
+    from src.answering import cache as cache_module
+
+    mine, other = SharedResponseCache(tmp_path), SharedResponseCache(tmp_path)
+    real_link, real_read = os.link, mine._read_chunk
+    hidden, pauses = [], []
+
+    def link(source, target):
+        if not hidden:  # the other node's publication lands just before this job's link
+            hidden.append(Path(target))
+            other.put_many([("theirs", ["the other node's"])])
+        real_link(source, target)
+
+    def read_chunk(path):
+        if hidden and path == hidden[0] and not pauses:
+            return False  # published, but not visible here yet
+        return real_read(path)
+
+    monkeypatch.setattr(cache_module.os, "link", link)
+    monkeypatch.setattr(mine, "_read_chunk", read_chunk)
+    monkeypatch.setattr(cache_module.time, "sleep", pauses.append)
+    mine.put_many([("mine", ["this job's"])])
+    assert pauses == [0.05]
+    assert mine.get_many(["theirs", "mine"]) == {"theirs": ["the other node's"], "mine": ["this job's"]}
+    assert sorted(p.name for p in (tmp_path / "chunks").iterdir()) == ["000000000000.jsonl", "000000000001.jsonl"]
