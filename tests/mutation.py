@@ -199,9 +199,17 @@ TARGETS = (
             "tests/test_task_reading.py",
             "tests/test_docs_warnings.py",
             "tests/test_task_folder_and_pool.py",
+            "tests/test_lm_eval_requests.py",
         ),
     ),  # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task);
-    # test_task_folder_and_pool.py: the include_path folder check, a one-split task's own document left out
+    # test_task_folder_and_pool.py: the include_path folder check, a one-split task's own document left out;
+    # test_lm_eval_requests.py: what prompt=lm_eval adds to a question (labels scored, delimiter, chat turns)
+    Target(
+        "lm-eval-requests",
+        "src/core/prompts.py",
+        ("lm_eval_request",),
+        ("tests/test_lm_eval_requests.py",),
+    ),  # prompt=lm_eval's request: lm-eval's own (context, continuation) pair (session 14)
     Target(
         "store",
         "src/tracking/store.py",
