@@ -154,8 +154,9 @@ def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tool
 
     asked = []
 
-    def contexts(questions, *, k, options):
+    def contexts(questions, *, k, options, scoring, chat_template):
         asked.append(k)
+        assert chat_template is None  # prompt.chat is off: lm-eval's plain-text context
         return [replace_metadata(q, lm_eval_preamble="lm-eval's own examples\n\n") for q in questions]
 
     monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {name: StandInTask()})
