@@ -31,6 +31,7 @@ from src.backends.hf.budget import (  # noqa: E402
     tokens_for_memory,
 )
 from src.backends.hf.packing import pack_batches  # noqa: E402
+from src.common.errors import UserError  # noqa: E402
 
 
 class Blocks(torch.nn.Module):
@@ -172,3 +173,33 @@ def test_a_generation_pass_counts_its_samples_tokens_when_it_runs_out_of_memory(
     ]
     assert sorted(done) == [0, 1, 2, 3] and held == [80, 80]  # 160 tokens failed: two passes of two prompts
     assert (budget.tokens, budget.recoveries) == (100, 1)
+
+
+def test_a_failed_pass_no_larger_than_one_that_ran_keeps_the_ceiling():
+    """Out of memory on a pass no larger than one that already ran is a passing failure (memory held elsewhere):
+    the budget halves, and grows back to the ceiling it keeps (mutation run 14: `budget.py` `shrink`'s `>`)."""
+    budget = TokenBudget(1024, name="m")
+    budget.fitted_pass(500)
+    budget.shrink(500)  # the same size as the pass that ran
+    assert (budget.tokens, budget.ceiling) == (256, 1024)
+    budget.shrink(600)  # larger than any that ran: the budget was too large, the ceiling drops with it
+    assert (budget.tokens, budget.ceiling) == (128, 128)
+
+
+def test_the_unit_that_cannot_be_split_is_the_one_that_failed_not_the_next():
+    """A unit of 2 rows x 100 tokens fails alone; the next is small. The job stops in one line naming the failed
+    pass, rather than taking the small unit's size for the failed one's and running the big one again without end
+    (mutation run 14: `run_in_batches`'s `queue[0]`)."""
+    calls = []
+
+    def run(batch):
+        calls.append(batch)
+        assert len(calls) < 50, "the failing unit ran again and again"
+        if sum(r * w for r, w in batch) > 50:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return batch
+
+    queue = [(2, 100), (1, 10)]
+    batches = run_in_batches(TokenBudget(400, name="m"), queue, run, width=lambda u: u[1], rows=lambda u: u[0])
+    with pytest.raises(UserError, match=r"^model m: out of memory on one pass of 200 tokens that cannot be split"):
+        list(batches)
