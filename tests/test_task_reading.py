@@ -113,3 +113,14 @@ def test_a_task_in_the_users_folder_is_found_without_indexing_lm_evals_registry(
         assert lm_eval_reader.task_manager(None, "arc_easy").include_defaults
     finally:
         lm_eval_reader._manager.cache_clear()  # no stand-in left for a later test
+
+
+@pytest.mark.parametrize(("tasks", "subject"), [({"grp_only": None}, "grp_only"), ({"grp": None}, None)])
+def test_a_group_of_one_task_names_its_subject_as_a_group_of_many_does(monkeypatch, tasks, subject):
+    """A group (or tag) is read as one benchmark whose subtasks are its subjects, even when it holds one task; a task
+    asked by its own name has none (mutation run 14: `load_lm_eval`'s grouped test)."""
+    task = StandInTask("test", None)
+    monkeypatch.setattr(lm_eval_reader, "load_tasks", lambda name, include_path=None: dict.fromkeys(tasks, task))
+    (question,) = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "grp"})
+    assert question.subject == subject
+    assert question.id == f"{next(iter(tasks))}/0"
