@@ -91,3 +91,16 @@ def test_a_server_that_does_not_answer_is_an_outage(monkeypatch):
         MlflowClient(tracking_uri=f"http://127.0.0.1:{port}").search_experiments()
     assert store.is_outage(caught.value) and not store.is_race(caught.value)
     assert not store.is_outage(ValueError("API request to http://x failed with exception timeout"))
+
+
+def test_a_row_another_job_changed_first_is_a_race():
+    """SQLAlchemy's StaleDataError (an UPDATE or DELETE that matched 0 rows where it expected 1: a parallel job changed
+    them first), as MLflow raises it, wrapped, is a race to retry (mutation run 14: `mlflow_adapter.is_race`)."""
+    from sqlalchemy.orm.exc import StaleDataError
+
+    with pytest.raises(MlflowException) as caught:
+        try:
+            raise StaleDataError("UPDATE statement on table 'runs' expected to update 1 row(s); 0 were matched.")
+        except StaleDataError as stale:
+            raise MlflowException(str(stale), error_code="INTERNAL_ERROR") from stale
+    assert mlflow_adapter.is_race(caught.value) and store.is_race(caught.value)

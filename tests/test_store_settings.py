@@ -93,3 +93,12 @@ def test_mlflows_retries_of_one_call_end_within_the_retry_budget():
         assert worst_wait(retries) <= budget, budget  # the first retry, at once, fits any budget
         assert retries == 10 or worst_wait(retries + 1) > budget, budget
         assert timeout >= 5
+
+
+def test_a_store_in_a_folder_that_exists_is_checked_without_complaint(tmp_path):
+    """The SQLite store's folder is made when missing and taken as it is when it exists (mutation run 14:
+    `check_tracking`'s `exist_ok`): a second job, or a folder the user made, is no error."""
+    (tmp_path / "runs").mkdir()
+    store.check_tracking(f"sqlite:///{tmp_path}/runs/mlflow.db")
+    store.check_tracking(f"sqlite:///{tmp_path}/new/mlflow.db")
+    assert (tmp_path / "new").is_dir()
