@@ -162,8 +162,10 @@ TARGETS = (
             "tests/test_records_unchanged.py",
             "tests/test_adaptive.py",
             "tests/test_job_config_reads.py",
+            "tests/test_content_identity.py",
         ),
-    ),  # not test_progress_and_closing.py: its progress-bar tests need tqdm, which the check turns off
+    ),  # not test_progress_and_closing.py: its progress-bar tests need tqdm, which the check turns off;
+    # test_content_identity.py: a finished job's rerun is skipped and says so (run 14)
     Target(
         "budget",
         "src/backends/hf/budget.py",

@@ -179,3 +179,40 @@ def replace_metadata(question, **metadata):
     from dataclasses import replace
 
     return replace(question, metadata={**question.metadata, **metadata})
+
+
+def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypatch):
+    """Jobs of one process with the same model config share the loaded backend while its identity (its weights by
+    content) is the same; weights saved anew between two jobs get a backend of their own (mutation run 14:
+    `reuse_backend`'s identity test)."""
+    from src.job import runner
+
+    built = iter(SimpleNamespace(identity=weights) for weights in ("w1", "w1", "w2"))
+    monkeypatch.setattr(runner, "load_backend", lambda model_cfg, chat: next(built))
+    monkeypatch.setattr(runner, "_LOADED", {})
+    first = runner.reuse_backend({"name": "m"}, chat=False)
+    assert runner.reuse_backend({"name": "m"}, chat=False) is first
+    changed = runner.reuse_backend({"name": "m"}, chat=False)
+    assert changed is not first and changed.identity == "w2"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "wrapped"),
+    [
+        (["prompt=cora", "scoring=logprob"], True),  # the tool's prompt: the backend's chat template around it
+        (["prompt=cora", "scoring=cloze"], False),  # option texts scored as plain continuations
+        (["prompt=lm_eval", "scoring=logprob"], True),  # lm-eval's prompt on another benchmark: as any prompt
+        (["prompt=lm_eval", "benchmark=lm_eval", "benchmark.task=t", "scoring=logprob"], False),  # lm-eval's own turns
+        (["prompt=cora", "benchmark=lm_eval", "benchmark.task=t", "scoring=logprob"], True),
+    ],
+)
+def test_the_backend_wraps_prompts_in_its_chat_template_unless_lm_eval_built_the_turns(monkeypatch, overrides, wrapped):
+    """`prompt.chat=true`: the backend applies the model's chat template, except around cloze continuations and
+    where lm-eval's own code built the chat turns into the text (`prompt=lm_eval` on an lm-eval task)."""
+    from src.config.schema import compose_job
+    from src.job import runner
+
+    asked = []
+    monkeypatch.setattr(runner, "reuse_backend", lambda model_cfg, chat: asked.append(chat))
+    runner.job_backend(compose_job(["model=simulated", "prompt.chat=true", *overrides]))
+    assert asked == [wrapped]
