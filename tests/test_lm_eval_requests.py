@@ -18,7 +18,7 @@ from src.answer_formats import FORMATS
 from src.answering.cache import request_key
 from src.backends.base import Request
 from src.backends.text import continuation_text
-from src.benchmarks.lm_eval import _with_lm_evals_text
+from src.benchmarks.lm_eval import _target_delimiter, _with_lm_evals_text
 from src.common.errors import UserError
 from src.config.schema import compose_job
 from src.core.prompts import PromptTemplate
@@ -137,3 +137,18 @@ def test_a_chat_template_that_changes_the_question_is_refused():
     stripped = "<s>user\n2+2? A. 3 B. 4 Answer:</s>"
     with pytest.raises(UserError, match="chat template changes lm_eval task label_task's question text"):
         _with_lm_evals_text(q, LabelTask(), {}, full=stripped, scoring="cloze_shown", chat=True)
+
+
+@pytest.mark.parametrize(
+    ("gen_prefix", "chat", "delimiter"),
+    [
+        (None, False, " "),  # plain text: the task's own delimiter
+        (None, True, ""),  # after a chat template's generation prompt: none
+        ("Answer:", True, " "),  # after a gen_prefix that ends in no whitespace: the task's own again
+        ("Answer: ", True, ""),
+    ],
+)
+def test_the_delimiter_before_each_choice_is_lm_evals(gen_prefix, chat, delimiter):
+    """As lm-eval's `construct_requests` sets it under --apply_chat_template (and without it)."""
+    task = SimpleNamespace(config=SimpleNamespace(target_delimiter=" ", gen_prefix=gen_prefix))
+    assert _target_delimiter(task, chat=chat) == delimiter

@@ -100,5 +100,5 @@ def test_a_store_in_a_folder_that_exists_is_checked_without_complaint(tmp_path):
     `check_tracking`'s `exist_ok`): a second job, or a folder the user made, is no error."""
     (tmp_path / "runs").mkdir()
     store.check_tracking(f"sqlite:///{tmp_path}/runs/mlflow.db")
-    store.check_tracking(f"sqlite:///{tmp_path}/new/mlflow.db")
-    assert (tmp_path / "new").is_dir()
+    store.check_tracking(f"sqlite:///{tmp_path}/new/runs/mlflow.db")  # its parents made too
+    assert (tmp_path / "new" / "runs").is_dir()
