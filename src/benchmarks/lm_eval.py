@@ -251,6 +251,12 @@ def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list
     return context[: starts[0].start()].rstrip("\n"), texts, tail
 
 
+def listed_options(context: str, choices: Sequence[str]) -> tuple[str, list[str], str] | None:
+    """`split_listed_options` of a task whose choices are labels (MMLU's "A".."D"); None for choices that are texts,
+    or labels whose context lists no options (then they are read as texts, as ARC's numbers)."""
+    return split_listed_options(context, choices) if is_label_choices(choices) else None
+
+
 def question_text(context: str) -> str:
     """The question inside lm-eval's `Question: ...\\nAnswer:` frame (the context as it is when it has none).
 
@@ -332,7 +338,7 @@ def task_questions(
             "lm_eval_version": version,
             "lm_eval_index_target": reads_other_than_text(target, answer, choices),
         }
-        listed = split_listed_options(context, choices) if is_label_choices(choices) else None
+        listed = listed_options(context, choices)
         if listed is None and is_label_choices(choices) and choices[0].strip() == "A":
             raise UserError(
                 f"{place}: its choices are the labels {', '.join(choices)} but its context lists "
@@ -580,7 +586,7 @@ def _with_lm_evals_text(question: Question, task: Any, doc: Any, *, full: str, s
             f"{question.metadata['lm_eval_task']}'s question text (e.g. strips it), so its options cannot be "
             "placed in lm-eval's context; set prompt.chat=false"
         )
-    labels = is_label_choices(choices) and split_listed_options(own, choices) is not None  # as `task_questions`
+    labels = listed_options(own, choices) is not None
     if labels and scoring == "cloze":
         raise UserError(
             f"config key scoring: lm_eval task {question.metadata['lm_eval_task']}'s choices are the labels of the "
