@@ -46,4 +46,19 @@ def test_the_flop_count_and_the_peaks():
     # Llama-3-8B has 6.98e9 parameters outside its embeddings and head: 2 FLOPs each per token
     assert per_token == pytest.approx(2 * 6.98e9, rel=0.01)
     assert gpu.forward_flops(config, 0, 10) == 4 * 32 * 4096 * 10
+    assert gpu.forward_flops(config, 0, 0, head_rows=3) == 2 * 4096 * 49152 * 3  # logits of 3 positions
     assert gpu.bf16_peak("NVIDIA H100 80GB HBM3") == 989.0 and gpu.bf16_peak("NVIDIA GeForce GTX 1080") is None
+
+
+@pytest.mark.parametrize("share_prefix", [True, False], ids=["packed", "padded"])
+def test_a_pass_counts_the_head_rows_it_computed_logits_for(tiny_model_dir, share_prefix):
+    from src.backends.hf import HFBackend
+
+    from .test_prefix_sharing import variant_requests
+
+    backend = HFBackend(name="tiny", path=str(tiny_model_dir), batch_size=4, share_prefix=share_prefix, progress=False)
+    backend.score_labels(variant_requests()[:2])  # the first call's packing self-check out of the way
+    backend.lm.head_rows = 0
+    reqs = variant_requests()
+    backend.score_labels(reqs)
+    assert backend.lm.head_rows == len(reqs), "label scoring: one position per prompt"

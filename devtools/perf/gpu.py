@@ -63,15 +63,17 @@ def bf16_peak(device_name: str) -> float | None:
     return hits[0] if hits else None
 
 
-def forward_flops(config: Any, tokens: int, attended: int) -> float:
-    """Model FLOPs of a forward pass: 2 x the matrix parameters per token fed (attention projections, MLP, the head
-    on the kept rows left out: label scoring keeps one row per prompt), plus attention's scores and weighted sum,
-    4 x hidden per (query, key) pair over the `attended` pairs (a packed row's mask is dense, so every pair of a
-    row counts, seen or not: that is what SDPA computes)."""
+def forward_flops(config: Any, tokens: int, attended: int, head_rows: int = 0) -> float:
+    """Model FLOPs of forward passes: 2 x the matrix parameters per token fed (attention projections, MLP), 2 x
+    hidden x vocabulary per position the output head computed logits for (`head_rows`: one per prompt in label
+    scoring, one per continuation token in cloze), plus attention's scores and weighted sum, 4 x hidden per (query,
+    key) pair over the `attended` pairs that attention computed (`LoadedModel.attention_pairs`: a padded or
+    one-call packed row's every pair, seen or not, as SDPA computes them; a packed pass in blocks, each block's
+    queries x the keys they see)."""
     h, layers = config.hidden_size, config.num_hidden_layers
     kv = h * config.num_key_value_heads // config.num_attention_heads
     per_layer = 2 * h * h + 2 * h * kv + 3 * h * config.intermediate_size  # q, o; k, v; gate, up, down
-    return 2.0 * layers * per_layer * tokens + 4.0 * layers * h * attended
+    return 2.0 * layers * per_layer * tokens + 2.0 * h * config.vocab_size * head_rows + 4.0 * layers * h * attended
 
 
 def build_model(tokenizer: Any, *, tiny: bool, device: str) -> Any:
@@ -164,7 +166,6 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    attended = attended_pairs(backend)
     figures = {}
     # the slice in one call: passes as large as auto's budget (its search runs on these first, largest passes),
     # then as the job asks: chunks (the response cache's unit) as many prompts as a pass of the budget holds on a GPU,
@@ -173,14 +174,19 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
         ("gpu_cora (one call: auto's passes)", "one_call"),
         ("gpu_cora (job path: chunks the budget sizes)", "job"),
     ):
-        pairs_before = attended[0]
+        pairs_before, rows_before = backend.lm.attention_pairs, backend.lm.head_rows
         with meter.phase(phase_name, prompts=len(timed), tokens=lambda: backend.forward_tokens) as phase:
             if key == "one_call":
                 scores = backend.score_labels(requests)
             else:
                 answer_items(backend, timed, scoring="logprob", params=params, cache=None, progress=False)
             sync()
-        flops = forward_flops(model.config, phase["forward_tokens"], attended[0] - pairs_before)
+        flops = forward_flops(
+            model.config,
+            phase["forward_tokens"],
+            backend.lm.attention_pairs - pairs_before,
+            backend.lm.head_rows - rows_before,
+        )
         figures[key] = (phase["seconds"], phase["forward_tokens"], flops / phase["seconds"] / 1e12)
     found, searched = backend.budget.tokens, backend.budget.recoveries
     peak_gib = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else math.nan
@@ -258,26 +264,6 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     if on_gpu and "H100" in name:
         ratios["gpu_medqa_cora_8b_h100_s"] = ratios["gpu_job_whole_job_s"]
     shared["gpu_device"] = name
-
-
-def attended_pairs(backend: Any) -> list[int]:
-    """A counter, [count], of the (query, key) pairs the backend's passes attend to, rows x width x keys per pass
-    (a packed or padded row's mask is dense: every pair is computed, seen or not), kept up to date by wrapping both
-    of its pass methods (`forward`, and `forward_at` for several packs in one pass)."""
-    count = [0]
-    lm = backend.lm
-    forward, forward_at = lm.forward, lm.forward_at
-
-    def counted(ids, mask, *args, **kwargs):
-        count[0] += ids.shape[0] * ids.shape[1] * mask.shape[-1]
-        return forward(ids, mask, *args, **kwargs)
-
-    def counted_at(ids, mask, *args):
-        count[0] += ids.shape[0] * ids.shape[1] * mask.shape[-1]
-        return forward_at(ids, mask, *args)
-
-    lm.forward, lm.forward_at = counted, counted_at
-    return count
 
 
 def _oom_above(model: Any, limit: int):

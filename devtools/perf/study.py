@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from devtools.perf.gpu import attended_pairs, forward_flops
+from devtools.perf.gpu import forward_flops
 from devtools.perf.meter import LOAD_CHILD, Meter, build, fresh_process, hf_backend
 
 
@@ -109,10 +109,12 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
             answer_items(backend, work, scoring=cfg.scoring, params=params, cache=None, progress=False)
         return meter.results[name]["seconds"]
 
-    pairs = attended_pairs(backend)
+    pairs, rows = backend.lm.attention_pairs, backend.lm.head_rows
     answer("mainjob_answering (packed)", items)  # the CPU default budget, as the job runs
     main = meter.results["mainjob_answering (packed)"]
-    model_rate = forward_flops(backend.model.config, main["forward_tokens"], pairs[0]) / main["seconds"]
+    pairs, rows = backend.lm.attention_pairs - pairs, backend.lm.head_rows - rows
+    flops = forward_flops(backend.model.config, main["forward_tokens"], pairs, rows)
+    model_rate = flops / main["seconds"]
     peak = matmul_rate(backend.model.get_input_embeddings().weight.dtype)
     print(
         f"  main job: {model_rate / 1e9:.1f} GFLOP/s of model FLOPs, a {peak / 1e9:.1f} GFLOP/s matmul in this "

@@ -5,6 +5,7 @@
 - gguf_cache.py: the float copy of a GGUF on disk, converted once per file
 - forward.py: forward passes in left-padded batches, counting the tokens fed
 - packing.py: prompts packed into prefix trees and their tree-masked pass
+- tree_attention.py: a packed pass's attention in blocks of queries, each against the keys it sees (CPU)
 - scoring.py: label probabilities and continuation log-likelihoods from logits
 - generation.py: the seeded sampling loop
 

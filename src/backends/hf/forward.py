@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
+from src.backends.hf import tree_attention
 from src.backends.hf.budget import TokenBudget, pass_bytes_per_token, run_in_batches
 from src.common.progress import step_bar
 
@@ -40,6 +42,13 @@ class LoadedModel:
         eos |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
         self.eos_ids = torch.tensor(sorted(i for i in eos if i is not None), dtype=torch.long, device=self.device)
         self.forward_tokens = 0  # token positions fed to the model in passes that ran (padding included)
+        self.attention_pairs = 0  # (query, key) pairs each layer's attention computed in passes that ran
+        self.head_rows = 0  # positions the output head computed logits for in passes that ran
+        # A packed pass's attention in blocks of queries (tree_attention), where the model runs SDPA on a CPU: what
+        # one more block costs, in pairs; None: every pass is one SDPA call.
+        self.block_call_cost = (
+            tree_attention.call_cost_pairs(model.config, model) if tree_attention.enable(model) else None
+        )
 
     def forward(
         self,
@@ -50,16 +59,20 @@ class LoadedModel:
         keep: int | torch.Tensor,
         use_cache: bool = False,
         past: Any = None,
+        sees: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any]:
         """(logits on the input device, KV cache): of the last `keep` positions, or of the positions that the
-        index tensor `keep` lists (a packed sequence)."""
+        index tensor `keep` lists (a packed sequence, whose boolean (rows, n, n) `sees` made its 4D `mask`)."""
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=use_cache)
         if past is not None:
             kwargs[self.cache_kw] = past
         if self.keep_kw:
             kwargs[self.keep_kw] = keep
-        out = self.model(**kwargs)
+        with self.attention(ids, mask, sees):
+            out = self.model(**kwargs)
         self.forward_tokens += ids.numel()  # counted once the pass ran: a pass that ran out of memory fed nothing
+        kept = keep if isinstance(keep, int) else len(keep)
+        self.head_rows += ids.shape[0] * kept if self.keep_kw else ids.numel()
         logits = out.logits
         if not self.keep_kw:  # the model returned every position: keep what was asked for
             logits = logits[:, -keep:] if isinstance(keep, int) else logits[:, keep.to(logits.device)]
@@ -67,11 +80,17 @@ class LoadedModel:
         return logits.to(self.device), getattr(out, self.cache_kw)
 
     def forward_at(
-        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor, nodes: torch.Tensor
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        rows: torch.Tensor,
+        nodes: torch.Tensor,
+        sees: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits at the (row, position) pairs `rows[k], nodes[k]` only, (pairs, vocabulary): the output head is fed
         just those hidden states (a pre-hook on it), so a batch of packs whose rows keep different positions pays the
-        head for what it keeps, not for every row x every position some row keeps."""
+        head for what it keeps, not for every row x every position some row keeps. `sees`: as in `forward`."""
         columns = torch.unique(nodes)  # sorted: what the model keeps of every row
         within = torch.searchsorted(columns, nodes) if self.keep_kw else nodes
 
@@ -84,11 +103,24 @@ class LoadedModel:
             kwargs[self.keep_kw] = columns
         handle = self.model.get_output_embeddings().register_forward_pre_hook(only_kept)
         try:
-            out = self.model(**kwargs)
+            with self.attention(ids, mask, sees):
+                out = self.model(**kwargs)
         finally:
             handle.remove()
         self.forward_tokens += ids.numel()
+        self.head_rows += len(nodes)  # the pre-hook fed the head just these
         return out.logits[0].to(self.device)
+
+    @contextmanager
+    def attention(self, ids: torch.Tensor, mask: torch.Tensor, sees: torch.Tensor | None) -> Iterator[None]:
+        """A pass run inside attends in blocks where it is packed (`sees` given) and blocks pay on this model; the
+        pairs it computed are counted once it ran."""
+        layout = None
+        if sees is not None and self.block_call_cost is not None and mask.dim() == 4:
+            layout = tree_attention.block_layout(sees, mask, self.block_call_cost)
+        with tree_attention.blocked(layout):
+            yield
+        self.attention_pairs += layout.pairs if layout else ids.shape[0] * ids.shape[1] * mask.shape[-1]
 
     def left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(token ids, attention mask) of `seqs`, left-padded to the longest."""

@@ -161,7 +161,7 @@ def decode_pack(
     pos = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
     last = torch.tensor(pack.last, dtype=torch.long)
     logits, past = lm.forward(
-        ids, additive_mask(sees, dtype).to(lm.device), pos, keep=last.to(lm.device), use_cache=True
+        ids, additive_mask(sees, dtype).to(lm.device), pos, keep=last.to(lm.device), use_cache=True, sees=sees[None]
     )
     owner = torch.arange(len(pack.members)).repeat_interleave(rows_per_prompt)  # member of each row
     logits = logits[0][owner.to(lm.device)]

@@ -17,6 +17,7 @@ import torch
 
 from src.backends.hf.forward import LoadedModel
 from src.backends.hf.transformers_adapter import attention_implementation
+from src.backends.hf.tree_attention import TREE_SDPA
 
 
 @dataclass(frozen=True)
@@ -91,15 +92,6 @@ def additive_mask(sees: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros((1, 1, *sees.shape), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
 
 
-def tree_mask(parents: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """The additive (1, 1, n, n) attention mask in which node i sees itself and its ancestors, nothing else.
-
-    >>> (tree_mask([-1, 0, 0], torch.float32)[0, 0] == 0).int().tolist()
-    [[1, 0, 0], [1, 1, 0], [1, 0, 1]]
-    """
-    return additive_mask(tree_sees(parents), dtype)
-
-
 def pack_forward(lm: LoadedModel, pack: PrefixPack, keep: Sequence[int] | None = None) -> torch.Tensor:
     """Logits at the nodes `keep` (default: each member's last token), from one pass over the pack."""
     return packs_forward(lm, [pack], [keep])[0]
@@ -118,7 +110,9 @@ def packs_forward(
         ids = torch.tensor([pack.tokens], dtype=torch.long, device=lm.device)
         positions = torch.tensor([pack.positions], dtype=torch.long, device=lm.device)
         index = torch.tensor(keep, dtype=torch.long, device=lm.device)
-        return [lm.forward(ids, tree_mask(pack.parents, dtype).to(lm.device), positions, keep=index)[0][0]]
+        sees = tree_sees(pack.parents)[None]
+        mask = additive_mask(sees[0], dtype).to(lm.device)
+        return [lm.forward(ids, mask, positions, keep=index, sees=sees)[0][0]]
     width = max(len(pack.tokens) for pack in packs)
     ids = torch.full((len(packs), width), lm.pad_id, dtype=torch.long)
     positions = torch.zeros((len(packs), width), dtype=torch.long)
@@ -131,7 +125,7 @@ def packs_forward(
     mask = torch.zeros((len(packs), 1, width, width), dtype=dtype).masked_fill_(~sees[:, None], torch.finfo(dtype).min)
     rows = torch.tensor([row for row, keep in enumerate(node_lists) for _ in keep], dtype=torch.long, device=lm.device)
     nodes = torch.tensor([node for keep in node_lists for node in keep], dtype=torch.long, device=lm.device)
-    logits = lm.forward_at(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), rows, nodes)
+    logits = lm.forward_at(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), rows, nodes, sees)
     return list(logits.split([len(keep) for keep in node_lists]))
 
 
@@ -174,7 +168,7 @@ def packing_refusal(config: Any, longest: int) -> str | None:
     """Why a model with this config cannot be packed, or None: flash attention ignores custom masks, and a
     sliding window shorter than the prompts would need a mask of its own."""
     attention = attention_implementation(config)
-    if attention not in ("sdpa", "eager"):
+    if attention not in ("sdpa", "eager", TREE_SDPA):
         return f"attention implementation {attention} ignores custom masks"
     window = getattr(config, "sliding_window", None)
     if window and longest > window:
