@@ -19,6 +19,7 @@ from src.backends.hf.packing import tree_sees  # noqa: E402
 from src.backends.hf.tree_attention import TREE_SDPA, query_blocks  # noqa: E402
 from tests.tiny_model import save_tiny_model, tiny_config  # noqa: E402
 
+from .conftest import examples  # noqa: E402
 from .test_prefix_sharing import variant_requests  # noqa: E402
 
 PACKING = ("llama", "gpt2", "opt", "gpt_neox")  # Bloom's ALiBi ignores position ids: it runs padded
@@ -103,7 +104,7 @@ def trees(draw):
     return sees, draw(st.sampled_from([0.0, 50.0, 500.0, 1e9]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(trees())
 def test_query_blocks_cover_the_pass_with_the_keys_each_block_sees_at_the_least_cost(case):
     sees, call_cost = case
