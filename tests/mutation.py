@@ -213,6 +213,12 @@ TARGETS = (
         ("tests/test_lm_eval_requests.py",),
     ),  # prompt=lm_eval's request: lm-eval's own (context, continuation) pair (session 14)
     Target(
+        "tree-attention",
+        "src/backends/hf/tree_attention.py",
+        None,
+        ("tests/test_tree_attention.py",),
+    ),  # a packed pass's attention in blocks of queries (session 15)
+    Target(
         "store",
         "src/tracking/store.py",
         None,

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 from src.backends.base import SamplingParams  # noqa: E402
 from src.backends.hf import HFBackend, pack_prefix_trees, tree_attention  # noqa: E402  (a module)
 from src.backends.hf.packing import tree_sees  # noqa: E402
-from src.backends.hf.tree_attention import TREE_SDPA, query_blocks  # noqa: E402
+from src.backends.hf.tree_attention import CALL_COST_FLOPS, GRAIN, TREE_SDPA, block_layout, query_blocks  # noqa: E402
 from tests.tiny_model import save_tiny_model, tiny_config  # noqa: E402
 
 from .conftest import examples  # noqa: E402
@@ -38,6 +38,7 @@ def backend(path, *, blocks: bool, pack_tokens: int = 1024, budget: int = 1024) 
     out.pack_tokens = pack_tokens
     out.load()
     assert out.model.config._attn_implementation == TREE_SDPA, "SDPA on a CPU runs through tree_sdpa"
+    assert out.lm.block_call_cost == pytest.approx(tree_attention.call_cost_pairs(out.model.config)), "switched on"
     out.lm.block_call_cost = 0.0 if blocks else None
     return out
 
@@ -123,6 +124,41 @@ def test_query_blocks_cover_the_pass_with_the_keys_each_block_sees_at_the_least_
     assert cost(blocks) <= min(cost(one), cost(grains))
     if call_cost >= 1e9:
         assert len(blocks) == 1
+    # the least cost of all: grains of n / 8 (at most 9 of them), every one of the 2^8 ways to cut them tried
+    grain = max(1, -(-n // 8))
+    count = -(-n // grain)
+
+    def cut(bounds):
+        return [
+            (a * grain, min(n, b * grain), sees[:, a * grain : b * grain].any(0).any(0).nonzero().flatten())
+            for a, b in bounds
+        ]
+
+    ways = [[g for g in range(1, count) if k >> (g - 1) & 1] for k in range(1 << (count - 1))]
+    least = min(cost(cut(zip([0, *w], [*w, count]))) for w in ways)
+    assert cost(query_blocks(sees, call_cost, grain=grain)) == least
+
+
+def test_a_layout_counts_the_pairs_its_blocks_compute_in_every_row():
+    """Two rows of two prompts that share nothing, a grain each: two blocks, each against its own prompt's keys,
+    in both rows: 2 rows x 2 blocks x 16 queries x 16 keys, half of one call's 2 x 32 x 32."""
+    sees = torch.zeros((2, 2 * GRAIN, 2 * GRAIN), dtype=torch.bool)
+    for start in (0, GRAIN):
+        sees[:, start : start + GRAIN, start : start + GRAIN] = torch.tril(torch.ones(GRAIN, GRAIN, dtype=torch.bool))
+    mask = torch.zeros(sees.shape).masked_fill_(~sees, torch.finfo(torch.float32).min)[:, None]
+    layout = block_layout(sees, mask, call_cost=0.0)
+    assert layout is not None and layout.spans == [(0, GRAIN), (GRAIN, 2 * GRAIN)]
+    assert layout.pairs == 2 * 2 * GRAIN * GRAIN
+    assert [m.shape for m in layout.masks] == [(2, 1, GRAIN, GRAIN)] * 2
+    assert block_layout(sees, mask, call_cost=1e9) is None, "one block: the pass runs as one call"
+
+
+def test_a_calls_cost_in_pairs_is_its_flops_over_a_pairs_flops():
+    """4 x hidden FLOPs a pair (scores and weighted sum over every head): a wider model pays fewer pairs a call."""
+    narrow, wide = tiny_config("llama", 258), tiny_config("llama", 258)
+    wide.hidden_size = 4 * narrow.hidden_size
+    assert tree_attention.call_cost_pairs(narrow) * 4 * narrow.hidden_size == pytest.approx(CALL_COST_FLOPS)
+    assert tree_attention.call_cost_pairs(wide) == pytest.approx(tree_attention.call_cost_pairs(narrow) / 4)
 
 
 def test_a_model_that_does_not_run_sdpa_on_a_cpu_keeps_its_attention():
