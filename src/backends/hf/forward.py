@@ -116,7 +116,7 @@ class LoadedModel:
         """A pass run inside attends in blocks where it is packed (`sees` given) and blocks pay on this model; the
         pairs it computed are counted once it ran."""
         layout = None
-        if sees is not None and self.block_call_cost is not None and mask.dim() == 4:
+        if sees is not None and self.block_call_cost is not None:
             layout = tree_attention.block_layout(sees, mask, self.block_call_cost)
         with tree_attention.blocked(layout):
             yield

@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - the supported transformers have it
 TREE_SDPA = "mcq_tree_sdpa"
 GRAIN = 16  # queries per grain: blocks are whole grains
 # What one more call costs on a CPU, in FLOPs of attention (4 x hidden per pair): ~90 us of fixed cost against
-# ~13 ns per pair at hidden 576 on 2 cores (SmolLM2; an Intel Sapphire Rapids, 2026-11-27).
+# ~13 ns per pair at hidden 576 on 2 cores (SmolLM2; lscpu's "Intel(R) Xeon(R) Processor", AVX-512 and AMX, 2026-11-27).
 CALL_COST_FLOPS = 16e6
 
 
@@ -61,7 +61,7 @@ class BlockLayout:
 
     @property
     def pairs(self) -> int:
-        """(query, key) pairs computed per layer and head, over all rows."""
+        """(query, key) pairs each layer computes (every head computes each), over all rows."""
         rows = self.mask.shape[0]
         return sum(rows * (end - start) * len(keys) for (start, end), keys in zip(self.spans, self.keys))
 
