@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +39,8 @@ from src.common.errors import UserError
 from src.common.progress import step_bar
 
 log = logging.getLogger(__name__)
+
+_NOT_SENT = object()  # what a request queued behind a failed one returns instead of being sent
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -224,15 +227,31 @@ class OpenAIBackend:
         raise AssertionError("unreachable")
 
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], what: str) -> list[Any]:
+        failed = threading.Event()  # set by the worker whose request failed, before it takes the next one
+
+        def unless_failed(r: Request) -> Any:
+            # A worker takes its next request before the caller sees the failure and cancels the queue: without
+            # this, a refused or dead server would still be sent up to `max_concurrency` more requests.
+            if failed.is_set():
+                return _NOT_SENT
+            try:
+                return fn(r)
+            except BaseException:
+                failed.set()
+                raise
+
         with (
             ThreadPoolExecutor(max_workers=self.max_concurrency) as pool,
             step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar,
         ):  # src/common/progress.py
-            futures = [pool.submit(fn, r) for r in requests]
+            futures = [pool.submit(unless_failed, r) for r in requests]
             out = []
             try:
                 for future in futures:
-                    out.append(future.result())
+                    result = future.result()
+                    if result is _NOT_SENT:  # a later request failed first: raise its error
+                        raise next(e for f in futures if (e := f.exception()) is not None)
+                    out.append(result)
                     bar.update(1)
             except BaseException:  # a refusal or a dead server: the queued requests are not sent
                 for future in futures:
