@@ -8,6 +8,7 @@ on the synthetic benchmark's (the part says which).
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -62,3 +63,36 @@ def test_a_pass_counts_the_head_rows_it_computed_logits_for(tiny_model_dir, shar
     reqs = variant_requests()
     backend.score_labels(reqs)
     assert backend.lm.head_rows == len(reqs), "label scoring: one position per prompt"
+
+
+def test_the_share_ceiling_times_every_matrix_product_and_attention_call_and_leaves_the_model_as_it_was(
+    tiny_model_dir,
+):
+    """The bench's ceiling on the main job's share (`time_in_matmuls_and_attention`): time inside every nn.Linear
+    (the head's included) and every SDPA kernel call of a packed pass, less than the pass took; nothing left
+    hooked or wrapped afterwards."""
+    from devtools.perf.study import time_in_matmuls_and_attention
+    from src.backends.hf import HFBackend
+
+    from .test_prefix_sharing import variant_requests
+
+    backend = HFBackend(name="tiny", path=str(tiny_model_dir), batch_size=4, progress=False)
+    reqs = variant_requests()
+    backend.score_labels(reqs[:2])  # the first call's packing self-check out of the way
+    linears = [m for m in backend.model.modules() if isinstance(m, torch.nn.Linear)]
+    calls = {"linear": 0}
+    kernel = torch.nn.functional.scaled_dot_product_attention
+    counting = [m.register_forward_hook(lambda *a: calls.__setitem__("linear", calls["linear"] + 1)) for m in linears]
+    start = time.perf_counter()
+    with time_in_matmuls_and_attention(backend.model) as spent:
+        backend.score_labels(reqs)
+    wall = time.perf_counter() - start
+    for hook in counting:
+        hook.remove()
+    layers = backend.model.config.num_hidden_layers
+    assert calls["linear"] % (7 * layers + 1) == 0 and calls["linear"] > 0, "q, k, v, o, gate, up, down and the head"
+    assert 0 < spent["matmuls"] and 0 < spent["attention"] and spent["matmuls"] + spent["attention"] < wall
+    assert torch.nn.functional.scaled_dot_product_attention is kernel
+    after = dict(spent)
+    backend.score_labels(reqs)
+    assert spent == after, "nothing timed once the block is left"

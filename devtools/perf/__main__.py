@@ -12,7 +12,9 @@ sampled), and the cost per token fed (ms/token, padding included) for:
 - mainjob     the README's main job (synthetic, CoRA set, the model's cloze_shown scoring): its answering phase,
               and option texts packed after their prompts vs padded batches on the same prompts; batches
               sized by tokens (the CPU default budget) vs the fixed batches before them (one pack per pass, 16
-              padded prompts) and vs 2x and 4x the budget, alternated over two rounds
+              padded prompts) and vs 2x and 4x the budget, alternated over four rounds; the answering's model
+              FLOP/s over a float matmul's rate in the same process, and that share's ceiling: the FLOPs over
+              the seconds spent in the matrix products and attention's SDPA kernel alone
 - cora        the CoRA divergent set with logprob scoring: the optimised path (prefix-tree packing, response
               cache cold, then warm: the answering phase of a rerun) vs padded batches of 16 (the primary
               baseline: what batched harnesses do) and the naive path (one call per trial, batch size 1, no

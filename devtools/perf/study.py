@@ -82,6 +82,10 @@ def part_cora(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
     shared["subset"] = subset
 
 
+ROUNDS = (1, 2, 3, 4)  # of the main job's subset phases: the budget and one-pack-per-pass feed the same passes there
+# (one 1,024-token pack each), so their ratio is ~1 plus the machine's drift, which four rounds average down
+
+
 def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """The README's main job (`python -m src.run variants=cora`: synthetic, the model's cloze_shown scoring), its
     answering phase with option texts packed after their prompts vs padded batches that encode each prompt once
@@ -110,24 +114,36 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
         return meter.results[name]["seconds"]
 
     pairs, rows = backend.lm.attention_pairs, backend.lm.head_rows
-    answer("mainjob_answering (packed)", items)  # the CPU default budget, as the job runs
+    with time_in_matmuls_and_attention(backend.model) as spent:
+        answer("mainjob_answering (packed)", items)  # the CPU default budget, as the job runs
     main = meter.results["mainjob_answering (packed)"]
     pairs, rows = backend.lm.attention_pairs - pairs, backend.lm.head_rows - rows
     flops = forward_flops(backend.model.config, main["forward_tokens"], pairs, rows)
     model_rate = flops / main["seconds"]
     peak = matmul_rate(backend.model.get_input_embeddings().weight.dtype)
+    ceiling = flops / (spent["matmuls"] + spent["attention"]) / peak
     print(
         f"  main job: {model_rate / 1e9:.1f} GFLOP/s of model FLOPs, a {peak / 1e9:.1f} GFLOP/s matmul in this "
-        f"process: {model_rate / peak:.0%} of it",
+        f"process: {model_rate / peak:.0%} of it; {spent['matmuls']:.1f} s in the matrix products "
+        f"({flops / spent['matmuls'] / peak:.0%} of the matmul's rate), {spent['attention']:.1f} s in attention's "
+        f"SDPA kernel: {ceiling:.0%} if nothing else took time",
         flush=True,
     )
     ratios["mainjob_model_gflops"], ratios["matmul_gflops"] = model_rate / 1e9, peak / 1e9
     ratios["mainjob_share_of_matmul_rate"] = model_rate / peak
+    ratios["mainjob_share_ceiling"] = ceiling
     fixed, default = {}, {}
-    for round_ in (1, 2):  # alternated: this machine's speed drifts within minutes
+
+    def budgeted(round_: int) -> None:
         default[round_] = answer(f"mainjob_subset (packed, {CPU_BATCH_TOKENS}-token budget) #{round_}", subset)
+
+    def one_pack(round_: int) -> None:
         with one_pack_per_pass():  # before budgets: each pack of model.pack_tokens in a pass of its own
             fixed[round_] = answer(f"mainjob_subset (packed, one pack per pass) #{round_}", subset)
+
+    for round_ in ROUNDS:  # alternated, each first in turn: this machine's speed drifts within minutes by ~5%
+        for phase in (budgeted, one_pack) if round_ % 2 else (one_pack, budgeted):
+            phase(round_)
         for larger in (2 * CPU_BATCH_TOKENS, 4 * CPU_BATCH_TOKENS):
             answer(f"mainjob_subset (packed, {larger}-token budget) #{round_}", subset, budget=larger)
     backend.share_prefix = False
@@ -141,7 +157,7 @@ def part_mainjob(meter: Meter, args, ratios: dict[str, float], shared: dict[str,
     ratios["mainjob_padded_token_vs_fixed_batches"] = padded_tokens / padded_fixed
     for larger in (2 * CPU_BATCH_TOKENS, 4 * CPU_BATCH_TOKENS):
         ratios[f"mainjob_budget_{larger}_vs_{CPU_BATCH_TOKENS}"] = sum(
-            r[f"mainjob_subset (packed, {larger}-token budget) #{k}"]["seconds"] for k in (1, 2)
+            r[f"mainjob_subset (packed, {larger}-token budget) #{k}"]["seconds"] for k in ROUNDS
         ) / sum(default.values())
 
 
@@ -159,6 +175,46 @@ def matmul_rate(dtype: Any, size: int = 1024, seconds: float = 1.0) -> float:
         torch.mm(a, b)
         done += 1
     return 2.0 * size**3 * done / (time.perf_counter() - start)
+
+
+@contextmanager
+def time_in_matmuls_and_attention(model: Any) -> Iterator[dict[str, float]]:
+    """Seconds spent inside the model's `nn.Linear` modules (every matrix product of the layers and the output
+    head) and inside torch's SDPA kernel calls while in the block. The FLOPs counted over these seconds alone bound
+    the share of the matmul rate that fusing or removing all the other work (norms, rotary, activations, grouped
+    KV heads' copies, gathers, Python) could reach. Forward hooks and one wrapped function: ~2 us a call, ~0.2% of
+    the main job."""
+    import time
+    from unittest import mock
+
+    import torch
+
+    spent = {"matmuls": 0.0, "attention": 0.0}
+    started: list[float] = []
+
+    def before(module: Any, args: Any) -> None:
+        started.append(time.perf_counter())
+
+    def after(module: Any, args: Any, output: Any) -> None:
+        spent["matmuls"] += time.perf_counter() - started.pop()
+
+    kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def timed_kernel(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            spent["attention"] += time.perf_counter() - start
+
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    hooks = [h for m in linears for h in (m.register_forward_pre_hook(before), m.register_forward_hook(after))]
+    try:  # transformers looks the kernel up in torch.nn.functional at each call
+        with mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", timed_kernel):
+            yield spent
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 @contextmanager
