@@ -66,7 +66,7 @@ def test_a_pass_counts_the_head_rows_it_computed_logits_for(tiny_model_dir, shar
 
 
 def test_the_share_ceiling_times_every_matrix_product_and_attention_call_and_leaves_the_model_as_it_was(
-    tiny_model_dir,
+    tiny_model_dir, monkeypatch
 ):
     """The bench's ceiling on the main job's share (`time_in_matmuls_and_attention`): time inside every nn.Linear
     (the head's included) and every SDPA kernel call of a packed pass, less than the pass took; nothing left
@@ -80,9 +80,15 @@ def test_the_share_ceiling_times_every_matrix_product_and_attention_call_and_lea
     reqs = variant_requests()
     backend.score_labels(reqs[:2])  # the first call's packing self-check out of the way
     linears = [m for m in backend.model.modules() if isinstance(m, torch.nn.Linear)]
-    calls = {"linear": 0}
+    calls = {"linear": 0, "sdpa": 0}
     kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def counted_kernel(*args, **kwargs):
+        calls["sdpa"] += 1
+        return kernel(*args, **kwargs)
+
     counting = [m.register_forward_hook(lambda *a: calls.__setitem__("linear", calls["linear"] + 1)) for m in linears]
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted_kernel)
     start = time.perf_counter()
     with time_in_matmuls_and_attention(backend.model) as spent:
         backend.score_labels(reqs)
@@ -91,8 +97,9 @@ def test_the_share_ceiling_times_every_matrix_product_and_attention_call_and_lea
         hook.remove()
     layers = backend.model.config.num_hidden_layers
     assert calls["linear"] % (7 * layers + 1) == 0 and calls["linear"] > 0, "q, k, v, o, gate, up, down and the head"
+    assert spent["matmul_calls"] == calls["linear"] and spent["attention_calls"] == calls["sdpa"] > 0, "every call"
     assert 0 < spent["matmuls"] and 0 < spent["attention"] and spent["matmuls"] + spent["attention"] < wall
-    assert torch.nn.functional.scaled_dot_product_attention is kernel
+    assert torch.nn.functional.scaled_dot_product_attention is counted_kernel
     after = dict(spent)
     backend.score_labels(reqs)
     assert spent == after, "nothing timed once the block is left"
