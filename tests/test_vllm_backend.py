@@ -3,6 +3,7 @@ objects."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 from types import SimpleNamespace as NS
@@ -59,7 +60,7 @@ class FakeLLM:
 
 @pytest.fixture
 def fake_backend():
-    b = VLLMBackend(name="v", path="org/model", top_logprobs=-1, progress=False)
+    b = VLLMBackend(name="v", path="org/model", top_logprobs=-1)
     b.llm, b.tokenizer = FakeLLM(), FakeTokenizer()
     b._vllm = NS(SamplingParams=lambda **kw: kw)  # SamplingParams as a plain dict
     return b
@@ -113,3 +114,128 @@ def test_missing_vllm_is_a_one_line_user_error():
         backend.generate([Request("Q?", ("A",), ("x",), 0)], SamplingParams())
     with pytest.raises(UserError, match="tensorparallel"):
         load_backend({"name": "v", "backend": "vllm", "path": "m", "tensorparallel": 2}, chat=False)
+
+
+class FakeEngineLLM(FakeLLM):
+    """A vllm.LLM whose engine core counts its shutdowns, built with the engine arguments it records."""
+
+    made: list[dict] = []
+
+    def __init__(self, **args):
+        super().__init__()
+        FakeEngineLLM.made.append(args)
+        self.shutdowns = 0
+        self.llm_engine = NS(engine_core=NS(shutdown=self._shutdown))
+
+    def _shutdown(self):
+        self.shutdowns += 1
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """vLLM's module as the backend sees it: `LLM` and `SamplingParams`, the platform a CPU unless a test says not;
+    atexit's registrations recorded instead of made."""
+    from src.backends import vllm_backend
+
+    FakeEngineLLM.made = []
+    platform = NS(cpu=True)
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=FakeEngineLLM, SamplingParams=lambda **kw: kw))
+    monkeypatch.setattr(vllm_backend, "on_cpu", lambda: platform.cpu)
+    exits = []
+    monkeypatch.setattr(vllm_backend.atexit, "register", exits.append)
+    monkeypatch.setattr(vllm_backend.atexit, "unregister", lambda fn: exits.remove(fn))
+    return NS(platform=platform, exits=exits)
+
+
+def test_close_ends_the_engine_once_and_takes_back_its_exit_handler(fake_vllm):
+    """A job whose engine nobody shuts down never exits (multiprocessing's exit handler waits on the idle engine
+    process): `close` ends it, and the exit handler `load` registered does so for any caller that did not."""
+    backend = VLLMBackend(name="v", path="org/model")
+    backend.load()
+    llm = backend.llm
+    assert fake_vllm.exits == [backend.close], "registered once the engine exists"
+    backend.load()
+    assert len(FakeEngineLLM.made) == 1 and fake_vllm.exits == [backend.close], "loaded once"
+    backend.close()
+    assert llm.shutdowns == 1 and backend.llm is None and fake_vllm.exits == []
+    backend.close()
+    assert llm.shutdowns == 1, "closing twice ends nothing twice"
+    backend.load()
+    assert len(FakeEngineLLM.made) == 2 and fake_vllm.exits == [backend.close], "asked again, it loads again"
+
+
+@pytest.mark.parametrize(
+    ("cpu", "setting", "engine_gets"),
+    [(True, None, False), (True, True, True), (False, None, "unset"), (False, False, False)],
+)
+def test_chunked_prefill_is_off_on_a_cpu_unless_set(fake_vllm, cpu, setting, engine_gets):
+    fake_vllm.platform.cpu = cpu
+    backend = VLLMBackend.from_config(
+        {"backend": "vllm", "path": "org/m", "enable_chunked_prefill": setting}, chat=False
+    )
+    backend.load()
+    assert FakeEngineLLM.made[-1].get("enable_chunked_prefill", "unset") == engine_gets
+
+
+def test_seeded_sampling_with_chunked_prefill_on_a_cpu_is_refused_before_the_engine_starts(fake_vllm):
+    """vLLM's CPU sampler cannot rewind a seeded generator when chunked prefill splits a prompt: the engine dies
+    mid-job. Refused in one line, before the engine is started or any request sent."""
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
+    backend = VLLMBackend(name="v", path="org/model", enable_chunked_prefill=True)
+    with pytest.raises(UserError, match="model.enable_chunked_prefill=false") as err:
+        backend.generate(reqs, SamplingParams(n=2, temperature=0.7))
+    assert "\n" not in str(err.value) and FakeEngineLLM.made == [], "nothing started"
+    assert backend.generate(reqs, SamplingParams(n=2, temperature=0.0)) == [["sNone-0"] * 2], "greedy: no seeds"
+    fake_vllm.platform.cpu = False  # a GPU's sampler rewinds its generator: both work together
+    assert backend.generate(reqs, SamplingParams(n=2, temperature=0.7)) == [["s5-0", "s5-1"]]
+    assert VLLMBackend(name="v", path="m").generate(reqs, SamplingParams(n=1, temperature=0.7)) == [["s5-0"]]
+
+
+@pytest.mark.parametrize(
+    ("environ", "stream", "level"),
+    [
+        ({}, "ext://sys.stderr", "WARNING"),  # vLLM's default is stdout at INFO
+        ({"VLLM_LOGGING_STREAM": "ext://sys.stdout"}, "ext://sys.stderr", "WARNING"),  # stdout is data
+        ({"VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_LOGGING_LEVEL": "DEBUG"}, "ext://sys.stderr", "DEBUG"),
+    ],
+)
+def test_vllms_log_goes_to_stderr_at_warning_unless_the_environment_says_otherwise(environ, stream, level):
+    from src.backends.vllm_backend import quiet_vllm_logging
+
+    quiet_vllm_logging(environ)
+    assert (environ["VLLM_LOGGING_STREAM"], environ["VLLM_LOGGING_LEVEL"]) == (stream, level)
+
+
+def test_the_command_releases_its_backends_however_it_ends(monkeypatch):
+    """`python -m src.run` closes what its jobs kept (vLLM's engine) on success, on an error and on SIGTERM (which
+    arrives as KeyboardInterrupt and leaves as exit 130)."""
+    import src.run as entry
+
+    released = []
+    monkeypatch.setattr(entry, "release_backends", lambda: released.append(True))
+    for ending in (None, SystemExit(2), KeyboardInterrupt()):
+
+        def checked_main(sweep, ending=ending):
+            if ending is not None:
+                raise ending
+
+        monkeypatch.setattr(entry, "_checked_main", checked_main)
+        with pytest.raises((SystemExit, KeyboardInterrupt)) if ending is not None else contextlib.nullcontext():
+            entry.main()
+    assert released == [True, True, True]
+
+
+def test_an_engine_that_does_not_start_is_one_line_naming_the_memory_setting(fake_vllm, monkeypatch):
+    """vLLM's engine refuses a setting in a child process (its traceback there) and raises a RuntimeError here."""
+
+    def refused(**args):
+        raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+
+    from src.backends import vllm_backend
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=refused, SamplingParams=dict))
+    backend = VLLMBackend(name="v", path="org/model")
+    with pytest.raises(UserError, match="engine did not start") as err:
+        backend.load()
+    assert "model.gpu_memory_utilization" in str(err.value) and "\n" not in str(err.value)
+    assert backend.llm is None and fake_vllm.exits == [], "nothing to end"

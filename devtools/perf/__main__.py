@@ -53,6 +53,10 @@ sampled), and the cost per token fed (ms/token, padding included) for:
               --scale-limit questions into one SQLite store (the smoke sweep's file, its axes replaced on the
               command line), then `python -m src.compare` on all of it from a fresh process: its wall and CPU
               seconds and the size of report.html; `--only review_scale` runs it alone (~6 minutes on 2 cores)
+- vllm        the main job's prompts (--vllm-limit questions x CoRA) answered by `model=vllm` and by `model=hf`
+              on the same float32 weights, each scoring, in one process: the engine's start apart, the time
+              ratio, decisions compared, one call against the answering loop's chunks, prefix caching off
+              (devtools/perf/vllm.py); needs vLLM (docs/serving.md); `--only gpu` runs it too on a GPU
 
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
@@ -67,7 +71,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from devtools.perf import gpu, intervals, lm_eval, processes, study
+from devtools.perf import gpu, intervals, lm_eval, processes, study, vllm
 from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
 from src.cli import entry
 
@@ -124,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=100,
         help="gpu: MedQA questions timed (default 100, x 26 CoRA variants; 4 at the tiny shape)",
+    )
+    parser.add_argument(
+        "--vllm-limit",
+        type=int,
+        default=4,
+        help="vllm: synthetic questions (x CoRA variants) answered by model=vllm and model=hf (default 4)",
     )
     parser.add_argument("--tiny", action="store_true", help="gpu: the tiny shape on the CPU even where a GPU is")
     parser.add_argument(
@@ -186,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         ("generation", processes.part_generation),
         ("review_scale", processes.part_review_scale),
         ("gpu", gpu.part_gpu),
+        ("vllm", vllm.part_vllm),
     ):
         if name in parts:
             fn(meter, args, ratios, shared)

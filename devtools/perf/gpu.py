@@ -264,6 +264,10 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     if on_gpu and "H100" in name:
         ratios["gpu_medqa_cora_8b_h100_s"] = ratios["gpu_job_whole_job_s"]
     shared["gpu_device"] = name
+    if on_gpu and args.only and "vllm" not in args.only:  # `--only gpu` on a GPU measures both backends
+        from devtools.perf.vllm import part_vllm  # local: imports vLLM's backend only where it runs
+
+        part_vllm(meter, args, ratios, shared)
 
 
 def _oom_above(model: Any, limit: int):

@@ -30,12 +30,13 @@ PARTS = (
     "generation",
     "review_scale",
     "gpu",
+    "vllm",
 )
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
 MODEL_PARTS = tuple(
-    p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation", "review_scale", "gpu")
+    p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation", "review_scale", "gpu", "vllm")
 )
 
 

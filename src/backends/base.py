@@ -109,3 +109,7 @@ class Backend(Protocol):
 
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         """Log-likelihood of each displayed option text as the continuation."""
+
+    def close(self) -> None:
+        """End what the backend started (vLLM's engine process); idempotent. The runner calls it when a command's
+        jobs are done, however they ended (`src.job.runner.release_backends`)."""

@@ -340,6 +340,9 @@ class OpenAIBackend:
 
         return self._map(one, requests, "score_labels")
 
+    def close(self) -> None:
+        """Nothing to end: the server is the user's, and each call's threads end with the call."""
+
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         if self.endpoint != "completions":
             raise UserError(

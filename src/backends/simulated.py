@@ -124,3 +124,6 @@ class SimulatedBackend:
             ll = tuple(math.log(p) for p in self._peaked(r, len(r.options)))
             out.append(OptionScores(ll, tuple(x / max(1, len(o.encode())) for x, o in zip(ll, r.options))))
         return out
+
+    def close(self) -> None:
+        """Nothing to end: the simulation runs in this process."""

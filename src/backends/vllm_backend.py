@@ -9,13 +9,24 @@
   asks for the whole vocabulary (vLLM >= 0.10), which makes exact first-token sampling exact at any setting.
 - score_options (cloze): `prompt_logprobs` of prompt + option, summed over the option's tokens.
 - `tensor_parallel_size` spreads a large model over GPUs.
+- The engine runs in a child process of vLLM's (its engine core). `close()` ends it; the runner closes the
+  backends it kept when the command ends (on success, an error, SIGTERM or Ctrl-C), and an exit handler does it for
+  any other caller, so no job waits forever at exit on an idle engine and no engine outlives its job.
+- stdout is data: vLLM logs to stdout at INFO unless told otherwise, so before vLLM is imported its log stream is set
+  to stderr and its level to WARNING (`VLLM_LOGGING_LEVEL=INFO` in the environment brings its lines back, on stderr).
+- Seeded sampling on vLLM's CPU build: a prompt that chunked prefill splits makes the CPU sampler rewind a seeded
+  generator, which torch's CPU generator cannot do (`CPU Generator does not use offset`, the engine dies). On a CPU,
+  chunked prefill is therefore off unless `model.enable_chunked_prefill=true`, and that setting with sampling at a
+  temperature is refused in one line before any request is sent. GPUs keep vLLM's default.
 
 vLLM is imported only when the model loads; without it the backend says `pip install .[vllm]` in one line.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,9 +64,13 @@ CONFIG_KEYS = frozenset(
         "trust_remote_code",
         "seed",
         "enforce_eager",
+        "enable_chunked_prefill",
         "chat",
     }
 )
+# vLLM reads these when it is first imported (vllm.envs, vllm.logger); a value the user set is kept, except a log
+# stream on stdout, which would mix vLLM's lines with the JSON lines scripts read
+LOG_STREAM, LOG_LEVEL = "ext://sys.stderr", "WARNING"
 
 
 class VLLMBackend:
@@ -78,8 +93,8 @@ class VLLMBackend:
         trust_remote_code: bool = False,
         seed: int = 0,  # engine seed; requests carry their own trial seeds
         enforce_eager: bool = False,
+        enable_chunked_prefill: bool | None = None,  # None: off on a CPU (seeded sampling), vLLM's default on a GPU
         chat: bool = False,
-        progress: bool = True,
     ) -> None:
         if not path:
             raise UserError(f"model {name}: set model.path to a hub id or a local model folder")
@@ -100,9 +115,10 @@ class VLLMBackend:
             trust_remote_code=bool(trust_remote_code),
             seed=int(seed),
             enforce_eager=bool(enforce_eager),
+            enable_chunked_prefill=None if enable_chunked_prefill is None else bool(enable_chunked_prefill),
         )
         self.top_logprobs = int(top_logprobs)
-        self.chat, self.progress = bool(chat), progress
+        self.chat = bool(chat)
         # what it loads, by content alone (src/backends/weights.py): a folder, a local .gguf file or a hub snapshot
         self.content = weights.model_content(path, revision=revision)
         if self.content.repo is None:  # a local folder or file: the engine gets its path with `~` expanded
@@ -120,29 +136,65 @@ class VLLMBackend:
         self._warned_inexact = False
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], *, chat: bool, progress: bool = True) -> VLLMBackend:
+    def from_config(cls, cfg: dict[str, Any], *, chat: bool) -> VLLMBackend:
         unknown = sorted(set(cfg) - CONFIG_KEYS)
         if unknown:
             raise UserError(
                 f"model.{unknown[0]} is not a setting of backend vllm; the keys are {', '.join(sorted(CONFIG_KEYS))}"
             )
         kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat")}
-        return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
+        return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)))
 
     def load(self) -> None:
         if self.llm is not None:
             return
         self._vllm = import_vllm()
         args = {k: v for k, v in self.engine_args.items() if v is not None}
-        self.llm = self._vllm.LLM(**args)
+        if args.get("enable_chunked_prefill") is None and on_cpu():
+            args["enable_chunked_prefill"] = False  # seeded sampling on the CPU build (the module docstring)
+        log.info("model %s: starting vLLM's engine on %s", self.name, self.content.source)
+        try:
+            self.llm = self._vllm.LLM(**args)
+        except (RuntimeError, ValueError) as err:  # a setting the engine refuses: its own lines above say which
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(
+                f"model {self.name}: vLLM's engine did not start ({reason}); its log above on stderr says why. On "
+                f"vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
+                f"(docs/serving.md)"
+            ) from None
+        # registered after vLLM's imports, so it runs before multiprocessing's own exit handler, which would wait
+        # forever on the idle engine process
+        atexit.register(self.close)
         self.tokenizer = self.llm.get_tokenizer()
         self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
+
+    def close(self) -> None:
+        """End the engine and its processes; the backend loads again if asked again. Idempotent."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        atexit.unregister(self.close)
+        engine_core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()
+
+    def check_sampling(self, params: SamplingParams) -> None:
+        """Refuse, before any request, sampling that this engine cannot repeat from its seeds (the module
+        docstring): seeded requests with chunked prefill on vLLM's CPU build."""
+        if params.temperature <= 0 or not self.engine_args.get("enable_chunked_prefill"):
+            return
+        if on_cpu():
+            raise UserError(
+                f"model {self.name}: vLLM's CPU build cannot sample seeded requests with chunked prefill (torch's CPU "
+                f"generator cannot rewind; the engine dies); set model.enable_chunked_prefill=false or leave it unset"
+            )
 
     # -- the Backend interface -----------------------------------------------------------------
 
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         if not requests:
             return []
+        self.check_sampling(params)
         self.load()
         greedy = params.temperature <= 0
         n = 1 if greedy else params.n
@@ -210,7 +262,7 @@ class VLLMBackend:
             pairs += [context + cont for cont in conts]
             spans += [len(context)] * len(conts)
         sampling = self._sampling(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0)
-        outputs = self.llm.generate([self._vllm_tokens(ids) for ids in pairs], sampling, use_tqdm=self.progress)
+        outputs = self.llm.generate([self._vllm_tokens(ids) for ids in pairs], sampling, use_tqdm=False)
         logliks = [continuation_loglik(o.prompt_logprobs, ids, start) for o, ids, start in zip(outputs, pairs, spans)]
         results, k = [], 0
         for r in requests:
@@ -229,7 +281,7 @@ class VLLMBackend:
 
     def _run(self, requests: Sequence[Request], sampling: list[Any]) -> list[Any]:
         prompts = [self._vllm_tokens(self._encode(self._prompt_text(r.prompt))) for r in requests]
-        return self.llm.generate(prompts, sampling, use_tqdm=self.progress)
+        return self.llm.generate(prompts, sampling, use_tqdm=False)  # the job's one bar counts (src/common/progress.py)
 
     def _vllm_tokens(self, ids: list[int]) -> Any:
         return {"prompt_token_ids": ids}  # vllm.inputs.TokensPrompt is a TypedDict of this shape
@@ -255,7 +307,28 @@ def _completion(output: Any) -> Completion:
     return completion(output.text, getattr(output, "finish_reason", None))
 
 
+def quiet_vllm_logging(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """vLLM's log lines on stderr at WARNING, unless the environment says otherwise (stdout stays data).
+
+    >>> env = {"VLLM_LOGGING_STREAM": "ext://sys.stdout", "VLLM_LOGGING_LEVEL": "INFO"}
+    >>> quiet_vllm_logging(env); env["VLLM_LOGGING_STREAM"], env["VLLM_LOGGING_LEVEL"]
+    ('ext://sys.stderr', 'INFO')
+    """
+    if environ.get("VLLM_LOGGING_STREAM", "ext://sys.stdout") == "ext://sys.stdout":
+        environ["VLLM_LOGGING_STREAM"] = LOG_STREAM
+    environ.setdefault("VLLM_LOGGING_LEVEL", LOG_LEVEL)
+
+
+def on_cpu() -> bool:
+    """Whether the installed vLLM runs on the CPU (its CPU build)."""
+    import_vllm()  # first: its logging set, or one line saying how to install it
+    from vllm.platforms import current_platform  # local: vLLM is optional
+
+    return bool(current_platform.is_cpu())
+
+
 def import_vllm() -> Any:
+    quiet_vllm_logging()
     try:
         import vllm
     except ImportError:

@@ -101,9 +101,18 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
             f"({runs.short_hash(kept.identity)} -> {runs.short_hash(fresh.identity)}); this job uses the new ones",
             file=sys.stderr,
         )
-    _LOADED.clear()
+    release_backends()  # one model in memory: the previous one's engine ends before this one loads
     _LOADED[key] = fresh
     return fresh
+
+
+def release_backends() -> None:
+    """Close the backends this process kept (`reuse_backend`), ending what they started (vLLM's engine process).
+    The entry point calls it when its command ends, however it ends; closing twice is harmless."""
+    kept = list(_LOADED.values())
+    _LOADED.clear()
+    for backend in kept:
+        backend.close()
 
 
 def job_backend(cfg: DictConfig):

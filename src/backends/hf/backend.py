@@ -317,6 +317,9 @@ class HFBackend:
             pack_tokens=self.pack_tokens,
         )
 
+    def close(self) -> None:
+        """Nothing to end: the model lives in this process, and its memory goes with the backend."""
+
     @torch.inference_mode()
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         if not requests:
