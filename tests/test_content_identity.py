@@ -210,9 +210,16 @@ request_parts = st.fixed_dictionaries(
         "seed": st.integers(0, 3),
         "key": texts,
         "seeded": st.booleans(),
-        "settings": st.dictionaries(
-            st.sampled_from(["temperature", "top_k", "top_p", "max_new_tokens"]),
-            st.one_of(st.none(), st.integers(0, 3), st.floats(0, 2)),
+        # each setting of its type in the typed job schema (src/config/schema.py): a float temperature 1.0 and an
+        # int 1 are equal in Python but never both reach the key, so the property does not ask them to share one
+        "settings": st.fixed_dictionaries(
+            {},
+            optional={
+                "temperature": st.one_of(st.none(), st.floats(0, 2)),
+                "top_p": st.one_of(st.none(), st.floats(0, 2)),
+                "top_k": st.one_of(st.none(), st.integers(0, 3)),
+                "max_new_tokens": st.one_of(st.none(), st.integers(0, 3)),
+            },
         ),
         "repetition": st.one_of(st.none(), st.integers(0, 3)),
     }

