@@ -29,6 +29,7 @@ from .plots import Plot
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
 from .summary import BOTTOM_TITLE, TITLE as SUMMARY_TITLE, bottom_lines, decisions, leader_table
+from .sure_rule import trial_parts_of
 from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
@@ -190,7 +191,8 @@ def build_sections(
     decision = decision_sections(runs, study, options)
     first = [s for s in decision if s.tables or s.lines]
     absent = [s for s in decision[2:] if not s.tables]  # the paired tables: named under the runs, as absent studies
-    studies = present_studies([overview(runs), *study_sections(runs.table, cora, study), *detail, *absent])
+    parts = trial_parts_of(runs) if paired else None  # the SURE/UNSURE bars' parts, from the records
+    studies = present_studies([overview(runs), *study_sections(runs.table, cora, study, parts), *detail, *absent])
     if study is not None:
         studies[0].paired_lines = study.lines
     studies[0].tables.insert(0, definitions_table(first + studies))  # before the runs' numbers
@@ -229,8 +231,10 @@ def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
     return out
 
 
-def study_sections(frame: pd.DataFrame, cora: Built, study) -> list[Section]:
-    """One section per seed paper's study (kept by `present_studies` only where the runs hold it)."""
+def study_sections(frame: pd.DataFrame, cora: Built, study, parts=None) -> list[Section]:
+    """One section per seed paper's study (kept by `present_studies` only where the runs hold it); `parts`:
+    `sure_rule.trial_parts_of`'s (trial parts by run id, notes), None when the records are not read."""
+    bar_parts, bar_notes = parts if parts is not None else ({}, [])
     return [
         Section(
             "CoRA ranking",
@@ -249,7 +253,8 @@ def study_sections(frame: pd.DataFrame, cora: Built, study) -> list[Section]:
         )
         .add(tables.repetition_tables(frame))
         .add_plots(plots.consistency_plots(frame))
-        .add_plots(plots.sure_bars(frame)),
+        .add_plots(plots.sure_bars(frame, bar_parts))
+        .add(Built(notes=bar_notes)),
         Section(
             "Answer fluctuation: R² of metrics on permutation subsets",
             intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "
