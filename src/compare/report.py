@@ -20,7 +20,7 @@ import pandas as pd
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
 from src.core.records import NEAR_TIE_MARGIN, read_run_records
-from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, HEADLINE_RULE, INVALID_FLAG, chance_verdict, invalid_flag
+from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, INVALID_FLAG, chance_verdict, invalid_flag
 
 from . import plots, tables
 from .load import Runs, read_prompts, run_label
@@ -207,8 +207,8 @@ def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
     found = decisions(runs, study, alpha=alpha)
     summary = Section(
         SUMMARY_TITLE,
-        intro=f"Which model is best on each benchmark, and is its lead significant? "
-        f"{HEADLINE_RULE[0].upper()}{HEADLINE_RULE[1:]}.",
+        intro="Which model is best on each benchmark and condition, and is its lead significant? (Each condition's "
+        "headline metric: under the table.)",
     ).add(leader_table(runs, study, alpha=alpha, found=found))
     bottom = Section(BOTTOM_TITLE, lines=bottom_lines(found, delta=delta, power=power))  # none without a summary
     out = [bottom, summary]
@@ -507,12 +507,14 @@ def html_table(text: pd.DataFrame, *, prose: bool = False) -> str:
     return f"<table{' class=prose' if prose else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+# 1,300 px: the summary table of 4 conditions x 2 models fits a 1,400 x 900 window below the bottom line (its rows
+# on one or two lines each; the browser tier checks it)
+CSS = """body{font-family:system-ui,sans-serif;max-width:1300px;margin:1em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
 text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
 img{max-width:100%}
 .prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}
-.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}
+.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}h1{margin:.4em 0}h2{margin:.8em 0 .4em}
 table{display:block;overflow-x:auto;max-width:100%}.bottom li{font-weight:600;margin:.3em 0}"""
 
 
@@ -537,7 +539,8 @@ def _contents(sections: list[Section], md: list[str], body: list[str]) -> None:
     """The table of contents: a link to every section."""
     md += [f"## {CONTENTS_TITLE}", "", *[f"- [{s.title}](#{anchor(s.title)})" for s in sections], ""]
     links = " · ".join(f'<a href="#{anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
-    body.append(f"<h2>{CONTENTS_TITLE}</h2><p class=toc>{links}</p>")  # one paragraph: the decision stays in view
+    # one paragraph, no heading: the decision stays on the first screen
+    body.append(f"<p class=toc><b>{CONTENTS_TITLE}:</b> {links}</p>")
 
 
 def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
@@ -555,8 +558,6 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
         if section.lines:
             md += [*[f"- **{line}**" for line in section.lines], ""]
             body.append("<ul class=bottom>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>")
-        if section is sections[0] and section.title == BOTTOM_TITLE:  # the contents right after the bottom line
-            _contents(sections, md, body)
         for table in section.tables:
             md += [f"### {table.title}", "", markdown_table(table.text), ""]
             if table.caption:
@@ -574,6 +575,8 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
                 f'src="data:image/png;base64,{data}"><figcaption class=caption>{html.escape(plot.caption)}'
                 "</figcaption></figure>"
             )
+        if section.title == SUMMARY_TITLE and sections[0].title == BOTTOM_TITLE:
+            _contents(sections, md, body)  # after the decision: the bottom line and its table fill the first screen
         for note in section.notes:
             md += [f"> Note: {note}", ""]
             body.append(

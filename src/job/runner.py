@@ -474,8 +474,9 @@ def log_job(cfg, tracker, backend, asked, template, items, records, metrics, ide
         **task_tags(questions),
     }
     tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
-    # the review view's rounded headlines (`mcqa`: 0.230 [0.158, 0.322]) first: the UI orders tag columns as logged
-    tags = {**review.rounded_tags(shown_metrics), **tags}
+    # the keys that tell runs apart, then the rounded headlines (`mcqa`: 0.230 [0.158, 0.322]): the review view
+    # draws tag columns in logged order
+    tags = review.review_tags(tags, shown_metrics)
     if "st" in metrics:  # the repetition paper's `RWS | S/T`
         tags["rws_st"] = rws_st_string(metrics)
     ties = near_ties(records)
