@@ -99,10 +99,6 @@ class Decision:
             return f"{TIE} (p ≥ {self.alpha:g}): no leader"
         return f"pick {self.first['model']} (p < {self.alpha:g})"
 
-    def at_chance(self) -> list[str]:
-        """The models of the condition whose headline interval contains chance."""
-        return [r["model"] for r in self.ranked if (v := verdict_of(r, self.metric)) is not None and v.at_chance]
-
     def chance_verdicts(self) -> list[tuple[str, str]]:
         """(model, `above chance` | `indistinguishable from chance` | `below chance` | UNDECIDED) of every model,
         in rank order, on the condition's headline."""
