@@ -99,20 +99,19 @@ def runs_page_checks(dom: str, exp: Experiment) -> list[str]:
     ]
     if exp.parent_name in dom:
         failed.append(f"runs page: the sweep parent {exp.parent_name} is listed (the view shows job runs only)")
-    cora, repeated = exp.runs["cora"].data.metrics, exp.runs["repetition"].data.metrics
-    for name, value in (
-        ("cora", cora["cora"]),
-        ("mcqa", cora["mcqa"]),
-        ("rws", repeated["rws"]),
-        ("st", repeated["st"]),
-    ):
+    cora, repeated = exp.runs["cora"], exp.runs["repetition"]
+    for name, run in (("cora", cora), ("mcqa", cora), ("acc_mean", repeated), ("rws", repeated), ("st", repeated)):
         if f">{name}<" not in dom:
             failed.append(f"runs page: no column {name}")
-        if shown(value) not in dom:
-            failed.append(f"runs page: the value {shown(value)} of {name} is not shown")
-    rounded = exp.runs["cora"].data.tags["mcqa"]  # review.rounded_tags: `0.750 [0.531, 0.888]`
-    if rounded not in dom:
-        failed.append(f"runs page: the rounded mcqa tag {rounded!r} is not shown")
+        rounded = run.data.tags[name]  # review.rounded_tags: `0.750 [0.531, 0.888]`
+        if rounded not in dom:
+            failed.append(f"runs page: the rounded {name} tag {rounded!r} is not shown")
+        value = run.data.metrics[name]
+        if shown(value) != shown(round(value, 3)) and shown(value) in dom:
+            failed.append(f"runs page: the unrounded value {shown(value)} of {name} is shown")
+    for key in review.RUN_KEYS:
+        if f">{key}<" not in dom:
+            failed.append(f"runs page: no column {key}")
     return failed
 
 

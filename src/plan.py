@@ -42,7 +42,10 @@ def benchmark_size(client, run_id: str, n_asked: int) -> int | None:
     from mlflow.exceptions import MlflowException
     from omegaconf import DictConfig, OmegaConf
 
-    if client.get_run(run_id).data.params.get("limit") in (None, "null", "None"):
+    params = client.get_run(run_id).data.params
+    if params.get("benchmark_size", "").isdigit():  # logged by the job (src/job/runner.py)
+        return int(params["benchmark_size"])
+    if params.get("limit") in (None, "null", "None"):
         return n_asked
     from src.job.runner import job_questions  # local: loads hydra, the benchmarks (slow import)
 
@@ -104,9 +107,10 @@ def _pilot(records, run_ids, info, *, intersect: bool, n_resamples: int, seed: i
 
 
 def plan_rows(sds: dict, n: int, size: int | None, *, delta: float, alpha: float, power: float) -> list[dict]:
-    """One row per metric (metric, n, sd, n_needed, enough, size, detectable); metrics whose sd is the same
-    (the CoRA family of a run that asked one variant, whose values equal MCQA's) are one row, named together."""
-    from .metrics.paired import detectable_difference, questions_needed  # local: loads numpy, pandas (slow import)
+    """One row per metric (metric, n, sd, n_needed, enough, size, detectable, verdict: the rule of
+    `QuestionsVerdict`, the report's too); metrics whose sd is the same (the CoRA family of a run that asked one
+    variant, whose values equal MCQA's) are one row, named together."""
+    from .metrics.paired import QuestionsVerdict  # local: loads numpy, pandas (slow import)
 
     rows: list[dict] = []
     for metric, sd in sds.items():  # sd 0: the metric did not vary (every question alike): no n can be estimated
@@ -114,16 +118,17 @@ def plan_rows(sds: dict, n: int, size: int | None, *, delta: float, alpha: float
         if same is not None:
             same["metric"] += f" = {metric}"
             continue
-        needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > 1e-12 else None
+        verdict = QuestionsVerdict.of(n, sd, size, delta=delta, alpha=alpha, power=power)
         rows.append(
             {
                 "metric": metric,
                 "n": n,
                 "sd": sd,
-                "n_needed": needed,
-                "enough": None if needed is None else n >= needed,
+                "n_needed": verdict.needed,
+                "enough": None if verdict.needed is None else n >= verdict.needed,
                 "size": size,
-                "detectable": detectable_difference(sd, size, alpha=alpha, power=power) if size else None,
+                "detectable": verdict.detectable,
+                "verdict": verdict.enough_cell(),
             }
         )
     return rows
@@ -179,26 +184,13 @@ def plan(
     return "\n".join([heading, *notes]), rows
 
 
-def _verdict(r: dict) -> str:
-    """yes; no (N more); or, beyond the benchmark's size, what all of it would detect."""
-    if r["enough"]:
-        return "yes"
-    if r.get("size") is not None and r["n_needed"] > r["size"]:
-        return f"no: not reachable on this benchmark; {r['detectable']:.3f} detectable with all {r['size']} questions"
-    return f"no ({r['n_needed'] - r['n']} more)"
-
-
 def format_rows(rows: list[dict]) -> list[str]:
     """The aligned lines `python -m src.plan` prints."""
     width = max(len("metric"), *(len(r["metric"]) for r in rows))
     lines = [f"{'metric':<{width}}  {'n':>6}  {'sd':>6}  {'n needed':>9}  enough"]
     for r in rows:
-        if r["n_needed"] is None:
-            lines.append(
-                f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {'–':>9}  – (no variation in this run)"
-            )
-            continue
-        lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {r['n_needed']:>9}  {_verdict(r)}")
+        needed = "–" if r["n_needed"] is None else r["n_needed"]
+        lines.append(f"{r['metric']:<{width}}  {r['n']:>6}  {r['sd']:>6.3f}  {needed:>9}  {r['verdict']}")
     return lines
 
 

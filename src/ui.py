@@ -9,9 +9,10 @@ until Ctrl-C.
 
 `--screenshot FILE` is for headless use: it loads that address in headless Chromium (the system's, driven by
 Playwright: `pip install -e ".[browser]"`) in a 1,400 x 900 window, writes the PNG, prints one JSON line (the
-address, the run names and headline columns in the window) and stops the server; exit 1 when the window shows no
-job run or no MCQA (accuracy) column. Bad input (no store at the URI, an unknown experiment, no Playwright or no
-Chromium for `--screenshot`): one line `error: ...`, exit 2.
+address, the run names, the headline and key columns in the window) and stops the server; exit 1 when the window
+shows no job run or not the columns model, temperature and result (each run's headline, rounded). Bad input (no
+store at the URI, an unknown experiment, no Playwright or no Chromium for `--screenshot`): one line `error: ...`,
+exit 2.
 """
 
 from __future__ import annotations
@@ -117,14 +118,17 @@ def window_check(page: dict, run_names: list[str]) -> dict:
     headlines = [
         name
         for name in inside
-        if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, "chance") or name.endswith(("_lo", "_hi"))
+        if name in (*review.REVIEW_HEADLINES, review.REVIEW_FALLBACK, review.RESULT_TAG, "chance")
+        or name.endswith(("_lo", "_hi"))
     ]
+    keys = [name for name in inside if name in review.RUN_KEYS]
     failed = [] if page.get("drawn", True) else [f"the page was not drawn within {browser.PAGE_TIMEOUT_S:.0f} s"]
     if run_names and not listed:
         failed.append("no job run is listed")
-    if not {"mcqa", review.REVIEW_FALLBACK} & set(inside):
-        failed.append(f"no mcqa (or accuracy) column inside the {width}-px window; headers inside: {inside}")
-    return {"runs_listed": listed, "headline_columns": headlines, "failed": failed}
+    needed = ["model", "temperature", review.RESULT_TAG]  # what tells the runs apart, and each one's headline
+    if not set(needed) <= set(inside):
+        failed.append(f"not every column of {', '.join(needed)} inside the {width}-px window: {inside}")
+    return {"runs_listed": listed, "headline_columns": headlines, "key_columns": keys, "failed": failed}
 
 
 def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:

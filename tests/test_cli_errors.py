@@ -87,6 +87,9 @@ def test_bad_config_values_name_the_key(run_job_in):
         (["seed=1.5"], ["config key seed", "1.5"]),
         (["cache.enabeld=false"], ["config key cache.enabeld", "cache.enabled?"]),
         (["model.batchsize=3"], ["config key model.batchsize", "model.batch_size?"]),
+        # the default model ships its weights: the user's own are the hf model's, not `model.chat` (the nearest key)
+        (["model.path=/data/my-model"], ["config key model.path", "model=hf model.path="]),
+        (["model=simulated", "model.gguf_file=x.gguf"], ["config key model.gguf_file", "model=hf model.path="]),
         (["benchmark=mmlux"], ["config key benchmark", "mmlux", "benchmark=mmlu?"]),
         (
             ["metrics.pride_protocol=author"],

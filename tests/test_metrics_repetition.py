@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from src.metrics import compute_metrics, question_outcomes, repetition_metrics, rws_st_string
+from src.metrics.repetition import TRIAL_PARTS, trial_parts
 
 from .records_factory import records, repeated, trial
 
@@ -78,6 +79,26 @@ def test_accuracy_mean_and_sample_std_over_repetitions():
     m = repetition_metrics(table)
     assert m["acc_mean"] == pytest.approx(0.5)
     assert m["acc_std"] == pytest.approx(np.std([1.0, 0.5, 0.0], ddof=1))
+
+
+@pytest.mark.parametrize("rule", ["answer", "correctness"])
+def test_the_trial_parts_add_up_to_acc_mean_with_invalid_apart(rule):
+    """The SURE/UNSURE bars' parts: right on SURE + right on UNSURE questions is acc_mean, INVALID trials are a part
+    of their own, and the five parts are every trial."""
+    table = records(
+        repeated("sure_right", SURE_RIGHT)
+        + repeated("sure_invalid", [None] * 9 + [0])
+        + repeated("tie", [None] * 5 + [0] * 5)
+        + repeated("sure_wrong", SURE_WRONG)
+        + repeated("spread", UNSURE_WRONG)
+    )
+    parts, m = trial_parts(table, sure_rule=rule), repetition_metrics(table, sure_rule=rule)
+    assert list(parts) == list(TRIAL_PARTS) and sum(parts.values()) == pytest.approx(1.0, abs=1e-12)
+    assert parts["right_sure"] + parts["right_unsure"] == pytest.approx(m["acc_mean"], abs=1e-12)
+    assert parts["invalid"] == pytest.approx(compute_metrics(table)["invalid_rate"], abs=1e-12)
+    assert parts["invalid"] == pytest.approx(14 / 50, abs=1e-12)
+    if rule == "answer":  # SURE: sure_right, sure_invalid (of INVALID), sure_wrong; right on them 10 + 1 + 1
+        assert parts["right_sure"] == pytest.approx(12 / 50, abs=1e-12)
 
 
 def test_nothing_sure_gives_nan_rws():

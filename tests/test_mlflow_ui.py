@@ -5,6 +5,8 @@ failure)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from devtools import ui_check
@@ -38,7 +40,8 @@ def test_the_mlflow_ui_shows_the_headline_metrics(tmp_path, monkeypatch):
 
 def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, monkeypatch):
     """`python -m src.ui --screenshot FILE` (the command docs/mlflow_ui.md gives): the printed address opens the
-    review view, which lists the job runs with the MCQA column inside a 1,400 x 900 window, Assistant panel open."""
+    review view, which lists the job runs with the keys that tell them apart (temperature included) and a rounded
+    headline inside a 1,400 x 900 window, Assistant panel open."""
     import json
     import subprocess
     import sys
@@ -69,7 +72,11 @@ def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, mo
         f"/#/experiments/{exp.experiment_id}/runs?viewStateShareKey=review&workflowType=machine_learning"
     )
     assert sorted(shown["runs_listed"]) == sorted(run.info.run_name for run in exp.runs.values())
-    assert "mcqa" in shown["headline_columns"] and shown["failed"] == [] and shown["window"] == [1400, 900]
+    assert shown["failed"] == [] and shown["window"] == [1400, 900]
+    assert "result" in shown["headline_columns"] and shown["key_columns"][:2] == ["model", "temperature"]
+    cells = [run.data.tags["result"] for run in exp.runs.values()]  # each run's headline, rounded: `0.750 [0.531, ...`
+    assert all(re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] (acc_mean|mcqa)", c) for c in cells), cells
+    assert cells[1].endswith(" acc_mean")  # the repetition run: the mean over its draws
     assert shot.read_bytes().startswith(b"\x89PNG")
 
 
@@ -125,17 +132,39 @@ FIRST_SCREEN_SCRIPT = """(() => {
 })()"""
 
 
+def four_conditions_of_two_models(monkeypatch):
+    """The README's five-command study as the report's runs: two models on a CoRA condition (T=0) and on three
+    repetition conditions (T=0.3, 0.7, 1.0, scoring logprob, 10 repetitions), 20 questions of 100, INVALID shares
+    above 0.10 and one model below chance: the longest bottom lines and condition labels a study of 4 x 2 makes."""
+    import numpy as np
+
+    from .test_paired import cora_records, repetition_records, runs_of
+
+    rng = np.random.default_rng(1)
+    frames, conditions = {}, []
+    for t in (0.0, 0.3, 0.7, 1.0):
+        for model, share in (("smollm2_135m", 0.25), ("gemma3_270m", 0.08)):
+            first, later = rng.random(20) < share, rng.random(20) < share
+            frames[f"{model} T={t}"] = cora_records(first, later) if t == 0 else repetition_records(first, later, 10)
+            conditions.append((model, t))
+    runs = runs_of(frames, monkeypatch, limit=20, benchmark_size=100, chance=0.26, invalid_rate=0.3)
+    table = runs.table
+    table["model"] = [m for m, _ in conditions]
+    table["temperature"] = [t for _, t in conditions]
+    repetition = table["temperature"] > 0
+    table.loc[repetition, ["variants", "prompt", "scoring", "repetitions"]] = ["original", "repetition", "logprob", 10]
+    return runs
+
+
 def test_the_reports_first_screen_shows_the_bottom_line_and_the_decision_table(tmp_path, monkeypatch):
-    """report.html of two models in a 1,400 x 900 window (a laptop's): the bottom line and the whole summary table
-    are on the first screen, nothing of the table cut off at the right."""
+    """report.html of 4 conditions x 2 models in a 1,400 x 900 window (a laptop's): the bottom line (one line per
+    condition) and the whole summary table are on the first screen, nothing of the table cut off at the right."""
     from src.compare import report
 
-    from .test_paired import runs_of, two_models
-
     chromium = needs_browser()
-    strong, weak = two_models()
-    runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
-    report.write(report.build_sections(runs), tmp_path / "r", header=["h"], title="Model comparison: t")
+    sections = report.build_sections(four_conditions_of_two_models(monkeypatch))
+    assert len(sections[0].lines) == 4 and len(sections[1].tables[0].text) == 4
+    report.write(sections, tmp_path / "r", header=["h"], title="Model comparison: t")
     size = (1400, 900)
     with browser.open_browser(chromium) as chrome:
         page = browser.load_page(
@@ -149,7 +178,8 @@ def test_the_reports_first_screen_shows_the_bottom_line_and_the_decision_table(t
         )
     found = page.found
     assert found is not None and (found["width"], found["height"]) == size
-    assert found["text"].startswith("bench: pick strong (its lead on mcqa over weak is +0.")
+    assert found["text"].splitlines() == sections[0].lines  # every condition's bottom line, whole
+    assert "gemma3_270m below chance" in found["text"]
     assert 0 <= found["bottom"][0] < found["bottom"][1] <= size[1]
     assert 0 <= found["table"][0] < found["table"][1] <= size[1] and found["table"][2] <= size[0]
     assert not found["cut"]

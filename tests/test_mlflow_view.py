@@ -88,14 +88,14 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     state = json.loads(experiment.tags[review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY])
     assert state["searchFilter"] == "tags.kind = 'job'" and state["orderByKey"] == review.JOB_RUNS_ORDER
     columns = state["selectedColumns"]
-    for name in ("mcqa", "rws", "st", "cora"):
-        assert f"metrics.`{name}`" in columns, name
-    assert "metrics.`ci`" not in columns and "tags.`model`" in columns
-    # each headline's rounded tag listed first, then the metric values without their raw bounds (the tag has them,
-    # lo before hi); the chance level as the tag that judges the accuracy (src/metrics/chance.py)
-    assert columns[:5] == [f"tags.`{name}`" for name in ("mcqa", "acc_mean", "cora", "rws", "st")]
-    assert "metrics.`mcqa_lo`" not in columns
-    assert {"tags.`chance`", "tags.`model`", "tags.`temperature`", "tags.`variants`"} <= set(columns)
+    # each headline's rounded tag (its bounds inside, lo before hi), then the keys that tell runs apart and the
+    # chance level as the tag that judges the accuracy (src/metrics/chance.py); no metric column (unrounded values,
+    # drawn before every tag) and no param column, which pushed the keys out of a 1,400-px window
+    assert columns[:6] == [f"tags.`{name}`" for name in ("result", "mcqa", "acc_mean", "cora", "rws", "st")]
+    assert "tags.`ci`" not in columns and not [c for c in columns if not c.startswith("tags.")]
+    assert columns[6:] == [
+        f"tags.`{k}`" for k in ("model", "temperature", "variants", "chance", "benchmark", "scoring")
+    ]
     assert cora.data.tags["chance"] == f"{cora.data.metrics['chance']:.3f}: mcqa above chance"
     mcqa, lo, hi = (cora.data.metrics[name] for name in ("mcqa", "mcqa_lo", "mcqa_hi"))
     assert cora.data.tags["mcqa"] == f"{mcqa:.3f} [{lo:.3f}, {hi:.3f}]" and lo <= mcqa <= hi
@@ -111,8 +111,15 @@ def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
     assert tags == {"mcqa": "0.230 [0.158, 0.322]", "acc_mean": "0.615 [0.550, 0.660]"}
     assert metrics.keys() == before.keys() and all(metrics[k] == before[k] for k in before if k != "rws")
     columns = json.loads(review.review_view_state(list(review.finite_metrics(metrics))))["selectedColumns"]
-    assert columns[:4] == ["tags.`mcqa`", "tags.`acc_mean`", "metrics.`mcqa`", "metrics.`acc_mean`"]
-    assert not any(c.endswith(("_lo`", "_hi`")) for c in columns) and "metrics.`sc_mean`" not in columns
+    assert columns[:4] == ["tags.`result`", "tags.`mcqa`", "tags.`acc_mean`", "tags.`model`"]
+    assert "tags.`temperature`" in columns
+    assert not any(c.startswith("metrics.") or c.endswith(("_lo`", "_hi`")) for c in columns)
+    assert "tags.`sc_mean`" not in columns
+    # a run logs model and temperature first, then its condition's headline rounded (`result`): the UI draws tag
+    # columns in logged order, so these three stand inside a 1,400-px window
+    tags = review.review_tags({"benchmark": "b", "variants": "v", "temperature": "0.3", "model": "m"}, metrics)
+    assert list(tags) == ["model", "temperature", "result", "variants", "mcqa", "acc_mean", "benchmark"]
+    assert tags["result"] == "0.615 [0.550, 0.660] acc_mean"  # the condition's headline, never one draw's mcqa
     assert review.rounded_tags({"accuracy": 0.5, "accuracy_lo": 0.25, "accuracy_hi": 0.75}) == {
         "accuracy": "0.500 [0.250, 0.750]"
     }
@@ -216,20 +223,27 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")
 
 
-def test_src_ui_says_when_the_accuracy_column_sorts_out_of_a_laptop_window(run_job_in):
-    """The UI orders metric columns by name: one study's headline before MCQA leaves it in a 1,400-px window (the
-    browser tier checks that), three (REVAS acc_h, CoRA cora, the fluctuation study's full_fr) push it out, and
-    `python -m src.ui` says so with the address."""
+def test_no_study_pushes_the_accuracy_out_of_a_laptop_window_and_an_older_view_is_named(run_job_in):
+    """Three studies whose headlines sort before MCQA (REVAS acc_h, CoRA cora, the fluctuation study's full_fr) no
+    longer push it out of a 1,400-px window: the view shows headlines as tags, drawn in logged order, and no metric
+    column; a view written when it showed metric columns (sorted by name) is still named by `python -m src.ui`."""
+    from mlflow.tracking import MlflowClient
+
     from src import ui
 
-    run_job_in("model=simulated", "variants=cora", "limit=4")
+    for variants in ("cora", "revas_reorder", "perm_all"):
+        run_job_in("model=simulated", f"variants={variants}", "limit=4")
     url, runs, note = ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")
-    assert url.startswith("http://127.0.0.1:9/#/experiments/") and len(runs) == 1 and note is None
-    run_job_in("model=simulated", "variants=revas_reorder", "limit=4")
-    assert ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")[2] is None
-    run_job_in("model=simulated", "variants=perm_all", "limit=4")
-    _, runs, note = ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")
-    assert len(runs) == 3
+    assert url.startswith("http://127.0.0.1:9/#/experiments/") and len(runs) == 3 and note is None
+    client = MlflowClient(tracking_uri=run_job_in.store_uri)
+    experiment = client.get_experiment_by_name("mcq-consistency")
+    key = review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY
+    columns = json.loads(experiment.tags[key])["selectedColumns"]
+    assert {"tags.`mcqa`", "tags.`cora`", "tags.`acc_h`", "tags.`full_fr`"} <= set(columns)
+    assert [c for c in columns if not c.startswith("tags.")] == []
+    older = [f"metrics.`{name}`" for name in ("mcqa", "cora", "acc_h", "full_fr")]
+    client.set_experiment_tag(experiment.experiment_id, key, json.dumps({"selectedColumns": older}))
+    note = ui.review_address(run_job_in.store_uri, "mcq-consistency", "http://127.0.0.1:9")[2]
     assert note.startswith("note: mcqa is metric column 4 of the review view (acc_h, cora, full_fr sort before it")
 
 

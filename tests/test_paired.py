@@ -560,3 +560,129 @@ def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(
     report.write(sections, tmp_path / "r", header=["h"], title="t")  # the CSV without float noise
     csv = (tmp_path / "r" / "tables" / "summary.csv").read_text()
     assert "00000000" not in csv and "99999999" not in csv and ",-0.0," not in csv
+
+
+def test_a_tie_on_the_whole_benchmark_says_what_all_of_it_detects_never_a_count_beyond_it(monkeypatch):
+    """Two close models on all 100 questions of a 100-question benchmark: the bottom line and the questions-needed
+    table say what the 100 questions detect (`QuestionsVerdict`, the rule `src.plan` prints too); on a benchmark
+    large enough the bottom line gives the count."""
+    from src.metrics.paired import QuestionsVerdict
+    from src.plan import plan_rows
+
+    rng = np.random.default_rng(7)
+    first = rng.random(100) < 0.5
+    a, b = repetition_records(first, rng.random(100) < 0.3), repetition_records(first, rng.random(100) < 0.32)
+    options = {"variants": "original", "repetitions": 5, "limit": 100}
+    sections = report.build_sections(runs_of({"a": a, "b": b}, monkeypatch, **options, benchmark_size=100))
+    (line,) = sections[0].lines
+    power = next(s for s in sections if s.title == "How many questions are enough").tables[0].data
+    pair = power[(power["who"] == "a − b (paired)") & (power["metric"] == "acc_mean")].iloc[0]
+    verdict = QuestionsVerdict.of(100, pair["sd"], 100, delta=0.02)
+    z = 1.959963984540054 + 0.8416212335729143
+    assert pair["n_needed"] > 100 and verdict.detectable == pytest.approx(z * pair["sd"] / 10, rel=1e-12)
+    assert (
+        pair["verdict"]
+        == f"no: not reachable on this benchmark; {verdict.detectable:.3f} detectable with all 100 questions"
+    )
+    assert line.startswith("bench: no model is better on these questions (acc_mean: ")
+    assert (
+        "; no number of its 100 questions tells a difference of 0.02 (power 0.8; these runs asked 100): "
+        f"{verdict.detectable:.3f} detectable with all 100 questions;"
+    ) in line
+    assert "questions would tell" not in line
+    (planned,) = plan_rows({"acc_mean": pair["sd"]}, 100, 100, delta=0.02, alpha=0.05, power=0.8)
+    assert planned["verdict"] == pair["verdict"]  # src.plan: the same words for the same sd
+    # a benchmark that holds enough questions: the count itself
+    sections = report.build_sections(runs_of({"a": a, "b": b}, monkeypatch, **options, benchmark_size=100_000))
+    assert (
+        f"; {int(pair['n_needed'])} questions would tell a difference of 0.02 (power 0.8; these runs asked 100);"
+        in (sections[0].lines[0])
+    )
+
+
+def test_the_bottom_line_and_the_summary_name_every_models_verdict_against_chance(monkeypatch):
+    """Above, indistinguishable from and below chance (0.5 here), each named per model, in rank order, where the
+    choice is made: the bottom line and the summary table."""
+    rng = np.random.default_rng(3)
+    base = rng.random(200)
+    right = {"high": base < 0.9, "middle": base < 0.5, "low": base < 0.1}
+    runs = runs_of({m: cora_records(r, r) for m, r in right.items()}, monkeypatch, chance=0.5)
+    by_model = runs.table.set_index("model")
+    assert by_model.at["middle", "mcqa_lo"] <= 0.5 <= by_model.at["middle", "mcqa_hi"]
+    assert by_model.at["low", "mcqa_hi"] < 0.5 < by_model.at["high", "mcqa_lo"]
+    sections = report.build_sections(runs)
+    (line,) = sections[0].lines
+    assert line.endswith("; high above chance, middle indistinguishable from chance, low below chance on mcqa."), line
+    (table,) = sections[1].tables
+    assert table.text.iloc[0]["vs chance"] == "high above, middle indistinguishable, low below"
+    assert "vs chance" in table.caption
+    # one verdict for all: said once
+    same = runs_of(
+        {"x": cora_records(right["high"], right["high"]), "y": cora_records(base < 0.85, base < 0.85)},
+        monkeypatch,
+        chance=0.25,
+    )
+    (line,) = report.build_sections(same)[0].lines
+    assert line.endswith("; every model is above chance on mcqa."), line
+
+
+def sure_runs(monkeypatch, **extra) -> load.Runs:
+    """Two repetition runs (5 draws, 60 questions): 10 questions always right (SURE), the rest drawn at random
+    with a fifth of the trials INVALID, so that RWS has fewer SURE questions behind it than an interval needs."""
+    rng = np.random.default_rng(5)
+    frames = {}
+    for model, right in (("m", 0.5), ("n", 0.35)):
+        rows = []
+        for i in range(60):
+            drawn = rng.choice([0, 1, 2], size=5, p=[right, 0.8 - right, 0.2])
+            answers = [0] * 5 if i < 10 else [None if int(x) == 2 else int(x) for x in drawn]
+            rows += repeated(f"q{i:03d}", answers)
+        frames[model] = records(rows)
+    return runs_of(frames, monkeypatch, variants="original", repetitions=5, **extra)
+
+
+def test_a_difference_without_a_p_says_why_and_the_caption_counts_only_those_holm_adjusts(monkeypatch):
+    runs = sure_runs(monkeypatch)
+    sections = report.build_sections(runs)
+    (table,) = next(s for s in sections if s.title == "Paired differences between models").tables
+    data = table.data.set_index("metric")
+    untested = [m for m in data.index if data.at[m, "p"] is None or data.at[m, "p"] != data.at[m, "p"]]
+    assert untested == ["rws"] and data.at["rws", "n_questions"] < 20
+    text = table.text.set_index("metric")
+    assert (text.at["rws", "p"], text.at["rws", "p (Holm)"]) == ("–", "–") and "[" not in text.at["rws", "A − B [95%]"]
+    tested = len(data) - 1
+    assert f"Holm-adjusted over the {tested} differences of this table with a p;" in table.caption
+    assert (
+        "– in an interval, p or p (Holm): no interval and no p, so not among the differences Holm adjusts: "
+        f"rws (m − n): {int(data.at['rws', 'n_questions'])} questions behind it in one run (an interval needs 20; "
+        "rws counts only SURE questions)"
+    ) in table.caption
+
+
+def _bars(fig) -> dict[str, list[float]]:
+    (ax,) = fig.axes
+    return {c.get_label(): [p.get_height() for p in c] for c in ax.containers}
+
+
+def test_the_sure_unsure_bars_add_up_to_acc_mean_with_invalid_a_part_of_its_own(monkeypatch):
+    """The bars' right parts add up to acc mean (the caption says so), INVALID is its own part (the runs'
+    invalid_rate), and every bar is all of its trials; without the records (--no-paired) the same from the
+    metrics."""
+    runs = sure_runs(monkeypatch)
+    drawn: list = []
+    monkeypatch.setattr(plots, "_png", lambda fig: drawn.append(fig) or PNG)
+    rows = runs.table.sort_values("model")
+    for paired in (True, False):
+        drawn.clear()
+        sections = report.build_sections(runs, paired=paired)
+        (plot,) = [p for s in sections for p in s.plots if p.name.startswith("sure_unsure")]
+        (fig,) = [f for f in drawn if f.axes[0].get_title() == plot.title]
+        bars = _bars(fig)
+        right = [k for k in bars if k.startswith("right")]
+        assert right == (["right, SURE question", "right, UNSURE question"] if paired else ["right (acc mean)"])
+        assert np.sum([bars[k] for k in right], axis=0) == pytest.approx(rows["acc_mean"].to_numpy(), abs=1e-12)
+        assert bars["INVALID (unparsed)"] == pytest.approx(rows["invalid_rate"].to_numpy(), abs=1e-12)
+        assert (rows["invalid_rate"] > 0.1).all()
+        assert np.sum(list(bars.values()), axis=0) == pytest.approx([1.0, 1.0], abs=1e-12)
+        assert ("right on SURE + right on UNSURE questions = acc mean" in plot.caption) == paired
+        assert "INVALID" in plot.caption

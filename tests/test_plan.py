@@ -138,6 +138,42 @@ def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, caps
     assert capsys.readouterr().err.startswith("error: --delta: -1 must be > 0")
 
 
+def test_the_report_and_plan_cap_the_questions_needed_by_one_rule(study, tmp_path, capsys):
+    """30 of the synthetic benchmark's 100 questions: where more than 100 are needed, the report's
+    questions-needed table, its bottom line and `src.plan` all say what the 100 would detect, in the same words
+    for the same sd; none names a count beyond the benchmark."""
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    uri, strong, weak, short = study
+    assert MlflowClient(tracking_uri=uri).get_run(weak).data.params["benchmark_size"] == "100"  # logged by the job
+    out = tmp_path / "report"
+    assert compare_main(["--experiment", "plan", "--tracking-uri", uri, "--out", str(out), "--no-mlflow"]) == 0
+    (bottom,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("bottom line: ")]
+    power = pd.read_csv(out / "tables" / "power_synthetic_limit_30.csv")
+    assert (power["benchmark_size"] == 100).all()
+    beyond = power[power["n_needed"] > 100]
+    assert (
+        len(beyond)
+        and beyond["verdict"]
+        .str.fullmatch(r"no: not reachable on this benchmark; 0\.\d{3} detectable with all 100 questions")
+        .all()
+    )
+    z = 1.959963984540054 + 0.8416212335729143
+    assert beyond["detectable_with_all"].to_numpy() == pytest.approx(z * beyond["sd"].to_numpy() / 10, rel=1e-9)
+    assert "no (" not in " ".join(beyond["verdict"])  # never "no (690 more)" past the benchmark's end
+    weak_mcqa = power[(power["who"] == "weak") & (power["metric"] == "mcqa")].iloc[0]
+    assert plan_main(["--run", weak, "--delta", "0.02", "--tracking-uri", uri]) == 0
+    planned = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("mcqa "))
+    assert planned.endswith(weak_mcqa["verdict"]) and str(int(weak_mcqa["n_needed"])) in planned
+    if "no model is better" in bottom:  # a tie: what the 100 questions would detect, not a count beyond them
+        assert "no number of its 100 questions tells a difference of 0.02" in bottom, bottom
+        assert re.search(r"0\.\d{3} detectable with all 100 questions", bottom), bottom
+    assert not re.search(r"(\d+) questions would tell", bottom) or all(
+        int(n) <= 100 for n in re.findall(r"(\d+) questions would tell", bottom)
+    )
+
+
 def test_plan_rows_collapse_identical_metrics_and_name_runs_at_chance():
     """A one-variant run's CoRA family equals its MCQA: one row names them together; a run whose headline interval
     contains chance is named (no MLflow: a stand-in client)."""

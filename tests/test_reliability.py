@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -267,6 +268,18 @@ def test_finished_job_is_skipped_on_rerun_unless_resume_false(run_job_in):
     assert not run_job_in("model=simulated", "limit=3", "resume=false").skipped
     _, runs = mlflow_runs(run_job_in.store_uri)
     assert len(runs) == 2
+
+
+def test_the_json_line_holds_the_headline_for_a_new_and_a_skipped_run(run_job_in):
+    """A script reads a condition's headline from stdout: `acc_mean` where the run asked each question more than
+    once (never only `mcqa`, one sampled draw), and a rerun that finds the run finished prints the same numbers."""
+    args = ("model=simulated", "limit=20", "repetitions=3", "temperature=0.7")
+    first = json.loads(run_job_in(*args).summary())
+    again = json.loads(run_job_in(*args).summary())
+    assert list(first)[:2] == ["run_id", "acc_mean"] and "mcqa" in first, first
+    assert first["acc_mean_ci"][0] <= first["acc_mean"] <= first["acc_mean_ci"][1]  # its interval beside it
+    assert again.pop("skipped") == "already finished" and "skipped" not in first
+    assert again == first
 
 
 def test_a_killed_or_running_run_of_the_same_config_is_not_taken_for_finished(run_job_in):

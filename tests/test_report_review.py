@@ -113,12 +113,12 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
     headings = re.findall(r"^## (.+)$", md, flags=re.M)
     assert "CoRA ranking" not in headings and "Rank changes between MCQA and CoRA" not in headings
     assert not any("REVAS" in h or "fluctuation" in h.lower() for h in headings)
-    # the decision first (the bottom line, the contents, the summary, the paired differences, the questions
+    # the decision first (the bottom line, the summary, the contents, the paired differences, the questions
     # needed), then the runs and the studies, then the detail, and what the report was made from last
     decision = [
         "Bottom line",
-        "Contents",
         "Summary: which model to pick on each benchmark",
+        "Contents",
         "Paired differences between models",
         "How many questions are enough",  # absent with too few questions for an estimate
         "Runs",
@@ -127,9 +127,9 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
     assert headings[: len(shown)] == shown and len(shown) >= 5
     assert headings.index("Repetition trials") < headings.index("Questions the models answer differently")
     assert headings[-1] == "About this report"
-    contents = md.split("## Contents")[1].split("## Summary")[0]
-    assert re.findall(r"^- \[(.+)\]\(#", contents, flags=re.M) == headings[:1] + headings[2:-1]
-    bottom = md.split("## Bottom line")[1].split("## Contents")[0]
+    contents = md.split("## Contents")[1].split("## Paired")[0]
+    assert re.findall(r"^- \[(.+)\]\(#", contents, flags=re.M) == headings[:2] + headings[3:-1]
+    bottom = md.split("## Bottom line")[1].split("## Summary")[0]
     assert re.search(r"^- \*\*synthetic: (pick |no model is better)", bottom, flags=re.M), bottom
     assert re.findall(r"^### (.+)$", md, flags=re.M)[0] == "the first two models per benchmark"
     assert "not in these runs (no section): CoRA ranking" in md

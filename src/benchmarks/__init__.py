@@ -124,6 +124,24 @@ def load_benchmark(
     split; `seed` only matters to `synthetic` and TruthfulQA (its options are shuffled with it,
     option `shuffle`, default true).
     """
+    return load_benchmark_sized(
+        name, path=path, data_dir=data_dir, split=split, seed=seed, limit=limit, options=options
+    )[0]
+
+
+def load_benchmark_sized(
+    name: str,
+    *,
+    path: str | None,
+    data_dir: str,
+    split: str | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[list[Question], int | None]:
+    """(the questions of benchmark `name`, how many it holds): `load_benchmark`'s questions, and the benchmark's
+    size before `limit` (None where the loader applies the limit itself: lm-eval tasks), which caps how many
+    questions a study of it can ask (`src.metrics.paired.questions_verdict`)."""
     benchmark = _benchmark(name)
     options = _checked_options(name, options)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -142,9 +160,10 @@ def load_benchmark(
             "check the file, the benchmark.* options and benchmark.split"
         )
     check_unique_ids(questions, path or f"{data_dir} ({name})")
+    size = None if limit is not None and benchmark.limits_itself else len(questions)
     questions = questions[:limit] if limit is not None and not benchmark.limits_itself else questions
     _log_load_notes(name, questions)
-    return questions
+    return questions, size
 
 
 def cleaning_summary(name: str, questions: list[Question]) -> str | None:

@@ -8,7 +8,7 @@ spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -145,6 +145,8 @@ def _row(run, experiments: dict[str, str]) -> dict:
         "repetitions": _number(params.get("repetitions"), int),
         "limit": params.get("limit"),
         "seed": _number(params.get("seed"), int),
+        # the questions the benchmark holds before `limit` (src/job/runner.py), the cap of any questions-needed count
+        "benchmark_size": _number(params.get("benchmark_size"), int),
         # the SURE rule of its repetition metrics (runs logged before the tag existed used section 3.2's)
         "sure_rule": tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer",
         "source": tags.get("source") or "run",  # "ingest": answers made elsewhere (python -m src.ingest)
@@ -161,6 +163,19 @@ def _row(run, experiments: dict[str, str]) -> dict:
     }
     row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
     return row
+
+
+def benchmark_size(row: Mapping) -> int | None:
+    """The questions a run's benchmark holds: its logged `benchmark_size`, else the questions it asked when it ran
+    without `limit`; None when not known (a run logged before the size was, with a limit)."""
+    size = row.get("benchmark_size")
+    if size is not None and size == size:
+        return int(size)
+    asked, limit = row.get("n_questions"), row.get("limit")
+    unlimited = limit is None or limit != limit or limit in ("None", "null")  # NaN: a table's empty cell
+    if unlimited and asked is not None and asked == asked:
+        return int(asked)
+    return None
 
 
 def as_list(values: Sequence[str] | None) -> list[str]:

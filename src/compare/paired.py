@@ -19,16 +19,16 @@ from src.common.errors import UserError
 from src.metrics.display import difference_cell
 from src.tracking import store as tracking_store
 
-from ..metrics.intervals import decompose
+from ..metrics.intervals import MIN_BOOTSTRAP_QUESTIONS, decompose
 from ..metrics.paired import (
     PairedDifference,
+    QuestionsVerdict,
     holm,
     paired_differences,
     per_question_sd,
     question_mismatch,
-    questions_needed,
 )
-from .load import Runs
+from .load import Runs, benchmark_size
 from .tables import (
     CORA_FAMILY_PREFIXES,
     ONE_VARIANT_SETS,
@@ -42,7 +42,6 @@ from .tables import (
     spread_text,
 )
 
-SD_FLOOR = 1e-12  # a per-question sd at or below this: the metric did not vary, no n can be estimated
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
 
 
@@ -262,7 +261,8 @@ def _pair(study, store, a: dict, b: dict, title: str, options: _Options, records
         )
         if r.sd is not None:
             who = f"{a['model']} − {b['model']} (paired)"
-            power_rows.append(_power_row(who, metric, len(dec_a.question_ids), r.sd, *_test(options)))
+            size = min((s for s in (benchmark_size(a), benchmark_size(b)) if s is not None), default=None)
+            power_rows.append(_power_row(who, metric, len(dec_a.question_ids), r.sd, size, options))
 
 
 def _test(options: _Options) -> tuple[float, float, float]:
@@ -282,7 +282,8 @@ def _alone_rows(study: PairedStudy, store: _Records, rows: list[dict], title: st
         for metric, sd in sds.items():
             if row.get("variants") in ONE_VARIANT_SETS and metric.startswith(CORA_FAMILY_PREFIXES):
                 continue
-            out.append(_power_row(row["model"], metric, len(decomposition.question_ids), sd, *_test(options)))
+            n = len(decomposition.question_ids)
+            out.append(_power_row(row["model"], metric, n, sd, benchmark_size(row), options))
     return out
 
 
@@ -292,6 +293,7 @@ def _differences_table(study: PairedStudy, data: pd.DataFrame, title: str, name:
     data["p_holm"] = holm([None if p is None or p != p else p for p in data["p"]])
     data["significant"] = [p is not None and p == p and p < alpha for p in data["p_holm"]]
     data.insert(0, "table", title)
+    tested = int(sum(p is not None and p == p for p in data["p"]))
     text = pd.DataFrame(
         {
             "metric": data["metric"].to_numpy(),
@@ -313,9 +315,10 @@ def _differences_table(study: PairedStudy, data: pd.DataFrame, title: str, name:
             name=f"paired_{name}",
             caption=f"{pairs} pair{'s' if pairs != 1 else ''} of models on the same questions; "
             f"difference with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the "
-            f"questions, the same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {len(data)} "
-            f"differences of this table; * = p (Holm) < {alpha:g}; chance: the accuracy of a uniform "
-            "guesser (src/metrics/chance.py) where the metric is an accuracy",
+            f"questions, the same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {tested} "
+            f"difference{'s' if tested != 1 else ''} of this table with a p; * = p (Holm) < {alpha:g}; chance: the "
+            "accuracy of a uniform guesser (src/metrics/chance.py) where the metric is an accuracy, – where it is "
+            "none" + untested_note(data, n_resamples),
         )
     )
     for _, r in data.iterrows():
@@ -324,6 +327,30 @@ def _differences_table(study: PairedStudy, data: pd.DataFrame, title: str, name:
             f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
             f"p_holm={_p(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
         )
+
+
+def untested_note(data: pd.DataFrame, n_resamples: int) -> str:
+    """Why a difference has no interval and no p (its `–` cells), row by row: `; – in rws (A − B): ...`; ''
+    when every row has its p."""
+    reasons = []
+    for _, r in data.iterrows():
+        if r["p"] is not None and r["p"] == r["p"]:
+            continue
+        if n_resamples <= 0:
+            why = "no resamples (--bootstrap 0)"
+        elif int(r["n_questions"]) < MIN_BOOTSTRAP_QUESTIONS:
+            why = (
+                f"{int(r['n_questions'])} questions behind it in one run (an interval needs "
+                f"{MIN_BOOTSTRAP_QUESTIONS}{'; rws counts only SURE questions' if r['metric'] == 'rws' else ''})"
+            )
+        else:
+            why = "over 1% of the resamples leave it undefined (no question behind it in the resample)"
+        reasons.append(f"{r['metric']} ({r['model_a']} − {r['model_b']}): {why}")
+    if not reasons:
+        return ""
+    return "; – in an interval, p or p (Holm): no interval and no p, so not among the differences Holm adjusts: " + (
+        "; ".join(reasons)
+    )
 
 
 def _power_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, options: _Options) -> None:
@@ -336,7 +363,7 @@ def _power_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, 
             "n": data["n"].astype(int).to_numpy(),
             "sd": data["sd"].map(fmt).to_numpy(),
             f"n needed (Δ={delta:g})": [_needed(v) for v in data["n_needed"]],
-            "enough": [_enough(r) for _, r in data.iterrows()],
+            "enough": data["verdict"].to_numpy(),
         },
         index=pd.Index(data["who"].to_numpy(), name="run or pair"),
     )
@@ -348,17 +375,21 @@ def _power_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, 
             name=f"power_{name}",
             caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
             f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
-            "deviation (sqrt(n) x bootstrap standard error); a model alone: a shift of its own metric, a "
+            "deviation (sqrt(n) x bootstrap standard error); capped by the benchmark's size N: where more "
+            "questions are needed than it holds, `enough` gives the difference all of them detect, "
+            "(z_(1-alpha/2) + z_power) sd / sqrt(N); a model alone: a shift of its own metric, a "
             "pair: the paired difference on the same questions (counts of questions: no chance level "
             "applies)",
         )
     )
 
 
-def _power_row(who: str, metric: str, n: int, sd: float, delta: float, alpha: float, power: float) -> dict:
-    """One row of a questions-needed table; n_needed None (and enough None) when the metric did not vary over
-    the resamples (sd 0: every question alike, e.g. BMCA(1.0) = 0), where no variance can be estimated."""
-    needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > SD_FLOOR else None
+def _power_row(who: str, metric: str, n: int, sd: float, size: int | None, options: _Options) -> dict:
+    """One row of a questions-needed table, by the one rule of `QuestionsVerdict` (capped by the benchmark's
+    `size`); n_needed None (and enough None) when the metric did not vary over the resamples (sd 0: every
+    question alike, e.g. BMCA(1.0) = 0), where no variance can be estimated."""
+    delta, alpha, power = _test(options)
+    verdict = QuestionsVerdict.of(n, sd, size, delta=delta, alpha=alpha, power=power)
     return {
         "who": who,
         "metric": metric,
@@ -367,19 +398,16 @@ def _power_row(who: str, metric: str, n: int, sd: float, delta: float, alpha: fl
         "delta": delta,
         "alpha": alpha,
         "power": power,
-        "n_needed": needed,
-        "enough": None if needed is None else n >= needed,
+        "n_needed": verdict.needed,
+        "enough": None if verdict.needed is None else n >= verdict.needed,
+        "benchmark_size": size,
+        "detectable_with_all": verdict.detectable,
+        "verdict": verdict.enough_cell(),
     }
 
 
 def _needed(value) -> str:
     return "–" if value is None or value != value else str(int(value))
-
-
-def _enough(row) -> str:
-    if row["enough"] is None or row["enough"] != row["enough"]:
-        return "– (no variation in this run)"
-    return "yes" if row["enough"] else f"no ({int(row['n_needed']) - int(row['n'])} more)"
 
 
 def _none(value):

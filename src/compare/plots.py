@@ -7,6 +7,7 @@ out and the caller says why in the report.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,6 @@ from ..metrics.intervals import wilson_interval
 from .load import CONDITION_KEYS
 from .tables import (
     ONE_VARIANT_SETS,
-    REPETITION_SHARES,
     bmca_levels,
     bounds,
     condition_label,
@@ -215,62 +215,89 @@ def _consistency_path(ax, model: str, defined: pd.DataFrame, style: dict) -> boo
     return with_bars
 
 
-def sure_bars(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
-    """Per benchmark: one stacked bar per model x temperature with the four SURE/UNSURE right/wrong shares."""
+# The parts of a SURE/UNSURE bar: shares of trials (`src.metrics.repetition.trial_parts`, from each run's records:
+# `sure_rule.trial_parts_of`), so that the right parts add up to acc_mean.
+TRIAL_BAR_PARTS = (
+    ("right, SURE question", "right_sure", {"color": SHARE_COLOURS["sure_right"]}),
+    ("right, UNSURE question", "right_unsure", {"color": SHARE_COLOURS["unsure_right"]}),
+    ("wrong, UNSURE question", "wrong_unsure", {"color": SHARE_COLOURS["unsure_wrong"]}),
+    ("wrong, SURE question", "wrong_sure", {"color": SHARE_COLOURS["sure_wrong"]}),
+    ("INVALID (unparsed)", "invalid", INVALID_STYLE),
+)
+# Without the records (--no-paired): the same bar from the logged metrics, right and wrong not split by class.
+METRIC_BAR_PARTS = (
+    ("right (acc mean)", "right", {"color": SHARE_COLOURS["sure_right"]}),
+    ("wrong", "wrong", {"color": SHARE_COLOURS["sure_wrong"]}),
+    ("INVALID (unparsed)", "invalid", INVALID_STYLE),
+)
+
+
+def trial_bar(row, parts: Mapping[str, Mapping[str, float]]) -> dict[str, float] | None:
+    """The five trial parts of a run's bar where its records gave them (`parts`, by run id), else None."""
+    found = parts.get(row["run_id"]) or {}
+    if any(found.get(part) is None for _, part, _ in TRIAL_BAR_PARTS):
+        return None
+    return {part: float(found[part]) for _, part, _ in TRIAL_BAR_PARTS}
+
+
+def metric_bar(row) -> dict[str, float]:
+    """The bar from the logged metrics: right = acc_mean, INVALID = invalid_rate, wrong = the rest (sum 1)."""
+    right = float(row.get("acc_mean", float("nan")))
+    invalid = row.get("invalid_rate")
+    invalid = 0.0 if invalid is None or invalid != invalid else float(invalid)
+    return {"right": right, "wrong": max(0.0, 1.0 - right - invalid), "invalid": invalid}
+
+
+def sure_bars(
+    runs: pd.DataFrame, parts: Mapping[str, Mapping[str, float]] | None = None
+) -> tuple[list[Plot], list[str]]:
+    """Per benchmark: one stacked bar per model x temperature, its trials in parts (`trial_bar`): right on SURE
+    and on UNSURE questions (together acc mean), wrong on UNSURE and on SURE questions, INVALID; `metric_bar`
+    where a run's records were not read."""
     plots: list[Plot] = []
     rows_with = repetition_runs(runs)
+    if "acc_mean" in rows_with.columns:
+        rows_with = rows_with[rows_with["acc_mean"].notna()]
     if rows_with.empty:
-        return plots, ["SURE/UNSURE bars: no run logged `st` (needs repetitions > 1)"]
+        return plots, ["SURE/UNSURE bars: no run logged `st` and `acc_mean` (needs repetitions > 1)"]
     for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
         rows = rows.sort_values(["model", "temperature"])
+        split = [trial_bar(row, parts or {}) for _, row in rows.iterrows()]
+        kind = "trials" if all(p is not None for p in split) else "metrics"
+        # bars of both kinds in one plot would not compare: every bar from the metrics when one lacks its records
+        bars = [p for p in split if p is not None] if kind == "trials" else [metric_bar(r) for _, r in rows.iterrows()]
         fig = _figure(max(4.8, 0.6 * len(rows) + 2.5), 4.2)
         ax = fig.add_subplot()
-        positions = range(len(rows))
-        bottom = pd.Series(0.0, index=rows.index)
-        for name, metric in REPETITION_SHARES:
-            values = rows[metric].fillna(0.0) if metric in rows.columns else pd.Series(0.0, index=rows.index)
-            ax.bar(positions, values, bottom=bottom, color=SHARE_COLOURS[metric], label=name, width=0.6)
-            bottom += values
-        invalid = rows["invalid_rate"] if "invalid_rate" in rows.columns else None
-        if invalid is not None and invalid.notna().any():  # beside each bar: INVALID is not one of the wrong shares
-            ax.bar(
-                [p + 0.4 for p in positions],
-                invalid.fillna(0.0),
-                width=0.18,
-                label="INVALID (share of trials)",
-                **INVALID_STYLE,
-            )
+        positions = list(range(len(rows)))
+        bottom = [0.0] * len(rows)
+        for name, part, style in TRIAL_BAR_PARTS if kind == "trials" else METRIC_BAR_PARTS:
+            values = [bar[part] for bar in bars]
+            ax.bar(positions, values, bottom=bottom, label=name, width=0.6, **style)
+            bottom = [b + v for b, v in zip(bottom, values)]
         chance_shown = chance_line(ax, _mean_chance(rows), "chance accuracy")
         ax.set_xticks(
-            list(positions),
+            positions,
             [f"{m}\nT={t:g}" for m, t in zip(rows["model"], rows["temperature"])],
             fontsize=7,
             rotation=30,
             ha="right",
         )
-        ax.set(
-            ylim=(0, 1),
-            ylabel="share of questions",
-            title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
-        )
+        title = f"Trials right, wrong and INVALID by SURE/UNSURE: {benchmark}" + (f" ({label})" if label else "")
+        ax.set(ylim=(0, 1), ylabel="share of trials", title=title)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         caption = (
-            "stacked: shares of questions; SURE right + UNSURE right is the share a model gets right"
+            "stacked: shares of trials (question x repetition), each repetition's shares averaged as acc mean is; "
             + (
-                "; hatched grey bar: the share of trials answered INVALID (unparsed; counted in the wrong shares)"
-                if invalid is not None and invalid.notna().any()
-                else ""
+                "right on SURE + right on UNSURE questions = acc mean; the wrong parts hold valid answers only; "
+                "hatched grey: INVALID trials (unparsed, counted wrong in every accuracy); SURE/UNSURE by the "
+                "table's rule (its SURE right ... SURE wrong columns are shares of questions)"
+                if kind == "trials"
+                else "right = acc mean, hatched grey: INVALID (invalid_rate), wrong: the rest (the records were not "
+                "read, --no-paired, so the parts are not split by SURE/UNSURE)"
             )
             + ("; " + CHANCE_CAPTION if chance_shown else "")
         )
-        plots.append(
-            Plot(
-                title=f"SURE/UNSURE right/wrong: {benchmark}" + (f" ({label})" if label else ""),
-                name=slug("sure_unsure", benchmark, label),
-                png=_png(fig),
-                caption=caption,
-            )
-        )
+        plots.append(Plot(title=title, name=slug("sure_unsure", benchmark, label), png=_png(fig), caption=caption))
     return plots, []
 
 

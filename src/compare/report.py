@@ -20,7 +20,7 @@ import pandas as pd
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
 from src.core.records import NEAR_TIE_MARGIN, read_run_records
-from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, HEADLINE_RULE, INVALID_FLAG, chance_verdict, invalid_flag
+from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, INVALID_FLAG, chance_verdict, invalid_flag
 
 from . import plots, tables
 from .load import Runs, read_prompts, run_label
@@ -29,6 +29,7 @@ from .plots import Plot
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
 from .summary import BOTTOM_TITLE, TITLE as SUMMARY_TITLE, bottom_lines, decisions, leader_table
+from .sure_rule import trial_parts_of
 from .tables import Built, Table, fmt
 
 COMPARISON_TAG = ("kind", "comparison")
@@ -190,7 +191,8 @@ def build_sections(
     decision = decision_sections(runs, study, options)
     first = [s for s in decision if s.tables or s.lines]
     absent = [s for s in decision[2:] if not s.tables]  # the paired tables: named under the runs, as absent studies
-    studies = present_studies([overview(runs), *study_sections(runs.table, cora, study), *detail, *absent])
+    parts = trial_parts_of(runs) if paired else None  # the SURE/UNSURE bars' parts, from the records
+    studies = present_studies([overview(runs), *study_sections(runs.table, cora, study, parts), *detail, *absent])
     if study is not None:
         studies[0].paired_lines = study.lines
     studies[0].tables.insert(0, definitions_table(first + studies))  # before the runs' numbers
@@ -205,8 +207,8 @@ def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
     found = decisions(runs, study, alpha=alpha)
     summary = Section(
         SUMMARY_TITLE,
-        intro=f"Which model is best on each benchmark, and is its lead significant? "
-        f"{HEADLINE_RULE[0].upper()}{HEADLINE_RULE[1:]}.",
+        intro="Which model is best on each benchmark and condition, and is its lead significant? (Each condition's "
+        "headline metric: under the table.)",
     ).add(leader_table(runs, study, alpha=alpha, found=found))
     bottom = Section(BOTTOM_TITLE, lines=bottom_lines(found, delta=delta, power=power))  # none without a summary
     out = [bottom, summary]
@@ -229,8 +231,10 @@ def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
     return out
 
 
-def study_sections(frame: pd.DataFrame, cora: Built, study) -> list[Section]:
-    """One section per seed paper's study (kept by `present_studies` only where the runs hold it)."""
+def study_sections(frame: pd.DataFrame, cora: Built, study, parts=None) -> list[Section]:
+    """One section per seed paper's study (kept by `present_studies` only where the runs hold it); `parts`:
+    `sure_rule.trial_parts_of`'s (trial parts by run id, notes), None when the records are not read."""
+    bar_parts, bar_notes = parts if parts is not None else ({}, [])
     return [
         Section(
             "CoRA ranking",
@@ -249,7 +253,8 @@ def study_sections(frame: pd.DataFrame, cora: Built, study) -> list[Section]:
         )
         .add(tables.repetition_tables(frame))
         .add_plots(plots.consistency_plots(frame))
-        .add_plots(plots.sure_bars(frame)),
+        .add_plots(plots.sure_bars(frame, bar_parts))
+        .add(Built(notes=bar_notes)),
         Section(
             "Answer fluctuation: R² of metrics on permutation subsets",
             intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "
@@ -502,12 +507,14 @@ def html_table(text: pd.DataFrame, *, prose: bool = False) -> str:
     return f"<table{' class=prose' if prose else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+# 1,300 px: the summary table of 4 conditions x 2 models fits a 1,400 x 900 window below the bottom line (its rows
+# on one or two lines each; the browser tier checks it)
+CSS = """body{font-family:system-ui,sans-serif;max-width:1300px;margin:1em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 8px;
 text-align:right;white-space:pre-line}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
 img{max-width:100%}
 .prose td,.prose th{text-align:left;max-width:60em}.note{color:#8a5300}summary{cursor:pointer}
-.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}
+.caption{color:#555;font-size:.85em}figure{margin:1em 0}h3{margin-bottom:.2em}h1{margin:.4em 0}h2{margin:.8em 0 .4em}
 table{display:block;overflow-x:auto;max-width:100%}.bottom li{font-weight:600;margin:.3em 0}"""
 
 
@@ -532,7 +539,8 @@ def _contents(sections: list[Section], md: list[str], body: list[str]) -> None:
     """The table of contents: a link to every section."""
     md += [f"## {CONTENTS_TITLE}", "", *[f"- [{s.title}](#{anchor(s.title)})" for s in sections], ""]
     links = " · ".join(f'<a href="#{anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
-    body.append(f"<h2>{CONTENTS_TITLE}</h2><p class=toc>{links}</p>")  # one paragraph: the decision stays in view
+    # one paragraph, no heading: the decision stays on the first screen
+    body.append(f"<p class=toc><b>{CONTENTS_TITLE}:</b> {links}</p>")
 
 
 def render(sections: list[Section], header: list[str], title: str) -> tuple[str, str]:
@@ -550,8 +558,6 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
         if section.lines:
             md += [*[f"- **{line}**" for line in section.lines], ""]
             body.append("<ul class=bottom>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>")
-        if section is sections[0] and section.title == BOTTOM_TITLE:  # the contents right after the bottom line
-            _contents(sections, md, body)
         for table in section.tables:
             md += [f"### {table.title}", "", markdown_table(table.text), ""]
             if table.caption:
@@ -569,6 +575,8 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
                 f'src="data:image/png;base64,{data}"><figcaption class=caption>{html.escape(plot.caption)}'
                 "</figcaption></figure>"
             )
+        if section.title == SUMMARY_TITLE and sections[0].title == BOTTOM_TITLE:
+            _contents(sections, md, body)  # after the decision: the bottom line and its table fill the first screen
         for note in section.notes:
             md += [f"> Note: {note}", ""]
             body.append(

@@ -6,8 +6,9 @@ runs with repetitions, never one sampled draw; else MCQA; else accuracy), the fi
 intervals, the paired difference first − second with its 95% interval and its Holm-adjusted p-value from the paired
 study (`src.compare.paired`) on that same metric. The first is named the one to pick only where that p is below
 alpha; otherwise it is a tie and no model is named (also where the two values are equal at the shown precision).
-A model whose interval contains chance is marked † (`tables.AT_CHANCE_NOTE`); a run whose INVALID share is above
-`INVALID_FLAG` is named in the bottom line.
+Every model's verdict against chance on the headline (above, indistinguishable from, below) is named in the bottom
+line and in the summary's `vs chance` column, and a model whose interval contains chance is marked †
+(`tables.AT_CHANCE_NOTE`); a run whose INVALID share is above `INVALID_FLAG` is named in the bottom line.
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from src.metrics.chance import HEADLINE_RULE, INVALID_FLAG, VERDICT_METRICS, invalid_flag, verdict_of
+from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, VERDICT_METRICS, invalid_flag, verdict_of
 from src.metrics.display import difference_cell, signed
-from src.metrics.paired import PairedDifference, questions_needed
+from src.metrics.paired import PairedDifference, QuestionsVerdict
 
-from .load import Runs
+from .load import Runs, benchmark_size
 from .tables import AT_CHANCE_NOTE, Built, Table, condition_groups, fmt, judged_cell, latest
 
 TITLE = "Summary: which model to pick on each benchmark"
 BOTTOM_TITLE = "Bottom line"
 TIE = "tie"
+UNDECIDED = "undecided against chance (no interval or no chance level logged)"
+SHORT_VERDICTS = {"above chance": "above", "below chance": "below", UNDECIDED: "undecided"}  # the table's words
 
 
 def headline_metric(rows: pd.DataFrame) -> str | None:
@@ -96,18 +99,32 @@ class Decision:
             return f"{TIE} (p ≥ {self.alpha:g}): no leader"
         return f"pick {self.first['model']} (p < {self.alpha:g})"
 
-    def at_chance(self) -> list[str]:
-        """The models of the condition whose headline interval contains chance."""
-        return [r["model"] for r in self.ranked if (v := verdict_of(r, self.metric)) is not None and v.at_chance]
+    def chance_verdicts(self) -> list[tuple[str, str]]:
+        """(model, `above chance` | `indistinguishable from chance` | `below chance` | UNDECIDED) of every model,
+        in rank order, on the condition's headline."""
+        found = []
+        for r in self.ranked:
+            verdict = verdict_of(r, self.metric)
+            found.append((r["model"], (verdict.short() if verdict is not None else "") or UNDECIDED))
+        return found
+
+    def chance_text(self) -> str:
+        """`every model is above chance on acc_mean`, or each model's verdict: `smollm2 indistinguishable from
+        chance, gemma below chance on acc_mean`."""
+        found = self.chance_verdicts()
+        if len({verdict for _, verdict in found}) == 1:
+            return f"every model is {found[0][1]} on {self.metric}"
+        return ", ".join(f"{model} {verdict}" for model, verdict in found) + f" on {self.metric}"
+
+    def chance_cell(self) -> str:
+        """The summary's `vs chance` cell: every model's verdict in rank order, `b above, a indistinguishable`."""
+        words = {**SHORT_VERDICTS, AT_CHANCE: "indistinguishable"}
+        return ", ".join(f"{model} {words.get(verdict, verdict)}" for model, verdict in self.chance_verdicts())
 
     def bottom_line(self, *, delta: float, power: float) -> str:
         """The one sentence a reader acts on (module docstring)."""
         text = f"{self.where}: " + (self._pick() if not self.tie else self._no_pick(delta, power))
-        chance = self.at_chance()
-        if chance and len(chance) == len(self.ranked):
-            text += f"; every model is indistinguishable from chance on {self.metric}"
-        elif chance:
-            text += f"; indistinguishable from chance on {self.metric}: {', '.join(chance)}"
+        text += "; " + self.chance_text()
         flagged = [f"{r['model']} {r['invalid_rate']:.2f}" for r in self.ranked if invalid_flag(r)]
         if flagged:
             text += f"; INVALID share above {INVALID_FLAG:.2f} (counted wrong): {', '.join(flagged)}"
@@ -127,11 +144,16 @@ class Decision:
         p = f", p_holm {_p_text(self.p_holm)}" if self.p_holm is not None else ", no paired test"
         text = f"no model is better on these questions ({self.metric}: {values}{p})"
         if self.found is not None and self.found.sd is not None and self.found.sd > 0:
-            needed = questions_needed(self.found.sd, delta, alpha=self.alpha, power=power)
-            text += (
-                f"; {needed} questions would tell a difference of {delta:g} (power {power:g}; "
-                f"these runs asked {self.found.n_questions})"
+            sizes = [s for s in (benchmark_size(self.first), benchmark_size(self.second)) if s is not None]
+            verdict = QuestionsVerdict.of(
+                self.found.n_questions,
+                self.found.sd,
+                min(sizes, default=None),
+                delta=delta,
+                alpha=self.alpha,
+                power=power,
             )
+            text += "; " + verdict.sentence()
         return text
 
 
@@ -174,6 +196,7 @@ def _record(d: Decision) -> dict:
         "hi": hi,
         "p_holm": math.nan if d.p_holm is None else d.p_holm,
         "tie": d.tie,
+        "vs_chance": d.chance_cell(),
     }
 
 
@@ -190,6 +213,7 @@ def _text_row(d: Decision) -> dict:
         "first − second [95%]": difference,
         "p (Holm)": _p_text(d.p_holm),
         "verdict": d.verdict(),
+        "vs chance": d.chance_cell(),
     }
 
 
@@ -211,7 +235,8 @@ def leader_table(runs: Runs, study=None, *, alpha: float = 0.05, found: list[Dec
             "the paired difference first − second on the same questions and the same metric, with its paired "
             "bootstrap 95% interval and its p-value Holm-adjusted over the differences of that condition's table "
             f"(section Paired differences); a tie, naming no leader, where that p is not below {alpha:g}; "
-            + AT_CHANCE_NOTE,
+            "vs chance: every model of the condition (in rank order) against the chance level of its headline: "
+            "above it, indistinguishable from it (its interval contains chance) or below it; " + AT_CHANCE_NOTE,
         )
     )
     if study is None:

@@ -67,3 +67,24 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
         )
         table.at[index, "sure_rule"] = rule
     return notes
+
+
+def trial_parts_of(runs: Runs) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """(run id -> `src.metrics.repetition.trial_parts` under the run's SURE rule, notes) for every run with
+    `acc_mean`, from its records: the SURE/UNSURE bars' parts. A run whose records cannot be read is named."""
+    from src.metrics.repetition import trial_parts  # local: loads numpy (slow import)
+
+    table = runs.table
+    found: dict[str, dict[str, float]] = {}
+    notes: list[str] = []
+    if "acc_mean" not in table.columns:
+        return found, notes
+    for _, row in table[table["acc_mean"].notna()].iterrows():
+        try:
+            records = runs.records(row["run_id"], key="--no-paired")
+        except UserError as err:
+            notes.append(f"SURE/UNSURE bars: run {row['run_id'][:8]} drawn from its metrics ({err})")
+            continue
+        rule = row["sure_rule"] if isinstance(row.get("sure_rule"), str) else "answer"
+        found[row["run_id"]] = trial_parts(records, sure_rule=rule)
+    return found, notes

@@ -91,6 +91,13 @@ CHANCE_NOTE = (
 INVALID_NOTE = "INVALID: share of trials whose answer could not be parsed (counted wrong in every accuracy)"
 
 
+CORA_CAPTION = (
+    f"rank in parentheses, 1 = best; {INTERVAL_NOTE}; {CHANCE_NOTE}: on the original order for MCQA, over every "
+    f"variant for MCQA+; – where the row has no chance level (MV, CoRA, BMCA, CI, INVALID); {INVALID_NOTE}; "
+    + AT_CHANCE_NOTE
+)
+
+
 def spread_text(values: Iterable[float]) -> str:
     """One value as `fmt` shows it, or `lo–hi` when the runs of a table differ (other questions asked)."""
     found = [float(v) for v in values if v is not None and v == v]
@@ -289,9 +296,7 @@ def cora_tables(runs: pd.DataFrame) -> Built:
                 data=data,
                 text=text,
                 name=slug("cora", benchmark, label),
-                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; rank in parentheses, "
-                "1 = best; " + INTERVAL_NOTE + f"; {CHANCE_NOTE}: on the original order for "
-                "MCQA, over every variant for MCQA+; " + INVALID_NOTE + "; " + AT_CHANCE_NOTE,
+                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; " + CORA_CAPTION,
             )
         )
     return out
@@ -552,7 +557,8 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
                 caption=f"{', '.join(map(str, reps)) or '?'} repetitions; shares of questions; "
                 "RWS = right when SURE, S/T = share SURE; acc std = the repetition paper's "
                 "accuracy stdev (sample std of the R per-repetition accuracies), beside the "
-                f"interval of acc mean; {CHANCE_NOTE}, of acc mean; {INVALID_NOTE}. "
+                f"interval of acc mean; {CHANCE_NOTE}, of acc mean; {INVALID_NOTE}; RWS n/a and – in RWS "
+                "[95%]: RWS is undefined where no question is SURE (S/T 0%). "
                 + SURE_RULE_LINES.get(rule, f"SURE rule: {rule}")
                 + (f". {INTERVAL_NOTE}; {AT_CHANCE_NOTE}" if logged else ""),
             )

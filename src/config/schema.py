@@ -127,8 +127,19 @@ ConfigStore.instance().store(name="job_schema", node=JobConfig)
 NESTED: dict[str, Any] = {f.name: f.default_factory for f in fields(JobConfig) if is_dataclass(f.default_factory)}
 
 
+# The keys that point a model at weights of the user's own: a model config that ships its weights (a packaged GGUF,
+# the simulated model) has none, and the nearest spelling (`model.chat`) is not what the user wants.
+OWN_WEIGHTS_KEYS = ("model.path", "model.gguf_file")
+
+
 def unknown_key(key: str, known: Sequence[str]) -> UserError:
     """One line for a key that is not in its node: the nearest known key, or the list of them."""
+    if key in OWN_WEIGHTS_KEYS and "path" not in known:
+        return UserError(
+            f"config key {key}: the chosen model ships its own weights and takes no {key.partition('.')[2]}; "
+            "for weights of your own choose the hf model: model=hf model.path=DIR_OR_HUB_ID "
+            "(a GGUF inside DIR: add model.gguf_file=NAME)"
+        )
     last = key.rpartition(".")[2]
     close = difflib.get_close_matches(last, list(known), n=1, cutoff=0.5)
     hint = (

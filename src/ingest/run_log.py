@@ -98,19 +98,21 @@ def log_ingested(
                 mlflow,
                 params=dict(params),
                 metrics=metrics,
-                tags={
-                    **review.rounded_tags(metrics),  # the review view's rounded headlines, first as in a job run
-                    "model": str(info["model"]),
-                    "benchmark": str(info["benchmark"]),
-                    "variants": str(info["variant_set"]),
-                    "temperature": str(float(info["temperature"])),
-                    "scoring": str(info["scoring"]),
-                    "git_commit": runs.git_commit(),
-                    "sure_rule": sure_rule,
-                    **chance_tags(metrics),
-                    **ingested.tags,
-                    **dict(tags),
-                },
+                tags=review.review_tags(  # in the review view's order, as a job run logs them
+                    {
+                        "model": str(info["model"]),
+                        "benchmark": str(info["benchmark"]),
+                        "variants": str(info["variant_set"]),
+                        "temperature": str(float(info["temperature"])),
+                        "scoring": str(info["scoring"]),
+                        "git_commit": runs.git_commit(),
+                        "sure_rule": sure_rule,
+                        **chance_tags(metrics),
+                        **ingested.tags,
+                        **dict(tags),
+                    },
+                    metrics,
+                ),
                 artifacts_dir=artifacts,
             )
         return IngestResult(

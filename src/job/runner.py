@@ -29,7 +29,7 @@ from src.benchmarks import (
     describe_answer_slots,
     lm_eval_chat_template,
     lm_eval_contexts,
-    load_benchmark,
+    load_benchmark_sized,
     load_fewshot_pool,
     task_tags,
 )
@@ -69,10 +69,13 @@ class JobResult:
 
     def summary(self) -> str:
         """The one JSON line `python -m src.run` prints per job."""
-        if self.skipped:
-            return json.dumps({"run_id": self.run_id, "skipped": "already finished"})
-        shown: dict[str, object] = {}
-        for k in SUMMARY_METRICS:
+        from src.metrics.chance import VERDICT_METRICS  # local: loads numpy, pandas (slow import)
+
+        # the condition's headline first (acc_mean with repetitions, src.metrics.chance.HEADLINE_RULE), then the
+        # CoRA family; a rerun that finds the run finished prints the same numbers, read from its metrics.json
+        headline = next((k for k in VERDICT_METRICS if k in self.metrics), None)
+        shown: dict[str, object] = {"skipped": "already finished"} if self.skipped else {}
+        for k in dict.fromkeys([*([headline] if headline else []), *SUMMARY_METRICS]):
             if k in self.metrics:
                 shown[k] = round(self.metrics[k], 4)
                 if f"{k}_lo" in self.metrics and f"{k}_hi" in self.metrics:  # its interval (stats.level)
@@ -131,8 +134,13 @@ def job_backend(cfg: DictConfig):
 def job_questions(cfg: DictConfig):
     """The questions a job of `cfg` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
     identity with a logged run's."""
+    return job_questions_sized(cfg)[0]
+
+
+def job_questions_sized(cfg: DictConfig):
+    """(the questions a job of `cfg` asks, the benchmark's size before `limit` or None): `load_benchmark_sized`."""
     bench = plain_dict(cfg.benchmark)
-    return load_benchmark(
+    return load_benchmark_sized(
         bench.pop("name"),
         path=bench.pop("path", None),
         split=bench.pop("split", None),
@@ -224,7 +232,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     resolved = plain_dict(cfg)  # the whole config as plain values, resolved once
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
     tracker = runs.JobTracker(cfg.tracking, job_hash=runs.config_hash(hashed_config(resolved)), sweep=sweep)
-    questions = job_questions(cfg)
+    questions, size = job_questions_sized(cfg)
     backend = job_backend(cfg)  # its identity names the weights by content; nothing is loaded yet
     # what the config points to, by content: a finished run of the same config with other weights or other
     # questions is no result of this job (the response cache's key holds both too)
@@ -247,7 +255,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         )
         guard()  # the files still those the answers came from, before anything is logged
         tags = {**identities, **content_tags(backend, resolved)}
-        ties = log_job(cfg, tracker, backend, questions, template, items, records, metrics, tags, out_dir, resolved)
+        ties = log_job(
+            cfg, tracker, backend, (questions, size), template, items, records, metrics, tags, out_dir, resolved
+        )
     return JobResult(
         run_id=run_id,
         metrics=metrics,
@@ -433,8 +443,10 @@ def answer_and_measure(cfg: DictConfig, backend, items, left_out, cache, run_id:
     return records, metrics
 
 
-def log_job(cfg, tracker, backend, questions, template, items, records, metrics, identity_tags, out_dir, resolved):
-    """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count."""
+def log_job(cfg, tracker, backend, asked, template, items, records, metrics, identity_tags, out_dir, resolved):
+    """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count.
+    `asked`: (the questions, the benchmark's size before `limit` or None)."""
+    questions, size = asked
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
     from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
     from src.metrics import constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
@@ -471,8 +483,9 @@ def log_job(cfg, tracker, backend, questions, template, items, records, metrics,
         **task_tags(questions),
     }
     tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
-    # the review view's rounded headlines (`mcqa`: 0.230 [0.158, 0.322]) first: the UI orders tag columns as logged
-    tags = {**review.rounded_tags(shown_metrics), **tags}
+    # the keys that tell runs apart, then the rounded headlines (`mcqa`: 0.230 [0.158, 0.322]): the review view
+    # draws tag columns in logged order
+    tags = review.review_tags(tags, shown_metrics)
     if "st" in metrics:  # the repetition paper's `RWS | S/T`
         tags["rws_st"] = rws_st_string(metrics)
     ties = near_ties(records)
@@ -493,7 +506,11 @@ def log_job(cfg, tracker, backend, questions, template, items, records, metrics,
     )
     tracker.log(
         params=review.review_params(
-            runs.flatten(config), n_questions=len(questions), **getattr(backend, "run_params", dict)()
+            runs.flatten(config),
+            n_questions=len(questions),
+            # what caps the questions a study can ask (the report's and src.plan's questions-needed verdicts)
+            **({"benchmark_size": size} if size is not None else {}),
+            **getattr(backend, "run_params", dict)(),
         ),  # hf: the token budget it used
         metrics=metrics,
         constant=constant,

@@ -211,3 +211,76 @@ def questions_needed(sd: float, delta: float, *, alpha: float = 0.05, power: flo
         raise ValueError(f"alpha and power must be between 0 and 1, got {alpha} and {power}")
     z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
     return max(1, math.ceil((z * sd / delta) ** 2 - 1e-9))
+
+
+SD_FLOOR = 1e-12  # a per-question sd at or below this: the metric did not vary, no n can be estimated
+
+
+@dataclass(frozen=True)
+class QuestionsVerdict:
+    """Whether n questions tell a difference `delta`, capped by the benchmark's `size`: the one rule of the report's
+    questions-needed table and bottom line and of `python -m src.plan`. `needed` None: the metric did not vary.
+
+    >>> v = QuestionsVerdict.of(20, 0.3, 100, delta=0.02)
+    >>> v.needed, v.enough_cell()
+    (1766, 'no: not reachable on this benchmark; 0.084 detectable with all 100 questions')
+    >>> head, tail = v.sentence().split(": ")
+    >>> head
+    'no number of its 100 questions tells a difference of 0.02 (power 0.8; these runs asked 20)'
+    >>> tail
+    '0.084 detectable with all 100 questions'
+    >>> QuestionsVerdict.of(20, 0.3, 2000, delta=0.02).sentence()
+    '1766 questions would tell a difference of 0.02 (power 0.8; these runs asked 20)'
+    """
+
+    n: int
+    sd: float
+    needed: int | None
+    size: int | None  # the questions the benchmark holds; None: not known (no cap)
+    delta: float
+    alpha: float
+    power: float
+
+    @classmethod
+    def of(
+        cls, n: int, sd: float, size: int | None, *, delta: float, alpha: float = 0.05, power: float = 0.8
+    ) -> QuestionsVerdict:
+        """The verdict for n questions of per-question sd; sd 0 (no variation) gives no count."""
+        needed = questions_needed(sd, delta, alpha=alpha, power=power) if sd > SD_FLOOR else None
+        return cls(n, sd, needed, size, delta, alpha, power)
+
+    @property
+    def reachable(self) -> bool:
+        return self.needed is None or self.size is None or self.needed <= self.size
+
+    @property
+    def detectable(self) -> float | None:
+        """The difference all of the benchmark's questions detect."""
+        if self.size is None:
+            return None
+        return detectable_difference(self.sd, self.size, alpha=self.alpha, power=self.power)
+
+    def _with_all(self) -> str:
+        return f"{self.detectable:.3f} detectable with all {self.size} questions"
+
+    def enough_cell(self) -> str:
+        """yes; no (N more); or, beyond the benchmark's size, what all of it would detect."""
+        if self.needed is None:
+            return "– (no variation in this run)"
+        if self.n >= self.needed:
+            return "yes"
+        if not self.reachable:
+            return f"no: not reachable on this benchmark; {self._with_all()}"
+        return f"no ({self.needed - self.n} more)"
+
+    def sentence(self) -> str:
+        """What a bottom line says after `no model is better`."""
+        power = f"(power {self.power:g}; these runs asked {self.n})"
+        if self.needed is None:
+            return f"the difference did not vary over the resamples {power}"
+        if not self.reachable:
+            return (
+                f"no number of its {self.size} questions tells a difference of {self.delta:g} {power}: "
+                + self._with_all()
+            )
+        return f"{self.needed} questions would tell a difference of {self.delta:g} {power}"

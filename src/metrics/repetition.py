@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .answers import ORIGINAL, answer_keys, correct_flags
+from .answers import ORIGINAL, answer_keys, correct_flags, invalid_mask
 from .guessing import p_star
 from .per_question import PerQuestion, mean_of, share_among, values_of
 
@@ -174,6 +174,41 @@ def repetition_metrics(
         per_repetition = pd.Series(correct_flags(rows), index=rows["repetition"].to_numpy()).groupby(level=0).mean()
         out["acc_std"] = float(per_repetition.std(ddof=1))
     return out
+
+
+# The parts of a repetition run's trials, by the question's SURE/UNSURE class and the trial's outcome: the two
+# right parts add up to `acc_mean`, INVALID is a part of its own (never inside a wrong part), and all five add up to 1.
+TRIAL_PARTS = ("right_sure", "right_unsure", "wrong_unsure", "wrong_sure", "invalid")
+
+
+def trial_parts(
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+) -> dict[str, float]:
+    """The share of trials in each of TRIAL_PARTS, averaged over repetitions as `acc_mean` is (each repetition's
+    shares over the trials made at it), so that right_sure + right_unsure == acc_mean; {} where `acc_mean` is
+    not defined (R == 1, no single variant per question, an adaptive run that skipped trials).
+    """
+    check_sure_rule(sure_rule)
+    if records.empty or int(records["repetition"].max()) < 1:
+        return {}
+    rows = one_variant_per_question(records)
+    if rows.empty or skipped_trials(rows):
+        return {}
+    sure = question_outcomes(records, consistency=consistency, conf=conf, sure_rule=sure_rule)["sure"]
+    on_sure = rows["question_id"].map(sure).fillna(False).to_numpy(dtype=bool)
+    right, invalid = correct_flags(rows), invalid_mask(rows)
+    wrong = ~right & ~invalid
+    masks = {
+        "right_sure": right & on_sure,
+        "right_unsure": right & ~on_sure,
+        "wrong_unsure": wrong & ~on_sure,
+        "wrong_sure": wrong & on_sure,
+        "invalid": invalid,
+    }
+    frame = pd.DataFrame(masks).astype(float)
+    frame["repetition"] = rows["repetition"].to_numpy()
+    per_repetition = frame.groupby("repetition").mean()  # each repetition: shares of the trials made at it
+    return {name: float(per_repetition[name].mean()) for name in TRIAL_PARTS}
 
 
 def rws_st_string(metrics: dict[str, float]) -> str:

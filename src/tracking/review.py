@@ -76,26 +76,23 @@ def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
 # "share view" state, kept as an experiment tag and opened by the link `review_link` makes (docs/mlflow_ui.md)
 REVIEW_VIEW_KEY = "review"
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
-# The view's columns after the fixed Run Name, Created and Duration. The UI sorts the metric columns by name, so
-# what sorts before the accuracy (`cora`, its bounds, `chance`) pushes it right: in a 1,400-px window (MLflow's
-# Assistant panel open, as on a first visit) three metric columns fit. So the accuracy keeps its bounds and a
-# consistency headline that sorts before it shows its value only (its bounds are on the run page); the chance
-# level is the `chance` tag, which says whether the accuracy's interval contains it; the Dataset column (300 px)
-# is left to the run page. REVIEW_HEADLINES: in this order, the first present (else `accuracy`) is the accuracy.
-# acc_mean (the headline of a run with repetitions, src.metrics.chance.VERDICT_METRICS) sorts before mcqa: its
-# value is shown, its bounds are on the run page
+# The view's columns after the fixed Run Name, Created and Duration: tags only. MLflow's metric columns show
+# unrounded values (`0.16000000000000003`), sort `_hi` before `_lo` and are drawn before every tag column, and a
+# param column before them too: in a 1,400-px window (MLflow's Assistant panel open, as on a first visit) they left
+# no room for the keys that tell runs apart. So the view shows each headline as its rounded tag (`rounded_tags`)
+# and the keys that vary between runs as tags; the UI draws tag columns in the order the runs logged them, and a
+# job logs model and temperature first, then its condition's headline (RESULT_TAG), then the rest (`review_tags`).
+# REVIEW_HEADLINES: the metrics with a rounded tag, in this order the first present (else `accuracy`) is the
+# accuracy the chance tag judges.
 REVIEW_HEADLINES = ("mcqa", "acc_mean", "cora", "rws", "st", "full_fr", "acc_h")
 REVIEW_FALLBACK = "accuracy"  # the headline of runs that asked no original order
+RUN_KEYS = ("model", "temperature", "variants")  # the keys a study varies, logged (and so drawn) first
+# A 1,400-px window with the Assistant panel open shows three tag columns: model, temperature and this one, the
+# condition's headline (acc_mean with repetitions, else mcqa, else accuracy) rounded with its interval, value first
+# so that a 100-px column shows it (`0.215 [0.070, 0.395] acc_mean`); one column for every run, whatever its study
+RESULT_TAG = "result"
 # `chance`: src.metrics.chance.CHANCE_TAG (`0.226: mcqa indistinguishable from chance`)
-REVIEW_COLUMNS = (
-    "tags.`chance`",
-    "tags.`model`",
-    "tags.`benchmark`",
-    "tags.`variants`",
-    "tags.`temperature`",
-    "tags.`scoring`",
-    "params.`n_questions`",
-)
+REVIEW_COLUMNS = tuple(f"tags.`{key}`" for key in (*RUN_KEYS, "chance", "benchmark", "scoring"))
 
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
 
@@ -145,22 +142,35 @@ def review_metric_names(names: Sequence[str]) -> list[str]:
 WINDOW_COLUMNS_BEFORE_ACCURACY = 2
 
 
-def view_metric_columns(view_state: str | None) -> list[str]:
-    """The metric names among a review view state's columns (`metrics.`name``), in its order; [] without a state or
-    for one that is not the UI's JSON."""
+def _view_columns(view_state: str | None) -> list[str]:
     try:
-        columns = json.loads(view_state).get("selectedColumns", []) if view_state else []
+        return list(json.loads(view_state).get("selectedColumns", [])) if view_state else []
     except (ValueError, AttributeError):
         return []
-    return [c[len("metrics.`") : -1] for c in columns if c.startswith("metrics.`")]
+
+
+def view_metric_columns(view_state: str | None) -> list[str]:
+    """The metric names among a review view state's columns (`metrics.`name``), in its order; [] without a state, for
+    one that is not the UI's JSON, and for the view as jobs now write it (headlines as rounded tags only)."""
+    return [c[len("metrics.`") : -1] for c in _view_columns(view_state) if c.startswith("metrics.`")]
+
+
+def view_headlines(view_state: str | None) -> list[str]:
+    """The headline metrics a review view state shows, as metric columns (older views) or as rounded tags."""
+    tags = [c[len("tags.`") : -1] for c in _view_columns(view_state) if c.startswith("tags.`")]
+    return [*view_metric_columns(view_state), *(name for name in tags if name in REVIEW_ROUNDED)]
 
 
 def columns_before_accuracy(view_state: str | None) -> tuple[str | None, list[str]]:
-    """(the view's accuracy column, the metric columns the UI shows left of it: it sorts them by name), from the
-    review view's state; (None, []) without a state or an accuracy column.
+    """(the view's accuracy column, the metric columns the UI shows left of it: it sorts them by name), from a
+    review view's state that shows metric columns (written before the view showed tags only); (None, []) without
+    a state or an accuracy metric column.
 
-    >>> columns_before_accuracy(review_view_state(["full_fr", "acc_h", "cora", "mcqa", "mcqa_lo", "rws"]))
+    >>> older = ["metrics.`full_fr`", "metrics.`acc_h`", "metrics.`cora`", "metrics.`mcqa`", "metrics.`rws`"]
+    >>> columns_before_accuracy(json.dumps({"selectedColumns": older}))
     ('mcqa', ['acc_h', 'cora', 'full_fr'])
+    >>> columns_before_accuracy(review_view_state(["full_fr", "acc_h", "cora", "mcqa"]))  # tags: drawn as logged
+    (None, [])
     >>> columns_before_accuracy(None)
     (None, [])
     """
@@ -190,33 +200,50 @@ REVIEW_ROUNDED = (*REVIEW_HEADLINES, REVIEW_FALLBACK)  # the metrics `rounded_ta
 
 
 def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -> str:
-    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, the headline
-    values (`review_metric_names` without their raw bounds) of every study logged so far (`earlier` state's metrics
-    kept), each headline's rounded tag (`rounded_tags`) listed first, then the run's tags that tell runs apart
-    (REVIEW_COLUMNS). The UI draws metric columns before tag columns whatever the list's order.
+    """The review view's state (JSON, as the UI's *Share* button saves it): job runs by name, RESULT_TAG, the rounded
+    tag (`rounded_tags`) of every headline (`review_metric_names` without bounds) of every study logged so far
+    (`earlier` state's kept), then the keys that tell runs apart (REVIEW_COLUMNS); no metric or param column (see
+    REVIEW_HEADLINES).
 
     >>> state = json.loads(review_view_state(["rws", "st"], review_view_state(["mcqa", "chance"])))
-    >>> state["searchFilter"], [c for c in state["selectedColumns"] if c.startswith("metrics")]
-    ("tags.kind = 'job'", ['metrics.`mcqa`', 'metrics.`rws`', 'metrics.`st`'])
-    >>> state["selectedColumns"][:3]
-    ['tags.`mcqa`', 'tags.`rws`', 'tags.`st`']
+    >>> state["searchFilter"], state["selectedColumns"][:4]
+    ("tags.kind = 'job'", ['tags.`result`', 'tags.`mcqa`', 'tags.`rws`', 'tags.`st`'])
+    >>> [c for c in state["selectedColumns"] if not c.startswith("tags.")]
+    []
     """
     from src.metrics import is_interval_name  # local: loads numpy, pandas (slow import)
 
-    names = [*metric_names, *view_metric_columns(earlier)]
+    names = [*metric_names, *view_headlines(earlier)]
     shown = [name for name in review_metric_names(names) if not is_interval_name(name)]  # bounds: in the tags
-    metrics = [f"metrics.`{mlflow_metric_name(name)}`" for name in shown]
     rounded = [f"tags.`{name}`" for name in shown if name in REVIEW_ROUNDED]
     return json.dumps(
         {
             "searchFilter": JOB_RUNS_FILTER,
             "orderByKey": JOB_RUNS_ORDER,
             "orderByAsc": True,
-            "selectedColumns": [*rounded, *metrics, *REVIEW_COLUMNS],
+            "selectedColumns": [f"tags.`{RESULT_TAG}`", *rounded, *REVIEW_COLUMNS],
             "runsExpanded": {},
             "groupBy": None,
         }
     )
+
+
+def review_tags(tags: Mapping[str, str], metrics: Mapping[str, float]) -> dict[str, str]:
+    """A run's tags in the order the review view draws them (the UI draws tag columns in logged order): model and
+    temperature, RESULT_TAG, the other RUN_KEYS, the rounded headlines (`rounded_tags`), then the rest.
+
+    >>> tags = review_tags({"scoring": "x", "temperature": "0.7", "model": "m"}, {"mcqa": 0.5, "acc_mean": 0.4})
+    >>> list(tags), tags["result"]
+    (['model', 'temperature', 'result', 'mcqa', 'acc_mean', 'scoring'], '0.400 acc_mean')
+    """
+    from src.metrics.chance import VERDICT_METRICS  # local: loads numpy, pandas (slow import)
+    from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
+
+    finite = finite_metrics(metrics)
+    headline = next((name for name in VERDICT_METRICS if name in finite), None)
+    result = {RESULT_TAG: f"{cell(finite, headline)} {headline}"} if headline is not None else {}
+    first = {k: tags[k] for k in RUN_KEYS[:2] if k in tags}
+    return {**first, **result, **{k: tags[k] for k in RUN_KEYS if k in tags}, **rounded_tags(metrics), **tags}
 
 
 def write_subjects(table, artifacts_dir: Path) -> None:
