@@ -34,11 +34,19 @@ def vllm_settings(on_gpu: bool) -> dict[str, Any]:
 
 
 def decided(answers: list[Any], scoring: str) -> list[Any]:
-    """Each prompt's decision: the best option (cloze), the most probable label (logprob), the text (generate)."""
-    if scoring == "generate":
-        return [str(a[0]) for a in answers]
-    scores = [a.loglik if scoring.startswith("cloze") else a.probs for a in answers]
-    return [max(range(len(s)), key=s.__getitem__) for s in scores]
+    """Each prompt's decision (`answer_items`' first answer): the slot chosen, and for generate the text too."""
+    return [(a[0].slot, a[0].raw_output if scoring == "generate" else None) for a in answers]
+
+
+def largest_gap(hf: list[Any], vllm: list[Any]) -> float:
+    """The largest difference between the two backends' scores of one prompt (log-likelihoods, probabilities)."""
+    gaps = [0.0]
+    for a, b in zip(hf, vllm):
+        for field in ("option_loglik", "label_probs"):
+            x, y = getattr(a[0], field), getattr(b[0], field)
+            if x is not None and y is not None:
+                gaps += [abs(u - v) for u, v in zip(x, y)]
+    return max(gaps)
 
 
 def part_vllm(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
@@ -80,7 +88,12 @@ def part_vllm(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
                     )
             same = sum(a == b for a, b in zip(decided(answers["hf"], scoring), decided(answers["vllm"], scoring)))
             ratio = meter.results[f"vllm_{scoring}"]["seconds"] / meter.results[f"hf_{scoring}"]["seconds"]
-            print(f"  {scoring}: vLLM {ratio:.2f}x hf's time, {same}/{len(items)} the same decision", flush=True)
+            gap = largest_gap(answers["hf"], answers["vllm"])
+            print(
+                f"  {scoring}: vLLM {ratio:.2f}x hf's time, {same}/{len(items)} the same decision, largest score "
+                f"gap {gap:.2g}",
+                flush=True,
+            )
             ratios[f"vllm_vs_hf_{scoring}"] = ratio
             ratios[f"vllm_same_decisions_{scoring}"] = same / len(items)
         print(f"  cloze sends vLLM {per_option} requests for {len(items)} prompts (one per option)", flush=True)
