@@ -21,7 +21,8 @@ Targets are read as lm-eval's `process_results` reads them (`gold_index`); one w
 that index reading is not the choice with the target's text. Unlabelled documents (target -1) and targets past
 the choices are skipped and counted in one warning line; several targets per document (`truthfulqa_mc2`) are
 refused. With `prompt=lm_eval`, `lm_eval_contexts` puts the description and solved examples lm-eval's own
-`fewshot_context` builds before each question (`{preamble}`).
+`fewshot_context` builds before each question (`{preamble}`), and `scoring_refusal` stops a scoring that would ask a
+task of a suite otherwise than lm-eval does; `suite_scores` gives lm-eval's own acc, acc_norm and group numbers.
 
 Texts that complete the context rather than answer it (HellaSwag endings: the context does not end in a
 question or an answer cue) make the task's options `continuation`-style (`benchmark.choices` overrides the
@@ -329,7 +330,8 @@ def task_questions(
             raise UserError(
                 f"config key benchmark.task: lm_eval task {name} has several correct targets per document "
                 f"(document {i}: {list(target)!r}, lm-eval's multiple_target, as truthfulqa_mc2); the tool scores "
-                "one correct option per question: choose a task with one target (e.g. truthfulqa_mc1)"
+                "one correct option per question: choose a task with one target (e.g. truthfulqa_mc1), or "
+                "benchmark=truthfulqa_mc2 (the tool's own reading, which keeps every true option)"
             )
         answer = gold_index(target, choices)
         if isinstance(answer, str) or not isinstance(context, str):
