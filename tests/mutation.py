@@ -222,8 +222,14 @@ TARGETS = (
         "lm-eval-suite",
         "src/benchmarks/lm_eval.py",
         ("scoring_refusal", "suite_scores", "lm_eval_contexts", "_with_lm_evals_text", "load_lm_eval"),
-        ("tests/test_lm_eval_suite.py", "tests/test_lm_eval_requests.py", "tests/test_lm_eval_benchmark.py"),
-    ),  # each task of a suite asked as lm-eval asks it or refused; its own option style; the sampler's draws
+        (
+            "tests/test_lm_eval_suite.py",
+            "tests/test_lm_eval_requests.py",
+            "tests/test_lm_eval_benchmark.py",
+            "tests/test_docs_warnings.py",
+        ),
+    ),  # each task of a suite asked as lm-eval asks it or refused; its own option style; the sampler's draws;
+    # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task)
     Target(
         "lm-eval-suite",
         "src/answer_formats/base.py",

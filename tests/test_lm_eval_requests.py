@@ -306,3 +306,6 @@ def test_each_asked_document_gets_the_examples_of_a_run_over_the_whole_task(monk
     every = {q.id: q.metadata["lm_eval_preamble"] for q in lm_eval_contexts(questions, k=2, options={"task": "seeded"})}
     assert every["seeded/4"] == alone.metadata["lm_eval_preamble"]
     assert every["seeded/2"] == "".join(e + "\n\n" for e in whole_run[2])  # after the unlabelled document's draw
+    monkeypatch.setattr(task, "config", SimpleNamespace(**{**vars(task.config), "num_fewshot": 0}))
+    zero = lm_eval_contexts(questions, k=2, options={"task": "seeded"})  # a task that sets 0 shots keeps them
+    assert {q.metadata["lm_eval_preamble"] for q in zero} == {""}

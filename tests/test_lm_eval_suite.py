@@ -167,3 +167,9 @@ def test_each_task_of_a_suite_keeps_its_own_option_style(monkeypatch):
     }
     assert continuation_tasks(questions) == ["hella_x"] and continuation_style("lm_eval", questions)
     assert continuation_tasks(questions[:2]) == [] and not continuation_style("lm_eval", questions[:2])
+    assert [q.subject for q in questions[:3]] == ["mmlu_x", "mmlu_x", "hella_x"]  # a suite's tasks are its subjects
+    assert {len(q.metadata["lm_eval_config_hash"]) for q in questions} == {12}
+    alone = {"mmlu_x": tasks["mmlu_x"]}
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: alone)
+    single = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "mmlu_x"})
+    assert [q.subject for q in single] == [None, None]  # one task: no subjects

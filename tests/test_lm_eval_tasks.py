@@ -10,7 +10,10 @@ python -m pytest -n 0 tests/test_lm_eval_tasks.py --run-lm-eval`; tests/conftest
   and the same questions as the tool's own loaders of those files; hellaswag's options complete their context, so
   the validity contract refuses its NOTA sets and accepts the others;
 - on the test task, SmolLM2-135M answered through `prompt=lm_eval scoring=cloze` takes every decision lm-eval's
-  HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE.
+  HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE;
+- a suite (an MMLU slice, ARC-Challenge, HellaSwag and the described test task as one group) asked in one job under
+  `prompt=lm_eval scoring=cloze` measures what lm-eval's simple_evaluate measures on the same group, the group's
+  numbers included; the scorings and variant sets a task of it cannot take are refused naming the task.
 """
 
 from __future__ import annotations
