@@ -227,9 +227,11 @@ TARGETS = (
             "tests/test_lm_eval_requests.py",
             "tests/test_lm_eval_benchmark.py",
             "tests/test_docs_warnings.py",
+            "tests/test_task_reading.py",
         ),
     ),  # each task of a suite asked as lm-eval asks it or refused; its own option style; the sampler's draws;
-    # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task)
+    # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task);
+    # test_task_reading.py: a group of one task named as a group of many
     Target(
         "lm-eval-suite",
         "src/answer_formats/base.py",

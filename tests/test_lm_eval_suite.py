@@ -173,3 +173,14 @@ def test_each_task_of_a_suite_keeps_its_own_option_style(monkeypatch):
     monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: alone)
     single = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "mmlu_x"})
     assert [q.subject for q in single] == [None, None]  # one task: no subjects
+
+
+@pytest.mark.parametrize("task", [None, "", ["arc_easy", "hellaswag"], 5])
+def test_a_suite_is_named_as_one_group_or_tag(monkeypatch, task):
+    """benchmark.task names one task, group or tag; a list of tasks (or no name) is one line saying so."""
+    from src.benchmarks import load_benchmark
+    from src.common.errors import UserError
+
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {})
+    with pytest.raises(UserError, match=r"^config key benchmark.task: .*give benchmark.task=NAME"):
+        load_benchmark("lm_eval", path=None, data_dir=".", options={"task": task})
