@@ -213,6 +213,38 @@ TARGETS = (
         ("tests/test_lm_eval_requests.py",),
     ),  # prompt=lm_eval's request: lm-eval's own (context, continuation) pair (session 14)
     Target(
+        "lm-eval-suite",
+        "src/job/lm_eval_suite.py",
+        None,
+        ("tests/test_lm_eval_suite.py",),
+    ),  # a suite's lm-eval numbers: acc, per-character acc_norm, the groups'
+    Target(
+        "lm-eval-suite",
+        "src/benchmarks/lm_eval.py",
+        ("scoring_refusal", "suite_scores", "lm_eval_contexts", "_with_lm_evals_text", "load_lm_eval"),
+        (
+            "tests/test_lm_eval_suite.py",
+            "tests/test_lm_eval_requests.py",
+            "tests/test_lm_eval_benchmark.py",
+            "tests/test_docs_warnings.py",
+            "tests/test_task_reading.py",
+        ),
+    ),  # each task of a suite asked as lm-eval asks it or refused; its own option style; the sampler's draws;
+    # test_docs_warnings.py: the skipped documents' and the target reading's warnings (a stand-in task);
+    # test_task_reading.py: a group of one task named as a group of many
+    Target(
+        "lm-eval-suite",
+        "src/answer_formats/base.py",
+        ("request",),
+        ("tests/test_lm_eval_requests.py",),
+    ),  # a label task's listed options under scoring=cloze
+    Target(
+        "lm-eval-suite",
+        "src/benchmarks/__init__.py",
+        ("continuation_style", "continuation_tasks"),
+        ("tests/test_lm_eval_suite.py", "tests/test_lm_eval_benchmark.py"),
+    ),  # the validity contract per task of a suite
+    Target(
         "tree-attention",
         "src/backends/hf/tree_attention.py",
         None,

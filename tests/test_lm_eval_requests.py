@@ -108,12 +108,13 @@ class LabelTask:
         return ["A", "B"]
 
 
-def test_cloze_without_the_options_is_refused_for_a_label_task():
+@pytest.mark.parametrize("scoring", ["cloze", "cloze_shown"])
+def test_a_label_task_has_its_labels_scored_under_either_cloze_mode(scoring):
+    """A suite's MMLU-shaped task under scoring=cloze is asked as lm-eval asks it: its options listed, labels scored."""
     q = Question(id="t/0", question="2+2?", options=("3", "4"), answer=1, metadata={"lm_eval_task": "label_task"})
-    with pytest.raises(UserError, match="label_task.*scoring=cloze_shown scores each label"):
-        _with_lm_evals_text(q, LabelTask(), {}, full="2+2?\nA. 3\nB. 4\nAnswer:", scoring="cloze", chat=False)
     full = "Intro\n\n2+2?\nA. 3\nB. 4\nAnswer:"
-    shown = _with_lm_evals_text(q, LabelTask(), {}, full=full, scoring="cloze_shown", chat=False)
+    shown = _with_lm_evals_text(q, LabelTask(), {}, full=full, scoring=scoring, chat=False)
+    assert sent(shown, scoring) == [lm_evals_pair(full, " ", label) for label in "AB"]
     assert shown.metadata["lm_eval_label_choices"] is True
     assert shown.metadata["lm_eval_preamble"] == "Intro\n\n"
     assert shown.metadata["lm_eval_target_delimiter"] == " "
@@ -152,3 +153,159 @@ def test_the_delimiter_before_each_choice_is_lm_evals(gen_prefix, chat, delimite
     """As lm-eval's `construct_requests` sets it under --apply_chat_template (and without it)."""
     task = SimpleNamespace(config=SimpleNamespace(target_delimiter=" ", gen_prefix=gen_prefix))
     assert _target_delimiter(task, chat=chat) == delimiter
+
+
+# -- a suite: every scoring on every shape of task is lm-eval's request or refused ---------------------------------
+
+
+class ShapedTask:
+    """A stand-in lm-eval task of one shape: one document, its context, choices and target delimiter."""
+
+    OUTPUT_TYPE = "multiple_choice"
+    VERSION = 1.0
+
+    def __init__(self, context: str, choices: list[str], delimiter: str = " "):
+        self.context, self.choices = context, choices
+        self.config = SimpleNamespace(target_delimiter=delimiter, gen_prefix=None)
+
+    def doc_to_text(self, doc):
+        return self.context
+
+    def doc_to_choice(self, doc):
+        return self.choices
+
+    def doc_to_target(self, doc):
+        return 1
+
+
+SHAPES = {  # task name -> a task of that shape, and whether its choices are the labels of listed options
+    "mmlu_like": (ShapedTask("Find x.\nA. 3\nB. 4\nC. 5\nAnswer:", ["A", "B", "C"]), True),
+    "arc_like": (ShapedTask("Question: What is red?\nAnswer:", ["blood", "grass", "sky"]), False),
+    "hellaswag_like": (ShapedTask("A man sits on a roof. He", ["falls.", "sings.", "waits."]), False),
+    "own_delimiter": (ShapedTask("Q: What is red?\nA:\n", ["blood", "grass"], delimiter="\n"), False),
+}
+SCORINGS = ("generate", "logprob", "cloze", "cloze_shown")
+
+
+@pytest.mark.parametrize("scoring", SCORINGS)
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_scoring_asks_each_shape_as_lm_eval_does_or_is_refused(name, scoring):
+    """What `prompt=lm_eval` sends for one task of a suite, read as `load_lm_eval` reads it: under a cloze mode each
+    scored pair is the one lm-eval's model scores (labels after listed options, option texts after the context);
+    under generate or logprob the prompt is lm-eval's context. Anything else is refused in one line naming the task:
+    no scoring changes a task's prompt silently."""
+    from src.benchmarks.lm_eval import task_questions
+
+    task, labels = SHAPES[name]
+    (question,), _ = task_questions(task, [{}], name=name, split="test", ids=name, subject=name)
+    full = "Intro.\n\n" + task.context
+    try:
+        asked = _with_lm_evals_text(question, task, {}, full=full, scoring=scoring, chat=False)
+    except UserError as err:
+        assert "\n" not in str(err) and f"lm_eval task {name}'s" in str(err) and "use scoring=cloze" in str(err)
+        assert not labels and scoring != "cloze"  # refused only where lm-eval's request cannot be sent
+        return
+    request = FORMATS["mcq"].request(LM_EVAL, asked, original(asked), seed=0, scoring=scoring)
+    if scoring.startswith("cloze"):
+        prefix = request.continuation_prefix
+        pairs = [(request.prompt, continuation_text(request.prompt, o, prefix)) for o in request.options]
+        delimiter = task.config.target_delimiter
+        assert pairs == [lm_evals_pair(full, delimiter, choice) for choice in task.choices]
+    else:
+        assert request.prompt == full and labels
+
+
+def original(question):
+    return make_variants({"name": "original"}, question, seed=0)[0]
+
+
+def test_a_label_tasks_variants_reletter_its_listed_options_and_a_text_tasks_reorder_its_texts():
+    """perm_cyclic's second rotation under scoring=cloze: MMLU's shape lists the options in their new order under
+    the same labels (the labels scored), a text task's option texts are scored in their new order."""
+    for name, (task, labels) in SHAPES.items():
+        (question,), _ = task_questions_of(task, name)
+        asked = _with_lm_evals_text(question, task, {}, full=task.context, scoring="cloze", chat=False)
+        variant = make_variants({"name": "perm_cyclic"}, asked, seed=0)[1]
+        request = FORMATS["mcq"].request(LM_EVAL, asked, variant, seed=0, scoring="cloze")
+        if labels:
+            assert request.options == ("A", "B", "C") and request.prompt.startswith("Find x.\nA. 4\nB. 5\nC. 3\n")
+        else:
+            assert request.options == variant.option_texts != tuple(task.choices)
+            assert request.prompt == task.context.rstrip()
+
+
+def task_questions_of(task, name):
+    from src.benchmarks.lm_eval import task_questions
+
+    return task_questions(task, [{}], name=name, split="test", ids=name, subject=name)
+
+
+class SeededTask:
+    """A stand-in lm-eval task whose few-shot sampler, like lm-eval's, is seeded once and draws for every document
+    in turn: what a document is shown depends on how many documents were drawn for before it."""
+
+    OUTPUT_TYPE = "multiple_choice"
+    VERSION = 1.0
+    config = SimpleNamespace(target_delimiter=" ", gen_prefix=None, num_fewshot=None, test_split="test")
+    fewshot_cfg = SimpleNamespace(split=None)
+    POOL = [f"Example {i}? yes" for i in range(20)]
+
+    def __init__(self):
+        self.eval_docs = [{"q": f"Asked {i}?", "target": -1 if i == 1 else 0} for i in range(6)]
+
+    def set_fewshot_seed(self, seed):
+        import random
+
+        self.rng = random.Random(seed)
+
+    def has_training_docs(self):
+        return True
+
+    def test_docs(self):
+        return self.eval_docs
+
+    def doc_to_text(self, doc):
+        return f"Question: {doc['q']}\nAnswer:"
+
+    def doc_to_choice(self, doc):
+        return ["yes", "no"]
+
+    def doc_to_target(self, doc):
+        return doc["target"]
+
+    def doc_to_prefix(self, doc):
+        return ""
+
+    def fewshot_context(self, doc, shots, **kwargs):
+        return "".join(e + "\n\n" for e in self.rng.sample(self.POOL, shots)) + self.doc_to_text(doc)
+
+
+def test_each_asked_document_gets_the_examples_of_a_run_over_the_whole_task(monkeypatch):
+    """With `limit` or a document skipped as unlabelled (document 1 here), the sampler still draws for every document
+    before the last one asked, as lm-eval's run over the whole task does: asking document 4 alone shows it what
+    asking all six shows it."""
+    import random
+    import sys
+
+    from src.benchmarks import lm_eval
+    from src.benchmarks.lm_eval import lm_eval_contexts, task_questions
+
+    task = SeededTask()
+    monkeypatch.setitem(sys.modules, "lm_eval", SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "lm_eval.defaults", SimpleNamespace(DEFAULT_OTHER_SEED=1234))
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {"seeded": task})
+    questions, skipped = task_questions(task, task.eval_docs, name="seeded", split="test", ids="seeded")
+    assert list(skipped) == [1] and len(questions) == 5
+    for q in questions:
+        q.metadata.update(lm_eval_task="seeded", lm_eval_doc=int(q.id.rpartition("/")[2]))
+    rng = random.Random(1234)
+    whole_run = [rng.sample(SeededTask.POOL, 2) for _ in task.eval_docs]  # lm-eval's draws, document by document
+    alone = lm_eval_contexts([questions[-2]], k=2, options={"task": "seeded"})[0]
+    assert questions[-2].id == "seeded/4"
+    assert alone.metadata["lm_eval_preamble"] == "".join(e + "\n\n" for e in whole_run[4])
+    every = {q.id: q.metadata["lm_eval_preamble"] for q in lm_eval_contexts(questions, k=2, options={"task": "seeded"})}
+    assert every["seeded/4"] == alone.metadata["lm_eval_preamble"]
+    assert every["seeded/2"] == "".join(e + "\n\n" for e in whole_run[2])  # after the unlabelled document's draw
+    monkeypatch.setattr(task, "config", SimpleNamespace(**{**vars(task.config), "num_fewshot": 0}))
+    zero = lm_eval_contexts(questions, k=2, options={"task": "seeded"})  # a task that sets 0 shots keeps them
+    assert {q.metadata["lm_eval_preamble"] for q in zero} == {""}

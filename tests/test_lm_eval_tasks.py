@@ -10,7 +10,10 @@ python -m pytest -n 0 tests/test_lm_eval_tasks.py --run-lm-eval`; tests/conftest
   and the same questions as the tool's own loaders of those files; hellaswag's options complete their context, so
   the validity contract refuses its NOTA sets and accepts the others;
 - on the test task, SmolLM2-135M answered through `prompt=lm_eval scoring=cloze` takes every decision lm-eval's
-  HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE.
+  HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE;
+- a suite (an MMLU slice, ARC-Challenge, HellaSwag and the described test task as one group) asked in one job under
+  `prompt=lm_eval scoring=cloze` measures what lm-eval's simple_evaluate measures on the same group, the group's
+  numbers included; the scorings and variant sets a task of it cannot take are refused naming the task.
 """
 
 from __future__ import annotations
@@ -372,8 +375,15 @@ def shared_tasks(tmp_path_factory) -> Path:
         + "".join(f"  - mmlu_{s}\n" for s in MMLU_SLICE)
         + "aggregate_metric_list:\n  - metric: acc\n    weight_by_size: true\nmetadata:\n  version: 2\n"
     )
+    (folder / f"{SUITE}.yaml").write_text(  # a suite as leaderboards run them: label and option-text tasks mixed
+        f"group: {SUITE}\ntask:\n  - mmlu_slice\n  - arc_challenge\n  - hellaswag\n  - mcq_test_task_described\n"
+        "aggregate_metric_list:\n  - metric: acc\n    weight_by_size: true\n  - metric: acc_norm\n"
+        "    weight_by_size: true\nmetadata:\n  version: 1\n"
+    )
     return folder
 
+
+SUITE = "mixed_suite"  # an MMLU slice (a group of its own), ARC-Challenge, HellaSwag and the described test task
 
 REGISTRY = {  # task -> (the tool's own benchmark of the same file, scoring that asks lm-eval's requests, documents)
     "arc_easy": ("arc_easy", "cloze", 2376),
@@ -631,3 +641,124 @@ def test_with_the_chat_template_the_tool_measures_what_lm_eval_measures(run_job_
     gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, "smollm2", CHAT_PARITY, chat=True)
     assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
     assert decided == 2 * PARITY_LIMIT * (len(CHAT_PARITY) - 1 + len(MMLU_SLICE))
+
+
+def _suite_parity(run_job_in, shared_tasks, parity_models, model: str, chat: bool) -> dict[tuple[str, int], float]:
+    """The suite in one job of the tool against one simple_evaluate of lm-eval, zero-shot and 5-shot: every
+    document's decision and acc equal, each task's acc and acc_norm and each group's equal; returns the largest
+    per-option log-likelihood gap per (task, shots)."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    overrides, folder = parity_models[model]
+    lm = HFLM(pretrained=str(folder), device="cpu", dtype="float32", batch_size=4)
+    gaps: dict[tuple[str, int], float] = {}
+    for shots in (0, 5):
+        load_tasks.cache_clear()
+        theirs = simple_evaluate(
+            model=lm,
+            tasks=[SUITE],
+            task_manager=TaskManager(include_path=str(shared_tasks), include_defaults=False),
+            num_fewshot=shots,
+            limit=PARITY_LIMIT,
+            log_samples=True,
+            bootstrap_iters=0,
+            apply_chat_template=chat,
+        )
+        load_tasks.cache_clear()
+        result = run_job_in(
+            *overrides,
+            "benchmark=lm_eval",
+            f"benchmark.task={SUITE}",
+            f"benchmark.include_path={shared_tasks}",
+            "prompt=lm_eval",
+            f"prompt.chat={str(chat).lower()}",
+            "scoring=cloze",
+            "variants=original",
+            f"fewshot={shots}",
+            f"limit={PARITY_LIMIT}",
+        )
+        samples = {(t, s["doc_id"]): s for t, docs in theirs["samples"].items() for s in docs}
+        records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
+        assert len(records) == len(samples) == PARITY_LIMIT * (len(MMLU_SLICE) + 3)
+        for row in records.itertuples():
+            task, _, doc = row.question_id.rpartition("/")
+            sample = samples[(task, int(doc))]
+            lls = [ll for ll, _ in (r[0] for r in sample["resps"])]
+            assert int(row.chosen_option) == max(range(len(lls)), key=lls.__getitem__), (task, shots, doc)
+            assert float(bool(row.correct)) == sample["acc"], (task, shots, doc)
+            gap = max(abs(float(a) - b) for a, b in zip(row.option_loglik, lls))
+            gaps[(task, shots)] = max(gaps.get((task, shots), 0.0), gap)
+        compared = set()
+        for name, values in theirs["results"].items():
+            for metric in ("acc", "acc_norm"):
+                if f"{metric},none" not in values:
+                    continue
+                ours = result.metrics[f"lm_eval_{metric}" if name == SUITE else f"lm_eval_{metric}/{name}"]
+                assert ours == pytest.approx(values[f"{metric},none"], abs=1e-12), (name, metric, shots)
+                compared.add((name, metric))
+        # acc of 6 tasks and 2 groups; acc_norm where lm-eval reports it (ARC, HellaSwag, the suite over them)
+        tasks = [f"mmlu_{s}" for s in MMLU_SLICE] + ["arc_challenge", "hellaswag", "mcq_test_task_described"]
+        normed = {(name, "acc_norm") for name in ("arc_challenge", "hellaswag", SUITE)}
+        assert compared == {(name, "acc") for name in [*tasks, "mmlu_slice", SUITE]} | normed
+        print(f"\n{SUITE} {shots}-shot (chat={chat}): acc {result.metrics['lm_eval_acc']:.4f} as lm-eval's")
+    print(f"lm-eval parity of {SUITE} in one job ({model}, chat={chat}); max |gap|:")
+    print("\n".join(f"  {name} {shots}-shot: {gap:.2e}" for (name, shots), gap in sorted(gaps.items())))
+    return gaps
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_mixed_suite_in_one_job_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models, chat):
+    """An MMLU slice (labels scored after listed options), ARC-Challenge and HellaSwag (option texts) and the
+    described test task as one lm-eval group, asked in one job under scoring=cloze: per-document log-likelihoods
+    within LOGLIK_TOLERANCE of lm-eval's simple_evaluate on the same group, every decision and acc equal, each
+    task's acc and acc_norm (per character) and each group's (lm-eval's weight_by_size aggregation) equal."""
+    gaps = _suite_parity(run_job_in, shared_tasks, parity_models, "smollm2", chat=chat)
+    assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
+
+
+@needs_data
+@pytest.mark.parametrize(
+    "overrides, refused",
+    [
+        (["scoring=cloze_shown"], r"config key scoring: lm_eval task arc_challenge's choices are option texts"),
+        (["scoring=logprob"], r"config key scoring: lm_eval task arc_challenge's choices are option texts"),
+        (["variants=cora"], rf"benchmark.task={SUITE} \(its task hellaswag\) and variants=cora: the options of"),
+    ],
+)
+def test_a_suite_is_refused_in_one_line_naming_its_task(run_job_in, shared_tasks, overrides, refused):
+    """A scoring that would list a text task's options, or a variant set a task's shape cannot take, is refused
+    before any compute, naming the task of the suite it concerns."""
+    with pytest.raises(UserError, match=refused) as err:
+        run_job_in(
+            "model=simulated",
+            "benchmark=lm_eval",
+            f"benchmark.task={SUITE}",
+            f"benchmark.include_path={shared_tasks}",
+            "prompt=lm_eval",
+            "limit=2",
+            *overrides,
+        )
+    assert "\n" not in str(err.value)
+
+
+@needs_data
+def test_a_suite_runs_in_one_job_with_lm_evals_numbers(run_job_in, shared_tasks):
+    """scoring=cloze: lm-eval's numbers of every task and group logged beside the subjects table (a row each)."""
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        f"benchmark.task={SUITE}",
+        f"benchmark.include_path={shared_tasks}",
+        "prompt=lm_eval",
+        "scoring=cloze",
+        "variants=original",
+        "limit=2",
+    )
+    subjects = pd.read_csv(result.out_dir / "artifacts" / "subjects.csv").set_index("subject")
+    assert {"mmlu_slice", "arc_challenge", "hellaswag", "mmlu_anatomy"} <= set(subjects.index)
+    assert 0 <= result.metrics["lm_eval_acc"] <= 1 and "lm_eval_acc_norm" in result.metrics
+    assert "lm_eval_acc_norm/mmlu_anatomy" not in result.metrics  # MMLU reports acc alone, as in lm-eval's table

@@ -71,13 +71,17 @@ class AnswerFormat:
         """The backend request of one variant of `question`: under `prompt=lm_eval` a cloze request is lm-eval's
         own (context, continuation) pair, and on a task whose choices are labels its labels are scored, as lm-eval
         scores " A" after MMLU's listed options."""
+        labelled = bool(question.metadata.get("lm_eval_label_choices"))
+        # lm-eval asks a label task in its own context, its options listed: under either cloze mode (re-lettered in
+        # the variant's order), so a suite's label and text tasks are each lm-eval's request under scoring=cloze
+        shown = "cloze_shown" if labelled and scoring == "cloze" else scoring
         prompt, labels, options = (
-            self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
+            self.render(template, question, variant, fewshot=fewshot, scoring=shown),
             self.labels(template, variant),
             self.options(variant),
         )
         prompt, prefix = lm_eval_request(prompt, question, scoring)
-        if prefix is not None and question.metadata.get("lm_eval_label_choices"):
+        if prefix is not None and labelled:
             options = labels
         return self.request_of(
             prompt=prompt,

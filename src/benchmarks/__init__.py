@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,10 +240,17 @@ def load_fewshot_pool(
 
 def continuation_style(name: str, questions: list[Question] | None = None) -> bool:
     """Whether benchmark `name`'s options complete their context (HellaSwag endings) rather than answer it:
-    known for the built-in benchmarks, read from the loaded questions for an lm-eval task."""
+    known for the built-in benchmarks, read from the loaded questions for an lm-eval task (in a suite, those of
+    any of its tasks: `continuation_tasks` names them)."""
     if name in CONTINUATION_BENCHMARKS:
         return True
-    return bool(questions and questions[0].metadata.get("choices") == "continuation")
+    return bool(continuation_tasks(questions or []))
+
+
+def continuation_tasks(questions: Sequence[Question]) -> list[str]:
+    """The lm-eval tasks among `questions` whose options complete their context, in order of first question."""
+    continuing = (str(q.metadata.get("lm_eval_task")) for q in questions if q.metadata.get("choices") == "continuation")
+    return list(dict.fromkeys(continuing))
 
 
 __all__ = [
@@ -252,6 +259,7 @@ __all__ = [
     "Benchmark",
     "answer_slot_counts",
     "continuation_style",
+    "continuation_tasks",
     "describe_answer_slots",
     "duplicate_option_groups",
     "task_tags",

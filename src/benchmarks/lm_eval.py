@@ -21,7 +21,8 @@ Targets are read as lm-eval's `process_results` reads them (`gold_index`); one w
 that index reading is not the choice with the target's text. Unlabelled documents (target -1) and targets past
 the choices are skipped and counted in one warning line; several targets per document (`truthfulqa_mc2`) are
 refused. With `prompt=lm_eval`, `lm_eval_contexts` puts the description and solved examples lm-eval's own
-`fewshot_context` builds before each question (`{preamble}`).
+`fewshot_context` builds before each question (`{preamble}`), and `scoring_refusal` stops a scoring that would ask a
+task of a suite otherwise than lm-eval does; `suite_scores` gives lm-eval's own acc, acc_norm and group numbers.
 
 Texts that complete the context rather than answer it (HellaSwag endings: the context does not end in a
 question or an answer cue) make the task's options `continuation`-style (`benchmark.choices` overrides the
@@ -139,6 +140,9 @@ def task_manager(include_path: str | None, name: str) -> Any:
     return _manager(include_path, True)
 
 
+_GROUPS: dict[tuple[str, str | None], dict[str, Any]] = {}  # lm-eval's groups of each `load_tasks` call
+
+
 @lru_cache(maxsize=8)
 def load_tasks(name: str, include_path: str | None = None) -> dict[str, Any]:
     """lm-eval's task objects for `name`, one task or every task of a group or tag ({task name: task}, in lm-eval's
@@ -166,7 +170,9 @@ def load_tasks(name: str, include_path: str | None = None) -> dict[str, Any]:
     is_offline = hub.offline() or unreachable is not None
     try:
         with hub.offline_libraries(is_offline):
-            built = manager.load(name)["tasks"]
+            loaded = manager.load(name)
+            built = loaded["tasks"]
+            _GROUPS[(name, include_path)] = dict(loaded.get("groups") or {})
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - lm-eval, datasets and fsspec raise many kinds; one line each
@@ -324,7 +330,8 @@ def task_questions(
             raise UserError(
                 f"config key benchmark.task: lm_eval task {name} has several correct targets per document "
                 f"(document {i}: {list(target)!r}, lm-eval's multiple_target, as truthfulqa_mc2); the tool scores "
-                "one correct option per question: choose a task with one target (e.g. truthfulqa_mc1)"
+                "one correct option per question: choose a task with one target (e.g. truthfulqa_mc1), or "
+                "benchmark=truthfulqa_mc2 (the tool's own reading, which keeps every true option)"
             )
         answer = gold_index(target, choices)
         if isinstance(answer, str) or not isinstance(context, str):
@@ -452,15 +459,15 @@ def load_lm_eval(
             task, docs, name=sub, split=split_name, ids=sub, subject=sub if grouped else None
         )
         around = prompt_identity(task)
+        style = _style(asked, options.get("choices"))  # each task its own: a suite mixes MMLU and HellaSwag
         for q in asked:
             q.metadata["lm_eval_prompt"] = around
+            q.metadata["choices"] = style
         questions += asked
         total += len(docs)
-    style = _style(questions, options.get("choices"))
     n_skipped = sum(map(len, skipped.values()))
     tag = _digest([name, [(q.id, question_identity(q)) for q in questions]])[:12]
     for q in questions:
-        q.metadata["choices"] = style
         q.metadata["lm_eval_skipped"] = n_skipped
         q.metadata["lm_eval_group"] = name
         q.metadata["lm_eval_config_hash"] = tag
@@ -587,12 +594,9 @@ def _with_lm_evals_text(question: Question, task: Any, doc: Any, *, full: str, s
             "placed in lm-eval's context; set prompt.chat=false"
         )
     labels = listed_options(own, choices) is not None
-    if labels and scoring == "cloze":
-        raise UserError(
-            f"config key scoring: lm_eval task {question.metadata['lm_eval_task']}'s choices are the labels of the "
-            "options its context lists, which scoring=cloze does not show; with prompt=lm_eval, scoring=cloze_shown "
-            "scores each label after the listed options as lm-eval does (scoring=logprob reads their probabilities)"
-        )
+    refusal = scoring_refusal(str(question.metadata["lm_eval_task"]), labels=labels, scoring=scoring)
+    if refusal is not None:
+        raise UserError(refusal)
     extra = {
         "lm_eval_preamble": full[:at],
         "lm_eval_target_delimiter": _target_delimiter(task, chat=chat),
@@ -600,6 +604,31 @@ def _with_lm_evals_text(question: Question, task: Any, doc: Any, *, full: str, s
     }
     return replace(
         question, metadata={**question.metadata, **extra, **({"lm_eval_label_choices": True} if labels else {})}
+    )
+
+
+LISTING_SCORINGS = ("cloze_shown", "logprob", "generate")  # their prompt lists the options as labelled lines
+
+
+def scoring_refusal(task: str, *, labels: bool, scoring: str) -> str | None:
+    """Why `scoring` under `prompt=lm_eval` would ask lm_eval task `task` otherwise than lm-eval does, else None.
+
+    A task whose choices are the labels of options its context lists (MMLU) is asked in its own context under every
+    scoring (the cloze modes score the labels after it, as lm-eval does); a task whose choices are option texts
+    (ARC, HellaSwag) is lm-eval's request only under scoring=cloze: the other scorings list its options as
+    labelled lines that lm-eval's prompt does not have.
+
+    >>> scoring_refusal("mmlu_anatomy", labels=True, scoring="cloze") is None
+    True
+    >>> scoring_refusal("arc_easy", labels=False, scoring="cloze_shown")  # doctest: +ELLIPSIS
+    "config key scoring: lm_eval task arc_easy's choices are option texts...; use scoring=cloze"
+    """
+    if labels or scoring not in LISTING_SCORINGS:
+        return None
+    return (
+        f"config key scoring: lm_eval task {task}'s choices are option texts that lm-eval scores after its own "
+        f"context, and scoring={scoring} would list them as labelled lines under prompt=lm_eval, which is not "
+        "lm-eval's prompt; use scoring=cloze"
     )
 
 
@@ -624,3 +653,27 @@ def task_tags(questions: Sequence[Question]) -> dict[str, str]:
         "lm_eval_choices": str(meta["choices"]),
         "lm_eval_skipped": str(meta.get("lm_eval_skipped", 0)),
     }
+
+
+LM_EVAL_METRICS = ("acc", "acc_norm")  # what a multiple-choice task of lm-eval reports that the tool reproduces
+
+
+def suite_scores(
+    name: str, include_path: str | None, per_task: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, float]]:
+    """lm-eval's numbers of `name` ({task or group: {metric: value}}) from each task's per-document means
+    (`per_task`: {task: {"acc": .., "acc_norm": .., "n": documents}}): a task keeps the metrics its own config
+    reports, a group's are lm-eval's own `Group.aggregate` over its tasks (its `aggregate_metric_list`,
+    `weight_by_size`); a group without that list reports none, as in lm-eval's table."""
+    tasks = load_tasks(name, include_path)
+    reported: dict[str, dict[str, Any]] = {}
+    for task, values in per_task.items():
+        kept = [m for m in LM_EVAL_METRICS if m in tasks[task].aggregation() and m in values]
+        reported[task] = {**{f"{m},none": values[m] for m in kept}, "sample_len": int(values["n"])}
+    scores = {task: {m.partition(",")[0]: v for m, v in r.items() if "," in m} for task, r in reported.items()}
+    for group_name, group in _GROUPS.get((name, include_path), {}).items():
+        aggregated = group.aggregate(reported)
+        values = {m: float(aggregated[f"{m},none"]) for m in LM_EVAL_METRICS if f"{m},none" in aggregated}
+        if values:
+            scores[str(group_name)] = values
+    return scores

@@ -26,6 +26,7 @@ from src.backends import load_backend
 from src.backends.base import Backend, SamplingParams
 from src.benchmarks import (
     continuation_style,
+    continuation_tasks,
     describe_answer_slots,
     lm_eval_chat_template,
     lm_eval_contexts,
@@ -41,6 +42,7 @@ from src.core.fewshot import pick_fewshot
 from src.core.prompts import PromptTemplate
 from src.core.questions import benchmark_identity, question_identity
 from src.core.validity import check_option_style
+from src.job.lm_eval_suite import lm_eval_suite_metrics
 from src.tracking import review, runs
 from src.tracking.closing import headline_metrics, job_block
 from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
@@ -370,9 +372,12 @@ def plan_job(cfg: DictConfig, questions, backend=None):
     refused here, before any compute."""
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     # an lm-eval task's option style is known once its documents are read: refused here, before any compute
+    label, continuing = benchmark_label(cfg.benchmark), continuation_tasks(questions)
+    if continuing and continuing != [cfg.benchmark.get("task")]:  # a suite: the validity rules hold per task
+        label += f" (its task {continuing[0]})"
     check_option_style(
         variants=plain_dict(cfg.variants),
-        benchmark=benchmark_label(cfg.benchmark),
+        benchmark=label,
         continuation=continuation_style(str(cfg.benchmark.name), questions),
     )
     template = PromptTemplate.from_config(plain_dict(cfg.prompt))
@@ -434,6 +439,7 @@ def answer_and_measure(cfg: DictConfig, backend, items, left_out, cache, run_id:
         interval_seed=int(cfg.seed),
     )
     metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
+    metrics.update(lm_eval_suite_metrics(cfg, items, records))  # lm-eval's acc, acc_norm and group numbers
     # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
     metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
     if adaptive:  # the share of the planned trials that were not asked
