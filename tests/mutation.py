@@ -257,7 +257,6 @@ TARGETS = (
         ("tests/test_vllm_backend.py", "tests/test_backend_text.py"),
         keyword="vllm",
     ),  # the engine's lifetime, its log's stream and level, chunked prefill and seeds, request building
-    Target("vllm", "src/run.py", ("main",), ("tests/test_vllm_backend.py",)),  # the command releases its backends
     Target(
         "store",
         "src/tracking/store.py",
