@@ -72,8 +72,8 @@ CONFIG_KEYS = frozenset(
         "chat",
     }
 )
-# vLLM reads these when it is first imported (vllm.envs, vllm.logger); a value the user set is kept, except a log
-# stream on stdout, which would mix vLLM's lines with the JSON lines scripts read
+# vLLM reads these when it is first imported (vllm.envs, vllm.logger): its stream is always stderr (its default would
+# mix its lines with the JSON lines scripts read), its level the user's where set
 LOG_STREAM, LOG_LEVEL = "ext://sys.stderr", "WARNING"
 HELD_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # what stops a job (Slurm's cancel, Ctrl-C): `signals_held`
 
@@ -341,14 +341,14 @@ def signals_held() -> Iterator[list[int]]:
 
 
 def quiet_vllm_logging(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
-    """vLLM's log lines on stderr at WARNING, unless the environment says otherwise (stdout stays data).
+    """vLLM's log lines on stderr always (stdout is data: vLLM's default stream is the other one), at WARNING
+    unless the environment sets `VLLM_LOGGING_LEVEL`.
 
-    >>> env = {"VLLM_LOGGING_STREAM": "ext://sys.stdout", "VLLM_LOGGING_LEVEL": "INFO"}
+    >>> env = {"VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_LOGGING_LEVEL": "INFO"}
     >>> quiet_vllm_logging(env); env["VLLM_LOGGING_STREAM"], env["VLLM_LOGGING_LEVEL"]
     ('ext://sys.stderr', 'INFO')
     """
-    if environ.get("VLLM_LOGGING_STREAM", "ext://sys.stdout") == "ext://sys.stdout":
-        environ["VLLM_LOGGING_STREAM"] = LOG_STREAM
+    environ["VLLM_LOGGING_STREAM"] = LOG_STREAM
     environ.setdefault("VLLM_LOGGING_LEVEL", LOG_LEVEL)
 
 
