@@ -116,17 +116,9 @@ def list_report(data_dir: str) -> str:
 
 
 def write_whole(target: Path, write: Callable[[Path], object]) -> None:
-    """`write(temporary path)` beside `target`, then renamed onto it: a fetch killed halfway leaves no file that a
-    reader (the snapshot glob `<split>-*.parquet`, `check`) takes for a whole one. The temporary name and the
-    clean-up of those a dead process left are the rule of `src/common/owners.py` (as for a GGUF conversion)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    owners.clean_stale_temps([target.parent], "an interrupted fetch", ownerless=False)  # --to may hold the user's files
-    tmp = target.parent / f"{owners.temp_prefix(target.name)}{os.urandom(4).hex()}"
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """A fetched file written whole (`owners.write_whole`): a fetch killed halfway leaves no file that a reader (the
+    snapshot glob `<split>-*.parquet`, `check`) takes for a whole one."""
+    owners.write_whole(target, write, "an interrupted fetch")
 
 
 def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = DEFAULT_DATA_DIR) -> list[str]:

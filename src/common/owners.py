@@ -22,6 +22,7 @@ import re
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -110,3 +111,19 @@ def clean_stale_temps(folders: list[Path], what: str = "an interrupted write", *
                 log.info("removed %s, left by %s", entry, what)
                 removed.append(entry)
     return removed
+
+
+def write_whole(target: Path, write: Callable[[Path], object], what: str = "an interrupted write") -> None:
+    """`write(temporary path)` beside `target`, then renamed onto it: the one rule behind every file the tool
+    writes for others to read (a fetched data file, a converted model, a cache index, a store). A reader sees the
+    old file or the new one, whole, never a half-written one; a write killed halfway leaves only a temporary named
+    by `temp_prefix`, which `clean_stale_temps` removes once its process is gone (`what` says what left it)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps([target.parent], what, ownerless=False)  # the folder may hold the user's own files
+    tmp = target.parent / f"{temp_prefix(target.name)}{os.urandom(4).hex()}"
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
