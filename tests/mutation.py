@@ -1,6 +1,6 @@
 """`python -m tests.mutation`: a mutation check of the metric, parsing, variant-rule, interval, paired-test,
 resume, report-summary, chance-verdict, recheck, Slurm-queue, sweeper, adaptive-repetition, per-question-statement
-and resampling-draw code, and (since run 11) the weights' identity, response cache, job runner, token budget, packed
+and resampling-draw code, and the weights' identity, response cache, job runner, token budget, packed
 attention, lm-eval task and MLflow store code, run on demand (not in CI; docs/mutation.md has the latest score and
 survivors).
 
@@ -98,7 +98,7 @@ TARGETS = (
         ("finished_run_of", "provably_dead", "mark_interrupted_runs"),
         ("tests/test_reliability.py",),
     ),
-    # added after run 5 (issue 42): the report's first table, the chance verdict, the recheck, the Slurm queue,
+    # the report's first table, the chance verdict, the recheck, the Slurm queue,
     # the project's sweeper plugin and adaptive repetitions. The Slurm and Ray launcher plugins are left out: only
     # the opt-in cluster tiers run them (a Slurm cluster, Ray), never the fast tests a mutant is judged by.
     Target("summary", "src/compare/summary.py", None, ("tests/test_paired.py",)),
@@ -119,7 +119,7 @@ TARGETS = (
         keyword="sweeper or launcher_worker",
     ),
     Target("adaptive", "src/answering/adaptive.py", None, ("tests/test_adaptive.py",)),
-    # added after run 7: each family's per-question statement (its value, interval and paired test come from it)
+    # each family's per-question statement (its value, interval and paired test come from it)
     # and the draws every resampling counts with (the intervals', the paired tests' and CoRA's slot bootstrap)
     Target(
         "statement",
@@ -133,7 +133,7 @@ TARGETS = (
         None,
         ("tests/test_intervals.py", "tests/test_paired.py", "tests/test_metrics_cora.py"),
     ),
-    # added after run 10 (issue 50): the modules added or changed since, which run 10 left out: the weights' and the
+    # the weights' and the
     # data's identity, the response cache, the job, the token budgets and packed attention, lm-eval's tasks, the
     # MLflow store and its adapter. Each with the fast tests that exercise it (a keyword where a file's other tests
     # are slow and exercise something else).
@@ -144,7 +144,7 @@ TARGETS = (
         ("tests/test_content_identity.py", "tests/test_gguf_cache.py"),
         keyword="test_gguf_cache or hashed or hub or (new_weights and false) or loader_reads or vllm_local_gguf "
         "or while_the_model_files_change or variables",
-    ),  # the identity's fast tests (issue 48's among them): by their names, the file's others exercise the cache
+    ),  # the identity's fast tests, by their names: the file's others exercise the cache
     Target(
         "answer-cache",
         "src/answering/cache.py",
@@ -165,7 +165,7 @@ TARGETS = (
             "tests/test_content_identity.py",
         ),
     ),  # not test_progress_and_closing.py: its progress-bar tests need tqdm, which the check turns off;
-    # test_content_identity.py: a finished job's rerun is skipped and says so (run 14)
+    # test_content_identity.py: a finished job's rerun is skipped and says so
     Target(
         "budget",
         "src/backends/hf/budget.py",
@@ -178,8 +178,8 @@ TARGETS = (
         ),
         keyword="test_batch_tokens or memory or test_architectures or budget.py",
     ),  # the memory estimates per token are checked in test_generation_sharing.py; every architecture's fields in
-    # test_architectures.py (issue 52); the fallbacks, the GiB's tokens and the freed failed pass in
-    # test_memory_budget.py (run 12); `budget.py`: the module's own doctests, which the keyword left out until run 13
+    # test_architectures.py; the fallbacks, the GiB's tokens and the freed failed pass in
+    # test_memory_budget.py; `budget.py`: the module's own doctests (a keyword that leaves them out hides survivors)
     Target(
         "packing",
         "src/backends/hf/packing.py",
@@ -190,8 +190,8 @@ TARGETS = (
             "tests/test_batch_tokens.py",
             "tests/test_memory_budget.py",
         ),
-    ),  # test_batch_tokens.py: a recovery that repacks more than one prompt (issue 50's first class);
-    # test_memory_budget.py: a generation pass counted with its samples' tokens (run 13)
+    ),  # test_batch_tokens.py: a recovery that repacks more than one prompt (wrong answers after out of memory);
+    # test_memory_budget.py: a generation pass counted with its samples' tokens
     Target(
         "lm-eval",
         "src/benchmarks/lm_eval.py",
@@ -211,7 +211,7 @@ TARGETS = (
         "src/core/prompts.py",
         ("lm_eval_request",),
         ("tests/test_lm_eval_requests.py",),
-    ),  # prompt=lm_eval's request: lm-eval's own (context, continuation) pair (session 14)
+    ),  # prompt=lm_eval's request: lm-eval's own (context, continuation) pair
     Target(
         "lm-eval-suite",
         "src/job/lm_eval_suite.py",
@@ -249,7 +249,7 @@ TARGETS = (
         "src/backends/hf/tree_attention.py",
         None,
         ("tests/test_tree_attention.py",),
-    ),  # a packed pass's attention in blocks of queries (session 15)
+    ),  # a packed pass's attention in blocks of queries
     Target(
         "vllm",
         "src/backends/vllm_backend.py",

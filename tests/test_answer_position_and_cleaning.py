@@ -1,4 +1,4 @@
-"""Issue 11 items 4 and 7: answer positions balanced and reported, clean texts in every loader, duplicate options
+"""Answer positions balanced and reported, clean texts in every loader, duplicate options
 named."""
 
 from __future__ import annotations

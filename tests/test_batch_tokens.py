@@ -265,7 +265,7 @@ def packed_backend(tiny_model_dir, *, budget, pack_tokens=1024):
 
 
 def test_wrong_answers_after_an_out_of_memory_recovery(tiny_model_dir, runs_out_above):
-    """Issue 50's class "wrong answers after an out-of-memory recovery": after a pass of two packs fits, the next
+    """Bug class "wrong answers after an out-of-memory recovery": after a pass of two packs fits, the next
     pass of packs runs out of memory, and the pending packs (8 prompts, none in its first place) are packed again;
     every answer must equal a run that never ran out of memory (packing.py `repacked` maps the new packs' members
     back to request indices)."""
@@ -287,7 +287,7 @@ def test_wrong_answers_after_an_out_of_memory_recovery(tiny_model_dir, runs_out_
 
 
 def test_a_pack_that_could_be_split_is_split_instead_of_stopping_the_job(tiny_model_dir, runs_out_above):
-    """Issue 50's class "a pack that could be split stops the job instead": all 17 prompts make one 767-token pack,
+    """Bug class "a pack that could be split stops the job instead": all 17 prompts make one 767-token pack,
     alone in its pass, which runs out of memory above 600 tokens; `run_in_batches` must let the repack split it
     (packs of 509 and 385 tokens under the halved budget) rather than stop as for one prompt that cannot be split."""
     from .test_prefix_sharing import variant_requests

@@ -1,4 +1,4 @@
-"""The shape the code keeps (issue 49): no line over 120 characters anywhere, pragma comments included (ruff's E501
+"""The shape the code keeps: no line over 120 characters anywhere, pragma comments included (ruff's E501
 passes a line whose overflow is a `# noqa` or `# type: ignore`), and no function in src/ or hydra_plugins/ over 80
 lines, where a reader would lose its thread."""
 

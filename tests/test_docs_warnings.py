@@ -1,6 +1,6 @@
 """Every warning docs/ and README describe a user seeing, triggered as cheaply as its code allows, in-process, with the
 root logger configured as a job's (Hydra's job_logging with conf/config.yaml's console on stderr): one line on stderr,
-nothing on stdout (issue 48, "stdout is data"). The job as a subprocess, two of these warnings in the order they
+nothing on stdout ("stdout is data"). The job as a subprocess, two of these warnings in the order they
 happen: tests/test_job_stderr.py.
 
 | warning (where the docs describe it) | case below |

@@ -51,7 +51,7 @@ def test_a_benchmarks_own_pool_never_gives_a_question_its_own_answer(name):
 
 @pytest.mark.parametrize("name", DRAWING)
 def test_a_pool_that_is_the_evaluated_questions_under_other_ids_never_gives_a_question_itself(name):
-    """The bug of issue 47: the pool's ids (`TASK/fewshot/i`) are not the evaluated ids (`TASK/i`), so an exclusion
+    """A bug once here: the pool's ids (`TASK/fewshot/i`) are not the evaluated ids (`TASK/i`), so an exclusion
     by id never matched and 3 of 4 prompts held their own question with its answer."""
     questions = _questions(name)[:4]
     again = [dataclasses.replace(q, id=f"{q.id}/fewshot", split="fewshot") for q in questions]

@@ -24,7 +24,7 @@ ADAPTERS = {  # module -> the distribution whose private API it names
     "src.benchmarks.lm_eval_adapter": "lm-eval",
     "src.sweep.slurm_queue": "submitit",
 }
-# the issue's `grep -rn "_internal\|\._[a-z]" src`, less a class's own attributes (`self._x`, `cls._x`), plus
+# the search `grep -rn "_internal\|\._[a-z]" src`, less a class's own attributes (`self._x`, `cls._x`), plus
 # `from module import _name`. A subclass's use of its base class's private attributes (`self._x` too) is found by
 # `test_no_class_reads_a_private_attribute_of_another_librarys_base_class`.
 PRIVATE = re.compile(r"_internal|(?<!self)(?<!cls)\._[a-z]|^\s*from \S+ import (.*, )?_[a-z]")

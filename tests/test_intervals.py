@@ -191,7 +191,7 @@ def test_every_question_can_be_drawn_and_each_is_drawn_once_per_resample_on_aver
     assert values.mean() == pytest.approx(0.2, abs=0.02)
 
 
-# ---- MCQA of a simulated model: coverage and width (the done-when) ----
+# ---- MCQA of a simulated model: coverage and width ----
 
 
 def simulated_original(seed: int, n: int = 1000, success_rate: float = 0.7) -> pd.DataFrame:

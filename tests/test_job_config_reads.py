@@ -1,4 +1,4 @@
-"""What the job reads from its config that no other fast test checked (mutation run 11, docs/mutation.md).
+"""What the job reads from its config that no other fast test checked (the mutation check, docs/mutation.md).
 
 - A benchmark's own keys (`benchmark.*` other than name, path and split) reach its few-shot pool in the job
   (src/job/runner.py `plan_items`): an lm-eval task's few-shot examples are drawn from that task's own few-shot
@@ -94,7 +94,7 @@ def test_a_second_stage_whose_source_run_answered_none_of_its_questions_is_refus
 
 def test_a_prompt_without_a_chat_key_asks_the_model_without_its_chat_template(monkeypatch):
     """`job_backend`: chat wrapping only where the prompt says `chat: true` (and the scoring is not cloze); a prompt
-    config that names no `chat` is plain text (mutation run 12: a default of True wrapped every such prompt)."""
+    config that names no `chat` is plain text (a mutant: a default of True wrapped every such prompt)."""
     from src.config.schema import compose_job
     from src.job import runner
 
@@ -114,7 +114,7 @@ def test_a_prompt_without_a_chat_key_asks_the_model_without_its_chat_template(mo
 
 def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeypatch):
     """`job_questions` reads the benchmark's keys resolved: a path written `${oc.env:...}/file.jsonl` is the file
-    (mutation run 12: unresolved, the loader was handed the interpolation's text)."""
+    (a mutant: unresolved, the loader was handed the interpolation's text)."""
     import json
 
     from src.config.schema import compose_job
@@ -129,7 +129,7 @@ def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeyp
 
 def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
     """`seconds` (logged with every run): the wall time from the first answer to the metrics, at least zero and
-    within the time the call took (mutation run 12: a flipped sign logged the clock's reading, not a duration)."""
+    within the time the call took (a mutant: a flipped sign logged the clock's reading, not a duration)."""
     import time
 
     from src.config.schema import compose_job
@@ -147,7 +147,7 @@ def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
 def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tools_examples_elsewhere(monkeypatch):
     """`prompt=lm_eval`: an lm-eval task's questions get lm-eval's own description and solved examples (built by its
     `fewshot_context`, stood in for here: the main suite runs without lm-eval) and none of the tool's; another
-    benchmark gets the tool's own examples, and lm-eval is not asked (mutation run 13: `bench_name != "lm_eval"`)."""
+    benchmark gets the tool's own examples, and lm-eval is not asked (a mutant: `bench_name != "lm_eval"`)."""
     from src.benchmarks import lm_eval
     from src.config.schema import compose_job
     from src.job import runner
@@ -183,7 +183,7 @@ def replace_metadata(question, **metadata):
 
 def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypatch):
     """Jobs of one process with the same model config share the loaded backend while its identity (its weights by
-    content) is the same; weights saved anew between two jobs get a backend of their own (mutation run 14:
+    content) is the same; weights saved anew between two jobs get a backend of their own (a mutant:
     `reuse_backend`'s identity test)."""
     from src.job import runner
 

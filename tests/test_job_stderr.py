@@ -1,4 +1,4 @@
-"""A job's stderr is its progress and its closing block, nothing else (issue 37): README command 1's job run as a
+"""A job's stderr is its progress and its closing block, nothing else: README command 1's job run as a
 subprocess, as a newcomer runs it, in the main suite's environment (only the `test` extra).
 
 What is allowed on stderr: the project's own log lines (one line each, `[time][src.<module>][INFO] - ...`), the plain
@@ -7,7 +7,7 @@ progress lines of a job whose stderr is not a terminal (src/common/progress.py),
 `compare the runs:` line. A library's warning, deprecation notice, log line or progress bar, printed before, inside
 or after the block, breaks one of those three shapes. A refusal is one `error:` line.
 
-stdout is data (issue 48): the JSON line of each job and nothing else, so `python -m src.run ... | jq` works for a new
+stdout is data: the JSON line of each job and nothing else, so `python -m src.run ... | jq` works for a new
 run, a finished one and a sweep; every warning a user must see is on stderr, one line each, in order.
 
 The store is a new SQLite file (not the suite's template): a first job creates its store, and MLflow's lines about
@@ -123,7 +123,7 @@ def closing_lines(stderr: str) -> list[str]:
 
 @pytest.mark.slow
 def test_stdout_is_json_lines_for_a_new_run_a_finished_run_and_a_sweep(tmp_path):
-    """README's pipe into a JSON reader (the issue's command, its store under tmp_path) passes for a new run, the
+    """README's pipe into a JSON reader (README's command, its store under tmp_path) passes for a new run, the
     same run finished, and a sweep; the log lines are on stderr; the finished run's closing block is the new run's."""
     where = f"tracking.uri=sqlite:///{tmp_path}/mlflow.db cache.path={tmp_path}/cache.db"
     reader = f'{sys.executable} -c "import json,sys; [json.loads(l) for l in sys.stdin]"'

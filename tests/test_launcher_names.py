@@ -1,4 +1,4 @@
-"""The launcher a Hydra user names by its plugin's name (issue 43): `hydra/launcher=submitit_slurm`, the name Hydra's
+"""The launcher a Hydra user names by its plugin's name: `hydra/launcher=submitit_slurm`, the name Hydra's
 and submitit's documentation teach, runs the project's Slurm launcher with the plugin's keys unchanged
 (hydra_plugins/mcq_consistency_sweeper.py, PROJECT_LAUNCHERS); the Slurm tier runs the cancel scenario
 under that name (tests/test_slurm_no_accounting.py). hydra-ray-launcher's `ray` is checked in the Ray tier."""
@@ -43,7 +43,7 @@ def test_other_launchers_are_left_as_they_are(choice):
 
 
 def test_the_swap_tables_paths_name_installed_classes_and_the_project_side_is_the_projects():
-    """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher" (issue 50), the part that needs no Ray:
+    """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher", the part that needs no Ray:
     each project-side path of PROJECT_LAUNCHERS is a launcher class of the project's `hydra_plugins` modules, under
     the name the table gives it; each plugin-side path names a class of a Hydra launcher plugin's package, and
     imports wherever that plugin is installed (hydra-submitit-launcher always; hydra-ray-launcher with the ray

@@ -4,7 +4,7 @@ The modules are the tool's (src/), its Hydra plugins (hydra_plugins/, installed 
 (devtools/, run from a clone and not installed: they may import the tool, the tool never imports them).
 
 Read with `ast` from the source (module-level, function-local and `if TYPE_CHECKING:` imports: a type hint's import
-is a dependency too, and a circle hid behind one until issue 49), so it needs no import of the project and costs
+is a dependency too, and a circle once hid behind one), so it needs no import of the project and costs
 ~0.3 s. `test_the_checks_find_a_planted_circle_and_upward_import` plants both in a module set of its own.
 """
 

@@ -65,7 +65,7 @@ def test_documents_become_questions_and_bad_targets_are_skipped_and_counted():
 
 
 def test_an_unlabelled_lm_eval_document_stops_the_run():
-    """Bug class of issue 50, "an unlabelled lm-eval document stops the run": a document whose target is -1 (a
+    """Bug class "an unlabelled lm-eval document stops the run": a document whose target is -1 (a
     dataset's unlabelled test row) is skipped and counted in one warning line, and the run goes on with the others;
     it neither raises nor becomes a question whose gold is the last option (Python's index -1)."""
     import logging

@@ -1,5 +1,5 @@
-"""The token budget's memory estimate and its out-of-memory recovery (src/backends/hf/budget.py), on what mutation
-run 12 (docs/mutation.md) found no fast test checking:
+"""The token budget's memory estimate and its out-of-memory recovery (src/backends/hf/budget.py), on what the mutation
+check (docs/mutation.md) found no fast test checking:
 
 - a config without a head count or a layer count (`ModelDims.of`'s fallbacks): one head per 128 hidden units, at
   least one; the layers counted from the model's parameters (~12 x hidden^2 per block beside the embedding);
@@ -8,7 +8,7 @@ run 12 (docs/mutation.md) found no fast test checking:
 - auto's first budget on a GPU is read from its free memory, not its total, and a GPU's chunks of prompts hold
   what one pass of the budget holds; a config field of 1 (one KV head: multi-query attention) is read as 1; a
   generation pass's tokens count its samples' tokens, so that its out-of-memory recovery halves the budget below
-  them (mutation run 13)."""
+  them."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_a_generation_pass_counts_its_samples_tokens_when_it_runs_out_of_memory(
 
 def test_a_failed_pass_no_larger_than_one_that_ran_keeps_the_ceiling():
     """Out of memory on a pass no larger than one that already ran is a passing failure (memory held elsewhere):
-    the budget halves, and grows back to the ceiling it keeps (mutation run 14: `budget.py` `shrink`'s `>`)."""
+    the budget halves, and grows back to the ceiling it keeps (a mutant: `budget.py` `shrink`'s `>`)."""
     budget = TokenBudget(1024, name="m")
     budget.fitted_pass(500)
     budget.shrink(500)  # the same size as the pass that ran
@@ -189,7 +189,7 @@ def test_a_failed_pass_no_larger_than_one_that_ran_keeps_the_ceiling():
 def test_the_unit_that_cannot_be_split_is_the_one_that_failed_not_the_next():
     """A unit of 2 rows x 100 tokens fails alone; the next is small. The job stops in one line naming the failed
     pass, rather than taking the small unit's size for the failed one's and running the big one again without end
-    (mutation run 14: `run_in_batches`'s `queue[0]`)."""
+    (a mutant: `run_in_batches`'s `queue[0]`)."""
     calls = []
 
     def run(batch):

@@ -128,7 +128,7 @@ def test_family_only_with_perm_set_column_and_chosen_automatically():
     assert "fr@oi" not in compute_metrics(table.drop(columns=["perm_set", "perm_pos"]))
 
 
-# --- PriDe as the paper defines it and as its authors' code scores it (issue 31) ------------------------------
+# --- PriDe as the paper defines it and as its authors' code scores it ---------------------------------------
 # Hand table: six questions, a position bias b over the four label positions, and what the model believes
 # (the option it multiplies by 3). In cyclic order j the label probabilities are p_j(l) ∝ b(l) · 3^[option at l
 # is believed]. Over the four cyclic orders every position holds the believed option once, so a calibration

@@ -1,4 +1,4 @@
-"""Near-ties (issue 27): every decision of a ranking scoring carries its margin over the next option, and the
+"""Near-ties: every decision of a ranking scoring carries its margin over the next option, and the
 closing block, the run's tags and the comparison report count the decisions within NEAR_TIE_MARGIN of a tie."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`tracking.offline=true` never contacts the tracking server (neither the job nor the sweep callback), an offline
 run carries the same tags as an online run of the same sweep (sweep id and parent run included), and `src.sync`
-keeps them, linking each job to the uploaded parent run (issue: data safety, item 5). In-process: no subprocess,
+keeps them, linking each job to the uploaded parent run (no data lost offline). In-process: no subprocess,
 no server; a server address where nothing listens, and every TCP connection attempt recorded and refused."""
 
 from __future__ import annotations

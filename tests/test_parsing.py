@@ -49,7 +49,7 @@ CASES = [
     ("Answer: b.", ABCD, None, 1),
     # -- a strong phrase ("Final answer", JSON) outranks a plain one before it (not at the start of the text)
     ("Let me think. The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),
-    ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # issue 33's case
+    ("The answer is B? Let me check again. Final answer: D", ABCD, CAPITALS, 3),  # the later, final answer wins
     (
         "A. Lyon\nB. Paris\nC. Marseille\nD. Nice\nThe answer is B? Let me check again. Final answer: D",
         ABCD,

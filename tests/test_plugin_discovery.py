@@ -1,4 +1,4 @@
-"""The project's sweeper and launchers are Hydra plugins found by being installed (issue 39): `hydra_plugins/` is a
+"""The project's sweeper and launchers are Hydra plugins found by being installed: `hydra_plugins/` is a
 namespace package the project installs beside hydra-submitit-launcher's, and no import of the tool edits `sys.path`
 or `PYTHONPATH` to find it. Each check runs Hydra's own discovery in a fresh interpreter whose working directory is
 outside the clone, so the clone's root is not on its `sys.path` unless the check puts it there."""

@@ -257,7 +257,7 @@ def test_model_loading_bars_of_the_libraries_are_off_in_a_log_file_and_restored_
 
 
 def test_importing_the_tool_sets_no_environment_variable():
-    """The MLflow defaults are an entry point's to set (issue 39), not an import's: `import src` and the entry
+    """The MLflow defaults are an entry point's to set, not an import's: `import src` and the entry
     point's module leave a process's environment as it was."""
     probe = (
         "import json, os; before = dict(os.environ); import src, src.run, src.cli, src.sweep.job; "

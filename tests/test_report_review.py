@@ -1,4 +1,4 @@
-"""The comparison report answers the reviewer's question (issue 15 item 4, issue 13 item 5): only the studies that
+"""The comparison report answers the reviewer's question: only the studies that
 were run, each accuracy-like number defined once, chance level on every table and plot, INVALID apart from wrong,
 distinguishable lines, short run ids, the questions the models answer differently with what they saw and said,
 and each paper's own spread beside the intervals.

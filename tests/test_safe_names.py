@@ -1,5 +1,5 @@
 """Names from a shared tracking store never become paths outside the output folder, and the report writer never
-removes a folder it did not make (issue: data safety, item 1)."""
+removes a folder it did not make."""
 
 from __future__ import annotations
 

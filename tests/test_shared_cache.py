@@ -159,7 +159,7 @@ def test_the_response_cache_returns_every_stored_key_across_its_lookup_chunks(tm
 
 def test_an_older_versions_chunks_are_read_once_and_unfinished_writes_never(tmp_path):
     """A shared cache written by the version before numbered chunks (`<anything>.jsonl`) is read when it opens; a
-    write that never finished (a dot-file) is not an answer (mutation run 12: either `not` of that rule dropped)."""
+    write that never finished (a dot-file) is not an answer (a mutant: either `not` of that rule dropped)."""
     chunks = tmp_path / "shared" / "chunks"
     chunks.mkdir(parents=True)
     (chunks / "job-a-0001.jsonl").write_text('old\t["from the older version"]\n', encoding="utf-8")
@@ -175,7 +175,7 @@ def test_an_older_versions_chunks_are_read_once_and_unfinished_writes_never(tmp_
 
 def test_the_response_cache_makes_its_folders_and_opens_again(tmp_path):
     """A cache path in folders that do not exist yet is made (the first job of a new `cache.path`); a later job opens
-    the same file and finds its answers (mutation run 13: `mkdir` without `parents` or without `exist_ok`)."""
+    the same file and finds its answers (a mutant: `mkdir` without `parents` or without `exist_ok`)."""
     from src.answering.cache import ResponseCache
 
     first = ResponseCache(tmp_path / "new" / "deeper" / "cache.db")
@@ -189,7 +189,7 @@ def test_the_response_cache_makes_its_folders_and_opens_again(tmp_path):
 def test_a_cache_a_parallel_job_holds_locked_is_waited_for_with_growing_pauses(tmp_path, monkeypatch):
     """A parallel job holding the new cache file's lock while this one sets it up: each attempt that finds it locked
     waits 50 ms longer than the one before (0.05, 0.1, 0.15 s, ...: 20 attempts wait 10.5 s in all), and the setup
-    goes on once the lock is released (mutation run 13: the pauses started at 0.1 s)."""
+    goes on once the lock is released (a mutant: the pauses started at 0.1 s)."""
     from src.answering import cache as cache_module
 
     path = tmp_path / "cache.db"
@@ -213,8 +213,8 @@ def test_a_cache_a_parallel_job_holds_locked_is_waited_for_with_growing_pauses(t
 
 def test_an_older_versions_answer_published_first_wins_over_a_numbered_chunks(tmp_path):
     """The first answer published for a key wins: an older version's chunk (named `<host>-<pid>-...jsonl`) was
-    published before any numbered one, so it is read first, although `0...0.jsonl` sorts before its name (mutation
-    run 13: numbered chunks taken for an older version's and read at open, in name order)."""
+    published before any numbered one, so it is read first, although `0...0.jsonl` sorts before its name (a mutant:
+    numbered chunks taken for an older version's and read at open, in name order)."""
     chunks = tmp_path / "chunks"
     chunks.mkdir()
     (chunks / "node-7-00001.jsonl").write_text('k\t["first"]\n', encoding="utf-8")  # as long as a numbered name
@@ -225,7 +225,7 @@ def test_an_older_versions_answer_published_first_wins_over_a_numbered_chunks(tm
 def test_a_chunk_number_another_node_took_is_read_in_its_place_even_when_it_shows_late(tmp_path, monkeypatch):
     """Another node publishes chunk 0 between this job's look and its link: the link fails, and the chunk is not
     yet visible here (an NFS attribute cache). The job waits, reads that chunk in its place, and publishes as 1;
-    moving on without reading it would leave the other node's answers unread by this process (mutation run 13)."""
+    moving on without reading it would leave the other node's answers unread by this process."""
     from src.answering import cache as cache_module
 
     mine, other = SharedResponseCache(tmp_path), SharedResponseCache(tmp_path)

@@ -155,7 +155,7 @@ def sweep(
     launcher: str = "slurm_cpu",
 ):
     """SWEEP as the docs write it, with this test's tracking server, experiment, cache and sweep folder;
-    `launcher="submitit_slurm"`: the plugin's own name in place of the project's config (issue 43)."""
+    `launcher="submitit_slurm"`: the plugin's own name in place of the project's config."""
     base = SWEEP.replace("hydra/launcher=slurm_cpu", f"hydra/launcher={launcher}")
     cmd = f"{base} {' '.join(shlex.quote(o) for o in overrides)} cache.path={tmp}/cache.db hydra.sweep.dir={tmp}/sweep"
     proc = subprocess.Popen(

@@ -1,6 +1,6 @@
 """The Slurm tier on a cluster without accounting (`slurm_up.sh --no-accounting`: no slurmdbd, `sacct` fails, as on
 some clusters): a cancelled array task is still reported, with Slurm's state, within two minutes, where submitit
-alone would wait for it forever; also under the plugin's own name, `hydra/launcher=submitit_slurm` (issue 43),
+alone would wait for it forever; also under the plugin's own name, `hydra/launcher=submitit_slurm`,
 which runs the project's launcher with the plugin's keys. Runs after tests/test_slurm_cluster.py, whose cluster is
 stopped by then (one module's cluster at a time: they share Slurm's ports). Opt-in as that tier: --run-slurm or
 MCQ_TEST_SLURM=1.

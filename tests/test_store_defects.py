@@ -1,4 +1,4 @@
-"""The tracking store and the response cache under the faults of issue 38: a sync past MLflow's page of 1,000 runs,
+"""The tracking store and the response cache under faults: a sync past MLflow's page of 1,000 runs,
 closes noted while a sync applies them, a store of another schema, a cache left open, and a job killed while it
 makes a new store."""
 

@@ -95,7 +95,7 @@ def test_a_server_that_does_not_answer_is_an_outage(monkeypatch):
 
 def test_a_row_another_job_changed_first_is_a_race():
     """SQLAlchemy's StaleDataError (an UPDATE or DELETE that matched 0 rows where it expected 1: a parallel job changed
-    them first), as MLflow raises it, wrapped, is a race to retry (mutation run 14: `mlflow_adapter.is_race`)."""
+    them first), as MLflow raises it, wrapped, is a race to retry (a mutant: `mlflow_adapter.is_race`)."""
     from sqlalchemy.orm.exc import StaleDataError
 
     with pytest.raises(MlflowException) as caught:

@@ -15,7 +15,7 @@ from src.core.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
 
-N_PROCESSES = 8  # 4 at once exercises the same path; 8 is the "done when"
+N_PROCESSES = 8  # 4 at once exercises the same path; 8 is the count the store is promised to hold
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """The tracking settings a job and the other commands read before any compute (src/tracking/store.py), on what
-mutation run 12 (docs/mutation.md) found no fast test checking:
+the mutation check (docs/mutation.md) found no fast test checking:
 
 - `tracking.offline=true` logs to `tracking.offline_dir`'s SQLite file, `mlruns/offline` where it names none;
 - the store check refuses MLflow's file store (a bare path, `file:`) for every command that reads a store, not only
@@ -51,8 +51,8 @@ def test_a_retry_budget_outside_0_to_600_seconds_is_one_line(budget):
 
 def test_a_killed_store_creations_sqlite_files_are_removed_and_a_live_ones_kept(tmp_path, monkeypatch):
     """Before a store is made, SQLite's side files (`-journal`, `-wal`, `-shm`) of a temporary store whose creator
-    died (this host, its pid gone) are removed; a living creator's, and files that are not SQLite's, are kept
-    (mutation run 13). MLflow's migrations are stood in for by a client that makes the file: seconds each."""
+    died (this host, its pid gone) are removed; a living creator's, and files that are not SQLite's, are kept.
+    MLflow's migrations are stood in for by a client that makes the file: seconds each."""
     import os
     import subprocess
     import sys
@@ -96,7 +96,7 @@ def test_mlflows_retries_of_one_call_end_within_the_retry_budget():
 
 
 def test_a_store_in_a_folder_that_exists_is_checked_without_complaint(tmp_path):
-    """The SQLite store's folder is made when missing and taken as it is when it exists (mutation run 14:
+    """The SQLite store's folder is made when missing and taken as it is when it exists (a mutant:
     `check_tracking`'s `exist_ok`): a second job, or a folder the user made, is no error."""
     (tmp_path / "runs").mkdir()
     store.check_tracking(f"sqlite:///{tmp_path}/runs/mlflow.db")

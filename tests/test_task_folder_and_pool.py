@@ -1,4 +1,4 @@
-"""Two rules of `benchmark=lm_eval` (src/benchmarks/lm_eval.py) that mutation run 12 (docs/mutation.md) found no fast
+"""Two rules of `benchmark=lm_eval` (src/benchmarks/lm_eval.py) that the mutation check (docs/mutation.md) found no fast
 test checking, with lm-eval's task manager and task stood in for (the main suite runs without the bench extra):
 
 - `benchmark.include_path` must be a folder (`~` expanded): anything else is one line before lm-eval is asked;

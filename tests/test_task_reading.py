@@ -1,5 +1,5 @@
 """How `benchmark=lm_eval` reads a task (src/benchmarks/lm_eval.py), with lm-eval's task and task manager stood in
-for (the main suite runs without the bench extra; the lm-eval tier runs lm-eval itself). Mutation run 11
+for (the main suite runs without the bench extra; the lm-eval tier runs lm-eval itself). The mutation check
 (docs/mutation.md) found these untested in the fast tier:
 
 - the split a task's questions are labelled with is the one lm-eval evaluates: `test_split`, else
@@ -118,7 +118,7 @@ def test_a_task_in_the_users_folder_is_found_without_indexing_lm_evals_registry(
 @pytest.mark.parametrize(("tasks", "subject"), [({"grp_only": None}, "grp_only"), ({"grp": None}, None)])
 def test_a_group_of_one_task_names_its_subject_as_a_group_of_many_does(monkeypatch, tasks, subject):
     """A group (or tag) is read as one benchmark whose subtasks are its subjects, even when it holds one task; a task
-    asked by its own name has none (mutation run 14: `load_lm_eval`'s grouped test)."""
+    asked by its own name has none (a mutant: `load_lm_eval`'s grouped test)."""
     task = StandInTask("test", None)
     monkeypatch.setattr(lm_eval_reader, "load_tasks", lambda name, include_path=None: dict.fromkeys(tasks, task))
     (question,) = load_benchmark("lm_eval", path=None, data_dir=".", options={"task": "grp"})

@@ -108,7 +108,7 @@ def test_refused_single_run_and_sweep_say_so_in_one_line_before_any_compute(run_
 @needs_data
 @pytest.mark.slow
 def test_mmlu_cora_run_logs_questions_left_out_and_keeps_references(run_job_in, caplog):
-    """The done-when run of the valid-measurements issue, on the simulated model: the variants asked keep "... of
+    """The valid-measurements run, on the simulated model: the variants asked keep "... of
     the above" last, add no second NOTA and keep letter references, and the run logs what it left out."""
     import pandas as pd
 

@@ -251,7 +251,7 @@ def test_detector_counts_on_the_shipped_data():
     for name in ("mmlu", "mmlu_redux", "medmcqa"):
         questions = load_benchmark(name, path=None, data_dir=str(DATA_DIR))
         shares[name] = (sum(map(has_option_refs, questions)), len(questions))
-    # measured 691 (671 before references followed by more words were read, issue 31)
+    # measured 691 (671 before references followed by more words were read)
     assert shares["mmlu"][1] == 14042 and 640 <= shares["mmlu"][0] <= 720
     assert 0.05 <= shares["mmlu_redux"][0] / shares["mmlu_redux"][1] <= 0.062  # measured 337 / 5700 (326 before)
     assert 0.055 <= shares["medmcqa"][0] / shares["medmcqa"][1] <= 0.07  # measured 273 / 4183
@@ -534,7 +534,7 @@ print(json.dumps(out))
 
 def test_ordinary_questions_get_the_variants_of_before(tmp_path):
     """Questions with no referring option and no duplicate text: plan_variants (every policy) gives exactly what
-    make_variants gave at the commit before the rules, filler texts aside (issue 11 replaced them)."""
+    make_variants gave at the commit before the rules, filler texts aside (replaced since)."""
     old_layout = ["src/__init__.py", "src/errors.py", "src/questions.py", "src/variants"]  # old layout: BEFORE's paths
     archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE, *old_layout], capture_output=True)
     if archive.returncode != 0:
@@ -664,7 +664,7 @@ def test_rules_hold_on_any_mix_of_options(options, data, name):
                     assert len({" ".join(t.split()) for t in v.option_texts}) == v.n_options or v.kind == "original"
 
 
-# --- issue 31: references followed by more words, on the real files ---------------------------------------
+# --- references followed by more words, on the real files ------------------------------------------------
 
 SAMPLE = REPO / "tests" / "data" / "self_reference_sample.jsonl"
 

@@ -25,7 +25,7 @@ from devtools.perf.meter import Meter, build, model_config
 from src.common.errors import UserError
 
 MEDQA_QUESTIONS, CORA_VARIANTS = 1273, 26  # the whole job the slice is extrapolated to
-TARGET_S = 120.0  # the target for the whole job on one H100
+TARGET_S = 120.0  # the target for the whole job on one H100: a GPU study's turnaround
 # Dense bfloat16 peaks (no sparsity), TFLOP/s, by the name torch reports; others print the share as unknown.
 BF16_PEAK_TFLOPS = {
     "H100 80GB HBM3": 989.0,

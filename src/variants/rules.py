@@ -75,7 +75,7 @@ class Rules:
     def fixed(self, values: Sequence[int]) -> dict[int, int]:
         """{original option: slot it must hold} for the references and named options shown in `values`.
 
-        A reference never moves (issue 31: a reader who met "Both A and C" in slot D meets it there in every
+        A reference never moves (a reader who met "Both A and C" in slot D meets it there in every
         variant): it keeps its distance from the end, so its own slot in a list of the question's size. The
         options a letter reference names keep their labels; one that names itself ("Neither A nor B" in slot
         A) keeps its label too."""
