@@ -8,6 +8,7 @@ on the synthetic benchmark's (the part says which).
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -23,11 +24,9 @@ from .test_hf_backend import tiny_model_dir  # noqa: E402,F401  (fixture)
 
 
 def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory(tiny_model_dir, tmp_path, capsys):
-    out = tmp_path / "gpu.json"
-    assert (
-        main(["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir), "--out", str(out)])
-        == 0
-    )
+    out, history = tmp_path / "gpu.json", tmp_path / "results.jsonl"  # never the committed results file
+    argv = ["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir), "--out", str(out)]
+    assert main([*argv, "--results", str(history)]) == 0
     ratios = json.loads(out.read_text())["ratios"]
     for path in ("one_call", "job"):
         assert ratios[f"gpu_{path}_prompts_per_s"] > 0
@@ -37,6 +36,14 @@ def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory
     assert ratios["gpu_oom_answered"] == 1.0 and ratios["gpu_oom_same_decisions"] == 1.0, "as auto's answers"
     printed = capsys.readouterr().out
     assert "out-of-memory recovery: budget 65536 ->" in printed and "job: " in printed and "extrapolated" in printed
+    figures = [json.loads(line) for line in history.read_text().splitlines()]
+    by_name = {figure["name"]: figure for figure in figures}
+    assert by_name["gpu_oom_answered"]["value"] == 1.0 and by_name["gpu_oom_answered"]["unit"] == "ratio"
+    finite = {name for name, value in ratios.items() if math.isfinite(value)}  # no GPU here: no GPU memory figure
+    assert finite <= set(by_name), "every ratio the bench printed is in the results file"
+    first = figures[0]
+    assert first["command"].startswith("python -m devtools.perf --only gpu --tiny") and first["machine"]["cpus"] >= 1
+    assert {"date", "load_average", "commit", "value", "unit"} <= set(first)
 
 
 def test_the_flop_count_and_the_peaks():

@@ -60,7 +60,9 @@ sampled), and the cost per token fed (ms/token, padding included) for:
 
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
-Ratios and targets go to --out (JSON). A full run takes about 15-20 minutes on 2 CPU cores.
+Ratios and targets go to --out (JSON); every phase's measures and every ratio are also appended, with the machine,
+date, load, command and commit, to the results file (devtools/perf/results.py). A full run takes about 15-20
+minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -68,10 +70,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from devtools.perf import gpu, intervals, lm_eval, processes, study, vllm
+from devtools.perf import gpu, intervals, lm_eval, processes, results, study, vllm
 from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
 from src.cli import entry
 
@@ -146,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         "--generation-phase", choices=sorted(processes.GENERATION_PHASES), help=argparse.SUPPRESS
     )  # a child
     parser.add_argument("--out", default="bench.json", help="JSON file for the numbers (default bench.json)")
+    parser.add_argument(
+        "--results",
+        metavar="PATH",
+        help=f"JSON Lines file every figure is appended to (default: ${results.PATH_ENV}, else "
+        "devtools/perf/results.jsonl)",
+    )
     args = parser.parse_args(argv)
     if args.generation_phase:
         return processes.generation_phase(args)
@@ -180,6 +189,42 @@ def main(argv: list[str] | None = None) -> int:
         shared["our_setup_s"] = meter.results["model_load (ours)"]["seconds"]
     else:
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+    try:
+        run_parts(parts, meter, args, ratios, shared)
+    finally:  # what was measured is kept, also when a part stops the bench
+        targets = {key: bool(TARGETS[key][1](value)) for key, value in ratios.items() if key in TARGETS}
+        figures = results.records(argv_of(argv), meter.results, meter.taken, ratios, targets)
+        path = results.results_path(args.results)
+        print(f"\nappended {results.append(path, figures)} figures to {path}")
+
+    print("\nratios and targets:")
+    for key, value in ratios.items():
+        line = f"  {key:30s} {value:10.4g}"
+        if key in targets:
+            line += f"   {'MET' if targets[key] else 'NOT MET'}: {TARGETS[key][0]}"
+        print(line)
+    report = {
+        "model": model_cfg["name"],
+        "limit": args.limit,
+        "compare_limit": args.compare_limit,
+        "parts": parts,
+        "threads": threads,
+        "load_average": os.getloadavg()[0],
+        "phases": meter.results,
+        "ratios": ratios,
+        "targets_met": targets,
+    }
+    Path(args.out).write_text(json.dumps(report, indent=2, sort_keys=True))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def argv_of(argv: list[str] | None) -> list[str]:
+    """The command's arguments as given: `argv`, or the process's own when called as `python -m devtools.perf`."""
+    return list(sys.argv[1:] if argv is None else argv)
+
+
+def run_parts(parts: list[str], meter: Meter, args: argparse.Namespace, ratios: dict[str, float], shared) -> None:
     for name, fn in (
         ("load", study.part_load),
         ("mainjob", study.part_mainjob),
@@ -200,30 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if name in parts:
             fn(meter, args, ratios, shared)
-
-    print("\nratios and targets:")
-    targets = {}
-    for key, value in ratios.items():
-        line = f"  {key:30s} {value:10.4g}"
-        if key in TARGETS:
-            text, check = TARGETS[key]
-            targets[key] = bool(check(value))
-            line += f"   {'MET' if targets[key] else 'NOT MET'}: {text}"
-        print(line)
-    report = {
-        "model": model_cfg["name"],
-        "limit": args.limit,
-        "compare_limit": args.compare_limit,
-        "parts": parts,
-        "threads": threads,
-        "load_average": os.getloadavg()[0],
-        "phases": meter.results,
-        "ratios": ratios,
-        "targets_met": targets,
-    }
-    Path(args.out).write_text(json.dumps(report, indent=2, sort_keys=True))
-    print(f"\nwrote {args.out}")
-    return 0
 
 
 if __name__ == "__main__":
