@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hydra.types import HydraContext
+from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict, read_write
 
 from src.config import hydra_adapter  # Hydra's basic sweeper is a private class: named in the adapter only
@@ -52,7 +52,7 @@ def use_project_launcher(config: DictConfig) -> None:
 
 
 class PrecheckedSweeper(hydra_adapter.basic_sweeper()):  # type: ignore[misc]  # mypy takes no call as a base class
-    def setup(self, *, hydra_context: HydraContext, task_function, config) -> None:
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
         from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process
 

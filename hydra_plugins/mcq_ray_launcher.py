@@ -32,6 +32,8 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
@@ -55,7 +57,11 @@ KILLED_ERRORS = (
 
 
 def run_job_in_worker(
-    *, hydra_context: HydraContext, sweep_config: DictConfig, task_function: TaskFunction, singleton_state: dict
+    *,
+    hydra_context: HydraContext,
+    sweep_config: DictConfig,
+    task_function: TaskFunction,
+    singleton_state: dict[str, Any],
 ) -> JobReturn:
     """One sweep job in a Ray worker: Hydra's state of the submitting process (its singletons: config search path,
     job runtime) set, then Hydra's `run_job`, as hydra-ray-launcher 1.2.2's job helper does it."""
@@ -126,7 +132,7 @@ class TrackedRayLauncher(Launcher):
             returns[i] = self._collect(ray, done[0], nums[i], list(job_overrides[i]))
         return [returns[i] for i in range(len(refs))]
 
-    def _connect(self, ray, init: dict) -> None:
+    def _connect(self, ray: ModuleType, init: dict[str, Any]) -> None:
         """`ray.init(**init)`, the process's SIGTERM handler kept. A cluster that does not answer is one line and
         exit 2: a HOST:PORT nothing listens on is found by a plain TCP connection first (`ray.init` itself would
         retry for minutes), `auto` with no cluster on this machine by Ray."""
@@ -151,12 +157,13 @@ class TrackedRayLauncher(Launcher):
         finally:
             signal.signal(signal.SIGTERM, handler)
 
-    def _collect(self, ray, ref, num: int, overrides: list[str]) -> JobReturn:
+    def _collect(self, ray: ModuleType, ref: object, num: int, overrides: list[str]) -> JobReturn:
         """The job's JobReturn; for a job that ended without one, its error line and outcome record."""
         from src.sweep.callback import report_lost_job  # local: Ray sweeps only
 
         try:
-            return ray.get(ref)
+            returned: JobReturn = ray.get(ref)
+            return returned
         except ray.exceptions.RayError as err:
             name = type(err).__name__
             first = next((line for line in str(err).splitlines() if line.strip()), "")[:300]

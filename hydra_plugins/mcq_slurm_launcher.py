@@ -25,10 +25,15 @@ import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hydra.core.utils import JobReturn, JobStatus
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+
+if TYPE_CHECKING:
+    from submitit import Job
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +43,16 @@ class _Preempted(KeyboardInterrupt):
     written) before submitit checkpoints and requeues."""
 
 
-def _preempted(signum, frame):
+def _preempted(signum: int, frame: FrameType | None) -> NoReturn:
     raise _Preempted
 
 
 class TrackedSlurmLauncher(SlurmLauncher):
     def __call__(
-        self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: dict
+        self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: dict[Any, Any]
     ) -> JobReturn:
-        """One sweep job in its Slurm job's process (submitit has set its signal handlers)."""
+        """One sweep job in its Slurm job's process (submitit has set its signal handlers). `singleton_state`:
+        Hydra's `Singleton.get_state()`, keyed by str (the plugin's `__call__` says `dict[type, Singleton]`)."""
         from submitit import JobEnvironment
 
         from src.sweep.state import interrupt_on_sigterm  # local: Slurm sweeps only
@@ -56,7 +62,8 @@ class TrackedSlurmLauncher(SlurmLauncher):
         signal.signal(signal.SIGTERM, interrupt_on_sigterm)
         signal.signal(usr, _preempted)
         try:
-            return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+            ran: JobReturn = super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+            return ran
         except _Preempted:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # `scontrol requeue` below sends one to this process
             assert callable(submitit_usr)  # submitit's handler: set before the job started
@@ -114,7 +121,7 @@ class TrackedSlurmLauncher(SlurmLauncher):
             time.sleep(1)
         return [returns[i] for i in range(len(jobs))]
 
-    def _collect(self, job, num: int, overrides: list[str]) -> JobReturn:
+    def _collect(self, job: Job[JobReturn], num: int, overrides: list[str]) -> JobReturn:
         """The job's JobReturn; for a job that ended without one, its error line and outcome record."""
         from submitit.core.utils import FailedJobError, UncompletedJobError
 
@@ -139,4 +146,5 @@ class TrackedSlurmLauncher(SlurmLauncher):
         """One line and the outcome record of job #num, which ended outside its own error handling."""
         from src.sweep.callback import report_lost_job  # local: Slurm sweeps only
 
+        assert self.config is not None  # launch() checked it
         report_lost_job(self.config, self.hydra_context, num, overrides, what, status=status)

@@ -105,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_FAILED)
         return EXIT_OK
-    return importlib.import_module(COMMANDS[name]).main(rest)
+    command: Callable[[list[str]], int] = importlib.import_module(COMMANDS[name]).main
+    return command(rest)
 
 
 if __name__ == "__main__":

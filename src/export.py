@@ -44,6 +44,8 @@ from .backends import load_backend
 from .backends.text import chat_text
 
 if TYPE_CHECKING:
+    from src.answering.items import Item
+
     from .backends.hf.backend import HFBackend
 
 PROMPTS_FILE = "prompts.jsonl"
@@ -75,8 +77,9 @@ def check_exportable(cfg: DictConfig) -> None:
         )
 
 
-def plan(cfg: DictConfig):
-    """(items, left_out) of a job config: the questions loaded and planned exactly as `src.job.runner.run_job` does."""
+def plan(cfg: DictConfig) -> tuple[list[Item], dict[str, list[str]], PromptTemplate]:
+    """(items, left_out, template) of a job config: the questions loaded and planned exactly as
+    `src.job.runner.run_job` does."""
     from src.job.runner import job_questions, plan_items  # local: loads hydra (slow import)
 
     check_exportable(cfg)
@@ -86,7 +89,7 @@ def plan(cfg: DictConfig):
     return items, left_out, template
 
 
-def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) -> list[dict[str, Any]]:
+def export_rows(cfg: DictConfig, items: Sequence[Item], *, template_hash: str) -> list[dict[str, Any]]:
     """The generic-format rows of every trial of `items` (no answers), in the order a native run records them."""
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
 
@@ -136,7 +139,12 @@ def export_rows(cfg: DictConfig, items: Sequence[Any], *, template_hash: str) ->
 
 
 def batch_requests(
-    cfg: DictConfig, items: Sequence[Any], *, endpoint: str, model_name: str, render: Callable[[str], str] | None = None
+    cfg: DictConfig,
+    items: Sequence[Item],
+    *,
+    endpoint: str,
+    model_name: str,
+    render: Callable[[str], str] | None = None,
 ) -> list[dict[str, Any]]:
     """One OpenAI-style batch request per custom_id of `export_rows`. `render` wraps a prompt in the chat
     template (completions endpoint only)."""

@@ -28,7 +28,7 @@ CELLS = ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong", "rws", "st"
 KEYS = ("right", "b", "c", "invalid")  # one correct answer, two wrong ones, INVALID
 
 
-def _cell(trials: list[str], R: int, threshold: int) -> tuple:  # noqa: N803
+def _cell(trials: list[str], R: int, threshold: int) -> tuple:
     """(answer-rule SURE, right, correctness-rule SURE, right) of the trials made, as repetition.py computes them."""
     counts = {k: trials.count(k) for k in set(trials)}
     n_c = counts.get("right", 0)
@@ -42,7 +42,7 @@ def _state(trials: list[str]) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("R", [2, 3, 4, 5, 6])
-def test_a_settled_cell_is_the_cell_of_every_completion(R):  # noqa: N803
+def test_a_settled_cell_is_the_cell_of_every_completion(R):
     threshold = p_star(R=R)
     for made in range(R + 1):
         for trials in itertools.product(KEYS, repeat=made):
@@ -63,7 +63,7 @@ def test_the_next_round_is_read_from_the_answers_as_the_metrics_key_them():
     others; the right one's count none when it was never given) and asks what `trials_before_stop` says."""
     from types import SimpleNamespace
 
-    R = 10  # noqa: N806 - the papers' name
+    R = 10
     threshold = p_star(R=R, k=5)
     item = SimpleNamespace(
         variant=SimpleNamespace(fmt="mcq", n_options=5, option_order=(3, 0, 4, 1, 2), correct_slot=1)
@@ -101,7 +101,7 @@ def _items(*overrides: str):
     return plan_items(cfg, questions, template)[0]
 
 
-def _records(backend, items, *, R: int, T: float, adaptive: bool) -> pd.DataFrame:  # noqa: N803
+def _records(backend, items, *, R: int, T: float, adaptive: bool) -> pd.DataFrame:
     answers = answer_items(
         backend,
         items,
@@ -137,7 +137,7 @@ def test_adaptive_cells_rws_and_st_equal_the_full_run_over_many_seeds(variants, 
             backend = SimulatedBackend(
                 success_rate=rng.choice([0.3, 0.6, 0.9, 0.98]), invalid_rate=rng.choice([0.0, 0.1, 0.3])
             )
-            R, T = rng.choice([3, 5, 10, 12]), rng.choice([0.5, 1.0])  # noqa: N806
+            R, T = rng.choice([3, 5, 10, 12]), rng.choice([0.5, 1.0])
             full = _records(backend, items, R=R, T=T, adaptive=False)
             adaptive = _records(backend, items, R=R, T=T, adaptive=True)
             _same_trials(full, adaptive)

@@ -276,10 +276,10 @@ class ModelServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):
                 self.answer({"object": "list", "data": [{"id": "other", "created": 1}, server.model]})
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
                 reply: dict = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]}
                 if server.top:

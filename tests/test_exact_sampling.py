@@ -149,7 +149,7 @@ def test_simulated_backend_gives_an_answer_dist_and_expected_metrics():
     ) == pytest.approx(1.0)
 
 
-def brute_force(dist, correct, R, threshold):  # noqa: N803
+def brute_force(dist, correct, R, threshold):
     out = dict.fromkeys(("sure_right", "sure_wrong", "unsure_right", "unsure_wrong"), 0.0)
     for draws in itertools.product(range(len(dist)), repeat=R):
         prob = math.prod(dist[d] for d in draws)
@@ -166,7 +166,7 @@ def test_outcome_probs_match_brute_force_enumeration(case):
     k = rng.randint(2, 4)
     dist = [rng.random() ** 2 for _ in range(k)]
     dist = [d / sum(dist) for d in dist]
-    R = rng.randint(1, 7)  # noqa: N806
+    R = rng.randint(1, 7)
     threshold = rng.randint(1, R)
     correct = rng.choice([None, *range(k - 1)])  # the last category is INVALID, never correct
     got = outcome_probs(dist, correct=correct, R=R, threshold=threshold)
@@ -176,7 +176,7 @@ def test_outcome_probs_match_brute_force_enumeration(case):
 
 
 @pytest.mark.parametrize("p,R", [(0.9, 10), (0.6, 10), (0.97, 20), (0.3, 15)])
-def test_outcome_probs_match_the_binomial_formula_for_two_categories(p, R):  # noqa: N803
+def test_outcome_probs_match_the_binomial_formula_for_two_categories(p, R):
     threshold = p_star(R=R)  # above R / 2: at most one category can reach it
     assert threshold > R / 2
     got = outcome_probs([p, 1 - p], correct=0, R=R, threshold=threshold)
@@ -188,7 +188,7 @@ def test_outcome_probs_match_the_binomial_formula_for_two_categories(p, R):  # n
 
 
 def test_expected_metrics_read_the_original_variant_and_the_sure_threshold():
-    R = 10  # noqa: N806
+    R = 10
     rows = []
     for q, dist in enumerate([[0.95, 0.03, 0.01, 0.01, 0.0], [0.1, 0.8, 0.05, 0.05, 0.0], [0.3, 0.3, 0.2, 0.1, 0.1]]):
         for r in range(R):

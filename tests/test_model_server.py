@@ -283,7 +283,7 @@ class ThrottlingProxy(ServedInThread):
             def log_message(self, *args):
                 pass
 
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 with proxy.lock:
                     turn = len(proxy.log) + 1

@@ -54,7 +54,7 @@ class FakeServer(ServedInThread):
             def log_message(self, *args):  # keep the test output quiet
                 pass
 
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
                     server.calls.append((self.path, payload, self.headers.get("Authorization")))

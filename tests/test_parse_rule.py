@@ -4,7 +4,7 @@ in the records, through the response cache, and as each backend reports it."""
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace as NS
+from types import SimpleNamespace as Fake  # a stand-in object with just the attributes a test gives it
 
 import pandas as pd
 import pytest
@@ -153,9 +153,9 @@ def test_old_cache_entries_are_read_as_unknown_truncation(tmp_path):
 
 
 def test_served_backends_read_finish_reason_length_as_truncated():
-    assert _completion(NS(text="B. Paris is", finish_reason="length")).truncated is True
-    assert _completion(NS(text="B", finish_reason="stop")).truncated is False
-    assert _completion(NS(text="B")).truncated is None
+    assert _completion(Fake(text="B. Paris is", finish_reason="length")).truncated is True
+    assert _completion(Fake(text="B", finish_reason="stop")).truncated is False
+    assert _completion(Fake(text="B")).truncated is None
     reply = {
         "choices": [
             {"index": 0, "message": {"content": "B. Paris"}, "finish_reason": "length"},

@@ -9,7 +9,7 @@ import math
 import os
 import signal
 import time
-from types import SimpleNamespace as NS
+from types import SimpleNamespace as Fake  # a stand-in object with just the attributes a test gives it
 
 import pytest
 
@@ -49,15 +49,15 @@ class FakeLLM:
         out = []
         for prompt, sp in zip(prompts, params):
             top = {
-                1: NS(logprob=math.log(0.5)),
-                2: NS(logprob=math.log(0.1)),
-                3: NS(logprob=math.log(0.2)),
-                10: NS(logprob=math.log(0.2)),
+                1: Fake(logprob=math.log(0.5)),
+                2: Fake(logprob=math.log(0.1)),
+                3: Fake(logprob=math.log(0.2)),
+                10: Fake(logprob=math.log(0.2)),
             }
             ids = prompt["prompt_token_ids"]
-            prompt_lp = [None] + [{t: NS(logprob=-0.25)} for t in ids[1:]]
-            outputs = [NS(index=k, text=f"s{sp.get('seed')}-{k}", logprobs=[top]) for k in range(sp["n"])]
-            out.append(NS(outputs=outputs, prompt_logprobs=prompt_lp))
+            prompt_lp = [None] + [{t: Fake(logprob=-0.25)} for t in ids[1:]]
+            outputs = [Fake(index=k, text=f"s{sp.get('seed')}-{k}", logprobs=[top]) for k in range(sp["n"])]
+            out.append(Fake(outputs=outputs, prompt_logprobs=prompt_lp))
         return out
 
 
@@ -65,7 +65,7 @@ class FakeLLM:
 def fake_backend():
     b = VLLMBackend(name="v", path="org/model", top_logprobs=-1)
     b.llm, b.tokenizer = FakeLLM(), FakeTokenizer()
-    b._vllm = NS(SamplingParams=lambda **kw: kw)  # SamplingParams as a plain dict
+    b._vllm = Fake(SamplingParams=lambda **kw: kw)  # SamplingParams as a plain dict
     return b
 
 
@@ -89,9 +89,9 @@ def test_logprobs_map_to_label_probs_mass_and_exact_answer_dist():
 
 
 def test_request_output_parsing():
-    assert first_token_logprobs(NS(outputs=[NS(logprobs=[{3: NS(logprob=-1.0)}])])) == {3: -1.0}
-    assert first_token_logprobs(NS(outputs=[NS(logprobs=None)])) == {}
-    entries = [None, {2: NS(logprob=-1.0)}, {3: NS(logprob=-2.0), 9: NS(logprob=-0.1)}]
+    assert first_token_logprobs(Fake(outputs=[Fake(logprobs=[{3: Fake(logprob=-1.0)}])])) == {3: -1.0}
+    assert first_token_logprobs(Fake(outputs=[Fake(logprobs=None)])) == {}
+    entries = [None, {2: Fake(logprob=-1.0)}, {3: Fake(logprob=-2.0), 9: Fake(logprob=-0.1)}]
     assert continuation_loglik(entries, [1, 2, 3], start=2) == -2.0
 
 
@@ -128,7 +128,7 @@ class FakeEngineLLM(FakeLLM):
         super().__init__()
         FakeEngineLLM.made.append(args)
         self.shutdowns = 0
-        self.llm_engine = NS(engine_core=NS(shutdown=self._shutdown))
+        self.llm_engine = Fake(engine_core=Fake(shutdown=self._shutdown))
 
     def _shutdown(self):
         self.shutdowns += 1
@@ -141,13 +141,13 @@ def fake_vllm(monkeypatch):
     from src.backends import vllm_backend
 
     FakeEngineLLM.made = []
-    platform = NS(cpu=True)
-    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=FakeEngineLLM, SamplingParams=lambda **kw: kw))
+    platform = Fake(cpu=True)
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=FakeEngineLLM, SamplingParams=lambda **kw: kw))
     monkeypatch.setattr(vllm_backend, "on_cpu", lambda: platform.cpu)
     exits = []
     monkeypatch.setattr(vllm_backend.atexit, "register", exits.append)
     monkeypatch.setattr(vllm_backend.atexit, "unregister", lambda fn: exits.remove(fn))
-    return NS(platform=platform, exits=exits)
+    return Fake(platform=platform, exits=exits)
 
 
 def test_close_ends_the_engine_once_and_takes_back_its_exit_handler(fake_vllm):
@@ -236,7 +236,7 @@ def test_an_engine_that_does_not_start_is_one_line_naming_the_memory_setting(fak
 
     from src.backends import vllm_backend
 
-    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=refused, SamplingParams=dict))
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=refused, SamplingParams=dict))
     backend = VLLMBackend(name="v", path="org/model")
     with pytest.raises(UserError, match="engine did not start") as err:
         backend.load()
@@ -261,7 +261,7 @@ def test_a_stop_signal_during_the_engines_start_ends_the_engine_then_stops_the_j
 
     from src.backends import vllm_backend
 
-    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=Interrupted, SamplingParams=dict))
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=Interrupted, SamplingParams=dict))
     previous = signal.signal(signum, stop)
     try:
         backend = VLLMBackend(name="v", path="org/model")

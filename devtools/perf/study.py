@@ -263,7 +263,7 @@ def part_adaptive(meter: Meter, args, ratios: dict[str, float], shared: dict[str
     from src.metrics import question_outcomes  # local: loads numpy, pandas (slow import)
 
     _, items = build(["variants=original", "prompt=repetition", "scoring=generate"], args.limit)
-    backend, R = shared["backend"], 10  # noqa: N806
+    backend, R = shared["backend"], 10
     params = SamplingParams(n=R, temperature=0.7, max_new_tokens=3)
     print(f"adaptive: {len(items)} prompts, {R} generated repetitions at T=0.7 (response cache off)", flush=True)
     records = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -145,6 +145,9 @@ def answer_text(raw: str, truncated: bool) -> tuple[str | None, str, str]:
     return text.strip(), state, ""
 
 
-def ruled(verdict, rule: str, state: str):
+Verdict = TypeVar("Verdict")
+
+
+def ruled(verdict: Verdict, rule: str, state: str) -> tuple[Verdict, str]:
     """(verdict, rule), the rule marked when a reasoning block was removed before a decided verdict."""
     return verdict, (f"reasoning_stripped+{rule}" if state and verdict is not None else rule)

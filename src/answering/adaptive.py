@@ -75,7 +75,7 @@ def check_adaptive(cfg: Any) -> None:
 
 
 @cache
-def _threshold(R: int, k: int) -> int | None:  # noqa: N803
+def _threshold(R: int, k: int) -> int | None:
     try:
         return p_star(R=R, k=k)
     except ValueError:  # consistency out of reach at this R: the metrics refuse it too; never stop early
@@ -83,13 +83,13 @@ def _threshold(R: int, k: int) -> int | None:  # noqa: N803
 
 
 @cache
-def _next_round(n_correct: int, n_other: int, made: int, R: int, threshold: int) -> int:  # noqa: N803
+def _next_round(n_correct: int, n_other: int, made: int, R: int, threshold: int) -> int:
     if verdict_fixed(n_correct, n_other, made, R=R, p_star=threshold):
         return 0
     return trials_before_stop(n_correct, n_other, made, R=R, p_star=threshold)
 
 
-def still_to_ask(item: Item, answers: Sequence[Answer], R: int) -> int:  # noqa: N803
+def still_to_ask(item: Item, answers: Sequence[Answer], R: int) -> int:
     """How many more repetitions `item` asks next round: 0 once its cell is settled (`verdict_fixed`)."""
     made = len(answers)
     v = item.variant
@@ -117,7 +117,7 @@ def answer_adaptively(
 ) -> list[list[Answer]]:
     """Up to `params.n` answers per item, in repetition order, asked in rounds until each item's cell is settled.
     Chunk by chunk as `answer_items`, so a killed run loses at most one chunk's rounds."""
-    R = params.n  # noqa: N806 - the papers' name
+    R = params.n
     base = {k: v for k, v in asdict(params).items() if k not in ("n", "first_repetition")}
     answers: list[list[Answer]] = [[] for _ in items]
     with job_progress(len(items), "generate (adaptive)", enabled=progress) as bar:  # one bar per job

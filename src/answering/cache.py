@@ -14,13 +14,15 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from src.backends.base import Request
 from src.common import owners
 from src.common.paths import expand_path
+
+T = TypeVar("T")
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
@@ -65,15 +67,16 @@ class ResponseCache:
         self._retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self.conn.execute(SCHEMA))
 
-    def _retry(self, op, attempts: int = 20):
+    def _retry(self, op: Callable[[], T], attempts: int = 20) -> T:
         """Writers from parallel jobs can still collide on schema setup or checkpoints; back off and retry."""
-        for attempt in range(attempts):
+        for attempt in range(attempts - 1):
             try:
                 return op()
             except sqlite3.OperationalError as err:
-                if "locked" not in str(err) and "busy" not in str(err) or attempt == attempts - 1:
+                if "locked" not in str(err) and "busy" not in str(err):
                     raise
                 time.sleep(0.05 * (attempt + 1))
+        return op()  # the last attempt: its error, whatever it is, is the caller's
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -90,7 +93,7 @@ class ResponseCache:
         if not rows:
             return
 
-        def write():
+        def write() -> None:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 self.conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?)", rows)
@@ -102,7 +105,8 @@ class ResponseCache:
         self._retry(write)
 
     def __len__(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        count: int = self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return count
 
     def close(self) -> None:
         self.conn.close()
@@ -201,7 +205,7 @@ class GuardedCache:
     still those its identity names (src/job/runner.py `content_guard`). If they changed during the run, `check`
     raises before anything is stored, so no answer is kept under an identity it did not come from."""
 
-    def __init__(self, cache: ResponseCache | SharedResponseCache, check):
+    def __init__(self, cache: ResponseCache | SharedResponseCache, check: Callable[[], None]):
         self.cache, self.check = cache, check
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:

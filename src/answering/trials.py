@@ -427,3 +427,17 @@ def _format_columns(it: Item, a: Answer) -> dict[str, Any]:
     }
     columns.update(FORMATS[v.fmt].columns(it.question, v, it.request.labels, slot=a.slot, slots=a.slots))
     return columns
+
+
+# the trial loop's callers take the nouns they hand it (`Item`, `Answer`) and the cloze scorings from here too
+__all__ = [
+    "CLOZE_MODES",
+    "Answer",
+    "Item",
+    "answer_items",
+    "decision_margin",
+    "draw_answers",
+    "prompt_hash",
+    "to_records",
+    "trial_seed",
+]

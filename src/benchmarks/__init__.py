@@ -21,10 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from src.common.errors import UserError
-from src.core.questions import (
-    Question,
-    duplicate_option_groups,  # noqa: F401 (re-exported)
-)
+from src.core.questions import Question, duplicate_option_groups  # re-exported (__all__)
 
 from . import hub
 from .arc import arc_fewshot_loader, arc_loader

@@ -172,7 +172,7 @@ def read_table(file: Path, reader: str) -> Any:
     except ImportError as err:
         hint = "pip install openpyxl" if reader == "xlsx" else "pip install pyarrow"
         raise UserError(f"{file}: reading .{reader} needs {err.name}; {hint}") from None
-    except Exception as err:  # pyarrow and openpyxl raise several types for a damaged file
+    except Exception as err:  # noqa: BLE001 - pyarrow and openpyxl raise several types for a damaged file
         raise UserError(
             f"{file}: not a readable .{reader} file ({type(err).__name__}: {err}); check the file"
         ) from None

@@ -30,7 +30,7 @@ META_INFO_TYPOS = {"stfep2&3": "step2&3"}
 _PREFIX = re.compile(r"([A-Z])\.\s*")
 
 
-def medqa_question(record: dict, *, qid: str, place: str, split: str) -> Question:
+def medqa_question(record: dict[str, Any], *, qid: str, place: str, split: str) -> Question:
     """One MedQA record (`{"question", "options": {"A": ...}, "answer_idx", "answer", "meta_info"}`) as a Question:
     the file loaders' rule and the Hub converter's (src/benchmarks/hub.py). `place` names the record in errors."""
     require_fields(record, ("question", "options"), place)

@@ -34,6 +34,8 @@ from typing import Any, cast
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins import basic_sweeper as _basic_sweeper_module
 from hydra.core.config_loader import ConfigLoader
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.common import versions
@@ -74,7 +76,7 @@ def version_problem(version: str) -> str | None:
     return versions.version_problem("hydra-core", version, SUPPORTED, ADAPTER)
 
 
-def split_arguments(overrides: list) -> list[list[str]]:
+def split_arguments(overrides: list[Override]) -> list[list[str]]:
     """The override lists of every job that parsed sweep `overrides` name, in the order Hydra's basic sweeper runs
     them (its own `split_arguments`)."""
     return [list(job) for batch in basic_sweeper().split_arguments(overrides, None) for job in batch]
@@ -88,7 +90,7 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
     """Hydra's config loader, composing once per group choice (module docstring). Made for one sweep: its token
     keys the per-process cache, so a worker that runs jobs of several sweeps never reuses another sweep's configs."""
 
-    def __init__(self, config_search_path) -> None:
+    def __init__(self, config_search_path: ConfigSearchPath) -> None:
         super().__init__(config_search_path=config_search_path)
         self.token = uuid.uuid4().hex
 
@@ -130,7 +132,7 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
         parsed = OverridesParser.create().parse_overrides(list(sweep_overrides))
         groups = cache["groups"]
 
-        def plain(o) -> bool:  # `key=value` on a config key: applied after the defaults list is merged
+        def plain(o: Override) -> bool:  # `key=value` on a config key: applied after the defaults list is merged
             return not (
                 o.is_add()
                 or o.is_force_add()
@@ -142,7 +144,7 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
                 or o.key_or_group.split(".")[0] == "hydra"
             )
 
-        def group_choice(o) -> bool:  # changes the defaults list only
+        def group_choice(o: Override) -> bool:  # changes the defaults list only
             return (
                 ("/" in o.key_or_group or o.key_or_group in groups)
                 and not o.is_sweep_override()
@@ -157,7 +159,7 @@ class GroupCachingConfigLoader(ConfigLoaderImpl):
                 cache["bases"][choice] = super().load_sweep_config(master_config, list(choice))
             except Exception:  # noqa: BLE001 - the job's own composition raises what is wrong with it
                 return super().load_sweep_config(master_config, list(sweep_overrides))
-        cfg = copy.deepcopy(cache["bases"][choice])
+        cfg: DictConfig = copy.deepcopy(cache["bases"][choice])
         self._apply_overrides_to_config([o for o in parsed if plain(o)], cfg)
         with open_dict(cfg.hydra):  # as Hydra's `_load_configuration_impl` fills them for the job's overrides
             cfg.hydra.overrides.task = [o.input_line for o in parsed]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -244,7 +244,7 @@ def _own_hydra(conf_dir: Path) -> Iterator[None]:
             GlobalHydra.instance().initialize(saved)
 
 
-def _checked(overrides: Sequence[str], conf_dir: Path, composed) -> DictConfig:
+def _checked(overrides: Sequence[str], conf_dir: Path, composed: Callable[[], DictConfig]) -> DictConfig:
     """`composed()`, the config of the job `overrides` names, with every config error as one line (UserError): an
     unknown group choice before composing, a Hydra/OmegaConf composition error (override grammar, types, unknown
     keys), then the keys and metrics the composed config names."""
@@ -253,7 +253,7 @@ def _checked(overrides: Sequence[str], conf_dir: Path, composed) -> DictConfig:
         cfg = composed()
     except UserError:
         raise
-    except Exception as err:  # noqa: BLE001 - Hydra's and OmegaConf's composition errors
+    except Exception as err:
         raise one_line(err, overrides) from err
     check_keys(cfg)
     check_metrics(cfg)
@@ -296,7 +296,8 @@ _REQUIRED_HINT = {
     "benchmark.task": "<an lm-eval task, e.g. arc_easy>",
     "model.path": "<a local model folder or a hub id org/name>",
 }
-_RANGES = (  # key, null allowed, in range, the rule as the error states it
+# key, null allowed, in range, the rule as the error states it
+_RANGES: tuple[tuple[str, bool, Callable[[float], bool], str], ...] = (
     ("seed", False, lambda v: v >= 0, "must be an integer >= 0"),
     ("limit", True, lambda v: v >= 1, "must be a positive integer or null (all questions)"),
     ("temperature", False, lambda v: 0 <= v < float("inf"), "must be a finite number >= 0 (0 = greedy)"),

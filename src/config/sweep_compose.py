@@ -11,8 +11,6 @@ composition.
 
 from __future__ import annotations
 
-from typing import Any
-
 from omegaconf import DictConfig, open_dict
 
 from src.common.errors import UserError
@@ -30,10 +28,10 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
 
 def composed_jobs(
     config: DictConfig, jobs: list[list[str]], loader: GroupCachingConfigLoader
-) -> list[tuple[list[str], Any]]:
+) -> list[tuple[list[str], DictConfig | Exception]]:
     """(overrides, composed config without the hydra node, or the exception composing it raised) of each job, as
     `loader` composes them."""
-    out: list[tuple[list[str], Any]] = []
+    out: list[tuple[list[str], DictConfig | Exception]] = []
     for job in jobs:
         try:
             out.append((job, without_hydra(loader.load_sweep_config(config, list(job)))))

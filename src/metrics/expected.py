@@ -92,7 +92,7 @@ def expected_metrics(records: pd.DataFrame, *, consistency: float = 0.99, conf: 
     """
     if records.empty or "answer_dist" not in records.columns or int(records["repetition"].max()) < 1:
         return {}
-    R = int(records["repetition"].max()) + 1  # noqa: N806 - the papers' name
+    R = int(records["repetition"].max()) + 1
     rows = one_variant_per_question(records)
     rows = rows[rows["answer_dist"].map(lambda d: d is not None and not (isinstance(d, float) and math.isnan(d)))]
     if rows.empty:

@@ -51,7 +51,7 @@ def msgr(p: int, *, M: int, k: int, conf: float = 0.999, tol: float = 1e-12) -> 
     return hi
 
 
-def p_star(*, R: int, consistency: float = 0.99, k: int = DEFAULT_K, conf: float = 0.999) -> int:  # noqa: N803
+def p_star(*, R: int, consistency: float = 0.99, k: int = DEFAULT_K, conf: float = 0.999) -> int:
     """SURE threshold: the smallest p with MSGR(p; R, k, conf) >= consistency.
 
     >>> p_star(R=10)
@@ -67,7 +67,7 @@ def p_star(*, R: int, consistency: float = 0.99, k: int = DEFAULT_K, conf: float
     )
 
 
-def can_stop(counts: Mapping[object, int] | Iterable[int], *, R: int, p_star: int) -> bool:  # noqa: N803
+def can_stop(counts: Mapping[object, int] | Iterable[int], *, R: int, p_star: int) -> bool:
     """True once more trials cannot change SURE/UNSURE: SURE reached, SURE out of reach, or R trials made.
 
     `counts` holds how often each answer (INVALID included) was given so far, as a mapping or a list.
@@ -81,12 +81,12 @@ def can_stop(counts: Mapping[object, int] | Iterable[int], *, R: int, p_star: in
     return made >= R or n_max >= p_star or n_max + (R - made) < p_star
 
 
-def _correctness_cell(c: int, R: int) -> tuple[bool, bool]:  # noqa: N803
+def _correctness_cell(c: int, R: int) -> tuple[bool, bool]:
     """(SURE, right) under the `correctness` SURE rule with c right trials out of R (src/metrics/repetition.py)."""
     return c in (0, R), c == R or (c > 0 and c >= R - c)
 
 
-def verdict_fixed(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> bool:  # noqa: N803
+def verdict_fixed(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> bool:
     """True once more trials cannot change a question's repetition cell (SURE/UNSURE x right/wrong) under EITHER
     SURE rule; the stopping rule of adaptive repetitions (src/answering/adaptive.py). Unlike `can_stop`, it also waits
     until right/wrong is settled, so that the cell computed from the `made` trials equals the full run's.
@@ -116,7 +116,7 @@ def verdict_fixed(n_correct: int, n_other: int, made: int, *, R: int, p_star: in
     return all(_correctness_cell(c, R) == cell for c in range(n_correct + 1, n_correct + rem + 1))
 
 
-def trials_before_stop(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> int:  # noqa: N803
+def trials_before_stop(n_correct: int, n_other: int, made: int, *, R: int, p_star: int) -> int:
     """The fewest further trials after which `verdict_fixed` can hold (for some answers), R - made at most: the
     size of a question's next round, since no stop is possible before it.
 

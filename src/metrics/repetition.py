@@ -78,7 +78,7 @@ def question_outcomes(
     `sure_rule` (`answer`: section 3.2; `correctness`: the paper's tables, see the module docstring)."""
     check_sure_rule(sure_rule)
     rows = one_variant_per_question(records)
-    R = planned_repetitions(records)  # noqa: N806 - the papers' name
+    R = planned_repetitions(records)
     trials = pd.DataFrame(
         {"question_id": rows["question_id"].to_numpy(), "answer": answer_keys(rows), "correct": correct_flags(rows)}
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Callable
 
 from src.common.errors import UserError
 from src.core.questions import Question
@@ -151,7 +152,7 @@ def permutation_variants(
     return out
 
 
-def one_set(name: str):
+def one_set(name: str) -> Callable[..., list[Variant]]:
     """The generator of the single permutation set `name` (config `perm_<name>`)."""
 
     def generate(

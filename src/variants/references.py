@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from src.core.questions import Question, duplicate_option_groups  # noqa: F401 (one rule, re-exported)
+from src.core.questions import Question, duplicate_option_groups
 
 ABOVE = "above"
 LETTERS = "letters"
@@ -183,11 +183,11 @@ def _letters_form(text: str) -> _Letters | None:
     return found
 
 
-def _spelled_range(m: re.Match) -> str:
-    first, last = m.group(2), m.group(3)
+def _spelled_range(m: re.Match[str]) -> str:
+    lead, first, last = m.group(1, 2, 3)
     if first.isdigit() != last.isdigit() or first.isupper() != last.isupper() or first >= last:
         return m.group(0)
-    return m.group(1) + ", ".join(chr(c) for c in range(ord(first), ord(last) + 1))
+    return lead + ", ".join(chr(c) for c in range(ord(first), ord(last) + 1))
 
 
 def _letters_phrase(text: str) -> _Letters | None:
