@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import math
 import os
 import signal
@@ -39,12 +40,14 @@ class FakeLLM:
 
     def __init__(self):
         self.calls = []
+        self.bars = []  # each call's use_tqdm
 
     def get_tokenizer(self):
         return FakeTokenizer()
 
-    def generate(self, prompts, sampling, use_tqdm=False):
+    def generate(self, prompts, sampling, use_tqdm=True):  # vLLM's default: a bar of its own per call
         self.calls.append((prompts, sampling))
+        self.bars.append(use_tqdm)
         params = sampling if isinstance(sampling, list) else [sampling] * len(prompts)
         out = []
         for prompt, sp in zip(prompts, params):
@@ -272,3 +275,172 @@ def test_a_stop_signal_during_the_engines_start_ends_the_engine_then_stops_the_j
         assert signal.getsignal(signum) is stop, "the job's own handler is back"
     finally:
         signal.signal(signum, previous)
+
+
+COMMIT = "c" * 40  # the hub snapshot "org/model" resolves to in these tests
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """ "org/model" resolves to COMMIT without asking the hub."""
+    from src.backends import weights
+
+    monkeypatch.setitem(weights._COMMITS, ("org/model", None), COMMIT)
+
+
+def test_the_engine_gets_the_hub_snapshots_commit_and_these_defaults(fake_vllm, hub):
+    backend = load_backend({"name": "v", "backend": "vllm", "path": "org/model"}, chat=False)
+    backend.load()
+    assert FakeEngineLLM.made == [
+        {
+            "model": "org/model",
+            "revision": COMMIT,  # the snapshot the identity names, not whatever "main" is when the engine starts
+            "dtype": "auto",
+            "tensor_parallel_size": 1,
+            "gpu_memory_utilization": 0.9,
+            "enable_prefix_caching": True,  # the variants of a question share their prefix
+            "max_logprobs": 20,
+            "trust_remote_code": False,
+            "seed": 0,
+            "enforce_eager": False,
+            "enable_chunked_prefill": False,  # on a CPU (seeded sampling)
+        }
+    ]
+    assert backend.identity == f"vllm:org/model|commit={COMMIT}|revision=None|dtype=auto|quantization=None|chat=False"
+
+
+def test_a_local_folder_reaches_the_engine_as_its_full_path_and_a_tokenizer_of_its_own_is_in_the_identity(
+    fake_vllm, monkeypatch, tmp_path
+):
+    from src.backends.weights import model_content
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for folder, name in (("m", "config.json"), ("tok", "tokenizer.json")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text("{}", encoding="utf-8")
+    backend = load_backend({"name": "v", "backend": "vllm", "path": "~/m", "tokenizer": "~/tok"}, chat=False)
+    backend.load()
+    assert FakeEngineLLM.made[-1]["model"] == str((tmp_path / "m").resolve()), "vLLM does not expand ~"
+    assert "revision" not in FakeEngineLLM.made[-1], "a folder has no revision"
+    model, tokenizer = model_content(tmp_path / "m").digest, model_content(tmp_path / "tok").digest
+    assert backend.identity.startswith(f"vllm|weights=sha256:{model}|tokenizer=sha256:{tokenizer}|revision=None")
+
+
+@pytest.mark.parametrize(
+    ("top_logprobs", "engine_max", "asked"),
+    [(-1, -1, -1), (0, 20, 0), (5, 20, 5), (50, 50, 50)],  # -1: the whole vocabulary; vLLM's own floor is 20
+)
+def test_label_scoring_asks_for_top_logprobs_of_an_engine_that_allows_them(
+    fake_vllm, hub, top_logprobs, engine_max, asked
+):
+    backend = VLLMBackend.from_config(
+        {"backend": "vllm", "path": "org/model", "top_logprobs": top_logprobs}, chat=False
+    )
+    backend.score_labels([Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)])
+    assert FakeEngineLLM.made[-1]["max_logprobs"] == engine_max
+    assert backend.llm.calls[-1][1] == [{"n": 1, "temperature": 0.0, "max_tokens": 1, "logprobs": asked, "top_k": -1}]
+
+
+def test_each_scoring_sends_its_own_settings_without_a_progress_bar_of_vllms(fake_backend):
+    """What each scoring asks of the engine, request by request: sampled generation carries each trial's seed, greedy
+    none; cloze sends every option of every question in one call. vLLM's bar is off on every call (the job's one bar
+    counts)."""
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=s) for s in (5, 6)]
+    sampled = fake_backend.generate(reqs, SamplingParams(n=2, temperature=0.7, top_k=5, top_p=0.9, max_new_tokens=4))
+    assert sampled == [["s5-0", "s5-1"], ["s6-0", "s6-1"]]
+    prompts, sampling = fake_backend.llm.calls[-1]
+    assert prompts == [{"prompt_token_ids": [7, 8]}] * 2
+    settings = {"n": 2, "temperature": 0.7, "top_k": 5, "top_p": 0.9, "max_tokens": 4}
+    assert sampling == [{**settings, "seed": 5}, {**settings, "seed": 6}]
+    assert fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.0)) == [["sNone-0"] * 3] * 2
+    assert (
+        fake_backend.llm.calls[-1][1] == [{"n": 1, "temperature": 0.0, "top_k": -1, "top_p": 1.0, "max_tokens": 3}] * 2
+    )
+    fake_backend.score_labels(reqs)
+    assert (
+        fake_backend.llm.calls[-1][1]
+        == [{"n": 1, "temperature": 0.0, "max_tokens": 1, "logprobs": -1, "top_k": -1}] * 2
+    )
+    cloze = [
+        Request(prompt="Q?", labels=("A", "B"), options=("x", "BC"), seed=5),
+        # lm-eval's own pair: its target delimiter ("?" here) put before each option as it is
+        Request(prompt="Q", labels=("A", "B", "C"), options=("A", "AB", "ABC"), seed=6, continuation_prefix="?"),
+    ]
+    calls = len(fake_backend.llm.calls)
+    scores = fake_backend.score_options(cloze)
+    assert len(fake_backend.llm.calls) == calls + 1, "every option of every question in one engine call"
+    prompts, sampling = fake_backend.llm.calls[-1]
+    assert [p["prompt_token_ids"] for p in prompts] == [
+        [7, 8, 9],
+        [7, 8, 4, 5],
+        [7, 8, 1],
+        [7, 8, 1, 3],
+        [7, 8, 1, 3, 5],
+    ]
+    assert sampling == {"n": 1, "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0, "top_k": -1}
+    # each continuation token -0.25 (the fake engine): the sums of each question's own options
+    assert [s.loglik for s in scores] == [(-0.25, -0.5), (-0.5, -0.75, -1.0)]
+    assert fake_backend.llm.bars == [False] * len(fake_backend.llm.calls)
+
+
+@pytest.mark.parametrize(
+    ("top_logprobs", "temperature", "warnings"), [(20, 1.0, 1), (0, 1.0, 1), (-1, 1.0, 0), (20, None, 0)]
+)
+def test_an_inexact_first_token_distribution_is_said_once(fake_vllm, hub, caplog, top_logprobs, temperature, warnings):
+    """Sampling's answer distribution rebuilt from the top tokens only is inexact: said once per backend, not per
+    call; never with the whole vocabulary (-1) or without sampling (temperature None)."""
+    backend = VLLMBackend.from_config(
+        {"backend": "vllm", "path": "org/model", "top_logprobs": top_logprobs}, chat=False
+    )
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
+    with caplog.at_level(logging.WARNING, logger="src.backends.vllm_backend"):
+        for _ in range(2):
+            backend.score_labels(reqs, temperature=temperature)
+    said = [r for r in caplog.records if "first-token distribution is rebuilt" in r.getMessage()]
+    assert len(said) == warnings
+
+
+class ChatTokenizer(FakeTokenizer):
+    chat_template = "<turns>"
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+        assert add_generation_prompt and not tokenize
+        return "!" + "".join(m["content"] for m in messages) + "!"
+
+
+class ChatEngineLLM(FakeEngineLLM):
+    def get_tokenizer(self):
+        return ChatTokenizer()
+
+
+@pytest.mark.parametrize(
+    ("prompt_chat", "model_chat", "sent"),
+    [(True, None, "!Q?!"), (False, None, "Q?"), (True, False, "Q?"), (True, True, "!Q?!")],
+)
+def test_the_chat_template_wraps_prompts_when_the_prompt_asks_and_the_model_allows(
+    fake_vllm, hub, monkeypatch, prompt_chat, model_chat, sent
+):
+    from src.backends import vllm_backend
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=ChatEngineLLM, SamplingParams=lambda **kw: kw))
+    cfg = {"backend": "vllm", "path": "org/model", **({} if model_chat is None else {"chat": model_chat})}
+    backend = VLLMBackend.from_config(cfg, chat=prompt_chat)
+    assert backend.identity.endswith(f"|chat={sent != 'Q?'}")
+    assert backend.model_input("Q?") is None, "not known before the tokenizer is loaded"
+    backend.generate([Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)], SamplingParams())
+    assert backend.model_input("Q?") == sent
+    assert backend.llm.calls[-1][0] == [{"prompt_token_ids": FakeTokenizer()(sent)["input_ids"]}]
+
+
+def test_a_requests_samples_come_back_in_their_own_order(fake_backend):
+    """vLLM numbers a request's samples (`index`); the samples are returned in that order whatever order its
+    output lists them in, so repetition r is always the same sample of a seeded request."""
+
+    class Reversed(FakeLLM):
+        def generate(self, prompts, sampling, use_tqdm=True):
+            out = super().generate(prompts, sampling, use_tqdm)
+            return [NS(outputs=o.outputs[::-1], prompt_logprobs=o.prompt_logprobs) for o in out]
+
+    fake_backend.llm = Reversed()
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
+    assert fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.7)) == [["s5-0", "s5-1", "s5-2"]]

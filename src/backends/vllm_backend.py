@@ -158,13 +158,14 @@ class VLLMBackend:
         if args.get("enable_chunked_prefill") is None and on_cpu():
             args["enable_chunked_prefill"] = False  # seeded sampling on the CPU build (the module docstring)
         log.info("model %s: starting vLLM's engine on %s", self.name, self.content.source)
+        engine: Any = None
         refused: Exception | None = None
         with signals_held() as held:
             try:
-                self.llm = self._vllm.LLM(**args)
+                engine = self.llm = self._vllm.LLM(**args)
             except (RuntimeError, ValueError) as err:  # a setting the engine refuses: its own lines say which
                 refused = err
-        if self.llm is not None:
+        if engine is not None:
             # registered after vLLM's imports, so it runs before multiprocessing's own exit handler, which would
             # wait forever on the idle engine process
             atexit.register(self.close)
@@ -172,14 +173,14 @@ class VLLMBackend:
             self.close()
             signal.raise_signal(held[0])
             return self.load()  # a handler that let the job go on: start again
-        if refused is not None or self.llm is None:
+        if refused is not None:  # else the engine started (a stop signal returned above)
             reason = str(refused).strip().splitlines()[0] if str(refused).strip() else type(refused).__name__
             raise UserError(
                 f"model {self.name}: vLLM's engine did not start ({reason}); its log above on stderr says why. On "
                 f"vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
                 f"(docs/serving.md)"
             )
-        self.tokenizer = self.llm.get_tokenizer()
+        self.tokenizer = engine.get_tokenizer()
         self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
 
     def close(self) -> None:
@@ -225,9 +226,7 @@ class VLLMBackend:
         ]
         outputs = self._run(requests, sampling)
         # finish_reason "length": generation stopped at max_tokens (truncated); "stop": at an end token
-        texts: list[list[str]] = [
-            [_completion(c) for c in sorted(o.outputs, key=lambda c: getattr(c, "index", 0))] for o in outputs
-        ]
+        texts: list[list[str]] = [[_completion(c) for c in sorted(o.outputs, key=lambda c: c.index)] for o in outputs]
         return [t * params.n if greedy else t for t in texts]
 
     def score_labels(
