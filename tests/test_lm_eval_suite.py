@@ -85,9 +85,10 @@ def row(qid, variant, order, loglik, correct_option, repetition=0, fmt="mcq"):
     }
 
 
-def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval"):
+def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval", task="suite"):
+    keys = {"task": task}
     return SimpleNamespace(
-        benchmark=SimpleNamespace(name=benchmark, task="suite", get=lambda key, default=None: None),
+        benchmark=SimpleNamespace(name=benchmark, task=task, get=lambda key, default=None: keys.get(key, default)),
         prompt={"name": prompt},
         scoring=scoring,
     )
@@ -175,12 +176,14 @@ def test_each_task_of_a_suite_keeps_its_own_option_style(monkeypatch):
     assert [q.subject for q in single] == [None, None]  # one task: no subjects
 
 
-@pytest.mark.parametrize("task", [None, "", ["arc_easy", "hellaswag"], 5])
-def test_a_suite_is_named_as_one_group_or_tag(monkeypatch, task):
-    """benchmark.task names one task, group or tag; a list of tasks (or no name) is one line saying so."""
+@pytest.mark.parametrize("task", [None, "", [], ["arc_easy", 5], 5, {"a": 1}])
+def test_a_suite_is_named_as_a_task_group_or_tag_or_a_list_of_them(monkeypatch, task):
+    """benchmark.task names one task, group or tag, or a list of them; anything else is one line saying so."""
     from src.benchmarks import load_benchmark
     from src.common.errors import UserError
 
     monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {})
-    with pytest.raises(UserError, match=r"^config key benchmark.task: .*give benchmark.task=NAME"):
+    with pytest.raises(
+        UserError, match=r"^config key benchmark.task: .* is not an lm-eval task name or a list of them"
+    ):
         load_benchmark("lm_eval", path=None, data_dir=".", options={"task": task})
