@@ -171,16 +171,9 @@ _GROUPS: dict[tuple[str | tuple[str, ...], str | None], dict[str, Any]] = {}
 def load_tasks(name: str | tuple[str, ...], include_path: str | None = None) -> dict[str, Any]:
     """lm-eval's task objects for `name`, one task or every task of a group or tag ({task name: task}, in lm-eval's
     order), built once per process: the run's questions, its few-shot pools and lm-eval's contexts. A tuple of
-    names is each one's tasks in turn (a task named twice once) and their groups, as `simple_evaluate` loads a list."""
+    names is each one's tasks in turn and their groups (`_tasks_of_list`), as `simple_evaluate` loads a list."""
     if isinstance(name, tuple):
-        merged: dict[str, Any] = {}
-        groups: dict[str, Any] = {}
-        for one in name:
-            for sub, task in load_tasks(one, include_path).items():
-                merged.setdefault(sub, task)
-            groups.update(_GROUPS.get((one, include_path), {}))
-        _GROUPS[(name, include_path)] = groups
-        return merged
+        return _tasks_of_list(name, include_path)
     lm_eval_or_error()  # one line naming the extra, before anything else
     if include_path is not None and not Path(include_path).expanduser().is_dir():
         raise UserError(
@@ -221,6 +214,18 @@ def load_tasks(name: str | tuple[str, ...], include_path: str | None = None) -> 
             f"lm_eval task {name}: lm-eval could not build it ({detail}); check the task's YAML and its data files"
         ) from None
     return dict(built)
+
+
+def _tasks_of_list(names: tuple[str, ...], include_path: str | None) -> dict[str, Any]:
+    """Each name's tasks in turn (a task named twice, or in two named groups, once), and the groups of them all."""
+    merged: dict[str, Any] = {}
+    groups: dict[str, Any] = {}
+    for one in names:
+        for sub, task in load_tasks(one, include_path).items():
+            merged.setdefault(sub, task)
+        groups.update(_GROUPS.get((one, include_path), {}))
+    _GROUPS[(names, include_path)] = groups
+    return merged
 
 
 def load_task(name: str, include_path: str | None = None) -> Any:
@@ -679,7 +684,7 @@ def _with_lm_evals_text(question: Question, task: Any, doc: Any, *, full: str, s
     refusal = scoring_refusal(name, labels=labels, scoring=scoring)
     if refusal is not None:
         raise UserError(refusal)
-    extra = {
+    extra: dict[str, Any] = {
         "lm_eval_preamble": full[:at],
         "lm_eval_target_delimiter": _target_delimiter(task, chat=chat),
         **({"lm_eval_postamble": full[at + len(own) :]} if chat else {}),
