@@ -144,11 +144,13 @@ def listed_texts(question: Question, variant: Variant, raw: Sequence[str]) -> li
     kept) where the variant shows it unchanged, any other text (None of the above, a filler, a replacement) as is.
 
     >>> q = Question(id="q", question="2+2?", options=("3", "4"), answer=1)
-    >>> listed_texts(q, Variant("q", "nota", "nota_0", (1, -1), ("4", "None of the above"), 0), ["3 ", "4 "])
-    ['4 ', 'None of the above']
+    >>> listed_texts(q, Variant("q", "nota", "nota_0", (1, 0, -1), ("4", "3", "None of the above"), 0), ["3 ", "4 "])
+    ['4 ', '3 ', 'None of the above']
+    >>> listed_texts(q, Variant("q", "misleading", "misleading_0", (0, 1), ("3", "5"), 0), ["3 ", "4 "])
+    ['3 ', '5']
     """
     return [
-        raw[index] if 0 <= index < len(raw) and text == question.options[index] else text
+        raw[index] if index >= 0 and text == question.options[index] else text  # NOTA and fillers: index < 0
         for index, text in zip(variant.option_order, variant.option_texts)
     ]
 

@@ -292,8 +292,9 @@ def _option_ends(context: str, starts: Sequence[re.Match[str]]) -> list[int]:
     several lines is kept whole; at the context's end (less its trailing whitespace) when the last option is on its
     last line."""
     body = context.rstrip()
-    cut = body.rfind("\n", starts[-1].end())
-    last = len(body) if cut < 0 else len(body[:cut].rstrip("\n"))
+    last = len(body)
+    if "\n" in body[starts[-1].end() :]:  # lines after the last option's first: the context's last is its cue
+        last = len(body[: body.rfind("\n")].rstrip("\n"))
     return [following.start() for following in starts[1:]] + [last]
 
 
@@ -305,6 +306,8 @@ def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list
     ('Question: 2+2?', ['3', '4'], '\\nAnswer:')
     >>> split_listed_options("Which?\\nA. 3\\nB. one line\\nand the next\\nAnswer:", ["A", "B"])[1]
     ['3', 'one line\\nand the next']
+    >>> split_listed_options("A. 3\\nB. 4", ["A", "B"])  # no question before the options, no cue after them
+    ('', ['3', '4'], '')
     """
     starts = _listed_lines(context, labels)
     if starts is None:
@@ -331,17 +334,19 @@ def option_listing(context: str, labels: Sequence[str]) -> dict[str, Any] | str:
     ends = _option_ends(context, starts)
     raw = [context[match.end() : following.start("open")] for match, following in zip(starts, starts[1:])]
     texts = [text.rstrip("\n") for text in raw] + [context[starts[-1].end() : ends[-1]]]
-    marks = [f"{m['open']}{label.strip()}{m['close']}" for m, label in zip(starts, labels)]
-    if len({(m["open"], m["close"]) for m in starts}) > 1:
-        return f"its option lines mark their labels in more than one way ({', '.join(dict.fromkeys(marks))})"
-    separators = [text[len(kept) :] for text, kept in zip(raw, texts)]
-    if len(set(separators)) > 1:
+    marks = {(m["open"], m["close"]) for m in starts}
+    if len(marks) > 1:
+        shown = dict.fromkeys(f"{m['open']}{label.strip()}{m['close']}" for m, label in zip(starts, labels))
+        return f"its option lines mark their labels in more than one way ({', '.join(shown)})"
+    separators = {text[len(kept) :] for text, kept in zip(raw, texts)}  # two labels at least: one separator or more
+    if len(separators) > 1:
         return "its options are separated by line breaks of more than one length"
+    ((opened, closed),), (separator,) = marks, separators
     return {
         "head": context[: starts[0].start("open")],
-        "open": starts[0]["open"],
-        "close": starts[0]["close"],
-        "separator": separators[0] if separators else "\n",
+        "open": opened,
+        "close": closed,
+        "separator": separator,
         "style": "A." if labels[0].strip() == "A" else "1.",
         "texts": texts,
         "tail": context[ends[-1] :],
