@@ -312,6 +312,10 @@ def test_each_asked_document_gets_the_examples_of_a_run_over_the_whole_task(monk
     every = {q.id: q.metadata["lm_eval_preamble"] for q in lm_eval_contexts(questions, k=2, options={"task": "seeded"})}
     assert every["seeded/4"] == alone.metadata["lm_eval_preamble"]
     assert every["seeded/2"] == "".join(e + "\n\n" for e in whole_run[2])  # after the unlabelled document's draw
+    rng = random.Random(1234)
+    one_shot = [rng.sample(SeededTask.POOL, 1) for _ in task.eval_docs]  # one example: the same rule at k=1
+    alone = lm_eval_contexts([questions[-2]], k=1, options={"task": "seeded"})[0]
+    assert alone.metadata["lm_eval_preamble"] == one_shot[4][0] + "\n\n"
     monkeypatch.setattr(task, "config", SimpleNamespace(**{**vars(task.config), "num_fewshot": 0}))
     zero = lm_eval_contexts(questions, k=2, options={"task": "seeded"})  # a task that sets 0 shots keeps them
     assert {q.metadata["lm_eval_preamble"] for q in zero} == {""}

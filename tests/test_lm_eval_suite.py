@@ -337,3 +337,22 @@ def test_a_list_of_tasks_is_one_run_of_every_named_task_and_group(monkeypatch, s
 
 
 REPORTING = {"mmlu_x": ReportingTask("acc"), "arc_x": ReportingTask("acc", "acc_norm")}
+
+
+class IndexTargets(ShapedTask):
+    """Five documents whose target 3 lm-eval reads as the option index 3 (the text "4"), not the choice "3"."""
+
+    def __init__(self):
+        super().__init__("How many? {n}\nAnswer:", ["1", "2", "3", "4"])
+        self.eval_docs = [{"n": n} for n in range(5)]
+
+    def doc_to_target(self, doc):
+        return 3
+
+
+def test_the_index_target_warning_counts_every_document_and_names_the_first_three(monkeypatch, caplog):
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {"idx": IndexTargets()})
+    with caplog.at_level("WARNING", logger=lm_eval.__name__):
+        lm_eval.load_lm_eval(path=None, data_dir=".", split=None, seed=0, options={"task": "idx"})
+    [line] = [r.getMessage() for r in caplog.records if "reads as an option index" in r.getMessage()]
+    assert line.startswith("lm_eval task idx: 5 of 5 documents") and line.endswith("; e.g. idx/0, idx/1, idx/2)")
