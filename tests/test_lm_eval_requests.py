@@ -283,6 +283,7 @@ class SeededTask:
         return ""
 
     def fewshot_context(self, doc, shots, **kwargs):
+        self.asked_with = kwargs
         return "".join(e + "\n\n" for e in self.rng.sample(self.POOL, shots)) + self.doc_to_text(doc)
 
 
@@ -316,6 +317,9 @@ def test_each_asked_document_gets_the_examples_of_a_run_over_the_whole_task(monk
     one_shot = [rng.sample(SeededTask.POOL, 1) for _ in task.eval_docs]  # one example: the same rule at k=1
     alone = lm_eval_contexts([questions[-2]], k=1, options={"task": "seeded"})[0]
     assert alone.metadata["lm_eval_preamble"] == one_shot[4][0] + "\n\n"
+    assert task.asked_with["chat_template"] is None and "apply_chat_template" not in task.asked_with
+    lm_eval_contexts([questions[-2]], k=1, options={"task": "seeded"}, chat_template=len)  # lm-eval's chat turns
+    assert task.asked_with == {"gen_prefix": "", "chat_template": len, **lm_eval.CHAT_ARGS}
     monkeypatch.setattr(task, "config", SimpleNamespace(**{**vars(task.config), "num_fewshot": 0}))
     zero = lm_eval_contexts(questions, k=2, options={"task": "seeded"})  # a task that sets 0 shots keeps them
     assert {q.metadata["lm_eval_preamble"] for q in zero} == {""}
