@@ -253,13 +253,8 @@ TARGETS = (
         "src/answer_formats/base.py",
         ("request", "listed_texts"),
         ("tests/test_lm_eval_requests.py",),
-    ),  # a label task's listed options under scoring=cloze, in each variant's order
-    Target(
-        "lm-eval-suite",
-        "src/core/prompts.py",
-        ("relisted",),
-        ("tests/test_lm_eval_requests.py",),
-    ),  # the listing written again as the task writes it
+    ),  # a label task's listed options under scoring=cloze, in each variant's order (src/core/prompts.py `relisted`
+    # writes them: no operator to mutate, so no target)
     Target(
         "lm-eval-suite",
         "src/core/validity.py",
