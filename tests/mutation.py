@@ -234,10 +234,33 @@ TARGETS = (
     # test_task_reading.py: a group of one task named as a group of many
     Target(
         "lm-eval-suite",
+        "src/benchmarks/lm_eval.py",
+        (
+            "_listed_lines",
+            "_option_ends",
+            "split_listed_options",
+            "option_listing",
+            "task_shapes",
+            "check_task_shapes",
+            "task_spec",
+            "task_label",
+            "_tasks_of_list",
+        ),
+        ("tests/test_lm_eval_suite.py", "tests/test_lm_eval_requests.py"),
+    ),  # a label task's listing read to be listed again; each task's shape against the variant set; a list of tasks
+    Target(
+        "lm-eval-suite",
         "src/answer_formats/base.py",
-        ("request",),
+        ("request", "listed_texts"),
         ("tests/test_lm_eval_requests.py",),
-    ),  # a label task's listed options under scoring=cloze
+    ),  # a label task's listed options under scoring=cloze, in each variant's order (src/core/prompts.py `relisted`
+    # writes them: no operator to mutate, so no target)
+    Target(
+        "lm-eval-suite",
+        "src/core/validity.py",
+        ("check_shown_options", "check_validity"),
+        ("tests/test_validity.py", "tests/test_lm_eval_suite.py"),
+    ),  # the rule of shown options, for a run and for each task of a suite
     Target(
         "lm-eval-suite",
         "src/benchmarks/__init__.py",

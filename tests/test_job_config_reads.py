@@ -30,6 +30,9 @@ class StandInTask:
     config = SimpleNamespace(test_split="test", validation_split=None, training_split=None)
     eval_docs = [{"q": f"Asked question {i}?", "choices": ["yes", "no", "maybe"], "target": i % 3} for i in range(3)]
 
+    def test_docs(self):
+        return self.eval_docs
+
     def fewshot_docs(self):
         return [{"q": f"Example question {i}?", "choices": ["red", "blue"], "target": i % 2} for i in range(4)]
 
@@ -162,12 +165,19 @@ def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tool
     monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {name: StandInTask()})
     monkeypatch.setattr(runner, "lm_eval_contexts", contexts)
     task = compose_job(
-        ["benchmark=lm_eval", "benchmark.task=stand_in", "prompt=lm_eval", "variants=original", "fewshot=2"]
+        [
+            "benchmark=lm_eval",
+            "benchmark.task=stand_in",
+            "prompt=lm_eval",
+            "scoring=cloze",
+            "variants=original",
+            "fewshot=2",
+        ]
     )
     _, items, _ = runner.plan_job(task, runner.job_questions(task))
     assert asked == [2] and len(items) == 3
     for it in items:
-        assert it.request.prompt.startswith("lm-eval's own examples\n\nAsked question")
+        assert it.request.prompt.startswith("lm-eval's own examples\n\nQuestion: Asked question")
         assert "Example question" not in it.request.prompt
     other = compose_job(["benchmark=synthetic", "limit=3", "prompt=lm_eval", "variants=original", "fewshot=2"])
     _, items, _ = runner.plan_job(other, runner.job_questions(other))

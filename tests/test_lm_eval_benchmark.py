@@ -163,7 +163,7 @@ def test_no_lm_eval_installed_is_one_line_naming_the_extra(monkeypatch):
 
 
 def test_bad_lm_eval_keys_are_refused_before_loading():
-    with pytest.raises(UserError, match=r"config key benchmark.task: benchmark=lm_eval reads one"):
+    with pytest.raises(UserError, match=r"config key benchmark.task: None is not an lm-eval task name or a list"):
         load_benchmark("lm_eval", path=None, data_dir=".", options={})
     with pytest.raises(UserError, match=r"config key benchmark.path: an lm-eval task's YAML says where its data is"):
         load_benchmark("lm_eval", path="x.jsonl", data_dir=".", options={"task": "arc_easy"})

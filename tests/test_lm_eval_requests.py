@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -18,11 +19,12 @@ from src.answer_formats import FORMATS
 from src.answering.cache import request_key
 from src.backends.base import Request
 from src.backends.text import continuation_text
-from src.benchmarks.lm_eval import _target_delimiter, _with_lm_evals_text
+from src.benchmarks.lm_eval import _target_delimiter, _with_lm_evals_text, option_listing
 from src.common.errors import UserError
 from src.config.schema import compose_job
 from src.core.prompts import PromptTemplate
 from src.core.questions import Question
+from src.core.variant import NOTA, NOTA_TEXT, Variant
 from src.variants import make_variants
 
 LM_EVAL = PromptTemplate.from_config(compose_job(["prompt=lm_eval"]).prompt)
@@ -64,17 +66,21 @@ def test_a_cloze_request_is_the_pair_lm_evals_model_scores(context, delimiter):
 def test_a_label_task_has_its_labels_scored_after_its_listed_options():
     """MMLU's choices are "A".."D" after the options listed as `A. text` lines: lm-eval scores " A" after "Answer:";
     under a permuted variant the labels name the options in their new places."""
+    context = "2+2?\nA. 3\nB. 4\nC. 5\nD. 6\nAnswer:"
     q = Question(
         id="mmlu_x/0",
         question="2+2?",
         options=("3", "4", "5", "6"),
         answer=1,
-        metadata={"lm_eval_target_delimiter": " ", "lm_eval_preamble": "", "lm_eval_label_choices": True},
+        metadata={
+            "lm_eval_target_delimiter": " ",
+            "lm_eval_preamble": "",
+            "lm_eval_listing": option_listing(context, "ABCD"),
+        },
     )
-    context = "2+2?\nA. 3\nB. 4\nC. 5\nD. 6\nAnswer:"
     assert sent(q, "cloze_shown") == [lm_evals_pair(context, " ", label) for label in "ABCD"]
     prompt, _ = sent(q, "cloze_shown", variant_index=1)[0]
-    assert prompt.endswith("Answer:") and prompt != context  # the options listed in the variant's order
+    assert prompt == "2+2?\nA. 4\nB. 5\nC. 6\nD. 3\nAnswer:"  # the options listed in the variant's order
 
 
 def test_other_requests_keep_the_tools_rule_and_their_cache_keys():
@@ -115,7 +121,7 @@ def test_a_label_task_has_its_labels_scored_under_either_cloze_mode(scoring):
     full = "Intro\n\n2+2?\nA. 3\nB. 4\nAnswer:"
     shown = _with_lm_evals_text(q, LabelTask(), {}, full=full, scoring=scoring, chat=False)
     assert sent(shown, scoring) == [lm_evals_pair(full, " ", label) for label in "AB"]
-    assert shown.metadata["lm_eval_label_choices"] is True
+    assert shown.metadata["lm_eval_listing"]["texts"] == ["3", "4"]
     assert shown.metadata["lm_eval_preamble"] == "Intro\n\n"
     assert shown.metadata["lm_eval_target_delimiter"] == " "
     assert "lm_eval_postamble" not in shown.metadata
@@ -277,6 +283,7 @@ class SeededTask:
         return ""
 
     def fewshot_context(self, doc, shots, **kwargs):
+        self.asked_with = kwargs
         return "".join(e + "\n\n" for e in self.rng.sample(self.POOL, shots)) + self.doc_to_text(doc)
 
 
@@ -306,6 +313,93 @@ def test_each_asked_document_gets_the_examples_of_a_run_over_the_whole_task(monk
     every = {q.id: q.metadata["lm_eval_preamble"] for q in lm_eval_contexts(questions, k=2, options={"task": "seeded"})}
     assert every["seeded/4"] == alone.metadata["lm_eval_preamble"]
     assert every["seeded/2"] == "".join(e + "\n\n" for e in whole_run[2])  # after the unlabelled document's draw
+    rng = random.Random(1234)
+    one_shot = [rng.sample(SeededTask.POOL, 1) for _ in task.eval_docs]  # one example: the same rule at k=1
+    alone = lm_eval_contexts([questions[-2]], k=1, options={"task": "seeded"})[0]
+    assert alone.metadata["lm_eval_preamble"] == one_shot[4][0] + "\n\n"
+    assert task.asked_with["chat_template"] is None and "apply_chat_template" not in task.asked_with
+    lm_eval_contexts([questions[-2]], k=1, options={"task": "seeded"}, chat_template=len)  # lm-eval's chat turns
+    assert task.asked_with == {"gen_prefix": "", "chat_template": len, **lm_eval.CHAT_ARGS}
     monkeypatch.setattr(task, "config", SimpleNamespace(**{**vars(task.config), "num_fewshot": 0}))
     zero = lm_eval_contexts(questions, k=2, options={"task": "seeded"})  # a task that sets 0 shots keeps them
     assert {q.metadata["lm_eval_preamble"] for q in zero} == {""}
+
+
+# -- a label task's listed options, listed again in each variant's order as the task lists them ----------------------
+
+
+def listed_question(context: str, choices: list[str], answer: int = 0) -> Question:
+    """A label task's question as `prompt=lm_eval` asks it (`_with_lm_evals_text` on a one-document stand-in)."""
+    task = ShapedTask(context, choices)
+    (question,), _ = task_questions_of(task, "listed")
+    question = replace(question, answer=answer)
+    return _with_lm_evals_text(question, task, {}, full="Intro.\n\n" + context, scoring="cloze", chat=False)
+
+
+def variant_of(question: Question, order: tuple[int, ...], texts: tuple[str, ...] | None = None) -> Variant:
+    shown = texts or tuple(question.options[i] for i in order)
+    return Variant(question.id, "perm", "perm_1", order, shown, order.index(question.answer))
+
+
+def asked(question: Question, variant: Variant, scoring: str = "cloze") -> tuple[str, tuple[str, ...]]:
+    request = FORMATS["mcq"].request(LM_EVAL, question, variant, seed=0, scoring=scoring)
+    return request.prompt, request.options
+
+
+@pytest.mark.parametrize(
+    ("context", "reordered"),
+    [
+        (  # MMLU's form: `A. text` lines, `Answer:` last
+            "Find x.\nA. 3\nB. 4\nC. 5\nAnswer:",
+            "Find x.\nA. 5\nB. 3\nC. 4\nAnswer:",
+        ),
+        (  # another mark, blank lines between options, a text's own spaces kept where it moves
+            "Find x.\n\n(A) 3 \n\n(B) 4\n\n(C) 5\n\nAnswer:",
+            "Find x.\n\n(A) 5\n\n(B) 3 \n\n(C) 4\n\nAnswer:",
+        ),
+        (  # a last option over two lines moves whole; numbered labels stay numbers
+            "Find x.\n1) 3\n2) 4\n3) five,\nor 5\nAnswer:",
+            "Find x.\n1) five,\nor 5\n2) 3\n3) 4\nAnswer:",
+        ),
+        (  # no answer cue after the last option
+            "Find x.\nA. 3\nB. 4\nC. 5",
+            "Find x.\nA. 5\nB. 3\nC. 4",
+        ),
+    ],
+)
+def test_a_label_tasks_variant_lists_its_options_again_as_the_task_lists_them(context, reordered):
+    """The original order is lm-eval's own context, letter for letter; a permuted variant is the same context with
+    the options in their new places, re-lettered, everything around them as the task wrote it."""
+    question = listed_question(context, ["1", "2", "3"] if "1)" in context else ["A", "B", "C"])
+    labels = ("1", "2", "3") if "1)" in context else ("A", "B", "C")
+    assert asked(question, variant_of(question, (0, 1, 2))) == ("Intro.\n\n" + context.rstrip(), labels)
+    assert asked(question, variant_of(question, (2, 0, 1))) == ("Intro.\n\n" + reordered.rstrip(), labels)
+    prompt, texts = asked(question, variant_of(question, (2, 0, 1)), scoring="generate")
+    assert prompt == "Intro.\n\n" + reordered and texts == tuple(question.options[i] for i in (2, 0, 1))
+
+
+def test_a_variant_that_adds_an_option_gets_the_next_label_in_the_tasks_form():
+    """CoRA's "None of the above" in a fourth slot is `D. None of the above`, its label scored as lm-eval scores
+    the others."""
+    question = listed_question("Find x.\nA. 3\nB. 4\nC. 5\nAnswer:", ["A", "B", "C"])
+    variant = variant_of(question, (1, 0, NOTA, 2), ("4", "3", NOTA_TEXT, "5"))
+    assert asked(question, variant) == (
+        "Intro.\n\nFind x.\nA. 4\nB. 3\nC. None of the above\nD. 5\nAnswer:",
+        ("A", "B", "C", "D"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "why"),
+    [
+        ("Find x.\nA. 3\n(B) 4\nC. 5\nAnswer:", "mark their labels in more than one way (A. , (B) , C. )"),
+        ("Find x.\nA. 3\n\nB. 4\nC. 5\nAnswer:", "separated by line breaks of more than one length"),
+    ],
+)
+def test_a_label_task_whose_listing_cannot_be_written_again_is_refused(context, why):
+    """Never listed again in a form of the tool's own: one line naming the task and what to do."""
+    with pytest.raises(UserError) as refused:
+        listed_question(context, ["A", "B", "C"])
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith("lm_eval task listed (document 0): its ")
+    assert why in line and "cannot be listed again" in line and "prompt=cora" in line

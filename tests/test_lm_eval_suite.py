@@ -85,9 +85,10 @@ def row(qid, variant, order, loglik, correct_option, repetition=0, fmt="mcq"):
     }
 
 
-def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval"):
+def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval", task="suite"):
+    keys = {"task": task}
     return SimpleNamespace(
-        benchmark=SimpleNamespace(name=benchmark, task="suite", get=lambda key, default=None: None),
+        benchmark=SimpleNamespace(name=benchmark, task=task, get=lambda key, default=None: keys.get(key, default)),
         prompt={"name": prompt},
         scoring=scoring,
     )
@@ -134,6 +135,9 @@ class ShapedTask:
         self.config = SimpleNamespace(test_split="test", validation_split=None, description="", target_delimiter=" ")
         self.eval_docs = [{"n": 0}, {"n": 1}]
 
+    def test_docs(self):
+        return self.eval_docs
+
     def doc_to_text(self, doc):
         return self.context.format(**doc)
 
@@ -175,12 +179,180 @@ def test_each_task_of_a_suite_keeps_its_own_option_style(monkeypatch):
     assert [q.subject for q in single] == [None, None]  # one task: no subjects
 
 
-@pytest.mark.parametrize("task", [None, "", ["arc_easy", "hellaswag"], 5])
-def test_a_suite_is_named_as_one_group_or_tag(monkeypatch, task):
-    """benchmark.task names one task, group or tag; a list of tasks (or no name) is one line saying so."""
+@pytest.mark.parametrize("task", [None, "", [], ["arc_easy", 5], 5, {"a": 1}])
+def test_a_suite_is_named_as_a_task_group_or_tag_or_a_list_of_them(monkeypatch, task):
+    """benchmark.task names one task, group or tag, or a list of them; anything else is one line saying so."""
     from src.benchmarks import load_benchmark
     from src.common.errors import UserError
 
     monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {})
-    with pytest.raises(UserError, match=r"^config key benchmark.task: .*give benchmark.task=NAME"):
+    with pytest.raises(
+        UserError, match=r"^config key benchmark.task: .* is not an lm-eval task name or a list of them"
+    ):
         load_benchmark("lm_eval", path=None, data_dir=".", options={"task": task})
+
+
+# -- variant sets per task: the rule of shown options, held for each task of a suite --------------------------------
+
+MIXED = {
+    "mmlu_x": ShapedTask("Q{n}?\nA. one\nB. two\nAnswer:", ["A", "B"]),
+    "arc_x": ShapedTask("Question: What is {n}?\nAnswer:", ["one", "two"]),
+}
+LABELS_ONLY = {"mmlu_x": MIXED["mmlu_x"], "mmlu_y": ShapedTask("R{n}?\n(A) one\n(B) two\nAnswer:", ["A", "B"])}
+RULE = "so every order or option set of a question is the same prompt and the set's consistency metrics would be"
+
+
+def suite_questions(monkeypatch, tasks, name="suite"):
+    from src.benchmarks import load_benchmark
+
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: tasks)
+    return load_benchmark("lm_eval", path=None, data_dir=".", options={"task": name})
+
+
+@pytest.mark.parametrize(
+    ("tasks", "name", "variants", "scoring", "refusal"),
+    [
+        (LABELS_ONLY, "suite", "perm_cyclic", "cloze", None),  # listed options: every order is another prompt
+        (LABELS_ONLY, "suite", "cora", "cloze", None),
+        (LABELS_ONLY, "suite", "perm_cyclic", "generate", None),
+        (MIXED, "suite", "original", "cloze", None),  # one list per question: valid for every task
+        (MIXED, "suite", "perm_original", "cloze", None),
+        (
+            MIXED,
+            "suite",
+            "perm_cyclic",
+            "cloze",
+            "config keys benchmark.task=suite (its task arc_x), prompt=lm_eval and variants=perm_cyclic: lm-eval "
+            f"scores arc_x's option texts after its own context, which lists no options, {RULE}",
+        ),
+        (
+            {"arc_x": MIXED["arc_x"]},
+            "arc_x",
+            "cora",
+            "cloze",
+            "config keys benchmark.task=arc_x, prompt=lm_eval and variants=cora: lm-eval scores arc_x's option",
+        ),
+        (MIXED, "suite", "original", "cloze_shown", "config key scoring: lm_eval task arc_x's choices are option"),
+    ],
+)
+def test_each_task_of_a_suite_is_held_to_the_rule_of_shown_options(
+    monkeypatch, tasks, name, variants, scoring, refusal
+):
+    """Under prompt=lm_eval a label task lists its options again in each variant's order, a task of option texts
+    shows none: a set that compares orders is refused for the latter alone, in one line naming it and what to use
+    instead, with the words of the rule every run is held to (src/core/validity.py)."""
+    from src.benchmarks import check_task_shapes
+    from src.common.errors import UserError
+
+    questions = suite_questions(monkeypatch, tasks, name)
+    check = {"options": {"task": name}, "scoring": scoring, "variants": {"name": variants}}
+    if refusal is None:
+        check_task_shapes(questions, **check)
+        return
+    with pytest.raises(UserError) as refused:
+        check_task_shapes(questions, **check)
+    line = str(refused.value)
+    assert line.startswith(refusal) and "\n" not in line
+    assert ("use variants=original" in line) if "variants=" in refusal else line.endswith("use scoring=cloze")
+
+
+def test_a_suites_shapes_are_read_from_the_documents_asked(monkeypatch):
+    """A label task is one whose asked document lists its options, its choices their labels; a text task's choices
+    are texts even when its numbers look like labels (ARC's 1-4 not listed in the context)."""
+    tasks = {**MIXED, "numbers_x": ShapedTask("How many? {n}\nAnswer:", ["1", "2"])}
+    questions = []
+    for sub, task in tasks.items():
+        asked, _ = lm_eval.task_questions(task, task.eval_docs, name=sub, split="test", ids=sub, subject=sub)
+        questions += asked[1:]  # the second document of each: the shape is read from a document asked
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: tasks)
+    assert lm_eval.task_shapes(questions, {"task": "suite"}) == {"mmlu_x": True, "arc_x": False, "numbers_x": False}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["benchmark=lm_eval", "benchmark.task=suite", "prompt=lm_eval", "variants=perm_cyclic"], None),
+        (["benchmark=lm_eval", "benchmark.task=[a,b]", "prompt=lm_eval", "variants=cora"], None),
+        (["benchmark=lm_eval", "benchmark.task=suite", "prompt=cora", "variants=perm_cyclic"], "scoring=cloze and"),
+        (["benchmark=arc_easy", "prompt=lm_eval", "variants=perm_cyclic"], "scoring=cloze and"),
+        (["benchmark=lm_eval", "benchmark.task=5"], "benchmark.task: 5 is not an lm-eval task name or a list"),
+        (["benchmark=lm_eval", "benchmark.task=[a,1]"], "benchmark.task: ['a', 1] is not an lm-eval task name"),
+        (["benchmark=lm_eval", "benchmark.task=[]"], "benchmark.task: [] is not an lm-eval task name"),
+        (["benchmark=lm_eval", "benchmark.task={a:1}"], "benchmark.task: {'a': 1} is not an lm-eval task name"),
+    ],
+)
+def test_the_config_door_leaves_an_lm_eval_tasks_shapes_to_its_loading(overrides, refused):
+    """Before a task loads its shape is unknown: under prompt=lm_eval scoring=cloze the rule of shown options waits
+    for it (check_task_shapes), for any other prompt or benchmark it holds at once; benchmark.task is a name or a
+    list of names, anything else one line at the config door."""
+    from src.common.errors import UserError
+    from src.config.schema import check_config, compose_job
+
+    config = compose_job([*overrides, "scoring=cloze"])
+    if refused is None:
+        check_config(config)
+        return
+    with pytest.raises(UserError, match="^config key") as error:
+        check_config(config)
+    assert refused in str(error.value) and "\n" not in str(error.value)
+
+
+# -- a list of tasks, as simple_evaluate(tasks=[a, b]) ---------------------------------------------------------------
+
+
+def test_a_list_of_tasks_loads_each_ones_tasks_and_groups_once(monkeypatch):
+    t1, t2, t2_again, t3 = ReportingTask("acc"), ReportingTask("acc"), ReportingTask("acc"), ReportingTask("acc")
+    loaded = {"a": {"t1": t1, "t2": t2}, "b": {"t2": t2_again, "t3": t3}}
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: loaded[name])
+    monkeypatch.setitem(lm_eval._GROUPS, ("a", "dir"), {"a": "group a"})
+    monkeypatch.setitem(lm_eval._GROUPS, ("b", "dir"), {"b_sub": "group b_sub"})
+    tasks = lm_eval._tasks_of_list(("a", "b"), "dir")
+    assert list(tasks) == ["t1", "t2", "t3"] and tasks["t2"] is t2  # a task named twice: once, as first loaded
+    assert lm_eval._GROUPS[(("a", "b"), "dir")] == {"a": "group a", "b_sub": "group b_sub"}
+    del lm_eval._GROUPS[(("a", "b"), "dir")]
+
+
+def test_a_list_of_tasks_is_one_run_of_every_named_task_and_group(monkeypatch, suite):
+    """`benchmark.task=[mmlu_x, arc_x]`: the questions of both, each its own subject, tagged with the list; the
+    run's numbers a row per task and per group, none of them the run's own (no one name is the run)."""
+    tasks = {"mmlu_x": MIXED["mmlu_x"], "arc_x": MIXED["arc_x"]}
+    questions = suite_questions(monkeypatch, tasks, ["mmlu_x", "arc_x", "mmlu_x"])
+    assert [q.id for q in questions] == ["mmlu_x/0", "mmlu_x/1", "arc_x/0", "arc_x/1"]
+    assert {q.subject for q in questions} == {"mmlu_x", "arc_x"}
+    assert {q.metadata["lm_eval_group"] for q in questions} == {"[mmlu_x,arc_x]"}
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {**tasks, **REPORTING})
+    monkeypatch.setitem(lm_eval._GROUPS, (("mmlu_x", "arc_x"), None), {"pair": WeightedGroup("mmlu_x", "arc_x")})
+    items = [item("mmlu_x/0", "mmlu_x", "original_0", ("A", "B")), item("arc_x/0", "arc_x", "original_0", ("a", "bb"))]
+    records = pd.DataFrame(
+        [row("mmlu_x/0", "original_0", [0, 1], [-1.0, -2.0], 0), row("arc_x/0", "original_0", [0, 1], [-1.0, -4.0], 1)]
+    )
+    metrics = lm_eval_suite_metrics(config(task=["mmlu_x", "arc_x"]), items, records)
+    assert metrics == {
+        "lm_eval_acc/mmlu_x": 1.0,
+        "lm_eval_acc/arc_x": 0.0,
+        "lm_eval_acc_norm/arc_x": 0.0,
+        "lm_eval_acc/pair": 0.5,
+        "lm_eval_acc_norm/pair": 0.0,
+    }
+
+
+REPORTING = {"mmlu_x": ReportingTask("acc"), "arc_x": ReportingTask("acc", "acc_norm")}
+
+
+class IndexTargets(ShapedTask):
+    """Five documents whose target 3 lm-eval reads as the option index 3 (the text "4"), not the choice "3"."""
+
+    def __init__(self):
+        super().__init__("How many? {n}\nAnswer:", ["1", "2", "3", "4"])
+        self.eval_docs = [{"n": n} for n in range(5)]
+
+    def doc_to_target(self, doc):
+        return 3
+
+
+def test_the_index_target_warning_counts_every_document_and_names_the_first_three(monkeypatch, caplog):
+    monkeypatch.setattr(lm_eval, "load_tasks", lambda name, include_path=None: {"idx": IndexTargets()})
+    with caplog.at_level("WARNING", logger=lm_eval.__name__):
+        lm_eval.load_lm_eval(path=None, data_dir=".", split=None, seed=0, options={"task": "idx"})
+    [line] = [r.getMessage() for r in caplog.records if "reads as an option index" in r.getMessage()]
+    assert line.startswith("lm_eval task idx: 5 of 5 documents") and line.endswith("; e.g. idx/0, idx/1, idx/2)")

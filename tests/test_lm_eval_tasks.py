@@ -762,3 +762,63 @@ def test_a_suite_runs_in_one_job_with_lm_evals_numbers(run_job_in, shared_tasks)
     assert {"mmlu_slice", "arc_challenge", "hellaswag", "mmlu_anatomy"} <= set(subjects.index)
     assert 0 <= result.metrics["lm_eval_acc"] <= 1 and "lm_eval_acc_norm" in result.metrics
     assert "lm_eval_acc_norm/mmlu_anatomy" not in result.metrics  # MMLU reports acc alone, as in lm-eval's table
+
+
+@needs_data
+def test_a_label_suites_variants_list_the_options_again_as_lm_eval_would(shared_tasks):
+    """variants=perm_cyclic and cora on the MMLU slice under prompt=lm_eval scoring=cloze: each four-option variant's
+    request is the one lm-eval builds for the same document with its choices in the variant's order (the original's,
+    lm-eval's own; "None of the above" as a choice), re-lettered; a variant of another size lists its options as
+    lm-eval's lines, between the same question and `Answer:`."""
+    options = {"task": "mmlu_slice", "include_path": str(shared_tasks)}
+    questions = lm_eval_contexts(
+        load_benchmark("lm_eval", path=None, data_dir=".", options=options, limit=2), k=0, options=options
+    )
+    tasks = load_tasks("mmlu_slice", str(shared_tasks))
+    compared = 0
+    for q in questions:
+        task = tasks[q.metadata["lm_eval_task"]]
+        doc = task.eval_docs[q.metadata["lm_eval_doc"]]
+        for name in ("perm_cyclic", "cora"):
+            for variant in make_variants({"name": name}, q, seed=0):
+                shown = [doc["choices"][i] if i >= 0 else t for i, t in zip(variant.option_order, variant.option_texts)]
+                r = FORMATS["mcq"].request(lm_eval_prompt(), q, variant, seed=0, scoring="cloze")
+                ours = [(r.prompt, continuation_text(r.prompt, label, r.continuation_prefix)) for label in r.options]
+                if len(shown) == 4:
+                    assert ours == lm_eval_requests(task, {**doc, "choices": shown}), (q.id, variant.variant_id)
+                    compared += 1
+                    continue
+                lines = "".join(f"\n{label}. {text}" for label, text in zip("ABCDE", shown))
+                head = q.metadata["lm_eval_preamble"] + task.doc_to_text(doc).split("\nA. ")[0]
+                assert r.prompt == head + lines + "\nAnswer:", (q.id, variant.variant_id)
+    assert compared >= 6 * 4
+
+
+@needs_data
+def test_a_mixed_suites_order_sets_are_refused_naming_its_text_task(run_job_in, shared_tasks):
+    """Under scoring=cloze a task of option texts shows no options: variants=perm_cyclic is refused for it before the
+    model loads, naming it; the label tasks alone (the MMLU slice) run the same set."""
+    args = ("model=simulated", "benchmark=lm_eval", f"benchmark.include_path={shared_tasks}", "prompt=lm_eval")
+    refused = rf"^config keys benchmark.task={SUITE} \(its task (arc_challenge|hellaswag|mcq_test_task_described)\), "
+    with pytest.raises(UserError, match=refused + "prompt=lm_eval and variants=perm_cyclic: lm-eval scores"):
+        run_job_in(*args, f"benchmark.task={SUITE}", "scoring=cloze", "variants=perm_cyclic", "limit=2")
+    result = run_job_in(*args, "benchmark.task=mmlu_slice", "scoring=cloze", "variants=perm_cyclic", "limit=2")
+    assert 0 <= result.metrics["lm_eval_acc"] <= 1
+
+
+@needs_data
+def test_a_list_of_tasks_runs_as_simple_evaluate_runs_it(run_job_in, shared_tasks):
+    """benchmark.task=[mmlu_slice,arc_challenge]: one job, a row of lm-eval's numbers per task and per named group."""
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=[mmlu_slice,arc_challenge]",
+        f"benchmark.include_path={shared_tasks}",
+        "prompt=lm_eval",
+        "scoring=cloze",
+        "variants=original",
+        "limit=2",
+    )
+    subjects = pd.read_csv(result.out_dir / "artifacts" / "subjects.csv").set_index("subject")
+    assert {"mmlu_slice", "arc_challenge", "mmlu_anatomy"} <= set(subjects.index)
+    assert "lm_eval_acc" not in result.metrics and 0 <= result.metrics["lm_eval_acc/mmlu_slice"] <= 1

@@ -84,6 +84,8 @@ def test_sampling_rules():
         check_validity(scoring="cloze_shown", variants={"name": "cora"}, temperature=0.7, repetitions=1)
     with pytest.raises(UserError, match="SURE by construction"):
         check_validity(scoring="generate", variants={"name": "original"}, temperature=0.0, repetitions=10)
+    with pytest.raises(UserError, match="SURE by construction"):  # two greedy repetitions: already one copied
+        check_validity(scoring="generate", variants={"name": "original"}, temperature=0.0, repetitions=2)
     check_validity(scoring="logprob", variants={"name": "cora"}, temperature=0.7, repetitions=10)
     check_validity(scoring="cloze_shown", variants={"name": "cora"}, temperature=0.0, repetitions=1)
     check_validity(

@@ -9,13 +9,13 @@ it, and names the REVAS metric family that reads its rows (`src.metrics.revas`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pandas as pd
 
 from src.core.parsing import Parse, strip_reasoning
-from src.core.prompts import PromptTemplate, lm_eval_request
+from src.core.prompts import PromptTemplate, labels_for, lm_eval_request, relisted
 from src.core.questions import Question
 from src.core.variant import Variant
 
@@ -71,17 +71,23 @@ class AnswerFormat:
         """The backend request of one variant of `question`: under `prompt=lm_eval` a cloze request is lm-eval's
         own (context, continuation) pair, and on a task whose choices are labels its labels are scored, as lm-eval
         scores " A" after MMLU's listed options."""
-        labelled = bool(question.metadata.get("lm_eval_label_choices"))
-        # lm-eval asks a label task in its own context, its options listed: under either cloze mode (re-lettered in
-        # the variant's order), so a suite's label and text tasks are each lm-eval's request under scoring=cloze
-        shown = "cloze_shown" if labelled and scoring == "cloze" else scoring
-        prompt, labels, options = (
-            self.render(template, question, variant, fewshot=fewshot, scoring=shown),
-            self.labels(template, variant),
-            self.options(variant),
-        )
+        listing = question.metadata.get("lm_eval_listing") if self.name == "mcq" else None
+        if listing is not None:
+            # lm-eval asks a label task in its own context, its options listed: under every scoring the context's
+            # listing in the variant's order, re-lettered (so a suite's label and text tasks are each lm-eval's
+            # request under scoring=cloze), and its labels scored under either cloze mode
+            texts = listed_texts(question, variant, listing["texts"])
+            labels = labels_for(variant.n_options, str(listing["style"]))
+            shown = replace(question, metadata={**question.metadata, "context": relisted(listing, texts)})
+            prompt = self.render(template, shown, variant, fewshot=fewshot, scoring="cloze")
+        else:
+            prompt, labels = (
+                self.render(template, question, variant, fewshot=fewshot, scoring=scoring),
+                self.labels(template, variant),
+            )
+        options = self.options(variant)
         prompt, prefix = lm_eval_request(prompt, question, scoring)
-        if prefix is not None and labelled:
+        if prefix is not None and listing is not None:
             options = labels
         return self.request_of(
             prompt=prompt,
@@ -131,6 +137,22 @@ class AnswerFormat:
 # prefixed "reasoning_stripped+" after a removed <think> block) or an INVALID reason ("invalid_empty",
 # "invalid_hedge", "invalid_out_of_range", "invalid_option_list", "invalid_unclosed_reasoning",
 # "invalid_no_label", "truncated").
+
+
+def listed_texts(question: Question, variant: Variant, raw: Sequence[str]) -> list[str]:
+    """The texts a variant shows in its slots, each original option as lm-eval's context wrote it (`raw`, its spaces
+    kept) where the variant shows it unchanged, any other text (None of the above, a filler, a replacement) as is.
+
+    >>> q = Question(id="q", question="2+2?", options=("3", "4"), answer=1)
+    >>> listed_texts(q, Variant("q", "nota", "nota_0", (1, 0, -1), ("4", "3", "None of the above"), 0), ["3 ", "4 "])
+    ['4 ', '3 ', 'None of the above']
+    >>> listed_texts(q, Variant("q", "misleading", "misleading_0", (0, 1), ("3", "5"), 0), ["3 ", "4 "])
+    ['3 ', '5']
+    """
+    return [
+        raw[index] if index >= 0 and text == question.options[index] else text  # NOTA and fillers: index < 0
+        for index, text in zip(variant.option_order, variant.option_texts)
+    ]
 
 
 def answer_text(raw: str, truncated: bool) -> tuple[str | None, str, str]:

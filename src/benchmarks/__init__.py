@@ -27,7 +27,14 @@ from . import hub
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
-from .lm_eval import lm_eval_chat_template, lm_eval_contexts, lm_eval_fewshot, load_lm_eval, task_tags
+from .lm_eval import (
+    check_task_shapes,
+    lm_eval_chat_template,
+    lm_eval_contexts,
+    lm_eval_fewshot,
+    load_lm_eval,
+    task_tags,
+)
 from .medical import load_medmcqa, medqa_loader
 from .mmlu import load_mmlu, load_mmlu_redux, mmlu_fewshot
 from .position import answer_slot_counts, answer_slot_warning, describe_answer_slots
@@ -256,6 +263,7 @@ __all__ = [
     "Benchmark",
     "answer_slot_counts",
     "continuation_style",
+    "check_task_shapes",
     "continuation_tasks",
     "describe_answer_slots",
     "duplicate_option_groups",

@@ -51,6 +51,7 @@ from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question, question_identity
+from src.core.validity import check_shown_options
 
 from . import hub, lm_eval_adapter
 from .validate import checked_question
@@ -140,13 +141,39 @@ def task_manager(include_path: str | None, name: str) -> Any:
     return _manager(include_path, True)
 
 
-_GROUPS: dict[tuple[str, str | None], dict[str, Any]] = {}  # lm-eval's groups of each `load_tasks` call
+def task_spec(value: Any) -> str | tuple[str, ...]:
+    """`benchmark.task` as lm-eval's `simple_evaluate(tasks=...)` takes it: one task, group or tag name, or a list
+    of them (a tuple here, one cache key; a list of one is that name); one line for anything else.
+
+    >>> task_spec("arc_easy"), task_spec(["arc_easy", "hellaswag"]), task_spec(["mmlu"])
+    ('arc_easy', ('arc_easy', 'hellaswag'), 'mmlu')
+    """
+    names = [value] if isinstance(value, str) else list(value) if isinstance(value, Sequence) else [value]
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise UserError(
+            f"config key benchmark.task: {value!r} is not an lm-eval task name or a list of them; give "
+            "benchmark.task=NAME (e.g. arc_easy), a group or tag, or a list benchmark.task=[arc_easy,hellaswag]"
+        )
+    unique = tuple(dict.fromkeys(names))
+    return unique[0] if len(unique) == 1 else unique
+
+
+def task_label(spec: str | tuple[str, ...]) -> str:
+    """A task spec as a command line writes it: `arc_easy`, `[arc_easy,hellaswag]`."""
+    return spec if isinstance(spec, str) else f"[{','.join(spec)}]"
+
+
+# lm-eval's groups of each `load_tasks` call
+_GROUPS: dict[tuple[str | tuple[str, ...], str | None], dict[str, Any]] = {}
 
 
 @lru_cache(maxsize=8)
-def load_tasks(name: str, include_path: str | None = None) -> dict[str, Any]:
+def load_tasks(name: str | tuple[str, ...], include_path: str | None = None) -> dict[str, Any]:
     """lm-eval's task objects for `name`, one task or every task of a group or tag ({task name: task}, in lm-eval's
-    order), built once per process: the run's questions, its few-shot pools and lm-eval's contexts."""
+    order), built once per process: the run's questions, its few-shot pools and lm-eval's contexts. A tuple of
+    names is each one's tasks in turn and their groups (`_tasks_of_list`), as `simple_evaluate` loads a list."""
+    if isinstance(name, tuple):
+        return _tasks_of_list(name, include_path)
     lm_eval_or_error()  # one line naming the extra, before anything else
     if include_path is not None and not Path(include_path).expanduser().is_dir():
         raise UserError(
@@ -187,6 +214,18 @@ def load_tasks(name: str, include_path: str | None = None) -> dict[str, Any]:
             f"lm_eval task {name}: lm-eval could not build it ({detail}); check the task's YAML and its data files"
         ) from None
     return dict(built)
+
+
+def _tasks_of_list(names: tuple[str, ...], include_path: str | None) -> dict[str, Any]:
+    """Each name's tasks in turn (a task named twice, or in two named groups, once), and the groups of them all."""
+    merged: dict[str, Any] = {}
+    groups: dict[str, Any] = {}
+    for one in names:
+        for sub, task in load_tasks(one, include_path).items():
+            merged.setdefault(sub, task)
+        groups.update(_GROUPS.get((one, include_path), {}))
+    _GROUPS[(names, include_path)] = groups
+    return merged
 
 
 def load_task(name: str, include_path: str | None = None) -> Any:
@@ -232,29 +271,86 @@ def is_label_choices(choices: Sequence[str]) -> bool:
     )
 
 
+def _listed_lines(context: str, labels: Sequence[str]) -> list[re.Match[str]] | None:
+    """The `A. ` (or `A) `, `(A) `) mark that starts each label's line, one per label in order; None when one is
+    missing."""
+    starts = []
+    position = 0
+    for label in labels:
+        mark = re.compile(rf"(?:^|\n)(?P<open>\(?){re.escape(label.strip())}(?P<close>[.)]\s)")
+        match = mark.search(context, position)
+        if match is None:
+            return None
+        starts.append(match)
+        position = match.end()
+    return starts
+
+
+def _option_ends(context: str, starts: Sequence[re.Match[str]]) -> list[int]:
+    """Where each listed option's text ends: at the next option's line, and the last one before the line breaks
+    that lead to the context's last line (its answer cue, MMLU's `Answer:`), so that a last option running over
+    several lines is kept whole; at the context's end (less its trailing whitespace) when the last option is on its
+    last line."""
+    body = context.rstrip()
+    last = len(body)
+    if "\n" in body[starts[-1].end() :]:  # lines after the last option's first: the context's last is its cue
+        last = len(body[: body.rfind("\n")].rstrip("\n"))
+    return [following.start() for following in starts[1:]] + [last]
+
+
 def split_listed_options(context: str, labels: Sequence[str]) -> tuple[str, list[str], str] | None:
     """(question, option texts, the text after the last option) of a context that lists its options as
     `A. text` (or `A) text`, `(A) text`) lines, one per label in order; None when it does not.
 
     >>> split_listed_options("Question: 2+2?\\nA. 3\\nB. 4\\nAnswer:", ["A", "B"])
     ('Question: 2+2?', ['3', '4'], '\\nAnswer:')
+    >>> split_listed_options("Which?\\nA. 3\\nB. one line\\nand the next\\nAnswer:", ["A", "B"])[1]
+    ['3', 'one line\\nand the next']
+    >>> split_listed_options("A. 3\\nB. 4", ["A", "B"])  # no question before the options, no cue after them
+    ('', ['3', '4'], '')
     """
-    starts = []
-    position = 0
-    for label in labels:
-        match = re.compile(rf"(?:^|\n)\(?{re.escape(label.strip())}[.)]\s").search(context, position)
-        if match is None:
-            return None
-        starts.append(match)
-        position = match.end()
-    texts = []
-    for i, match in enumerate(starts):
-        end = starts[i + 1].start() if i + 1 < len(starts) else context.find("\n", match.end())
-        end = len(context) if end < 0 else end
-        texts.append(context[match.end() : end].strip())
-    tail_start = context.find("\n", starts[-1].end())
-    tail = "" if tail_start < 0 else context[tail_start:]
-    return context[: starts[0].start()].rstrip("\n"), texts, tail
+    starts = _listed_lines(context, labels)
+    if starts is None:
+        return None
+    ends = _option_ends(context, starts)
+    texts = [context[match.end() : end].strip() for match, end in zip(starts, ends)]
+    return context[: starts[0].start()].rstrip("\n"), texts, context[ends[-1] :]
+
+
+def option_listing(context: str, labels: Sequence[str]) -> dict[str, Any] | str:
+    """How a context lists its options (`A. text` lines), to list them again in another order
+    (src/core/prompts.py `relisted` gives the context back from it): the text before the first option line, the
+    marks around each label, what separates two options, each option's text as lm-eval rendered it, the text after
+    the last option; else why they cannot be listed again (marked or separated in more than one way).
+
+    >>> option_listing("2+2?\\nA. 3\\nB. 4\\nAnswer:", ["A", "B"])["texts"]
+    ['3', '4']
+    >>> option_listing("2+2?\\nA. 3\\n(B) 4\\nAnswer:", ["A", "B"])
+    'its option lines mark their labels in more than one way (A. , (B) )'
+    """
+    starts = _listed_lines(context, labels)
+    if starts is None:
+        return "its context lists no option line per label"
+    ends = _option_ends(context, starts)
+    raw = [context[match.end() : following.start("open")] for match, following in zip(starts, starts[1:])]
+    texts = [text.rstrip("\n") for text in raw] + [context[starts[-1].end() : ends[-1]]]
+    marks = {(m["open"], m["close"]) for m in starts}
+    if len(marks) > 1:
+        shown = dict.fromkeys(f"{m['open']}{label.strip()}{m['close']}" for m, label in zip(starts, labels))
+        return f"its option lines mark their labels in more than one way ({', '.join(shown)})"
+    separators = {text[len(kept) :] for text, kept in zip(raw, texts)}  # two labels at least: one separator or more
+    if len(separators) > 1:
+        return "its options are separated by line breaks of more than one length"
+    ((opened, closed),), (separator,) = marks, separators
+    return {
+        "head": context[: starts[0].start("open")],
+        "open": opened,
+        "close": closed,
+        "separator": separator,
+        "style": "A." if labels[0].strip() == "A" else "1.",
+        "texts": texts,
+        "tail": context[ends[-1] :],
+    }
 
 
 def listed_options(context: str, choices: Sequence[str]) -> tuple[str, list[str], str] | None:
@@ -401,12 +497,12 @@ def _eval_docs(task: Any, split: str | None, name: str) -> tuple[str, Sequence[A
     return split, getattr(task, f"{named[split]}_docs")()
 
 
-def _subtasks(name: str, tasks: Mapping[str, Any]) -> None:
+def _subtasks(name: str | tuple[str, ...], tasks: Mapping[str, Any]) -> None:
     """A group or tag is one benchmark when all its tasks are multiple choice; else one line naming the others."""
     other = [n for n, t in tasks.items() if getattr(t, "OUTPUT_TYPE", None) != "multiple_choice"]
     if other and (len(tasks) > 1 or name not in tasks):
         raise UserError(
-            f"config key benchmark.task: lm-eval group {name} holds tasks that are not multiple choice "
+            f"config key benchmark.task: lm-eval group {task_label(name)} holds tasks that are not multiple choice "
             f"({', '.join(other)}); name a group of multiple_choice tasks, or one of its tasks"
         )
 
@@ -437,12 +533,7 @@ def load_lm_eval(
 ) -> list[Question]:
     """The questions of `options["task"]`, a task or every task of a group or tag (see the module docstring);
     `limit` documents of each task, as lm-eval's --limit."""
-    name = options.get("task")
-    if not name or not isinstance(name, str):
-        raise UserError(
-            "config key benchmark.task: benchmark=lm_eval reads one lm-evaluation-harness task; give "
-            "benchmark.task=NAME (e.g. arc_easy)"
-        )
+    name = task_spec(options.get("task"))
     if path is not None:
         raise UserError(
             "config key benchmark.path: an lm-eval task's YAML says where its data is; remove "
@@ -469,16 +560,16 @@ def load_lm_eval(
     tag = _digest([name, [(q.id, question_identity(q)) for q in questions]])[:12]
     for q in questions:
         q.metadata["lm_eval_skipped"] = n_skipped
-        q.metadata["lm_eval_group"] = name
+        q.metadata["lm_eval_group"] = task_label(name)
         q.metadata["lm_eval_config_hash"] = tag
     if n_skipped:
-        log.warning("%s", _skip_warning(name, skipped, total))
+        log.warning("%s", _skip_warning(task_label(name), skipped, total))
     by_index = [q.id for q in questions if q.metadata.pop("lm_eval_index_target")]
     if by_index:
         log.warning(
             "lm_eval task %s: %d of %d documents have a target that lm-eval reads as an option index, not as the "
             "choice with the same text (as lm-eval scores them; e.g. %s)",
-            name,
+            task_label(name),
             len(by_index),
             len(questions),
             ", ".join(by_index[:3]),
@@ -492,7 +583,7 @@ def lm_eval_fewshot(
     """The few-shot documents of the question's task (the subject, in a group) as questions: lm-eval's
     `fewshot_docs` (its fewshot_split, else training, else validation, else the evaluated split itself), labelled
     split "fewshot"."""
-    name = options.get("task")
+    name = task_spec(options.get("task"))
     tasks = load_tasks(name, options.get("include_path"))
     sub = str(subject if subject in tasks else name)
     docs = tasks[sub].fewshot_docs()
@@ -551,7 +642,7 @@ def lm_eval_contexts(
     template's text after the question is `lm_eval_postamble`."""
     from lm_eval.defaults import DEFAULT_OTHER_SEED  # local: an optional extra
 
-    tasks = load_tasks(options.get("task"), options.get("include_path"))
+    tasks = load_tasks(task_spec(options.get("task")), options.get("include_path"))
     wanted: dict[str, dict[int, Question]] = {}
     for q in questions:
         wanted.setdefault(q.metadata["lm_eval_task"], {})[q.metadata["lm_eval_doc"]] = q
@@ -593,18 +684,26 @@ def _with_lm_evals_text(question: Question, task: Any, doc: Any, *, full: str, s
             f"{question.metadata['lm_eval_task']}'s question text (e.g. strips it), so its options cannot be "
             "placed in lm-eval's context; set prompt.chat=false"
         )
+    name = str(question.metadata["lm_eval_task"])
     labels = listed_options(own, choices) is not None
-    refusal = scoring_refusal(str(question.metadata["lm_eval_task"]), labels=labels, scoring=scoring)
+    refusal = scoring_refusal(name, labels=labels, scoring=scoring)
     if refusal is not None:
         raise UserError(refusal)
-    extra = {
+    extra: dict[str, Any] = {
         "lm_eval_preamble": full[:at],
         "lm_eval_target_delimiter": _target_delimiter(task, chat=chat),
         **({"lm_eval_postamble": full[at + len(own) :]} if chat else {}),
     }
-    return replace(
-        question, metadata={**question.metadata, **extra, **({"lm_eval_label_choices": True} if labels else {})}
-    )
+    if labels:  # each variant lists the options again, in its order, as the task lists them (prompts.relisted)
+        listing = option_listing(own, choices)
+        if isinstance(listing, str):
+            raise UserError(
+                f"lm_eval task {name} (document {question.metadata['lm_eval_doc']}): {listing}, so its options "
+                "cannot be listed again as lm-eval's context lists them; write them in doc_to_text as one "
+                "`A. text` line each, or use another prompt (prompt=cora), which lists them in its own form"
+            )
+        extra["lm_eval_listing"] = listing
+    return replace(question, metadata={**question.metadata, **extra})
 
 
 LISTING_SCORINGS = ("cloze_shown", "logprob", "generate")  # their prompt lists the options as labelled lines
@@ -630,6 +729,47 @@ def scoring_refusal(task: str, *, labels: bool, scoring: str) -> str | None:
         f"context, and scoring={scoring} would list them as labelled lines under prompt=lm_eval, which is not "
         "lm-eval's prompt; use scoring=cloze"
     )
+
+
+def task_shapes(questions: Sequence[Question], options: Mapping[str, Any]) -> dict[str, bool]:
+    """{task: whether its context lists its options, its choices their labels (MMLU)} of the lm-eval tasks the
+    questions come from, in order, each read from its first asked document as `lm_eval_contexts` reads it."""
+    tasks = load_tasks(task_spec(options.get("task")), options.get("include_path"))
+    first: dict[str, Question] = {}
+    for q in questions:
+        first.setdefault(str(q.metadata["lm_eval_task"]), q)
+    shapes = {}
+    for sub, q in first.items():
+        task = tasks[sub]
+        doc = _eval_docs(task, q.split, sub)[1][int(q.metadata["lm_eval_doc"])]
+        shapes[sub] = listed_options(task.doc_to_text(doc), [str(c) for c in task.doc_to_choice(doc)]) is not None
+    return shapes
+
+
+def check_task_shapes(
+    questions: Sequence[Question], *, options: Mapping[str, Any], scoring: str, variants: Mapping[str, Any]
+) -> None:
+    """Under `prompt=lm_eval`, before any compute: each task of the run asked as lm-eval asks it under `scoring`
+    (`scoring_refusal`), and the validity rule of shown options (src/core/validity.py `check_shown_options`) held
+    per task: a label task lists its options again in each variant's order, a task of option texts shows none (they
+    are scored after lm-eval's own context), so a set that compares orders or option sets is refused for it, naming
+    the task."""
+    spec = task_spec(options.get("task"))
+    named = task_label(spec)
+    for task, lists in task_shapes(questions, options).items():
+        refusal = scoring_refusal(task, labels=lists, scoring=scoring)
+        if refusal is not None:
+            raise UserError(refusal)
+        check_shown_options(
+            shows=lists,
+            variants=variants,
+            keys=f"benchmark.task={named}{'' if task == spec else f' (its task {task})'}, prompt=lm_eval and "
+            f"variants={variants.get('name')}",
+            why=f"lm-eval scores {task}'s option texts after its own context, which lists no options",
+            instead="variants=original (or another set of one list per question: perm_original, "
+            "revas_multi_select), tasks whose context lists their options (MMLU's shape), or another prompt "
+            "(prompt=cora) with scoring=cloze_shown, logprob or generate, which list the options",
+        )
 
 
 def _target_delimiter(task: Any, *, chat: bool) -> str:
@@ -659,9 +799,10 @@ LM_EVAL_METRICS = ("acc", "acc_norm")  # what a multiple-choice task of lm-eval 
 
 
 def suite_scores(
-    name: str, include_path: str | None, per_task: Mapping[str, Mapping[str, float]]
+    name: str | tuple[str, ...], include_path: str | None, per_task: Mapping[str, Mapping[str, float]]
 ) -> dict[str, dict[str, float]]:
-    """lm-eval's numbers of `name` ({task or group: {metric: value}}) from each task's per-document means
+    """lm-eval's numbers of `name` (a task, group or tag, or a tuple of them: `task_spec`) ({task or group: {metric:
+    value}}) from each task's per-document means
     (`per_task`: {task: {"acc": .., "acc_norm": .., "n": documents}}): a task keeps the metrics its own config
     reports, a group's are lm-eval's own `Group.aggregate` over its tasks (its `aggregate_metric_list`,
     `weight_by_size`); a group without that list reports none, as in lm-eval's table."""

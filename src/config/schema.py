@@ -25,6 +25,7 @@ from omegaconf import MISSING, DictConfig
 
 from src.backends.batch_tokens import check_max_batch_tokens
 from src.benchmarks import CONTINUATION_BENCHMARKS
+from src.benchmarks.lm_eval import task_label, task_spec
 from src.common.errors import UserError
 from src.common.paths import expand_path
 from src.common.redact import redact_text
@@ -417,8 +418,15 @@ def check_config(cfg: DictConfig) -> None:
         raise UserError(f"config key stats.level: {stats.level:g} must be between 0 and 1 (exclusive), e.g. 0.95")
     check_options(cfg.tracking)
     variants = plain_dict(cfg.variants)
+    lm_evals_own = cfg.benchmark.name == "lm_eval" and cfg.prompt.get("name") == "lm_eval"
+    if cfg.benchmark.name == "lm_eval":
+        task_spec(plain_dict(cfg.benchmark).get("task"))  # a name or a list of names, else one line
     check_validity(
-        scoring=cfg.scoring, variants=variants, temperature=float(cfg.temperature), repetitions=int(cfg.repetitions)
+        scoring=cfg.scoring,
+        variants=variants,
+        temperature=float(cfg.temperature),
+        repetitions=int(cfg.repetitions),
+        per_task=lm_evals_own,  # each task shows its options or not by its shape: checked when it loads (run_job)
     )
     # an lm-eval task's option style is known here only when benchmark.choices says it; else when it loads (run_job)
     check_option_style(
@@ -431,7 +439,7 @@ def check_config(cfg: DictConfig) -> None:
 def benchmark_label(benchmark: DictConfig) -> str:
     """The benchmark as its keys name it: `hellaswag`, or `lm_eval benchmark.task=arc_easy`."""
     if benchmark.name == "lm_eval":
-        return f"lm_eval benchmark.task={benchmark.get('task')}"
+        return f"lm_eval benchmark.task={task_label(task_spec(plain_dict(benchmark).get('task')))}"
     return str(benchmark.name)
 
 

@@ -189,6 +189,21 @@ def lm_eval_request(prompt: str, question: Question, scoring: str) -> tuple[str,
     return context, prompt[len(context) :] + str(delimiter)
 
 
+def relisted(listing: Mapping[str, Any], texts: Sequence[str]) -> str:
+    r"""An lm-eval task's context with its listed options replaced by `texts`, in their order, under the task's own
+    labels (`A, B, ...` or `1, 2, ...`, as many as there are texts) and its own way of listing them: the text
+    before the first option, each line's marks around its label, what separates two options, the text after the last
+    (`listing`, read from the context by src/benchmarks/lm_eval.py `option_listing`).
+
+    >>> listing = {"head": "2+2?\n", "open": "", "close": ". ", "separator": "\n", "style": "A.", "tail": "\nAnswer:"}
+    >>> relisted(listing, ["4", "3", "None of the above"])
+    '2+2?\nA. 4\nB. 3\nC. None of the above\nAnswer:'
+    """
+    labels = labels_for(len(texts), str(listing["style"]))
+    lines = (f"{listing['open']}{label}{listing['close']}{text}" for label, text in zip(labels, texts))
+    return f"{listing['head']}{str(listing['separator']).join(lines)}{listing['tail']}"
+
+
 def _fields(template: PromptTemplate, question: Question, variant: Variant) -> dict[str, Any]:
     labels = labels_for(variant.n_options, template.label_style)
     _, line = LABEL_STYLES[template.label_style]

@@ -63,17 +63,35 @@ def needs_shown_options(variants: Mapping[str, Any]) -> bool:
     return True
 
 
-def check_validity(*, scoring: str, variants: Mapping[str, Any], temperature: float, repetitions: int) -> None:
-    """Raise UserError when the combination cannot measure what its metrics are named for."""
+def check_shown_options(*, shows: bool, variants: Mapping[str, Any], keys: str, why: str, instead: str) -> None:
+    """The rule of shown options, for a whole run (`check_validity`) and for each task of an lm-eval suite
+    (src/benchmarks/lm_eval.py `check_task_shapes`): a set that compares orders or option sets of one question
+    (`needs_shown_options`) needs the options shown. Where they are not (`shows` false, `why` says so), every
+    variant is the same prompt: UserError naming `keys` and what to use `instead`."""
+    if not shows and needs_shown_options(variants):
+        raise UserError(
+            f"config keys {keys}: {why}, so every order or option set of a question is the same prompt and the "
+            f"set's consistency metrics would be constant; use {instead}"
+        )
+
+
+def check_validity(
+    *, scoring: str, variants: Mapping[str, Any], temperature: float, repetitions: int, per_task: bool = False
+) -> None:
+    """Raise UserError when the combination cannot measure what its metrics are named for. `per_task`: an lm-eval
+    task or suite under `prompt=lm_eval`, whose tasks show their options or not by their shape, checked per task
+    once they load (`check_shown_options`)."""
     if scoring not in SHOWS_OPTIONS:
         raise UserError(f"config key scoring: {scoring!r} is not one of {', '.join(SCORING_MODES)}")
     name = variants.get("name")
-    if not SHOWS_OPTIONS[scoring] and needs_shown_options(variants):
-        raise UserError(
-            f"config keys scoring={scoring} and variants={name}: cloze scoring shows the model no options, so every "
-            f"order or option set of a question is the same prompt and the set's consistency metrics would be "
-            f"constant; use scoring=cloze_shown (option texts scored with the options listed), logprob or generate, "
-            f"or variants=original"
+    if not per_task:
+        check_shown_options(
+            shows=SHOWS_OPTIONS[scoring],
+            variants=variants,
+            keys=f"scoring={scoring} and variants={name}",
+            why="cloze scoring shows the model no options",
+            instead="scoring=cloze_shown (option texts scored with the options listed), logprob or generate, or "
+            "variants=original",
         )
     if scoring not in SAMPLING_MODES and temperature > 0:
         raise UserError(

@@ -1,7 +1,8 @@
 """lm-eval's own numbers of a `prompt=lm_eval` run on an lm-eval task or suite: each task's `acc` and `acc_norm`
 as its `process_results` computes them from the run's log-likelihoods, and each group's by lm-eval's own
 aggregation (`src/benchmarks/lm_eval.py` `suite_scores`). Logged as `lm_eval_acc`, `lm_eval_acc_norm` (the task or
-group the run names) and `lm_eval_acc/<task or group>` (a row each of the subjects table)."""
+group the run names) and `lm_eval_acc/<task or group>` (a row each of the subjects table; with a list of tasks,
+`benchmark.task=[a,b]`, every named task and group is such a row, as `simple_evaluate(tasks=[a, b])` reports them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from src.benchmarks.lm_eval import suite_scores
+from src.benchmarks.lm_eval import suite_scores, task_spec
 
 CLOZE = ("cloze", "cloze_shown")  # the scorings whose requests are lm-eval's loglikelihood requests
 
@@ -52,7 +53,7 @@ def lm_eval_suite_metrics(cfg: Any, items: Sequence[Any], records: Any) -> dict[
     if not per_task:
         return {}
     means = {task: {**{m: t[m] / t["n"] for m in ("acc", "acc_norm")}, "n": t["n"]} for task, t in per_task.items()}
-    name = str(cfg.benchmark.task)
+    name = task_spec(cfg.benchmark.get("task"))  # a list of tasks names no one of them: each its own row
     scores = suite_scores(name, cfg.benchmark.get("include_path"), means)
     return {
         (f"lm_eval_{metric}" if task == name else f"lm_eval_{metric}/{task}"): float(value)

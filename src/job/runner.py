@@ -25,6 +25,7 @@ from src.answering.cache import GuardedCache, open_cache
 from src.backends import load_backend
 from src.backends.base import Backend, SamplingParams
 from src.benchmarks import (
+    check_task_shapes,
     continuation_style,
     continuation_tasks,
     describe_answer_slots,
@@ -173,6 +174,8 @@ def plan_items(cfg: DictConfig, questions, template, backend=None):
         lambda subject: tuple(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=bench_options))
     )
     if bench_name == "lm_eval" and template.name == "lm_eval":  # lm-eval's own description and examples
+        # each task's shape against the scoring and the variant set, before a chat template loads the model
+        check_task_shapes(questions, options=bench_options, scoring=scoring, variants=plain_dict(cfg.variants))
         chat = lm_eval_chat_template(model_tokenizer(cfg, backend), str(cfg.model.name)) if template.chat else None
         questions = lm_eval_contexts(questions, k=fewshot, options=bench_options, scoring=scoring, chat_template=chat)
         fewshot = 0
