@@ -15,7 +15,7 @@ import pandas as pd
 
 from src.common.errors import UserError
 from src.core.records import PROMPTS_FILE, read_run_records
-from src.tracking import runs as tracking_runs, store
+from src.tracking import reads, runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
@@ -46,7 +46,7 @@ ID_COLUMNS = (
     "model_content",
 )
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
-# in the same table column (see tables.conditions)
+# in the same table column (see tables.common.condition_groups)
 CONDITION_KEYS = ("variants", "temperature", "fewshot", "scoring", "prompt", "repetitions", "limit", "seed")
 
 
@@ -82,17 +82,8 @@ class Runs:
 
 def read_prompts(run_id: str, tracking_uri: str) -> pd.DataFrame:
     """A run's `prompts.parquet` (prompt_hash, prompt, model_input); empty for runs logged without one."""
-    import tempfile
-
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, PROMPTS_FILE, tmp)
-            return pd.read_parquet(path)
-        except (MlflowException, OSError):
-            return pd.DataFrame(columns=["prompt_hash", "prompt", "model_input"])
+    found = reads.parquet_artifact(tracking_uri, run_id, PROMPTS_FILE)
+    return pd.DataFrame(columns=["prompt_hash", "prompt", "model_input"]) if found is None else found
 
 
 CHANCE_COLUMNS = ("chance", "chance_variants")  # src/metrics/chance.py, per run
@@ -196,27 +187,20 @@ def load_runs(
 
     UserError (exit 2) when the experiment does not exist or nothing is selected.
     """
-    from mlflow.tracking import MlflowClient
-
     if not experiment and not sweep_id:
         raise UserError("--experiment or --sweep-id: give at least one of them")
     store.check_tracking(tracking_uri)
     db = store.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; run a sweep first or point --tracking-uri at it")
-    client = MlflowClient(tracking_uri=tracking_uri)
-    if experiment:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            raise UserError(
-                f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
-                f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri"
-            )
-        experiments = {exp.experiment_id: exp.name}
-    else:
-        experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+    experiments = reads.experiments(tracking_uri, experiment or None)
+    if experiments is None:
+        raise UserError(
+            f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
+            f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri"
+        )
     query = f"tags.sweep_id = '{sweep_id}'" if sweep_id else ""
-    found = store.search_all(client, list(experiments), query)
+    found = reads.runs_in(tracking_uri, list(experiments), query)
     rows, skipped = [], []
     for run in found:
         if run.data.tags.get("kind", "job") in NOT_JOBS or "model" not in run.data.tags:
@@ -321,7 +305,5 @@ def _changed_parts(rows: pd.DataFrame) -> list[str]:
 def run_label(tracking_uri: str, run_id: str) -> str:
     """`model / benchmark / variants / T=...` of a run (its full id, `src.core.records.resolve_run_id`), for
     headings."""
-    from mlflow.tracking import MlflowClient
-
-    tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
+    tags = reads.run_tags(tracking_uri, run_id)
     return f"{tags.get('model')} / {tags.get('benchmark')} / {tags.get('variants')} / T={tags.get('temperature')}"

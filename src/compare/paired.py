@@ -16,7 +16,7 @@ from itertools import combinations
 import pandas as pd
 
 from src.common.errors import UserError
-from src.metrics.display import difference_cell
+from src.metrics.display import difference_cell, fmt
 from src.tracking import store as tracking_store
 
 from ..metrics.intervals import MIN_BOOTSTRAP_QUESTIONS, decompose
@@ -29,18 +29,8 @@ from ..metrics.paired import (
     question_mismatch,
 )
 from .load import Runs, benchmark_size
-from .tables import (
-    CORA_FAMILY_PREFIXES,
-    ONE_VARIANT_SETS,
-    Built,
-    Table,
-    chance_of,
-    condition_groups,
-    fmt,
-    latest,
-    slug,
-    spread_text,
-)
+from .tables.common import ONE_VARIANT_SETS, Built, Table, chance_of, condition_groups, latest, slug, spread_text
+from .tables.cora import CORA_FAMILY_PREFIXES
 
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
 

@@ -13,23 +13,15 @@ from typing import Any
 
 import pandas as pd
 
+from src.metrics.display import bounds
+
 from ..metrics.chance import option_count_chance
 from ..metrics.intervals import wilson_interval
 from .load import CONDITION_KEYS
-from .tables import (
-    ONE_VARIANT_SETS,
-    bmca_levels,
-    bounds,
-    condition_label,
-    has,
-    latest,
-    option_levels,
-    repetition_groups,
-    repetition_runs,
-    revas_runs,
-    slug,
-    varying,
-)
+from .tables.common import ONE_VARIANT_SETS, condition_label, has, latest, slug, varying
+from .tables.cora import bmca_levels
+from .tables.repetition import repetition_groups, repetition_runs
+from .tables.revas import option_levels, revas_runs
 
 QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the repetition paper's section 4.4
     (0.98, 0.98, "USEFUL", "right", "top"),

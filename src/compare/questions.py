@@ -11,10 +11,11 @@ from __future__ import annotations
 import pandas as pd
 
 from src.common.errors import UserError
+from src.metrics.display import fmt
 
 from ..metrics.answers import ORIGINAL, answer_keys, correct_flags
 from ..metrics.chance import trial_chance
-from .tables import ONE_VARIANT_SETS, Built, Table, condition_groups, fmt, latest, slug
+from .tables.common import ONE_VARIANT_SETS, Built, Table, condition_groups, latest, slug
 
 SHOWN_QUESTIONS = 20  # in the HTML and Markdown per table; the CSV holds every one
 PROMPT_CHARS = 400  # of a prompt in the page (its end); the CSV holds it whole

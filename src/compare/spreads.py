@@ -18,23 +18,13 @@ import math
 import pandas as pd
 
 from src.common.errors import UserError
+from src.metrics.display import cell, fmt
 
 from ..metrics import tidy_permutations
 from ..metrics.cora import cora_bootstrap
-from .tables import (
-    CHANCE_NOTE,
-    Built,
-    Table,
-    cell,
-    condition_groups,
-    cora_study_runs,
-    fmt,
-    has,
-    latest,
-    repetition_groups,
-    repetition_runs,
-    slug,
-)
+from .tables.common import CHANCE_NOTE, Built, Table, condition_groups, has, latest, slug
+from .tables.cora import cora_study_runs
+from .tables.repetition import repetition_groups, repetition_runs
 
 CORA_BOOTSTRAPPED = (("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
 FLUCTUATION_SHOWN = ("aacc", "wacc", "sacc", "fr", "one_minus_sensg")  # the paper's Figure 4, label metrics

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, VERDICT_METRICS, invalid_flag, verdict_of
-from src.metrics.display import difference_cell, signed
+from src.metrics.display import difference_cell, fmt, signed
 from src.metrics.paired import PairedDifference, QuestionsVerdict
 
 from .load import Runs, benchmark_size
-from .tables import AT_CHANCE_NOTE, Built, Table, condition_groups, fmt, judged_cell, latest
+from .tables.common import AT_CHANCE_NOTE, Built, Table, condition_groups, judged_cell, latest
 
 TITLE = "Summary: which model to pick on each benchmark"
 BOTTOM_TITLE = "Bottom line"
