@@ -114,7 +114,7 @@ def _require_datasets() -> Any:
     return datasets
 
 
-def _read_parquet(files: list[Path]) -> list[dict]:
+def _read_parquet(files: list[Path]) -> list[dict[str, Any]]:
     datasets = _require_datasets()
     try:
         return list(datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train"))
@@ -150,7 +150,7 @@ def absent_error(
 
 def read_hub_rows(
     name: str, source: HubSource, config: str | None, split: str, data_dir: str | Path, *, allow_snapshot: bool = True
-) -> tuple[list[dict], str]:
+) -> tuple[list[dict[str, Any]], str]:
     """(rows, where they came from) of one config and our split: a snapshot folder, else `datasets.load_dataset`."""
     hub_split = source.splits[split]
     files = snapshot_files(source, config, hub_split, data_dir) if allow_snapshot else []

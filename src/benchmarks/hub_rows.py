@@ -44,7 +44,7 @@ def wanted_mmlu_subjects(options: Mapping[str, Any]) -> set[str] | None:
 
 
 def mmlu_rows(
-    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+    rows: Iterable[dict[str, Any]], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
 ) -> list[Question]:
     wanted = wanted_mmlu_subjects(options)
     counters: dict[str, int] = {}
@@ -71,7 +71,14 @@ def mmlu_rows(
 
 
 def mmlu_redux_rows(
-    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str, subject: str
+    rows: Iterable[dict[str, Any]],
+    *,
+    name: str,
+    split: str,
+    seed: int,
+    options: Mapping[str, Any],
+    place: str,
+    subject: str,
 ) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
@@ -102,7 +109,7 @@ def mmlu_redux_rows(
 
 
 def labelled_rows(
-    rows: Iterable[dict],
+    rows: Iterable[dict[str, Any]],
     *,
     name: str,
     split: str,
@@ -139,7 +146,7 @@ def labelled_rows(
 
 def truthfulqa_rows(task: str) -> Converter:
     def convert(
-        rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+        rows: Iterable[dict[str, Any]], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
     ) -> list[Question]:
         shuffle = options.get("shuffle", True)
         if not isinstance(shuffle, bool):
@@ -178,7 +185,7 @@ def truthfulqa_rows(task: str) -> Converter:
 
 
 def medqa_4_rows(
-    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+    rows: Iterable[dict[str, Any]], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
 ) -> list[Question]:
     return [
         medqa_question(row, qid=f"{name}/{n}", place=f"{place} row {n} (record {name}/{n})", split=split)
@@ -187,7 +194,7 @@ def medqa_4_rows(
 
 
 def medmcqa_rows(
-    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+    rows: Iterable[dict[str, Any]], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
 ) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
@@ -220,7 +227,7 @@ def lm_eval_clean(text: str) -> str:
 
 
 def hellaswag_rows(
-    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+    rows: Iterable[dict[str, Any]], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
 ) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):
@@ -247,7 +254,7 @@ def hellaswag_rows(
 
 
 def winogrande_rows(
-    rows: Iterable[dict], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
+    rows: Iterable[dict[str, Any]], *, name: str, split: str, seed: int, options: Mapping[str, Any], place: str
 ) -> list[Question]:
     questions = []
     for n, row in enumerate(rows):

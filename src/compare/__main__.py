@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
@@ -87,7 +88,7 @@ def default_out_dir(name: str) -> Path:
     return Path("reports") / folder_name(name)
 
 
-def compare(args: argparse.Namespace) -> dict:
+def compare(args: argparse.Namespace) -> dict[str, Any]:
     filters = {
         "benchmark": ", ".join(as_list(args.benchmark)),
         "model": ", ".join(as_list(args.model)),

@@ -8,8 +8,9 @@ spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -17,6 +18,9 @@ from src.common.errors import UserError
 from src.core.records import PROMPTS_FILE, read_run_records
 from src.tracking import reads, runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
@@ -111,14 +115,14 @@ def add_chance(runs: Runs) -> list[str]:
     return notes
 
 
-def _number(value, cast):
+def _number(value: Any, cast: Callable[[Any], float]) -> float | None:
     try:
         return cast(value)
     except (TypeError, ValueError):
         return math.nan if cast is float else None
 
 
-def _row(run, experiments: dict[str, str]) -> dict:
+def _row(run: Run, experiments: dict[str, str]) -> dict[str, Any]:
     tags, params = run.data.tags, run.data.params
     row = {
         "run_id": run.info.run_id,
@@ -156,7 +160,7 @@ def _row(run, experiments: dict[str, str]) -> dict:
     return row
 
 
-def benchmark_size(row: Mapping) -> int | None:
+def benchmark_size(row: Mapping[str, Any]) -> int | None:
     """The questions a run's benchmark holds: its logged `benchmark_size`, else the questions it asked when it ran
     without `limit`; None when not known (a run logged before the size was, with a limit)."""
     size = row.get("benchmark_size")

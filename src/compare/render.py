@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from typing import Any
 
 import pandas as pd
 
@@ -23,7 +24,7 @@ def absent_html(section: Section) -> str:
 
 
 def markdown_table(text: pd.DataFrame) -> str:
-    def cell(value) -> str:
+    def cell(value: Any) -> str:
         return str(value).replace("|", "\\|").replace("\n", " ")
 
     headers = [text.index.name or ""] + [str(c) for c in text.columns]

@@ -7,7 +7,9 @@ A table or plot whose inputs are absent is replaced by one line saying why; noth
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -18,7 +20,7 @@ from src.metrics.display import fmt
 from . import plots
 from .definitions import definitions_table
 from .load import Runs, read_prompts, run_label
-from .paired import DEFAULTS, paired_study
+from .paired import DEFAULTS, PairedStudy, paired_study
 from .plots import Plot
 from .questions import disagreement_table, disagreements, model_disagreements, run_variant_disagreements
 from .spreads import paper_spreads
@@ -141,7 +143,7 @@ def near_tie_notes(frame: pd.DataFrame) -> list[str]:
     ]
 
 
-def _cell(value) -> str:
+def _cell(value: Any) -> str:
     """Whole numbers without decimals (counts, shots, temperature 0), others as the tables show them."""
     if isinstance(value, float) and value == value and value.is_integer():
         return str(int(value))
@@ -165,7 +167,11 @@ def metric_name_notes(frame: pd.DataFrame, metrics: list[str]) -> list[str]:
 
 
 def build_sections(
-    runs: Runs, *, paired: bool = True, paired_options: dict | None = None, fluctuation_spreads: bool = False
+    runs: Runs,
+    *,
+    paired: bool = True,
+    paired_options: dict[str, Any] | None = None,
+    fluctuation_spreads: bool = False,
 ) -> list[Section]:
     """The report's sections, decision first: the bottom line per benchmark, the summary table it is read from, the
     paired differences and the questions-needed tables (`decision_sections`); then the runs (opening with the
@@ -191,7 +197,7 @@ def build_sections(
     return first + studies
 
 
-def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
+def decision_sections(runs: Runs, study: PairedStudy | None, options: Mapping[str, Any]) -> list[Section]:
     """What decides: the bottom line per benchmark, the summary table, the paired differences and the
     questions-needed tables (the last two only with the paired study); empty sections where no condition has two
     models."""
@@ -223,7 +229,12 @@ def decision_sections(runs: Runs, study, options: dict) -> list[Section]:
     return out
 
 
-def study_sections(frame: pd.DataFrame, cora: Built, study, parts=None) -> list[Section]:
+def study_sections(
+    frame: pd.DataFrame,
+    cora: Built,
+    study: PairedStudy | None,
+    parts: tuple[dict[str, dict[str, float]], list[str]] | None = None,
+) -> list[Section]:
     """One section per seed paper's study (kept by `present_studies` only where the runs hold it); `parts`:
     `sure_rule.trial_parts_of`'s (trial parts by run id, notes), None when the records are not read."""
     bar_parts, bar_notes = parts if parts is not None else ({}, [])

@@ -22,7 +22,8 @@ from src.metrics.display import cell, fmt
 
 from ..metrics import tidy_permutations
 from ..metrics.cora import cora_bootstrap
-from .tables.common import CHANCE_NOTE, Built, Table, condition_groups, has, latest, slug
+from .load import Runs
+from .tables.common import CHANCE_NOTE, Built, Table, condition_groups, has, latest, run_rows, slug
 from .tables.cora import cora_study_runs
 from .tables.repetition import repetition_groups, repetition_runs
 
@@ -31,7 +32,7 @@ FLUCTUATION_SHOWN = ("aacc", "wacc", "sacc", "fr", "one_minus_sensg")  # the pap
 INTERVAL_WORDS = "[95%]: the interval the run logged (questions resampled)"
 
 
-def cora_spreads(runs) -> Built:
+def cora_spreads(runs: Runs) -> Built:
     """Per CoRA table: each model's MCQA+, MV and CoRA with the logged interval and the CoRA paper's bootstrap std."""
     out = Built()
     study = cora_study_runs(runs.table)
@@ -82,14 +83,14 @@ def cora_spreads(runs) -> Built:
     return out
 
 
-def repetition_spreads(runs) -> Built:
+def repetition_spreads(runs: Runs) -> Built:
     """Per repetition table: acc mean with its logged interval beside the repetition paper's accuracy stdev."""
     out = Built()
     rows_with = repetition_runs(runs.table)
     if rows_with.empty:
         return out
     for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
-        records = rows.to_dict("records")
+        records = run_rows(rows)
         text = pd.DataFrame(
             {
                 "temperature": [fmt(r["temperature"], 2) for r in records],
@@ -120,7 +121,7 @@ def repetition_spreads(runs) -> Built:
     return out
 
 
-def fluctuation_spreads(runs, *, n_draws: int = 100, seed: int = 0) -> Built:
+def fluctuation_spreads(runs: Runs, *, n_draws: int = 100, seed: int = 0) -> Built:
     """Per run that asked every order: the answer-fluctuation paper's std over random pairs and |L|-tuples of
     permutations, beside the value and logged interval of the metric on the seeded random2 and randomL sets."""
     from ..metrics.assessment import stability  # local: loads sklearn (slow import)
@@ -178,7 +179,7 @@ FLUCTUATION_OPT_IN = (
 )
 
 
-def paper_spreads(runs, *, fluctuation: bool = False) -> Built:
+def paper_spreads(runs: Runs, *, fluctuation: bool = False) -> Built:
     """Every study's spread, as its paper reports it; the fluctuation paper's (`fluctuation_spreads`, 200 full
     metric computations per run) only when asked for, otherwise a note saying how."""
     out = Built()

@@ -9,18 +9,19 @@ vary (`T=0.7, fewshot=5`). Among identical runs the latest wins.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pandas as pd
 
 from src.metrics.chance import CHANCE_OF, verdict_of
-from src.metrics.display import cell, fmt
+from src.metrics.display import Row, cell, fmt
 
 from ..load import CONDITION_KEYS
 
 ONE_VARIANT_SETS = ("original",)  # variant sets that ask each question once: their CoRA family is MCQA, CI = 1
+RunRow = dict[str, Any]  # one run of the runs table (`load.load_runs`) as a dict: column -> value
 SHORT = {"temperature": "T", "variants": "variants", "fewshot": "shots"}
 
 
@@ -44,13 +45,13 @@ class Built:
     notes: list[str] = field(default_factory=list)
 
 
-def chance_mark(row, metric: str) -> str:
+def chance_mark(row: Row, metric: str) -> str:
     """` †` after an accuracy whose logged interval contains its chance level (`src.metrics.chance.verdict_of`)."""
     verdict = verdict_of(row, metric)
     return " †" if verdict is not None and verdict.at_chance else ""
 
 
-def judged_cell(row, metric: str, digits: int = 3) -> str:
+def judged_cell(row: Row, metric: str, digits: int = 3) -> str:
     """`cell`, marked ` †` where the interval contains chance (AT_CHANCE_NOTE)."""
     return cell(row, metric, digits) + chance_mark(row, metric)
 
@@ -76,7 +77,21 @@ def spread_text(values: Iterable[float]) -> str:
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
-def chance_of(row, metric: str) -> float:
+def run_rows(frame: pd.DataFrame) -> list[RunRow]:
+    """The runs of a runs table as dicts, in its order."""
+    return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def p_text(value: float | None) -> str:
+    """A p-value as the tables and the bottom line write it: three decimals, `<0.001` below that, – when none.
+
+    >>> p_text(0.04321), p_text(0.0002), p_text(None)
+    ('0.043', '<0.001', '–')
+    """
+    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
+def chance_of(row: Row, metric: str) -> float:
     """A run's chance level for `metric` (NaN when none applies)."""
     column = CHANCE_OF.get(metric)
     value = row.get(column, math.nan) if column else math.nan
@@ -92,17 +107,17 @@ def column_or_nan(rows: pd.DataFrame, column: str) -> pd.Series:
     return rows[column] if column in rows.columns else pd.Series(math.nan, index=rows.index)
 
 
-def share_text(value) -> str:
+def share_text(value: Any) -> str:
     """A share as a percentage (`12%`), an en dash when unknown."""
     return "–" if value is None or value != value else f"{float(value) * 100:.0f}%"
 
 
-def slug(*parts) -> str:
+def slug(*parts: object) -> str:
     text = "_".join(str(p) for p in parts if p not in (None, ""))
     return "".join(c if c.isalnum() or c in "-." else "_" for c in text).strip("_") or "table"
 
 
-def _key(value):
+def _key(value: Any) -> Any:
     return "∅" if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
@@ -111,7 +126,7 @@ def varying(frame: pd.DataFrame, keys: Iterable[str]) -> list[str]:
     return [k for k in keys if k in frame.columns and frame[k].map(_key).nunique() > 1]
 
 
-def condition_label(row, keys: Sequence[str]) -> str:
+def condition_label(row: Row, keys: Sequence[str]) -> str:
     """`T=0.7, shots=5` for the varying keys of one run."""
     return ", ".join(f"{SHORT.get(k, k)}={_key(row[k])}" for k in keys)
 
@@ -120,7 +135,7 @@ def latest(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """One run per distinct `keys`: the one started last (the frame is sorted by start time)."""
     if frame.empty:
         return frame
-    marker = frame[list(keys)].apply(lambda col: col.map(_key))
+    marker: pd.DataFrame = frame[list(keys)].apply(lambda col: col.map(_key))
     return frame.loc[~marker.duplicated(keep="last")]
 
 
@@ -138,17 +153,19 @@ def has(frame: pd.DataFrame, metric: str) -> pd.Series:
     return frame[metric].notna() if metric in frame.columns else pd.Series(False, index=frame.index)
 
 
-def condition_groups(frame: pd.DataFrame, axes: Sequence[str], exclude: Sequence[str] = ()):
-    """(benchmark, condition label, rows) per benchmark and condition; the condition is made of the
-    CONDITION_KEYS outside `axes` and `exclude` that vary among the frame's runs of that benchmark."""
+def condition_groups(
+    frame: pd.DataFrame, axes: Sequence[str], exclude: Sequence[str] = ()
+) -> Iterator[tuple[str, str, pd.DataFrame, list[str]]]:
+    """(benchmark, condition label, rows, the keys that vary) per benchmark and condition; the condition is made of
+    the CONDITION_KEYS outside `axes` and `exclude` that vary among the frame's runs of that benchmark."""
     for benchmark, rows in frame.groupby("benchmark", sort=True):
         keys = varying(rows, [k for k in CONDITION_KEYS if k not in axes and k not in exclude])
         if not keys:
-            yield benchmark, "", rows, keys
+            yield cast(str, benchmark), "", rows, keys
             continue
         labels = rows.apply(condition_label, axis=1, keys=keys)
         for label in sorted(labels.unique()):
-            yield benchmark, label, rows[labels == label], keys
+            yield cast(str, benchmark), label, rows[labels == label], keys
 
 
 def number_at(frame: pd.DataFrame, row: Any, column: Any) -> float:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
 
 from src.metrics.display import bounds, difference_cell, fmt
+from src.metrics.paired import PairedDifference
 
 from .common import (
     AT_CHANCE_NOTE,
@@ -79,73 +80,85 @@ def cora_tables(runs: pd.DataFrame) -> Built:
         )
         return out
     for benchmark, label, rows, _ in condition_groups(rows_with, axes=("model",)):
-        rows = latest(rows, ["model"]).set_index("model").sort_index()
-        levels = bmca_levels(rows.columns)
-        metrics = [m for _, m in CORA_RANKED] + levels + ["ci"]
-        names = [n for n, _ in CORA_RANKED] + [f"BMCA({c[5:]})" for c in levels] + ["CI"]
-        values = pd.DataFrame(
-            {model: [rows.at[model, m] if m in rows.columns else math.nan for m in metrics] for model in rows.index},
-            index=names,
-        )
-        ranks = pd.DataFrame({model: [math.nan] * len(names) for model in values.columns}, index=names)
-        for name, _ in CORA_RANKED:
-            ranks.loc[name] = rank_desc(cast(pd.Series, values.loc[name])).to_numpy()  # a row: names are unique
-        ranked = {name for name, _ in CORA_RANKED}
-        key = dict(zip(names, metrics))
-        shown = {(n, model): judged_cell(rows.loc[model], key[n]) for n in names for model in values.columns}
-        text = pd.DataFrame(
-            {
-                model: [
-                    f"{shown[n, model]} ({int(number_at(ranks, n, model))})"
-                    if n in ranked and not math.isnan(number_at(values, n, model))
-                    else shown[n, model]
-                    for n in names
-                ]
-                for model in values.columns
-            },
-            index=names,
-            dtype=object,
-        )
-        chance = {"MCQA": chance_text(rows, "chance"), "MCQA+": chance_text(rows, "chance_variants")}
-        text["chance"] = [chance.get(n, "–") for n in names]
-        text.loc["INVALID"] = [
-            share_text(rows.at[model, "invalid_rate"]) if "invalid_rate" in rows.columns else "–"
-            for model in values.columns
-        ] + ["–"]
-        data = (
-            cast(pd.Series, values.stack())  # one level of columns: stacked, a Series
-            .rename("value")
-            .reset_index()
-            .rename(columns={"level_0": "metric", "level_1": "model"})
-        )
-        chance_values = {
-            "MCQA": column_or_nan(rows, "chance").mean(),
-            "MCQA+": column_or_nan(rows, "chance_variants").mean(),
-        }
-        data["chance"] = [chance_values.get(m, math.nan) for m in data["metric"]]
-        data["rank"] = [number_at(ranks, m, model) for m, model in zip(data["metric"], data["model"])]
-        logged = [bounds(rows.loc[model], key[m]) for m, model in zip(data["metric"], data["model"])]
-        data["lo"] = [b[0] if b else math.nan for b in logged]
-        data["hi"] = [b[1] if b else math.nan for b in logged]
-        if "run_id" in rows.columns:
-            data["run_id"] = [cast(str, rows.at[model, "run_id"]) for model in data["model"]]
-        data.insert(0, "benchmark", benchmark)
-        data.insert(1, "condition", label)
-        text.index.name = "metric"
-        title = f"{benchmark}" + (f" ({label})" if label else "")
-        out.tables.append(
-            Table(
-                title=title,
-                data=data,
-                text=text,
-                name=slug("cora", benchmark, label),
-                caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; " + CORA_CAPTION,
-            )
-        )
+        out.tables.append(_cora_table(benchmark, label, latest(rows, ["model"]).set_index("model").sort_index()))
     return out
 
 
-def rank_changes(cora: Built, paired=None) -> Built:
+def _cora_table(benchmark: str, label: str, rows: pd.DataFrame) -> Table:
+    """The CoRA table of one benchmark and condition: `rows` one run per model, indexed by model."""
+    levels = bmca_levels(rows.columns)
+    metrics = [m for _, m in CORA_RANKED] + levels + ["ci"]
+    names = [n for n, _ in CORA_RANKED] + [f"BMCA({c[5:]})" for c in levels] + ["CI"]
+    values = pd.DataFrame(
+        {model: [rows.at[model, m] if m in rows.columns else math.nan for m in metrics] for model in rows.index},
+        index=names,
+    )
+    ranks = pd.DataFrame({model: [math.nan] * len(names) for model in values.columns}, index=names)
+    for name, _ in CORA_RANKED:
+        ranks.loc[name] = rank_desc(cast(pd.Series, values.loc[name])).to_numpy()  # a row: names are unique
+    ranked = {name for name, _ in CORA_RANKED}
+    key = dict(zip(names, metrics))
+    shown = {
+        (n, model): judged_cell(cast(pd.Series, rows.loc[model]), key[n])  # a row: one run per model
+        for n in names
+        for model in values.columns
+    }
+    text = pd.DataFrame(
+        {
+            model: [
+                f"{shown[n, model]} ({int(number_at(ranks, n, model))})"
+                if n in ranked and not math.isnan(number_at(values, n, model))
+                else shown[n, model]
+                for n in names
+            ]
+            for model in values.columns
+        },
+        index=names,
+        dtype=object,
+    )
+    chance = {"MCQA": chance_text(rows, "chance"), "MCQA+": chance_text(rows, "chance_variants")}
+    text["chance"] = [chance.get(n, "–") for n in names]
+    text.loc["INVALID"] = [
+        share_text(rows.at[model, "invalid_rate"]) if "invalid_rate" in rows.columns else "–"
+        for model in values.columns
+    ] + ["–"]
+    data = (
+        cast(pd.Series, values.stack())  # one level of columns: stacked, a Series
+        .rename("value")
+        .reset_index()
+        .rename(columns={"level_0": "metric", "level_1": "model"})
+    )
+    chance_values = {
+        "MCQA": column_or_nan(rows, "chance").mean(),
+        "MCQA+": column_or_nan(rows, "chance_variants").mean(),
+    }
+    data["chance"] = [chance_values.get(m, math.nan) for m in data["metric"]]
+    data["rank"] = [number_at(ranks, m, model) for m, model in zip(data["metric"], data["model"])]
+    logged = [bounds(rows.loc[model], key[m]) for m, model in zip(data["metric"], data["model"])]
+    data["lo"] = [b[0] if b else math.nan for b in logged]
+    data["hi"] = [b[1] if b else math.nan for b in logged]
+    if "run_id" in rows.columns:
+        data["run_id"] = [cast(str, rows.at[model, "run_id"]) for model in data["model"]]
+    data.insert(0, "benchmark", benchmark)
+    data.insert(1, "condition", label)
+    text.index.name = "metric"
+    title = f"{benchmark}" + (f" ({label})" if label else "")
+    return Table(
+        title=title,
+        data=data,
+        text=text,
+        name=slug("cora", benchmark, label),
+        caption=f"{len(rows)} model{'s' if len(rows) != 1 else ''}; " + CORA_CAPTION,
+    )
+
+
+class PairedLookup(Protocol):
+    """What the rank changes read from the paired study (`src.compare.paired.PairedStudy`)."""
+
+    def lookup(self, run_a: str, run_b: str, metric: str) -> PairedDifference | None: ...
+
+
+def rank_changes(cora: Built, paired: PairedLookup | None = None) -> Built:
     """Per CoRA table: each model's MCQA rank against its CoRA rank, and the pairs of models that swap places.
 
     With `paired` (a `src.compare.paired.PairedStudy`), each swap says whether it is significant: the model above
@@ -153,7 +166,7 @@ def rank_changes(cora: Built, paired=None) -> Built:
     significantly worse on CoRA (the interval of its CoRA difference lies below 0)."""
     out = Built()
     rows: list[dict[str, Any]] = []
-    swaps: list[Any] = []
+    swaps: list[str] = []
     swap_rows: list[dict[str, Any]] = []
     for table in cora.tables:
         ranks = table.data.pivot_table(index="model", columns="metric", values="rank")
@@ -162,7 +175,9 @@ def rank_changes(cora: Built, paired=None) -> Built:
             continue
         ranks = ranks.dropna(subset=["MCQA", "CoRA"])
         rows += _rank_rows(table, ranks, values)
-        _swaps(table, ranks, paired, swaps, swap_rows)
+        lines, tested = _swaps(table, ranks, paired)
+        swaps += lines
+        swap_rows += tested
     if not rows:
         out.notes.append("rank changes: no CoRA table with both MCQA and CoRA")
         return out
@@ -172,7 +187,7 @@ def rank_changes(cora: Built, paired=None) -> Built:
     return out
 
 
-def _rank_rows(table: Table, ranks: pd.DataFrame, values: pd.DataFrame) -> list[dict]:
+def _rank_rows(table: Table, ranks: pd.DataFrame, values: pd.DataFrame) -> list[dict[str, Any]]:
     """Each model's MCQA and CoRA values and ranks in one CoRA table."""
     return [
         {
@@ -189,9 +204,11 @@ def _rank_rows(table: Table, ranks: pd.DataFrame, values: pd.DataFrame) -> list[
     ]
 
 
-def _swaps(table: Table, ranks: pd.DataFrame, paired, swaps: list[str], swap_rows: list[dict]) -> None:
-    """The pairs of models of one table that swap places between MCQA and CoRA: a line each, and with `paired` a
-    row each with both paired differences and whether the swap is significant."""
+def _swaps(table: Table, ranks: pd.DataFrame, paired: PairedLookup | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """(lines, rows): the pairs of models of one table that swap places between MCQA and CoRA, a line each, and
+    with `paired` a row each with both paired differences and whether the swap is significant."""
+    swaps: list[str] = []
+    swap_rows: list[dict[str, Any]] = []
     models = list(ranks.index)
     for i, a in enumerate(models):
         for b in models[i + 1 :]:
@@ -216,6 +233,7 @@ def _swaps(table: Table, ranks: pd.DataFrame, paired, swaps: list[str], swap_row
                     }
                 )
             swaps.append(line)
+    return swaps, swap_rows
 
 
 def _rank_table(data: pd.DataFrame, swaps: list[str], tested: bool) -> Table:
@@ -277,7 +295,9 @@ def _table_chance(table: Table) -> float:
     return float(table.data.loc[table.data["metric"] == "MCQA", "chance"].mean())
 
 
-def _swap_verdict(table: Table, first: str, second: str, paired):
+def _swap_verdict(
+    table: Table, first: str, second: str, paired: PairedLookup | None
+) -> tuple[bool, PairedDifference, PairedDifference] | None:
     """(significant, MCQA difference, CoRA difference) of `first` - `second`, or None without paired results."""
     if paired is None or "run_id" not in table.data.columns:
         return None

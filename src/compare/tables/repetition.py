@@ -4,6 +4,7 @@ mean and standard deviation over repetitions, and RWS | S/T, one table per SURE 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pandas as pd
 
@@ -23,6 +24,7 @@ from .common import (
     has,
     judged_cell,
     latest,
+    run_rows,
     share_text,
     slug,
 )
@@ -65,7 +67,7 @@ def repetition_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return latest(rows, keys).drop(columns="_original").sort_values(["benchmark", "model", "temperature"])
 
 
-def repetition_groups(rows_with: pd.DataFrame):
+def repetition_groups(rows_with: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame, list[str], str]]:
     """`condition_groups` of the repetition runs (models x temperatures per table), also split by SURE rule:
     (benchmark, label, rows, keys, rule). A rule's numbers are never put beside the other rule's."""
     for benchmark, label, rows, keys in condition_groups(
@@ -113,7 +115,7 @@ def repetition_tables(runs: pd.DataFrame) -> Built:
         )
         for name, m in REPETITION_SHARES:
             text[name] = data[m].map(lambda v: "–" if math.isnan(v) else f"{v * 100:.0f}%").to_numpy()
-        records = rows.to_dict("records")
+        records = run_rows(rows)
         text["acc mean"] = data["acc_mean"].map(fmt).to_numpy()
         text["acc std"] = data["acc_std"].map(fmt).to_numpy()
         text["RWS | S/T"] = [rws_st_string({"rws": r, "st": s}) for r, s in zip(data["rws"], data["st"])]

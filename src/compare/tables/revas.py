@@ -23,6 +23,7 @@ from .common import (
     condition_groups,
     judged_cell,
     merge_metrics,
+    run_rows,
     share_text,
     slug,
 )
@@ -113,10 +114,12 @@ def _revas_options_table(rows: pd.DataFrame, benchmark: str, label: str, title: 
     )
 
 
-def _revas_summary_table(rows: pd.DataFrame, benchmark: str, label: str, title: str, present: list) -> Table:
+def _revas_summary_table(
+    rows: pd.DataFrame, benchmark: str, label: str, title: str, present: list[tuple[str, str]]
+) -> Table:
     """The REVAS summary of one condition: per model the `present` measures, INVALID and chance."""
     data = rows[["model"] + [m for _, m in present]].reset_index(drop=True)
-    merged = rows.to_dict("records")
+    merged = run_rows(rows)
     text = pd.DataFrame(
         {name: [judged_cell(r, m) for r in merged] for name, m in present},
         index=pd.Index(data["model"], name="model"),
