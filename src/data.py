@@ -32,7 +32,7 @@ from src.cli import entry, user_error
 from src.common import owners
 from src.common.errors import UserError
 
-from .benchmarks import BENCHMARKS, hub, load_benchmark
+from .benchmarks import BENCHMARKS, hub, hub_access, load_benchmark
 from .benchmarks.position import (
     answer_slot_counts,
     answer_slot_warning,
@@ -76,16 +76,16 @@ def _presence(name: str, data_dir: str) -> tuple[str, str]:
     if local is not None:
         files = local.files(data_dir)
         if files:
-            digest = hub.local_digest(files, data_dir)
+            digest = hub_access.local_digest(files, data_dir)
             state = "pinned" if digest == local.digest else "DIFFERS from pinned"
             count = "" if len(files) == local.n_files else f" ({len(files)} of {local.n_files} files)"
             return f"local raw{count}", f"sha256 {digest[:16]} {state}"
     if source is not None:
         revision = f"revision {source.revision}"
         default = next(iter(source.splits.values()))
-        if any(hub.snapshot_files(source, config, default, data_dir) for config in source.configs()[:1]):
+        if any(hub_access.snapshot_files(source, config, default, data_dir) for config in source.configs()[:1]):
             return "hub snapshot", revision
-        if hub.in_datasets_cache(source):
+        if hub_access.in_datasets_cache(source):
             return "hf cache", revision
         return "absent", revision
     return "absent", "-"
@@ -152,7 +152,7 @@ def fetch(names: list[str], *, to: str, from_raw: bool = False, data_dir: str = 
             )
         for config in source.configs():
             for split, hub_split in source.splits.items():
-                dataset = hub.load_hub_dataset(name, source, config, split, to)
+                dataset = hub_access.load_hub_dataset(name, source, config, split, to)
                 target = (
                     Path(to) / "hub" / source.repo / source.layout_dir(config) / f"{hub_split}-00000-of-00001.parquet"
                 )
@@ -187,7 +187,7 @@ def check_report(data_dir: str) -> tuple[list[str], int]:
                 f"{name}: {len(files)} of the {local.n_files} pinned files under {data_dir} "
                 f"({', '.join(local.globs)}); fetch the missing ones"
             )
-        digest = hub.local_digest(files, data_dir)
+        digest = hub_access.local_digest(files, data_dir)
         if digest == local.digest:
             continue
         bad = [f.relative_to(Path(data_dir).expanduser()).as_posix() for f in files]

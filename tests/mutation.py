@@ -102,6 +102,7 @@ TARGETS = (
     # the project's sweeper plugin and adaptive repetitions. The Slurm and Ray launcher plugins are left out: only
     # the opt-in cluster tiers run them (a Slurm cluster, Ray), never the fast tests a mutant is judged by.
     Target("summary", "src/compare/summary.py", None, ("tests/test_paired.py",)),
+    Target("summary", "src/compare/tables/common.py", ("p_text",), ("tests/test_paired.py",)),  # the summary's p
     Target(
         "chance",
         "src/metrics/chance.py",

@@ -18,6 +18,7 @@ import pytest
 from src.common.errors import UserError
 from src.compare import load, plots, report, tables
 from src.compare.__main__ import main
+from src.compare.sections import build_sections
 from src.core.records import read_run_records
 
 from .conftest import mlflow_runs
@@ -226,7 +227,7 @@ def test_revas_tables_merge_the_variant_sets_of_a_model():
 def test_absent_inputs_are_skipped_with_a_reason(tmp_path):
     frame = runs_frame([{"model": "m", "benchmark": "b", "variants": "original", "mcqa": 0.5, "accuracy": 0.5}])
     runs = load.Runs(table=frame, tracking_uri="sqlite:///x.db", experiments={"1": "e"})
-    sections = report.build_sections(runs)
+    sections = build_sections(runs)
     reasons = " ".join(n for _, notes in sections[0].absent for n in notes)
     for reason in (
         "no run logged `cora`",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from src.benchmarks import BENCHMARKS, hub, load_benchmark
+from src.benchmarks import BENCHMARKS, hub, hub_access, load_benchmark
 from src.common.errors import UserError
 from src.data import main as data_main
 
@@ -27,7 +27,7 @@ def offline_env(monkeypatch, tmp_path):
     """Offline, no snapshot folder, an empty `datasets` cache of its own."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.delenv(hub.HUB_DIR_ENV, raising=False)
+    monkeypatch.delenv(hub_access.HUB_DIR_ENV, raising=False)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -160,7 +160,7 @@ def hub_snapshot(tmp_path_factory) -> Path:
 
 @needs_data
 def test_hub_layout_gives_the_raw_loaders_questions(hub_snapshot, offline_env, monkeypatch):
-    monkeypatch.setenv(hub.HUB_DIR_ENV, str(hub_snapshot))
+    monkeypatch.setenv(hub_access.HUB_DIR_ENV, str(hub_snapshot))
     for name in ("mmlu", "arc_challenge"):
         from_hub = load_benchmark(name, path=None, data_dir=str(offline_env))
         _same(from_hub, load_benchmark(name, path=None, data_dir=str(DATA_DIR)))
@@ -220,7 +220,7 @@ def test_fetch_writes_the_hub_layout_that_data_dir_then_reads(offline_env, tmp_p
     rows = [
         {"sentence": f"Ann beat Bo so _ won {i}.", "option1": "Ann", "option2": "Bo", "answer": "1"} for i in range(3)
     ]
-    monkeypatch.setattr(hub, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
+    monkeypatch.setattr(hub_access, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
     out = tmp_path / "fetched"
     assert data_main(["fetch", "winogrande", "--to", str(out)]) == 0
     assert (out / "hub" / "allenai" / "winogrande" / "winogrande_xl" / "validation-00000-of-00001.parquet").is_file()
@@ -233,7 +233,7 @@ def test_fetch_writes_the_hub_layout_that_data_dir_then_reads(offline_env, tmp_p
 FETCH_THEN_HANG = """
 import sys, time
 from src import data
-from src.benchmarks import hub
+from src.benchmarks import hub_access
 
 class HalfWritten:  # the download's rows, killed halfway through writing the parquet file
     def __len__(self):
@@ -244,7 +244,7 @@ class HalfWritten:  # the download's rows, killed halfway through writing the pa
         print(path, flush=True)
         time.sleep(120)
 
-hub.load_hub_dataset = lambda *a, **k: HalfWritten()
+hub_access.load_hub_dataset = lambda *a, **k: HalfWritten()
 data.fetch(["winogrande"], to=sys.argv[1])
 """
 
@@ -281,14 +281,17 @@ def test_a_killed_fetch_leaves_no_file_taken_for_whole_and_the_rerun_cleans_its_
         proc.wait()
     assert tmp.parent == folder and tmp.is_file() and f"-{proc.pid}-" in tmp.name
     assert sorted(folder.glob("validation-*.parquet")) == [], "nothing half-written looks like a whole file"
-    assert hub.snapshot_files(hub.HUB["winogrande"], "winogrande_xl", "validation", out) == []
+    assert hub_access.snapshot_files(hub.HUB["winogrande"], "winogrande_xl", "validation", out) == []
 
     rows = [{"sentence": "Ann beat Bo so _ won.", "option1": "Ann", "option2": "Bo", "answer": "1"}]
-    monkeypatch.setattr(hub, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
+    monkeypatch.setattr(hub_access, "load_hub_dataset", lambda *a, **k: datasets.Dataset.from_list(rows))
     fetch(["winogrande"], to=str(out))  # the rerun
     assert sorted(p.name for p in folder.iterdir()) == ["validation-00000-of-00001.parquet"], "no temporary remains"
     assert not any(owners.TEMP_NAME.match(p.name) for p in out.rglob("*"))
-    assert hub._read_parquet(hub.snapshot_files(hub.HUB["winogrande"], "winogrande_xl", "validation", out)) == rows
+    assert (
+        hub_access._read_parquet(hub_access.snapshot_files(hub.HUB["winogrande"], "winogrande_xl", "validation", out))
+        == rows
+    )
     assert os.path.getsize(folder / "validation-00000-of-00001.parquet") > len(b"PAR1 half-written rows")
 
 
@@ -322,7 +325,7 @@ def test_an_interrupted_datasets_build_is_not_listed_as_cached(tmp_path, monkeyp
     half = build.with_name("abc123.incomplete")
     half.mkdir(parents=True)
     (half / "dataset_info.json").write_text("{}")
-    assert not hub.in_datasets_cache(source)
+    assert not hub_access.in_datasets_cache(source)
     build.mkdir()
     (build / "dataset_info.json").write_text("{}")
-    assert hub.in_datasets_cache(source)
+    assert hub_access.in_datasets_cache(source)

@@ -160,9 +160,10 @@ def test_the_reports_first_screen_shows_the_bottom_line_and_the_decision_table(t
     """report.html of 4 conditions x 2 models in a 1,400 x 900 window (a laptop's): the bottom line (one line per
     condition) and the whole summary table are on the first screen, nothing of the table cut off at the right."""
     from src.compare import report
+    from src.compare.sections import build_sections
 
     chromium = needs_browser()
-    sections = report.build_sections(four_conditions_of_two_models(monkeypatch))
+    sections = build_sections(four_conditions_of_two_models(monkeypatch))
     assert len(sections[0].lines) == 4 and len(sections[1].tables[0].text) == 4
     report.write(sections, tmp_path / "r", header=["h"], title="Model comparison: t")
     size = (1400, 900)

@@ -58,13 +58,13 @@ def test_generated_and_sampled_decisions_have_no_margin_and_no_near_tie_line(run
 
 
 def test_the_report_counts_the_near_ties_of_the_runs(run_job_in):
-    from src.compare import report
     from src.compare.load import load_runs
+    from src.compare.sections import build_sections
 
     ranked = run_job_in(*SIMULATED, "scoring=logprob")
     run_job_in(*SIMULATED)  # generated: no margins, not counted
     runs = load_runs(tracking_uri=run_job_in.store_uri, experiment="mcq-consistency")
-    notes = report.build_sections(runs, paired=False)[0].notes
+    notes = build_sections(runs, paired=False)[0].notes
     near, total = ranked.near_ties
     assert (
         f"near-ties (decision margin below {NEAR_TIE_MARGIN:g}: another CPU, dtype or batch size may flip them): "

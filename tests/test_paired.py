@@ -14,6 +14,7 @@ import pytest
 from src.common.errors import UserError
 from src.compare import load, plots, report, summary, tables
 from src.compare.paired import PairedStudy, paired_study
+from src.compare.sections import build_sections
 from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
 from src.metrics.paired import (
     bootstrap_p_value,
@@ -200,7 +201,7 @@ def runs_of(frames: dict[str, pd.DataFrame], monkeypatch, **extra) -> load.Runs:
 def test_report_has_paired_differences_power_and_significant_swaps(monkeypatch, tmp_path):
     strong, weak = two_models()
     runs = runs_of({"strong": strong, "weak": weak}, monkeypatch)
-    sections = report.build_sections(runs)
+    sections = build_sections(runs)
     by_title = {s.title: s for s in sections}
     (paired,) = by_title["Paired differences between models"].tables
     data = paired.data.set_index("metric")
@@ -386,7 +387,7 @@ def test_runs_on_different_questions_are_refused_unless_intersected(monkeypatch)
     (table,) = study.differences.tables
     assert (table.data["n_questions"] == 100).all()
     assert any("paired on their 100 shared questions" in n for n in study.differences.notes)
-    assert not report.build_sections(runs, paired=False)[-1].title.startswith("How many")
+    assert not build_sections(runs, paired=False)[-1].title.startswith("How many")
 
 
 def test_significance_of_a_swap_needs_both_intervals_to_exclude_zero():
@@ -537,7 +538,7 @@ def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(
     by_model = runs.table.set_index("model")
     assert by_model.at["steady", "mcqa"] == by_model.at["shaky", "mcqa"]  # the per-draw headline ties
     assert by_model.at["steady", "acc_mean"] > by_model.at["shaky", "acc_mean"] + 0.2
-    sections = report.build_sections(runs)
+    sections = build_sections(runs)
     (line,) = sections[0].lines
     (table,) = sections[1].tables
     row = table.data.iloc[0]
@@ -546,11 +547,11 @@ def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(
     acc = paired[paired["metric"] == "acc_mean"].iloc[0]
     assert row["p_holm"] == pytest.approx(acc["p_holm"], abs=1e-12) and acc["p_holm"] < 0.05
     assert line.startswith("bench: pick steady (its lead on acc_mean over shaky is +0.")
-    assert f"p_holm {report.tables.fmt(acc['p_holm'])}" in line or "p_holm <0.001" in line
+    assert f"p_holm {tables.fmt(acc['p_holm'])}" in line or "p_holm <0.001" in line
 
     # the same answers twice, logged with a high INVALID share: a true tie, and the share named beside it
     tie = runs_of({"a": strong, "b": strong.copy()}, monkeypatch, variants="original", repetitions=5, invalid_rate=0.4)
-    sections = report.build_sections(tie)
+    sections = build_sections(tie)
     (line,) = sections[0].lines
     row = sections[1].tables[0].data.iloc[0]
     assert row["metric"] == "acc_mean" and row["tie"] and row["leader"] is None
@@ -573,7 +574,7 @@ def test_a_tie_on_the_whole_benchmark_says_what_all_of_it_detects_never_a_count_
     first = rng.random(100) < 0.5
     a, b = repetition_records(first, rng.random(100) < 0.3), repetition_records(first, rng.random(100) < 0.32)
     options = {"variants": "original", "repetitions": 5, "limit": 100}
-    sections = report.build_sections(runs_of({"a": a, "b": b}, monkeypatch, **options, benchmark_size=100))
+    sections = build_sections(runs_of({"a": a, "b": b}, monkeypatch, **options, benchmark_size=100))
     (line,) = sections[0].lines
     power = next(s for s in sections if s.title == "How many questions are enough").tables[0].data
     pair = power[(power["who"] == "a − b (paired)") & (power["metric"] == "acc_mean")].iloc[0]
@@ -593,7 +594,7 @@ def test_a_tie_on_the_whole_benchmark_says_what_all_of_it_detects_never_a_count_
     (planned,) = plan_rows({"acc_mean": pair["sd"]}, 100, 100, delta=0.02, alpha=0.05, power=0.8)
     assert planned["verdict"] == pair["verdict"]  # src.plan: the same words for the same sd
     # a benchmark that holds enough questions: the count itself
-    sections = report.build_sections(runs_of({"a": a, "b": b}, monkeypatch, **options, benchmark_size=100_000))
+    sections = build_sections(runs_of({"a": a, "b": b}, monkeypatch, **options, benchmark_size=100_000))
     assert (
         f"; {int(pair['n_needed'])} questions would tell a difference of 0.02 (power 0.8; these runs asked 100);"
         in (sections[0].lines[0])
@@ -610,7 +611,7 @@ def test_the_bottom_line_and_the_summary_name_every_models_verdict_against_chanc
     by_model = runs.table.set_index("model")
     assert by_model.at["middle", "mcqa_lo"] <= 0.5 <= by_model.at["middle", "mcqa_hi"]
     assert by_model.at["low", "mcqa_hi"] < 0.5 < by_model.at["high", "mcqa_lo"]
-    sections = report.build_sections(runs)
+    sections = build_sections(runs)
     (line,) = sections[0].lines
     assert line.endswith("; high above chance, middle indistinguishable from chance, low below chance on mcqa."), line
     (table,) = sections[1].tables
@@ -622,7 +623,7 @@ def test_the_bottom_line_and_the_summary_name_every_models_verdict_against_chanc
         monkeypatch,
         chance=0.25,
     )
-    (line,) = report.build_sections(same)[0].lines
+    (line,) = build_sections(same)[0].lines
     assert line.endswith("; every model is above chance on mcqa."), line
 
 
@@ -643,7 +644,7 @@ def sure_runs(monkeypatch, **extra) -> load.Runs:
 
 def test_a_difference_without_a_p_says_why_and_the_caption_counts_only_those_holm_adjusts(monkeypatch):
     runs = sure_runs(monkeypatch)
-    sections = report.build_sections(runs)
+    sections = build_sections(runs)
     (table,) = next(s for s in sections if s.title == "Paired differences between models").tables
     data = table.data.set_index("metric")
     untested = [m for m in data.index if data.at[m, "p"] is None or data.at[m, "p"] != data.at[m, "p"]]
@@ -674,7 +675,7 @@ def test_the_sure_unsure_bars_add_up_to_acc_mean_with_invalid_a_part_of_its_own(
     rows = runs.table.sort_values("model")
     for paired in (True, False):
         drawn.clear()
-        sections = report.build_sections(runs, paired=paired)
+        sections = build_sections(runs, paired=paired)
         (plot,) = [p for s in sections for p in s.plots if p.name.startswith("sure_unsure")]
         (fig,) = [f for f in drawn if f.axes[0].get_title() == plot.title]
         bars = _bars(fig)

@@ -12,7 +12,8 @@ import pytest
 from src.common.errors import UserError
 from src.common.safe_names import MAX_LENGTH, folder_name
 from src.compare.__main__ import default_out_dir
-from src.compare.report import REPORT_MARK, Section, write
+from src.compare.report import REPORT_MARK, write
+from src.compare.sections import Section
 from src.compare.tables import Table
 
 HOSTILE = [
@@ -111,7 +112,7 @@ def test_a_failed_swap_leaves_the_previous_report_in_place(tmp_path, monkeypatch
             raise OSError("disk full")
         real_replace(src, dst)
 
-    monkeypatch.setattr("src.compare.report.os.replace", failing)
+    monkeypatch.setattr("src.common.owners.os.replace", failing)
     with pytest.raises(OSError):
         write(report(tmp_path), mine, header=["h"], title="second")
     assert (mine / "report.html").read_text() == before

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from src.benchmarks import hub, lm_eval as lm_eval_reader
+from src.benchmarks import hub_access, lm_eval as lm_eval_reader
 from src.common.errors import UserError
 
 
@@ -23,7 +23,7 @@ def load_from(monkeypatch):
     builds it from local files; the folders the manager was asked for are in `load_from.folders`."""
     folders = []
     monkeypatch.setattr(lm_eval_reader, "lm_eval_or_error", lambda: None)
-    monkeypatch.setattr(hub, "offline_libraries", lambda on: contextlib.nullcontext())
+    monkeypatch.setattr(hub_access, "offline_libraries", lambda on: contextlib.nullcontext())
     monkeypatch.setattr(lm_eval_reader, "_task_config", lambda manager, name: {"dataset_path": "json"})
 
     def task_manager(include_path, name):

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from src.benchmarks import hub, lm_eval as lm_eval_reader, load_benchmark
+from src.benchmarks import hub_access, lm_eval as lm_eval_reader, load_benchmark
 from src.common.errors import UserError
 
 
@@ -52,8 +52,10 @@ def unbuildable(monkeypatch):
     """load_tasks with a task manager whose build fails, the task's YAML as `config`; the Hub probes counted."""
     probes = []
     monkeypatch.setattr(lm_eval_reader, "lm_eval_or_error", lambda: None)
-    monkeypatch.setattr(hub, "hub_unreachable", lambda: probes.append(1) or "no network: huggingface.co gaierror")
-    monkeypatch.setattr(hub, "offline_libraries", lambda on: contextlib.nullcontext())
+    monkeypatch.setattr(
+        hub_access, "hub_unreachable", lambda: probes.append(1) or "no network: huggingface.co gaierror"
+    )
+    monkeypatch.setattr(hub_access, "offline_libraries", lambda on: contextlib.nullcontext())
 
     def load(config):
         def fail(name):
@@ -78,7 +80,7 @@ def test_a_hub_task_that_cannot_be_built_offline_says_how_to_fetch_its_data(unbu
 
 
 def test_a_hub_task_without_network_names_why(unbuildable, monkeypatch):
-    for var in hub.OFFLINE_ENVS:
+    for var in hub_access.OFFLINE_ENVS:
         monkeypatch.delenv(var, raising=False)
     said = unbuildable({"dataset_path": "allenai/ai2_arc"})
     assert said == lm_eval_reader.unreachable_data_message(
@@ -87,7 +89,7 @@ def test_a_hub_task_without_network_names_why(unbuildable, monkeypatch):
 
 
 def test_a_task_of_local_files_is_not_held_up_by_a_hub_probe_and_its_error_is_lm_evals(unbuildable, monkeypatch):
-    for var in hub.OFFLINE_ENVS:
+    for var in hub_access.OFFLINE_ENVS:
         monkeypatch.delenv(var, raising=False)
     for config in ({"dataset_path": "json"}, {"custom_dataset": "x", "dataset_path": "org/data"}, {}):
         said = unbuildable(config)

@@ -23,7 +23,7 @@ from typing import Any
 from src.common.errors import UserError
 from src.core.questions import Question, duplicate_option_groups  # re-exported (__all__)
 
-from . import hub
+from . import hub, hub_access
 from .arc import arc_fewshot_loader, arc_loader
 from .commonsense import load_commonsenseqa, load_hellaswag, load_winogrande
 from .generic import load_generic
@@ -123,7 +123,7 @@ def load_benchmark(
     """The questions of benchmark `name`, in file order; `limit` keeps the first N after filtering.
 
     `path=None` reads the default file under `data_dir`, or, when it is absent, the benchmark's
-    Hugging Face Hub dataset (`hub.py`: a Hub-layout snapshot, the `datasets` cache or a download;
+    Hugging Face Hub dataset (`hub_access.py`: a Hub-layout snapshot, the `datasets` cache or a download;
     offline and absent is a one-line error naming the fetch command); `split=None` the benchmark's default
     split; `seed` only matters to `synthetic` and TruthfulQA (its options are shuffled with it,
     option `shuffle`, default true).
@@ -153,8 +153,8 @@ def load_benchmark_sized(
             f"config key benchmark.limit: {limit!r} is not a positive whole number; set it to N >= 1 or null for all"
         )
     # Resolution: an explicit path, else the raw files under data_dir, else the Hub dataset (src/benchmarks/hub.py).
-    if path is None and name in hub.HUB and not hub.raw_present(name, data_dir, split, options):
-        questions = hub.hub_questions(name, data_dir=data_dir, split=split, seed=seed, options=options)
+    if path is None and name in hub.HUB and not hub_access.raw_present(name, data_dir, split, options):
+        questions = hub_access.hub_questions(name, data_dir=data_dir, split=split, seed=seed, options=options)
     else:
         own_limit = {"limit": limit} if benchmark.limits_itself else {}
         questions = benchmark.load(path=path, data_dir=data_dir, split=split, seed=seed, options=options, **own_limit)

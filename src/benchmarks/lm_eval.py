@@ -53,7 +53,7 @@ from src.common.errors import UserError
 from src.core.questions import Question, question_identity
 from src.core.validity import check_shown_options
 
-from . import hub, lm_eval_adapter
+from . import hub_access, lm_eval_adapter
 from .validate import checked_question
 
 log = logging.getLogger(__name__)
@@ -193,10 +193,10 @@ def load_tasks(name: str | tuple[str, ...], include_path: str | None = None) -> 
     config = _task_config(manager, name)
     dataset_path = config.get("dataset_path")
     hub_backed = dataset_path is not None and dataset_path not in LOCAL_BUILDERS and "custom_dataset" not in config
-    unreachable = None if hub.offline() or not hub_backed else hub.hub_unreachable()
-    is_offline = hub.offline() or unreachable is not None
+    unreachable = None if hub_access.offline() or not hub_backed else hub_access.hub_unreachable()
+    is_offline = hub_access.offline() or unreachable is not None
     try:
-        with hub.offline_libraries(is_offline):
+        with hub_access.offline_libraries(is_offline):
             loaded = manager.load(name)
             built = loaded["tasks"]
             _GROUPS[(name, include_path)] = dict(loaded.get("groups") or {})
@@ -206,7 +206,10 @@ def load_tasks(name: str | tuple[str, ...], include_path: str | None = None) -> 
         if hub_backed and is_offline:
             raise UserError(
                 unreachable_data_message(
-                    name, dataset_path, config.get("dataset_name"), "offline" if hub.offline() else str(unreachable)
+                    name,
+                    dataset_path,
+                    config.get("dataset_name"),
+                    "offline" if hub_access.offline() else str(unreachable),
                 )
             ) from None
         detail = " ".join(f"{type(err).__name__}: {err}".split())[:300]

@@ -32,7 +32,7 @@ _PREFIX = re.compile(r"([A-Z])\.\s*")
 
 def medqa_question(record: dict[str, Any], *, qid: str, place: str, split: str) -> Question:
     """One MedQA record (`{"question", "options": {"A": ...}, "answer_idx", "answer", "meta_info"}`) as a Question:
-    the file loaders' rule and the Hub converter's (src/benchmarks/hub.py). `place` names the record in errors."""
+    the file loaders' rule and the Hub converter's (src/benchmarks/hub_rows.py). `place` names the record in errors."""
     require_fields(record, ("question", "options"), place)
     if not isinstance(record["options"], dict):
         raise record_error(place, '\'options\' is not an object like {"A": "..."}')

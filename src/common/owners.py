@@ -21,11 +21,15 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def host() -> str:
@@ -127,3 +131,30 @@ def write_whole(target: Path, write: Callable[[Path], object], what: str = "an i
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def replace_folder_whole(target: Path, write: Callable[[Path], T]) -> T:
+    """`write(a fresh folder)` beside `target`, then swapped onto it by renames; returns what `write` returned. A
+    reader sees the old folder or the new one, whole: a write that fails (or is interrupted) leaves the previous
+    folder in place and removes the fresh one. The fresh folder is `.<name>.new-<random>`; the previous one is
+    moved to `.<name>.old-<random>/` for the swap and removed after it. The caller decides whether `target` may
+    be replaced at all."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    old: Path | None = None
+    try:
+        made = write(fresh)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent)) / "previous"
+            os.replace(target, old)
+        os.replace(fresh, target)
+    except BaseException:
+        if old is not None and old.exists() and not target.exists():
+            os.replace(old, target)  # the previous folder back in its place
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:  # the previous folder, once replaced
+            shutil.rmtree(old.parent, ignore_errors=True)
+    return made

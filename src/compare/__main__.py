@@ -11,14 +11,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
 from src.core.records import resolve_run_id
+from src.tracking import reads
 
 from .load import add_chance, as_list, load_runs
-from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write
+from .report import header_lines, log_comparison, write
+from .sections import RUNS_TITLE, build_sections, diff_section
 from .sure_rule import apply_sure_rule
 
 
@@ -85,7 +88,7 @@ def default_out_dir(name: str) -> Path:
     return Path("reports") / folder_name(name)
 
 
-def compare(args: argparse.Namespace) -> dict:
+def compare(args: argparse.Namespace) -> dict[str, Any]:
     filters = {
         "benchmark": ", ".join(as_list(args.benchmark)),
         "model": ", ".join(as_list(args.model)),
@@ -142,9 +145,7 @@ def compare(args: argparse.Namespace) -> dict:
         if runs is not None:
             experiment_id = runs.table["experiment_id"].iloc[0]
         else:
-            from mlflow.tracking import MlflowClient
-
-            experiment_id = MlflowClient(tracking_uri=args.tracking_uri).get_run(args.diff[0]).info.experiment_id
+            experiment_id = reads.run_experiment_id(args.tracking_uri, args.diff[0])
         tags = {"compared_experiment": args.experiment or "", "compared_sweep_id": args.sweep_id or ""}
         params = {
             **{f"filter.{k}": v for k, v in filters.items() if v},

@@ -8,15 +8,19 @@ spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from src.common.errors import UserError
 from src.core.records import PROMPTS_FILE, read_run_records
-from src.tracking import runs as tracking_runs, store
+from src.tracking import reads, runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
@@ -46,7 +50,7 @@ ID_COLUMNS = (
     "model_content",
 )
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
-# in the same table column (see tables.conditions)
+# in the same table column (see tables.common.condition_groups)
 CONDITION_KEYS = ("variants", "temperature", "fewshot", "scoring", "prompt", "repetitions", "limit", "seed")
 
 
@@ -82,17 +86,8 @@ class Runs:
 
 def read_prompts(run_id: str, tracking_uri: str) -> pd.DataFrame:
     """A run's `prompts.parquet` (prompt_hash, prompt, model_input); empty for runs logged without one."""
-    import tempfile
-
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, PROMPTS_FILE, tmp)
-            return pd.read_parquet(path)
-        except (MlflowException, OSError):
-            return pd.DataFrame(columns=["prompt_hash", "prompt", "model_input"])
+    found = reads.parquet_artifact(tracking_uri, run_id, PROMPTS_FILE)
+    return pd.DataFrame(columns=["prompt_hash", "prompt", "model_input"]) if found is None else found
 
 
 CHANCE_COLUMNS = ("chance", "chance_variants")  # src/metrics/chance.py, per run
@@ -120,14 +115,14 @@ def add_chance(runs: Runs) -> list[str]:
     return notes
 
 
-def _number(value, cast):
+def _number(value: Any, cast: Callable[[Any], float]) -> float | None:
     try:
         return cast(value)
     except (TypeError, ValueError):
         return math.nan if cast is float else None
 
 
-def _row(run, experiments: dict[str, str]) -> dict:
+def _row(run: Run, experiments: dict[str, str]) -> dict[str, Any]:
     tags, params = run.data.tags, run.data.params
     row = {
         "run_id": run.info.run_id,
@@ -165,7 +160,7 @@ def _row(run, experiments: dict[str, str]) -> dict:
     return row
 
 
-def benchmark_size(row: Mapping) -> int | None:
+def benchmark_size(row: Mapping[str, Any]) -> int | None:
     """The questions a run's benchmark holds: its logged `benchmark_size`, else the questions it asked when it ran
     without `limit`; None when not known (a run logged before the size was, with a limit)."""
     size = row.get("benchmark_size")
@@ -196,27 +191,20 @@ def load_runs(
 
     UserError (exit 2) when the experiment does not exist or nothing is selected.
     """
-    from mlflow.tracking import MlflowClient
-
     if not experiment and not sweep_id:
         raise UserError("--experiment or --sweep-id: give at least one of them")
     store.check_tracking(tracking_uri)
     db = store.sqlite_path(tracking_uri)
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; run a sweep first or point --tracking-uri at it")
-    client = MlflowClient(tracking_uri=tracking_uri)
-    if experiment:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            raise UserError(
-                f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
-                f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri"
-            )
-        experiments = {exp.experiment_id: exp.name}
-    else:
-        experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+    experiments = reads.experiments(tracking_uri, experiment or None)
+    if experiments is None:
+        raise UserError(
+            f"--experiment: no experiment {experiment!r} at {tracking_uri}; "
+            f"check the name (a sweep's experiment is its tracking.experiment) or --tracking-uri"
+        )
     query = f"tags.sweep_id = '{sweep_id}'" if sweep_id else ""
-    found = store.search_all(client, list(experiments), query)
+    found = reads.runs_in(tracking_uri, list(experiments), query)
     rows, skipped = [], []
     for run in found:
         if run.data.tags.get("kind", "job") in NOT_JOBS or "model" not in run.data.tags:
@@ -321,7 +309,5 @@ def _changed_parts(rows: pd.DataFrame) -> list[str]:
 def run_label(tracking_uri: str, run_id: str) -> str:
     """`model / benchmark / variants / T=...` of a run (its full id, `src.core.records.resolve_run_id`), for
     headings."""
-    from mlflow.tracking import MlflowClient
-
-    tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
+    tags = reads.run_tags(tracking_uri, run_id)
     return f"{tags.get('model')} / {tags.get('benchmark')} / {tags.get('variants')} / T={tags.get('temperature')}"

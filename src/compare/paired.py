@@ -10,16 +10,18 @@ the questions needed to detect a difference `delta` (each run alone and each pai
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 import pandas as pd
 
 from src.common.errors import UserError
-from src.metrics.display import difference_cell
+from src.metrics.display import difference_cell, fmt
 from src.tracking import store as tracking_store
 
-from ..metrics.intervals import MIN_BOOTSTRAP_QUESTIONS, decompose
+from ..metrics.intervals import MIN_BOOTSTRAP_QUESTIONS, Decomposition, decompose
 from ..metrics.paired import (
     PairedDifference,
     QuestionsVerdict,
@@ -29,24 +31,22 @@ from ..metrics.paired import (
     question_mismatch,
 )
 from .load import Runs, benchmark_size
-from .tables import (
-    CORA_FAMILY_PREFIXES,
+from .tables.common import (
     ONE_VARIANT_SETS,
     Built,
+    RunRow,
     Table,
     chance_of,
     condition_groups,
-    fmt,
     latest,
+    p_text,
+    run_rows,
     slug,
     spread_text,
 )
+from .tables.cora import CORA_FAMILY_PREFIXES
 
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
-
-
-def _p(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
 
 
 @dataclass
@@ -59,6 +59,14 @@ class PairedStudy:
     results: dict[tuple[str, str], dict[str, PairedDifference]] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
+    def extend(self, other: PairedStudy) -> None:
+        """Add `other`'s tables, notes, results and lines after this study's (one condition's, in order)."""
+        for mine, theirs in ((self.differences, other.differences), (self.power, other.power)):
+            mine.tables += theirs.tables
+            mine.notes += theirs.notes
+        self.results.update(other.results)
+        self.lines += other.lines
+
     def lookup(self, run_a: str, run_b: str, metric: str) -> PairedDifference | None:
         """The difference a - b of `metric` (the stored b - a with its sign flipped, when stored that way)."""
         if (run_a, run_b) in self.results:
@@ -67,7 +75,7 @@ class PairedStudy:
         if found is None:
             return None
 
-        def flip(v):
+        def flip(v: float | None) -> float | None:
             return None if v is None else -v
 
         return PairedDifference(
@@ -89,12 +97,12 @@ class _Records:
 
     def __init__(self, runs: Runs):
         self.runs = runs
-        self.cache: dict[tuple[str, frozenset | None], object] = {}
+        self.cache: dict[tuple[str, frozenset[str] | None], Decomposition] = {}
 
     def records(self, run_id: str) -> pd.DataFrame:
         return self.runs.records(run_id, key="--no-paired")
 
-    def decomposition(self, row, keep: frozenset | None = None):
+    def decomposition(self, row: RunRow, keep: frozenset[str] | None = None) -> Decomposition:
         key = (row["run_id"], keep)
         if key not in self.cache:
             records = self.records(row["run_id"])
@@ -105,8 +113,20 @@ class _Records:
         return self.cache[key]
 
 
-def _label(row) -> str:
+def _label(row: RunRow) -> str:
     return f"{row['run_id'][:8]} ({row['model']})"
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What every condition of one study is computed with (`paired_study`'s keywords)."""
+
+    intersect: bool
+    delta: float
+    alpha: float
+    power: float
+    n_resamples: int
+    seed: int
 
 
 def paired_study(
@@ -127,22 +147,11 @@ def paired_study(
         study.differences.notes.append(f"paired differences: no MLflow store at {db} to read the runs' records from")
         return study
     store = _Records(runs)
+    options = _Options(intersect, delta, alpha, power, n_resamples, seed)
     for benchmark, label, rows, _ in condition_groups(frame, axes=("model",)):
         rows = latest(rows, ["model"]).sort_values("model")
         title = benchmark + (f" ({label})" if label else "")
-        _condition(
-            study,
-            store,
-            rows.to_dict("records"),
-            title,
-            slug(benchmark, label),
-            intersect=intersect,
-            delta=delta,
-            alpha=alpha,
-            power=power,
-            n_resamples=n_resamples,
-            seed=seed,
-        )
+        study.extend(_condition(store, run_rows(rows), title, slug(benchmark, label), options))
     if not study.differences.tables:
         study.differences.notes.append(
             "paired differences: no benchmark and condition with runs of two or more "
@@ -152,58 +161,45 @@ def paired_study(
     return study
 
 
-@dataclass(frozen=True)
-class _Options:
-    """What every condition of one study is computed with (`paired_study`'s keywords)."""
-
-    intersect: bool
-    delta: float
-    alpha: float
-    power: float
-    n_resamples: int
-    seed: int
-
-
-def _condition(
-    study: PairedStudy,
-    store: _Records,
-    rows: list[dict],
-    title: str,
-    name: str,
-    *,
-    intersect: bool,
-    delta: float,
-    alpha: float,
-    power: float,
-    n_resamples: int,
-    seed: int,
-) -> None:
-    """The paired differences and the questions-needed rows of one benchmark and condition, into `study`."""
-    options = _Options(intersect, delta, alpha, power, n_resamples, seed)
+def _condition(store: _Records, rows: list[RunRow], title: str, name: str, options: _Options) -> PairedStudy:
+    """The paired differences and the questions-needed table of one benchmark and condition."""
+    part = PairedStudy()
     pairs = list(combinations(rows, 2))
-    records: list[dict] = []
-    power_rows: list[dict] = []
+    records: list[dict[str, Any]] = []
+    power_rows: list[dict[str, Any]] = []
     for a, b in pairs:
-        _pair(study, store, a, b, title, options, records, power_rows)
-    power_rows += _alone_rows(study, store, rows, title, options)
+        pair = _pair(store, a, b, title, options)
+        part.differences.notes += pair.notes
+        if pair.results is not None:
+            part.results[(a["run_id"], b["run_id"])] = pair.results
+        records += pair.rows
+        power_rows += pair.power_rows
+    alone, skipped = _alone_rows(store, rows, title, options)
+    power_rows += alone
+    part.power.notes += skipped
     if records:
-        _differences_table(study, pd.DataFrame(records), title, name, len(pairs), options)
+        table, lines = _differences_table(pd.DataFrame(records), title, name, len(pairs), options)
+        part.differences.tables.append(table)
+        part.lines += lines
     if power_rows:
-        _power_table(study, pd.DataFrame(power_rows), title, name, options)
+        part.power.tables.append(_power_table(pd.DataFrame(power_rows), title, name, options))
+    return part
 
 
-def _shared_questions(study: PairedStudy, store: _Records, a: dict, b: dict, title: str, intersect: bool):
-    """(paired, keep): whether the two runs can be paired, and on which questions (None: all; the runs asked the
-    same). UserError when they asked different questions and `intersect` is off."""
+def _shared_questions(
+    store: _Records, a: RunRow, b: RunRow, title: str, intersect: bool
+) -> tuple[bool, frozenset[str] | None, list[str]]:
+    """(paired, keep, notes): whether the two runs can be paired, on which questions (None: all; the runs asked the
+    same), and the note that says how or why not. UserError when they asked different questions and `intersect` is
+    off."""
     try:
         ids_a = store.records(a["run_id"])["question_id"].dropna().astype(str).unique()
         ids_b = store.records(b["run_id"])["question_id"].dropna().astype(str).unique()
     except UserError as err:
-        study.differences.notes.append(f"paired differences, {title}: {_label(a)} and {_label(b)} not paired ({err})")
-        return False, None
+        return False, None, [f"paired differences, {title}: {_label(a)} and {_label(b)} not paired ({err})"]
     mismatch = question_mismatch(ids_a, ids_b)
     if not mismatch:
-        return True, None
+        return True, None, []
     if not intersect:
         raise UserError(
             f"paired differences: runs {a['run_id']} ({a['model']}) and {b['run_id']} ({b['model']}) of "
@@ -212,37 +208,45 @@ def _shared_questions(study: PairedStudy, store: _Records, a: dict, b: dict, tit
         )
     keep = frozenset(ids_a) & frozenset(ids_b)
     if not keep:
-        study.differences.notes.append(
-            f"paired differences, {title}: {_label(a)} and {_label(b)} share no question: not paired"
-        )
-        return False, None
-    study.differences.notes.append(
+        return False, None, [f"paired differences, {title}: {_label(a)} and {_label(b)} share no question: not paired"]
+    note = (
         f"paired differences, {title}: {_label(a)} and {_label(b)} paired on "
         f"their {len(keep)} shared questions ({mismatch}; --pair-intersection)"
     )
-    return True, keep
+    return True, keep, [note]
 
 
-def _pair(study, store, a: dict, b: dict, title: str, options: _Options, records: list, power_rows: list) -> None:
-    """One pair of models: its differences into `records`, its paired questions-needed rows into `power_rows`."""
-    paired, keep = _shared_questions(study, store, a, b, title, options.intersect)
+@dataclass
+class _Pair:
+    """What one pair of models gives: its differences by metric (None: not paired), a row per difference, its
+    paired questions-needed rows, and the notes on how it was paired or why not."""
+
+    results: dict[str, PairedDifference] | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    power_rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _pair(store: _Records, a: RunRow, b: RunRow, title: str, options: _Options) -> _Pair:
+    """One pair of models: its differences a - b and its paired questions-needed rows."""
+    paired, keep, notes = _shared_questions(store, a, b, title, options.intersect)
+    out = _Pair(notes=notes)
     if not paired:
-        return
+        return out
     dec_a, dec_b = store.decomposition(a, keep), store.decomposition(b, keep)
-    left_out = set()
+    left_out: set[str] = set()
     if a.get("sure_rule") != b.get("sure_rule"):
         left_out = {"rws", "st"}
-        study.differences.notes.append(
+        out.notes.append(
             f"paired differences, {title}: {_label(a)} and {_label(b)} use different "
             "SURE rules: RWS and S/T not compared (--sure-rule recomputes both)"
         )
     if a.get("variants") in ONE_VARIANT_SETS or b.get("variants") in ONE_VARIANT_SETS:
         left_out |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
     names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in left_out]
-    results = paired_differences(dec_a, dec_b, names, n_resamples=options.n_resamples, seed=options.seed)
-    study.results[(a["run_id"], b["run_id"])] = results
-    for metric, r in results.items():
-        records.append(
+    out.results = paired_differences(dec_a, dec_b, names, n_resamples=options.n_resamples, seed=options.seed)
+    for metric, r in out.results.items():
+        out.rows.append(
             {
                 "model_a": a["model"],
                 "model_b": b["model"],
@@ -262,21 +266,24 @@ def _pair(study, store, a: dict, b: dict, title: str, options: _Options, records
         if r.sd is not None:
             who = f"{a['model']} − {b['model']} (paired)"
             size = min((s for s in (benchmark_size(a), benchmark_size(b)) if s is not None), default=None)
-            power_rows.append(_power_row(who, metric, len(dec_a.question_ids), r.sd, size, options))
+            out.power_rows.append(_power_row(who, metric, len(dec_a.question_ids), r.sd, size, options))
+    return out
 
 
 def _test(options: _Options) -> tuple[float, float, float]:
     return options.delta, options.alpha, options.power
 
 
-def _alone_rows(study: PairedStudy, store: _Records, rows: list[dict], title: str, options: _Options) -> list[dict]:
-    """The questions-needed rows of each run alone."""
-    out = []
+def _alone_rows(
+    store: _Records, rows: list[RunRow], title: str, options: _Options
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows, notes): the questions-needed rows of each run alone, and a note per run whose records are missing."""
+    out, notes = [], []
     for row in rows:
         try:
             decomposition = store.decomposition(row)
         except UserError as err:
-            study.power.notes.append(f"questions needed, {title}: {_label(row)} skipped ({err})")
+            notes.append(f"questions needed, {title}: {_label(row)} skipped ({err})")
             continue
         sds = per_question_sd(decomposition, n_resamples=options.n_resamples, seed=options.seed)
         for metric, sd in sds.items():
@@ -284,10 +291,12 @@ def _alone_rows(study: PairedStudy, store: _Records, rows: list[dict], title: st
                 continue
             n = len(decomposition.question_ids)
             out.append(_power_row(row["model"], metric, n, sd, benchmark_size(row), options))
-    return out
+    return out, notes
 
 
-def _differences_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, pairs: int, options) -> None:
+def _differences_table(
+    data: pd.DataFrame, title: str, name: str, pairs: int, options: _Options
+) -> tuple[Table, list[str]]:
     """The differences table of one condition, Holm-adjusted over its rows, and one printed line per row."""
     alpha, n_resamples = options.alpha, options.n_resamples
     data["p_holm"] = holm([None if p is None or p != p else p for p in data["p"]])
@@ -300,33 +309,32 @@ def _differences_table(study: PairedStudy, data: pd.DataFrame, title: str, name:
             "A": [fmt(v) for v in data["a"]],
             "B": [fmt(v) for v in data["b"]],
             "A − B [95%]": [difference_cell(r) for r in _results(data)],
-            "p": [_p(p) for p in _nones(data["p"])],
-            "p (Holm)": [_p(p) for p in _nones(data["p_holm"])],
+            "p": [p_text(p) for p in _nones(data["p"])],
+            "p (Holm)": [p_text(p) for p in _nones(data["p_holm"])],
             "significant": ["*" if s else "" for s in data["significant"]],
             "chance": data["chance"].to_numpy(),
         },
         index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"),
     )
-    study.differences.tables.append(
-        Table(
-            title=title,
-            data=data,
-            text=text,
-            name=f"paired_{name}",
-            caption=f"{pairs} pair{'s' if pairs != 1 else ''} of models on the same questions; "
-            f"difference with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the "
-            f"questions, the same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {tested} "
-            f"difference{'s' if tested != 1 else ''} of this table with a p; * = p (Holm) < {alpha:g}; chance: the "
-            "accuracy of a uniform guesser (src/metrics/chance.py) where the metric is an accuracy, – where it is "
-            "none" + untested_note(data, n_resamples),
-        )
+    table = Table(
+        title=title,
+        data=data,
+        text=text,
+        name=f"paired_{name}",
+        caption=f"{pairs} pair{'s' if pairs != 1 else ''} of models on the same questions; "
+        f"difference with its paired cluster-bootstrap 95% interval ({n_resamples} resamples of the "
+        f"questions, the same draw for both runs), two-sided bootstrap p, Holm-adjusted over the {tested} "
+        f"difference{'s' if tested != 1 else ''} of this table with a p; * = p (Holm) < {alpha:g}; chance: the "
+        "accuracy of a uniform guesser (src/metrics/chance.py) where the metric is an accuracy, – where it is "
+        "none" + untested_note(data, n_resamples),
     )
-    for _, r in data.iterrows():
-        study.lines.append(
-            f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
-            f"{difference_cell(_results(r.to_frame().T)[0])} p={_p(_none(r['p']))} "
-            f"p_holm={_p(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
-        )
+    lines = [
+        f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
+        f"{difference_cell(_results(r.to_frame().T)[0])} p={p_text(_none(r['p']))} "
+        f"p_holm={p_text(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
+        for _, r in data.iterrows()
+    ]
+    return table, lines
 
 
 def untested_note(data: pd.DataFrame, n_resamples: int) -> str:
@@ -353,7 +361,7 @@ def untested_note(data: pd.DataFrame, n_resamples: int) -> str:
     )
 
 
-def _power_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, options: _Options) -> None:
+def _power_table(data: pd.DataFrame, title: str, name: str, options: _Options) -> Table:
     """The questions-needed table of one condition."""
     delta, alpha, power = _test(options)
     data.insert(0, "table", title)
@@ -367,24 +375,22 @@ def _power_table(study: PairedStudy, data: pd.DataFrame, title: str, name: str, 
         },
         index=pd.Index(data["who"].to_numpy(), name="run or pair"),
     )
-    study.power.tables.append(
-        Table(
-            title=title,
-            data=data,
-            text=text,
-            name=f"power_{name}",
-            caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
-            f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
-            "deviation (sqrt(n) x bootstrap standard error); capped by the benchmark's size N: where more "
-            "questions are needed than it holds, `enough` gives the difference all of them detect, "
-            "(z_(1-alpha/2) + z_power) sd / sqrt(N); a model alone: a shift of its own metric, a "
-            "pair: the paired difference on the same questions (counts of questions: no chance level "
-            "applies)",
-        )
+    return Table(
+        title=title,
+        data=data,
+        text=text,
+        name=f"power_{name}",
+        caption=f"questions needed to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with "
+        f"power {power:g}: n = ((z_(1-alpha/2) + z_power) sd / delta)^2, sd = per-question standard "
+        "deviation (sqrt(n) x bootstrap standard error); capped by the benchmark's size N: where more "
+        "questions are needed than it holds, `enough` gives the difference all of them detect, "
+        "(z_(1-alpha/2) + z_power) sd / sqrt(N); a model alone: a shift of its own metric, a "
+        "pair: the paired difference on the same questions (counts of questions: no chance level "
+        "applies)",
     )
 
 
-def _power_row(who: str, metric: str, n: int, sd: float, size: int | None, options: _Options) -> dict:
+def _power_row(who: str, metric: str, n: int, sd: float, size: int | None, options: _Options) -> dict[str, Any]:
     """One row of a questions-needed table, by the one rule of `QuestionsVerdict` (capped by the benchmark's
     `size`); n_needed None (and enough None) when the metric did not vary over the resamples (sd 0: every
     question alike, e.g. BMCA(1.0) = 0), where no variance can be estimated."""
@@ -406,15 +412,15 @@ def _power_row(who: str, metric: str, n: int, sd: float, size: int | None, optio
     }
 
 
-def _needed(value) -> str:
+def _needed(value: Any) -> str:
     return "–" if value is None or value != value else str(int(value))
 
 
-def _none(value):
+def _none(value: Any) -> float | None:
     return None if value is None or value != value else float(value)
 
 
-def _nones(values) -> list:
+def _nones(values: Iterable[Any]) -> list[float | None]:
     return [_none(v) for v in values]
 
 

@@ -9,27 +9,23 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+from src.metrics.display import Row, bounds
 
 from ..metrics.chance import option_count_chance
 from ..metrics.intervals import wilson_interval
 from .load import CONDITION_KEYS
-from .tables import (
-    ONE_VARIANT_SETS,
-    bmca_levels,
-    bounds,
-    condition_label,
-    has,
-    latest,
-    option_levels,
-    repetition_groups,
-    repetition_runs,
-    revas_runs,
-    slug,
-    varying,
-)
+from .tables.common import ONE_VARIANT_SETS, condition_label, has, latest, slug, varying
+from .tables.cora import bmca_levels
+from .tables.repetition import repetition_groups, repetition_runs
+from .tables.revas import option_levels, revas_runs
 
 QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the repetition paper's section 4.4
     (0.98, 0.98, "USEFUL", "right", "top"),
@@ -39,12 +35,12 @@ QUADRANTS = (  # (x, y, text, horizontal alignment, vertical alignment): the rep
 )
 SHARE_COLOURS = {"sure_right": "#1a7f37", "unsure_right": "#8fd19e", "unsure_wrong": "#f4a3a3", "sure_wrong": "#b42318"}
 INVALID_STYLE = {"color": "#d9d9d9", "hatch": "///", "edgecolor": "#555555"}  # INVALID never looks like wrong
-CHANCE_STYLE = {"color": "black", "ls": "--", "lw": 1.0, "alpha": 0.7}  # the chance level on every plot
+CHANCE_STYLE: dict[str, Any] = {"color": "black", "ls": "--", "lw": 1.0, "alpha": 0.7}  # the chance level on every plot
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 LINE_STYLES = ("-", "-.", ":", (0, (3, 1, 1, 1, 1, 1)))  # no plain dashes: they mark the chance level
 
 
-def series_style(i: int, *, line: bool = True) -> dict:
+def series_style(i: int, *, line: bool = True) -> dict[str, Any]:
     """Colour, marker and line style of the i-th model of a plot: no two of the first 20 look alike, and lines
     that lie on top of each other stay apart by their markers."""
     style: dict[str, Any] = {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)]}
@@ -53,7 +49,7 @@ def series_style(i: int, *, line: bool = True) -> dict:
     return style
 
 
-def chance_line(ax, value: float, label: str = "chance") -> bool:
+def chance_line(ax: Axes, value: float, label: str = "chance") -> bool:
     """A dashed horizontal line at the chance level (and a legend entry); False when the level is unknown."""
     if value is None or value != value:
         return False
@@ -79,7 +75,7 @@ class Plot:
     caption: str = ""
 
 
-def _figure(width: float = 6.4, height: float = 4.8):
+def _figure(width: float = 6.4, height: float = 4.8) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -88,7 +84,7 @@ def _figure(width: float = 6.4, height: float = 4.8):
     return fig
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
     return buffer.getvalue()
@@ -127,7 +123,7 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             undefined += [f"{model} T={t:g}" for t in path.loc[~has(path, "rws"), "temperature"]]
             defined = path[has(path, "rws")]
             if not defined.empty:
-                with_bars |= _consistency_path(ax, model, defined, series_style(i))
+                with_bars |= _consistency_path(ax, str(model), defined, series_style(i))
         ax.set(
             xlim=(-0.06, 1.06),
             ylim=(-0.06, 1.06),
@@ -159,7 +155,7 @@ def consistency_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     return plots, notes
 
 
-def _quadrants(ax, rows: pd.DataFrame) -> bool:
+def _quadrants(ax: Axes, rows: pd.DataFrame) -> bool:
     """The quadrant lines at 0.5 with the paper's labels, and the chance line; whether chance was drawn."""
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.axvline(0.5, color="grey", lw=0.8, ls=":")
@@ -169,7 +165,7 @@ def _quadrants(ax, rows: pd.DataFrame) -> bool:
     return chance_shown
 
 
-def _consistency_path(ax, model: str, defined: pd.DataFrame, style: dict) -> bool:
+def _consistency_path(ax: Axes, model: str, defined: pd.DataFrame, style: dict[str, Any]) -> bool:
     """One model's path across temperatures: line, the intervals each run logged, markers, labels; whether an
     error bar was drawn."""
     colour = style["color"]
@@ -217,7 +213,7 @@ def _consistency_path(ax, model: str, defined: pd.DataFrame, style: dict) -> boo
 
 # The parts of a SURE/UNSURE bar: shares of trials (`src.metrics.repetition.trial_parts`, from each run's records:
 # `sure_rule.trial_parts_of`), so that the right parts add up to acc_mean.
-TRIAL_BAR_PARTS = (
+TRIAL_BAR_PARTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("right, SURE question", "right_sure", {"color": SHARE_COLOURS["sure_right"]}),
     ("right, UNSURE question", "right_unsure", {"color": SHARE_COLOURS["unsure_right"]}),
     ("wrong, UNSURE question", "wrong_unsure", {"color": SHARE_COLOURS["unsure_wrong"]}),
@@ -225,14 +221,14 @@ TRIAL_BAR_PARTS = (
     ("INVALID (unparsed)", "invalid", INVALID_STYLE),
 )
 # Without the records (--no-paired): the same bar from the logged metrics, right and wrong not split by class.
-METRIC_BAR_PARTS = (
+METRIC_BAR_PARTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("right (acc mean)", "right", {"color": SHARE_COLOURS["sure_right"]}),
     ("wrong", "wrong", {"color": SHARE_COLOURS["sure_wrong"]}),
     ("INVALID (unparsed)", "invalid", INVALID_STYLE),
 )
 
 
-def trial_bar(row, parts: Mapping[str, Mapping[str, float]]) -> dict[str, float] | None:
+def trial_bar(row: Row, parts: Mapping[str, Mapping[str, float]]) -> dict[str, float] | None:
     """The five trial parts of a run's bar where its records gave them (`parts`, by run id), else None."""
     found = parts.get(row["run_id"]) or {}
     if any(found.get(part) is None for _, part, _ in TRIAL_BAR_PARTS):
@@ -240,7 +236,7 @@ def trial_bar(row, parts: Mapping[str, Mapping[str, float]]) -> dict[str, float]
     return {part: float(found[part]) for _, part, _ in TRIAL_BAR_PARTS}
 
 
-def metric_bar(row) -> dict[str, float]:
+def metric_bar(row: Row) -> dict[str, float]:
     """The bar from the logged metrics: right = acc_mean, INVALID = invalid_rate, wrong = the rest (sum 1)."""
     right = float(row.get("acc_mean", float("nan")))
     invalid = row.get("invalid_rate")
@@ -301,14 +297,14 @@ def sure_bars(
     return plots, []
 
 
-def _err(value: float, interval: tuple[float, float] | None):
+def _err(value: float, interval: tuple[float, float] | None) -> list[list[float]]:
     """matplotlib's [[below], [above]] for one point; zero length without an interval."""
     if interval is None:
         return [[0.0], [0.0]]
     return [[max(0.0, value - interval[0])], [max(0.0, interval[1] - value)]]
 
 
-def bmca_band(row) -> tuple[list[float], list[float], list[float]] | None:
+def bmca_band(row: pd.Series) -> tuple[list[float], list[float], list[float]] | None:
     """(levels, lo, hi): the Wilson 95% band of a run's BMCA(c) curve, or None.
 
     Each BMCA(c) is the share of the run's questions whose response consistency reaches c, so its interval is the
@@ -413,7 +409,11 @@ def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
             ylim=(-0.02, 1.02),
             title=f"Accuracy vs number of options: {benchmark}",
         )
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        from matplotlib.ticker import MaxNLocator  # loaded with the figure (`_figure`), never for no plot
+
+        locator = ax.xaxis.get_major_locator()
+        if isinstance(locator, MaxNLocator):  # the default AutoLocator: ticks at whole option counts only
+            locator.set_params(integer=True)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         plots.append(
             Plot(
@@ -428,7 +428,7 @@ def options_plots(runs: pd.DataFrame) -> tuple[list[Plot], list[str]]:
     return plots, notes
 
 
-def _option_bars(ax, row, prefix: str, levels: list[int], colour: str) -> None:
+def _option_bars(ax: Axes, row: Row, prefix: str, levels: list[int], colour: str) -> None:
     """Error bars at each option count where the run logged `<prefix>@n`'s interval."""
     for n in levels:
         interval = bounds(row, f"{prefix}@{n}")

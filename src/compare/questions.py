@@ -11,10 +11,12 @@ from __future__ import annotations
 import pandas as pd
 
 from src.common.errors import UserError
+from src.metrics.display import fmt
 
 from ..metrics.answers import ORIGINAL, answer_keys, correct_flags
 from ..metrics.chance import trial_chance
-from .tables import ONE_VARIANT_SETS, Built, Table, condition_groups, fmt, latest, slug
+from .load import Runs
+from .tables.common import ONE_VARIANT_SETS, Built, Table, condition_groups, latest, slug
 
 SHOWN_QUESTIONS = 20  # in the HTML and Markdown per table; the CSV holds every one
 PROMPT_CHARS = 400  # of a prompt in the page (its end); the CSV holds it whole
@@ -147,7 +149,7 @@ def disagreement_table(
     )
 
 
-def model_disagreements(runs) -> Built:
+def model_disagreements(runs: Runs) -> Built:
     """Per benchmark and condition (the CoRA table's grouping: runs that differ only in the model), the questions
     the models answer differently on the reference order. `runs` is a `load.Runs` (records read from MLflow)."""
     out = Built()
@@ -183,7 +185,7 @@ def model_disagreements(runs) -> Built:
 VARIANT_QUESTIONS_SHOWN = 2  # a divergent set has up to 26 variants per question: the page shows two questions
 
 
-def run_variant_disagreements(runs) -> Built:
+def run_variant_disagreements(runs: Runs) -> Built:
     """Per run of a variant set with several orders or option lists per question (not `original`): the questions
     whose variants got answers that pick different options, every variant with its prompt, output and parse."""
     out = Built()

@@ -18,30 +18,21 @@ import math
 import pandas as pd
 
 from src.common.errors import UserError
+from src.metrics.display import cell, fmt
 
 from ..metrics import tidy_permutations
 from ..metrics.cora import cora_bootstrap
-from .tables import (
-    CHANCE_NOTE,
-    Built,
-    Table,
-    cell,
-    condition_groups,
-    cora_study_runs,
-    fmt,
-    has,
-    latest,
-    repetition_groups,
-    repetition_runs,
-    slug,
-)
+from .load import Runs
+from .tables.common import CHANCE_NOTE, Built, Table, condition_groups, has, latest, run_rows, slug
+from .tables.cora import cora_study_runs
+from .tables.repetition import repetition_groups, repetition_runs
 
 CORA_BOOTSTRAPPED = (("MCQA+", "mcqa_plus"), ("MV", "mv"), ("CoRA", "cora"))
 FLUCTUATION_SHOWN = ("aacc", "wacc", "sacc", "fr", "one_minus_sensg")  # the paper's Figure 4, label metrics
 INTERVAL_WORDS = "[95%]: the interval the run logged (questions resampled)"
 
 
-def cora_spreads(runs) -> Built:
+def cora_spreads(runs: Runs) -> Built:
     """Per CoRA table: each model's MCQA+, MV and CoRA with the logged interval and the CoRA paper's bootstrap std."""
     out = Built()
     study = cora_study_runs(runs.table)
@@ -92,14 +83,14 @@ def cora_spreads(runs) -> Built:
     return out
 
 
-def repetition_spreads(runs) -> Built:
+def repetition_spreads(runs: Runs) -> Built:
     """Per repetition table: acc mean with its logged interval beside the repetition paper's accuracy stdev."""
     out = Built()
     rows_with = repetition_runs(runs.table)
     if rows_with.empty:
         return out
     for benchmark, label, rows, _, _rule in repetition_groups(rows_with):
-        records = rows.to_dict("records")
+        records = run_rows(rows)
         text = pd.DataFrame(
             {
                 "temperature": [fmt(r["temperature"], 2) for r in records],
@@ -130,7 +121,7 @@ def repetition_spreads(runs) -> Built:
     return out
 
 
-def fluctuation_spreads(runs, *, n_draws: int = 100, seed: int = 0) -> Built:
+def fluctuation_spreads(runs: Runs, *, n_draws: int = 100, seed: int = 0) -> Built:
     """Per run that asked every order: the answer-fluctuation paper's std over random pairs and |L|-tuples of
     permutations, beside the value and logged interval of the metric on the seeded random2 and randomL sets."""
     from ..metrics.assessment import stability  # local: loads sklearn (slow import)
@@ -188,7 +179,7 @@ FLUCTUATION_OPT_IN = (
 )
 
 
-def paper_spreads(runs, *, fluctuation: bool = False) -> Built:
+def paper_spreads(runs: Runs, *, fluctuation: bool = False) -> Built:
     """Every study's spread, as its paper reports it; the fluctuation paper's (`fluctuation_spreads`, 200 full
     metric computations per run) only when asked for, otherwise a note saying how."""
     out = Built()

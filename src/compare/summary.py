@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, VERDICT_METRICS, invalid_flag, verdict_of
-from src.metrics.display import difference_cell, signed
+from src.metrics.display import difference_cell, fmt, signed
 from src.metrics.paired import PairedDifference, QuestionsVerdict
 
 from .load import Runs, benchmark_size
-from .tables import AT_CHANCE_NOTE, Built, Table, condition_groups, fmt, judged_cell, latest
+from .paired import PairedStudy
+from .tables.common import AT_CHANCE_NOTE, Built, RunRow, Table, condition_groups, judged_cell, latest, p_text, run_rows
 
 TITLE = "Summary: which model to pick on each benchmark"
 BOTTOM_TITLE = "Bottom line"
@@ -37,7 +39,7 @@ def headline_metric(rows: pd.DataFrame) -> str | None:
     return next((m for m in VERDICT_METRICS if m in rows.columns and rows[m].notna().all()), None)
 
 
-def _holm(study, run_a: str, run_b: str, metric: str) -> float | None:
+def _holm(study: PairedStudy | None, run_a: str, run_b: str, metric: str) -> float | None:
     """The Holm-adjusted p of the paired difference of `metric` between two runs (either order), or None."""
     for table in study.differences.tables if study is not None else ():
         data = table.data
@@ -54,10 +56,6 @@ def _holm(study, run_a: str, run_b: str, metric: str) -> float | None:
     return None
 
 
-def _p_text(value: float | None) -> str:
-    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
-
-
 @dataclass
 class Decision:
     """One benchmark and condition: its headline metric, the first two models, their paired difference."""
@@ -65,17 +63,17 @@ class Decision:
     benchmark: str
     label: str
     metric: str
-    ranked: list[dict]
+    ranked: list[RunRow]
     found: PairedDifference | None
     p_holm: float | None
     alpha: float
 
     @property
-    def first(self) -> dict:
+    def first(self) -> RunRow:
         return self.ranked[0]
 
     @property
-    def second(self) -> dict:
+    def second(self) -> RunRow:
         return self.ranked[1]
 
     @property
@@ -134,14 +132,14 @@ class Decision:
         assert self.found is not None  # a pick is made only from a tested difference (not self.tie)
         return (
             f"pick {self.first['model']} (its lead on {self.metric} over {self.second['model']} is "
-            f"{difference_cell(self.found)}, p_holm {_p_text(self.p_holm)})"
+            f"{difference_cell(self.found)}, p_holm {p_text(self.p_holm)})"
         )
 
     def _no_pick(self, delta: float, power: float) -> str:
         values = f"{self.first['model']} {fmt(self.first[self.metric])}, {self.second['model']} " + fmt(
             self.second[self.metric]
         )
-        p = f", p_holm {_p_text(self.p_holm)}" if self.p_holm is not None else ", no paired test"
+        p = f", p_holm {p_text(self.p_holm)}" if self.p_holm is not None else ", no paired test"
         text = f"no model is better on these questions ({self.metric}: {values}{p})"
         if self.found is not None and self.found.sd is not None and self.found.sd > 0:
             sizes = [s for s in (benchmark_size(self.first), benchmark_size(self.second)) if s is not None]
@@ -157,7 +155,7 @@ class Decision:
         return text
 
 
-def decisions(runs: Runs, study=None, *, alpha: float = 0.05) -> list[Decision]:
+def decisions(runs: Runs, study: PairedStudy | None = None, *, alpha: float = 0.05) -> list[Decision]:
     """One `Decision` per benchmark and condition with two or more models and a headline every run logged."""
     found = []
     for benchmark, label, rows, _ in condition_groups(runs.table, axes=("model",)):
@@ -165,7 +163,7 @@ def decisions(runs: Runs, study=None, *, alpha: float = 0.05) -> list[Decision]:
         metric = headline_metric(rows)
         if metric is None or rows["model"].nunique() < 2:
             continue
-        ranked = rows.sort_values([metric, "model"], ascending=[False, True], kind="stable").to_dict("records")
+        ranked = run_rows(rows.sort_values([metric, "model"], ascending=[False, True], kind="stable"))
         first, second = ranked[0]["run_id"], ranked[1]["run_id"]
         difference = study.lookup(first, second, metric) if study is not None else None
         found.append(Decision(benchmark, label, metric, ranked, difference, _holm(study, first, second, metric), alpha))
@@ -176,7 +174,7 @@ def bottom_lines(found: list[Decision], *, delta: float = 0.02, power: float = 0
     return [d.bottom_line(delta=delta, power=power) for d in found]
 
 
-def _record(d: Decision) -> dict:
+def _record(d: Decision) -> dict[str, Any]:
     lo = d.found.lo if d.found is not None and d.found.lo is not None else math.nan
     hi = d.found.hi if d.found is not None and d.found.hi is not None else math.nan
     return {
@@ -200,7 +198,7 @@ def _record(d: Decision) -> dict:
     }
 
 
-def _text_row(d: Decision) -> dict:
+def _text_row(d: Decision) -> dict[str, str]:
     difference = "–"
     if d.equal:
         difference = signed(0.0) + " (equal)"
@@ -211,13 +209,15 @@ def _text_row(d: Decision) -> dict:
         "first": f"{d.first['model']} {judged_cell(d.first, d.metric)}",
         "second": f"{d.second['model']} {judged_cell(d.second, d.metric)}",
         "first − second [95%]": difference,
-        "p (Holm)": _p_text(d.p_holm),
+        "p (Holm)": p_text(d.p_holm),
         "verdict": d.verdict(),
         "vs chance": d.chance_cell(),
     }
 
 
-def leader_table(runs: Runs, study=None, *, alpha: float = 0.05, found: list[Decision] | None = None) -> Built:
+def leader_table(
+    runs: Runs, study: PairedStudy | None = None, *, alpha: float = 0.05, found: list[Decision] | None = None
+) -> Built:
     """The summary table (module docstring); `study` is the report's `paired.PairedStudy` (None: `--no-paired`,
     the differences are left out and said so); `found`: the `decisions` already made."""
     out = Built()

@@ -216,7 +216,7 @@ def ingest(args: argparse.Namespace):
 
 def repetition_table(result, params: dict) -> str:
     """The repetition table of one run as `python -m src.compare` renders it (Markdown and its caption), or ""."""
-    from ..compare.report import markdown_table  # local: loads numpy (slow import)
+    from ..compare.render import markdown_table  # local: loads numpy (slow import)
     from ..compare.tables import repetition_tables  # local: loads numpy (slow import)
 
     metrics = result.metrics
