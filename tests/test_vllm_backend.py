@@ -422,7 +422,7 @@ def test_the_chat_template_wraps_prompts_when_the_prompt_asks_and_the_model_allo
 ):
     from src.backends import vllm_backend
 
-    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: NS(LLM=ChatEngineLLM, SamplingParams=lambda **kw: kw))
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=ChatEngineLLM, SamplingParams=lambda **kw: kw))
     cfg = {"backend": "vllm", "path": "org/model", **({} if model_chat is None else {"chat": model_chat})}
     backend = VLLMBackend.from_config(cfg, chat=prompt_chat)
     assert backend.identity.endswith(f"|chat={sent != 'Q?'}")
@@ -439,7 +439,7 @@ def test_a_requests_samples_come_back_in_their_own_order(fake_backend):
     class Reversed(FakeLLM):
         def generate(self, prompts, sampling, use_tqdm=True):
             out = super().generate(prompts, sampling, use_tqdm)
-            return [NS(outputs=o.outputs[::-1], prompt_logprobs=o.prompt_logprobs) for o in out]
+            return [Fake(outputs=o.outputs[::-1], prompt_logprobs=o.prompt_logprobs) for o in out]
 
     fake_backend.llm = Reversed()
     reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
