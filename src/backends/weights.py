@@ -28,7 +28,6 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from src.common import owners
 from src.common.paths import expand_path
@@ -67,14 +66,14 @@ def models_root() -> Path:
     return root.expanduser() / "models"
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
     """sha256 of a file, remembered in `sha256.json` under (real path, size, mtime_ns, ctime_ns, inode, device): a
     file written again, even with its size and times put back, has a new ctime and is hashed again."""
     path = Path(path).resolve()
     stat = path.stat()
     key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_dev}"
     index_file = models_root() / "sha256.json"
-    index: dict[str, str] = read_json(index_file)
+    index = read_json(index_file)
     if key in index:
         return index[key]
     digest = hashlib.sha256()
@@ -109,7 +108,7 @@ def _part_of(name: str) -> str | None:
 
 def folder_parts(folder: Path) -> dict[str, str]:
     """{part: sha256} of the files a model folder's loader reads (the module docstring); its path in none."""
-    files: dict[str, list[list[str]]] = {}
+    files: dict[str, list] = {}
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     has_safetensors = any(n.endswith(".safetensors") for n in names)
     for name in names:
@@ -175,7 +174,7 @@ class ModelContent:
         return [part for part in dict.fromkeys([*self.parts, *now]) if self.parts.get(part) != now.get(part)]
 
 
-def model_content(source: str | os.PathLike[str], *, revision: str | None = None) -> ModelContent:
+def model_content(source: str | os.PathLike, *, revision: str | None = None) -> ModelContent:
     """The content of what a backend loads from `source`: a local folder, a local file (a GGUF) or a hub id at
     `revision` (the module docstring). Written once, used by every backend (hf, GGUF, vllm)."""
     local = expand_path(source)
@@ -192,7 +191,7 @@ def changed_line(parts: list[str]) -> str:
     return " and ".join(parts) if parts else "model files"
 
 
-def folder_fingerprint(folder: str | os.PathLike[str]) -> str:
+def folder_fingerprint(folder: str | os.PathLike) -> str:
     """sha256 of what a model folder's loader reads (`model_content`), not of where it is."""
     return model_content(folder).digest
 
@@ -241,15 +240,14 @@ def _cached_commit(repo_id: str, revision: str | None) -> str | None:
     return commit if COMMIT.fullmatch(commit) else None
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict:
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def write_json_atomic(path: Path, data: dict) -> None:
     """Written under a temporary name and renamed into place: a reader sees the old file or the new one, whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=owners.temp_prefix(path.name), dir=path.parent)
