@@ -56,21 +56,19 @@ class SimulatedBackend(Backend):
     def __init__(self, settings: SimulatedSettings) -> None:
         self.settings = settings
         self.name = settings.name
-        self.success_rate, self.invalid_rate = settings.success_rate, settings.invalid_rate
-        self.delay_s = settings.delay_s
 
     @property
     def identity(self) -> str:
-        return f"simulated(success_rate={self.success_rate},invalid_rate={self.invalid_rate})"
+        return f"simulated(success_rate={self.settings.success_rate},invalid_rate={self.settings.invalid_rate})"
 
     def _answer(self, req: Request, repetition: int) -> int | None:
-        if self.delay_s and repetition == 0:
-            time.sleep(self.delay_s)
+        if self.settings.delay_s and repetition == 0:
+            time.sleep(self.settings.delay_s)
         rng = _rng(req.seed, req.key, repetition)
-        if rng.random() < self.invalid_rate:
+        if rng.random() < self.settings.invalid_rate:
             return None
         n = len(req.labels)
-        if req.correct_slot is None or rng.random() < self.success_rate:
+        if req.correct_slot is None or rng.random() < self.settings.success_rate:
             return req.correct_slot if req.correct_slot is not None else rng.randrange(n)
         return rng.choice([s for s in range(n) if s != req.correct_slot])
 
@@ -82,7 +80,7 @@ class SimulatedBackend(Backend):
         rng = _rng(req.seed, req.key + "/select", repetition)
         chosen = {first}
         for slot in range(len(req.labels)):
-            p = self.success_rate if slot == req.correct_slot else (1.0 - self.success_rate) / 2
+            p = self.settings.success_rate if slot == req.correct_slot else (1.0 - self.settings.success_rate) / 2
             if rng.random() < p:
                 chosen.add(slot)
         return sorted(chosen)
@@ -139,7 +137,7 @@ class SimulatedBackend(Backend):
                 else:
                     weights = [p ** (1.0 / temperature) for p in probs]
                     tempered = [w / sum(weights) for w in weights]
-                dist = tuple(p * (1.0 - self.invalid_rate) for p in tempered) + (self.invalid_rate,)
+                dist = tuple(p * (1.0 - self.settings.invalid_rate) for p in tempered) + (self.settings.invalid_rate,)
             out.append(LabelScores(tuple(probs), 0.9, answer_dist=dist))
         return out
 
