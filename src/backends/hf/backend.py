@@ -67,7 +67,8 @@ class HFBackend(Backend):
     ) -> None:
         self.settings = settings
         self.name = settings.name
-        # what the passes may change as they learn the machine (a failed packing check, a memory budget's pack size)
+        # the passes' own copies: a failed packing check turns sharing off, a memory budget sets the pack size, and
+        # the benches (devtools/perf) set each to time it
         self.batch_size, self.pack_tokens, self.share_prefix = (
             settings.batch_size,
             settings.pack_tokens,
