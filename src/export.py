@@ -191,7 +191,10 @@ def hf_weights(cfg: DictConfig, option: str) -> tuple[str, dict[str, Any]]:
 
     if backend.gguf_path is not None:
         return str(gguf_cache.ensure_float_copy(backend.gguf_path)), {}
-    return backend.location, {"revision": backend.revision, "trust_remote_code": backend.trust_remote_code}
+    return backend.location, {
+        "revision": backend.settings.revision,
+        "trust_remote_code": backend.settings.trust_remote_code,
+    }
 
 
 def chat_renderer(cfg: DictConfig) -> Callable[[str], str]:

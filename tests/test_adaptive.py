@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from src.answering.adaptive import still_to_ask
 from src.answering.trials import answer_items, to_records
 from src.backends.base import SamplingParams
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.config.schema import check_config, compose_job
 from src.job.runner import plan_items
@@ -135,7 +135,9 @@ def test_adaptive_cells_rws_and_st_equal_the_full_run_over_many_seeds(variants, 
         rng = random.Random(seed)
         for _ in range(5):
             backend = SimulatedBackend(
-                success_rate=rng.choice([0.3, 0.6, 0.9, 0.98]), invalid_rate=rng.choice([0.0, 0.1, 0.3])
+                SimulatedSettings(
+                    success_rate=rng.choice([0.3, 0.6, 0.9, 0.98]), invalid_rate=rng.choice([0.0, 0.1, 0.3])
+                )
             )
             R, T = rng.choice([3, 5, 10, 12]), rng.choice([0.5, 1.0])
             full = _records(backend, items, R=R, T=T, adaptive=False)

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from src.backends.base import SamplingParams  # noqa: E402
-from src.backends.hf import HFBackend  # noqa: E402
+from src.backends.hf import HFBackend, HFSettings  # noqa: E402
 from src.backends.hf.budget import AUTO_MAX_TOKENS, AUTO_MIN_TOKENS, ModelDims, pass_bytes_per_token  # noqa: E402
 from tests.tiny_model import ARCHITECTURES, save_tiny_model, tiny_config  # noqa: E402
 
@@ -32,11 +32,13 @@ def checkpoints(tmp_path_factory):
 def test_auto_budget_runs_every_scoring_on_every_architecture(checkpoints, arch, share_prefix):
     def backend(budget):
         return HFBackend(
-            name=arch,
-            path=str(checkpoints[arch]),
-            batch_size=None,
-            max_batch_tokens=budget,
-            share_prefix=share_prefix,
+            HFSettings(
+                name=arch,
+                path=str(checkpoints[arch]),
+                batch_size=None,
+                max_batch_tokens=budget,
+                share_prefix=share_prefix,
+            ),
             progress=False,
         )
 

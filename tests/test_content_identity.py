@@ -309,9 +309,11 @@ def model_server():
 
 
 def served(server: ModelServer, **extra):
-    from src.backends.openai_backend import OpenAIBackend
+    from src.backends.openai_backend import OpenAIBackend, OpenAISettings
 
-    return OpenAIBackend(name="served", model="m", base_url=server.url, api_key_env=None, progress=False, **extra)
+    return OpenAIBackend(
+        OpenAISettings(name="served", model="m", base_url=server.url, api_key_env=None, progress=False, **extra)
+    )
 
 
 def test_a_server_model_is_known_by_what_the_server_reports_and_model_revision(model_server, caplog):
@@ -439,20 +441,24 @@ def test_a_model_path_with_variables_is_read_as_the_shell_would(tmp_path, monkey
 
 def test_a_vllm_local_gguf_file_is_known_by_its_content_not_its_path(tmp_path, own_models_cache, monkeypatch):
     from src.backends import weights
-    from src.backends.vllm_backend import VLLMBackend
+    from src.backends.vllm_backend import VLLMBackend, VLLMSettings
 
     monkeypatch.setattr(weights, "hub_commit", lambda *a: pytest.fail("a local file is no hub id"))
     first, copy = tmp_path / "a" / "model.gguf", tmp_path / "b" / "renamed.gguf"
     for path in (first, copy):
         path.parent.mkdir()
         path.write_bytes(b"GGUF" + b"\0" * 60)
-    one = VLLMBackend(name="g", path=str(first))
+    one = VLLMBackend(VLLMSettings(name="g", path=str(first)))
     assert "weights=sha256:" in one.identity and str(tmp_path) not in one.identity
-    assert VLLMBackend(name="g", path=str(copy)).identity == one.identity  # the same bytes elsewhere: the same
+    assert (
+        VLLMBackend(VLLMSettings(name="g", path=str(copy))).identity == one.identity
+    )  # the same bytes elsewhere: the same
     copy.write_bytes(b"GGUF" + b"\1" * 60)
-    assert VLLMBackend(name="g", path=str(copy)).identity != one.identity
-    folder = VLLMBackend(name="f", path=str(first.parent) + "/")  # a folder, a trailing slash: not in the identity
-    assert folder.identity == VLLMBackend(name="f", path=str(first.parent)).identity
+    assert VLLMBackend(VLLMSettings(name="g", path=str(copy))).identity != one.identity
+    folder = VLLMBackend(
+        VLLMSettings(name="f", path=str(first.parent) + "/")
+    )  # a folder, a trailing slash: not in the identity
+    assert folder.identity == VLLMBackend(VLLMSettings(name="f", path=str(first.parent))).identity
 
 
 def test_a_cache_entry_written_while_the_model_files_change_is_refused(tmp_path, own_models_cache):
@@ -501,7 +507,7 @@ def test_a_hub_id_is_known_by_the_commit_it_resolves_to(tmp_path, monkeypatch, o
     huggingface_hub = pytest.importorskip("huggingface_hub")
     pytest.importorskip("torch")
     from src.backends import weights
-    from src.backends.hf import HFBackend
+    from src.backends.hf import HFBackend, HFSettings
 
     commit = "0123456789abcdef0123456789abcdef01234567"
     refs = tmp_path / "hub" / "models--org--model" / "refs"
@@ -510,13 +516,13 @@ def test_a_hub_id_is_known_by_the_commit_it_resolves_to(tmp_path, monkeypatch, o
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(weights, "_online_commit", lambda repo, revision: None)  # no network here: the cache's ref
     monkeypatch.setattr(weights, "_COMMITS", {})
-    backend = HFBackend(name="hub", path="org/model", progress=False)
+    backend = HFBackend(HFSettings(name="hub", path="org/model"), progress=False)
     assert f"|commit={commit}|" in backend.identity and backend.load_revision == commit  # loads what it names
     pinned = "fedcba9876543210fedcba9876543210fedcba98"
     assert weights.hub_commit("org/model", pinned) == pinned
     (refs / "main").write_text(pinned)  # the hub moved: a new process resolves the new commit
     monkeypatch.setattr(weights, "_COMMITS", {})
-    assert HFBackend(name="hub", path="org/model", progress=False).identity != backend.identity
+    assert HFBackend(HFSettings(name="hub", path="org/model"), progress=False).identity != backend.identity
 
 
 def test_recheck_refuses_a_run_made_on_other_questions_or_other_folder_weights():

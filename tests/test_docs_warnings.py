@@ -90,13 +90,15 @@ def fixed_answer_slot(tmp_path, monkeypatch, request):
 
 
 def served_model(name: str = "m", **extra):
-    from src.backends.openai_backend import OpenAIBackend
+    from src.backends.openai_backend import OpenAIBackend, OpenAISettings
 
     from .test_content_identity import ModelServer
 
     server = ModelServer()
     server.model = {"id": name, "created": 0, "root": "/ckpt/last"}
-    backend = OpenAIBackend(name="served", model=name, base_url=server.url, api_key_env=None, progress=False, **extra)
+    backend = OpenAIBackend(
+        OpenAISettings(name="served", model=name, base_url=server.url, api_key_env=None, progress=False, **extra)
+    )
     return server, backend
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from src.backends.hf import HFBackend
+from src.backends.hf import HFBackend, HFSettings
 from src.backends.hf.loading import torch_dtype
 from src.common.errors import UserError
 
@@ -68,11 +68,11 @@ def test_identity_names_the_resolved_dtype(cpu_bf16, tmp_path):
     identities = {}
     for has_bf16 in (True, False):
         cpu_bf16(avx512_bf16=has_bf16)
-        backend = HFBackend(name="m", path=str(tmp_path), dtype="auto")
+        backend = HFBackend(HFSettings(name="m", path=str(tmp_path), dtype="auto"))
         identities[has_bf16] = backend.identity
         assert backend.dtype_name == ("bfloat16" if has_bf16 else "float32")
     assert "|dtype=bfloat16|" in identities[True] and "|dtype=float32|" in identities[False]
-    assert HFBackend(name="m", path=str(tmp_path), dtype="float32").identity == identities[False]
+    assert HFBackend(HFSettings(name="m", path=str(tmp_path), dtype="float32")).identity == identities[False]
 
 
 @pytest.mark.parametrize("value", ["int8", "[bfloat16]"])
@@ -89,7 +89,7 @@ def test_ill_typed_dtype_stops_the_job_with_one_config_line(run_job_in, tmp_path
 @pytest.mark.parametrize("value", ["float33", "cuda", "16", 16, None, True, ["bfloat16"]])
 def test_every_non_float_dtype_is_refused_naming_model_dtype(tmp_path, value):
     with pytest.raises(UserError, match=r"^config key model\.dtype: .* is not a floating-point torch dtype"):
-        HFBackend(name="m", path=str(tmp_path), dtype=value)
+        HFBackend(HFSettings(name="m", path=str(tmp_path), dtype=value))
 
 
 def test_embedded_model_stays_float32_and_generic_hf_is_auto():

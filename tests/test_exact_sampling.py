@@ -13,7 +13,7 @@ import pytest
 from src.answering.cache import ResponseCache
 from src.answering.trials import Item, answer_items, draw_answers, to_records
 from src.backends.base import Request, SamplingParams
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.core.questions import Question
 from src.core.variant import Variant
 from src.metrics import compute_metrics
@@ -134,7 +134,7 @@ def test_logprob_repetitions_draw_from_answer_dist_with_invalid_and_cache(tiny_m
 
 def test_simulated_backend_gives_an_answer_dist_and_expected_metrics():
     items = _items(30)
-    backend = SimulatedBackend(success_rate=0.7, invalid_rate=0.1)
+    backend = SimulatedBackend(SimulatedSettings(success_rate=0.7, invalid_rate=0.1))
     answers = answer_items(
         backend, items, scoring="logprob", params=SamplingParams(n=10, temperature=0.7), progress=False
     )

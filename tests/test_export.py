@@ -12,7 +12,7 @@ import pytest
 
 from src.answer_formats import FORMATS
 from src.backends.base import SamplingParams
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.config.schema import compose_job
 from src.export import BATCH_FILE, PROMPTS_FILE, export, main as export_main
@@ -90,7 +90,9 @@ def test_round_trip_gives_the_records_of_a_native_run(run_job_in, tmp_path, stud
     manifest = export(cfg, tmp_path / "export")
     assert manifest["trials"] == len(pd.read_parquet(native.out_dir / "artifacts" / "records.parquet"))
     output = answer_batch(
-        tmp_path / "export", SimulatedBackend(success_rate=0.6, invalid_rate=0.1), tmp_path / "batch_output.jsonl"
+        tmp_path / "export",
+        SimulatedBackend(SimulatedSettings(success_rate=0.6, invalid_rate=0.1)),
+        tmp_path / "batch_output.jsonl",
     )
     assert (
         ingest_main(
@@ -207,7 +209,9 @@ def test_compare_shows_ingested_runs_beside_native_runs(run_job_in, tmp_path):
     run_job_in("model=simulated", "model.success_rate=0.9", *study)
     cfg = compose_job(["model=simulated", "model.success_rate=0.9", *study, f"data_dir={DATA_DIR}"])
     export(cfg, tmp_path / "export")
-    output = answer_batch(tmp_path / "export", SimulatedBackend(success_rate=0.5), tmp_path / "out.jsonl")
+    output = answer_batch(
+        tmp_path / "export", SimulatedBackend(SimulatedSettings(success_rate=0.5)), tmp_path / "out.jsonl"
+    )
     common = ["--tracking-uri", run_job_in.store_uri, "--experiment", "beside", "--sure-rule", "correctness"]
     assert (
         ingest_main(

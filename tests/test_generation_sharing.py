@@ -153,7 +153,7 @@ def test_memory_estimate_per_token_and_the_tokens_a_budget_holds():
 
 
 def test_model_memory_gb_sets_the_tokens_per_pack(tiny_model_dir):
-    from src.backends.hf import HFBackend
+    from src.backends.hf import HFBackend, HFSettings
     from src.common.errors import UserError
 
     backend = HFBackend.from_config(
@@ -163,7 +163,7 @@ def test_model_memory_gb_sets_the_tokens_per_pack(tiny_model_dir):
     assert backend.pack_tokens == tokens_for_memory(backend.model.config, torch.float32, 0.001) < 1024
     assert backend.generate(variant_requests()[:2], SamplingParams(n=2, temperature=1.0, max_new_tokens=3))
     with pytest.raises(UserError, match="model.memory_gb=0 must be a positive"):
-        HFBackend(name="tiny", path=str(tiny_model_dir), memory_gb=0)
+        HFBackend(HFSettings(name="tiny", path=str(tiny_model_dir), memory_gb=0))
 
 
 @pytest.mark.slow

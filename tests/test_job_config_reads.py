@@ -200,7 +200,7 @@ def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypat
     closed = []
 
     def backend(weights):
-        return SimpleNamespace(identity=weights, close=lambda: closed.append(weights))
+        return SimpleNamespace(identity=weights, close=lambda: closed.append(weights), new_job=lambda: None)
 
     built = iter(backend(weights) for weights in ("w1", "w1", "w2", "w3"))
     monkeypatch.setattr(runner, "load_backend", lambda model_cfg, chat: next(built))

@@ -13,7 +13,7 @@ import pytest
 
 from src.backends import load_backend
 from src.backends.base import Request, SamplingParams
-from src.backends.openai_backend import OpenAIBackend
+from src.backends.openai_backend import OpenAIBackend, OpenAISettings
 from src.common.errors import UserError
 
 from .conftest import mlflow_runs
@@ -157,7 +157,7 @@ def backend(server: FakeServer, **kwargs) -> OpenAIBackend:
         timeout_s=5.0,
         progress=False,
     )
-    return OpenAIBackend(**{**options, **kwargs})
+    return OpenAIBackend(OpenAISettings(**{**options, **kwargs}))
 
 
 REQUESTS = [

@@ -13,9 +13,9 @@ from src.answer_formats import FORMATS
 from src.answer_formats.multi_select import MULTI_SELECT_MIN_NEW_TOKENS
 from src.answering.cache import ResponseCache
 from src.answering.trials import Item, answer_items, to_records
-from src.backends.base import Completion, Request, SamplingParams
+from src.backends.base import Backend, Completion, Request, SamplingParams
 from src.backends.openai_backend import _texts
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.backends.vllm_backend import _completion
 from src.core.prompts import PromptTemplate, labels_for
 from src.core.questions import Question
@@ -35,17 +35,27 @@ QUESTIONS = [
 ]
 
 
-class ScriptedBackend:
+class ScriptedBackend(Backend):
     """Answers from `script(request, repetition)`, raw text or a `Completion` (to say whether it was cut); it only
     generates."""
 
     seeded_scores = True
 
     def __init__(self, script, identity: str):
-        self.script, self.identity = script, identity
+        self.script, self._identity, self.name = script, identity, "scripted"
+
+    @property
+    def identity(self) -> str:
+        return self._identity
 
     def generate(self, requests, params: SamplingParams) -> list[list]:
         return [[self.script(r, k) for k in range(params.n)] for r in requests]
+
+    def score_labels(self, requests, **sampling):
+        raise AssertionError("a scripted backend only generates")
+
+    def score_options(self, requests):
+        raise AssertionError("a scripted backend only generates")
 
 
 def items(variant_set: str = "original", questions=QUESTIONS) -> list[Item]:
@@ -78,7 +88,7 @@ def records(backend, its, scoring: str, params: SamplingParams = SamplingParams(
 
 
 def test_simulated_runs_record_the_rule_of_every_scoring_mode():
-    sim = SimulatedBackend(success_rate=0.7, invalid_rate=0.3)
+    sim = SimulatedBackend(SimulatedSettings(success_rate=0.7, invalid_rate=0.3))
     generated = records(sim, items(), "generate")
     assert set(generated["parse_rule"]) == {"first_token", "invalid_no_label"}  # "B" / "I cannot tell."
     assert (generated["parse_rule"] == "invalid_no_label").equals(generated["parsed_label"].isna())
@@ -99,7 +109,9 @@ def test_formats_record_their_rules_and_select_all_is_generated_with_room():
             return super().generate(requests, params)
 
     table = records(
-        Recording(success_rate=0.8), items("revas_multi_select") + items("revas_true_false", QUESTIONS[:1]), "generate"
+        Recording(SimulatedSettings(success_rate=0.8)),
+        items("revas_multi_select") + items("revas_true_false", QUESTIONS[:1]),
+        "generate",
     )
     by_fmt = table.groupby("fmt")["parse_rule"].agg(set).to_dict()
     assert by_fmt["multi_select"] <= {"label_list"} and by_fmt["true_false"] == {"first_word"}

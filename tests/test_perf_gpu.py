@@ -60,11 +60,13 @@ def test_the_flop_count_and_the_peaks():
 
 @pytest.mark.parametrize("share_prefix", [True, False], ids=["packed", "padded"])
 def test_a_pass_counts_the_head_rows_it_computed_logits_for(tiny_model_dir, share_prefix):
-    from src.backends.hf import HFBackend
+    from src.backends.hf import HFBackend, HFSettings
 
     from .test_prefix_sharing import variant_requests
 
-    backend = HFBackend(name="tiny", path=str(tiny_model_dir), batch_size=4, share_prefix=share_prefix, progress=False)
+    backend = HFBackend(
+        HFSettings(name="tiny", path=str(tiny_model_dir), batch_size=4, share_prefix=share_prefix), progress=False
+    )
     backend.score_labels(variant_requests()[:2])  # the first call's packing self-check out of the way
     backend.lm.head_rows = 0
     reqs = variant_requests()
@@ -79,11 +81,11 @@ def test_the_share_ceiling_times_every_matrix_product_and_attention_call_and_lea
     (the head's included) and every SDPA kernel call of a packed pass, less than the pass took; nothing left
     hooked or wrapped afterwards."""
     from devtools.perf.study import time_in_matmuls_and_attention
-    from src.backends.hf import HFBackend
+    from src.backends.hf import HFBackend, HFSettings
 
     from .test_prefix_sharing import variant_requests
 
-    backend = HFBackend(name="tiny", path=str(tiny_model_dir), batch_size=4, progress=False)
+    backend = HFBackend(HFSettings(name="tiny", path=str(tiny_model_dir), batch_size=4), progress=False)
     reqs = variant_requests()
     backend.score_labels(reqs[:2])  # the first call's packing self-check out of the way
     linears = [m for m in backend.model.modules() if isinstance(m, torch.nn.Linear)]

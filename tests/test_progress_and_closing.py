@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from src.backends.base import SamplingParams
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common import progress
 from src.tracking.closing import headline_metrics, look_commands
 
@@ -67,7 +67,7 @@ def _answer(items, **kwargs):
     from src.answering.trials import answer_items
 
     return answer_items(
-        SimulatedBackend(success_rate=0.7),
+        SimulatedBackend(SimulatedSettings(success_rate=0.7)),
         items,
         params=SamplingParams(n=1),
         chunk_size=8,

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from src.backends.base import SamplingParams  # noqa: E402
-from src.backends.hf import HFBackend, pack_prefix_trees, tree_attention  # noqa: E402  (a module)
+from src.backends.hf import HFBackend, HFSettings, pack_prefix_trees, tree_attention  # noqa: E402  (a module)
 from src.backends.hf.packing import tree_sees  # noqa: E402
 from src.backends.hf.tree_attention import CALL_COST_FLOPS, GRAIN, TREE_SDPA, block_layout, query_blocks  # noqa: E402
 from tests.tiny_model import save_tiny_model, tiny_config  # noqa: E402
@@ -34,7 +34,7 @@ def checkpoints(tmp_path_factory):
 def backend(path, *, blocks: bool, pack_tokens: int = 1024, budget: int = 1024) -> HFBackend:
     """A packed backend whose passes attend in the finest blocks (every grain that saves a pair is cut: no cost
     per call) or as one call."""
-    out = HFBackend(name="tiny", path=str(path), batch_size=None, max_batch_tokens=budget, progress=False)
+    out = HFBackend(HFSettings(name="tiny", path=str(path), batch_size=None, max_batch_tokens=budget), progress=False)
     out.pack_tokens = pack_tokens
     out.load()
     assert out.model.config._attn_implementation == TREE_SDPA, "SDPA on a CPU runs through tree_sdpa"

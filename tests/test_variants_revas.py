@@ -11,7 +11,7 @@ from src.answer_formats import MULTI_SELECT, TRUE_FALSE, FormatRequest
 from src.answer_formats.multi_select import parse_label_set_with_rule
 from src.answer_formats.true_false import parse_yes_no_with_rule
 from src.backends.base import SamplingParams
-from src.backends.simulated import SimulatedBackend
+from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.core.prompts import PromptTemplate
 from src.core.questions import Question
@@ -246,7 +246,7 @@ def test_format_requests_and_prompts():
 
 
 def test_oracle_answers_yes_no_and_label_sets():
-    backend = SimulatedBackend(success_rate=0.8)
+    backend = SimulatedBackend(SimulatedSettings(success_rate=0.8))
     yes = [
         FormatRequest(
             prompt="p", labels=TF_LABELS, options=TF_LABELS, seed=i, correct_slot=0, key=f"q{i}/t", fmt="true_false"

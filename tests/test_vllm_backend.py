@@ -17,7 +17,7 @@ import pytest
 from src.backends import load_backend
 from src.backends.base import Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
-from src.backends.vllm_backend import VLLMBackend, continuation_loglik, first_token_logprobs
+from src.backends.vllm_backend import VLLMBackend, VLLMSettings, continuation_loglik, first_token_logprobs
 from src.common.errors import UserError
 
 VOCAB = {"A": 1, " A": 2, "B": 3, " B": 4, "C": 5, " C": 6, "Q": 7, "?": 8, " x": 9, "!": 10}
@@ -66,7 +66,7 @@ class FakeLLM:
 
 @pytest.fixture
 def fake_backend():
-    b = VLLMBackend(name="v", path="org/model", top_logprobs=-1)
+    b = VLLMBackend(VLLMSettings(name="v", path="org/model", top_logprobs=-1))
     b.llm, b.tokenizer = FakeLLM(), FakeTokenizer()
     b._vllm = Fake(SamplingParams=lambda **kw: kw)  # SamplingParams as a plain dict
     return b
@@ -156,7 +156,7 @@ def fake_vllm(monkeypatch):
 def test_close_ends_the_engine_once_and_takes_back_its_exit_handler(fake_vllm):
     """A job whose engine nobody shuts down never exits (multiprocessing's exit handler waits on the idle engine
     process): `close` ends it, and the exit handler `load` registered does so for any caller that did not."""
-    backend = VLLMBackend(name="v", path="org/model")
+    backend = VLLMBackend(VLLMSettings(name="v", path="org/model"))
     backend.load()
     llm = backend.llm
     assert fake_vllm.exits == [backend.close], "registered once the engine exists"
@@ -187,14 +187,16 @@ def test_seeded_sampling_with_chunked_prefill_on_a_cpu_is_refused_before_the_eng
     """vLLM's CPU sampler cannot rewind a seeded generator when chunked prefill splits a prompt: the engine dies
     mid-job. Refused in one line, before the engine is started or any request sent."""
     reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
-    backend = VLLMBackend(name="v", path="org/model", enable_chunked_prefill=True)
+    backend = VLLMBackend(VLLMSettings(name="v", path="org/model", enable_chunked_prefill=True))
     with pytest.raises(UserError, match="model.enable_chunked_prefill=false") as err:
         backend.generate(reqs, SamplingParams(n=2, temperature=0.7))
     assert "\n" not in str(err.value) and FakeEngineLLM.made == [], "nothing started"
     assert backend.generate(reqs, SamplingParams(n=2, temperature=0.0)) == [["sNone-0"] * 2], "greedy: no seeds"
     fake_vllm.platform.cpu = False  # a GPU's sampler rewinds its generator: both work together
     assert backend.generate(reqs, SamplingParams(n=2, temperature=0.7)) == [["s5-0", "s5-1"]]
-    assert VLLMBackend(name="v", path="m").generate(reqs, SamplingParams(n=1, temperature=0.7)) == [["s5-0"]]
+    assert VLLMBackend(VLLMSettings(name="v", path="m")).generate(reqs, SamplingParams(n=1, temperature=0.7)) == [
+        ["s5-0"]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -240,7 +242,7 @@ def test_an_engine_that_does_not_start_is_one_line_naming_the_memory_setting(fak
     from src.backends import vllm_backend
 
     monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=refused, SamplingParams=dict))
-    backend = VLLMBackend(name="v", path="org/model")
+    backend = VLLMBackend(VLLMSettings(name="v", path="org/model"))
     with pytest.raises(UserError, match="engine did not start") as err:
         backend.load()
     assert "model.gpu_memory_utilization" in str(err.value) and "\n" not in str(err.value)
@@ -267,7 +269,7 @@ def test_a_stop_signal_during_the_engines_start_ends_the_engine_then_stops_the_j
     monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=Interrupted, SamplingParams=dict))
     previous = signal.signal(signum, stop)
     try:
-        backend = VLLMBackend(name="v", path="org/model")
+        backend = VLLMBackend(VLLMSettings(name="v", path="org/model"))
         with pytest.raises(KeyboardInterrupt):
             backend.load()
         engine = FakeEngineLLM.made

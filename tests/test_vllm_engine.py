@@ -370,12 +370,12 @@ def vllm_server(jobs, references):
 
 
 def test_vllm_serve_is_named_by_its_root_and_makes_hfs_decisions_on_both_endpoints(jobs, references, vllm_server):
-    from src.backends.openai_backend import OpenAIBackend
+    from src.backends.openai_backend import OpenAIBackend, OpenAISettings
 
     port = str(vllm_server.port)
     url = f"http://127.0.0.1:{port}/v1"
     # the identity rule on a real reply: `root` names the weights; vLLM's `created` is its clock, so it is left out
-    served = OpenAIBackend(name="v", model=jobs.model, base_url=url, api_key_env=None).served_identity()
+    served = OpenAIBackend(OpenAISettings(name="v", model=jobs.model, base_url=url, api_key_env=None)).served_identity()
     assert served.get("root") == jobs.model and "created" not in served, served
 
     for (endpoint, scoring), line in SERVED.items():

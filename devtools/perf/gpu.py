@@ -131,7 +131,7 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
 
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
-    from src.backends.hf import HFBackend  # local: loads torch, transformers (slow import)
+    from src.backends.hf import HFBackend, HFSettings  # local: loads torch, transformers (slow import)
 
     on_gpu = torch.cuda.is_available() and not args.tiny
     device = "cuda" if on_gpu else "cpu"
@@ -146,11 +146,10 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     backend = HFBackend.in_memory(
         model,
         tokenizer,
-        name="llama3-8b-shape" if on_gpu else "tiny-llama",
-        chat=True,
+        HFSettings(
+            name="llama3-8b-shape" if on_gpu else "tiny-llama", chat=True, max_batch_tokens="auto", batch_size=None
+        ),
         progress=False,
-        max_batch_tokens="auto",
-        batch_size=None,
     )
     prompt_tokens = [len(backend._encode(backend._prompt_text(it.request.prompt))) for it in timed]
     print(
@@ -220,12 +219,14 @@ def part_gpu(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any
     high = HFBackend.in_memory(
         model,
         tokenizer,
-        name=backend.name,
-        chat=True,
+        HFSettings(
+            name=backend.name,
+            chat=True,
+            batch_size=None,
+            share_prefix=False,
+            max_batch_tokens=1 << 20 if on_gpu else 1 << 16,
+        ),
         progress=False,
-        batch_size=None,
-        share_prefix=False,
-        max_batch_tokens=1 << 20 if on_gpu else 1 << 16,
     )
     restore = None if on_gpu else _oom_above(model, TINY_OOM_ABOVE)
     try:

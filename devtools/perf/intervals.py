@@ -18,7 +18,7 @@ def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[st
 
     from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
-    from src.backends.simulated import SimulatedBackend  # local: loads pandas (slow import)
+    from src.backends.simulated import SimulatedBackend, SimulatedSettings  # local: loads pandas (slow import)
     from src.metrics import applicable_families, compute_metrics  # local: loads numpy, pandas (slow import)
     from src.metrics.intervals import (  # local: loads numpy, pandas (slow import)
         bootstrap_values,
@@ -37,7 +37,7 @@ def part_intervals(meter: Meter, args, ratios: dict[str, float], shared: dict[st
         with meter.phase("intervals_records (build+answer)"):
             cfg, items = build(["variants=cora", "model=simulated", "model.success_rate=0.7"], None, benchmark="mmlu")
             answers = answer_items(
-                SimulatedBackend(success_rate=0.7),
+                SimulatedBackend(SimulatedSettings(success_rate=0.7)),
                 items,
                 scoring="generate",
                 params=SamplingParams(n=1),

@@ -57,7 +57,7 @@ def part_vllm(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
 
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
     from src.backends.base import SamplingParams  # local: the part that times it imports it
-    from src.backends.vllm_backend import VLLMBackend  # local: the part that times it imports it
+    from src.backends.vllm_backend import VLLMBackend, VLLMSettings  # local: the part that times it imports it
 
     on_gpu = torch.cuda.is_available()
     cfg, items = build(["variants=cora", "prompt.chat=false"], args.vllm_limit, benchmark="synthetic")
@@ -74,7 +74,7 @@ def part_vllm(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
         flush=True,
     )
     params = SamplingParams(n=1, max_new_tokens=cfg.max_new_tokens)
-    engine = VLLMBackend(name="vllm", path=folder, **vllm_settings(on_gpu))
+    engine = VLLMBackend(VLLMSettings(name="vllm", path=folder, **vllm_settings(on_gpu)))
     with meter.phase("vllm_engine_start"):
         engine.load()
     ratios["vllm_engine_start_s"] = meter.results["vllm_engine_start"]["seconds"]
@@ -104,7 +104,9 @@ def part_vllm(meter: Meter, args, ratios: dict[str, float], shared: dict[str, An
         )
     finally:
         engine.close()
-    no_prefix = VLLMBackend(name="vllm", path=folder, enable_prefix_caching=False, **vllm_settings(on_gpu))
+    no_prefix = VLLMBackend(
+        VLLMSettings(name="vllm", path=folder, enable_prefix_caching=False, **vllm_settings(on_gpu))
+    )
     try:
         no_prefix.load()
         for scoring in ("cloze_shown", "logprob"):

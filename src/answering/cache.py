@@ -222,6 +222,10 @@ class GuardedCache:
         self.cache.close()
 
 
+# what the answering loop reads answers from and stores them in: a cache, or one behind the job's content check
+AnswerStore = ResponseCache | SharedResponseCache | GuardedCache
+
+
 def open_cache(path: str | Path, *, shared: bool = False) -> ResponseCache | SharedResponseCache:
     """The response cache of `cache.path` (`~` and `$VARIABLES` expanded): the SQLite file, or with `cache.shared`
     the folder many nodes share."""

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from src.answer_formats import FORMATS, format_of
-from src.answering.cache import ResponseCache, request_key
+from src.answering.cache import AnswerStore, request_key
 from src.answering.items import Answer, Item
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from src.common.progress import job_progress
@@ -87,11 +87,11 @@ def _cached_text(value: Any) -> Completion:
     return Completion(value[0], truncated=value[1])
 
 
-def _lookup(cache: ResponseCache | None, keys: list[str]) -> dict[str, Any]:
+def _lookup(cache: AnswerStore | None, keys: list[str]) -> dict[str, Any]:
     return cache.get_many(keys) if cache is not None else {}
 
 
-def _remember(found: dict[str, Any], fresh: dict[str, Any], cache: ResponseCache | None) -> None:
+def _remember(found: dict[str, Any], fresh: dict[str, Any], cache: AnswerStore | None) -> None:
     """Make freshly computed results visible to this chunk and commit them to the cache."""
     found.update(fresh)
     if cache is not None:
@@ -105,11 +105,11 @@ def _answer_chunk(
     scoring: str,
     params: SamplingParams,
     cloze_normalise: bool,
-    cache: ResponseCache | None,
+    cache: AnswerStore | None,
 ) -> list[list[Answer]]:
     """Answers for one chunk of requests: cached results first, the backend for the rest, then stored."""
     identity = backend.identity
-    oracle = bool(getattr(backend, "seeded_scores", False))  # answers depend on the trial, not just the prompt
+    oracle = backend.seeded_scores  # answers depend on the trial, not just the prompt
     if scoring == "generate":
         greedy = params.temperature == 0
         first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/answering/adaptive.py)
@@ -155,7 +155,7 @@ def _answer_chunk(
 
 
 def _logprob_chunk(
-    backend: Backend, reqs: Sequence[Request], *, params: SamplingParams, cache: ResponseCache | None, oracle: bool
+    backend: Backend, reqs: Sequence[Request], *, params: SamplingParams, cache: AnswerStore | None, oracle: bool
 ) -> list[list[Answer]]:
     """Label scores; at temperature 0 every repetition is the best label. At a temperature, exact first-token
     sampling: one pass gives the first token's distribution under temperature/top-k/top-p over the whole
@@ -228,7 +228,7 @@ def _cloze_chunk(
     *,
     n: int,
     cloze_normalise: bool,
-    cache: ResponseCache | None,
+    cache: AnswerStore | None,
     oracle: bool,
 ) -> list[list[Answer]]:
     """Cloze scores per (prompt, option text) pair: an option's log-likelihood does not depend on the other
@@ -297,7 +297,7 @@ def answer_items(
     scoring: str,
     params: SamplingParams,
     cloze_normalise: bool = True,
-    cache: ResponseCache | None = None,
+    cache: AnswerStore | None = None,
     chunk_size: int = 64,
     progress: bool = True,
     adaptive: bool = False,
@@ -349,7 +349,7 @@ def answer_items(
     with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)
         while len(answers) < len(items):
             # the HF backend on a GPU sizes chunks by its token budget (`prompts_per_chunk`); else chunk_size
-            size = backend.prompts_per_chunk(chunk_size) if hasattr(backend, "prompts_per_chunk") else chunk_size
+            size = backend.prompts_per_chunk(chunk_size)
             chunk = [it.request for it in items[len(answers) : len(answers) + size]]
             answers.extend(
                 _answer_chunk(

@@ -22,7 +22,7 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
     kind = model_cfg.get("backend")
     if kind == "hf":
         try:
-            from src.backends.hf import HFBackend  # local: loads torch, transformers (slow import)
+            from src.backends.hf import HFBackend, HFSettings  # local: loads torch, transformers (slow import)
         except ModuleNotFoundError as err:
             if err.name and err.name.split(".")[0] in _HF_PACKAGES:
                 raise UserError(
@@ -30,27 +30,17 @@ def load_backend(model_cfg: Mapping[str, Any], *, chat: bool) -> Backend:
                     f"(CPU-only torch: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
                 ) from None
             raise
-        return HFBackend.from_config(model_cfg, chat=chat)
+        return HFBackend(HFSettings.from_config(model_cfg, chat=chat))
     if kind == "vllm":
-        from src.backends.vllm_backend import (
-            VLLMBackend,
-        )  # local: an optional backend, loaded when chosen (it imports vllm itself only when the model loads)
+        from src.backends.vllm_backend import VLLMBackend, VLLMSettings  # local: optional; imports vllm on load
 
-        return VLLMBackend.from_config(dict(model_cfg), chat=chat)
+        return VLLMBackend(VLLMSettings.from_config(model_cfg, chat=chat))
     if kind == "openai":
-        from src.backends.openai_backend import OpenAIBackend  # local: an optional backend, loaded when chosen
+        from src.backends.openai_backend import OpenAIBackend, OpenAISettings  # local: loaded when chosen
 
-        options = {k: v for k, v in model_cfg.items() if k != "backend"}
-        try:
-            return OpenAIBackend(**options, chat=chat) if "chat" not in options else OpenAIBackend(**options)
-        except TypeError as err:
-            raise UserError(f"model config for backend openai: {err}; check the keys under model") from None
+        return OpenAIBackend(OpenAISettings.from_config(model_cfg, chat=chat))
     if kind == "simulated":
-        from src.backends.simulated import SimulatedBackend  # local: loads pandas (slow import)
+        from src.backends.simulated import SimulatedBackend, SimulatedSettings  # local: loads pandas (slow import)
 
-        options = {k: v for k, v in model_cfg.items() if k != "backend"}
-        try:
-            return SimulatedBackend(**options)
-        except (TypeError, ValueError) as err:
-            raise UserError(f"model config for backend simulated: {err}; check the keys under model") from None
+        return SimulatedBackend(SimulatedSettings.from_config(model_cfg))
     raise UserError(f"model.backend={kind!r} is not a backend; choose one of {', '.join(BACKENDS)}")

@@ -5,9 +5,13 @@ Backends never see Hydra or MLflow; `src.backends.load_backend` builds one from 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # the type only: the interface loads nothing of a backend's
+    from src.backends.weights import ModelContent
 
 
 @dataclass(frozen=True)
@@ -83,18 +87,28 @@ class SamplingParams:
     max_new_tokens: int = 3
 
 
-class Backend(Protocol):
-    """What every backend does. A backend that wraps prompts (a chat template) also has `model_input(prompt)`:
-    the text the model is given, or None before its tokenizer is loaded (src/core/records.py `write_prompts`)."""
+class Backend(ABC):
+    """What every backend does: the three batched methods and its `identity`, with what the runner asks of any
+    backend beside them. The defaults suit a backend that loads nothing and has no tokenizer (an API model, the
+    simulation); the local backends override what they hold."""
+
+    name: str  # the model's name in the config (`model.name`), in lines that speak of it
+    # answers depend on the trial's seed and key, not only on the prompt (an oracle: the simulated backend)
+    seeded_scores: ClassVar[bool] = False
+    tokenizer: Any = None  # the model's tokenizer once `load()` has run; None where there is none
+    content: ModelContent | None = None  # the model's files by content (src/backends/weights.py); None: no files
 
     @property
-    def identity(self) -> str:  # read-only here: an attribute or a property (the OpenAI backend asks its server once)
+    @abstractmethod
+    def identity(self) -> str:
         """Everything that changes outputs: path/revision/file hash; part of the response cache key."""
 
+    @abstractmethod
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         """`params.n` raw completions per request, in repetition order; each a `Completion` where the backend
         knows whether generation stopped at `max_new_tokens` (truncated) rather than at an end token."""
 
+    @abstractmethod
     def score_labels(
         self,
         requests: Sequence[Request],
@@ -107,9 +121,34 @@ class Backend(Protocol):
         at temperature 1). With `temperature` (0 = greedy), also `answer_dist`: the first sampled token's
         distribution over labels + INVALID under temperature, top-k and top-p (exact first-token sampling)."""
 
+    @abstractmethod
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         """Log-likelihood of each displayed option text as the continuation."""
 
+    def load(self) -> None:
+        """Load the model and its tokenizer now (the scoring methods do it on first use); nothing to load here."""
+        return None
+
+    def model_input(self, prompt: str) -> str | None:
+        """The text the model is given for `prompt` (its chat template applied), or None where the backend does not
+        wrap prompts or has not loaded its tokenizer yet (src/core/records.py `write_prompts`)."""
+        return None
+
+    def run_params(self) -> dict[str, int]:
+        """What the job logs as params beside its config (the hf backend's token budget); none here."""
+        return {}
+
+    def new_job(self) -> None:
+        """The next job of a sweep on this loaded backend (`src.job.runner.reuse_backend`); nothing to reset here."""
+        return None
+
+    def prompts_per_chunk(self, default: int) -> int:
+        """Prompts per chunk of the answering loop (src/answering/trials.py): `default` unless the backend knows
+        better (the hf backend on a GPU, from its token budget)."""
+        return default
+
     def close(self) -> None:
         """End what the backend started (vLLM's engine process); idempotent. The runner calls it when a command's
-        jobs are done, however they ended (`src.job.runner.release_backends`)."""
+        jobs are done, however they ended (`src.job.runner.release_backends`). Nothing to end here: what runs, runs
+        in this process, and each call's threads end with the call."""
+        return None

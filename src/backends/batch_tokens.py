@@ -28,7 +28,7 @@ def check_max_batch_tokens(value: Any) -> int | str | None:
     src.common.errors.UserError: config key model.max_batch_tokens: 'lots' is not a budget; give a positive ...
     """
     if value is None or value == AUTO:
-        return value
+        return None if value is None else AUTO
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     raise UserError(

@@ -39,7 +39,7 @@ def with_invalid(picked: Sequence[float]) -> tuple[float, ...]:
 
 
 def label_scores_from_top(
-    top: Mapping[Any, float], label_keys: Sequence[set], sampling: SamplingParams | None, *, complete: bool = False
+    top: Mapping[Any, float], label_keys: Sequence[set[Any]], sampling: SamplingParams | None, *, complete: bool = False
 ) -> tuple[LabelScores, bool]:
     """(LabelScores, exact) from first-token log-probabilities `top` (token -> logprob at temperature 1).
 

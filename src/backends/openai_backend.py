@@ -28,11 +28,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+import tenacity
+
+from src.backends.base import Backend, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import chat_messages, completion, continuation_text, option_scores, text_label_keys
 from src.common.errors import UserError
@@ -43,44 +46,80 @@ log = logging.getLogger(__name__)
 _NOT_SENT = object()  # what a request queued behind a failed one returns instead of being sent
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+# what a request meets when the server is away or cut off (HTTPException: a reply cut off, a server killed mid-answer)
+NETWORK_ERRORS = (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException)
 
 
-class OpenAIBackend:
+def transient(error: BaseException) -> bool:
+    """Whether a request that failed with `error` is worth sending again: a busy or failing server (429, 5xx), a
+    network error. A refusal (another 4xx) is not.
+
+    >>> transient(TimeoutError()), transient(ValueError("not JSON"))
+    (True, False)
+    """
+    if isinstance(error, urllib.error.HTTPError):
+        return error.code in RETRY_STATUS
+    return isinstance(error, NETWORK_ERRORS)
+
+
+@dataclass(frozen=True)
+class OpenAISettings:
+    """A `model` config node with backend=openai, less `backend`: its keys are these fields."""
+
+    name: str = "openai"
+    model: str | None = None  # the server's model name
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = "OPENAI_API_KEY"  # environment variable holding the key; null = no key (local)
+    endpoint: str = "chat"  # chat | completions
+    max_concurrency: int = 8
+    max_retries: int = 6
+    backoff_s: float = 1.0  # first retry wait; doubles each retry (Retry-After wins when the server sends it)
+    max_backoff_s: float = 60.0
+    timeout_s: float = 60.0
+    top_logprobs: int = 20  # OpenAI allows at most 20; vllm serve up to its --max-logprobs
+    n_per_request: bool = True  # false for servers without `n`: one request per sample
+    chat: bool = True  # set by load_backend from the prompt config; the endpoint decides the wrapping
+    revision: str | None = None  # what the user knows of the served weights (a checkpoint's hash or date)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise UserError(f"model {self.name}: set model.model to the server's model name")
+        if self.endpoint not in ("chat", "completions"):
+            raise UserError(f"model.endpoint={self.endpoint!r} must be chat or completions")
+        if int(self.max_concurrency) < 1:
+            raise UserError(f"model.max_concurrency={self.max_concurrency} must be at least 1")
+        # a config's values as their fields' types (a number given as text on the command line), set once here
+        plain = {
+            "base_url": self.base_url.rstrip("/"),
+            "max_concurrency": int(self.max_concurrency),
+            "max_retries": int(self.max_retries),
+            "backoff_s": float(self.backoff_s),
+            "max_backoff_s": float(self.max_backoff_s),
+            "timeout_s": float(self.timeout_s),
+            "top_logprobs": int(self.top_logprobs),
+            "n_per_request": bool(self.n_per_request),
+            "revision": None if self.revision is None else str(self.revision),
+        }
+        for key, value in plain.items():
+            object.__setattr__(self, key, value)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], *, chat: bool) -> OpenAISettings:
+        """The settings of a config node; `chat` (the prompt config's) unless the node sets its own."""
+        options = {k: v for k, v in cfg.items() if k != "backend"}
+        try:
+            return cls(**{"chat": chat, **options})
+        except TypeError as err:
+            raise UserError(f"model config for backend openai: {err}; check the keys under model") from None
+
+
+class OpenAIBackend(Backend):
     """A model behind an OpenAI-compatible `/chat/completions` or `/completions` endpoint."""
 
-    def __init__(
-        self,
-        *,
-        name: str = "openai",
-        model: str | None = None,  # the server's model name
-        base_url: str = "https://api.openai.com/v1",
-        api_key_env: str | None = "OPENAI_API_KEY",  # environment variable holding the key; null = no key (local)
-        endpoint: str = "chat",  # chat | completions
-        max_concurrency: int = 8,
-        max_retries: int = 6,
-        backoff_s: float = 1.0,  # first retry wait; doubles each retry (Retry-After wins when the server sends it)
-        max_backoff_s: float = 60.0,
-        timeout_s: float = 60.0,
-        top_logprobs: int = 20,  # OpenAI allows at most 20; vllm serve up to its --max-logprobs
-        n_per_request: bool = True,  # false for servers without `n`: one request per sample
-        chat: bool = True,  # set by load_backend from the prompt config; the endpoint decides the wrapping
-        revision: str | None = None,  # what the user knows of the served weights (a checkpoint's hash or date)
-        progress: bool = True,
-    ) -> None:
-        if not model:
-            raise UserError(f"model {name}: set model.model to the server's model name")
-        if endpoint not in ("chat", "completions"):
-            raise UserError(f"model.endpoint={endpoint!r} must be chat or completions")
-        if int(max_concurrency) < 1:
-            raise UserError(f"model.max_concurrency={max_concurrency} must be at least 1")
-        self.name, self.model, self.endpoint = name, model, endpoint
-        self.base_url = base_url.rstrip("/")
-        self.api_key_env = api_key_env
-        self.max_concurrency, self.max_retries = int(max_concurrency), int(max_retries)
-        self.backoff_s, self.max_backoff_s, self.timeout_s = float(backoff_s), float(max_backoff_s), float(timeout_s)
-        self.top_logprobs, self.n_per_request = int(top_logprobs), bool(n_per_request)
-        self.chat, self.progress = chat, progress
-        self.revision = None if revision is None else str(revision)
+    def __init__(self, settings: OpenAISettings) -> None:
+        self.settings = settings
+        self.name = settings.name
         self._identity: str | None = None
         self._fingerprint: str | None = None  # the first `system_fingerprint` a reply carried
         self.retries = 0  # retried calls so far (tests and logs read it)
@@ -95,19 +134,19 @@ class OpenAIBackend:
         (`served_identity`), with `model.revision`: asked once, on first use (the response cache's key)."""
         if self._identity is None:
             served = self.served_identity()
-            if not served.get("created") and not served.get("meta") and self.revision is None:
+            if not served.get("created") and not served.get("meta") and self.settings.revision is None:
                 log.warning(
                     "model %s: the server at %s reports nothing that changes with the weights it serves as "
                     "%s, so new weights under that name would get the answers cached for the old ones; set "
                     "model.revision (e.g. the checkpoint's hash or date) and change it with the weights",
                     self.name,
-                    self.base_url,
-                    self.model,
+                    self.settings.base_url,
+                    self.settings.model,
                 )
             reported = json.dumps(served, sort_keys=True, separators=(",", ":"))
             self._identity = (
-                f"openai:{self.base_url}|model={self.model}|endpoint={self.endpoint}"
-                f"|served={reported}|revision={self.revision}"
+                f"openai:{self.settings.base_url}|model={self.settings.model}|endpoint={self.settings.endpoint}"
+                f"|served={reported}|revision={self.settings.revision}"
             )
         return self._identity
 
@@ -116,18 +155,20 @@ class OpenAIBackend:
         llama.cpp's `meta` (parameters, size) and `created` where it is the model's (a server that writes the
         current time there, as vLLM does, reports nothing by it). {} where the server lists nothing (404)."""
         headers = {}
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None  # none: the first request says so
+        key = (
+            os.environ.get(self.settings.api_key_env) if self.settings.api_key_env else None
+        )  # none: the first request says so
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:
-            request = urllib.request.Request(f"{self.base_url}/models", headers=headers, method="GET")
-            with urllib.request.urlopen(request, timeout=min(self.timeout_s, 10.0)) as response:
+            request = urllib.request.Request(f"{self.settings.base_url}/models", headers=headers, method="GET")
+            with urllib.request.urlopen(request, timeout=min(self.settings.timeout_s, 10.0)) as response:
                 listed = json.loads(response.read().decode())
         except (OSError, ValueError, http.client.HTTPException) as err:  # no list: the warning says what it means
-            log.info("model %s: GET %s/models: %s", self.name, self.base_url, self._scrub(str(err)))
+            log.info("model %s: GET %s/models: %s", self.name, self.settings.base_url, self._scrub(str(err)))
             return {}
         entries = listed.get("data", []) if isinstance(listed, dict) else []
-        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.model), None)
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.settings.model), None)
         if entry is None:
             return {}
         served = {k: entry[k] for k in ("root", "owned_by", "meta") if entry.get(k) is not None}
@@ -158,73 +199,85 @@ class OpenAIBackend:
     # -- HTTP ----------------------------------------------------------------------------------
 
     def _key(self) -> str | None:
-        if not self.api_key_env:
+        if not self.settings.api_key_env:
             return None
-        key = os.environ.get(self.api_key_env)
+        key = os.environ.get(self.settings.api_key_env)
         if not key:
             raise UserError(
-                f"model {self.name}: set the environment variable {self.api_key_env} to the API key "
+                f"model {self.name}: set the environment variable {self.settings.api_key_env} to the API key "
                 f"(model.api_key_env names it; null for a server without keys)"
             )
         return key
 
     def _scrub(self, text: str) -> str:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = os.environ.get(self.settings.api_key_env) if self.settings.api_key_env else None
         return text.replace(key, "***") if key else text
 
     def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         """POST JSON with retries on 429/5xx/network errors; a 4xx is a UserError naming the config key."""
-        url = f"{self.base_url}/{path}"
+        url = f"{self.settings.base_url}/{path}"
         headers = {"Content-Type": "application/json"}
         key = self._key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         body = json.dumps(payload).encode()
-        for attempt in range(self.max_retries + 1):
-            wait = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (1 + 0.1 * random.random())
+
+        def once() -> dict[str, Any]:
+            request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+            with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:
+                reply: dict[str, Any] = json.loads(response.read().decode())
+            self._note_fingerprint(reply)
+            return reply
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(transient),
+            before_sleep=lambda state: self._note_retry(url, state),
+            reraise=True,  # the last error itself, said in one line below
+        )
+        try:
+            return retrying(once)
+        except urllib.error.HTTPError as err:  # refused, or still failing once the retries are spent
+            detail = self._scrub(err.read().decode(errors="replace")[:300])
+            raise UserError(
+                f"model {self.name}: {url} answered HTTP {err.code}: {detail} "
+                f"(check model.base_url, model.model and {self.settings.api_key_env or 'the key'})"
+            ) from None
+        except NETWORK_ERRORS as err:
+            raise UserError(
+                f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); check model.base_url"
+            ) from None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Seconds before the next attempt: `backoff_s` doubled per attempt up to `max_backoff_s`, with 10% jitter;
+        a server's Retry-After (capped the same) instead where it sends one."""
+        s = self.settings
+        error = state.outcome.exception() if state.outcome is not None else None
+        retry_after = (
+            error.headers.get("Retry-After") if isinstance(error, urllib.error.HTTPError) and error.headers else None
+        )
+        if retry_after:
             try:
-                request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    reply = json.loads(response.read().decode())
-                self._note_fingerprint(reply)
-                return reply
-            except urllib.error.HTTPError as err:
-                detail = self._scrub(err.read().decode(errors="replace")[:300])
-                if err.code not in RETRY_STATUS or attempt == self.max_retries:
-                    raise UserError(
-                        f"model {self.name}: {url} answered HTTP {err.code}: {detail} "
-                        f"(check model.base_url, model.model and {self.api_key_env or 'the key'})"
-                    ) from None
-                retry_after = err.headers.get("Retry-After") if err.headers else None
-                if retry_after:
-                    try:
-                        wait = min(self.max_backoff_s, float(retry_after))
-                    except ValueError:
-                        pass
-                reason = f"HTTP {err.code}"
-            except (
-                urllib.error.URLError,
-                TimeoutError,
-                ConnectionError,
-                http.client.HTTPException,
-            ) as err:  # HTTPException: a reply cut off (a server killed mid-answer)
-                if attempt == self.max_retries:
-                    raise UserError(
-                        f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); check model.base_url"
-                    ) from None
-                reason = type(err).__name__
-            self.retries += 1
-            log.warning(
-                "model %s: %s from %s; retry %d/%d in %.1f s",
-                self.name,
-                reason,
-                url,
-                attempt + 1,
-                self.max_retries,
-                wait,
-            )
-            time.sleep(wait)
-        raise AssertionError("unreachable")
+                return min(s.max_backoff_s, float(retry_after))
+            except ValueError:
+                pass
+        return min(s.max_backoff_s, s.backoff_s * 2.0 ** (state.attempt_number - 1)) * (1 + 0.1 * random.random())
+
+    def _note_retry(self, url: str, state: tenacity.RetryCallState) -> None:
+        """Count the retry and say it in one line: what failed, which retry of how many, and the wait."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        reason = f"HTTP {error.code}" if isinstance(error, urllib.error.HTTPError) else type(error).__name__
+        self.retries += 1
+        log.warning(
+            "model %s: %s from %s; retry %d/%d in %.1f s",
+            self.name,
+            reason,
+            url,
+            state.attempt_number,
+            self.settings.max_retries,
+            state.next_action.sleep if state.next_action is not None else 0.0,
+        )
 
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], what: str) -> list[Any]:
         failed = threading.Event()  # set by the worker whose request failed, before it takes the next one
@@ -241,8 +294,8 @@ class OpenAIBackend:
                 raise
 
         with (
-            ThreadPoolExecutor(max_workers=self.max_concurrency) as pool,
-            step_bar(len(requests), f"{self.name} {what}", enabled=self.progress) as bar,
+            ThreadPoolExecutor(max_workers=self.settings.max_concurrency) as pool,
+            step_bar(len(requests), f"{self.name} {what}", enabled=self.settings.progress) as bar,
         ):  # src/common/progress.py
             futures = [pool.submit(unless_failed, r) for r in requests]
             out = []
@@ -263,13 +316,15 @@ class OpenAIBackend:
         """The one-line refusal of a server that ignored a request field `what` needs (docs/serving.md)."""
         return UserError(
             f"model {self.name}: {what} needs the request field `{field}`, which the server at "
-            f"{self.base_url} ignores ({got}; docs/serving.md says what each server returns); {fix}"
+            f"{self.settings.base_url} ignores ({got}; docs/serving.md says what each server returns); {fix}"
         )
 
     def _complete(self, prompt: str, **fields: Any) -> dict[str, Any]:
-        if self.endpoint == "chat":
-            return self._post("chat/completions", {"model": self.model, "messages": chat_messages(prompt), **fields})
-        return self._post("completions", {"model": self.model, "prompt": prompt, **fields})
+        if self.settings.endpoint == "chat":
+            return self._post(
+                "chat/completions", {"model": self.settings.model, "messages": chat_messages(prompt), **fields}
+            )
+        return self._post("completions", {"model": self.settings.model, "prompt": prompt, **fields})
 
     # -- the Backend interface -----------------------------------------------------------------
 
@@ -285,7 +340,7 @@ class OpenAIBackend:
             }
             if params.top_k is not None:
                 fields["top_k"] = params.top_k
-            if n == 1 or self.n_per_request:
+            if n == 1 or self.settings.n_per_request:
                 texts = _texts(self._complete(r.prompt, n=n, seed=r.seed, **fields))
                 if len(texts) < n:
                     raise self._lacks(
@@ -311,12 +366,12 @@ class OpenAIBackend:
         sampling = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
 
         def one(r: Request) -> LabelScores:
-            if self.endpoint == "chat":
+            if self.settings.endpoint == "chat":
                 reply = self._complete(
-                    r.prompt, max_tokens=1, temperature=0, logprobs=True, top_logprobs=self.top_logprobs
+                    r.prompt, max_tokens=1, temperature=0, logprobs=True, top_logprobs=self.settings.top_logprobs
                 )
             else:
-                reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=self.top_logprobs)
+                reply = self._complete(r.prompt, max_tokens=1, temperature=0, logprobs=self.settings.top_logprobs)
             field = missing_logprobs_field(reply)
             if field:
                 raise self._lacks(
@@ -333,18 +388,15 @@ class OpenAIBackend:
                     "model %s: the first-token distribution is rebuilt from the top %d tokens; with a "
                     "temperature and no top_k <= %d it is approximate (tail as one token)",
                     self.name,
-                    self.top_logprobs,
-                    self.top_logprobs,
+                    self.settings.top_logprobs,
+                    self.settings.top_logprobs,
                 )
             return scores
 
         return self._map(one, requests, "score_labels")
 
-    def close(self) -> None:
-        """Nothing to end: the server is the user's, and each call's threads end with the call."""
-
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
-        if self.endpoint != "completions":
+        if self.settings.endpoint != "completions":
             raise UserError(
                 f"model {self.name}: scoring=cloze needs prompt log-probabilities: set "
                 f"model.endpoint=completions (a server that supports echo), or use scoring=logprob"
@@ -357,7 +409,7 @@ class OpenAIBackend:
                 reply = self._post(
                     "completions",
                     {
-                        "model": self.model,
+                        "model": self.settings.model,
                         "prompt": prompt,
                         "max_tokens": 1,
                         "echo": True,

@@ -5,16 +5,41 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from .base import Completion, LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Backend, Completion, LabelScores, OptionScores, Request, SamplingParams
+from src.common.errors import UserError
 
 
 def _rng(seed: int, key: str, repetition: int) -> random.Random:
     return random.Random(f"sim|{seed}|{key}|{repetition}")
 
 
-class SimulatedBackend:
+@dataclass(frozen=True)
+class SimulatedSettings:
+    """A `model` config node with backend=simulated, less `backend`: its keys are these fields."""
+
+    success_rate: float = 0.8
+    invalid_rate: float = 0.0
+    delay_s: float = 0.0  # seconds per request: makes interruption tests and progress bars observable
+    name: str = "simulated"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.success_rate <= 1.0:
+            raise ValueError("success_rate must be in [0, 1]")
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SimulatedSettings:
+        """The settings of a config node; one line naming a key that is not one, or a rate out of range."""
+        try:
+            return cls(**{k: v for k, v in cfg.items() if k != "backend"})
+        except (TypeError, ValueError) as err:
+            raise UserError(f"model config for backend simulated: {err}; check the keys under model") from None
+
+
+class SimulatedBackend(Backend):
     """Each trial is right with probability `success_rate`, otherwise a uniformly random wrong label,
     and with probability `invalid_rate` an unparseable answer. Seeded per (question, variant, repetition).
 
@@ -28,24 +53,22 @@ class SimulatedBackend:
 
     seeded_scores = True  # answers depend on the trial's seed and key, not only on the prompt
 
-    def __init__(
-        self, *, success_rate: float = 0.8, invalid_rate: float = 0.0, delay_s: float = 0.0, name: str = "simulated"
-    ):
-        if not 0.0 <= success_rate <= 1.0:
-            raise ValueError("success_rate must be in [0, 1]")
-        self.success_rate = success_rate
-        self.invalid_rate = invalid_rate
-        self.delay_s = delay_s  # seconds per request: makes interruption tests and progress bars observable
-        self.identity = f"simulated(success_rate={success_rate},invalid_rate={invalid_rate})"
+    def __init__(self, settings: SimulatedSettings) -> None:
+        self.settings = settings
+        self.name = settings.name
+
+    @property
+    def identity(self) -> str:
+        return f"simulated(success_rate={self.settings.success_rate},invalid_rate={self.settings.invalid_rate})"
 
     def _answer(self, req: Request, repetition: int) -> int | None:
-        if self.delay_s and repetition == 0:
-            time.sleep(self.delay_s)
+        if self.settings.delay_s and repetition == 0:
+            time.sleep(self.settings.delay_s)
         rng = _rng(req.seed, req.key, repetition)
-        if rng.random() < self.invalid_rate:
+        if rng.random() < self.settings.invalid_rate:
             return None
         n = len(req.labels)
-        if req.correct_slot is None or rng.random() < self.success_rate:
+        if req.correct_slot is None or rng.random() < self.settings.success_rate:
             return req.correct_slot if req.correct_slot is not None else rng.randrange(n)
         return rng.choice([s for s in range(n) if s != req.correct_slot])
 
@@ -57,7 +80,7 @@ class SimulatedBackend:
         rng = _rng(req.seed, req.key + "/select", repetition)
         chosen = {first}
         for slot in range(len(req.labels)):
-            p = self.success_rate if slot == req.correct_slot else (1.0 - self.success_rate) / 2
+            p = self.settings.success_rate if slot == req.correct_slot else (1.0 - self.settings.success_rate) / 2
             if rng.random() < p:
                 chosen.add(slot)
         return sorted(chosen)
@@ -114,7 +137,7 @@ class SimulatedBackend:
                 else:
                     weights = [p ** (1.0 / temperature) for p in probs]
                     tempered = [w / sum(weights) for w in weights]
-                dist = tuple(p * (1.0 - self.invalid_rate) for p in tempered) + (self.invalid_rate,)
+                dist = tuple(p * (1.0 - self.settings.invalid_rate) for p in tempered) + (self.settings.invalid_rate,)
             out.append(LabelScores(tuple(probs), 0.9, answer_dist=dist))
         return out
 
@@ -124,6 +147,3 @@ class SimulatedBackend:
             ll = tuple(math.log(p) for p in self._peaked(r, len(r.options)))
             out.append(OptionScores(ll, tuple(x / max(1, len(o.encode())) for x, o in zip(ll, r.options))))
         return out
-
-    def close(self) -> None:
-        """Nothing to end: the simulation runs in this process."""

@@ -30,7 +30,8 @@ def chat_messages(prompt: str) -> list[dict[str, str]]:
 
 def chat_text(tokenizer: Any, prompt: str) -> str:
     """The prompt wrapped in the tokenizer's chat template, ending where the assistant's answer starts."""
-    return tokenizer.apply_chat_template(chat_messages(prompt), add_generation_prompt=True, tokenize=False)
+    text: str = tokenizer.apply_chat_template(chat_messages(prompt), add_generation_prompt=True, tokenize=False)
+    return text
 
 
 def uses_chat(tokenizer: Any, *, chat: bool, name: str) -> bool:

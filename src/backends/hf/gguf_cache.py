@@ -38,11 +38,11 @@ models_root = weights.models_root
 file_sha256 = weights.file_sha256  # hashed once per (real path, size, mtime, ctime, inode): src/backends/weights.py
 
 
-def float_copy_dir(gguf_path: str | os.PathLike) -> Path:
+def float_copy_dir(gguf_path: str | os.PathLike[str]) -> Path:
     return models_root() / file_sha256(gguf_path)[:16]
 
 
-def ensure_float_copy(gguf_path: str | os.PathLike) -> Path:
+def ensure_float_copy(gguf_path: str | os.PathLike[str]) -> Path:
     """The folder holding the float32 safetensors copy of `gguf_path` (and its tokenizer), converting it if absent."""
     gguf_path = Path(gguf_path).resolve()
     clean_stale_temps()  # what a killed conversion left (its process is gone)

@@ -126,7 +126,7 @@ def packs_forward(
     rows = torch.tensor([row for row, keep in enumerate(node_lists) for _ in keep], dtype=torch.long, device=lm.device)
     nodes = torch.tensor([node for keep in node_lists for node in keep], dtype=torch.long, device=lm.device)
     logits = lm.forward_at(ids.to(lm.device), mask.to(lm.device), positions.to(lm.device), rows, nodes, sees)
-    return list(logits.split([len(keep) for keep in node_lists]))
+    return list(torch.split(logits, [len(keep) for keep in node_lists]))
 
 
 def repacked(

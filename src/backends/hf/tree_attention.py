@@ -130,7 +130,13 @@ def blocked(layout: BlockLayout | None) -> Iterator[None]:
 
 
 def tree_sdpa(
-    module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Any, *args, **kwargs
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Any,
+    *args: Any,
+    **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' SDPA attention, per block of the active layout when this call's mask is the layout's."""
     layout = _ACTIVE.get()
