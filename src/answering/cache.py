@@ -9,19 +9,22 @@ WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import tenacity
 
 from src.backends.base import Request
 from src.common import owners
+from src.common.digests import text_sha256
 from src.common.paths import expand_path
 
+T = TypeVar("T")
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
 
@@ -51,7 +54,11 @@ def request_key(
     if request.continuation_prefix is not None:  # only then: the keys of every other request stay as they were
         fields.append(["continuation_prefix", request.continuation_prefix])
     payload = json.dumps(fields, ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return text_sha256(payload)
+
+
+def _locked(err: BaseException) -> bool:
+    return isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err))
 
 
 class ResponseCache:
@@ -65,15 +72,16 @@ class ResponseCache:
         self._retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self.conn.execute(SCHEMA))
 
-    def _retry(self, op, attempts: int = 20):
-        """Writers from parallel jobs can still collide on schema setup or checkpoints; back off and retry."""
-        for attempt in range(attempts):
-            try:
-                return op()
-            except sqlite3.OperationalError as err:
-                if "locked" not in str(err) and "busy" not in str(err) or attempt == attempts - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+    def _retry(self, op: Callable[[], T], attempts: int = 20) -> T:
+        """Writers from parallel jobs can still collide on schema setup or checkpoints (the file locked or busy
+        past the busy timeout): back off 0.05 s more each time and retry; the last attempt's error is raised."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_locked),
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_incrementing(start=0.05, increment=0.05),
+            reraise=True,
+        )
+        return retrying(op)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}

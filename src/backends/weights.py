@@ -20,16 +20,14 @@ and the sweep's pre-check use it without torch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from src.common import owners
+from src.common import digests, owners
 from src.common.paths import expand_path
 
 log = logging.getLogger(__name__)
@@ -76,11 +74,7 @@ def file_sha256(path: str | os.PathLike) -> str:
     index = read_json(index_file)
     if key in index:
         return index[key]
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = digests.file_sha256(path)
     index = read_json(index_file)  # re-read: another process may have added entries meanwhile
     index[key] = sha
     write_json_atomic(index_file, index)
@@ -88,7 +82,7 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def _digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+    return digests.json_sha256(value)
 
 
 def _part_of(name: str) -> str | None:
@@ -249,8 +243,6 @@ def read_json(path: Path) -> dict:
 
 def write_json_atomic(path: Path, data: dict) -> None:
     """Written under a temporary name and renamed into place: a reader sees the old file or the new one, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=owners.temp_prefix(path.name), dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    owners.write_whole(
+        path, lambda tmp: tmp.write_text(json.dumps(data, indent=1, sort_keys=True)), "an interrupted index write"
+    )

@@ -26,14 +26,14 @@ environment variable their config names (`model.api_key_env`).
 from __future__ import annotations
 
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+
+from src.common import owners
 
 MASK = "***"
 # A name whose value is a secret: it ends with one of these words (api_key, apiKey, hf_token, client_secret,
@@ -95,10 +95,12 @@ def redact_yaml_file(path: str | Path) -> bool:
     clean = redact(data)
     if clean == data:
         return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(clean, fh, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    os.replace(tmp, path)  # parallel jobs of a sweep may rewrite multirun.yaml at once: each replace is whole
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w") as fh:
+            yaml.safe_dump(clean, fh, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+    owners.write_whole(path, write, "an interrupted redaction")  # parallel jobs may rewrite multirun.yaml at once
     return True
 
 

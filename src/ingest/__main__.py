@@ -12,7 +12,6 @@ Prints the run id and headline metrics as one JSON line, then, for repetition ru
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -20,10 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
+from src.common.digests import file_sha256, text_sha256
 from src.common.errors import UserError
 
 from .cat import read_cat
-from .common import check_repetitions, checked_path, sha256_of
+from .common import check_repetitions, checked_path
 from .generic import read_generic
 from .lm_eval import read_lm_eval
 from .run_log import log_ingested
@@ -164,8 +164,8 @@ def ingest(args: argparse.Namespace):
     files = [checked_path(p) for p in args.path]
     ingested = _read(args, files)
     check_repetitions(ingested.trials, str(files[0]))
-    digests = [sha256_of(f) for f in files]
-    digest = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    digests = [file_sha256(f) for f in files]
+    digest = digests[0] if len(digests) == 1 else text_sha256("".join(digests))
     info = ingested.run_info
     repetitions = max(t.repetition for t in ingested.trials) + 1
     fewshot = (
@@ -194,7 +194,7 @@ def ingest(args: argparse.Namespace):
         params.update({"ingest.set": args.set, "ingest.first": args.first, "ingest.as": args.mode})
     if args.answers:
         params["ingest.answers"] = str(Path(args.answers).resolve())
-        params["ingest.answers_sha256"] = sha256_of(Path(args.answers))
+        params["ingest.answers_sha256"] = file_sha256(Path(args.answers))
     tags = {
         "source_format": args.format,
         "source_file": ", ".join(f.name for f in files)[:5000],

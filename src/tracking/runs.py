@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from src.common import owners
+from src.common.digests import json_sha256, text_sha256
 from src.common.errors import UserError
 from src.tracking import offline, review, store
 from src.tracking.names import metric_name
@@ -82,12 +82,12 @@ JOB_INDEPENDENT_KEYS = ("tracking", "cache", "resume", "data_dir", "stats")
 def config_hash(cfg: Mapping[str, Any]) -> str:
     """Identity of a job's work: the resolved config without the keys that only say where results go."""
     kept = {k: v for k, v in cfg.items() if k not in JOB_INDEPENDENT_KEYS}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_sha256(kept, length=16)
 
 
 def short_hash(text: str) -> str:
     """16 hex digits of sha256: a long identity (a backend's) as a tag value that compares exactly."""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text_sha256(text, length=16)
 
 
 # The fields of a backend identity (the run's `backend` tag) that are settings of the same weights, not other
