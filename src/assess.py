@@ -18,9 +18,9 @@ import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
-from src.core.records import read_run_records
 from src.tracking import store
 from src.tracking.names import DEFAULT_URI, metric_name
+from src.tracking.records import read_run_records
 
 ASSESSMENT_TAG = ("kind", "assessment")
 
@@ -104,10 +104,9 @@ def assess(
 ) -> dict:
     """Build and log the assessment of `experiment`; returns {"run_id", "files", "n_points"}."""
     import mlflow
-    from mlflow.tracking import MlflowClient
 
     store.check_tracking(tracking_uri)
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = store.client(tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         raise UserError(

@@ -147,9 +147,7 @@ def plan(
 ) -> tuple[str, list[dict]]:
     """(heading, one row per metric: metric, n, sd, n_needed, enough, size, detectable) for one run or a pair of
     runs; the heading's later lines name the runs at chance."""
-    from mlflow.tracking import MlflowClient
-
-    from src.core.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
+    from src.tracking.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
@@ -162,7 +160,7 @@ def plan(
         raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
     run_ids = [resolve_run_id(run_id, tracking_uri, key="--run") for run_id in run_ids]  # short ids accepted
     records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = store.client(tracking_uri)
     info = [_run_info(client, run_id) for run_id in run_ids]
     n, sds, paired = _pilot(records, run_ids, info, intersect=intersect, n_resamples=n_resamples, seed=seed)
     test = f"to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with power {power:g}"

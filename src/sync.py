@@ -25,14 +25,12 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
     """Copy every unsynced FINISHED offline run (and the sweep parent runs they belong to, parents first); returns
     (offline run id, uploaded run id) pairs. Safe to run again after an interruption: a run half uploaded by an
     earlier sync is replaced, a complete one is only marked, so every trial arrives exactly once."""
-    from mlflow.tracking import MlflowClient
-
     db = offline_dir / "mlflow.db"
     if not db.is_file():
         if (offline_dir / offline.PENDING_FILE).is_file():
             return []  # only runs to close (main applies them)
         raise UserError(f"no offline runs at {db}: pass --offline-dir (the tracking.offline_dir of the runs)")
-    source = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    source = store.client(f"sqlite:///{db}")
     todo = []
     for exp in source.search_experiments():
         for run in store.search_all(source, [exp.experiment_id], "attributes.status != 'RUNNING'"):
@@ -61,11 +59,10 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
 
 def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, str]) -> str:
     from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
 
     store.check_tracking(target_uri)
     store.open_store(target_uri)
-    target = MlflowClient(tracking_uri=target_uri)
+    target = store.client(target_uri)
     exp_id = store.with_retries(lambda: store.experiment_id(target, experiment, target_uri))
     earlier = store.search_all(target, [exp_id], f"tags.synced_from = '{run.info.run_id}'")
     for done in earlier:

@@ -36,15 +36,13 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     """(the experiment's review-view address at `base_url`, the names of its job runs, a note when the accuracy
     column sorts too far right to be seen in a 1,400-px window, else None); UserError for a missing store or
     experiment."""
-    from mlflow.tracking import MlflowClient
-
     db = store.sqlite_path(uri)
     if db is not None and not db.is_file():
         raise UserError(
             f"--tracking-uri {uri}: no MLflow store at {db}; run a job first (python -m src.run) or give "
             "the store's URI"
         )
-    client = MlflowClient(tracking_uri=uri)
+    client = store.client(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         names = sorted(e.name for e in client.search_experiments())
@@ -64,9 +62,7 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
 
 def review_runs(uri: str, experiment: str) -> list:
     """The experiment's job runs (`review_address` has checked the store and the experiment)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
+    client = store.client(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:  # no such experiment: no runs to list
         return []

@@ -2,7 +2,7 @@
 ranking tables and consistency plots, as Markdown + CSV + a self-contained HTML report.
 
 - `load`: the finished job runs of an experiment/sweep as one table (a column per metric); a run's records
-  come from `src.core.records.read_run_records`;
+  come from `src.tracking.records.read_run_records`;
 - `tables`: CoRA Table 1 with ranks, rank changes, repetition Table 1, fluctuation R², REVAS by option count,
   per-question disagreements between two runs (pure pandas);
 - `plots`: consistency plot, BMCA(c) curves, SURE/UNSURE bars, accuracy vs number of options (matplotlib Agg),

@@ -15,7 +15,7 @@ from pathlib import Path
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
-from src.core.records import resolve_run_id
+from src.tracking.records import resolve_run_id
 
 from .load import add_chance, as_list, load_runs
 from .report import RUNS_TITLE, build_sections, diff_section, header_lines, log_comparison, write

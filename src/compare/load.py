@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from src.common.errors import UserError
-from src.core.records import PROMPTS_FILE, read_run_records
+from src.core.records import PROMPTS_FILE
 from src.tracking import runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
+from src.tracking.records import read_run_records
 
 NOT_JOBS = ("sweep", "assessment", "comparison")  # values of the `kind` tag that are not one job's run
 # Run-level columns; every other column of the table is a metric
@@ -319,7 +320,7 @@ def _changed_parts(rows: pd.DataFrame) -> list[str]:
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """`model / benchmark / variants / T=...` of a run (its full id, `src.core.records.resolve_run_id`), for
+    """`model / benchmark / variants / T=...` of a run (its full id, `src.tracking.records.resolve_run_id`), for
     headings."""
     from mlflow.tracking import MlflowClient
 

@@ -19,8 +19,9 @@ import pandas as pd
 
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
-from src.core.records import NEAR_TIE_MARGIN, read_run_records
+from src.core.records import NEAR_TIE_MARGIN
 from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, INVALID_FLAG, chance_verdict, invalid_flag
+from src.tracking.records import read_run_records
 
 from . import plots, tables
 from .load import Runs, read_prompts, run_label
