@@ -57,7 +57,7 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
     return copied
 
 
-def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, str]) -> str:
+def _upload(source: store.Client, run: store.Run, experiment: str, target_uri: str, new_ids: dict[str, str]) -> str:
     from mlflow.entities import Metric, Param
 
     store.check_tracking(target_uri)
@@ -67,7 +67,7 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
     earlier = store.search_all(target, [exp_id], f"tags.synced_from = '{run.info.run_id}'")
     for done in earlier:
         if done.info.status == run.info.status:  # uploaded whole by a sync that stopped before marking it
-            return done.info.run_id
+            return str(done.info.run_id)
         target.delete_run(done.info.run_id)  # half uploaded: replaced below
     # every tag the run was logged with, MLflow's own (user, source) included, so a synced run carries what an
     # online run of the same job does; the parent link is re-pointed below
@@ -94,10 +94,10 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
             for child in store.search_all(target, [exp_id], f"tags.{key} = '{run.info.run_id}'"):
                 target.set_tag(child.info.run_id, "mlflow.parentRunId", new.info.run_id)
     target.set_terminated(new.info.run_id, run.info.status, end_time=run.info.end_time)
-    return new.info.run_id
+    return str(new.info.run_id)
 
 
-def _exists(client, run_id: str) -> bool:
+def _exists(client: store.Client, run_id: str) -> bool:
     try:
         client.get_run(run_id)
         return True

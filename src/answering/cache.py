@@ -98,7 +98,7 @@ class ResponseCache:
         if not rows:
             return
 
-        def write():
+        def write() -> None:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 self.conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?)", rows)
@@ -110,7 +110,7 @@ class ResponseCache:
         self._retry(write)
 
     def __len__(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
         self.conn.close()
@@ -209,7 +209,7 @@ class GuardedCache:
     still those its identity names (src/job/runner.py `content_guard`). If they changed during the run, `check`
     raises before anything is stored, so no answer is kept under an identity it did not come from."""
 
-    def __init__(self, cache: ResponseCache | SharedResponseCache, check):
+    def __init__(self, cache: ResponseCache | SharedResponseCache, check: Callable[[], object]):
         self.cache, self.check = cache, check
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
 
 from src.common import owners
 
@@ -104,8 +105,8 @@ def redact_yaml_file(path: str | Path) -> bool:
     return True
 
 
-def _redacting_factory(factory):
-    def make(*args, **kwargs):
+def _redacting_factory(factory: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = factory(*args, **kwargs)
         try:
             message = record.getMessage()
@@ -118,7 +119,7 @@ def _redacting_factory(factory):
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
         return record
 
-    make.redacts = True
+    make.redacts = True  # type: ignore[attr-defined]  # the mark install_log_redaction looks for
     return make
 
 
@@ -130,11 +131,11 @@ def install_log_redaction() -> None:
         logging.setLogRecordFactory(_redacting_factory(factory))
 
 
-def redact_hydra_files(config) -> list[Path]:
+def redact_hydra_files(config: DictConfig) -> list[Path]:
     """Mask secrets in the files Hydra wrote for this job (`<output_dir>/.hydra/*.yaml`) and, in a multirun, in
     the sweep's `multirun.yaml`. Returns the files it rewrote."""
     hydra = config.hydra
-    files = []
+    files: list[Path] = []
     if hydra.get("output_subdir") is not None:
         folder = Path(hydra.runtime.output_dir) / str(hydra.output_subdir)
         files += [folder / name for name in ("config.yaml", "hydra.yaml", "overrides.yaml")]
@@ -147,17 +148,17 @@ class RedactCallback(Callback):
     """Hydra callback (conf/config.yaml): log redaction from the start of a run or sweep, and Hydra's own files
     rewritten without secrets as each job starts (Hydra writes them just before `on_job_start`)."""
 
-    def on_run_start(self, config, **kwargs: Any) -> None:
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()
 
-    def on_multirun_start(self, config, **kwargs: Any) -> None:
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()
 
-    def on_job_start(self, config, **kwargs: Any) -> None:
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()  # a launcher's worker process (joblib, submitit) starts here
         redact_hydra_files(config)
 
-    def on_multirun_end(self, config, **kwargs: Any) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         multirun = Path(config.hydra.sweep.dir) / "multirun.yaml"
         if multirun.is_file():
             redact_yaml_file(multirun)

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -23,10 +24,10 @@ from src.common.digests import file_sha256, text_sha256
 from src.common.errors import UserError
 
 from .cat import read_cat
-from .common import check_repetitions, checked_path
+from .common import Ingested, check_repetitions, checked_path
 from .generic import read_generic
 from .lm_eval import read_lm_eval
-from .run_log import log_ingested
+from .run_log import IngestResult, log_ingested
 
 FORMATS = ("cat", "lm_eval", "generic")
 SUMMARY = (
@@ -105,7 +106,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _read(args: argparse.Namespace, files: list[Path]):
+def _read(args: argparse.Namespace, files: list[Path]) -> Ingested:
     if args.format == "cat":
         for flag, value in (
             ("--model", args.model),
@@ -159,7 +160,7 @@ def _read(args: argparse.Namespace, files: list[Path]):
     )
 
 
-def ingest(args: argparse.Namespace):
+def ingest(args: argparse.Namespace) -> tuple[IngestResult, Ingested, dict[str, Any]]:
     """Read, check and log; returns (IngestResult, Ingested, the params logged)."""
     files = [checked_path(p) for p in args.path]
     ingested = _read(args, files)
@@ -214,7 +215,7 @@ def ingest(args: argparse.Namespace):
     return result, ingested, params
 
 
-def repetition_table(result, params: dict) -> str:
+def repetition_table(result: IngestResult, params: dict[str, Any]) -> str:
     """The repetition table of one run as `python -m src.compare` renders it (Markdown and its caption), or ""."""
     from ..compare.report import markdown_table  # local: loads numpy (slow import)
     from ..compare.tables import repetition_tables  # local: loads numpy (slow import)

@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from src.answering.trials import Answer, Item, to_records
+from src.answering.items import Answer, Item
+from src.answering.trials import to_records
 from src.common.errors import UserError
 from src.core.records import COLUMNS
 

@@ -59,7 +59,7 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     return split_sweep([*params, *config.hydra.overrides.task])
 
 
-def refused_jobs(composed: list) -> list[str]:
+def refused_jobs(composed: list[tuple[list[str], Any]]) -> list[str]:
     """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
     rules, value checks), naming the job by its overrides."""
     lines = []
@@ -89,7 +89,7 @@ def sweep_hash(config: DictConfig) -> str:
     return json_sha256([body, axes, task], length=16)
 
 
-def missing_resources(composed: list) -> list[str]:
+def missing_resources(composed: list[tuple[list[str], Any]]) -> list[str]:
     """One line per model whose weights, or benchmark whose files, a job of this sweep needs and cannot find:
     checked before the first job, so a missing model is not found only when its first job starts hours in."""
     needs: dict[str, tuple[Any, list[int]]] = {}
@@ -150,7 +150,7 @@ def write_outcome(out_dir: str | Path, **outcome: Any) -> None:
     (path / JOB_FILE).write_text(json.dumps(redact(outcome)))
 
 
-def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict]:
+def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict[str, Any]]:
     """The outcomes the jobs of this invocation of the sweep wrote, in job order."""
     found = []
     for path in Path(sweep_dir).glob(f"*/{JOB_FILE}"):

@@ -20,7 +20,7 @@ from src.sweep.callback import job_label, read_sweep_info, write_outcome
 from src.tracking import runs, store
 
 
-def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
+def run_sweep_job(cfg: DictConfig, hydra_cfg: DictConfig) -> None:
     """Run the job `cfg` of the multirun whose Hydra config is `hydra_cfg`, record its outcome, print its lines."""
     gc_tuning.tune_for_batch()  # a launcher's worker process runs no entry point of ours: tuned here
     progress.quiet_housekeeping()  # and its MLflow defaults (a Ray worker does not inherit the command's environment)

@@ -48,7 +48,7 @@ def note_pending_close(
         handle.write(line)
 
 
-def _pending_runs(client, entry: Mapping[str, Any]) -> list[str]:
+def _pending_runs(client: store.Client, entry: Mapping[str, Any]) -> list[str]:
     """The ids of the runs a pending close names that are still open."""
     if entry.get("run_id"):
         run = store.with_retries(lambda: client.get_run(entry["run_id"]))

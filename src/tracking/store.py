@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,8 +22,15 @@ from src.tracking.mlflow_adapter import (  # the store's callers ask it what an 
 from src.tracking.names import DEFAULT_URI
 
 if TYPE_CHECKING:
-    # the store's client as the other layers name it (`store.Client`): only src/tracking makes one (`client`)
-    from mlflow.tracking import MlflowClient as Client
+    from typing import TypeAlias
+
+    from mlflow.entities import Run as MlflowRun
+    from mlflow.tracking import MlflowClient
+
+    # the store's client and a run as the other layers name them (`store.Client`, `store.Run`): only src/tracking
+    # makes a client (`client`)
+    Client: TypeAlias = MlflowClient
+    Run: TypeAlias = MlflowRun
 
 T = TypeVar("T")
 
@@ -45,7 +52,7 @@ def job_tracking_uri(tracking_cfg: Mapping[str, Any]) -> str:
     if tracking_cfg.get("offline"):
         folder = Path(tracking_cfg.get("offline_dir") or "mlruns/offline")
         return f"sqlite:///{folder}/mlflow.db"
-    return tracking_cfg["uri"]
+    return str(tracking_cfg["uri"])
 
 
 def check_tracking(uri: str) -> None:
@@ -76,21 +83,21 @@ def check_tracking(uri: str) -> None:
         )
 
 
-def experiment_id(mlflow, name: str, uri: str) -> str:
+def experiment_id(mlflow: Any, name: str, uri: str) -> str:
     """Get or create the experiment (`mlflow` is the module or an MlflowClient); local sqlite stores keep artifacts
     beside the database."""
     exp = mlflow.get_experiment_by_name(name)
     if exp is not None:
-        return exp.experiment_id
+        return str(exp.experiment_id)
     db = sqlite_path(uri)
     location = (db.parent / "artifacts").resolve().as_uri() if db is not None else None
     try:
-        return mlflow.create_experiment(name, artifact_location=location)
+        return str(mlflow.create_experiment(name, artifact_location=location))
     except Exception:  # another job of the same sweep created it first
         exp = mlflow.get_experiment_by_name(name)
         if exp is None:
             raise
-        return exp.experiment_id
+        return str(exp.experiment_id)
 
 
 def with_retries(op: Callable[[], T], *, attempts: int = 12) -> T:
@@ -164,10 +171,12 @@ def _create_sqlite_store(db: Path) -> None:
     owners.write_whole(db, create, "an interrupted store creation")
 
 
-def search_all(client, experiment_ids, filter_string: str = "", order_by=None) -> list:
+def search_all(
+    client: Client, experiment_ids: Iterable[str], filter_string: str = "", order_by: list[str] | None = None
+) -> list[Run]:
     """Every run `client.search_runs` finds, page after page: one call returns at most a page (1,000 runs by
     default, 50,000 at most), and a sync, a report or a sweep's clean-up must see them all."""
-    found: list = []
+    found: list[Run] = []
     token = None
     while True:
         page = client.search_runs(

@@ -21,7 +21,7 @@ from src.common.paths import expand_path
 from src.common.progress import library_bars
 
 
-def torch_dtype(name: Any, *, device_map: str | dict | None = None) -> torch.dtype:
+def torch_dtype(name: Any, *, device_map: str | dict[str, Any] | None = None) -> torch.dtype:
     """The torch dtype `model.dtype` names; "auto" is bfloat16 where the device the model runs on (GPU when
     `device_map` places it on one, else the CPU) computes bfloat16 natively, else float32."""
     if name == "auto":
@@ -41,7 +41,7 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def runs_on_gpu(device_map: str | dict | None) -> bool:
+def runs_on_gpu(device_map: str | dict[str, Any] | None) -> bool:
     """Whether accelerate's `device_map` puts (part of) the model on a GPU: any map but none/"cpu"/"disk" while CUDA
     is available."""
     places = device_map.values() if isinstance(device_map, dict) else [device_map]
@@ -88,7 +88,7 @@ def load_pretrained(
     revision: str | None,
     trust_remote_code: bool,
     dtype: Any,
-    device_map: str | dict | None,
+    device_map: str | dict[str, Any] | None,
 ) -> tuple[Any, Any]:
     """(tokenizer, model in eval mode) from the weights `locate_weights` found. The libraries' own loading bars
     show in a terminal only (src/common/progress.py)."""
