@@ -1,7 +1,6 @@
 """`with_retries` and `short` (src/tracking/store.py): a store another job holds locked is retried, and a lock that
-outlasts every attempt raises the store's own error after exactly those attempts; a store error is shown in one short
-line. Mutation run 11 (docs/mutation.md) found the last attempt's check untested: `attempt == attempts + 1` let the
-loop run out and return None, an MLflow call taken for done that never happened."""
+outlasts every attempt raises the store's own error after exactly those attempts (never a None taken for the
+result of an MLflow call that never happened); a store error is shown in one short line."""
 
 from __future__ import annotations
 
