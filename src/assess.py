@@ -13,26 +13,27 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
-from src.core.records import read_run_records
 from src.tracking import store
 from src.tracking.names import DEFAULT_URI, metric_name
+from src.tracking.records import read_run_records
 
 ASSESSMENT_TAG = ("kind", "assessment")
 
 
-def _runs(client, experiment_id: str) -> list:
+def _runs(client: store.Client, experiment_id: str) -> list[store.Run]:
     runs = store.search_all(client, [experiment_id], "attributes.status = 'FINISHED'")
     key, value = ASSESSMENT_TAG
     return [r for r in runs if r.data.tags.get(key) != value and "model" in r.data.tags and "benchmark" in r.data.tags]
 
 
 def build_tables(
-    runs: list, *, draws: int, seed: int, min_points: int, tracking_uri: str
+    runs: list[store.Run], *, draws: int, seed: int, min_points: int, tracking_uri: str
 ) -> tuple[dict[str, str], int]:
     """({file name: text}, number of points): the points, the R^2 table (long CSV + Markdown) and the stability
     study."""
@@ -101,13 +102,12 @@ def build_tables(
 
 def assess(
     experiment: str, tracking_uri: str = DEFAULT_URI, *, draws: int = 100, seed: int = 0, min_points: int = 3
-) -> dict:
+) -> dict[str, Any]:
     """Build and log the assessment of `experiment`; returns {"run_id", "files", "n_points"}."""
     import mlflow
-    from mlflow.tracking import MlflowClient
 
     store.check_tracking(tracking_uri)
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = store.client(tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         raise UserError(

@@ -19,7 +19,6 @@ runs log, and a `warning:` line when one slot holds more than half of the answer
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from src.cli import entry, user_error
 from src.common import owners
+from src.common.digests import file_sha256
 from src.common.errors import UserError
 
 from .benchmarks import BENCHMARKS, hub, hub_access, load_benchmark
@@ -192,10 +192,7 @@ def check_report(data_dir: str) -> tuple[list[str], int]:
             continue
         bad = [f.relative_to(Path(data_dir).expanduser()).as_posix() for f in files]
         bad = [
-            rel
-            for rel in bad
-            if rel in per_file
-            and hashlib.sha256((Path(data_dir).expanduser() / rel).read_bytes()).hexdigest() != per_file[rel]
+            rel for rel in bad if rel in per_file and file_sha256(Path(data_dir).expanduser() / rel) != per_file[rel]
         ]
         if bad:
             problems += [f"{name}: {rel} differs from the sha256 in SOURCES.md; fetch it again" for rel in bad]

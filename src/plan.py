@@ -18,23 +18,27 @@ answer its question: "enough" says whether the run's own n already reaches n_nee
 from __future__ import annotations
 
 import argparse
-from typing import cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
 from src.tracking import store
 from src.tracking.names import DEFAULT_URI
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def _run_info(client, run_id: str) -> tuple[str, str]:
+
+def _run_info(client: store.Client, run_id: str) -> tuple[str, str]:
     """(label, SURE rule) of a run, from its tags."""
     run = client.get_run(run_id)
     tags, params = run.data.tags, run.data.params
     label = " / ".join(str(tags.get(k)) for k in ("model", "benchmark", "variants")) + f" / T={tags.get('temperature')}"
-    return label, tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer"
+    return label, str(tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer")
 
 
-def benchmark_size(client, run_id: str, n_asked: int) -> int | None:
+def benchmark_size(client: store.Client, run_id: str, n_asked: int) -> int | None:
     """How many questions the run's benchmark holds: the questions asked when it ran without `limit`, else counted
     from its config.yaml with the limit removed (the benchmark's data must be here); None when not known."""
     import tempfile
@@ -58,7 +62,7 @@ def benchmark_size(client, run_id: str, n_asked: int) -> int | None:
             return None
 
 
-def chance_notes(client, run_ids: list[str], labels: list[str]) -> list[str]:
+def chance_notes(client: store.Client, run_ids: list[str], labels: list[str]) -> list[str]:
     """One line per run whose headline interval contains chance (`src.metrics.chance.chance_verdict`)."""
     from src.metrics.chance import AT_CHANCE, chance_verdict  # local: loads numpy, pandas (slow import)
 
@@ -74,7 +78,15 @@ def chance_notes(client, run_ids: list[str], labels: list[str]) -> list[str]:
     return notes
 
 
-def _pilot(records, run_ids, info, *, intersect: bool, n_resamples: int, seed: int) -> tuple[int, dict, str]:
+def _pilot(
+    records: list[pd.DataFrame],
+    run_ids: list[str],
+    info: list[tuple[str, str]],
+    *,
+    intersect: bool,
+    n_resamples: int,
+    seed: int,
+) -> tuple[int, dict[str, float], str]:
     """(questions, per-question sd by metric, what was paired) of one run, or of the paired difference of two."""
     from .metrics.intervals import decompose  # local: loads numpy, pandas (slow import)
     from .metrics.paired import paired_differences, per_question_sd, question_mismatch  # local: loads numpy
@@ -106,13 +118,15 @@ def _pilot(records, run_ids, info, *, intersect: bool, n_resamples: int, seed: i
     return len(a.question_ids), {name: d.sd for name, d in differences.items() if d.sd is not None}, "paired"
 
 
-def plan_rows(sds: dict, n: int, size: int | None, *, delta: float, alpha: float, power: float) -> list[dict]:
+def plan_rows(
+    sds: Mapping[str, float], n: int, size: int | None, *, delta: float, alpha: float, power: float
+) -> list[dict[str, Any]]:
     """One row per metric (metric, n, sd, n_needed, enough, size, detectable, verdict: the rule of
     `QuestionsVerdict`, the report's too); metrics whose sd is the same (the CoRA family of a run that asked one
     variant, whose values equal MCQA's) are one row, named together."""
     from .metrics.paired import QuestionsVerdict  # local: loads numpy, pandas (slow import)
 
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for metric, sd in sds.items():  # sd 0: the metric did not vary (every question alike): no n can be estimated
         same = next((r for r in rows if abs(r["sd"] - sd) <= 1e-12), None)
         if same is not None:
@@ -144,12 +158,10 @@ def plan(
     intersect: bool = False,
     n_resamples: int = 1000,
     seed: int = 0,
-) -> tuple[str, list[dict]]:
+) -> tuple[str, list[dict[str, Any]]]:
     """(heading, one row per metric: metric, n, sd, n_needed, enough, size, detectable) for one run or a pair of
     runs; the heading's later lines name the runs at chance."""
-    from mlflow.tracking import MlflowClient
-
-    from src.core.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
+    from src.tracking.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
 
     check_power_args(delta, alpha, power)
     if not 1 <= len(run_ids) <= 2:
@@ -162,7 +174,7 @@ def plan(
         raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
     run_ids = [resolve_run_id(run_id, tracking_uri, key="--run") for run_id in run_ids]  # short ids accepted
     records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = store.client(tracking_uri)
     info = [_run_info(client, run_id) for run_id in run_ids]
     n, sds, paired = _pilot(records, run_ids, info, intersect=intersect, n_resamples=n_resamples, seed=seed)
     test = f"to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with power {power:g}"
@@ -184,7 +196,7 @@ def plan(
     return "\n".join([heading, *notes]), rows
 
 
-def format_rows(rows: list[dict]) -> list[str]:
+def format_rows(rows: list[dict[str, Any]]) -> list[str]:
     """The aligned lines `python -m src.plan` prints."""
     width = max(len("metric"), *(len(r["metric"]) for r in rows))
     lines = [f"{'metric':<{width}}  {'n':>6}  {'sd':>6}  {'n needed':>9}  enough"]

@@ -32,9 +32,10 @@ import pandas as pd
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from src.core.questions import benchmark_identity
-from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE, read_run_records, resolve_run_id
+from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
 from src.tracking import runs, store
 from src.tracking.names import DEFAULT_URI
+from src.tracking.records import download_artifact, read_run_records, resolve_run_id, run_tags
 from src.tracking.runs import KERNEL_VARIABLES
 
 TRIAL_KEY = ("question_id", "variant_id", "repetition")  # one row of a records table
@@ -167,15 +168,13 @@ def environment_notes(tags: Mapping[str, str], here: Mapping[str, str]) -> list[
 
 def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -> tuple[list[str], int]:
     """(lines to print, exit code) of re-running `run` here; UserError (exit 2) for a refused or unknown run."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
     from omegaconf import DictConfig, OmegaConf
 
     from src.job.runner import job_backend, job_questions, run_job  # local: loads hydra, the backends (slow import)
 
     store.check_tracking(tracking_uri)
     run_id = resolve_run_id(run, tracking_uri, key="--run")
-    tags = MlflowClient(tracking_uri=tracking_uri).get_run(run_id).data.tags
+    tags = run_tags(run_id, tracking_uri)
     if tags.get("source") == "ingest" or tags.get("kind", "job") != "job":
         raise UserError(
             f"--run: run {run_id} is not a job of python -m src.run (answers made elsewhere, a sweep or "
@@ -183,10 +182,13 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         )
     logged = read_run_records(run_id, tracking_uri, key="--run")
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            config = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, "config.yaml", tmp)
-        except (MlflowException, OSError):
-            raise UserError(f"--run: run {run_id} has no config.yaml artifact; give a run of src.run") from None
+        config = download_artifact(
+            run_id,
+            "config.yaml",
+            Path(tmp),
+            tracking_uri,
+            missing=f"--run: run {run_id} has no config.yaml artifact; give a run of src.run",
+        )
         cfg = cast(DictConfig, OmegaConf.load(config))  # a job's config.yaml: a mapping
         # here, not in the user's store or response cache: the answers must be computed again
         cfg.tracking.uri, cfg.tracking.experiment = f"sqlite:///{tmp}/recheck.db", "recheck"

@@ -25,14 +25,12 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
     """Copy every unsynced FINISHED offline run (and the sweep parent runs they belong to, parents first); returns
     (offline run id, uploaded run id) pairs. Safe to run again after an interruption: a run half uploaded by an
     earlier sync is replaced, a complete one is only marked, so every trial arrives exactly once."""
-    from mlflow.tracking import MlflowClient
-
     db = offline_dir / "mlflow.db"
     if not db.is_file():
         if (offline_dir / offline.PENDING_FILE).is_file():
             return []  # only runs to close (main applies them)
         raise UserError(f"no offline runs at {db}: pass --offline-dir (the tracking.offline_dir of the runs)")
-    source = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    source = store.client(f"sqlite:///{db}")
     todo = []
     for exp in source.search_experiments():
         for run in store.search_all(source, [exp.experiment_id], "attributes.status != 'RUNNING'"):
@@ -59,18 +57,17 @@ def sync(offline_dir: Path, to: str | None = None) -> list[tuple[str, str]]:
     return copied
 
 
-def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, str]) -> str:
+def _upload(source: store.Client, run: store.Run, experiment: str, target_uri: str, new_ids: dict[str, str]) -> str:
     from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
 
     store.check_tracking(target_uri)
     store.open_store(target_uri)
-    target = MlflowClient(tracking_uri=target_uri)
+    target = store.client(target_uri)
     exp_id = store.with_retries(lambda: store.experiment_id(target, experiment, target_uri))
     earlier = store.search_all(target, [exp_id], f"tags.synced_from = '{run.info.run_id}'")
     for done in earlier:
         if done.info.status == run.info.status:  # uploaded whole by a sync that stopped before marking it
-            return done.info.run_id
+            return str(done.info.run_id)
         target.delete_run(done.info.run_id)  # half uploaded: replaced below
     # every tag the run was logged with, MLflow's own (user, source) included, so a synced run carries what an
     # online run of the same job does; the parent link is re-pointed below
@@ -97,10 +94,10 @@ def _upload(source, run, experiment: str, target_uri: str, new_ids: dict[str, st
             for child in store.search_all(target, [exp_id], f"tags.{key} = '{run.info.run_id}'"):
                 target.set_tag(child.info.run_id, "mlflow.parentRunId", new.info.run_id)
     target.set_terminated(new.info.run_id, run.info.status, end_time=run.info.end_time)
-    return new.info.run_id
+    return str(new.info.run_id)
 
 
-def _exists(client, run_id: str) -> bool:
+def _exists(client: store.Client, run_id: str) -> bool:
     try:
         client.get_run(run_id)
         return True

@@ -22,7 +22,9 @@ import json
 import signal
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
@@ -36,15 +38,13 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     """(the experiment's review-view address at `base_url`, the names of its job runs, a note when the accuracy
     column sorts too far right to be seen in a 1,400-px window, else None); UserError for a missing store or
     experiment."""
-    from mlflow.tracking import MlflowClient
-
     db = store.sqlite_path(uri)
     if db is not None and not db.is_file():
         raise UserError(
             f"--tracking-uri {uri}: no MLflow store at {db}; run a job first (python -m src.run) or give "
             "the store's URI"
         )
-    client = MlflowClient(tracking_uri=uri)
+    client = store.client(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         names = sorted(e.name for e in client.search_experiments())
@@ -62,11 +62,9 @@ def review_address(uri: str, experiment: str, base_url: str) -> tuple[str, list[
     return review.review_link(found.experiment_id, base_url), [r.info.run_name for r in runs], note
 
 
-def review_runs(uri: str, experiment: str) -> list:
+def review_runs(uri: str, experiment: str) -> list[store.Run]:
     """The experiment's job runs (`review_address` has checked the store and the experiment)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
+    client = store.client(uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:  # no such experiment: no runs to list
         return []
@@ -76,7 +74,7 @@ def review_runs(uri: str, experiment: str) -> list:
 REVIEW_KEYS = ("model", "benchmark", "variants", "temperature", "scoring")  # tags that tell job runs apart
 
 
-def runs_lines(runs) -> list[str]:
+def runs_lines(runs: Sequence[store.Run]) -> list[str]:
     """The review view in the terminal: one line per job run (MLflow `Run`s) with the keys that vary among them
     (REVIEW_KEYS, the others said once), its headline with its interval rounded and its verdict
     (`src.metrics.chance.chance_verdict`: acc mean in a run with repetitions, else MCQA, else accuracy), a high
@@ -109,7 +107,7 @@ def runs_lines(runs) -> list[str]:
     return lines
 
 
-def window_check(page: dict, run_names: list[str]) -> dict:
+def window_check(page: dict[str, Any], run_names: list[str]) -> dict[str, Any]:
     """What the window shows of the review view (`screenshot`'s answer): the job runs listed, the headline columns
     whose header lies inside the window, and the failed checks (none: all hold)."""
     width = page["width"]
@@ -131,7 +129,7 @@ def window_check(page: dict, run_names: list[str]) -> dict:
     return {"runs_listed": listed, "headline_columns": headlines, "key_columns": keys, "failed": failed}
 
 
-def screenshot(url: str, png: Path, *, has_runs: bool) -> dict:
+def screenshot(url: str, png: Path, *, has_runs: bool) -> dict[str, Any]:
     """The review view at `url` in headless Chromium (Playwright, one browser closed on return) in a WINDOW-sized
     window, once its table is drawn (with a run's row when the experiment has job runs): a PNG of the window to
     `png`, and `browser.HEADERS_SCRIPT`'s answer (no headers when the page did not draw them in time)."""

@@ -14,8 +14,8 @@ from src.common.errors import UserError
 from src.config.schema import check_config, compose_job
 from src.core.parsing import parse_with_rule
 from src.core.prompts import PromptTemplate, render
-from src.core.records import read_run_records
 from src.core.variant import LETTERS
+from src.tracking.records import read_run_records
 from src.variants import make_variants
 
 from .conftest import REPO, examples, mlflow_runs

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from src.common.errors import UserError
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 from src.variants import PERM_SETS, VARIANT_SETS  # the code's sets, each permutation set `perm_<name>`
 
 from .conftest import REPO, mlflow_runs, needs_data

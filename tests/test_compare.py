@@ -19,7 +19,7 @@ from src.common.errors import UserError
 from src.compare import load, plots, report, tables
 from src.compare.__main__ import main
 from src.compare.sections import build_sections
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 
 from .conftest import mlflow_runs
 from .smoke_store import run_module, smoke_store  # noqa: F401 - smoke_store is a fixture

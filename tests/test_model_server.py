@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from src.common.errors import UserError
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
 from .test_openai_backend import ServedInThread

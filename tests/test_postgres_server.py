@@ -172,7 +172,7 @@ def job_statuses(store: str) -> list[str]:
 def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from src.core.records import read_run_records
+    from src.tracking.records import read_run_records
 
     server = MlflowServer(postgres, tmp_path, what="against PostgreSQL")
     try:

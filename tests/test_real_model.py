@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from src.common.errors import UserError
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 
 from .conftest import mlflow_runs, needs_data
 

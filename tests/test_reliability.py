@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs, needs_data
 

@@ -17,8 +17,8 @@ import pytest
 from src.common.errors import UserError
 from src.compare import plots
 from src.compare.__main__ import main
-from src.core.records import resolve_run_id
 from src.metrics.chance import chance_levels, trial_chance
+from src.tracking.records import resolve_run_id
 
 MODELS = ("0.6", "0.9")
 

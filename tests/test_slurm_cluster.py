@@ -199,7 +199,7 @@ def runs_of(uri: str, experiment: str, env: dict | None = None):
 
 def check_every_trial_once(uri: str, runs, jobs: int) -> None:
     """One FINISHED run per job, each with every trial once; one FINISHED parent; nothing RUNNING."""
-    from src.core.records import read_run_records
+    from src.tracking.records import read_run_records
 
     assert not [r.info.run_id for r in runs if r.info.status == "RUNNING"], "a run was left RUNNING"
     finished = [r for r in runs if r.data.tags.get("kind") == "job" and r.info.status == "FINISHED"]
@@ -323,7 +323,7 @@ def test_time_limit_signal_and_preemption_requeue(slurm, server, tmp_path):
     """Job #0 gets USR2, the signal Slurm sends `signal_delay_s` before the time limit (submitit checkpoints and
     requeues it); job #1 is requeued by `scontrol requeue`, as a preemption does (SIGTERM). Both resume from the
     response cache: the finished run asks the model only the questions the cache lacks."""
-    from src.core.records import read_run_records
+    from src.tracking.records import read_run_records
 
     experiment, limit = "slurm-requeue", 300
     proc = sweep(

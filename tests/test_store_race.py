@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
 

@@ -1,11 +1,11 @@
 """`with_retries` and `short` (src/tracking/store.py): a store another job holds locked is retried, and a lock that
-outlasts every attempt raises the store's own error after exactly those attempts; a store error is shown in one short
-line. The mutation check (docs/mutation.md) found the last attempt's check untested: `attempt == attempts + 1` let the
-loop run out and return None, an MLflow call taken for done that never happened."""
+outlasts every attempt raises the store's own error after exactly those attempts (never a None taken for the
+result of an MLflow call that never happened); a store error is shown in one short line."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
@@ -29,7 +29,7 @@ def locked_store(fails: int):
 
 @pytest.mark.parametrize("attempts", [1, 3])
 def test_a_lock_that_outlasts_every_attempt_raises_after_exactly_those_attempts(monkeypatch, attempts):
-    monkeypatch.setattr(store.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)  # tenacity sleeps through time.sleep
     op, calls = locked_store(fails=attempts)
     with pytest.raises(sqlite3.OperationalError, match="database is locked"):
         store.with_retries(op, attempts=attempts)
@@ -38,7 +38,7 @@ def test_a_lock_that_outlasts_every_attempt_raises_after_exactly_those_attempts(
 
 def test_a_lock_released_before_the_last_attempt_gives_the_operations_result(monkeypatch):
     slept = []
-    monkeypatch.setattr(store.time, "sleep", slept.append)
+    monkeypatch.setattr(time, "sleep", slept.append)
     op, calls = locked_store(fails=2)
     assert store.with_retries(op, attempts=3) == "done" and len(calls) == 3
     assert slept == pytest.approx([0.1, 0.2], abs=1e-9)  # backing off: 0.1 s, doubled each time

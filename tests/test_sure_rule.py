@@ -260,7 +260,7 @@ def test_compare_sure_rule_recomputes_other_rules_runs_under_the_requested_rule(
             raise UserError(f"config key {key}: run {run_id} has no records.parquet")
         return table
 
-    monkeypatch.setattr("src.core.records.read_run_records", read)
+    monkeypatch.setattr("src.tracking.records.read_run_records", read)
     notes = apply_sure_rule(runs, "correctness")
     rows = runs.table.set_index("run_id")
     for name in RULE_METRICS:

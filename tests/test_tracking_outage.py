@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from src.core.records import read_run_records
 from src.tracking.names import SERVER_ENV
+from src.tracking.records import read_run_records
 
 from .conftest import DATA_DIR, REPO
 

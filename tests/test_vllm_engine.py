@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from src.core.records import read_run_records
+from src.tracking.records import read_run_records
 
 from .conftest import DATA_DIR, REPO, mlflow_runs
 

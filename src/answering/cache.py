@@ -9,7 +9,6 @@ WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -18,12 +17,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import tenacity
+
 from src.backends.base import Request
 from src.common import owners
+from src.common.digests import text_sha256
 from src.common.paths import expand_path
 
 T = TypeVar("T")
-
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
 
@@ -53,7 +54,11 @@ def request_key(
     if request.continuation_prefix is not None:  # only then: the keys of every other request stay as they were
         fields.append(["continuation_prefix", request.continuation_prefix])
     payload = json.dumps(fields, ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return text_sha256(payload)
+
+
+def _locked(err: BaseException) -> bool:
+    return isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err))
 
 
 class ResponseCache:
@@ -68,15 +73,15 @@ class ResponseCache:
         self._retry(lambda: self.conn.execute(SCHEMA))
 
     def _retry(self, op: Callable[[], T], attempts: int = 20) -> T:
-        """Writers from parallel jobs can still collide on schema setup or checkpoints; back off and retry."""
-        for attempt in range(attempts - 1):
-            try:
-                return op()
-            except sqlite3.OperationalError as err:
-                if "locked" not in str(err) and "busy" not in str(err):
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        return op()  # the last attempt: its error, whatever it is, is the caller's
+        """Writers from parallel jobs can still collide on schema setup or checkpoints (the file locked or busy
+        past the busy timeout): back off 0.05 s more each time and retry; the last attempt's error is raised."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_locked),
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_incrementing(start=0.05, increment=0.05),
+            reraise=True,
+        )
+        return retrying(op)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -105,8 +110,7 @@ class ResponseCache:
         self._retry(write)
 
     def __len__(self) -> int:
-        count: int = self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        return count
+        return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
         self.conn.close()
@@ -205,7 +209,7 @@ class GuardedCache:
     still those its identity names (src/job/runner.py `content_guard`). If they changed during the run, `check`
     raises before anything is stored, so no answer is kept under an identity it did not come from."""
 
-    def __init__(self, cache: ResponseCache | SharedResponseCache, check: Callable[[], None]):
+    def __init__(self, cache: ResponseCache | SharedResponseCache, check: Callable[[], object]):
         self.cache, self.check = cache, check
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:

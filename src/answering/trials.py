@@ -15,6 +15,7 @@ from src.answer_formats import FORMATS, format_of
 from src.answering.cache import AnswerStore, request_key
 from src.answering.items import Answer, Item
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
+from src.common.digests import text_sha256
 from src.common.progress import job_progress
 from src.core.prompts import CLOZE_SCORINGS as CLOZE_MODES  # options scored as continuations
 from src.core.records import COLUMNS
@@ -27,7 +28,7 @@ def trial_seed(seed: int, question_id: str, variant_id: str) -> int:
 
 
 def prompt_hash(prompt: str) -> str:
-    return hashlib.sha256(prompt.encode()).hexdigest()[:16]
+    return text_sha256(prompt, length=16)
 
 
 def decision_margin(scores: Sequence[float], chosen: int) -> float | None:

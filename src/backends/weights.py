@@ -20,16 +20,16 @@ and the sweep's pre-check use it without torch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from src.common import owners
+from src.common import digests, owners
 from src.common.paths import expand_path
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def models_root() -> Path:
     return root.expanduser() / "models"
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     """sha256 of a file, remembered in `sha256.json` under (real path, size, mtime_ns, ctime_ns, inode, device): a
     file written again, even with its size and times put back, has a new ctime and is hashed again."""
     path = Path(path).resolve()
@@ -75,12 +75,8 @@ def file_sha256(path: str | os.PathLike) -> str:
     index_file = models_root() / "sha256.json"
     index = read_json(index_file)
     if key in index:
-        return index[key]
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+        return str(index[key])
+    sha = digests.file_sha256(path)
     index = read_json(index_file)  # re-read: another process may have added entries meanwhile
     index[key] = sha
     write_json_atomic(index_file, index)
@@ -88,7 +84,7 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def _digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+    return digests.json_sha256(value)
 
 
 def _part_of(name: str) -> str | None:
@@ -108,7 +104,7 @@ def _part_of(name: str) -> str | None:
 
 def folder_parts(folder: Path) -> dict[str, str]:
     """{part: sha256} of the files a model folder's loader reads (the module docstring); its path in none."""
-    files: dict[str, list] = {}
+    files: dict[str, list[list[str]]] = {}
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     has_safetensors = any(n.endswith(".safetensors") for n in names)
     for name in names:
@@ -174,7 +170,7 @@ class ModelContent:
         return [part for part in dict.fromkeys([*self.parts, *now]) if self.parts.get(part) != now.get(part)]
 
 
-def model_content(source: str | os.PathLike, *, revision: str | None = None) -> ModelContent:
+def model_content(source: str | os.PathLike[str], *, revision: str | None = None) -> ModelContent:
     """The content of what a backend loads from `source`: a local folder, a local file (a GGUF) or a hub id at
     `revision` (the module docstring). Written once, used by every backend (hf, GGUF, vllm)."""
     local = expand_path(source)
@@ -191,7 +187,7 @@ def changed_line(parts: list[str]) -> str:
     return " and ".join(parts) if parts else "model files"
 
 
-def folder_fingerprint(folder: str | os.PathLike) -> str:
+def folder_fingerprint(folder: str | os.PathLike[str]) -> str:
     """sha256 of what a model folder's loader reads (`model_content`), not of where it is."""
     return model_content(folder).digest
 
@@ -240,17 +236,16 @@ def _cached_commit(repo_id: str, revision: str | None) -> str | None:
     return commit if COMMIT.fullmatch(commit) else None
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Written under a temporary name and renamed into place: a reader sees the old file or the new one, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=owners.temp_prefix(path.name), dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    owners.write_whole(
+        path, lambda tmp: tmp.write_text(json.dumps(data, indent=1, sort_keys=True)), "an interrupted index write"
+    )

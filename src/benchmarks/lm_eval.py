@@ -37,8 +37,6 @@ must not need the extra.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,6 +47,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from src.common.digests import json_sha256
 from src.common.errors import UserError
 from src.core.questions import Question, question_identity
 from src.core.validity import check_shown_options
@@ -379,7 +378,7 @@ def asks_for_answer(context: str) -> bool:
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
+    return json_sha256(value, ascii=False)
 
 
 def prompt_identity(task: Any) -> str:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 
-def expand_path(path: str | os.PathLike) -> Path:
+def expand_path(path: str | os.PathLike[str]) -> Path:
     """The path with `~` and `$VARIABLES` expanded.
 
     >>> os.environ["MCQ_DOC_ROOT"] = "/data"

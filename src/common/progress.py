@@ -18,7 +18,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm as StepBar  # noqa: N812 - a class, named as one where it is a type
 
 LINE_EVERY_S = 10.0  # the least time between two plain progress lines (stderr not a terminal)
 
@@ -108,7 +111,7 @@ def job_progress(total: int, what: str, *, unit: str = "prompt", enabled: bool =
         shown.close()
 
 
-def step_bar(total: int, what: str, *, unit: str = "prompt", enabled: bool = True):
+def step_bar(total: int, what: str, *, unit: str = "prompt", enabled: bool = True) -> StepBar[NoReturn]:
     """A labelled bar for work inside a job, removed when it ends; nothing in a log file. Use as a context
     manager; `update(n)` as tqdm's."""
     from tqdm.auto import tqdm
@@ -126,7 +129,7 @@ def library_bars() -> Iterator[None]:
     if _is_terminal(_stream()) and not _disabled_by_env():
         yield
         return
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
     from transformers.utils import logging as transformers_logging
 
     hub_was_on, transformers_was_on = not are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()

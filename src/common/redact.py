@@ -26,14 +26,15 @@ environment variable their config names (`model.api_key_env`).
 from __future__ import annotations
 
 import logging
-import os
 import re
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from src.common import owners
 
 MASK = "***"
 # A name whose value is a secret: it ends with one of these words (api_key, apiKey, hf_token, client_secret,
@@ -95,19 +96,21 @@ def redact_yaml_file(path: str | Path) -> bool:
     clean = redact(data)
     if clean == data:
         return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(clean, fh, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    os.replace(tmp, path)  # parallel jobs of a sweep may rewrite multirun.yaml at once: each replace is whole
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w") as fh:
+            yaml.safe_dump(clean, fh, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+    owners.write_whole(path, write, "an interrupted redaction")  # parallel jobs may rewrite multirun.yaml at once
     return True
 
 
-def _redacting_factory(factory):
-    def make(*args, **kwargs):
+def _redacting_factory(factory: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = factory(*args, **kwargs)
         try:
             message = record.getMessage()
-        except Exception:  # a malformed log call: leave it to logging's own error handling
+        except Exception:  # noqa: BLE001 - a malformed log call: leave it to logging's own error handling
             return record
         clean = redact_text(message)
         if clean != message:
@@ -116,7 +119,7 @@ def _redacting_factory(factory):
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
         return record
 
-    make.redacts = True
+    make.redacts = True  # type: ignore[attr-defined]  # the mark install_log_redaction looks for
     return make
 
 
@@ -128,11 +131,11 @@ def install_log_redaction() -> None:
         logging.setLogRecordFactory(_redacting_factory(factory))
 
 
-def redact_hydra_files(config) -> list[Path]:
+def redact_hydra_files(config: DictConfig) -> list[Path]:
     """Mask secrets in the files Hydra wrote for this job (`<output_dir>/.hydra/*.yaml`) and, in a multirun, in
     the sweep's `multirun.yaml`. Returns the files it rewrote."""
     hydra = config.hydra
-    files = []
+    files: list[Path] = []
     if hydra.get("output_subdir") is not None:
         folder = Path(hydra.runtime.output_dir) / str(hydra.output_subdir)
         files += [folder / name for name in ("config.yaml", "hydra.yaml", "overrides.yaml")]
@@ -145,17 +148,17 @@ class RedactCallback(Callback):
     """Hydra callback (conf/config.yaml): log redaction from the start of a run or sweep, and Hydra's own files
     rewritten without secrets as each job starts (Hydra writes them just before `on_job_start`)."""
 
-    def on_run_start(self, config, **kwargs: Any) -> None:
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()
 
-    def on_multirun_start(self, config, **kwargs: Any) -> None:
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()
 
-    def on_job_start(self, config, **kwargs: Any) -> None:
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         install_log_redaction()  # a launcher's worker process (joblib, submitit) starts here
         redact_hydra_files(config)
 
-    def on_multirun_end(self, config, **kwargs: Any) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         multirun = Path(config.hydra.sweep.dir) / "multirun.yaml"
         if multirun.is_file():
             redact_yaml_file(multirun)

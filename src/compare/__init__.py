@@ -2,7 +2,7 @@
 ranking tables and consistency plots, as Markdown + CSV + a self-contained HTML report.
 
 - `load`: the finished job runs of an experiment/sweep as one table (a column per metric); a run's records
-  come from `src.core.records.read_run_records`;
+  come from `src.tracking.records.read_run_records`;
 - `tables/`: one module per paper (pure pandas): CoRA Table 1 with ranks and rank changes (`cora`), repetition
   Table 1 (`repetition`), fluctuation R² (`fluctuation`), REVAS by option count (`revas`), per-question
   disagreements between two runs (`run_diff`), and what they share (`common`);

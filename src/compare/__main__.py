@@ -16,8 +16,8 @@ from typing import Any
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
-from src.core.records import resolve_run_id
 from src.tracking import reads
+from src.tracking.records import resolve_run_id
 
 from .load import add_chance, as_list, load_runs
 from .report import header_lines, log_comparison, write

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from src.common.errors import UserError
-from src.core.records import PROMPTS_FILE, read_run_records
+from src.core.records import PROMPTS_FILE
 from src.tracking import reads, runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
+from src.tracking.records import read_run_records
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -307,7 +308,7 @@ def _changed_parts(rows: pd.DataFrame) -> list[str]:
 
 
 def run_label(tracking_uri: str, run_id: str) -> str:
-    """`model / benchmark / variants / T=...` of a run (its full id, `src.core.records.resolve_run_id`), for
+    """`model / benchmark / variants / T=...` of a run (its full id, `src.tracking.records.resolve_run_id`), for
     headings."""
     tags = reads.run_tags(tracking_uri, run_id)
     return f"{tags.get('model')} / {tags.get('benchmark')} / {tags.get('variants')} / T={tags.get('temperature')}"

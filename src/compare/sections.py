@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from src.core.records import NEAR_TIE_MARGIN, read_run_records
+from src.core.records import NEAR_TIE_MARGIN
 from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, INVALID_FLAG, chance_verdict, invalid_flag
 from src.metrics.display import fmt
+from src.tracking.records import read_run_records
 
 from . import plots
 from .definitions import definitions_table

@@ -14,7 +14,7 @@ import math
 import pandas as pd
 
 from src.common.errors import UserError
-from src.core import records as run_records
+from src.tracking import records as run_records
 
 from .load import Runs
 

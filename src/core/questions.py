@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from src.common.digests import json_sha256, text_sha256
 
 
 @dataclass(frozen=True)
@@ -52,16 +52,13 @@ def question_identity(question: Question) -> str:
         question.split,
         question.metadata,
     ]
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
+    return json_sha256(body, ascii=False)
 
 
 def benchmark_identity(questions: Sequence[Question]) -> str:
     """The content identity of the questions a job asks, in order: a sha256 over their `question_identity`s (16 hex
     digits). A run logs it (tag `data_identity`); a finished run with another one is no result of this job."""
-    digest = hashlib.sha256()
-    for question in questions:
-        digest.update(question_identity(question).encode())
-    return digest.hexdigest()[:16]
+    return text_sha256("".join(question_identity(question) for question in questions), length=16)
 
 
 def duplicate_option_groups(question: Question | Iterable[str], *, casefold: bool = False) -> list[tuple[int, ...]]:

@@ -1,7 +1,7 @@
 """The per-trial records table: the source of truth every metric is computed from, and where a run keeps it.
 
 A job writes its table as `records.parquet` among the run's artifacts (`write_records`), with the text of each
-prompt in `prompts.parquet` keyed by `prompt_hash` (`write_prompts`); `read_run_records`
+prompt in `prompts.parquet` keyed by `prompt_hash` (`write_prompts`); `src.tracking.records.read_run_records`
 fetches the table of a finished MLflow run (compare --diff, assess and the revas_misleading second stage).
 
 One row per question x variant x repetition. Columns (see DESIGN.md, decision 1):
@@ -72,12 +72,9 @@ REVAS orders have variant_id "<prefix>_<j>", j = 0 their reference order (the fi
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pandas as pd
-
-from src.common.errors import UserError
 
 # Two options whose decision scores (log-likelihoods, or log label probabilities) are closer than this are a
 # near-tie: another CPU's float32 kernels, another dtype or batch size may order them the other way. Across
@@ -171,64 +168,3 @@ def write_prompts(prompts: dict[str, tuple[str, str | None]], folder: str | Path
     rows = [{"prompt_hash": key, "prompt": prompt, "model_input": shown} for key, (prompt, shown) in prompts.items()]
     pd.DataFrame(rows, columns=["prompt_hash", "prompt", "model_input"]).to_parquet(path, index=False)
     return path
-
-
-SHORT_ID_LENGTH = 8  # the reports print run ids this long; any unique prefix this long or longer names a run
-
-
-def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str:
-    """The full id of the run that `run_id` names: the id itself, or a unique prefix of 8 or more characters (the
-    short ids the reports print). UserError naming `key` when no run, or more than one, matches.
-
-    Every command that takes a run id (compare --diff, plan --run, variants.source_run) goes through here."""
-    import re
-
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    run_id = str(run_id).strip()
-    try:
-        return str(client.get_run(run_id).info.run_id)
-    except MlflowException:
-        pass
-    if not re.fullmatch(rf"[0-9a-f]{{{SHORT_ID_LENGTH},32}}", run_id):
-        raise UserError(
-            f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
-            f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)"
-        )
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    found = (
-        client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'", max_results=3)
-        if experiments
-        else []
-    )
-    if len(found) == 1:
-        return str(found[0].info.run_id)
-    if not found:
-        raise UserError(
-            f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
-            f"give the id of a finished run (tracking.uri must point at its store)"
-        )
-    raise UserError(
-        f"config key {key}: {run_id!r} is the start of several run ids at {tracking_uri} "
-        f"({', '.join(r.info.run_id for r in found[:2])}, ...); give more characters"
-    )
-
-
-def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> pd.DataFrame:
-    """The records table a finished run logged (`run_id` the full id or a unique prefix, `resolve_run_id`);
-    UserError naming `key` when the run or its records are missing."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    run_id = resolve_run_id(run_id, tracking_uri, key=key)
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, RECORDS_FILE, tmp)
-        except (MlflowException, OSError):
-            raise UserError(
-                f"config key {key}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run that finished"
-            ) from None
-        return pd.read_parquet(path)

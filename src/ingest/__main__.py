@@ -12,21 +12,22 @@ Prints the run id and headline metrics as one JSON line, then, for repetition ru
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
+from src.common.digests import file_sha256, text_sha256
 from src.common.errors import UserError
 
 from .cat import read_cat
-from .common import check_repetitions, checked_path, sha256_of
+from .common import Ingested, check_repetitions, checked_path
 from .generic import read_generic
 from .lm_eval import read_lm_eval
-from .run_log import log_ingested
+from .run_log import IngestResult, log_ingested
 
 FORMATS = ("cat", "lm_eval", "generic")
 SUMMARY = (
@@ -105,7 +106,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _read(args: argparse.Namespace, files: list[Path]):
+def _read(args: argparse.Namespace, files: list[Path]) -> Ingested:
     if args.format == "cat":
         for flag, value in (
             ("--model", args.model),
@@ -159,13 +160,13 @@ def _read(args: argparse.Namespace, files: list[Path]):
     )
 
 
-def ingest(args: argparse.Namespace):
+def ingest(args: argparse.Namespace) -> tuple[IngestResult, Ingested, dict[str, Any]]:
     """Read, check and log; returns (IngestResult, Ingested, the params logged)."""
     files = [checked_path(p) for p in args.path]
     ingested = _read(args, files)
     check_repetitions(ingested.trials, str(files[0]))
-    digests = [sha256_of(f) for f in files]
-    digest = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    digests = [file_sha256(f) for f in files]
+    digest = digests[0] if len(digests) == 1 else text_sha256("".join(digests))
     info = ingested.run_info
     repetitions = max(t.repetition for t in ingested.trials) + 1
     fewshot = (
@@ -194,7 +195,7 @@ def ingest(args: argparse.Namespace):
         params.update({"ingest.set": args.set, "ingest.first": args.first, "ingest.as": args.mode})
     if args.answers:
         params["ingest.answers"] = str(Path(args.answers).resolve())
-        params["ingest.answers_sha256"] = sha256_of(Path(args.answers))
+        params["ingest.answers_sha256"] = file_sha256(Path(args.answers))
     tags = {
         "source_format": args.format,
         "source_file": ", ".join(f.name for f in files)[:5000],
@@ -214,7 +215,7 @@ def ingest(args: argparse.Namespace):
     return result, ingested, params
 
 
-def repetition_table(result, params: dict) -> str:
+def repetition_table(result: IngestResult, params: dict[str, Any]) -> str:
     """The repetition table of one run as `python -m src.compare` renders it (Markdown and its caption), or ""."""
     from ..compare.render import markdown_table  # local: loads numpy (slow import)
     from ..compare.tables import repetition_tables  # local: loads numpy (slow import)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from src.answering.trials import Item
+from src.answering.items import Item
 from src.common.errors import UserError
 from src.core.questions import Question
 
@@ -86,7 +86,7 @@ def _identity(texts: Sequence[str], shown: Sequence[str], place: str) -> tuple[i
     return tuple(order)
 
 
-def _question_of(place: str, row: dict, qid: str) -> tuple[Question, list[str]]:
+def _question_of(place: str, row: dict[str, Any], qid: str) -> tuple[Question, list[str]]:
     """The row's question and its option texts in the file's order, checked."""
     missing = [c for c in ("question", "answer", "options", "expanded_evaluation") if c not in row]
     if missing:
@@ -109,7 +109,7 @@ def _question_of(place: str, row: dict, qid: str) -> tuple[Question, list[str]]:
     return question, texts
 
 
-def _answer_lists(place: str, row: dict) -> dict:
+def _answer_lists(place: str, row: dict[str, Any]) -> dict[str, Any]:
     """The row's expanded_evaluation: list name -> answers."""
     try:
         lists = (
@@ -127,14 +127,14 @@ def _answer_lists(place: str, row: dict) -> dict:
     return lists
 
 
-def _answer_list(place: str, lists: dict, name: str, first: int | None) -> list:
+def _answer_list(place: str, lists: dict[str, Any], name: str, first: int | None) -> list[Any]:
     """The answers of list `name` (its first `first`), checked."""
     if name not in lists or not isinstance(lists[name], list):
         raise UserError(
             f"{place}: expanded_evaluation has no list {name!r} (it has "
             f"{', '.join(sorted(lists)) or 'none'}); choose --set from those"
         )
-    answers = lists[name]
+    answers: list[Any] = lists[name]
     if first is not None and len(answers) < first:
         raise UserError(f"{place}: list {name} has {len(answers)} answers, --first asks for {first}; lower --first")
     return answers[:first] if first is not None else answers
@@ -195,7 +195,7 @@ def _entry_trial(
     return Trial(Item(question, variant, request), ans, repetition)
 
 
-def _reading_differs(entry: dict, trial: Trial) -> str:
+def _reading_differs(entry: dict[str, Any], trial: Trial) -> str:
     """'' when this tool's reading of the raw answer gives the file's model_choice, else the example to show."""
     labels, ans = trial.item.request.labels, trial.answer
     theirs = str(entry.get("model_choice") or "").strip()

@@ -5,7 +5,6 @@ records table with `src.answering.trials.to_records`, the function a native run 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -15,12 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from src.answering.trials import Answer, Item, to_records
+from src.answering.items import Answer, Item
+from src.answering.trials import to_records
 from src.common.errors import UserError
 from src.core.records import COLUMNS
 
 from ..answer_formats import FORMATS
-from ..benchmarks.files import iter_table_records, plain  # noqa: F401 - used here and by the format modules
+from ..benchmarks.files import iter_table_records, plain
 
 SOURCE_LABEL = "source_label"  # parse_rule of an answer whose label the file gave (--labels-from source)
 INVALID_SOURCE_LABEL = "invalid_source_label"  # the file's label is empty or not one of the labels shown
@@ -54,14 +54,6 @@ def is_missing(value: Any) -> bool:
     if isinstance(value, float) and math.isnan(value):
         return True
     return isinstance(value, str) and not value.strip()
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checked_path(path: str | Path, flag: str = "--path") -> Path:

@@ -44,9 +44,9 @@ from src.common.errors import UserError
 from src.core.questions import Question
 
 from ..answer_formats import FORMATS
-from ..benchmarks.files import iter_jsonl, read_text
+from ..benchmarks.files import iter_jsonl, plain, read_text
 from ..core.variant import LETTERS, TF_LABELS, Variant
-from .common import Ingested, Trial, answer_of, is_missing, json_cell, plain, table_rows
+from .common import Ingested, Trial, answer_of, is_missing, json_cell, table_rows
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 REQUIRED = ("question_id", "variant_id", "option_order", "correct_label")
@@ -70,7 +70,7 @@ def _bool_or_none(value: Any) -> bool | None:
     return bool(value)
 
 
-def _list(value: Any, place: str, column: str) -> list | None:
+def _list(value: Any, place: str, column: str) -> list[Any] | None:
     if is_missing(value):
         return None
     value = json_cell(value, place, column)
@@ -116,7 +116,7 @@ def read_batch_output(file: Path) -> dict[str, list[tuple[str, bool | None]]]:
     return out
 
 
-def _run_settings(file: Path, rows: list[tuple[str, dict]], overrides: dict[str, Any]) -> dict[str, Any]:
+def _run_settings(file: Path, rows: list[tuple[str, dict[str, Any]]], overrides: dict[str, Any]) -> dict[str, Any]:
     """The run's model, benchmark, variant set, temperature, seed and scoring: one value per file (RUN_COLUMNS),
     unless the command line gives it; a default where neither does (model and benchmark have none)."""
     run: dict[str, Any] = {}
@@ -147,7 +147,7 @@ def _run_settings(file: Path, rows: list[tuple[str, dict]], overrides: dict[str,
     return run
 
 
-def _shown(place: str, row: dict, fmt: str) -> tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]]:
+def _shown(place: str, row: dict[str, Any], fmt: str) -> tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]]:
     """(option_order, labels, option texts) of the row's displayed list, checked against each other."""
     order = tuple(
         _int_or_none(v, place, "option_order") for v in _list(row.get("option_order"), place, "option_order") or []
@@ -168,7 +168,7 @@ def _shown(place: str, row: dict, fmt: str) -> tuple[tuple[int, ...], tuple[str,
     return order, labels, texts  # type: ignore[return-value]  # order: no None left (checked above)
 
 
-def _item_of(place: str, row: dict) -> tuple[Item, str]:
+def _item_of(place: str, row: dict[str, Any]) -> tuple[Item, str]:
     """The row's question, variant and request, and its place named with its question and variant (for errors)."""
     qid, vid = str(row.get("question_id", "")).strip(), str(row.get("variant_id", "")).strip()
     if not qid or not vid or qid == "nan" or vid == "nan":
@@ -226,7 +226,7 @@ def _item_of(place: str, row: dict) -> tuple[Item, str]:
     return Item(question, variant, request), place
 
 
-def _row_answer(place: str, row: dict, item: Item, labels_from: str) -> Answer:
+def _row_answer(place: str, row: dict[str, Any], item: Item, labels_from: str) -> Answer:
     """The answer a row gives: its raw text (parsed) or its label; an empty raw_output is INVALID."""
     raw = row.get("raw_output")
     if is_missing(raw) and is_missing(row.get("parsed_label")):
@@ -251,7 +251,7 @@ def _row_answer(place: str, row: dict, item: Item, labels_from: str) -> Answer:
 
 def _join_batch(
     trials: list[Trial],
-    by_id: dict[str, list[tuple[int, dict]]],
+    by_id: dict[str, list[tuple[int, dict[str, Any]]]],
     batch: dict[str, list[tuple[str, bool | None]]],
     answers: Path,
 ) -> None:
@@ -280,7 +280,7 @@ def _join_batch(
             trials[index] = Trial(t.item, answer, t.repetition, t.prompt_hash)
 
 
-def _params_and_tags(rows: list[tuple[str, dict]]) -> tuple[dict[str, Any], dict[str, str]]:
+def _params_and_tags(rows: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
     """The run's params (prompt name, few-shot, repetitions, limit) and its prompt_hash tag, where the file holds
     one value of each."""
     tags = {}
@@ -312,7 +312,7 @@ def read_generic(file: Path, *, answers: Path | None, overrides: dict[str, Any],
         )
     batch = read_batch_output(answers) if answers is not None else None
     run = _run_settings(file, rows, overrides)
-    by_id: dict[str, list[tuple[int, dict]]] = {}  # custom_id -> [(row index, row)], for the batch join
+    by_id: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # custom_id -> [(row index, row)], for the batch join
     trials: list[Trial] = []
     for row_place, row in rows:
         item, place = _item_of(row_place, row)

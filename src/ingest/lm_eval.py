@@ -44,7 +44,7 @@ def task_of(file: Path) -> str:
     return match.group("task") if match else name.removeprefix("samples_")
 
 
-def _arguments(sample: dict) -> list[list[Any]]:
+def _arguments(sample: dict[str, Any]) -> list[list[Any]]:
     """The requests' arguments, from lm-eval's old list form or its newer {gen_args_i: {arg_j: ...}} form."""
     args = sample.get("arguments")
     if isinstance(args, dict):
@@ -100,7 +100,7 @@ def _scores_text(labels: Sequence[str], values: Sequence[float]) -> str:
 
 
 def _scored_sample(
-    place: str, sample: dict, args: list[list[Any]]
+    place: str, sample: dict[str, Any], args: list[list[Any]]
 ) -> tuple[tuple[str, ...], tuple[str, ...], int, list[Answer], str]:
     """(labels, option texts, correct slot, [the answer], scoring) of a log-likelihood sample: continuations that are
     labels are logprob scoring (the labels' renormalised probabilities), others cloze (the options' log-likelihoods)."""
@@ -139,7 +139,7 @@ def _scored_sample(
 
 
 def _generated_sample(
-    place: str, sample: dict, labels_from: str
+    place: str, sample: dict[str, Any], labels_from: str
 ) -> tuple[tuple[str, ...], tuple[str, ...], int, list[Answer]]:
     """(labels, option texts, correct slot, one answer per response) of a generation sample, read as options."""
     found = _doc_options(sample.get("doc"))

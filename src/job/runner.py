@@ -186,7 +186,7 @@ def plan_items(
     variant_cfg = plain_dict(cfg.variants)
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
         # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
-        from src.core.records import read_run_records  # local: loads pandas (slow import)
+        from src.tracking.records import read_run_records  # local: loads pandas (slow import)
 
         source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
         if not evaluated & set(source["question_id"].astype(str)):
@@ -466,10 +466,10 @@ def answer_and_measure(
     stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
     metrics = compute_metrics(
         records,
-        sure_rule=str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer")),  # answer | correctness
+        sure_rule=sure_rule(cfg),
         pride_protocol=str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper")),  # paper | authors
         intervals=int(stats.get("bootstrap", 1000)),
-        level=float(stats.get("level", 0.95)),
+        level=stats_level(cfg),
         interval_seed=int(cfg.seed),
     )
     metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
@@ -523,7 +523,6 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
     constant = constant_by_construction(records, list(metrics))
     shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
-    stats = cfg.get("stats") or {}
     tags = {
         "model": cfg.model.name,
         "benchmark": cfg.benchmark.name,
@@ -533,7 +532,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         "git_commit": runs.git_commit(),
         "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]),
         "backend": backend.identity[:5000],
-        "sure_rule": str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer")),
+        "sure_rule": sure_rule(cfg),
         # the closing block's metrics, so that the run shows the same block when a rerun finds it finished
         "headline": ",".join(headline_metrics(metrics, records)),
         **identity_tags,
@@ -559,7 +558,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         n_questions=len(questions),
         limit=cfg.limit,
         metrics=shown_metrics,
-        level=float(stats.get("level", 0.95)),
+        level=stats_level(cfg),
         rws_st=tags.get("rws_st"),
     )
     tracker.log(
@@ -577,6 +576,16 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),
     )
     return ties
+
+
+def sure_rule(cfg: DictConfig) -> str:
+    """The SURE rule the metrics use and the run's tag says (metrics.sure_rule): answer | correctness."""
+    return str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))
+
+
+def stats_level(cfg: DictConfig) -> float:
+    """The coverage of the intervals beside the headline metrics (stats.level, src/metrics/intervals.py)."""
+    return float((cfg.get("stats") or {}).get("level", 0.95))
 
 
 def interval_level(cfg: DictConfig) -> float | None:

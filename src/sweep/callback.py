@@ -18,13 +18,14 @@ import logging
 import sys
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from src.backends import load_backend
 from src.benchmarks import load_benchmark
+from src.common.digests import json_sha256, sorted_json
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
 from src.config import hydra_adapter, plain_dict
@@ -34,9 +35,6 @@ from src.sweep import state as sweep_state
 from src.tracking import offline as tracking_offline, runs, store
 from src.tracking.closing import look_commands
 from src.tracking.runs import JOB_INDEPENDENT_KEYS
-
-if TYPE_CHECKING:
-    from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -61,7 +59,7 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     return split_sweep([*params, *config.hydra.overrides.task])
 
 
-def refused_jobs(composed: list) -> list[str]:
+def refused_jobs(composed: list[tuple[list[str], Any]]) -> list[str]:
     """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
     rules, value checks), naming the job by its overrides."""
     lines = []
@@ -78,7 +76,6 @@ def refused_jobs(composed: list) -> list[str]:
 def sweep_hash(config: DictConfig) -> str:
     """What makes two multiruns the same sweep: the config (hydra, where-things-go keys aside), the sweep axes and
     the command line's overrides. A rerun of a killed sweep finds its earlier parent run by it."""
-    import hashlib
 
     def job_key(override: str) -> bool:
         key = override.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
@@ -89,10 +86,10 @@ def sweep_hash(config: DictConfig) -> str:
     params = config.hydra.sweeper.get("params")
     axes = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
     task = sorted(o for o in config.hydra.overrides.task if job_key(o))
-    return hashlib.sha256(json.dumps([body, axes, task], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_sha256([body, axes, task], length=16)
 
 
-def missing_resources(composed: list) -> list[str]:
+def missing_resources(composed: list[tuple[list[str], Any]]) -> list[str]:
     """One line per model whose weights, or benchmark whose files, a job of this sweep needs and cannot find:
     checked before the first job, so a missing model is not found only when its first job starts hours in."""
     needs: dict[str, tuple[Any, list[int]]] = {}
@@ -100,12 +97,12 @@ def missing_resources(composed: list) -> list[str]:
         try:
             model = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
             bench = plain_dict(cfg.benchmark)
-        except Exception:  # refused_jobs names what is wrong with this job's config
+        except Exception:  # noqa: BLE001 - refused_jobs names what is wrong with this job's config
             continue
         for key, need in (
-            (json.dumps(["model", model], sort_keys=True, default=str), ("model", model)),
+            (sorted_json(["model", model]), ("model", model)),
             (
-                json.dumps(["bench", bench, cfg.data_dir], sort_keys=True, default=str),  # its files
+                sorted_json(["bench", bench, cfg.data_dir]),  # its files
                 ("benchmark", (bench, cfg.data_dir, cfg.seed)),
             ),
         ):
@@ -153,7 +150,7 @@ def write_outcome(out_dir: str | Path, **outcome: Any) -> None:
     (path / JOB_FILE).write_text(json.dumps(redact(outcome)))
 
 
-def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict]:
+def read_outcomes(sweep_dir: str | Path, invocation: str | None) -> list[dict[str, Any]]:
     """The outcomes the jobs of this invocation of the sweep wrote, in job order."""
     found = []
     for path in Path(sweep_dir).glob(f"*/{JOB_FILE}"):
@@ -198,7 +195,7 @@ def report_lost_job(
 class MlflowSweepCallback(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.client: MlflowClient | None = None  # the parent run's store, from `_open_parent` on
+        self.client: store.Client | None = None  # the parent run's store, from `_open_parent` on
         self.parent_id: str | None = None
         self.parent_uri: str | None = None
         self.experiment_id: str | None = None
@@ -262,8 +259,6 @@ class MlflowSweepCallback(Callback):
     def _open_parent(self, config: DictConfig) -> None:
         """Join the sweep's parent run (same sweep folder, or a rerun of the same sweep found by `sweep_hash`),
         or make one; record its ids in `<sweep dir>/sweep.json` for the jobs."""
-        from mlflow.tracking import MlflowClient
-
         self.tracking_cfg = plain_dict(config.tracking)
         store.check_options(self.tracking_cfg)
         store.apply_retry_budget(self.tracking_cfg.get("retry_budget_s", 20.0))
@@ -287,7 +282,7 @@ class MlflowSweepCallback(Callback):
             uri = f"sqlite:///{offline_dir}/mlflow.db"
         store.open_store(uri)
         tracking_offline.apply_pending_closes(offline_dir, uri)  # runs an earlier outage left open on this server
-        client = MlflowClient(tracking_uri=uri)
+        client = store.client(uri)
         self.client, self.parent_uri = client, uri
         exp_id = store.with_retries(lambda: store.experiment_id(client, config.tracking.experiment, uri))
         self.experiment_id = exp_id

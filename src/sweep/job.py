@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
@@ -19,8 +20,11 @@ from src.job.runner import interval_level, run_job
 from src.sweep.callback import job_label, read_sweep_info, write_outcome
 from src.tracking import runs, store
 
+if TYPE_CHECKING:
+    from hydra.conf import HydraConf
 
-def run_sweep_job(cfg: DictConfig, hydra_cfg) -> None:
+
+def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     """Run the job `cfg` of the multirun whose Hydra config is `hydra_cfg`, record its outcome, print its lines."""
     gc_tuning.tune_for_batch()  # a launcher's worker process runs no entry point of ours: tuned here
     progress.quiet_housekeeping()  # and its MLflow defaults (a Ray worker does not inherit the command's environment)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 
 @dataclass
@@ -39,7 +40,7 @@ def current() -> SweepState:
     return _OPEN if _OPEN is not None else SweepState()
 
 
-def interrupt_on_sigterm(signum, frame):
+def interrupt_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     """SIGTERM (Slurm's scancel or preemption, kill) ends a job as Ctrl-C does: its run is marked KILLED and its
     outcome written. `python -m src.run` and the Slurm launcher's job install it."""
     raise KeyboardInterrupt

@@ -42,10 +42,10 @@ def find_chromium() -> str | None:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
-def start_ui(uri: str, port: int, log: Path) -> subprocess.Popen:
+def start_ui(uri: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     """`mlflow ui` on 127.0.0.1:`port` in a process group of its own; returns once /health answers."""
     with open(log, "w") as out:
         proc = subprocess.Popen(
@@ -83,7 +83,7 @@ def start_ui(uri: str, port: int, log: Path) -> subprocess.Popen:
     )
 
 
-def stop_ui(proc: subprocess.Popen) -> None:
+def stop_ui(proc: subprocess.Popen[bytes]) -> None:
     """Stop the server and its workers: its own process group, by the id of the process started here."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -115,7 +115,7 @@ def browser_missing(what: str) -> str | None:
 
 
 @contextmanager
-def open_browser(chromium: str) -> Iterator:
+def open_browser(chromium: str) -> Iterator[Any]:
     """Headless Chromium (the system's binary at `chromium`, not a Playwright download) driven by Playwright's sync
     API; the browser and Playwright's driver are closed on leaving, whatever happened inside."""
     from playwright.sync_api import sync_playwright  # the `browser` extra: only the browser commands need it
@@ -157,7 +157,7 @@ class Page:
 
 
 def load_page(
-    browser,
+    browser: Any,  # Playwright's Browser (the `browser` extra)
     url: str,
     *,
     size: tuple[int, int],

@@ -48,7 +48,7 @@ def note_pending_close(
         handle.write(line)
 
 
-def _pending_runs(client, entry: Mapping[str, Any]) -> list[str]:
+def _pending_runs(client: store.Client, entry: Mapping[str, Any]) -> list[str]:
     """The ids of the runs a pending close names that are still open."""
     if entry.get("run_id"):
         run = store.with_retries(lambda: client.get_run(entry["run_id"]))
@@ -110,7 +110,7 @@ def apply_pending_closes(offline_dir: str | Path, uri: str | None = None) -> int
         except UserError:
             down.add(entry["uri"])
             kept.append(entry)
-        except Exception as err:  # the run is gone (deleted store): nothing left to close
+        except Exception as err:  # noqa: BLE001 - the run is gone (deleted store): nothing left to close
             if store.is_outage(err):
                 down.add(entry["uri"])
                 kept.append(entry)

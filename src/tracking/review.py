@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from src.tracking.names import mlflow_metric_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from mlflow.data.pandas_dataset import PandasDataset
+
+    from src.core.questions import Question
 
 SUBJECTS_FILE = "subjects.csv"  # the per-subject values: a row per subject, a column per metric and bound
 
@@ -34,7 +40,7 @@ def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()):
+def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()) -> tuple[dict[str, float], pd.DataFrame]:
     """(run metrics, subjects table): what MLflow gets of a run's metrics. Run-level metrics only, without the
     `constant` ones (`src.metrics.constant_by_construction`); the per-subject values (`mcqa/<subject>`,
     `mcqa_lo/<subject>`, ...) go to a table, a row per subject, rather than hundreds of metric keys.
@@ -246,7 +252,7 @@ def review_tags(tags: Mapping[str, str], metrics: Mapping[str, float]) -> dict[s
     return {**first, **result, **{k: tags[k] for k in RUN_KEYS if k in tags}, **rounded_tags(metrics), **tags}
 
 
-def write_subjects(table, artifacts_dir: Path) -> None:
+def write_subjects(table: pd.DataFrame, artifacts_dir: Path) -> None:
     """`subjects.csv` beside the records when the run has subjects."""
     if len(table):
         table.to_csv(Path(artifacts_dir) / SUBJECTS_FILE, index=False)
@@ -334,7 +340,7 @@ def run_description(
     return "\n\n".join(lines)
 
 
-def questions_dataset(questions, *, name: str):
+def questions_dataset(questions: Iterable[Question], *, name: str) -> PandasDataset:
     """The questions a run asked as an MLflow dataset (the runs table's Dataset column): one row per question (the
     options as JSON, the right option's text as target), named after the benchmark; its digest changes with the
     questions."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import functools
 import json
 import logging
 import os
@@ -11,16 +11,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from src.common import owners
+from src.common.digests import json_sha256, text_sha256
 from src.common.errors import UserError
 from src.tracking import offline, review, store
 from src.tracking.names import metric_name
 
+if TYPE_CHECKING:
+    from mlflow.data.pandas_dataset import PandasDataset
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 last_run: dict[str, str] = {}  # the run the latest JobTracker of this process made: run_id, uri, status
@@ -82,12 +87,12 @@ JOB_INDEPENDENT_KEYS = ("tracking", "cache", "resume", "data_dir", "stats")
 def config_hash(cfg: Mapping[str, Any]) -> str:
     """Identity of a job's work: the resolved config without the keys that only say where results go."""
     kept = {k: v for k, v in cfg.items() if k not in JOB_INDEPENDENT_KEYS}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_sha256(kept, length=16)
 
 
 def short_hash(text: str) -> str:
     """16 hex digits of sha256: a long identity (a backend's) as a tag value that compares exactly."""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text_sha256(text, length=16)
 
 
 # The fields of a backend identity (the run's `backend` tag) that are settings of the same weights, not other
@@ -142,7 +147,7 @@ def content_parts(tag: str | None) -> dict[str, str]:
     return dict(item.split("=", 1) for item in tag.split(",") if "=" in item) if tag else {}
 
 
-def identity_change(run, identities: Mapping[str, str], content: str | None = None) -> str | None:
+def identity_change(run: store.Run, identities: Mapping[str, str], content: str | None = None) -> str | None:
     """None when the finished `run` of a job's config was made with the same model and data `identities`; else the
     line the job prints before it runs again (the older run stays as it was). With both runs' `content` tags, the
     line names the parts of the model that changed (weights, tokenizer, chat template, generation config).
@@ -204,13 +209,12 @@ class JobTracker:
 
     def _connect(self, uri: str) -> None:
         import mlflow
-        from mlflow.tracking import MlflowClient
 
         self.uri = uri
         try:
             store.check_tracking(uri)  # the health check: before any compute, and before each job of a sweep
             store.open_store(uri)
-            self.client = MlflowClient(tracking_uri=uri)
+            self.client = store.client(uri)
             self.exp_id = self._call(
                 lambda: store.experiment_id(self.client, self.cfg["experiment"], uri), fall_back=False
             )
@@ -238,7 +242,7 @@ class JobTracker:
             f"and run the same command again, or set tracking.on_outage=offline"
         )
 
-    def _call(self, op, *, fall_back: bool = True, doing: str = "before the job started"):
+    def _call(self, op: Callable[[], T], *, fall_back: bool = True, doing: str = "before the job started") -> T:
         """`op()` with the race retries; a server outage becomes TrackingDown (after MLflow's bounded retries)."""
         try:
             return store.with_retries(op)
@@ -251,14 +255,16 @@ class JobTracker:
 
     # -- before the job
 
-    def finished_run(self, identities: Mapping[str, str] | None = None, *, work_hash: str | None = None):
+    def finished_run(
+        self, identities: Mapping[str, str] | None = None, *, work_hash: str | None = None
+    ) -> store.Run | None:
         """The latest FINISHED run of this job's config hash in the experiment (with these content `identities`
         where given), or None. With `work_hash`: of that hash instead (the config less where the model's files
         are, src/job/runner.py), so a model folder that moved finds the runs made with the same files."""
         which = ("work_hash", work_hash) if work_hash else ("config_hash", self.job_hash)
         return self._before(lambda: finished_run_of(self.client, self.exp_id, which[1], identities, tag=which[0]))
 
-    def finished_metrics(self, run) -> dict[str, float]:
+    def finished_metrics(self, run: store.Run) -> dict[str, float]:
         """Every metric a finished run's job computed: its `metrics.json` (MLflow holds the review view only,
         `review_view`), or the metrics MLflow holds when the artifact cannot be read."""
         import tempfile
@@ -275,7 +281,7 @@ class JobTracker:
     def mark_interrupted(self) -> None:
         self._before(lambda: mark_interrupted_runs(self.client, self.exp_id, self.job_hash))
 
-    def _before(self, op):
+    def _before(self, op: Callable[[], T]) -> T:
         try:
             return self._call(op)
         except store.TrackingDown as err:
@@ -346,7 +352,7 @@ class JobTracker:
         self._close("FINISHED")
 
     @staticmethod
-    def _beat(client, run_id: str, stop: threading.Event) -> None:
+    def _beat(client: store.Client, run_id: str, stop: threading.Event) -> None:
         """Refresh the run's `heartbeat` tag while the job lives, so that no other process takes it for dead."""
         while not stop.wait(HEARTBEAT_S):
             try:
@@ -372,7 +378,7 @@ class JobTracker:
         try:
             store.check_tracking(self.uri)
             for key, value in tags.items():
-                self._call(lambda key=key, value=value: self.client.set_tag(run_id, key, value))
+                self._call(functools.partial(self.client.set_tag, run_id, key, value))
             self._call(lambda: self.client.set_terminated(run_id, status))
         except UserError as err:
             offline.note_pending_close(self.offline_dir, self.uri, run_id, status, search=None, **tags)
@@ -390,7 +396,7 @@ class JobTracker:
         tags: Mapping[str, str],
         artifacts_dir: Path,
         constant: Sequence[str] = (),
-        dataset=None,
+        dataset: PandasDataset | None = None,
     ) -> None:
         """Params, metrics (as `review_view` shows them, without the `constant` ones), tags, the questions asked as
         the run's `dataset` input and the artifacts into the job's run; a server outage here moves the run into the
@@ -418,7 +424,14 @@ class JobTracker:
             self._create(self._run_name, {**self._run_tags, "replaces_run_id": lost})
             self._log(params, view[0], tags, artifacts_dir, dataset)
 
-    def _log(self, params, metrics, tags, artifacts_dir: Path, dataset=None) -> None:
+    def _log(
+        self,
+        params: Mapping[str, Any],
+        metrics: Mapping[str, float],
+        tags: Mapping[str, str],
+        artifacts_dir: Path,
+        dataset: PandasDataset | None = None,
+    ) -> None:
         from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
@@ -453,8 +466,13 @@ class JobTracker:
 
 
 def finished_run_of(
-    client, experiment: str, job_hash: str, identities: Mapping[str, str] | None = None, *, tag: str = "config_hash"
-):
+    client: store.Client,
+    experiment: str,
+    job_hash: str,
+    identities: Mapping[str, str] | None = None,
+    *,
+    tag: str = "config_hash",
+) -> store.Run | None:
     """`finished_run` through an MlflowClient (`tag`: the hash tag searched, config_hash or work_hash)."""
     which = "".join(f" and tags.{tag} = '{value}'" for tag, value in (identities or {}).items())
     runs = client.search_runs(
@@ -496,19 +514,19 @@ def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
     return not ((now if now is not None else time.time()) - beat <= STALE_S)
 
 
-def mark_interrupted_runs(client, experiment: str, job_hash: str) -> None:
+def mark_interrupted_runs(client: store.Client, experiment: str, job_hash: str) -> None:
     """Runs of this job left RUNNING by a process that is provably dead are marked KILLED, so the UI shows what
     happened; the rerun that calls this resumes their work from the response cache. A run whose process still
     lives (the same command started twice) is left alone: this job makes a run of its own beside it."""
     mark_dead_runs(client, experiment, f"tags.config_hash = '{job_hash}'")
 
 
-def mark_dead_runs(client, experiment: str, which: str) -> list[str]:
+def mark_dead_runs(client: store.Client, experiment: str, which: str) -> list[str]:
     """The RUNNING runs of `experiment` that the filter `which` selects and whose process is provably dead, marked
     KILLED (tag `interrupted=true`); their ids. A sweep calls it at its end for its own job runs
     (`tags.sweep_id = ...`): a job whose process was killed outright (SIGKILL, out of memory, its node lost) leaves
     no run RUNNING."""
-    marked = []
+    marked: list[str] = []
     for run in store.search_all(client, [experiment], f"{which} and attributes.status = 'RUNNING'"):
         if not provably_dead(run.data.tags):
             log.info("run %s is still running (owner %s): left as it is", run.info.run_id, run.data.tags.get("owner"))
@@ -520,7 +538,12 @@ def mark_dead_runs(client, experiment: str, which: str) -> list[str]:
 
 
 def log_run(
-    mlflow, *, params: Mapping[str, Any], metrics: Mapping[str, float], tags: Mapping[str, str], artifacts_dir: Path
+    mlflow: Any,
+    *,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str],
+    artifacts_dir: Path,
 ) -> None:
     """Log into the active run, the metrics as `review_view` shows them (non-finite ones, NaN: undefined, e.g. RWS
     with nothing SURE, are skipped in MLflow and kept in metrics.json; per-subject values in subjects.csv)."""

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import filelock
+import tenacity
 
 from src.common import gc_tuning, owners
 from src.common.errors import UserError
@@ -19,6 +20,26 @@ from src.tracking.mlflow_adapter import (  # the store's callers ask it what an 
     is_race as is_race,
 )
 from src.tracking.names import DEFAULT_URI
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from mlflow.entities import Run as MlflowRun
+    from mlflow.tracking import MlflowClient
+
+    # the store's client and a run as the other layers name them (`store.Client`, `store.Run`): only src/tracking
+    # makes a client (`client`)
+    Client: TypeAlias = MlflowClient
+    Run: TypeAlias = MlflowRun
+
+T = TypeVar("T")
+
+
+def client(uri: str) -> Client:
+    """The MLflow client of the store at `uri`; its calls are not retried (wrap them in `with_retries`)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -31,7 +52,7 @@ def job_tracking_uri(tracking_cfg: Mapping[str, Any]) -> str:
     if tracking_cfg.get("offline"):
         folder = Path(tracking_cfg.get("offline_dir") or "mlruns/offline")
         return f"sqlite:///{folder}/mlflow.db"
-    return tracking_cfg["uri"]
+    return str(tracking_cfg["uri"])
 
 
 def check_tracking(uri: str) -> None:
@@ -62,33 +83,34 @@ def check_tracking(uri: str) -> None:
         )
 
 
-def experiment_id(mlflow, name: str, uri: str) -> str:
+def experiment_id(mlflow: Any, name: str, uri: str) -> str:
     """Get or create the experiment (`mlflow` is the module or an MlflowClient); local sqlite stores keep artifacts
     beside the database."""
     exp = mlflow.get_experiment_by_name(name)
     if exp is not None:
-        return exp.experiment_id
+        return str(exp.experiment_id)
     db = sqlite_path(uri)
     location = (db.parent / "artifacts").resolve().as_uri() if db is not None else None
     try:
-        return mlflow.create_experiment(name, artifact_location=location)
+        return str(mlflow.create_experiment(name, artifact_location=location))
     except Exception:  # another job of the same sweep created it first
         exp = mlflow.get_experiment_by_name(name)
         if exp is None:
             raise
-        return exp.experiment_id
+        return str(exp.experiment_id)
 
 
-def with_retries(op, *, attempts: int = 12):
+def with_retries(op: Callable[[], T], *, attempts: int = 12) -> T:
     """Run `op`, retrying while a shared SQLite store is locked by a parallel job (joblib launcher) or its schema
-    is being created by another process."""
-    for attempt in range(attempts):
-        try:
-            return op()
-        except Exception as err:  # MLflow wraps sqlite's OperationalError in its own exception types
-            if not is_race(err) or attempt == attempts - 1:
-                raise
-            time.sleep(min(0.1 * 2**attempt, 5.0))
+    is being created by another process (`is_race`: MLflow wraps sqlite's OperationalError in its own exception
+    types); backing off 0.1 s, doubled each time up to 5 s. The last attempt's error is raised as it is."""
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(is_race),
+        stop=tenacity.stop_after_attempt(attempts),
+        wait=tenacity.wait_exponential(multiplier=0.1, max=5.0),
+        reraise=True,
+    )
+    return retrying(op)
 
 
 _OPENED: set[str] = set()  # the stores this process opened (created or upgraded once)
@@ -105,14 +127,13 @@ def open_store(uri: str) -> None:
     db = sqlite_path(uri)
     if uri not in _OPENED and db is not None:
         from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient
 
         db.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(Path(f"{db}.init.lock")):
             if not db.is_file() or db.stat().st_size == 0:
                 _create_sqlite_store(db)
             try:
-                with_retries(lambda: MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
+                with_retries(lambda: client(uri).search_experiments(max_results=1))
             except MlflowException as err:
                 if not mlflow_adapter.is_old_schema(err):
                     raise
@@ -126,12 +147,9 @@ def open_store(uri: str) -> None:
 
 
 def _create_sqlite_store(db: Path) -> None:
-    """MLflow's schema made in `.<name>.tmp-<host>-<pid>-<random>` beside `db`, then renamed onto `db` (atomic on
-    one filesystem). Temporaries of killed creations (their process gone) are removed first. Called under the
-    init lock."""
-    from mlflow.tracking import MlflowClient
-
-    owners.clean_stale_temps([db.parent], "an interrupted store creation", ownerless=False)
+    """MLflow's schema made in a temporary beside `db`, then renamed onto `db` (`owners.write_whole`: atomic on one
+    filesystem, the temporaries of killed creations removed first), and the SQLite journals those left. Called
+    under the init lock."""
     for side in db.parent.glob(f".{db.name}.tmp-*-*"):  # SQLite's journal of a killed creation's temporary store
         base, _, suffix = side.name.rpartition("-")
         match = owners.TEMP_NAME.match(base)
@@ -143,19 +161,22 @@ def _create_sqlite_store(db: Path) -> None:
             and not owners.pid_alive(int(match["pid"]))
         ):
             side.unlink(missing_ok=True)
-    partial = db.parent / f"{owners.temp_prefix(db.name)}{os.urandom(4).hex()}"
-    try:
-        MlflowClient(tracking_uri=f"sqlite:///{partial}").search_experiments(max_results=1)
-        os.replace(partial, db)
-    finally:
-        for leftover in (partial, Path(f"{partial}-journal")):
-            leftover.unlink(missing_ok=True)
+
+    def create(partial: Path) -> None:
+        try:
+            client(f"sqlite:///{partial}").search_experiments(max_results=1)
+        finally:
+            Path(f"{partial}-journal").unlink(missing_ok=True)
+
+    owners.write_whole(db, create, "an interrupted store creation")
 
 
-def search_all(client, experiment_ids, filter_string: str = "", order_by=None) -> list:
+def search_all(
+    client: Client, experiment_ids: Iterable[str], filter_string: str = "", order_by: list[str] | None = None
+) -> list[Run]:
     """Every run `client.search_runs` finds, page after page: one call returns at most a page (1,000 runs by
     default, 50,000 at most), and a sync, a report or a sweep's clean-up must see them all."""
-    found: list = []
+    found: list[Run] = []
     token = None
     while True:
         page = client.search_runs(
@@ -174,19 +195,10 @@ def search_all(client, experiment_ids, filter_string: str = "", order_by=None) -
 PAGE_SIZE = 1000  # MLflow's default page of search_runs
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the retries above are the only guard
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def file_lock(path: Path) -> filelock.FileLock:
+    """An exclusive lock on `path` between processes (flock on POSIX), held by `with file_lock(path):`; the file
+    stays for the next holder."""
+    return filelock.FileLock(path)
 
 
 OUTAGE_CHOICES = ("fail", "offline")

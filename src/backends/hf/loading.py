@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
@@ -136,16 +135,11 @@ def _package_weights(
         if not target.exists():
             # assembled under a temporary name and renamed whole: a killed assembly leaves no file a later start
             # would trust, and gguf_cache.clean_stale_temps removes what it left
-            target.parent.mkdir(parents=True, exist_ok=True)
             gguf_cache.clean_stale_temps()
-            partial = target.parent / f"{owners.temp_prefix(target.name)}{os.urandom(4).hex()}"
             try:
-                importlib.import_module(module).assemble(partial)
-                os.replace(partial, target)
+                owners.write_whole(target, importlib.import_module(module).assemble, "an interrupted assembly")
             except (ImportError, FileNotFoundError, ValueError) as err:  # ValueError: chunks fail their sha256
                 raise UserError(f"model {name} needs its weights ({err}): {hint}") from None
-            finally:
-                partial.unlink(missing_ok=True)
         return f"pkg:{module}", target
     gguf_path = Path(next(iter(spec.submodule_search_locations))) / gguf_file
     if not gguf_path.is_file():
