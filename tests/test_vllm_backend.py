@@ -323,6 +323,7 @@ def test_a_local_folder_reaches_the_engine_as_its_full_path_and_a_tokenizer_of_i
     backend = load_backend({"name": "v", "backend": "vllm", "path": "~/m", "tokenizer": "~/tok"}, chat=False)
     backend.load()
     assert FakeEngineLLM.made[-1]["model"] == str((tmp_path / "m").resolve()), "vLLM does not expand ~"
+    assert FakeEngineLLM.made[-1]["tokenizer"] == str((tmp_path / "tok").resolve()), "nor a tokenizer's ~"
     assert "revision" not in FakeEngineLLM.made[-1], "a folder has no revision"
     model, tokenizer = model_content(tmp_path / "m").digest, model_content(tmp_path / "tok").digest
     assert backend.identity.startswith(f"vllm|weights=sha256:{model}|tokenizer=sha256:{tokenizer}|revision=None")

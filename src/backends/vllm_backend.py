@@ -133,8 +133,11 @@ class VLLMBackend(Backend):
         elif self.content.commit:  # a hub id: the snapshot's commit, which the engine then loads
             self.engine_args["revision"] = self.content.commit
         head = self.content.identity_fields("vllm")
-        if s.tokenizer:  # a tokenizer of its own: part of what answers
-            head += f"|tokenizer=sha256:{weights.model_content(s.tokenizer).digest}"
+        if s.tokenizer:  # a tokenizer of its own: part of what answers, a local one given as the identity read it
+            tokenizer = weights.model_content(s.tokenizer)
+            head += f"|tokenizer=sha256:{tokenizer.digest}"
+            if tokenizer.repo is None:
+                self.engine_args["tokenizer"] = tokenizer.source
         self._identity = f"{head}|revision={s.revision}|dtype={s.dtype}|quantization={s.quantization}|chat={self.chat}"
         self.llm: Any = None
         self._vllm: Any = None
