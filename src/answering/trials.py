@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections.abc import Sequence
@@ -15,7 +14,7 @@ from src.answer_formats import FORMATS, format_of
 from src.answering.cache import AnswerStore, request_key
 from src.answering.items import Answer, Item
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
-from src.common.digests import text_sha256
+from src.common.digests import seed_of, text_sha256
 from src.common.progress import job_progress
 from src.core.prompts import CLOZE_SCORINGS as CLOZE_MODES  # options scored as continuations
 from src.core.records import COLUMNS
@@ -23,8 +22,7 @@ from src.core.records import COLUMNS
 
 def trial_seed(seed: int, question_id: str, variant_id: str) -> int:
     """Per (question, variant) seed, stable across processes and machines."""
-    digest = hashlib.sha256(f"{seed}|{question_id}|{variant_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+    return seed_of(seed, question_id, variant_id, bits=31)
 
 
 def prompt_hash(prompt: str) -> str:

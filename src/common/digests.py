@@ -11,6 +11,8 @@ True
 (16, 'ba7816bf')
 >>> json_sha256("é") == json_sha256("é", ascii=False)
 False
+>>> seed_of(7, "q1", "v0", bits=31) == int.from_bytes(hashlib.sha256(b"7|q1|v0").digest()[:4], "little") & 0x7FFFFFFF
+True
 """
 
 from __future__ import annotations
@@ -41,3 +43,10 @@ def file_sha256(path: str | Path) -> str:
     memory."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def seed_of(*parts: object, bits: int) -> int:
+    """A `bits`-bit seed from `parts` joined by `|`: the low bits of their SHA-256 (little-endian), the same on every
+    process and machine, where Python's `hash` differs from one process to the next."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[: (bits + 7) // 8], "little") & ((1 << bits) - 1)

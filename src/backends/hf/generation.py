@@ -21,7 +21,6 @@ head; `budget.tokens_for_memory` turns a memory budget (`model.memory_gb`) into 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from src.backends.base import Completion, SamplingParams
 from src.backends.hf.forward import LoadedModel, positions
 from src.backends.hf.packing import PrefixPack, additive_mask, pack_batches, packing_refusal, tree_sees
 from src.backends.hf.sampling import filtered_logits
+from src.common.digests import seed_of
 
 PICK_ROWS = 32  # rows sampled at once: each holds ~6 vocabulary-wide float tensors (1.2 MiB for SmolLM2's 49,152)
 
@@ -219,8 +219,7 @@ def stream_seed(seed: int, repetition: int) -> int:
     >>> stream_seed(7, 0) != stream_seed(7, 1) and 0 <= stream_seed(7, 0) < 2 ** 63
     True
     """
-    digest = hashlib.sha256(f"{seed}|{repetition}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+    return seed_of(seed, repetition, bits=63)
 
 
 def pick(logits: torch.Tensor, params: SamplingParams, generators: list[torch.Generator] | None) -> torch.Tensor:
