@@ -6,9 +6,11 @@ Backends never see Hydra or MLflow; `src.backends.load_backend` builds one from 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from src.common.errors import UserError
 
 if TYPE_CHECKING:  # the type only: the interface loads nothing of a backend's
     from src.backends.weights import ModelContent
@@ -56,6 +58,15 @@ class Completion(str):
 def truncated_of(text: str) -> bool | None:
     """The `truncated` flag of a generated text: a Completion's, None (unknown) for a plain str."""
     return getattr(text, "truncated", None)
+
+
+def refuse_unknown_keys(cfg: Mapping[str, Any], keys: Collection[str], backend: str) -> None:
+    """A `model` config node's first key that is not one of backend `backend`'s settings, refused in one line that
+    lists the keys (the rule of every backend whose settings are a dataclass)."""
+    unknown = sorted(set(cfg) - set(keys))
+    if unknown:
+        listed = ", ".join(sorted(keys))
+        raise UserError(f"model.{unknown[0]} is not a setting of backend {backend}; the keys are {listed}")
 
 
 @dataclass(frozen=True)

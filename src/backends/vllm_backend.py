@@ -36,7 +36,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from src.backends import weights
-from src.backends.base import Backend, Completion, LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import (
+    Backend,
+    Completion,
+    LabelScores,
+    OptionScores,
+    Request,
+    SamplingParams,
+    refuse_unknown_keys,
+)
 from src.backends.logprobs import label_scores_from_top
 from src.backends.text import (
     chat_text,
@@ -88,11 +96,7 @@ class VLLMSettings:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool) -> VLLMSettings:
         """`chat` comes from the prompt config; a model config with `chat: false` (a base model) overrides it."""
-        unknown = sorted(set(cfg) - CONFIG_KEYS)
-        if unknown:
-            raise UserError(
-                f"model.{unknown[0]} is not a setting of backend vllm; the keys are {', '.join(sorted(CONFIG_KEYS))}"
-            )
+        refuse_unknown_keys(cfg, CONFIG_KEYS, "vllm")
         kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat")}
         return cls(**kwargs, chat=chat and bool(cfg.get("chat", True)))
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from src.backends.base import refuse_unknown_keys
 from src.common.errors import UserError
 
 # Keys of a `model` config node with backend=hf (the node's own `backend` and `name` included).
@@ -72,11 +73,7 @@ class HFSettings:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool) -> HFSettings:
         """`chat` comes from the prompt config; a model config with `chat: false` (a base model) overrides it."""
-        unknown = sorted(set(cfg) - CONFIG_KEYS)
-        if unknown:
-            raise UserError(
-                f"model.{unknown[0]} is not a setting of backend hf; the keys are {', '.join(sorted(CONFIG_KEYS))}"
-            )
+        refuse_unknown_keys(cfg, CONFIG_KEYS, "hf")
         kwargs = {k: v for k, v in cfg.items() if k not in ("backend", "chat", "scoring")}
         if isinstance(kwargs.get("device_map"), Mapping):
             kwargs["device_map"] = dict(kwargs["device_map"])
