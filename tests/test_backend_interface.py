@@ -68,3 +68,13 @@ def test_a_bad_setting_is_one_line_naming_it(node, says):
     with pytest.raises(UserError) as refused:
         load_backend(node, chat=False)
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("backend", ["hf", "vllm"])
+def test_a_key_that_is_not_a_setting_is_refused_in_one_line_listing_the_keys(backend):
+    cfg = {"name": "m", "backend": backend, "path": "org/model", "temperatur": 0.7}
+    with pytest.raises(UserError) as err:
+        load_backend(cfg, chat=False)
+    message = str(err.value)
+    assert message.startswith(f"model.temperatur is not a setting of backend {backend}; the keys are ")
+    assert "\n" not in message and "path" in message.split("the keys are ")[1].split(", ")
