@@ -14,7 +14,7 @@ pytestmark = pytest.mark.promise(
 def test_docs_testing_lists_exactly_the_promises_the_tests_mark():
     page = promises.PAGE.read_text(encoding="utf-8")
     expected = promises.page_with(promises.collect(), page)
-    assert page == expected, "docs/testing.md's list differs from the tests' marks: run `python -m tests.promises --write`"
+    assert page == expected, "docs/testing.md differs from the tests' marks: run `python -m tests.promises --write`"
 
 
 def test_every_promise_names_a_page_that_exists_and_says_something():
