@@ -11,7 +11,7 @@ the jobs logging to an `mlflow server` this module starts (SQLite behind it, 127
   environment, a client without them is refused, the password is in no file or MLflow field the jobs write.
 
 Opt-in tier (`python -m pytest -n 0 tests/test_slurm_cluster.py --run-slurm`, or MCQ_TEST_SLURM=1; .ci/run's
-seventh step), as root: the script installs Debian's Slurm, munge and MariaDB packages when absent. Asked for, a
+eighth step), as root: the script installs Debian's Slurm, munge and MariaDB packages when absent. Asked for, a
 cluster that cannot start fails the tier (it is never skipped). The commands docs/clusters.md shows are the ones
 below (test_docs_show_the_commands_the_tier_runs).
 """
