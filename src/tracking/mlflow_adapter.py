@@ -50,7 +50,7 @@ def schema_revision() -> str:
     instead of 5-10 s of migrations on two cores). MLflow's public API does not give it; reading it costs ~40 ms."""
     from mlflow.store.db import utils
 
-    return str(utils._get_latest_schema_revision())
+    return str(utils._get_latest_schema_revision())  # type: ignore[no-untyped-call]  # MLflow leaves it untyped
 
 
 def empty_store_revision(db: Path) -> str | None:
