@@ -181,10 +181,9 @@ class VLLMBackend(Backend):
             signal.raise_signal(held[0])
             return self.load()  # a handler that let the job go on: start again
         if refused is not None:  # else the engine started (a stop signal returned above)
-            reason = str(refused).strip().splitlines()[0] if str(refused).strip() else type(refused).__name__
             raise UserError(
-                f"model {self.name}: vLLM's engine did not start ({reason}); its log above on stderr says why. On "
-                f"vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
+                f"model {self.name}: vLLM's engine did not start ({first_line(refused)}); its log above on stderr says "
+                f"why. On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
                 f"(docs/serving.md)"
             )
         self.tokenizer = engine.get_tokenizer()
@@ -368,12 +367,34 @@ def on_cpu() -> bool:
 
 
 def import_vllm() -> Any:
+    """vLLM with its engine imported (its `LLM`, which recent versions import on first use), its logging set; one
+    line naming what failed where it cannot be imported."""
     quiet_vllm_logging()
     try:
         import vllm
+
+        vllm.LLM, vllm.SamplingParams  # noqa: B018 - imported here, so that a broken install fails here
     except ImportError:
         raise UserError("model.backend=vllm needs vLLM (a GPU machine): pip install .[vllm]") from None
+    except RuntimeError as err:  # an extension that does not load (a torch operator missing), not a setting
+        reason = first_line(err)
+        if "torchvision" in reason:  # vLLM's CPU build pulls torchvision's CUDA build (docs/serving.md)
+            fix = "on vLLM's CPU build, remove the CUDA builds it pulls: pip uninstall -y torchvision torchaudio "
+            fix += "torchcodec triton (docs/serving.md)"
+        else:
+            fix = "check its install (docs/serving.md)"
+        raise UserError(f"model.backend=vllm: vLLM could not be imported ({reason}); {fix}") from None
     return vllm
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's first line, or its type's name where it says nothing.
+
+    >>> first_line(RuntimeError("Engine core initialization failed.\\nSee root cause above.")), first_line(ValueError())
+    ('Engine core initialization failed.', 'ValueError')
+    """
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def first_token_logprobs(output: Any) -> dict[int, float]:
