@@ -590,3 +590,46 @@ def test_vllm_that_cannot_import_its_engine_says_so_without_a_memory_hint(tmp_pa
     assert TORCHVISION in message and "pip uninstall -y torchvision torchaudio torchcodec triton" in message
     assert "memory" not in message and "\n" not in message, message
     assert backend.llm is None
+
+
+# a vLLM that configures its logger when imported, as vLLM does from its environment (default: stdout at INFO)
+VLLM_LOGGER = """\
+import logging, os, sys
+handler = logging.StreamHandler(sys.stderr if "stderr" in os.environ.get("VLLM_LOGGING_STREAM", "") else sys.stdout)
+handler.setLevel(os.environ.get("VLLM_LOGGING_LEVEL", "INFO"))
+logger = logging.getLogger("vllm")
+logger.addHandler(handler)
+logger.setLevel(logging.DEBUG)
+logger.propagate = False
+LLM = SamplingParams = object
+"""
+
+
+@pytest.mark.promise("docs/serving.md", "stdout is data: vLLM's log goes to stderr at WARNING, even imported earlier")
+@pytest.mark.parametrize("imported_first", [False, True])
+def test_vllms_log_reaches_stderr_at_warning_however_it_was_imported(tmp_path, monkeypatch, capfd, imported_first):
+    """vLLM sets its logging from the environment once, when first imported: imported by another library before the
+    backend set that environment, its lines went to stdout at INFO."""
+    import importlib
+
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text(VLLM_LOGGER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)  # a vLLM imported before: back after
+    for name in ("VLLM_LOGGING_STREAM", "VLLM_LOGGING_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    logger = logging.getLogger("vllm")
+    handlers = list(logger.handlers)
+    try:
+        if imported_first:
+            importlib.import_module("vllm")
+        vllm_backend.import_vllm()
+        capfd.readouterr()
+        logger.info("INFO line")
+        logger.warning("WARNING line")
+        out, err = capfd.readouterr()
+    finally:
+        sys.modules.pop("vllm", None)
+        for handler in set(logger.handlers) - set(handlers):
+            logger.removeHandler(handler)
+    assert out == "" and "WARNING line" in err and "INFO line" not in err, (out, err)

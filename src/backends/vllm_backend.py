@@ -14,7 +14,8 @@
   any other caller, so no job waits forever at exit on an idle engine and no engine outlives its job. A SIGTERM or
   Ctrl-C while the engine starts takes effect once it has started (`signals_held`).
 - stdout is data: vLLM logs to stdout at INFO unless told otherwise, so before vLLM is imported its log stream is set
-  to stderr and its level to WARNING (`VLLM_LOGGING_LEVEL=INFO` in the environment brings its lines back, on stderr).
+  to stderr and its level to WARNING (`VLLM_LOGGING_LEVEL=INFO` in the environment brings its lines back, on stderr);
+  a vLLM that another library imported first has its handlers moved so after.
 - Seeded sampling on vLLM's CPU build: a prompt that chunked prefill splits makes the CPU sampler rewind a seeded
   generator, which torch's CPU generator cannot do (`CPU Generator does not use offset`, the engine dies). On a CPU,
   chunked prefill is therefore off unless `model.enable_chunked_prefill=true`, and that setting with sampling at a
@@ -30,6 +31,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -384,7 +386,29 @@ def import_vllm() -> Any:
         else:
             fix = "check its install (docs/serving.md)"
         raise UserError(f"model.backend=vllm: vLLM could not be imported ({reason}); {fix}") from None
+    quiet_vllm_logger()
     return vllm
+
+
+def quiet_vllm_logger() -> None:
+    """vLLM's handlers moved to stderr, at the level `quiet_vllm_logging` set: vLLM reads its environment once, when
+    first imported, and another library may have imported it before this backend set it (its lines then went to
+    stdout at INFO). Where this backend imported it first, its handlers are already so."""
+    level = os.environ.get("VLLM_LOGGING_LEVEL", LOG_LEVEL).upper()
+    for handler in logging.getLogger("vllm").handlers:
+        if isinstance(handler, logging.StreamHandler):
+            if _is_stdout(handler.stream):
+                handler.setStream(sys.stderr)
+            handler.setLevel(level)
+
+
+def _is_stdout(stream: Any) -> bool:
+    if stream is sys.stdout or stream is sys.__stdout__:
+        return True
+    try:
+        return bool(stream.fileno() == 1)
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor is not stdout
+        return False
 
 
 def first_line(err: BaseException) -> str:
