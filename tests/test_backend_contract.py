@@ -633,3 +633,22 @@ def test_vllms_log_reaches_stderr_at_warning_however_it_was_imported(tmp_path, m
         for handler in set(logger.handlers) - set(handlers):
             logger.removeHandler(handler)
     assert out == "" and "WARNING line" in err and "INFO line" not in err, (out, err)
+
+
+@pytest.mark.promise("docs/serving.md", "on vLLM's CPU build an engine that does not start names the memory setting")
+@pytest.mark.parametrize("cpu", [True, False])
+def test_an_engine_that_does_not_start_gets_the_cpu_memory_hint_on_the_cpu_build_only(monkeypatch, cpu):
+    """vLLM's engine fails in its child process and says why in its log; here it raises "Engine core initialization
+    failed". The hint that model.gpu_memory_utilization is the machine's memory holds on vLLM's CPU build alone."""
+
+    def refused(**args):
+        raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=refused, SamplingParams=dict))
+    monkeypatch.setattr(vllm_backend, "on_cpu", lambda: cpu)
+    monkeypatch.setitem(weights._COMMITS, ("org/model", None), "c" * 40)  # the hub is not asked
+    with pytest.raises(UserError) as err:
+        vllm_backend.VLLMBackend(vllm_backend.VLLMSettings(name="v", path="org/model")).load()
+    message = str(err.value)
+    assert "Engine core initialization failed" in message and "log above on stderr" in message
+    assert ("machine's memory" in message) is cpu and "\n" not in message, message

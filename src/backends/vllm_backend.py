@@ -183,10 +183,15 @@ class VLLMBackend(Backend):
             signal.raise_signal(held[0])
             return self.load()  # a handler that let the job go on: start again
         if refused is not None:  # else the engine started (a stop signal returned above)
+            memory = (  # the likely cause there: vLLM's default share, refused when other processes hold memory
+                " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
+                "(docs/serving.md)"
+                if on_cpu()
+                else ""
+            )
             raise UserError(
                 f"model {self.name}: vLLM's engine did not start ({first_line(refused)}); its log above on stderr says "
-                f"why. On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
-                f"(docs/serving.md)"
+                f"why.{memory}"
             )
         self.tokenizer = engine.get_tokenizer()
         self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
