@@ -20,6 +20,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from src.backends import load_backend
 from src.backends.base import Backend, Request, SamplingParams, truncated_of
 from src.common.errors import UserError
 
+REPO = Path(__file__).resolve().parents[1]
 SCORINGS = ("generate", "logprob", "cloze")
 TOLERANCE = 1e-6  # probabilities summed from float32 logits
 END_BOUND_S = 30  # how long an engine's processes may take to end after `close()` (vLLM's shutdown waits 5 s)

@@ -520,6 +520,7 @@ def test_a_malformed_body_that_echoes_the_key_keeps_it_out(server, caplog):
         (401, ["HTTP 401", KEY_ENV], ["max_retries", "model.model"]),
         (403, ["HTTP 403", KEY_ENV], ["max_retries", "model.model"]),
         (404, ["HTTP 404", "model.base_url", "model.model"], ["max_retries", KEY_ENV]),
+        (400, ["HTTP 400", "try again", "the server refused the request"], ["max_retries", KEY_ENV]),  # llama.cpp
         ("slow", ["model.timeout_s"], [KEY_ENV, "model.model"]),
         ("drop", ["closed the connection", "model.base_url"], [KEY_ENV, "model.model", "timeout_s"]),
         ("junk", ["not JSON", "model.base_url"], [KEY_ENV, "max_retries", "timeout_s"]),
@@ -652,3 +653,59 @@ def test_an_engine_that_does_not_start_gets_the_cpu_memory_hint_on_the_cpu_build
     message = str(err.value)
     assert "Engine core initialization failed" in message and "log above on stderr" in message
     assert ("machine's memory" in message) is cpu and "\n" not in message, message
+
+
+@pytest.mark.promise("conf/model/openai.yaml", "api_key_env: null for a local server without keys: no key is sent")
+def test_api_key_env_null_sends_no_key(server, monkeypatch):
+    client(server, api_key_env=None).generate(ONE, SamplingParams())
+    assert [auth for _, _, auth in server.calls] == [None]
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(UserError, match=f"set the environment variable {KEY_ENV}") as err:
+        client(server).generate(ONE, SamplingParams())
+    assert len(server.calls) == 1 and "\n" not in str(err.value), "asked for and unset: refused before sending"
+
+
+@pytest.mark.promise(
+    "conf/model/vllm.yaml", "each engine setting of the vllm model config reaches vLLM's engine as set"
+)
+def test_each_engine_setting_of_the_vllm_config_reaches_the_engine(monkeypatch, request):
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.to_container(OmegaConf.load(contract.REPO / "conf" / "model" / "vllm.yaml"))
+    node.pop("scoring")  # the job's, not the backend's
+    as_set = {
+        "path": "org/model",
+        "dtype": "float16",
+        "quantization": "awq",
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "max_model_len": 1024,
+        "enable_prefix_caching": False,
+        "top_logprobs": 50,
+        "trust_remote_code": True,
+        "seed": 3,
+        "enforce_eager": True,
+        "enable_chunked_prefill": True,
+    }
+    assert set(as_set) | {"name", "backend", "revision", "chat"} == set(node), "every setting set here"
+    vllm_subject(request, monkeypatch)
+    backend = load_backend({**node, **as_set}, chat=False)
+    backend.generate(ONE, SamplingParams())
+    engine = backend.llm.args
+    renamed = {"path": "model", "top_logprobs": "max_logprobs"}
+    assert {renamed.get(k, k): engine[renamed.get(k, k)] for k in as_set} == {
+        renamed.get(k, k): v for k, v in as_set.items()
+    }
+    assert engine["revision"] == "c" * 40, "the hub snapshot's commit"
+    backend.close()
+
+
+@pytest.mark.promise("conf/model/simulated.yaml", "delay_s: seconds per prompt")
+def test_the_simulated_delay_is_per_prompt(monkeypatch):
+    from src.backends import simulated
+
+    slept: list[float] = []
+    monkeypatch.setattr(simulated.time, "sleep", slept.append)
+    backend = load_backend({"backend": "simulated", "delay_s": 0.25}, chat=False)
+    backend.generate(list(contract.REQUESTS), SamplingParams(n=3, temperature=0.7))
+    assert slept == [0.25] * len(contract.REQUESTS), "once per prompt, whatever its repetitions"
