@@ -10,10 +10,14 @@
 A server that ignores one of these fields (`transformers serve` ignores `n`, `logprobs`, `top_logprobs` and
 `echo`: docs/serving.md) is refused in one line naming the field, never scored from what it did return.
 
-Requests run in a thread pool of `max_concurrency`; 429 and 5xx answers and network errors are retried
-with exponential backoff (honouring Retry-After), each request with a timeout. The API key is read from
-the environment variable that `api_key_env` names, at call time; it is kept out of `identity`, logs and
-error messages, so it never reaches MLflow params, tags or artifacts.
+Requests run in a thread pool of `max_concurrency`; 429 and 5xx answers and network errors (a timeout, a
+connection refused or cut) are retried with exponential backoff capped at `max_backoff_s` (honouring Retry-After,
+capped the same), each request with a timeout; a refusal (another 4xx) or a body that is not a JSON reply is not.
+Each final error is one line whose hint names what was found: the key, the URL, the timeout or the retries.
+
+The API key is read from the environment variable that `api_key_env` names, at call time; it is kept out of
+`identity`, logs and error messages (masked before a server's answer is cut short), so it never reaches MLflow params,
+tags or artifacts.
 """
 
 from __future__ import annotations
