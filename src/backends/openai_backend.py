@@ -270,7 +270,7 @@ class OpenAIBackend(Backend):
                 reply = json.loads(text)
             except ValueError:
                 reply = None
-            if not isinstance(reply, dict):  # an HTML page (a proxy's, a wrong path's): sent again, the same page
+            if not isinstance(reply, dict):  # an HTML page (a proxy's, a wrong path's): not retried, it comes again
                 raise UserError(
                     f"model {self.name}: {url} answered with a body that is not JSON ({self._scrub(text)[:200]}); "
                     f"check model.base_url: it ends where the server's OpenAI-compatible /v1 does"
