@@ -10,7 +10,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import pandas as pd
 
-from src.metrics.display import bounds, difference_cell, fmt
+from src.metrics.display import bounds, difference_cell, fmt, minus
 from src.metrics.paired import PairedDifference
 
 from .common import (
@@ -263,8 +263,8 @@ def _swap_table(swap_data: pd.DataFrame) -> Table:
         {
             "above on MCQA": swap_data["above on MCQA"].to_numpy(),
             "below on CoRA": swap_data["below on CoRA"].to_numpy(),
-            "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
-            "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
+            f"MCQA: {minus('above', 'below')} [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
+            f"CoRA: {minus('above', 'below')} [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
             "significant": ["yes" if v else "no" for v in swap_data["significant"]],
         },
         index=pd.Index(swap_data["table"].to_numpy(), name="table"),
