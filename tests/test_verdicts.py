@@ -274,3 +274,30 @@ def test_plan_names_the_runs_below_chance_as_well_as_those_at_it():
         "run bbbbbbbb (gemma) is below chance on acc_mean (0.085 [0.050, 0.120], chance 0.250), with 0.57 of its "
         "answers INVALID (above 0.10, counted wrong)"
     )
+
+
+@pytest.mark.promise(
+    REVIEW, "a job's run keeps the keys its command line or sweep set, the cause a settings note names"
+)
+def test_a_job_under_hydra_tags_its_overrides_and_none_outside_it():
+    """`override_tags` reads Hydra's task overrides, less where things go (tracking, cache); a job outside Hydra (a
+    test's in-process run) logs no tag, which the settings note reads as 'not known'."""
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+
+    from src.config.schema import CONF_DIR, _own_hydra
+    from src.job.runner import override_tags
+
+    assert override_tags() == {}
+    with _own_hydra(CONF_DIR):
+        cfg = compose(
+            "config",
+            overrides=["prompt=repetition", "scoring=logprob", "tracking.uri=sqlite:///x.db", "cache.path=c.db"],
+            return_hydra_config=True,
+        )
+    HydraConfig.instance().set_config(cfg)
+    try:
+        assert override_tags() == {"overrides": "prompt=repetition scoring=logprob"}
+    finally:
+        HydraConfig.instance().cfg = None
+    assert override_tags() == {}
