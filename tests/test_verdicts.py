@@ -301,3 +301,18 @@ def test_a_job_under_hydra_tags_its_overrides_and_none_outside_it():
     finally:
         HydraConfig.instance().cfg = None
     assert override_tags() == {}
+
+
+def test_a_secret_set_on_the_command_line_never_reaches_the_overrides_tag(monkeypatch):
+    """A job whose overrides carry a secret (`+model.api_key=...`): the tag masks it; a job that set nothing (every
+    key from the configs' defaults) says so rather than logging an empty tag."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from src.job.runner import override_tags
+
+    task: list[str] = ["+model.api_key=sk-secret-1", "seed=1"]
+    monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: True))
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: N(overrides=N(task=task))))
+    assert override_tags() == {"overrides": "+model.api_key=*** seed=1"}
+    task[:] = ["tracking.uri=http://user:pw@h:5000"]
+    assert override_tags() == {"overrides": "(none)"}
