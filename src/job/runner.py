@@ -37,7 +37,7 @@ from src.benchmarks import (
     task_tags,
 )
 from src.common.errors import UserError
-from src.common.redact import redact
+from src.common.redact import redact, redact_text
 from src.config import plain_dict
 from src.config.schema import benchmark_label, check_config
 from src.core.fewshot import pick_fewshot
@@ -590,7 +590,8 @@ def override_tags() -> dict[str, str]:
     kept = [
         o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(("tracking.", "cache.", "hydra"))
     ]
-    return {runs.OVERRIDES_TAG: " ".join(kept)[:5000] or runs.NO_OVERRIDES}
+    # masked here too, not only where the tags are logged: a secret set on the command line never reaches the tag
+    return {runs.OVERRIDES_TAG: redact_text(" ".join(kept))[:5000] or runs.NO_OVERRIDES}
 
 
 def sure_rule(cfg: DictConfig) -> str:
