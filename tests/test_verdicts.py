@@ -127,7 +127,10 @@ def test_one_convention_for_a_difference_in_the_bottom_line_tables_and_stderr(mo
     assert any(s.startswith(f"bench: {name} mcqa {mcqa} ") for s in stderr)
     cora = cells["cora"]
     assert cora.startswith(MINUS)  # the leader on MCQA is worse on CoRA: the same order, a negative difference
-    for text in [line, *stderr, *cells, table.text.to_string(), paired.text.to_string()]:
+    ranks, swaps = by_title["Rank changes between MCQA and CoRA"].tables
+    assert ranks.text.set_index("model").at["zeta", "change"] == f"{MINUS}1"  # 1st on MCQA, 2nd on CoRA
+    texts = [line, *stderr, *cells, table.text.to_string(), paired.text.to_string(), ranks.caption]
+    for text in [*texts, ranks.text.to_string(), swaps.text.to_string()]:
         assert not ASCII_MINUS.search(text), text
     assert signed(-0.065) == f"{MINUS}0.065" and MINUS == "\u2212"
     found = paired.data.set_index("metric")
