@@ -213,6 +213,7 @@ def test_plan_caps_a_pair_by_each_runs_own_questions_not_the_shared_ones(study, 
     assert "25 shared questions;" in heading
 
 
+@pytest.mark.promise("docs/review.md", "a run id that names no run is one line naming the flag --run, exit 2")
 def test_plan_names_a_run_id_flag_as_a_flag_in_one_line(study, capsys):
     """`--run deadbeef` (no such run): the error names the flag `--run` and `--tracking-uri`, not a config key, in
     one line, exit 2."""

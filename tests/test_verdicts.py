@@ -23,7 +23,6 @@ from src.metrics.display import MINUS, difference_cell, signed
 from .records_factory import records, repeated
 from .test_paired import runs_of, two_models
 
-REVIEW = "docs/review.md"
 ASCII_MINUS = re.compile(r"(?<![\w.])-\d")  # a hyphen used as the sign of a number
 
 
@@ -48,7 +47,7 @@ def sections_by_title(runs):
     return sections, {s.title: s for s in sections}
 
 
-@pytest.mark.promise(REVIEW, "no model is picked where every model is at or below chance on the headline")
+@pytest.mark.promise("docs/review.md", "no model is picked where every model is at or below chance on the headline")
 def test_no_pick_between_models_all_at_or_below_chance_and_the_lead_from_invalid_answers_is_said(monkeypatch):
     """The README study's T=1.0 shape: one model indistinguishable from chance, the other below it with most of
     its answers INVALID; the lead is significant, yet no model is named: the bottom line says neither is above
@@ -78,7 +77,7 @@ def test_no_pick_between_models_all_at_or_below_chance_and_the_lead_from_invalid
     assert line.endswith(f"; INVALID share above 0.10 (counted wrong): gemma {rate:.2f}.")
 
 
-@pytest.mark.promise(REVIEW, "a pick whose lead comes mostly from the runner-up's INVALID answers says so")
+@pytest.mark.promise("docs/review.md", "a pick whose lead comes mostly from the runner-up's INVALID answers says so")
 def test_a_pick_whose_lead_comes_from_the_runner_ups_invalid_answers_says_so(monkeypatch):
     """The leader is above chance and its lead significant: it is picked, and the line says that the runner-up is
     right as often on the answers it parsed; a runner-up that parsed everything gets no such clause."""
@@ -103,7 +102,7 @@ def build_study(runs):
     return paired_study(runs)
 
 
-@pytest.mark.promise(REVIEW, "every difference reads leader − runner-up with one minus sign, in every place")
+@pytest.mark.promise("docs/review.md", "every difference reads leader − runner-up with one minus sign, in every place")
 def test_one_convention_for_a_difference_in_the_bottom_line_tables_and_stderr(monkeypatch):
     """The leader's name sorts after the runner-up's: the bottom line, the summary, the paired table, its stderr
     lines and the questions-needed table all read `zeta − alpha`, the same signed numbers, and a negative
@@ -157,7 +156,9 @@ def no_sure(question: str) -> list[dict]:
     return repeated(question, [0, 1, 2, 3, 1])
 
 
-@pytest.mark.promise(REVIEW, "every metric a paired or questions-needed table leaves out is named under it, with why")
+@pytest.mark.promise(
+    "docs/review.md", "every metric a paired or questions-needed table leaves out is named under it, with why"
+)
 def test_every_metric_left_out_of_a_table_is_named_under_it_with_the_reason(monkeypatch):
     """One run is never SURE (RWS undefined), the other SURE on 10 questions (fewer than an estimate needs): the
     paired table has no RWS row and the questions-needed table none for either run; both say so, with why, and
@@ -183,7 +184,9 @@ def test_every_metric_left_out_of_a_table_is_named_under_it_with_the_reason(monk
     assert "acc_mean (" not in paired.caption.split("left out", 1)[1]
 
 
-@pytest.mark.promise(REVIEW, "the bottom line's values, chance verdicts and INVALID flags name every model, not two")
+@pytest.mark.promise(
+    "docs/review.md", "the bottom line's values, chance verdicts and INVALID flags name every model, not two"
+)
 def test_every_summary_and_flag_covers_every_model_of_three(monkeypatch):
     """Three models, each with a high INVALID share: the tie's values, the chance verdicts and the INVALID flags
     name all three, in rank order; all three at or below chance: `no model is above chance`, each one named."""
@@ -211,7 +214,9 @@ def test_every_summary_and_flag_covers_every_model_of_three(monkeypatch):
     assert len(table.text.iloc[0]["vs chance"].split(", ")) == 3
 
 
-@pytest.mark.promise(REVIEW, "a settings note names what decided each setting: a config's default or a sweep override")
+@pytest.mark.promise(
+    "docs/review.md", "a settings note names what decided each setting: a config's default or a sweep override"
+)
 def test_a_settings_note_names_its_cause():
     """The README study's two sweeps: one scores by option text (the model config's default scoring, which wraps
     no prompt in a chat template), the other sets prompt=repetition scoring=logprob; the note says which key
@@ -259,7 +264,7 @@ def test_a_settings_note_names_its_cause():
     assert older["chat"] == "scoring=cloze: cloze scoring reads option texts without the chat template"
 
 
-@pytest.mark.promise(REVIEW, "src.plan names every run not above chance: at chance and below it")
+@pytest.mark.promise("docs/review.md", "src.plan names every run not above chance: at chance and below it")
 def test_plan_names_the_runs_below_chance_as_well_as_those_at_it():
     """Three runs: one whose interval contains chance, one wholly below it with most answers INVALID, one above:
     the first two are named, each with its verdict, the INVALID share beside the one below; the third is not."""
@@ -280,7 +285,7 @@ def test_plan_names_the_runs_below_chance_as_well_as_those_at_it():
 
 
 @pytest.mark.promise(
-    REVIEW, "a job's run keeps the keys its command line or sweep set, the cause a settings note names"
+    "docs/review.md", "a job's run keeps the keys its command line or sweep set, the cause a settings note names"
 )
 def test_a_job_under_hydra_tags_its_overrides_and_none_outside_it():
     """`override_tags` reads Hydra's task overrides, less where things go (tracking, cache); a job outside Hydra (a
