@@ -213,3 +213,30 @@ def test_ui_check_fails_a_run_page_missing_what_it_must_show(experiment, what):
 )
 def test_a_metric_is_matched_in_the_form_the_runs_table_prints_it(value, text):
     assert ui_check.shown(value) == text
+
+
+@pytest.mark.promise(PAGE, "src.ui starts mlflow ui on 127.0.0.1 with one worker and without the GenAI job runner")
+def test_the_ui_server_listens_on_localhost_with_one_worker_and_no_job_runner(tmp_path, monkeypatch):
+    import subprocess
+    import urllib.request
+
+    started = {}
+
+    class Server:
+        pid, returncode = 1, None
+
+        def poll(self):
+            return None
+
+    def popen(cmd, **kwargs):
+        started.update(cmd=cmd, **kwargs)
+        return Server()
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: SimpleNamespace(read=lambda: b"OK"))
+    browser.start_ui("sqlite:///x.db", 5123, tmp_path / "log")
+    cmd = started["cmd"]
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5123"
+    assert cmd[cmd.index("--workers") + 1] == "1" and cmd[cmd.index("--backend-store-uri") + 1] == "sqlite:///x.db"
+    assert started["env"]["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    assert started["start_new_session"]  # its own process group: stop_ui ends its workers with it
