@@ -22,8 +22,6 @@ from src.sweep.state import interrupt_on_sigterm
 
 from .conftest import REPO, mlflow_runs
 
-CLUSTERS = "docs/clusters.md"
-
 
 def launcher_config(name: str):
     with initialize_config_dir(config_dir=str(REPO / "sweeps"), version_base="1.3"):
@@ -31,27 +29,31 @@ def launcher_config(name: str):
     return cfg.hydra.launcher
 
 
-@pytest.mark.promise(CLUSTERS, "slurm_gpu gives each job 1 GPU, 8 CPUs, 64 GB and 4 h, 8 jobs at once")
+@pytest.mark.promise("docs/clusters.md", "slurm_gpu gives each job 1 GPU, 8 CPUs, 64 GB and 4 h, 8 jobs at once")
 def test_slurm_gpu_gives_each_job_one_gpu_8_cpus_64_gb_4_hours_8_at_once():
     cfg = launcher_config("slurm_gpu")
     assert (cfg.gpus_per_node, cfg.cpus_per_task, cfg.mem_gb, cfg.timeout_min) == (1, 8, 64, 240)
     assert cfg.array_parallelism == 8 and cfg.nodes == 1 and cfg.tasks_per_node == 1
 
 
-@pytest.mark.promise(CLUSTERS, "slurm_cpu gives each job no GPU, 4 CPUs, 16 GB and 2 h")
+@pytest.mark.promise("docs/clusters.md", "slurm_cpu gives each job no GPU, 4 CPUs, 16 GB and 2 h")
 def test_slurm_cpu_gives_each_job_no_gpu_4_cpus_16_gb_2_hours():
     cfg = launcher_config("slurm_cpu")
     assert (cfg.gpus_per_node, cfg.cpus_per_task, cfg.mem_gb, cfg.timeout_min) == (None, 4, 16, 120)
     assert cfg._target_ == "hydra_plugins.mcq_slurm_launcher.TrackedSlurmLauncher"
 
 
-@pytest.mark.promise(CLUSTERS, "USR2 comes signal_delay_s (120 s) before the limit; a job is requeued up to 3 times")
+@pytest.mark.promise(
+    "docs/clusters.md", "USR2 comes signal_delay_s (120 s) before the limit; a job is requeued up to 3 times"
+)
 def test_the_time_limit_signal_comes_120_s_early_and_a_job_is_requeued_up_to_3_times():
     cfg = launcher_config("slurm_gpu")
     assert (cfg.signal_delay_s, cfg.max_num_timeout) == (120, 3)
 
 
-@pytest.mark.promise(CLUSTERS, "any submitit_slurm key can be set on the command line, hydra.launcher.<key>=...")
+@pytest.mark.promise(
+    "docs/clusters.md", "any submitit_slurm key can be set on the command line, hydra.launcher.<key>=..."
+)
 def test_a_submitit_slurm_key_is_set_from_the_command_line():
     with initialize_config_dir(config_dir=str(REPO / "sweeps"), version_base="1.3"):
         cfg = compose(
@@ -62,7 +64,9 @@ def test_a_submitit_slurm_key_is_set_from_the_command_line():
     assert cfg.hydra.launcher.timeout_min == 600 and list(cfg.hydra.launcher.setup) == ["x"]
 
 
-@pytest.mark.promise(CLUSTERS, "the Slurm jobs inherit the submitting shell's environment (sbatch --export=ALL)")
+@pytest.mark.promise(
+    "docs/clusters.md", "the Slurm jobs inherit the submitting shell's environment (sbatch --export=ALL)"
+)
 def test_the_slurm_jobs_inherit_the_submitting_shells_environment():
     """sbatch exports the whole environment when its script names no `--export` (its default, ALL): neither the
     launcher configs nor submitit's script may name one."""
@@ -110,7 +114,9 @@ def slurm_launcher(sweep: _Sweep) -> mcq_slurm_launcher.TrackedSlurmLauncher:
 
 
 @pytest.mark.parametrize("state", ["CANCELLED by 0", "PREEMPTED", "TIMEOUT", "NODE_FAIL", "LEFT_QUEUE"])
-@pytest.mark.promise(CLUSTERS, "a cancelled or lost Slurm job is one error line naming its state and log; it is killed")
+@pytest.mark.promise(
+    "docs/clusters.md", "a cancelled or lost Slurm job is one error line naming its state and log; it is killed"
+)
 def test_a_cancelled_or_lost_slurm_job_is_one_line_and_a_killed_outcome(tmp_path, capsys, state):
     from submitit.core.utils import UncompletedJobError
 
@@ -127,7 +133,9 @@ def test_a_cancelled_or_lost_slurm_job_is_one_line_and_a_killed_outcome(tmp_path
 
 
 @pytest.mark.parametrize("state", ["FAILED", "OUT_OF_MEMORY"])
-@pytest.mark.promise(CLUSTERS, "a Slurm job that failed on its node or ran out of memory is reported as failed")
+@pytest.mark.promise(
+    "docs/clusters.md", "a Slurm job that failed on its node or ran out of memory is reported as failed"
+)
 def test_a_slurm_job_that_failed_on_its_node_is_a_failed_outcome(tmp_path, capsys, state):
     from submitit.core.utils import FailedJobError
 
@@ -159,7 +167,7 @@ def ray_collect(sweep: _Sweep, error: Exception):
     return launcher._collect(ray, object(), 1, OVERRIDES)
 
 
-@pytest.mark.promise(CLUSTERS, "a lost Ray worker's job is one error line, killed, and the sweep goes on")
+@pytest.mark.promise("docs/clusters.md", "a lost Ray worker's job is one error line, killed, and the sweep goes on")
 def test_a_lost_ray_worker_is_one_line_and_a_killed_outcome(tmp_path, capsys):
     sweep = _Sweep(tmp_path)
     returned = ray_collect(sweep, WorkerCrashedError("The worker died unexpectedly\nmore detail"))
@@ -191,7 +199,9 @@ def run_slurm_job(monkeypatch, body) -> None:
     object.__new__(mcq_slurm_launcher.TrackedSlurmLauncher)([], "k", 0, "id", {})
 
 
-@pytest.mark.promise(CLUSTERS, "scancel's SIGTERM stops a Slurm job as Ctrl-C does (its run KILLED), not bypassed")
+@pytest.mark.promise(
+    "docs/clusters.md", "scancel's SIGTERM stops a Slurm job as Ctrl-C does (its run KILLED), not bypassed"
+)
 def test_sigterm_in_a_slurm_job_interrupts_it_as_ctrl_c_does(monkeypatch, submitit_handlers):
     with pytest.raises(KeyboardInterrupt):
         run_slurm_job(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))
@@ -201,7 +211,9 @@ def test_sigterm_in_a_slurm_job_interrupts_it_as_ctrl_c_does(monkeypatch, submit
     assert submitit_handlers == ["submitit SIGTERM"]
 
 
-@pytest.mark.promise(CLUSTERS, "the time-limit signal stops the job as Ctrl-C does, then submitit requeues it")
+@pytest.mark.promise(
+    "docs/clusters.md", "the time-limit signal stops the job as Ctrl-C does, then submitit requeues it"
+)
 def test_the_time_limit_signal_interrupts_the_job_then_hands_over_to_submitits_requeue(monkeypatch, submitit_handlers):
     reached = []
 
@@ -215,7 +227,9 @@ def test_the_time_limit_signal_interrupts_the_job_then_hands_over_to_submitits_r
     assert signal.getsignal(signal.SIGUSR2) is not mcq_slurm_launcher._preempted
 
 
-@pytest.mark.promise(CLUSTERS, "a finished Slurm job gets submitit's handlers back: a late signal cannot lose it")
+@pytest.mark.promise(
+    "docs/clusters.md", "a finished Slurm job gets submitit's handlers back: a late signal cannot lose it"
+)
 def test_a_finished_slurm_job_gets_submitits_handlers_back(monkeypatch, submitit_handlers):
     handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR2)
     run_slurm_job(monkeypatch, lambda: "result")
@@ -224,7 +238,9 @@ def test_a_finished_slurm_job_gets_submitits_handlers_back(monkeypatch, submitit
     assert submitit_handlers == ["submitit requeue"]
 
 
-@pytest.mark.promise(CLUSTERS, "the tracking password from the environment is in no file a job writes, param or tag")
+@pytest.mark.promise(
+    "docs/clusters.md", "the tracking password from the environment is in no file a job writes, param or tag"
+)
 def test_tracking_credentials_from_the_environment_reach_no_file_param_or_tag(run_job_in, monkeypatch, capsys):
     secret = "pw-" + os.urandom(8).hex()
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "sweeper")

@@ -31,7 +31,9 @@ def cpu_bf16(monkeypatch):
         (False, True, torch.bfloat16),  # Intel Sapphire Rapids (AMX)
     ],
 )
-@pytest.mark.promise("docs/reproducibility.md", "dtype auto picks bfloat16 on a CPU with AVX-512 BF16 or AMX, float32 elsewhere")
+@pytest.mark.promise(
+    "docs/reproducibility.md", "dtype auto picks bfloat16 on a CPU with AVX-512 BF16 or AMX, float32 elsewhere"
+)
 def test_auto_on_the_cpu_follows_its_bf16_instructions(cpu_bf16, avx512_bf16, amx, expected):
     cpu_bf16(avx512_bf16, amx)
     assert torch_dtype("auto") is expected
@@ -66,7 +68,9 @@ def test_named_dtypes_are_kept_whatever_the_hardware(cpu_bf16):
     assert torch_dtype("float32") is torch.float32
 
 
-@pytest.mark.promise("docs/reproducibility.md", "the backend identity (the backend tag) names the resolved dtype: |dtype=bfloat16|")
+@pytest.mark.promise(
+    "docs/reproducibility.md", "the backend identity (the backend tag) names the resolved dtype: |dtype=bfloat16|"
+)
 def test_identity_names_the_resolved_dtype(cpu_bf16, tmp_path):
     """The response cache keys answers by identity: an auto config on a bf16 CPU and on one without must not share."""
     identities = {}

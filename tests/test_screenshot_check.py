@@ -16,7 +16,6 @@ from devtools import ui_check
 from src import ui
 from src.tracking import browser, review
 
-PAGE = "docs/mlflow_ui.md"
 RUNS = ["smollm2-synthetic-original-0.7", "gemma-synthetic-original-1.0"]
 
 
@@ -36,7 +35,9 @@ def review_page(*, columns=("model", "temperature", "result", "variants"), hidde
     }
 
 
-@pytest.mark.promise(PAGE, "--screenshot passes a window that lists the job runs with model, temperature and result")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "--screenshot passes a window that lists the job runs with model, temperature and result"
+)
 def test_a_window_with_the_runs_and_the_three_first_columns_passes():
     shown = ui.window_check(review_page(), RUNS)
     assert shown["failed"] == []
@@ -44,20 +45,22 @@ def test_a_window_with_the_runs_and_the_three_first_columns_passes():
     assert shown["key_columns"] == ["model", "temperature", "variants"] and shown["headline_columns"] == ["result"]
 
 
-@pytest.mark.promise(PAGE, "--screenshot fails a window that shows none of the experiment's job runs")
+@pytest.mark.promise("docs/mlflow_ui.md", "--screenshot fails a window that shows none of the experiment's job runs")
 def test_a_window_that_lists_no_job_run_fails():
     shown = ui.window_check(review_page(text="No runs logged"), RUNS)
     assert shown["runs_listed"] == [] and any("no job run" in f for f in shown["failed"]), shown
 
 
-@pytest.mark.promise(PAGE, "--screenshot fails on an experiment without job runs: the window shows none")
+@pytest.mark.promise("docs/mlflow_ui.md", "--screenshot fails on an experiment without job runs: the window shows none")
 def test_an_experiment_without_job_runs_fails_the_check():
     shown = ui.window_check(review_page(text="No runs logged"), [])
     assert any("no job run" in f for f in shown["failed"]), shown
 
 
 @pytest.mark.parametrize("column", ["model", "temperature", "result"])
-@pytest.mark.promise(PAGE, "--screenshot fails when model, temperature or result is missing from the window")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "--screenshot fails when model, temperature or result is missing from the window"
+)
 def test_a_window_without_one_of_the_three_columns_fails(column):
     absent = ui.window_check(review_page(columns=[c for c in ("model", "temperature", "result") if c != column]), RUNS)
     covered = ui.window_check(review_page(hidden=(column,)), RUNS)  # drawn, but outside the window or under a panel
@@ -66,7 +69,7 @@ def test_a_window_without_one_of_the_three_columns_fails(column):
         assert column not in shown["key_columns"] + shown["headline_columns"]
 
 
-@pytest.mark.promise(PAGE, "--screenshot fails a page that was not drawn in time, saying so")
+@pytest.mark.promise("docs/mlflow_ui.md", "--screenshot fails a page that was not drawn in time, saying so")
 def test_a_page_not_drawn_in_time_fails_naming_the_wait():
     shown = ui.window_check(review_page(drawn=False), RUNS)
     assert shown["failed"][0] == f"the page was not drawn within {browser.PAGE_TIMEOUT_S:.0f} s"
@@ -104,7 +107,9 @@ def screenshot_main(monkeypatch, uri: str, page: dict, tmp_path) -> int:
     return code
 
 
-@pytest.mark.promise(PAGE, "--screenshot prints one JSON line of what the window shows and exits 0 when it holds")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "--screenshot prints one JSON line of what the window shows and exits 0 when it holds"
+)
 def test_screenshot_prints_one_json_line_and_exits_0_when_every_check_holds(ui_store, monkeypatch, tmp_path, capsys):
     uri, experiment = ui_store
     assert screenshot_main(monkeypatch, uri, review_page(), tmp_path) == 0
@@ -115,7 +120,9 @@ def test_screenshot_prints_one_json_line_and_exits_0_when_every_check_holds(ui_s
     assert sorted(shown["runs_listed"]) == sorted(RUNS) and shown["window"] == [1400, 900] and shown["failed"] == []
 
 
-@pytest.mark.promise(PAGE, "--screenshot exits 1 when the window misses a run or a column, and stops the server")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "--screenshot exits 1 when the window misses a run or a column, and stops the server"
+)
 def test_screenshot_exits_1_naming_what_the_window_misses(ui_store, monkeypatch, tmp_path, capsys):
     uri, _ = ui_store
     assert screenshot_main(monkeypatch, uri, review_page(hidden=("result",)), tmp_path) == 1
@@ -171,13 +178,17 @@ def run_dom(exp: ui_check.Experiment, *, leave_out: str = "") -> str:
     return dom.replace(leave_out, "") if leave_out else dom
 
 
-@pytest.mark.promise(PAGE, "devtools.ui_check passes a review view listing both job runs with rounded headlines")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "devtools.ui_check passes a review view listing both job runs with rounded headlines"
+)
 def test_ui_check_passes_pages_that_show_what_they_must(experiment):
     assert ui_check.runs_page_checks(runs_dom(experiment), experiment) == []
     assert ui_check.run_page_checks(run_dom(experiment), experiment) == []
 
 
-@pytest.mark.promise(PAGE, "devtools.ui_check fails a review view missing a job run or listing the sweep parent")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "devtools.ui_check fails a review view missing a job run or listing the sweep parent"
+)
 def test_ui_check_fails_a_review_view_without_a_run_or_with_the_parent(experiment):
     missing = ui_check.runs_page_checks(runs_dom(experiment, leave_out="simulated-synthetic-cora-0"), experiment)
     assert missing == ["runs page: run simulated-synthetic-cora-0 is not listed"]
@@ -186,13 +197,13 @@ def test_ui_check_fails_a_review_view_without_a_run_or_with_the_parent(experimen
 
 
 @pytest.mark.parametrize("column", ["mcqa", "rws", "model", "temperature", "variants"])
-@pytest.mark.promise(PAGE, "devtools.ui_check fails a review view without a headline or key column")
+@pytest.mark.promise("docs/mlflow_ui.md", "devtools.ui_check fails a review view without a headline or key column")
 def test_ui_check_fails_a_review_view_without_a_column(experiment, column):
     failed = ui_check.runs_page_checks(runs_dom(experiment, leave_out=f">{column}<"), experiment)
     assert f"runs page: no column {column}" in failed
 
 
-@pytest.mark.promise(PAGE, "devtools.ui_check fails a review view that shows a headline unrounded")
+@pytest.mark.promise("docs/mlflow_ui.md", "devtools.ui_check fails a review view that shows a headline unrounded")
 def test_ui_check_fails_a_review_view_that_shows_an_unrounded_value(experiment):
     rounded = experiment.runs["cora"].data.tags["mcqa"]
     assert rounded == "0.750 [0.531, 0.888]"
@@ -203,7 +214,9 @@ def test_ui_check_fails_a_review_view_that_shows_an_unrounded_value(experiment):
 
 
 @pytest.mark.parametrize("what", ["Headline:", "0.223: mcqa above chance", "1.00 | 35%", ">rws<", "synthetic"])
-@pytest.mark.promise(PAGE, "devtools.ui_check fails a run page without its headline, chance, rws_st or dataset")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "devtools.ui_check fails a run page without its headline, chance, rws_st or dataset"
+)
 def test_ui_check_fails_a_run_page_missing_what_it_must_show(experiment, what):
     assert len(ui_check.run_page_checks(run_dom(experiment, leave_out=what), experiment)) == 1
 
@@ -215,7 +228,9 @@ def test_a_metric_is_matched_in_the_form_the_runs_table_prints_it(value, text):
     assert ui_check.shown(value) == text
 
 
-@pytest.mark.promise(PAGE, "src.ui starts mlflow ui on 127.0.0.1 with one worker and without the GenAI job runner")
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "src.ui starts mlflow ui on 127.0.0.1 with one worker and without the GenAI job runner"
+)
 def test_the_ui_server_listens_on_localhost_with_one_worker_and_no_job_runner(tmp_path, monkeypatch):
     import subprocess
     import urllib.request
