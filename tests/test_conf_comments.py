@@ -179,6 +179,7 @@ def test_the_default_job_asks_each_question_once_with_the_models_own_scoring():
     assert compose_job(["model=simulated", "scoring=logprob"]).scoring == "logprob"
 
 
+@pytest.mark.promise("README.md", "the suite reads the benchmark files from ../shared/data; MCQ_DATA_DIR moves them")
 @pytest.mark.promise("conf/config.yaml", "data_dir is MCQ_DATA_DIR when set, else ../shared/data")
 def test_data_dir_comes_from_mcq_data_dir_else_the_shared_folder(monkeypatch):
     monkeypatch.delenv("MCQ_DATA_DIR", raising=False)

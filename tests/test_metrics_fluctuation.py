@@ -188,6 +188,9 @@ def authors_evaluation(probs_of: dict, calibration: set[str]) -> float:
     return float(np.mean(np.array(predictions) == np.array(labels)))
 
 
+@pytest.mark.promise(
+    "README.md", "pride_acc@cyclic: paper scores outside the calibration share, authors also scores it"
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pride_protocols_equal_the_hand_table_and_the_authors_evaluation(seed):
     import random

@@ -26,6 +26,7 @@ def repeated_run(run_job_in):
     return result, run, client
 
 
+@pytest.mark.promise("README.md", "benchmarks with subjects get per-subject headline metrics, subjects.csv in MLflow")
 @pytest.mark.promise("docs/mlflow_ui.md", "per-subject values are one subjects.csv artifact per run, not metric keys")
 def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repeated_run):
     result, run, client = repeated_run

@@ -53,6 +53,7 @@ def test_every_sweep_is_expected():
     assert sweep_names() == sorted(EXPECTED_JOBS)
 
 
+@pytest.mark.promise("README.md", "a sweep's model loads once: jobs run with the model outermost")
 @pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
 def test_sweep_expands_to_its_job_count_with_the_model_outermost(name):
     header = (SWEEPS / f"{name}.yaml").read_text().splitlines()[0]
@@ -487,6 +488,7 @@ def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_pat
     "docs/launchers.md",
     "a sweep checks every job's weights and benchmark files before its first job, runs none if one is missing",
 )
+@pytest.mark.promise("README.md", "a sweep naming a model without its package stops before its first job, saying so")
 def test_a_sweep_checks_weights_and_benchmark_files_before_its_first_job(run_cli):
     proc = run_cli(
         "model=gemma3_270m",
