@@ -128,6 +128,7 @@ def test_auto_starts_from_the_gpus_free_memory_not_its_total(monkeypatch):
     assert start_tokens(torch.device("cuda"), 2**20) == 2048  # 0.9 x 3,072 one-MiB tokens = 2,764: down to 2,048
 
 
+@pytest.mark.promise("docs/speed.md", "on a GPU a chunk holds the prompts one pass of the budget holds, 64 to 8,192")
 def test_a_gpus_chunk_holds_the_prompts_one_pass_of_the_budget_holds():
     """On a GPU, the prompts per chunk: the budget's tokens over the tokens each prompt fed so far, at least the
     default and at most CHUNK_MAX_PROMPTS (8,192); the default before any prompt fed a token, or on a CPU."""
