@@ -118,6 +118,9 @@ def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch
     assert line.startswith("error: ") and all(n in line for n in needles), line
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "without the ray extra, hydra/launcher=ray_cluster stops in one line naming it, exit 2"
+)
 @pytest.mark.parametrize("hidden", ["hydra_plugins.hydra_ray_launcher", "ray"])
 def test_a_launcher_whose_extra_is_missing_is_one_line_and_exit_2(monkeypatch, capsys, hidden):
     """hydra/launcher=ray_cluster without hydra-ray-launcher or Ray (the ray extra; hidden here): one line naming

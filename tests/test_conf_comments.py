@@ -91,7 +91,7 @@ def test_perm_full_refuses_a_question_with_more_options_than_its_limit():
 
 @pytest.mark.parametrize("name,size", [("perm_random2", 2), ("perm_randomL", None)])
 @pytest.mark.promise(
-    "conf/variants/perm_random2.yaml", "random2/randomL: random.Random(perm_seed).sample(permutations)"
+    "conf/variants/perm_random2.yaml", "random2 and randomL are random.Random(perm_seed).sample of all permutations"
 )
 def test_the_random_permutation_sets_are_the_seeded_sample_of_all_permutations(name, size):
     seed = committed(name)["perm_seed"]

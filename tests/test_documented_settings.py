@@ -74,3 +74,21 @@ def test_the_cluster_extra_installs_mlflows_authentication():
 @pytest.mark.promise("docs/mlflow_ui.md", "the browser extra installs Playwright, and no browser download")
 def test_the_browser_extra_installs_playwright_only():
     assert set(extra("browser")) == {"playwright"}
+
+
+@pytest.mark.promise(
+    "docs/reproducibility.md", "every run logs provenance tags: package versions and the kernel variables set"
+)
+def test_every_run_logs_its_package_versions_and_the_kernel_variables_that_were_set(run_job_in, monkeypatch):
+    from importlib.metadata import version
+
+    from .conftest import mlflow_runs
+
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    run_job_in("model=simulated", "limit=2")
+    _, (run,) = mlflow_runs(run_job_in.store_uri)
+    tags = run.data.tags
+    assert tags["provenance.numpy"] == version("numpy") and tags["provenance.transformers"] == version("transformers")
+    assert tags["provenance.ATEN_CPU_CAPABILITY"] == "avx2" and "provenance.MKL_ENABLE_INSTRUCTIONS" not in tags
+    assert tags["provenance.python"].count(".") == 2
