@@ -255,3 +255,18 @@ def test_the_ui_server_listens_on_localhost_with_one_worker_and_no_job_runner(tm
     assert cmd[cmd.index("--workers") + 1] == "1" and cmd[cmd.index("--backend-store-uri") + 1] == "sqlite:///x.db"
     assert started["env"]["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     assert started["start_new_session"]  # its own process group: stop_ui ends its workers with it
+
+
+@pytest.mark.promise("docs/mlflow_ui.md", "src.ui serves on a free port of 127.0.0.1, or the one --port names")
+def test_the_ui_takes_a_free_port_or_the_one_given(ui_store, monkeypatch, tmp_path, capsys):
+    ports = []
+    monkeypatch.setattr(browser, "browser_missing", lambda what: None)
+    monkeypatch.setattr(browser, "start_ui", lambda uri, port, log: ports.append(port) or SimpleNamespace(pid=1))
+    monkeypatch.setattr(browser, "stop_ui", lambda server: None)
+    monkeypatch.setattr(ui, "screenshot", lambda url, png, has_runs: review_page())
+    uri, _ = ui_store
+    shot = ["--experiment", "ui-check", "--tracking-uri", uri, "--screenshot", str(tmp_path / "r.png")]
+    assert ui.main([*shot, "--port", "5123"]) == 0
+    assert json.loads(capsys.readouterr().out)["url"].startswith("http://127.0.0.1:5123/#/experiments/")
+    assert ui.main(shot) == 0
+    assert ports[0] == 5123 and 0 < ports[1] < 65536 and ports[1] != 5123
