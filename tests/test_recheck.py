@@ -69,6 +69,9 @@ def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fai
     assert within.exit_code == 0 and within.lines()[0].startswith("same: all 3 decisions; max |Δ| of the floats 5e-05")
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "recheck compares every decision exactly, label sets and INVALID included"
+)
 def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     """Multi-select decisions as parquet gives them back (numpy arrays of labels) are compared as sets of labels in
     order; an INVALID answer is the same decision whether a table holds it as None or NaN, and not the same as a
@@ -97,6 +100,7 @@ def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
 
 
+@pytest.mark.promise("docs/reproducibility.md", "recheck counts the raw outputs that differ beside its verdict")
 def test_raw_outputs_that_differ_are_counted_and_a_run_from_before_a_float_column_is_compared_without_it():
     logged = _table(["A", "A", "B"], [0.5, 0.5, 0.2], [0.5, 0.8, 0.3])
     rerun = logged.assign(raw_output=["x", "The answer is A.", "The answer is B."])  # same decisions, other text
