@@ -106,3 +106,11 @@ def test_the_summary_counts_the_jobs_and_its_exit_code_says_how_they_ended(tmp_p
 def test_an_interrupted_sweep_exits_130(tmp_path, capsys):
     code, err = summary_of(tmp_path, capsys, ["finished", "killed"], interrupted=True)
     assert code == 130 and err.startswith("sweep - interrupted: 2 job(s)")
+
+
+@pytest.mark.promise("docs/clusters.md", "a job stopped by SIGTERM or Ctrl-C records its outcome killed, then stops")
+def test_a_job_stopped_as_ctrl_c_does_records_a_killed_outcome_and_stops(tmp_path, monkeypatch):
+    with pytest.raises(KeyboardInterrupt):
+        sweep_job_in(tmp_path, monkeypatch, KeyboardInterrupt())
+    outcome = json.loads((tmp_path / "3" / "job.json").read_text())
+    assert (outcome["status"], outcome["error"], outcome["num"]) == ("killed", "interrupted", 3)
