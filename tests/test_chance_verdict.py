@@ -40,6 +40,9 @@ def three_runs() -> dict[str, dict[str, float]]:
     return {"below": run_metrics(2), "at": run_metrics(20), "above": run_metrics(60)}
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the chance tag says above or indistinguishable from chance, by the one rule of chance.py"
+)
 def test_a_run_below_at_and_above_chance_is_judged_each_its_own_way(three_runs):
     for where, metrics in three_runs.items():
         assert metrics["chance"] == pytest.approx(0.25, abs=1e-12), where
@@ -149,6 +152,10 @@ def test_one_shown_option_is_always_right_and_none_has_no_chance():
     assert trial_chance(5) == pytest.approx(0.2, abs=1e-12) and trial_chance(4, "true_false") == 0.5
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md",
+    "the chance tag adds the INVALID share above 0.10; a run with repetitions is judged by acc_mean",
+)
 def test_a_high_invalid_share_and_an_undefined_metric_are_said_where_the_verdict_is(monkeypatch):
     """A repetition run whose answers are mostly unparsed and never SURE: the closing block names its INVALID share
     (above INVALID_FLAG) and says why RWS has no value instead of printing nan; the review view's chance column and
