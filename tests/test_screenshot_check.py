@@ -270,3 +270,16 @@ def test_the_ui_takes_a_free_port_or_the_one_given(ui_store, monkeypatch, tmp_pa
     assert json.loads(capsys.readouterr().out)["url"].startswith("http://127.0.0.1:5123/#/experiments/")
     assert ui.main(shot) == 0
     assert ports[0] == 5123 and 0 < ports[1] < 65536 and ports[1] != 5123
+
+
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "a job run is named model-benchmark-variants-T, the name the review view sorts by"
+)
+def test_a_job_run_is_named_by_model_benchmark_variants_and_temperature(run_job_in):
+    from .conftest import mlflow_runs
+
+    run_job_in("model=simulated", "limit=2", "variants=cora", "temperature=0.7")
+    _, (run,) = mlflow_runs(run_job_in.store_uri)
+    assert run.info.run_name == "simulated-synthetic-cora-T0.7"
+    assert run.data.tags["kind"] == "job"  # what the view's filter (review.JOB_RUNS_FILTER) lists
+    assert review.JOB_RUNS_ORDER == "tags.`mlflow.runName`"
