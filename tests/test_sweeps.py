@@ -350,6 +350,9 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
         assert [OmegaConf.to_yaml(worker.load_sweep_config(master, job)) for job in jobs] == wanted
 
 
+@pytest.mark.promise(
+    "conf/config.yaml", "the prechecked sweeper is Hydra's basic one without its second composition of each job"
+)
 def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeypatch):
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
