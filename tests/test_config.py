@@ -26,7 +26,6 @@ def test_defaults():
     assert {"model", "benchmark", "variants", "prompt"} <= set(GROUPS)
 
 
-@pytest.mark.promise("conf/config.yaml", "every config group's choice composes into a job")
 @pytest.mark.slow
 @pytest.mark.parametrize("group, choice", CHOICES, ids=[f"{g}={c}" for g, c in CHOICES])
 def test_every_choice_composes(group, choice):
