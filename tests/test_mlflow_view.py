@@ -26,6 +26,8 @@ def repeated_run(run_job_in):
     return result, run, client
 
 
+@pytest.mark.promise("README.md", "benchmarks with subjects get per-subject headline metrics, subjects.csv in MLflow")
+@pytest.mark.promise("docs/mlflow_ui.md", "per-subject values are one subjects.csv artifact per run, not metric keys")
 def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repeated_run):
     result, run, client = repeated_run
     logged = run.data.metrics
@@ -48,6 +50,9 @@ def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repea
     assert "cora" not in table.columns  # constant by construction, per subject too
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "a run page has its description, dataset, chance and rws_st tags and one value per param"
+)
 def test_params_tags_description_and_dataset(repeated_run):
     result, run, _ = repeated_run
     params = run.data.params  # one value each: the effective scoring, the questions asked
@@ -78,6 +83,9 @@ def test_params_tags_description_and_dataset(repeated_run):
     assert [t.value for t in asked.tags if t.key == "mlflow.data.context"] == ["eval"]
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the review view lists job runs only, sorted by run name, with every study's headline"
+)
 def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(repeated_run, run_job_in):
     run_job_in("model=simulated", "variants=cora", "limit=4")
     client, runs = mlflow_runs(run_job_in.store_uri)
@@ -101,6 +109,9 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     assert cora.data.tags["mcqa"] == f"{mcqa:.3f} [{lo:.3f}, {hi:.3f}]" and lo <= mcqa <= hi
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the review view shows model, temperature, result first, headlines as rounded tags lo then hi"
+)
 def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
     """A tag per review headline (acc_mean included) at three decimals, lo before hi, listed before the metric
     columns in the view's selection; metrics without a review headline get none, and the metrics are untouched."""
@@ -125,6 +136,7 @@ def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
     }
 
 
+@pytest.mark.promise("docs/mlflow_ui.md", "a run page lists the headline metrics first, each followed by its bounds")
 def test_the_run_page_lists_the_headline_metrics_first():
     metrics = {
         "n_questions": 3.0,
@@ -145,6 +157,7 @@ def test_the_run_page_lists_the_headline_metrics_first():
     assert headline_order(list(metrics)) == ["mcqa", "cora", "rws", "st", "wacc@cyclic"]
 
 
+@pytest.mark.promise("docs/mlflow_ui.md", "a repetition run of the original order alone does not log the CoRA family")
 def test_only_a_repetition_run_of_one_variant_leaves_the_cora_family_out():
     names = ["mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_0.5", "cora_lo", "mcqa_plus/law", "rws", "mcqa_lo"]
     repeated = pd.DataFrame({"variant_kind": ["original", "original"], "repetition": [0, 1]})
@@ -163,6 +176,7 @@ def test_only_a_repetition_run_of_one_variant_leaves_the_cora_family_out():
     assert constant_by_construction(repeated.assign(repetition=0), names) == []
 
 
+@pytest.mark.promise("docs/mlflow_ui.md", "a single-trial variants=original run keeps the CoRA family")
 def test_a_single_trial_original_run_keeps_the_cora_family(run_job_in):
     run_job_in("model=simulated", "variants=original", "limit=6")
     _, (run,) = mlflow_runs(run_job_in.store_uri)
@@ -170,6 +184,9 @@ def test_a_single_trial_original_run_keeps_the_cora_family(run_job_in):
     assert "rws_st" not in run.data.tags
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "a missing store, an unknown experiment or a tracking server's URI is one error line, exit 2"
+)
 def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_job_in, capsys):
     """`python -m src.ui` names what is wrong and what to do, exit 2, before starting any server."""
     from src import ui
@@ -185,6 +202,9 @@ def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_
     assert "serves its own UI" in capsys.readouterr().err
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "without Playwright or Chromium the browser commands say what to install in one line, exit 2"
+)
 def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeypatch, capsys):
     """Without Playwright (the browser extra; hidden here), `python -m devtools.ui_check` and `python -m src.ui
     --screenshot` print one line naming `pip install -e ".[browser]"`, exit 2, before reading a store or starting a
@@ -223,6 +243,9 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "no study's headline pushes the accuracy out of a 1,400-px window; an older view is named"
+)
 def test_no_study_pushes_the_accuracy_out_of_a_laptop_window_and_an_older_view_is_named(run_job_in):
     """Three studies whose headlines sort before MCQA (REVAS acc_h, CoRA cora, the fluctuation study's full_fr) no
     longer push it out of a 1,400-px window: the view shows headlines as tags, drawn in logged order, and no metric
@@ -247,6 +270,10 @@ def test_no_study_pushes_the_accuracy_out_of_a_laptop_window_and_an_older_view_i
     assert note.startswith("note: mcqa is metric column 4 of the review view (acc_h, cora, full_fr sort before it")
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md",
+    "src.ui lists the job runs with the keys that vary, each headline rounded with its chance verdict",
+)
 def test_src_ui_lists_what_tells_the_runs_apart_with_each_headline_rounded():
     """`python -m src.ui`'s lines under the address (stand-in runs, no MLflow): the keys that vary are columns
     (model, temperature), the rest said once; a run with repetitions shows acc_mean with its interval at three

@@ -58,6 +58,9 @@ def test_a_tier_not_asked_for_is_skipped_saying_how_to_run_it(pytester, marker):
     assert f"{marker} tier, opt-in: add {tier.option} or set {tier.env}=1 ({tier.setup})" in result.stdout.str()
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the browser tier asked for without Playwright or Chromium fails rather than skips"
+)
 @pytest.mark.parametrize("marker", sorted(OPT_IN_TIERS))
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_a_tier_asked_for_fails_where_a_dependency_is_missing(pytester, monkeypatch, marker, how):

@@ -51,6 +51,9 @@ def study(tmp_path_factory, empty_mlflow_db):
 LINE = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)\s+(\d+|–)\s+(.+)$")
 
 
+@pytest.mark.promise(
+    "README.md", "src.plan says from two finished runs how many questions detect a given difference per headline"
+)
 def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     uri, strong, weak, short = study
     assert plan_main(["--run", weak, "--delta", "0.02", "--tracking-uri", uri]) == 0
