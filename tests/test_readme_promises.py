@@ -43,6 +43,7 @@ def logged(result) -> dict[str, float]:
     return json.loads((result.out_dir / "artifacts" / "metrics.json").read_text())
 
 
+@pytest.mark.slow  # a job per row of the table: the slow tier's, out of the edit loop
 @pytest.mark.parametrize("overrides,names", TABLE, ids=[" ".join(o) for o, _ in TABLE])
 @pytest.mark.promise("README.md", "each variant set of the table logs the metrics the table names for it")
 def test_each_variant_set_logs_the_metrics_the_readme_table_names(run_job_in, overrides, names):
