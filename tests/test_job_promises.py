@@ -1,0 +1,130 @@
+"""What the job path promises a user, each promise with the failure or change that would break it, in-process on the
+simulated backend and a tmp store: a run, a comparison run or a report that fails part-way ends FAILED (never
+FINISHED, never left RUNNING); the job's stdout is its one JSON line whatever a library prints; the validity rules
+refuse at every door (a job, an lm-eval suite's task, a sweep); what identifies a stored result follows the content
+it depends on; `~`, relative and absolute paths mean the same; an lm-eval group's tasks are each identified."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import mlflow_runs
+
+FAILED_NOT_FINISHED = "a run that fails part-way is marked FAILED in MLflow, never FINISHED, and none is left RUNNING"
+
+
+class Boom(RuntimeError):
+    """The failure a test injects at one stage."""
+
+
+def fail(*args, **kwargs):
+    raise Boom("injected failure")
+
+
+def interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+# -- a job that fails part-way -----------------------------------------------------------------------------------------
+
+# every stage after the job's run exists, in the order the job reaches them (src/job/runner.py run_job, log_job)
+JOB_STAGES = [
+    "src.job.runner.answer_and_measure",  # asking and measuring
+    "src.metrics.compute_metrics",  # inside it: the metrics
+    "src.job.runner.headline_metrics",  # the closing block's metrics, named in a tag
+    "src.core.records.write_records",  # the records artifact
+    "src.tracking.runs.JobTracker.log",  # logging params, metrics and artifacts
+    "mlflow.tracking.MlflowClient.log_artifacts",  # the last call of logging
+]
+
+
+@pytest.mark.promise("docs/tracking.md", FAILED_NOT_FINISHED)
+@pytest.mark.parametrize("stage", JOB_STAGES)
+def test_a_job_that_fails_at_any_stage_leaves_its_run_failed_never_finished_or_running(run_job_in, monkeypatch, stage):
+    monkeypatch.setattr(stage, fail)
+    with pytest.raises(Boom):
+        run_job_in("model=simulated", "variants=cora", "limit=3")
+    _, runs = mlflow_runs(run_job_in.store_uri)
+    assert [r.info.status for r in runs] == ["FAILED"], stage
+
+
+@pytest.mark.promise("docs/tracking.md", "a job stopped by Ctrl-C is marked KILLED in MLflow, never left RUNNING")
+@pytest.mark.parametrize("stage", JOB_STAGES[::2])
+def test_a_job_interrupted_at_any_stage_leaves_its_run_killed(run_job_in, monkeypatch, stage):
+    monkeypatch.setattr(stage, interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_job_in("model=simulated", "variants=cora", "limit=3")
+    _, runs = mlflow_runs(run_job_in.store_uri)
+    assert [r.info.status for r in runs] == ["KILLED"], stage
+
+
+@pytest.mark.promise("docs/validity.md", "a job refused or failing before any compute leaves no run at all")
+@pytest.mark.parametrize("stage", ["src.job.runner.plan_job", "src.job.runner.job_questions_sized"])
+def test_a_job_that_fails_before_its_run_exists_leaves_no_run(run_job_in, monkeypatch, stage):
+    monkeypatch.setattr(stage, fail)
+    with pytest.raises(Boom):
+        run_job_in("model=simulated", "variants=cora", "limit=3")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=run_job_in.store_uri)
+    experiments = client.search_experiments()
+    assert not client.search_runs([e.experiment_id for e in experiments])
+
+
+# -- a comparison (`python -m src.compare`) that fails part-way ------------------------------------------------------
+
+# where `python -m src.compare` can fail: before the comparison run exists (reading, building, writing the report)
+# and while it is logged (params, the report's snapshot, its artifacts)
+COMPARE_STAGES = [
+    "src.compare.__main__.load_runs",
+    "src.compare.__main__.build_sections",
+    "src.compare.report._write_files",
+    "mlflow.tracking.MlflowClient.log_param",
+    "src.tracking.reads.shutil.copytree",
+    "mlflow.tracking.MlflowClient.log_artifacts",
+]
+
+
+@pytest.fixture
+def two_runs(run_job_in):
+    run_job_in("model=simulated", "variants=cora", "limit=4")
+    run_job_in("model=simulated", "model.success_rate=0.5", "variants=cora", "limit=4")
+    return run_job_in
+
+
+def compare_in_process(store_uri: str, out) -> int:
+    from src.compare.__main__ import main
+
+    return main(["--experiment", "mcq-consistency", "--tracking-uri", store_uri, "--out", str(out), "--no-paired"])
+
+
+COMPARISON_FAILED = "a comparison that fails part-way leaves its run FAILED, never FINISHED or RUNNING"
+
+
+@pytest.mark.promise("docs/tracking.md", COMPARISON_FAILED)
+@pytest.mark.parametrize(
+    ("stage", "failure"),
+    [(stage, fail) for stage in COMPARE_STAGES] + [(stage, interrupt) for stage in COMPARE_STAGES[3:]],
+    ids=[f"{stage.rpartition('.')[2]}-error" for stage in COMPARE_STAGES]
+    + [f"{stage.rpartition('.')[2]}-ctrl-c" for stage in COMPARE_STAGES[3:]],
+)
+def test_a_comparison_that_fails_at_any_stage_leaves_no_finished_or_running_comparison_run(
+    two_runs, tmp_path, monkeypatch, stage, failure
+):
+    report = tmp_path / "report"
+    assert compare_in_process(two_runs.store_uri, report) == 0  # a first report, whole, and its FINISHED run
+    first = (report / "report.md").read_text()
+    monkeypatch.setattr(stage, failure)
+    with pytest.raises((Boom, KeyboardInterrupt)):
+        compare_in_process(two_runs.store_uri, report)
+    monkeypatch.undo()
+    _, comparisons = mlflow_runs(two_runs.store_uri, kind="comparison")
+    statuses = sorted(r.info.status for r in comparisons)
+    logged = stage.startswith(("mlflow", "src.tracking"))  # the run exists only once the report is written
+    cut = "KILLED" if failure is interrupt else "FAILED"
+    assert statuses == sorted(["FINISHED", *([cut] if logged else [])]), stage
+    # the report a failure cut short leaves the previous one whole (src/compare/report.py `write`); its first lines
+    # say when it was generated
+    assert (report / "report.md").read_text().split("\n", 3)[3] == first.split("\n", 3)[3]
+    _, jobs = mlflow_runs(two_runs.store_uri)
+    assert {r.info.status for r in jobs} == {"FINISHED"}  # the compared runs are only read
