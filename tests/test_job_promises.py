@@ -10,7 +10,6 @@ import pytest
 
 from tests.conftest import mlflow_runs
 
-FAILED_NOT_FINISHED = "a run that fails part-way is marked FAILED in MLflow, never FINISHED, and none is left RUNNING"
 
 
 class Boom(RuntimeError):
@@ -38,7 +37,9 @@ JOB_STAGES = [
 ]
 
 
-@pytest.mark.promise("docs/tracking.md", FAILED_NOT_FINISHED)
+@pytest.mark.promise(
+    "docs/tracking.md", "a job that fails part-way leaves its run FAILED in MLflow, never FINISHED, none RUNNING"
+)
 @pytest.mark.parametrize("stage", JOB_STAGES)
 def test_a_job_that_fails_at_any_stage_leaves_its_run_failed_never_finished_or_running(run_job_in, monkeypatch, stage):
     monkeypatch.setattr(stage, fail)
@@ -98,10 +99,9 @@ def compare_in_process(store_uri: str, out) -> int:
     return main(["--experiment", "mcq-consistency", "--tracking-uri", store_uri, "--out", str(out), "--no-paired"])
 
 
-COMPARISON_FAILED = "a comparison that fails part-way leaves its run FAILED, never FINISHED or RUNNING"
-
-
-@pytest.mark.promise("docs/tracking.md", COMPARISON_FAILED)
+@pytest.mark.promise(
+    "docs/tracking.md", "a comparison that fails part-way leaves its run FAILED, never FINISHED or RUNNING"
+)
 @pytest.mark.parametrize(
     ("stage", "failure"),
     [(stage, fail) for stage in COMPARE_STAGES] + [(stage, interrupt) for stage in COMPARE_STAGES[3:]],
