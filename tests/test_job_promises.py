@@ -11,7 +11,6 @@ import pytest
 from tests.conftest import mlflow_runs
 
 
-
 class Boom(RuntimeError):
     """The failure a test injects at one stage."""
 
