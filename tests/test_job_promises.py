@@ -6,9 +6,12 @@ it depends on; `~`, relative and absolute paths mean the same; an lm-eval group'
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
-from tests.conftest import mlflow_runs
+from tests.conftest import DATA_DIR, mlflow_runs
 
 
 class Boom(RuntimeError):
@@ -127,3 +130,76 @@ def test_a_comparison_that_fails_at_any_stage_leaves_no_finished_or_running_comp
     assert (report / "report.md").read_text().split("\n", 3)[3] == first.split("\n", 3)[3]
     _, jobs = mlflow_runs(two_runs.store_uri)
     assert {r.info.status for r in jobs} == {"FINISHED"}  # the compared runs are only read
+
+
+# -- stdout is the job's JSON line, whatever a library prints -----------------------------------------------------
+
+NOISY_LIBRARY = """
+import os, sys
+print("noisy_lib: print at import")
+os.write(1, b"noisy_lib: fd 1 at import\\n")
+HELD = sys.__stdout__  # a stream taken at import, written to later
+
+
+def chatter():
+    print("noisy_lib: print while the job runs")
+    HELD.write("noisy_lib: the held stream, unflushed\\n")
+    os.write(1, b"noisy_lib: fd 1 while the job runs\\n")
+"""
+
+
+@pytest.fixture
+def noisy_library(tmp_path, monkeypatch):
+    """A library, imported while the job runs, that prints to stdout at import and when called, each of the three
+    ways a library reaches stdout (print, a stream it held, fd 1); the job imports it where it asks its questions."""
+    import importlib
+
+    from src.job import runner
+
+    (tmp_path / "noisy_lib.py").write_text(NOISY_LIBRARY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    asking = runner.answer_and_measure
+
+    def answer_with_noise(*args, **kwargs):
+        sys.modules.pop("noisy_lib", None)  # imported anew by each job
+        importlib.import_module("noisy_lib").chatter()
+        return asking(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "answer_and_measure", answer_with_noise)
+    monkeypatch.delitem(sys.modules, "noisy_lib", raising=False)
+
+
+def run_main(monkeypatch, argv: list[str]) -> int:
+    """`python -m src.run ARGV` in this process: its exit code."""
+    import signal
+
+    from src import run
+
+    monkeypatch.setattr(sys, "argv", [run.__file__, *argv])
+    # Hydra finds conf/ next to the file of a task function run as a script (`python -m src.run`'s __main__)
+    monkeypatch.setattr(run._hydra_main.__wrapped__, "__module__", "__main__")
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as done:
+            run.main()
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    return int(done.value.code or 0)
+
+
+@pytest.mark.promise("README.md", "a job prints one JSON line on stdout, and stdout holds nothing else")
+@pytest.mark.parametrize("sweep", [False, True], ids=["job", "sweep"])
+def test_stdout_holds_the_jobs_json_lines_alone_whatever_a_library_prints(
+    run_job_in, noisy_library, monkeypatch, capfd, tmp_path, sweep
+):
+    jobs = ["-m", "variants=original,perm_cyclic"] if sweep else ["variants=original"]
+    where = f"hydra.sweep.dir={tmp_path}/multirun" if sweep else f"hydra.run.dir={tmp_path}/single"
+    store = [f"tracking.uri={run_job_in.store_uri}", f"cache.path={tmp_path}/cache.db", f"data_dir={DATA_DIR}"]
+    code = run_main(monkeypatch, [*jobs, "model=simulated", "limit=3", *store, where])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == (2 if sweep else 1), out
+    assert all(set(json.loads(line)) >= {"run_id", "mcqa"} for line in lines), out
+    for said in ("print at import", "fd 1 at import", "print while the job runs", "the held stream", "fd 1 while"):
+        assert f"noisy_lib: {said}" in err, f"the library's {said!r} went nowhere"
