@@ -203,3 +203,84 @@ def test_stdout_holds_the_jobs_json_lines_alone_whatever_a_library_prints(
     assert all(set(json.loads(line)) >= {"run_id", "mcqa"} for line in lines), out
     for said in ("print at import", "fd 1 at import", "print while the job runs", "the held stream", "fd 1 while"):
         assert f"noisy_lib: {said}" in err, f"the library's {said!r} went nowhere"
+
+
+# -- every validity rule refuses at every door ------------------------------------------------------------------------
+
+# each rule of docs/validity.md that the config alone decides: the overrides it holds in, the key whose second value
+# breaks it (the first keeps to it), and the keys its one line names
+CONFIG_RULES = {
+    "cloze shows no options": (
+        ["scoring=cloze"],
+        "variants=original,perm_cyclic",
+        "scoring=cloze and variants=perm_cyclic",
+    ),
+    "cloze does not sample": (["scoring=cloze_shown"], "temperature=0,0.5", "scoring=cloze_shown and temperature=0.5"),
+    "greedy repetitions": (["temperature=0"], "repetitions=1,3", "repetitions=3 and temperature=0.0"),
+    "NOTA on endings": (["benchmark=hellaswag"], "variants=perm_cyclic,cora", "benchmark=hellaswag and variants=cora"),
+    "NOTA on declared endings": (
+        ["benchmark=lm_eval", "benchmark.task=any_task", "benchmark.choices=continuation"],
+        "variants=original,revas_nota",
+        "benchmark=lm_eval benchmark.task=any_task and variants=revas_nota",
+    ),
+}
+
+
+def breaking(rule: str) -> list[str]:
+    """The overrides of one job that breaks `rule`."""
+    held, axis, _ = CONFIG_RULES[rule]
+    key, _, values = axis.partition("=")
+    return ["model=simulated", "scoring=generate", "limit=3", *held, f"{key}={values.split(',')[1]}"]
+
+
+def no_runs(store_uri: str) -> bool:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store_uri)
+    return not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+@pytest.mark.promise("docs/validity.md", "a configuration that breaks a validity rule is refused before any compute")
+@pytest.mark.parametrize("rule", CONFIG_RULES)
+def test_every_validity_rule_refuses_a_single_job_before_any_run(run_job_in, rule):
+    from src.common.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^config keys {CONFIG_RULES[rule][2]}: ") as err:
+        run_job_in(*breaking(rule))
+    assert "\n" not in str(err.value)
+    assert no_runs(run_job_in.store_uri)
+
+
+@pytest.mark.promise("docs/validity.md", "a refused configuration is one error line naming its keys, exit 2")
+@pytest.mark.parametrize("rule", CONFIG_RULES)
+def test_every_validity_rule_refuses_the_command_line_in_one_line_and_exit_2(run_job_in, monkeypatch, capfd, rule):
+    store = [f"tracking.uri={run_job_in.store_uri}", f"data_dir={DATA_DIR}"]
+    code = run_main(monkeypatch, [*breaking(rule), *store])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: config keys {CONFIG_RULES[rule][2]}: ") and err.count("\n") == 1, err
+    assert no_runs(run_job_in.store_uri)
+
+
+@pytest.mark.promise("docs/validity.md", "a sweep with a refused job prints one error line per such job and runs none")
+@pytest.mark.parametrize("door", ["command line", "sweep pre-check"])
+@pytest.mark.parametrize("rule", CONFIG_RULES)
+def test_every_validity_rule_stops_a_sweep_before_its_first_job(run_job_in, monkeypatch, capfd, tmp_path, rule, door):
+    from src.config import schema
+
+    held, axis, keys = CONFIG_RULES[rule]
+    if door == "sweep pre-check":  # what a sweep file's own axes reach first (src/sweep/callback.py)
+        monkeypatch.setattr(schema, "check_command_line", lambda argv: None)
+    store = [f"tracking.uri={run_job_in.store_uri}", f"data_dir={DATA_DIR}", f"hydra.sweep.dir={tmp_path}/sweep"]
+    # the sweep's first job keeps to the rule and would run first; its second breaks it
+    code = run_main(monkeypatch, ["-m", "model=simulated", "scoring=generate", "limit=3", *held, axis, *store])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == "", err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    if door == "command line":
+        assert errors == [err.rstrip("\n")] and errors[0].startswith(f"error: config keys {keys}: "), err
+    else:
+        assert errors[0].startswith("error: job ") and f": config keys {keys}: " in errors[0], err
+        assert len(errors) == 2 and "refuses 1 job(s)" in errors[1], err
+    assert no_runs(run_job_in.store_uri)
+    assert not (tmp_path / "sweep" / "0").exists()  # the valid first job never started
