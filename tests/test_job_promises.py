@@ -284,3 +284,228 @@ def test_every_validity_rule_stops_a_sweep_before_its_first_job(run_job_in, monk
         assert len(errors) == 2 and "refuses 1 job(s)" in errors[1], err
     assert no_runs(run_job_in.store_uri)
     assert not (tmp_path / "sweep" / "0").exists()  # the valid first job never started
+
+
+# -- an lm-eval suite, through a stand-in of lm-eval's TaskManager (lm-eval itself is the opt-in lm-eval tier) ------
+
+
+class StandInTask:
+    """What the tool reads of an lm-eval ConfigurableTask: its documents, its Jinja-free doc_to_* and its few-shot
+    pool; `shape` is MMLU's (`listed`: the context lists the options, the choices are labels), ARC's (`texts`) or
+    HellaSwag's (`endings`: the context asks no question)."""
+
+    OUTPUT_TYPE = "multiple_choice"
+    VERSION = 1.0
+    multiple_input = 0
+
+    def __init__(self, shape: str, docs: list[dict], pool: list[dict] | None = None, description: str = ""):
+        from types import SimpleNamespace
+
+        self.shape, self.eval_docs, self.pool = shape, docs, pool or []
+        self.config = SimpleNamespace(
+            test_split="test",
+            validation_split=None,
+            training_split="train",
+            description=description,
+            target_delimiter=" ",
+            fewshot_delimiter="\n\n",
+            num_fewshot=None,
+            gen_prefix=None,
+        )
+        self.fewshot_cfg = SimpleNamespace(split=None, sampler="default")
+
+    def doc_to_text(self, doc):
+        if self.shape == "listed":
+            lines = "".join(f"\n{label}. {text}" for label, text in zip("ABCD", doc["options"]))
+            return f"{doc['q']}{lines}\nAnswer:"
+        return f"Question: {doc['q']}\nAnswer:" if self.shape == "texts" else doc["q"]
+
+    def doc_to_choice(self, doc):
+        return list("ABCD"[: len(doc["options"])]) if self.shape == "listed" else doc["options"]
+
+    def doc_to_target(self, doc):
+        return doc["answer"]
+
+    def doc_to_prefix(self, doc):
+        return ""
+
+    def test_docs(self):
+        return self.eval_docs
+
+    def fewshot_docs(self):
+        return self.pool
+
+    def has_training_docs(self):
+        return True
+
+    def has_validation_docs(self):
+        return False
+
+    def set_fewshot_seed(self, seed):
+        self.seed = seed
+
+    def fewshot_context(self, doc, shots, gen_prefix=None, chat_template=None, **chat):
+        examples = "".join(f"{self.doc_to_text(d)} {self.doc_to_choice(d)[d['answer']]}\n\n" for d in self.pool[:shots])
+        head = f"{self.config.description}\n\n" if self.config.description else ""
+        return head + examples + self.doc_to_text(doc)
+
+    def aggregation(self):
+        return {"acc": None, "acc_norm": None}
+
+
+def docs_of(shape: str, n: int = 3) -> list[dict]:
+    question = {"listed": "Which is {i}?", "texts": "Which is {i}?", "endings": "A cat sits on mat {i}. It"}[shape]
+    return [
+        {"q": question.format(i=i), "options": [f"w{i}", f"x{i}", f"y{i}", f"z{i}"], "answer": i % 4} for i in range(n)
+    ]
+
+
+class StandInGroup:
+    """lm-eval's Group: its `aggregate` over its tasks, weighted by size."""
+
+    def __init__(self, *tasks: str):
+        self.tasks = tasks
+
+    def aggregate(self, reported):
+        have = [t for t in self.tasks if "acc,none" in reported.get(t, {})]
+        sizes = [reported[t]["sample_len"] for t in have]
+        return {"acc,none": sum(reported[t]["acc,none"] * n for t, n in zip(have, sizes)) / max(1, sum(sizes))}
+
+
+class StandInManager:
+    """lm-eval's TaskManager over `SUITE`: a task by its name, a group (`mixed_suite`) as its tasks and itself."""
+
+    def __init__(self, include_path=None, include_defaults=True):
+        from types import SimpleNamespace
+
+        self.task_index = {name: SimpleNamespace(yaml_path=None) for name in [*SUITE.tasks, *SUITE.groups]}
+        self.all_subtasks = list(self.task_index)
+
+    def load(self, name):
+        members = SUITE.groups.get(name)
+        if members is None:
+            return {"tasks": {name: SUITE.tasks[name]}, "groups": {}}
+        return {"tasks": {m: SUITE.tasks[m] for m in members}, "groups": {name: StandInGroup(*members)}}
+
+
+class Suite:
+    tasks: dict[str, StandInTask] = {}
+    groups: dict[str, tuple[str, ...]] = {}
+
+
+SUITE = Suite()
+
+
+@pytest.fixture
+def stand_in_lm_eval(monkeypatch):
+    """`benchmark=lm_eval` over stand-in tasks: `listed_x` (MMLU's shape), `texts_x` (ARC's), `endings_x`
+    (HellaSwag's) and the group `mixed_suite` of all three; lm-eval's own caches emptied before and after."""
+    from types import SimpleNamespace
+
+    from src.benchmarks import lm_eval
+
+    tasks = SimpleNamespace(TaskManager=StandInManager)
+    monkeypatch.setitem(sys.modules, "lm_eval", SimpleNamespace(tasks=tasks))
+    monkeypatch.setitem(sys.modules, "lm_eval.tasks", tasks)
+    monkeypatch.setitem(sys.modules, "lm_eval.defaults", SimpleNamespace(DEFAULT_OTHER_SEED=1234))
+    monkeypatch.setattr(
+        SUITE,
+        "tasks",
+        {
+            shape + "_x": StandInTask(shape, docs_of(shape), pool=docs_of(shape, 2))
+            for shape in ("listed", "texts", "endings")
+        },
+    )
+    monkeypatch.setattr(SUITE, "groups", {"mixed_suite": ("listed_x", "texts_x", "endings_x")})
+
+    def forget():
+        lm_eval.load_tasks.cache_clear()
+        lm_eval._manager.cache_clear()
+        lm_eval._GROUPS.clear()
+
+    forget()
+    yield SUITE
+    forget()
+
+
+LM_EVAL = ["model=simulated", "benchmark=lm_eval", "prompt=lm_eval", "limit=3"]
+
+
+# each rule an lm-eval task's shape decides, once its documents load (before the model): the overrides, the line
+SUITE_RULES = {
+    "a group's text task shows no options": (
+        ["benchmark.task=mixed_suite", "scoring=cloze", "variants=perm_cyclic"],
+        "config keys benchmark.task=mixed_suite (its task texts_x), prompt=lm_eval and variants=perm_cyclic: "
+        "lm-eval scores texts_x's option texts after its own context",
+    ),
+    "a list's text task shows no options": (
+        ["benchmark.task=[listed_x,texts_x]", "scoring=cloze", "variants=revas_reorder"],
+        "config keys benchmark.task=[listed_x,texts_x] (its task texts_x), prompt=lm_eval and variants=revas_reorder:",
+    ),
+    "a text task shows no options": (
+        ["benchmark.task=texts_x", "scoring=cloze", "variants=perm_cyclic"],
+        "config keys benchmark.task=texts_x, prompt=lm_eval and variants=perm_cyclic: ",
+    ),
+    "a group's endings take no NOTA": (
+        ["benchmark.task=mixed_suite", "scoring=cloze", "variants=cora"],
+        "config keys benchmark=lm_eval benchmark.task=mixed_suite (its task endings_x) and variants=cora: ",
+    ),
+    "a list's endings take no NOTA under another prompt": (
+        ["benchmark.task=[listed_x,endings_x]", "prompt=cora", "scoring=generate", "variants=revas_nota"],
+        "config keys benchmark=lm_eval benchmark.task=[listed_x,endings_x] (its task endings_x) and "
+        "variants=revas_nota: ",
+    ),
+    "endings take no NOTA": (
+        ["benchmark.task=endings_x", "scoring=cloze", "variants=cora"],
+        "config keys benchmark=lm_eval benchmark.task=endings_x and variants=cora: ",
+    ),
+    "a list of one is its task": (
+        ["benchmark.task=[endings_x]", "scoring=cloze", "variants=cora"],
+        "config keys benchmark=lm_eval benchmark.task=endings_x and variants=cora: ",
+    ),
+    "a text task is asked as lm-eval asks it": (
+        ["benchmark.task=[listed_x,texts_x]", "scoring=cloze_shown", "variants=original"],
+        "config key scoring: lm_eval task texts_x's choices are option texts that lm-eval scores after its own context",
+    ),
+}
+
+
+@pytest.mark.promise("docs/validity.md", "an lm-eval suite is held to the validity rules per task, naming the task")
+@pytest.mark.parametrize("rule", SUITE_RULES)
+def test_every_per_task_rule_refuses_an_lm_eval_job_naming_its_task_before_any_run(
+    run_job_in, stand_in_lm_eval, monkeypatch, rule
+):
+    from src.common.errors import UserError
+    from src.job import runner
+
+    overrides, line = SUITE_RULES[rule]
+    monkeypatch.setattr(runner, "answer_and_measure", fail)  # nothing is asked
+    with pytest.raises(UserError) as err:
+        run_job_in(*LM_EVAL, *overrides)
+    assert str(err.value).startswith(line) and "\n" not in str(err.value), str(err.value)
+    assert no_runs(run_job_in.store_uri)
+
+
+@pytest.mark.promise("docs/validity.md", "a task that lists its options is asked in every order under every scoring")
+@pytest.mark.parametrize("scoring", ["cloze", "cloze_shown", "logprob"])
+def test_a_task_that_lists_its_options_runs_every_order_even_in_a_list(run_job_in, stand_in_lm_eval, scoring):
+    result = run_job_in(*LM_EVAL, "benchmark.task=[listed_x]", f"scoring={scoring}", "variants=perm_cyclic")
+    _, (run,) = mlflow_runs(run_job_in.store_uri)
+    assert run.info.status == "FINISHED" and result.metrics["n_questions"] == 3
+
+
+@pytest.mark.promise("docs/validity.md", "in a sweep, an lm-eval job refused per task is one error line, the rest run")
+def test_a_sweep_refuses_the_lm_eval_job_whose_task_breaks_a_rule_and_runs_the_others(
+    run_job_in, stand_in_lm_eval, monkeypatch, capfd, tmp_path
+):
+    store = [f"tracking.uri={run_job_in.store_uri}", f"data_dir={DATA_DIR}", f"hydra.sweep.dir={tmp_path}/sweep"]
+    argv = ["-m", *LM_EVAL, "benchmark.task=listed_x,texts_x", "scoring=cloze", "variants=perm_cyclic", *store]
+    code = run_main(monkeypatch, argv)
+    out, err = capfd.readouterr()
+    errors = [line for line in err.splitlines() if line.startswith("error: job #1 ")]
+    assert code == 2 and len(out.splitlines()) == 1, err
+    assert (
+        len(errors) == 1 and "config keys benchmark.task=texts_x, prompt=lm_eval and variants=perm_cyclic" in errors[0]
+    )
+    _, runs = mlflow_runs(run_job_in.store_uri)
+    assert [(r.data.tags["lm_eval_task"], r.info.status) for r in runs] == [("listed_x", "FINISHED")]

@@ -36,6 +36,7 @@ from src.benchmarks import (
     load_fewshot_pool,
     task_tags,
 )
+from src.benchmarks.lm_eval import task_spec
 from src.common.errors import UserError
 from src.common.redact import redact
 from src.config import plain_dict
@@ -400,7 +401,8 @@ def plan_job(
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     # an lm-eval task's option style is known once its documents are read: refused here, before any compute
     label, continuing = benchmark_label(cfg.benchmark), continuation_tasks(questions)
-    if continuing and continuing != [cfg.benchmark.get("task")]:  # a suite: the validity rules hold per task
+    # a suite (a group, a list of tasks): the validity rules hold per task; a list of one task is that task
+    if continuing and continuing != [task_spec(plain_dict(cfg.benchmark).get("task"))]:
         label += f" (its task {continuing[0]})"
     check_option_style(
         variants=plain_dict(cfg.variants),
