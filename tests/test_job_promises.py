@@ -509,3 +509,54 @@ def test_a_sweep_refuses_the_lm_eval_job_whose_task_breaks_a_rule_and_runs_the_o
     )
     _, runs = mlflow_runs(run_job_in.store_uri)
     assert [(r.data.tags["lm_eval_task"], r.info.status) for r in runs] == [("listed_x", "FINISHED")]
+
+
+# -- what identifies a stored result follows every content it depends on -------------------------------------------
+
+
+def one_char_changed(path, old: str, new: str) -> None:
+    """`path` with its first `old` made `new`, of the same length: its size is unchanged."""
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    changed = text.replace(old, new, 1)
+    path.write_text(changed)
+    assert len(changed) == len(text)
+
+
+@pytest.fixture
+def own_mmlu(tmp_path):
+    """A data folder holding one MMLU subject, its test and dev (few-shot) files, to be edited."""
+    import shutil
+
+    for split in ("test", "dev"):
+        (tmp_path / "data" / "mmlu" / split).mkdir(parents=True)
+        name = f"abstract_algebra_{split}.csv"
+        shutil.copyfile(DATA_DIR / "mmlu" / split / name, tmp_path / "data" / "mmlu" / split / name)
+    return tmp_path / "data"
+
+
+@pytest.mark.promise(
+    "docs/tracking.md", "a finished run is reused only with the same data, few-shot documents included"
+)
+def test_a_few_shot_document_changed_by_one_character_runs_the_job_again_uncached(run_job_in, own_mmlu, capsys):
+    job = ["model=simulated", "benchmark=mmlu", "prompt=plain", f"data_dir={own_mmlu}", "fewshot=2", "limit=3"]
+    first = run_job_in(*job)
+    assert run_job_in(*job).skipped  # the same files: the finished run is the result
+    one_char_changed(own_mmlu / "mmlu" / "dev" / "abstract_algebra_dev.csv", "Find all c", "Find all d")
+    again = run_job_in(*job)
+    assert not again.skipped and again.run_id != first.run_id
+    assert again.metrics["cache_hit_rate"] == 0.0  # every prompt shows the corrected example: no old answer
+    assert "benchmark data changed since run" in capsys.readouterr().err
+
+
+@pytest.mark.promise("docs/tracking.md", "a corrected question never gets an old answer, whatever its length")
+def test_a_benchmark_file_changed_by_one_character_is_other_data_and_other_cache_keys(run_job_in, own_mmlu):
+    job = ["model=simulated", "benchmark=mmlu", f"data_dir={own_mmlu}", "limit=3"]
+    first = run_job_in(*job)
+    test_file = own_mmlu / "mmlu" / "test" / "abstract_algebra_test.csv"
+    first_line = test_file.read_text().splitlines()[0]
+    one_char_changed(test_file, first_line[:4], first_line[:3] + ("x" if first_line[3] != "x" else "y"))
+    again = run_job_in(*job)
+    assert not again.skipped and again.run_id != first.run_id
+    # the two unchanged questions keep their answers; the corrected one is asked anew (each asked once, cora: 1+)
+    assert 0 < again.metrics["cache_hit_rate"] < 1
