@@ -560,3 +560,52 @@ def test_a_benchmark_file_changed_by_one_character_is_other_data_and_other_cache
     assert not again.skipped and again.run_id != first.run_id
     # the two unchanged questions keep their answers; the corrected one is asked anew (each asked once, cora: 1+)
     assert 0 < again.metrics["cache_hit_rate"] < 1
+
+
+# -- `~`, relative and absolute paths mean the same ----------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch, own_mmlu):
+    """A home folder that is also the working folder, holding the MMLU subject as `data/`."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(own_mmlu, home / "data")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home)
+    return home
+
+
+def path_forms(home) -> dict[str, dict[str, str]]:
+    """The same three places (the data folder, the store's folder, the response cache) written three ways (quoted:
+    Hydra's grammar takes `~` in a quoted value)."""
+    return {
+        "absolute": {"data": f"{home}/data", "store": f"/{home}/store", "cache": f"{home}/cache/c.db"},
+        "home": {"data": "'~/data'", "store": "'sqlite:///~/store", "cache": "'~/cache/c.db'"},
+        "relative": {"data": "data", "store": "sqlite:///store", "cache": "cache/c.db"},
+    }
+
+
+@pytest.mark.promise(
+    "docs/configuration.md", "a path with ~, relative or absolute is the same place: same run, same files"
+)
+def test_a_path_written_with_home_relative_or_absolute_is_the_same_store_cache_and_data(run_job_in, home):
+    results = {}
+    for resume, (form, where) in zip([True, True, False], path_forms(home).items()):
+        store = f"sqlite://{where['store']}" if form == "absolute" else where["store"]
+        quote = "'" if form == "home" else ""
+        results[form] = run_job_in(
+            "model=simulated",
+            "benchmark=mmlu",
+            "limit=3",
+            f"data_dir={where['data']}",
+            f"tracking.uri={store}/mlflow.db{quote}",
+            f"cache.path={where['cache']}",
+            f"resume={str(resume).lower()}",
+        )
+    assert results["home"].skipped and results["home"].run_id == results["absolute"].run_id  # the same store, run
+    assert not results["relative"].skipped  # resume=false: asked again, every answer from the same cache
+    assert results["relative"].metrics["cache_hit_rate"] == 1.0
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*.db")) == ["cache/c.db", "store/mlflow.db"]
+    assert not (home / "~").exists()

@@ -26,7 +26,7 @@ PARAM_LIMIT = 6000  # characters of a param value MLflow stores (longer ones are
 def _client(tracking_uri: str) -> MlflowClient:
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri)
+    return MlflowClient(tracking_uri=store.local_uri(tracking_uri))
 
 
 def experiments(tracking_uri: str, name: str | None = None) -> dict[str, str] | None:
