@@ -609,3 +609,105 @@ def test_a_path_written_with_home_relative_or_absolute_is_the_same_store_cache_a
     assert results["relative"].metrics["cache_hit_rate"] == 1.0
     assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*.db")) == ["cache/c.db", "store/mlflow.db"]
     assert not (home / "~").exists()
+
+
+# -- lm-eval task identity and groups -------------------------------------------------------------------------------
+
+
+def loaded(name: str):
+    """The questions of lm-eval task or group `name` as a job loads them, read anew (lm-eval's caches emptied)."""
+    from src.benchmarks import lm_eval, load_benchmark
+
+    lm_eval.load_tasks.cache_clear()
+    lm_eval._manager.cache_clear()
+    lm_eval._GROUPS.clear()
+    return load_benchmark("lm_eval", path=None, data_dir=".", options={"task": name})
+
+
+def identity(questions) -> tuple[str, str]:
+    """(data identity, lm_eval_config_hash tag) of an lm-eval run's questions."""
+    from src.benchmarks import task_tags
+    from src.core.questions import benchmark_identity
+
+    return benchmark_identity(questions), task_tags(questions)["lm_eval_config_hash"]
+
+
+@pytest.mark.promise("docs/configuration.md", "a group's tasks are its subjects, each question named by its own task")
+def test_each_task_of_a_group_is_identified_by_its_own_name(run_job_in, stand_in_lm_eval):
+    from src.benchmarks import task_tags
+
+    questions = loaded("mixed_suite")
+    assert [q.metadata["lm_eval_task"] for q in questions] == ["listed_x"] * 3 + ["texts_x"] * 3 + ["endings_x"] * 3
+    assert [q.subject for q in questions] == [q.metadata["lm_eval_task"] for q in questions]
+    assert len({q.id for q in questions}) == 9 and all(q.id.startswith(f"{q.subject}/") for q in questions)
+    assert task_tags(questions)["lm_eval_task"] == "mixed_suite"
+    result = run_job_in(*LM_EVAL, "benchmark.task=mixed_suite", "scoring=cloze", "variants=original")
+    for task in ("listed_x", "texts_x", "endings_x"):  # each task its own row, and the group its headline
+        assert {f"mcqa/{task}", f"lm_eval_acc/{task}", f"lm_eval_acc_norm/{task}"} <= set(result.metrics)
+    assert result.metrics["lm_eval_acc"] == pytest.approx(result.metrics["accuracy"], abs=1e-12)
+
+
+# one change to a task, each of the same length as what it replaces: its identity must change with it
+TASK_CHANGES = {
+    "its name": lambda task: None,
+    "a few-shot document": lambda task: task.pool[0].update(q=task.pool[0]["q"].replace("0", "9")),
+    "its description": lambda task: setattr(task.config, "description", "Answe:."),
+    "its target delimiter": lambda task: setattr(task.config, "target_delimiter", "\t"),
+    "its few-shot delimiter": lambda task: setattr(task.config, "fewshot_delimiter", "\n\t"),
+    "an evaluated document": lambda task: task.eval_docs[2].update(q=task.eval_docs[2]["q"].replace("2", "7")),
+    "an option's text": lambda task: task.eval_docs[1]["options"].__setitem__(0, "v1"),
+    "its answer key": lambda task: task.eval_docs[0].update(answer=1),
+}
+
+
+@pytest.mark.promise(
+    "docs/configuration.md", "an lm-eval task's identity is what it asks: any change, even one character"
+)
+@pytest.mark.parametrize("change", TASK_CHANGES)
+def test_two_different_tasks_never_share_an_identity(stand_in_lm_eval, change):
+    import copy
+
+    original = stand_in_lm_eval.tasks["texts_x"]
+    original.config.description = "Answer:"
+    twin = copy.deepcopy(original)
+    name = "texts_y" if change == "its name" else "texts_x"
+    before = identity(loaded("texts_x"))
+    assert identity(loaded("texts_x")) == before  # read again, unchanged: the same identity
+    TASK_CHANGES[change](twin)
+    stand_in_lm_eval.tasks[name] = twin
+    stand_in_lm_eval.groups["mixed_suite"] = ("listed_x", name, "endings_x")
+    after = identity(loaded(name))
+    assert after[0] != before[0] and after[1] != before[1], change
+    if change == "its name":
+        return
+    # in a group, the changed task changes the group's identity too, and only that task's questions
+    stand_in_lm_eval.tasks[name] = original
+    group_before = loaded("mixed_suite")
+    stand_in_lm_eval.tasks[name] = twin
+    group_after = loaded("mixed_suite")
+    assert identity(group_after) != identity(group_before)
+    from src.core.questions import question_identity
+
+    moved = {
+        a.metadata["lm_eval_task"]
+        for a, b in zip(group_before, group_after)
+        if question_identity(a) != question_identity(b)
+    }
+    assert moved == {name}, change
+
+
+@pytest.mark.promise("docs/configuration.md", "a corrected few-shot file of an lm-eval task reuses no stored answer")
+def test_a_task_changed_by_one_character_runs_the_suite_again_and_keeps_the_other_tasks_answers(
+    run_job_in, stand_in_lm_eval
+):
+    job = [*LM_EVAL, "benchmark.task=mixed_suite", "scoring=cloze", "variants=original"]
+    first = run_job_in(*job)
+    assert run_job_in(*job).skipped
+    task = stand_in_lm_eval.tasks["texts_x"]
+    task.pool[1].update(q=task.pool[1]["q"].replace("1", "8"))  # the pool lm-eval hands over, one character
+    from src.benchmarks import lm_eval
+
+    lm_eval.load_tasks.cache_clear()  # a new process reads the task anew
+    again = run_job_in(*job)
+    assert not again.skipped and again.run_id != first.run_id
+    assert again.metrics["cache_hit_rate"] == pytest.approx(6 / 9, abs=1e-9)  # texts_x's 3 questions asked anew
