@@ -711,3 +711,29 @@ def test_a_task_changed_by_one_character_runs_the_suite_again_and_keeps_the_othe
     again = run_job_in(*job)
     assert not again.skipped and again.run_id != first.run_id
     assert again.metrics["cache_hit_rate"] == pytest.approx(6 / 9, abs=1e-9)  # texts_x's 3 questions asked anew
+
+
+@pytest.mark.promise(
+    "docs/configuration.md", "another limit of an lm-eval group keeps every stored answer it asks again"
+)
+def test_a_smaller_limit_of_a_group_answers_from_the_cache(run_job_in, stand_in_lm_eval):
+    job = ["model=simulated", "benchmark=lm_eval", "prompt=lm_eval", "benchmark.task=mixed_suite", "scoring=cloze"]
+    run_job_in(*job, "limit=3")
+    fewer = run_job_in(*job, "limit=2")
+    assert not fewer.skipped and fewer.metrics["n_questions"] == 6 and fewer.metrics["cache_hit_rate"] == 1.0
+
+
+@pytest.mark.promise("docs/tracking.md", "a prompt template changed by one character is other work: no stored answer")
+def test_a_template_changed_by_one_character_runs_again_uncached(run_job_in):
+    from src.config.schema import compose_job
+
+    template = str(compose_job(["prompt=plain"]).prompt.template)
+    assert "Answer:" in template
+    changed = template.replace("Answer:", "Answex:", 1)
+    override = f"prompt.template='{changed}'"  # real line breaks, as the shell's $'...' passes them
+    assert str(compose_job(["prompt=plain", override]).prompt.template) == changed  # one character, same length
+    job = ["model=simulated", "prompt=plain", "limit=3"]
+    first = run_job_in(*job)
+    again = run_job_in(*job, override)
+    assert not again.skipped and again.run_id != first.run_id
+    assert again.metrics["cache_hit_rate"] == 0.0
