@@ -37,10 +37,10 @@ def _hydra_main(cfg: DictConfig) -> None:
         try:
             with stdout_data.to_stderr():  # whatever a library prints while the job runs (src/common/stdout_data.py)
                 result = run_job(cfg, out_dir=hydra_cfg.runtime.output_dir)
-                line = result.summary()  # its imports too
+                summary = result.summary()  # its imports too
         except UserError as err:
             sys.exit(user_error(err))
-        print(line, flush=True)  # the one JSON line scripts read
+        print(summary, flush=True)  # the one JSON line scripts read
         print(
             result.closing(level=interval_level(cfg)), file=sys.stderr
         )  # for the person: headline, run, where to look

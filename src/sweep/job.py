@@ -41,7 +41,7 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     try:
         with stdout_data.to_stderr():  # stdout holds the JSON lines alone (src/common/stdout_data.py)
             result = run_job(cfg, out_dir=out_dir, sweep=sweep)
-            line = result.summary()  # its imports too
+            summary = result.summary()  # its imports too
     except KeyboardInterrupt:
         write_outcome(out_dir, **outcome, status="killed", run_id=runs.last_run.get("run_id"), error="interrupted")
         raise
@@ -62,6 +62,6 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     write_outcome(
         out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id, offline=offline
     )
-    print(line, flush=True)
+    print(summary, flush=True)
     # the sweep's summary prints the commands once, for every job (src/sweep/callback.py)
     print(f"job #{num} {result.closing(level=interval_level(cfg), commands=False)}", file=sys.stderr)
