@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import DATA_DIR, mlflow_runs
+from tests.conftest import DATA_DIR, mlflow_runs, needs_data
 
 
 class Boom(RuntimeError):
@@ -535,6 +535,7 @@ def own_mmlu(tmp_path):
     return tmp_path / "data"
 
 
+@needs_data
 @pytest.mark.promise(
     "docs/tracking.md", "a finished run is reused only with the same data, few-shot documents included"
 )
@@ -549,6 +550,7 @@ def test_a_few_shot_document_changed_by_one_character_runs_the_job_again_uncache
     assert "benchmark data changed since run" in capsys.readouterr().err
 
 
+@needs_data
 @pytest.mark.promise("docs/tracking.md", "a corrected question never gets an old answer, whatever its length")
 def test_a_benchmark_file_changed_by_one_character_is_other_data_and_other_cache_keys(run_job_in, own_mmlu):
     job = ["model=simulated", "benchmark=mmlu", f"data_dir={own_mmlu}", "limit=3"]
@@ -587,6 +589,7 @@ def path_forms(home) -> dict[str, dict[str, str]]:
     }
 
 
+@needs_data
 @pytest.mark.promise(
     "docs/configuration.md", "a path with ~, relative or absolute is the same place: same run, same files"
 )
