@@ -31,7 +31,6 @@ import pandas as pd
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
-from src.core.questions import benchmark_identity
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
 from src.tracking import runs, store
 from src.tracking.names import DEFAULT_URI
@@ -170,7 +169,12 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     """(lines to print, exit code) of re-running `run` here; UserError (exit 2) for a refused or unknown run."""
     from omegaconf import DictConfig, OmegaConf
 
-    from src.job.runner import job_backend, job_questions, run_job  # local: loads hydra, the backends (slow import)
+    from src.job.runner import (  # local: loads hydra, the backends (slow import)
+        data_identity,
+        job_backend,
+        job_questions,
+        run_job,
+    )
 
     store.check_tracking(tracking_uri)
     run_id = resolve_run_id(run, tracking_uri, key="--run")
@@ -194,7 +198,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         cfg.tracking.uri, cfg.tracking.experiment = f"sqlite:///{tmp}/recheck.db", "recheck"
         cfg.cache.enabled, cfg.resume = False, False
         identity = job_backend(cfg).identity
-        reasons = provenance_differences(tags, identity, runs.git_commit(), benchmark_identity(job_questions(cfg)))
+        reasons = provenance_differences(tags, identity, runs.git_commit(), data_identity(cfg, job_questions(cfg)))
         if reasons and not go_on:
             raise UserError(
                 f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "

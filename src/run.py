@@ -2,8 +2,9 @@
 
 The Hydra application around `src.job.runner.run_job`: it checks the overrides before Hydra composes them (so a typo
 or a wrong type is one `error:` line and exit 2, not Hydra's traceback), gives each job its output folder and
-sweep ids, prints one JSON line per job, and turns a `UserError` into one line and exit 2. Garbage collection waits
-until the job's imports are done (src/common/gc_tuning.py).
+sweep ids, prints one JSON line per job (stdout holds nothing else: src/common/stdout_data.py), and turns a
+`UserError` into one line and exit 2. Garbage collection waits until the job's imports are done
+(src/common/gc_tuning.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from src.cli import user_error
-from src.common import gc_tuning, progress
+from src.common import gc_tuning, progress, stdout_data
 from src.common.errors import UserError
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
 from src.job.runner import interval_level, release_backends, run_job
@@ -34,10 +35,12 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN:
         try:
-            result = run_job(cfg, out_dir=hydra_cfg.runtime.output_dir)
+            with stdout_data.to_stderr():  # whatever a library prints while the job runs (src/common/stdout_data.py)
+                result = run_job(cfg, out_dir=hydra_cfg.runtime.output_dir)
+                summary = result.summary()  # its imports too
         except UserError as err:
             sys.exit(user_error(err))
-        print(result.summary(), flush=True)  # the one JSON line scripts read
+        print(summary, flush=True)  # the one JSON line scripts read
         print(
             result.closing(level=interval_level(cfg)), file=sys.stderr
         )  # for the person: headline, run, where to look

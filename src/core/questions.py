@@ -32,6 +32,12 @@ class Question:
         return len(self.options)
 
 
+# metadata that describes the run a question is asked in, not the question: an lm-eval group's name, its skipped
+# documents, the hash of all its questions (src/benchmarks/lm_eval.py). Kept out of a question's identity, so that
+# a change to one task of a group, or another `limit`, leaves the other questions' cached answers theirs.
+RUN_METADATA = frozenset({"lm_eval_group", "lm_eval_skipped", "lm_eval_config_hash"})
+
+
 def question_identity(question: Question) -> str:
     """sha256 of a question as loaded (after cleaning): id, text, options, answer, subject, split and metadata. Part
     of the response cache's key, so a corrected question (its answer key, a text) never gets an answer cached for
@@ -50,7 +56,7 @@ def question_identity(question: Question) -> str:
         question.answer,
         question.subject,
         question.split,
-        question.metadata,
+        {k: v for k, v in question.metadata.items() if k not in RUN_METADATA},
     ]
     return json_sha256(body, ascii=False)
 

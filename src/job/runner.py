@@ -36,6 +36,8 @@ from src.benchmarks import (
     load_fewshot_pool,
     task_tags,
 )
+from src.benchmarks.lm_eval import task_spec
+from src.common.digests import text_sha256
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
 from src.config import plain_dict
@@ -155,6 +157,25 @@ def job_questions_sized(cfg: DictConfig) -> tuple[list[Question], int | None]:
     )
 
 
+def data_identity(cfg: DictConfig, questions: list[Question]) -> str:
+    """What a job asks, by content (its `data_identity` tag, 16 hex digits): its questions (`benchmark_identity`)
+    and, where the tool draws few-shot examples, the pool of each subject they are drawn from, so that a corrected
+    example (another prompt for every question it is shown with) is other data, whatever its length. Zero-shot, and
+    under `prompt=lm_eval` (whose examples each question's metadata names: src/benchmarks/lm_eval.py
+    `prompt_identity`), the questions' alone."""
+    own = benchmark_identity(questions)
+    lm_evals_own = cfg.benchmark.name == "lm_eval" and cfg.prompt.get("name") == "lm_eval"
+    if int(cfg.fewshot) == 0 or lm_evals_own:
+        return own
+    bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
+    options = {k: v for k, v in plain_dict(cfg.benchmark).items() if k not in ("name", "path", "split")}
+    pools = [
+        benchmark_identity(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=options))
+        for subject in dict.fromkeys(q.subject for q in questions)  # as `plan_items` asks for them
+    ]
+    return text_sha256(own + "".join(pools), length=16)
+
+
 def build_items(cfg: DictConfig, questions: list[Question], template: PromptTemplate) -> list[Item]:
     """Every variant of every question, rendered into a backend request."""
     return plan_items(cfg, questions, template)[0]
@@ -244,7 +265,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     backend = job_backend(cfg)  # its identity names the weights by content; nothing is loaded yet
     # what the config points to, by content: a finished run of the same config with other weights or other
     # questions is no result of this job (the response cache's key holds both too)
-    identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": benchmark_identity(questions)}
+    identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": data_identity(cfg, questions)}
     done = finished_job(cfg, tracker, backend, identities, resolved)
     if done is not None:
         return skipped_result(cfg, tracker, done, out_dir)
@@ -400,7 +421,8 @@ def plan_job(
     log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
     # an lm-eval task's option style is known once its documents are read: refused here, before any compute
     label, continuing = benchmark_label(cfg.benchmark), continuation_tasks(questions)
-    if continuing and continuing != [cfg.benchmark.get("task")]:  # a suite: the validity rules hold per task
+    # a suite (a group, a list of tasks): the validity rules hold per task; a list of one task is that task
+    if continuing and continuing != [task_spec(plain_dict(cfg.benchmark).get("task"))]:
         label += f" (its task {continuing[0]})"
     check_option_style(
         variants=plain_dict(cfg.variants),

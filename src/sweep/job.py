@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from src.common import gc_tuning, progress
+from src.common import gc_tuning, progress, stdout_data
 from src.common.errors import UserError
 from src.common.redact import redact_text
 from src.job.runner import interval_level, run_job
@@ -39,7 +39,9 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     }
     runs.last_run.clear()
     try:
-        result = run_job(cfg, out_dir=out_dir, sweep=sweep)
+        with stdout_data.to_stderr():  # stdout holds the JSON lines alone (src/common/stdout_data.py)
+            result = run_job(cfg, out_dir=out_dir, sweep=sweep)
+            summary = result.summary()  # its imports too
     except KeyboardInterrupt:
         write_outcome(out_dir, **outcome, status="killed", run_id=runs.last_run.get("run_id"), error="interrupted")
         raise
@@ -60,6 +62,6 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     write_outcome(
         out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id, offline=offline
     )
-    print(result.summary(), flush=True)
+    print(summary, flush=True)
     # the sweep's summary prints the commands once, for every job (src/sweep/callback.py)
     print(f"job #{num} {result.closing(level=interval_level(cfg), commands=False)}", file=sys.stderr)

@@ -26,7 +26,7 @@ PARAM_LIMIT = 6000  # characters of a param value MLflow stores (longer ones are
 def _client(tracking_uri: str) -> MlflowClient:
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri)
+    return MlflowClient(tracking_uri=store.local_uri(tracking_uri))
 
 
 def experiments(tracking_uri: str, name: str | None = None) -> dict[str, str] | None:
@@ -82,7 +82,7 @@ def log_folder_run(
 ) -> str:
     """A finished run named `name` in the experiment, with `tags`, `params` (each value as text, cut at
     PARAM_LIMIT characters) and the files of `folder` as its artifacts; returns its id. The run is closed FAILED
-    when logging fails, and the error raised."""
+    when logging fails (KILLED when interrupted), and the error raised."""
     client = _client(tracking_uri)
     run = store.with_retries(lambda: client.create_run(experiment_id, run_name=name, tags=dict(tags)))
     run_id = run.info.run_id
@@ -92,8 +92,9 @@ def log_folder_run(
         with tempfile.TemporaryDirectory() as tmp:  # a snapshot, so the artifacts match what this call wrote
             shutil.copytree(folder, Path(tmp) / "report", dirs_exist_ok=True)
             store.with_retries(lambda: client.log_artifacts(run_id, str(Path(tmp) / "report")))
-    except Exception:
-        client.set_terminated(run_id, "FAILED")
+    except BaseException as err:  # Ctrl-C too: no comparison run is left RUNNING
+        status = "KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED"
+        store.with_retries(lambda: client.set_terminated(run_id, status))
         raise
     store.with_retries(lambda: client.set_terminated(run_id, "FINISHED"))
     return str(run_id)

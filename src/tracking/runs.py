@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from src.common import owners
 from src.common.digests import json_sha256, text_sha256
 from src.common.errors import UserError
+from src.common.paths import expand_path
 from src.tracking import offline, review, store
 from src.tracking.names import metric_name
 
@@ -194,7 +195,7 @@ class JobTracker:
         store.check_options(self.cfg)
         store.apply_retry_budget(self.cfg.get("retry_budget_s", 20.0))
         self.target = self.cfg["uri"]
-        self.offline_dir = Path(self.cfg.get("offline_dir") or "mlruns/offline")
+        self.offline_dir = expand_path(self.cfg.get("offline_dir") or "mlruns/offline")
         self.offline_uri = f"sqlite:///{self.offline_dir}/mlflow.db"
         self.job_hash = job_hash
         self.sweep = dict(sweep or {})
@@ -214,6 +215,7 @@ class JobTracker:
     def _connect(self, uri: str) -> None:
         import mlflow
 
+        uri = store.local_uri(uri)  # `sqlite:///~/...` is the home's store (src/common/paths.py)
         self.uri = uri
         try:
             store.check_tracking(uri)  # the health check: before any compute, and before each job of a sweep

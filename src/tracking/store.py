@@ -15,6 +15,7 @@ import tenacity
 
 from src.common import gc_tuning, owners
 from src.common.errors import UserError
+from src.common.paths import expand_path
 from src.tracking import mlflow_adapter
 from src.tracking.mlflow_adapter import (  # the store's callers ask it what an error means (re-exported)
     is_outage as is_outage,
@@ -40,20 +41,33 @@ def client(uri: str) -> Client:
     """The MLflow client of the store at `uri`; its calls are not retried (wrap them in `with_retries`)."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    return MlflowClient(tracking_uri=local_uri(uri))
+
+
+def local_uri(uri: str) -> str:
+    """`uri` with a SQLite file's path read as the shell reads it (`~`, `$VARIABLES`: src/common/paths.py), so that
+    `sqlite:///~/m/mlflow.db` is the home's store for every command and check, never `./~/m` (SQLAlchemy expands
+    nothing); other URIs as they are.
+
+    >>> local_uri("sqlite:///mlruns/mlflow.db"), local_uri("http://h:5000")
+    ('sqlite:///mlruns/mlflow.db', 'http://h:5000')
+    """
+    db = sqlite_path(uri)
+    return uri if db is None else f"sqlite:///{db}"
 
 
 def sqlite_path(uri: str) -> Path | None:
-    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    """The SQLite file of a `sqlite:///` URI, `~` and `$VARIABLES` expanded; None for another store."""
+    return expand_path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
 
 
 def job_tracking_uri(tracking_cfg: Mapping[str, Any]) -> str:
     """The store a job logs to: `tracking.uri`, or with `tracking.offline=true` a local SQLite file under
     `tracking.offline_dir` that `python -m src.sync` uploads later."""
     if tracking_cfg.get("offline"):
-        folder = Path(tracking_cfg.get("offline_dir") or "mlruns/offline")
+        folder = expand_path(tracking_cfg.get("offline_dir") or "mlruns/offline")
         return f"sqlite:///{folder}/mlflow.db"
-    return str(tracking_cfg["uri"])
+    return local_uri(str(tracking_cfg["uri"]))
 
 
 def check_tracking(uri: str) -> None:
