@@ -58,6 +58,7 @@ from src.backends.text import (
     prompt_ids,
     uses_chat,
 )
+from src.common import stdout_data
 from src.common.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -402,18 +403,9 @@ def quiet_vllm_logger() -> None:
     level = os.environ.get("VLLM_LOGGING_LEVEL", LOG_LEVEL).upper()
     for handler in logging.getLogger("vllm").handlers:
         if isinstance(handler, logging.StreamHandler):
-            if _is_stdout(handler.stream):
+            if stdout_data.is_stdout(handler.stream):
                 handler.setStream(sys.stderr)
             handler.setLevel(level)
-
-
-def _is_stdout(stream: Any) -> bool:
-    if stream is sys.stdout or stream is sys.__stdout__:
-        return True
-    try:
-        return bool(stream.fileno() == 1)
-    except (AttributeError, OSError, ValueError):  # a stream without a descriptor is not stdout
-        return False
 
 
 def first_line(err: BaseException) -> str:

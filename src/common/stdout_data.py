@@ -11,6 +11,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
+
+
+def is_stdout(stream: Any) -> bool:
+    """Whether a stream writes to stdout: the interpreter's, or anything on file descriptor 1."""
+    if stream is sys.stdout or stream is sys.__stdout__:
+        return True
+    try:
+        return bool(stream.fileno() == 1)
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor is not stdout
+        return False
 
 
 @contextlib.contextmanager
