@@ -209,7 +209,10 @@ def pride_prior(
     records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0
 ) -> dict[str, float]:
     """PriDe's estimated position prior as `pride_prior_<slot>` (slots A, B, ... as in src/metrics/slots.py), for
-    the label count most calibration questions have; {} where `pride_acc` cannot be computed."""
+    the label count most calibration questions have; {} where `pride_acc` cannot be computed (no `perm_set`
+    column: the tidy rows of `src.metrics.families.tidy_permutations` hold it)."""
+    if "perm_set" not in records.columns:
+        return {}
     rows = _ordered(_pride_rows(records, perm_set))
     if _pride_problem(rows, perm_set, calibration_share) is not None:
         return {}
