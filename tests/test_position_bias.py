@@ -39,10 +39,12 @@ def test_a_letter_habit_is_named_in_the_closing_block_json_line_and_tag(run_job_
 )
 def test_the_review_view_has_a_legend_and_names_a_repetition_runs_mcqa_one_draw(run_job_in):
     run_job_in(*FAIR, "variants=cora")
-    run_job_in(*FAIR, "repetitions=3", "temperature=0.7")
+    drawn = run_job_in(*FAIR, "repetitions=3", "temperature=0.7")
     client, runs = mlflow_runs(run_job_in.store_uri)
     repeated = next(r for r in runs if r.data.tags["variants"] == "original")
     assert repeated.data.tags["mcqa"].endswith(" one draw")
+    mcqa_line = next(line for line in drawn.closing().splitlines() if line.startswith("  mcqa "))
+    assert "one sampled draw" in mcqa_line  # the closing block says it too
     cora = next(r for r in runs if r.data.tags["variants"] == "cora")
     assert "one draw" not in cora.data.tags["mcqa"]
     experiment = client.get_experiment(repeated.info.experiment_id)

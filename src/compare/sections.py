@@ -16,7 +16,7 @@ import pandas as pd
 from src.core.records import NEAR_TIE_MARGIN
 from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, INVALID_FLAG, chance_verdict, invalid_flag
 from src.metrics.display import fmt
-from src.metrics.slots import SLOT_BIAS_FLAG, slot_flagged
+from src.metrics.slots import SLOT_BIAS_FLAG
 from src.tracking.records import read_run_records
 
 from . import plots
@@ -83,7 +83,7 @@ def overview(runs: Runs) -> Section:
     )
     text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
     if SLOT_BIAS_FLAG in frame.columns:  # a letter habit (src/metrics/slots.py): said beside the verdict it weakens
-        habit = [slot_flagged({SLOT_BIAS_FLAG: row.get(SLOT_BIAS_FLAG)}) for _, row in rows.iterrows()]
+        habit = [row.get(SLOT_BIAS_FLAG) == 1.0 for _, row in rows.iterrows()]  # src/metrics/slots.py FAR_MARGIN
         text["vs chance"] = [f"{c}; letter habit" if h else c for c, h in zip(text["vs chance"], habit)]
     if "invalid_rate" in text.columns:  # src/metrics/chance.py INVALID_FLAG: said beside the share
         flagged = [bool(invalid_flag(row)) for _, row in rows.iterrows()]

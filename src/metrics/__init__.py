@@ -32,7 +32,7 @@ from .guessing import T, can_stop, msgr, p_star
 from .intervals import interval_names, is_interval_name, metric_intervals, wilson_interval
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
 from .revas import order_outcomes, revas_metrics, sc_distribution
-from .slots import FAR_MARGIN, slot_metrics, slot_summary, slot_tag
+from .slots import FAR_MARGIN, SLOT_SHARE, slot_metrics, slot_summary, slot_tag
 from .subjects import by_subject, flatten_by_subject
 
 MetricFamily = Callable[[pd.DataFrame], dict[str, float]]
@@ -131,7 +131,9 @@ def compute_metrics(
     `<name>/<subject>` (HEADLINE_METRICS, HEADLINE_PREFIXES).
     `intervals=B` (B > 0) adds `<name>_lo` / `<name>_hi` for every headline metric, per subject too
     (`mcqa_lo/<subject>`): Wilson for a share of questions, else a cluster bootstrap over questions with B
-    resamples seeded by `interval_seed`, at `level` (src/metrics/intervals.py); 0, the default, adds none.
+    resamples seeded by `interval_seed`, at `level` (src/metrics/intervals.py), and the slot shares' own bounds
+    (`slot_share_A_lo`, src/metrics/slots.py); 0, the default, adds none (the slot family's flag reads its bounds
+    either way).
 
     >>> df = pd.DataFrame({"question_id": ["q1", "q2"], "variant_kind": "original", "variant_id": "original",
     ...     "repetition": 0, "parsed_label": ["A", None], "chosen_option": [0, None], "correct": [True, False]})
@@ -165,6 +167,8 @@ def compute_metrics(
         out.update(subject_metrics(records, chosen, options))
     if bootstrap and "cora" in chosen:
         out.update(call_family(cora_bootstrap, "cora", records, options))
+    if not intervals:  # the slot shares' bounds are intervals like the others: logged only when asked
+        out = {k: v for k, v in out.items() if not (k.startswith(SLOT_SHARE) and is_interval_name(k))}
     if intervals:
         out.update(
             metric_intervals(

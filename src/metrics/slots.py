@@ -99,7 +99,7 @@ def slot_metrics(records: pd.DataFrame, *, slot_seed: int = 0) -> dict[str, floa
     with `_lo`/`_hi` at 95%), `slot_correct_S` (share of the same trials whose right answer is in S); then
     `slot_bias_max` (the most chosen slot's share minus its right share), `slot_bias_flag` (1 when the lower bound
     of that share exceeds the right share by more than FAR_MARGIN, else 0) and `n_slot_choices`. {} without a valid
-    multiple-choice answer.
+    multiple-choice answer. `compute_metrics` keeps the bounds only where it logs intervals (`intervals` > 0).
 
     >>> table = pd.DataFrame({"question_id": [f"q{i}" for i in range(40)], "parsed_label": "A", "n_options": 4,
     ...                       "correct_label": [("A", "B", "C", "D")[i % 4] for i in range(40)]})
@@ -160,10 +160,8 @@ def slot_summary(metrics: dict[str, float]) -> str | None:
     right = metrics.get(f"{SLOT_CORRECT}{slot}", float("nan"))
     verdict = "far above (a letter habit)" if slot_flagged(metrics) else "not far above"
     n = int(metrics.get(SLOT_CHOICES, 0))
-    return (
-        f"{slot} chosen {share:.3f} [{lo:.3f}, {hi:.3f}] of {n} valid answers, right answer in {slot} {right:.3f}: "
-        f"{verdict}"
-    )
+    bounds = f" [{lo:.3f}, {hi:.3f}]" if lo == lo and hi == hi else ""  # none logged under stats.bootstrap=0
+    return f"{slot} chosen {share:.3f}{bounds} of {n} valid answers, right answer in {slot} {right:.3f}: {verdict}"
 
 
 def slot_tag(metrics: dict[str, float]) -> str | None:

@@ -157,6 +157,9 @@ def slot_lines(metrics: Mapping[str, float]) -> list[str]:
     ]
 
 
+ONE_DRAW_NOTE = "repetition 0 alone: one sampled draw; acc_mean is the mean over the draws"
+
+
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
     """The closing block of one job (a `src.job.runner.JobResult`): what it measured, its run, where to look."""
     if result.skipped:
@@ -168,6 +171,8 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
         head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
         *judged_lines(result.metrics, result.headline, once=not commands),  # a sweep's job: said once
     ]
+    if "acc_mean" in result.metrics:  # a repetition run: its mcqa is repetition 0's sampled answers, one draw
+        lines = [f"{line}  ({ONE_DRAW_NOTE})" if line.startswith("  mcqa ") else line for line in lines]
     if getattr(result, "near_ties", None):
         lines.append(near_tie_line(*result.near_ties))
     lines += slot_lines(result.metrics)

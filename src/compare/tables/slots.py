@@ -27,12 +27,9 @@ TITLE = "Position bias"
 
 
 def _number(row: pd.Series, name: str) -> float:
+    """A run's logged number, NaN where the run has none (a runs-table cell is NaN or absent then)."""
     value = row.get(name)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return number
+    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 def _prior_text(row: pd.Series) -> str:
