@@ -8,7 +8,7 @@ number of questions needed to detect a difference `delta` by a two-sided test at
     n_needed = ((z_{1 - alpha/2} + z_{power}) * sd / delta)^2
 
 (z the standard normal quantile; `src.metrics.paired.questions_needed`). With two runs (`--run` twice) sd is that
-of the paired per-question difference A - B on the questions both asked (the runs must have asked the same
+of the paired per-question difference leader − runner-up on the questions both asked (the runs must have asked the same
 questions, or pass `--pair-intersection`): the figure for comparing the two models on one question set. With one
 run, n_needed is what detects a shift of `delta` in that run's metric against a fixed reference; two models that
 answer independently would need about twice as many. A reviewer learns before a GPU day whether the study can
@@ -63,19 +63,49 @@ def benchmark_size(client: store.Client, run_id: str, n_asked: int) -> int | Non
 
 
 def chance_notes(client: store.Client, run_ids: list[str], labels: list[str]) -> list[str]:
-    """One line per run whose headline interval contains chance (`src.metrics.chance.chance_verdict`)."""
-    from src.metrics.chance import AT_CHANCE, chance_verdict  # local: loads numpy, pandas (slow import)
+    """One line per run whose headline is not above chance (`src.metrics.chance.chance_verdict`): its interval
+    contains chance, or lies wholly below it (with its INVALID share where that is above INVALID_FLAG)."""
+    from src.metrics.chance import AT_CHANCE, INVALID_FLAG, chance_verdict, invalid_flag  # local: slow import
 
     notes = []
     for run_id, label in zip(run_ids, labels):
-        verdict = chance_verdict(client.get_run(run_id).data.metrics)
-        if verdict is not None and verdict.at_chance:
+        metrics = client.get_run(run_id).data.metrics
+        verdict = chance_verdict(metrics)
+        if verdict is None or verdict.at_chance is None or verdict.short() == "above chance":
+            continue
+        judged = (
+            f"{verdict.metric} ({verdict.value:.3f} [{verdict.lo:.3f}, {verdict.hi:.3f}], chance {verdict.chance:.3f})"
+        )
+        if verdict.at_chance:
             notes.append(
-                f"run {run_id[:8]} ({label}) is {AT_CHANCE} on {verdict.metric} ({verdict.value:.3f} "
-                f"[{verdict.lo:.3f}, {verdict.hi:.3f}], chance {verdict.chance:.3f}): more questions measure a "
-                "guesser more precisely"
+                f"run {run_id[:8]} ({label}) is {AT_CHANCE} on {judged}: more questions measure a guesser more "
+                "precisely"
             )
+            continue
+        invalid = (
+            f", with {metrics['invalid_rate']:.2f} of its answers INVALID (above {INVALID_FLAG:.2f}, counted wrong)"
+            if invalid_flag(metrics)
+            else ""
+        )
+        notes.append(
+            f"run {run_id[:8]} ({label}) is below chance on {judged}{invalid}: more questions measure a model "
+            "worse than a guesser more precisely"
+        )
     return notes
+
+
+def leader_first(client: store.Client, run_ids: list[str]) -> tuple[list[str], str | None]:
+    """(the two runs, the one higher on their shared headline first, a tie by model name; the headline): the
+    report's order (`src.compare.tables.common.ranked`), so that a pair reads leader − runner-up everywhere. The
+    order given where the two logged no headline in common."""
+    from src.metrics.chance import VERDICT_METRICS  # local: loads numpy, pandas (slow import)
+
+    data = [client.get_run(run_id).data for run_id in run_ids]
+    headline = next((m for m in VERDICT_METRICS if all(m in d.metrics for d in data)), None)
+    if headline is None:
+        return run_ids, None
+    order = sorted(range(2), key=lambda i: (-data[i].metrics[headline], str(data[i].tags.get("model"))))
+    return [run_ids[i] for i in order], headline
 
 
 def _pilot(
@@ -161,6 +191,8 @@ def plan(
 ) -> tuple[str, list[dict[str, Any]]]:
     """(heading, one row per metric: metric, n, sd, n_needed, enough, size, detectable) for one run or a pair of
     runs; the heading's later lines name the runs at chance."""
+    from src.metrics.display import MINUS, minus  # local: loads numpy, pandas (slow import)
+    from src.metrics.intervals import MIN_BOOTSTRAP_QUESTIONS  # local: loads numpy (slow import)
     from src.tracking.records import read_run_records, resolve_run_id  # local: loads pandas (slow import)
 
     check_power_args(delta, alpha, power)
@@ -173,24 +205,32 @@ def plan(
     if db is not None and not db.is_file():
         raise UserError(f"--tracking-uri: no MLflow database at {db}; point --tracking-uri at the run's store")
     run_ids = [resolve_run_id(run_id, tracking_uri, key="--run") for run_id in run_ids]  # short ids accepted
-    records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
     client = store.client(tracking_uri)
+    headline = None
+    if len(run_ids) == 2:
+        run_ids, headline = leader_first(client, run_ids)
+    records = [read_run_records(run_id, tracking_uri, key="--run") for run_id in run_ids]
     info = [_run_info(client, run_id) for run_id in run_ids]
     n, sds, paired = _pilot(records, run_ids, info, intersect=intersect, n_resamples=n_resamples, seed=seed)
     test = f"to detect a difference of {delta:g} at alpha {alpha:g} (two-sided) with power {power:g}"
-    size = min((s for s in (benchmark_size(client, r, n) for r in run_ids) if s is not None), default=None)
+    # each run's benchmark size from its own questions (not the pair's shared ones): the cap is the benchmark's
+    asked = [int(r["question_id"].dropna().astype(str).nunique()) for r in records]
+    sizes = (benchmark_size(client, run_id, own) for run_id, own in zip(run_ids, asked))
+    size = min((s for s in sizes if s is not None), default=None)
     of = f" of the benchmark's {size}" if size is not None and size != n else ""
     if paired:
+        order = f"leader {MINUS} runner-up on {headline}" if headline else "in the order given"
         heading = (
-            f"runs {run_ids[0]} ({info[0][0]}) - {run_ids[1]} ({info[1][0]}), paired: {n} shared questions{of}; {test}"
+            f"runs {minus(f'{run_ids[0]} ({info[0][0]})', f'{run_ids[1]} ({info[1][0]})')}, paired ({order}): "
+            f"{n} shared questions{of}; {test}"
         )
     else:
         heading = f"run {run_ids[0]} ({info[0][0]}): {n} questions{of}; {test}"
     rows = plan_rows(sds, n, size, delta=delta, alpha=alpha, power=power)
     if not rows:
         raise UserError(
-            f"--run: no headline metric of {', '.join(run_ids)} has {20} or more questions behind it "
-            "to estimate its variance from"
+            f"--run: no headline metric of {', '.join(run_ids)} has {MIN_BOOTSTRAP_QUESTIONS} or more questions "
+            "behind it to estimate its variance from"
         )
     notes = chance_notes(client, run_ids, [i[0] for i in info])
     return "\n".join([heading, *notes]), rows

@@ -10,9 +10,9 @@ until Ctrl-C.
 `--screenshot FILE` is for headless use: it loads that address in headless Chromium (the system's, driven by
 Playwright: `pip install -e ".[browser]"`) in a 1,400 x 900 window, writes the PNG, prints one JSON line (the
 address, the run names, the headline and key columns in the window) and stops the server; exit 1 when the window
-shows no job run or not the columns model, temperature and result (each run's headline, rounded). Bad input (no
-store at the URI, an unknown experiment, no Playwright or no Chromium for `--screenshot`): one line `error: ...`,
-exit 2.
+shows no job run (also when the experiment has none) or not the columns model, temperature and result (each run's
+headline, rounded). Bad input (no store at the URI, an unknown experiment, no Playwright or no Chromium for
+`--screenshot`): one line `error: ...`, exit 2.
 """
 
 from __future__ import annotations
@@ -127,7 +127,9 @@ def window_check(page: dict[str, Any], run_names: list[str]) -> dict[str, Any]:
     ]
     keys = [name for name in inside if name in review.RUN_KEYS]
     failed = [] if page.get("drawn", True) else [f"the page was not drawn within {browser.PAGE_TIMEOUT_S:.0f} s"]
-    if run_names and not listed:
+    if not run_names:  # nothing to review: a screenshot of an empty table is no proof the view works
+        failed.append("no job run is listed: the experiment has none (run a job first)")
+    elif not listed:
         failed.append("no job run is listed")
     needed = ["model", "temperature", review.RESULT_TAG]  # what tells the runs apart, and each one's headline
     if not set(needed) <= set(inside):

@@ -199,13 +199,13 @@ needs_data = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="session")
-def empty_mlflow_db(tmp_path_factory) -> Path:
-    """An MLflow SQLite store with its tables made: creating them (migrations) costs seconds per store."""
-    from mlflow.tracking import MlflowClient
+def empty_mlflow_db(models_cache) -> Path:
+    """An empty MLflow SQLite store with its tables made, to copy: the one the tool copies every new store from
+    (src/tracking/store.py `store_template`, in this session's cache folder, which the test's subprocesses share),
+    made once per test process, since MLflow's migrations cost seconds per store."""
+    from src.tracking import store
 
-    db = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
-    return db
+    return store.store_template()
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """One MLflow store holding the smoke sweep, shared by tests/test_sweeps.py and tests/test_compare.py.
 
-The sweep (24 simulated jobs) and a fresh MLflow database (~10 s of schema migrations) are the slow parts, so
-one pytest session makes them once; each test adds its own experiment (smoke_joblib, ...) beside `smoke`.
+The sweep (24 simulated jobs) is the slow part (its store is a copy of the session's empty one, src/tracking/store.py
+`store_template`), so one pytest session makes it once; each test adds its own experiment (smoke_joblib, ...)
+beside `smoke`.
 """
 
 from __future__ import annotations

@@ -126,6 +126,7 @@ def _same_trials(full: pd.DataFrame, adaptive: pd.DataFrame) -> None:
     assert (adaptive.groupby(["question_id", "variant_id"])["n_asked"].first() == asked["count"]).all()
 
 
+@pytest.mark.promise("docs/speed.md", "adaptive repetitions give the full run's SURE/UNSURE cells, RWS and S/T")
 @pytest.mark.slow  # 15 settings x an adaptive and a full run each
 @pytest.mark.parametrize("variants, limit", [("original", 25), ("cora", 4)])
 def test_adaptive_cells_rws_and_st_equal_the_full_run_over_many_seeds(variants, limit):
@@ -165,6 +166,9 @@ def test_only_mcq_prompts_stop_early():
     assert {it.variant.fmt: still_to_ask(it, [], 10) for it in items} == {"mcq": 7, "true_false": 10}
 
 
+@pytest.mark.promise(
+    "docs/speed.md", "an adaptive job logs adaptive_skipped_share, records carry n_asked and n_planned"
+)
 def test_adaptive_job_logs_the_full_runs_cells_and_the_share_skipped(run_job_in):
     common = (
         "model=simulated",
@@ -194,6 +198,9 @@ def test_adaptive_job_logs_the_full_runs_cells_and_the_share_skipped(run_job_in)
         (("repetitions=10", "temperature=0.7", "scoring=logprob"), "scoring=logprob"),
         (("repetitions=10", "temperature=0.7", "model=openai", "model.model=x"), "model.backend=openai"),
     ],
+)
+@pytest.mark.promise(
+    "docs/speed.md", "adaptive is refused in one line with repetitions 1, temperature 0, or a scoring but generate"
 )
 def test_adaptive_is_refused_where_it_cannot_hold(overrides, says):
     with pytest.raises(UserError, match=f"config key adaptive: {says}"):

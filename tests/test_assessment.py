@@ -14,6 +14,7 @@ from src.metrics.assessment import markdown, points_from_runs, r2, r2_table, r2_
 from .records_factory import records, trial
 
 
+@pytest.mark.promise("README.md", "src.assess fits each metric to full_fr and original accuracy (R^2)")
 def test_r2_by_hand():
     x = np.array([0.0, 1.0, 2.0, 3.0])
     assert r2(x, 2 * x + 1) == pytest.approx(1.0)
@@ -87,6 +88,9 @@ def test_stability_is_zero_for_a_model_that_never_fluctuates():
     assert table.loc[("pairs", "aacc"), "mean"] == 1.0 and table.loc[("tuples", "fr"), "mean"] == 0.0
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "src.assess measures each metric's stability over random pairs and A-tuples of permutations"
+)
 def test_stability_matches_an_independent_reading():
     # q1 always right; q2 picks whatever its first slot shows
 

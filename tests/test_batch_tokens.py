@@ -121,6 +121,7 @@ def test_auto_settles_on_the_largest_passing_budget_and_keeps_every_record(
     assert int(MlflowClient(doubled.tracking_uri).get_run(doubled.run_id).data.params["batch_token_halvings"]) >= 1
 
 
+@pytest.mark.promise("docs/speed.md", "one prompt that does not fit the budget alone stops the job in one line")
 def test_a_pass_that_cannot_be_split_stops_in_one_line(tiny_model_dir, runs_out_above):
     runs_out_above(5)  # no prompt is that short
     backend = tiny(tiny_model_dir, batch_size=None)
@@ -129,6 +130,7 @@ def test_a_pass_that_cannot_be_split_stops_in_one_line(tiny_model_dir, runs_out_
         backend.score_labels(requests())
 
 
+@pytest.mark.promise("docs/speed.md", "the CPU allocator's failure counts as out of memory; other errors do not")
 def test_the_cpu_allocator_failure_counts_as_out_of_memory_and_other_errors_do_not():
     assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory"))
     assert is_out_of_memory(
@@ -141,6 +143,7 @@ def test_the_cpu_allocator_failure_counts_as_out_of_memory_and_other_errors_do_n
     assert not is_out_of_memory(ValueError("out of memory"))
 
 
+@pytest.mark.promise("docs/speed.md", "a padded batch keeps rows x the longest prompt within max_batch_tokens")
 def test_fit_keeps_rows_times_the_widest_within_the_budget():
     widths = [9, 8, 8, 5, 5, 5, 1]
     assert fit(widths, 30, width=lambda w: w, rows=lambda w: 1, max_units=None) == 3  # 3 x 9 = 27
@@ -149,6 +152,9 @@ def test_fit_keeps_rows_times_the_widest_within_the_budget():
     assert fit(widths, 1000, width=lambda w: w, rows=lambda w: 1, max_units=4) == 4
 
 
+@pytest.mark.promise(
+    "docs/speed.md", "the budget defaults to auto on a GPU, 1,024 on a CPU; it halves on OOM and grows back"
+)
 def test_budget_defaults_by_device_halves_from_the_budget_in_force_and_grows_back():
     cpu = TokenBudget(None, name="m")
     assert cpu.resolve(torch.device("cpu"), lambda: 1) == CPU_BATCH_TOKENS  # measured fastest on the main job
@@ -182,6 +188,7 @@ def test_budget_defaults_by_device_halves_from_the_budget_in_force_and_grows_bac
     room=st.integers(0, 400),
     start=st.integers(1, 2000),
 )
+@pytest.mark.promise("docs/speed.md", "after an out-of-memory no trial is lost or answered twice")
 def test_run_in_batches_gives_every_unit_once_in_order_whatever_runs_out(widths, rows, room, start):
     """A double that runs out of memory above `limit` tokens: every unit leaves once, in order, only from passes
     that fit, and a budget set from the start to where the recovery settled never runs out (each unit fits alone:
@@ -217,6 +224,7 @@ def test_run_in_batches_gives_every_unit_once_in_order_whatever_runs_out(widths,
     assert again == widths and settled.recoveries == 0
 
 
+@pytest.mark.promise("docs/speed.md", "a bad model.max_batch_tokens is one line at the config check")
 @pytest.mark.parametrize("value", ["lots", 0, -4, 1.5, True])
 def test_a_bad_budget_is_one_line_at_the_config_check(value, run_job_in):
     with pytest.raises(UserError, match=r"^config key model\.max_batch_tokens: .* is not a budget; give a positive"):
@@ -286,6 +294,7 @@ def test_wrong_answers_after_an_out_of_memory_recovery(tiny_model_dir, runs_out_
     assert options.budget.recoveries >= 1
 
 
+@pytest.mark.promise("docs/speed.md", "a pack that can be split after an out-of-memory is split")
 def test_a_pack_that_could_be_split_is_split_instead_of_stopping_the_job(tiny_model_dir, runs_out_above):
     """Bug class "a pack that could be split stops the job instead": all 17 prompts make one 767-token pack,
     alone in its pass, which runs out of memory above 600 tokens; `run_in_batches` must let the repack split it

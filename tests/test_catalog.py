@@ -86,6 +86,9 @@ def test_every_logged_metric_is_defined_in_the_docs():
     assert undefined == []
 
 
+@pytest.mark.promise(
+    "README.md", "python -m src.catalog lists every benchmark, variant set, model, prompt, scoring mode and metric"
+)
 def test_catalog_prints_every_section(capsys):
     assert catalog.main([]) == 0
     out = capsys.readouterr().out

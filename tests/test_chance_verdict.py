@@ -40,6 +40,9 @@ def three_runs() -> dict[str, dict[str, float]]:
     return {"below": run_metrics(2), "at": run_metrics(20), "above": run_metrics(60)}
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the chance tag says above or indistinguishable from chance, by the one rule of chance.py"
+)
 def test_a_run_below_at_and_above_chance_is_judged_each_its_own_way(three_runs):
     for where, metrics in three_runs.items():
         assert metrics["chance"] == pytest.approx(0.25, abs=1e-12), where
@@ -81,6 +84,10 @@ def test_a_run_below_at_and_above_chance_is_judged_each_its_own_way(three_runs):
         (0.10, 0.2499, False),  # wholly below, just
         (0.2501, 0.40, False),  # wholly above, just
     ],
+)
+@pytest.mark.promise(
+    "docs/metrics.md",
+    "a run is indistinguishable from chance when its interval contains the chance level, ends included",
 )
 def test_the_interval_ends_count_as_containing_chance(lo, hi, at_chance):
     value = (lo + hi) / 2
@@ -136,12 +143,19 @@ def test_the_reference_order_is_each_questions_first_variant_where_no_original_w
     assert chance_levels(pd.DataFrame(rows).drop(columns="n_options")) == {}  # records without option counts
 
 
+@pytest.mark.promise("docs/metrics.md", "a trial's chance is 1/k, 1/2 for true/false and 1/(2^k - 1) for multi-select")
 def test_one_shown_option_is_always_right_and_none_has_no_chance():
     assert trial_chance(1) == 1.0 and trial_chance(2) == 0.5 and math.isnan(trial_chance(0))
     assert option_count_chance(5) == pytest.approx(0.2, abs=1e-12)
     assert trial_chance(2, "multi_select") == pytest.approx(1 / 3, abs=1e-12)
+    assert trial_chance(4, "multi_select") == pytest.approx(1 / 15, abs=1e-12)  # 1/(2^k - 1)
+    assert trial_chance(5) == pytest.approx(0.2, abs=1e-12) and trial_chance(4, "true_false") == 0.5
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md",
+    "the chance tag adds the INVALID share above 0.10; a run with repetitions is judged by acc_mean",
+)
 def test_a_high_invalid_share_and_an_undefined_metric_are_said_where_the_verdict_is(monkeypatch):
     """A repetition run whose answers are mostly unparsed and never SURE: the closing block names its INVALID share
     (above INVALID_FLAG) and says why RWS has no value instead of printing nan; the review view's chance column and

@@ -23,6 +23,7 @@ def test_the_console_script_is_the_dispatcher():
     assert getattr(importlib.import_module(module), name) is cli.main
 
 
+@pytest.mark.promise("README.md", "every command is also mcq <command>")
 @pytest.mark.parametrize("name", sorted(set(cli.COMMANDS) - {"run"}))
 def test_each_command_answers_through_mcq_as_through_python_m(name, capsys):
     """`mcq X --help` is `python -m src.X --help`: the same parser, reached through the same main(argv)."""

@@ -104,6 +104,7 @@ def test_bad_config_values_name_the_key(run_job_in):
         (["-m", "-cd", "sweeps", "-cn", "cora", "limit=abc"], ["config key limit", "abc"]),
     ],
 )
+@pytest.mark.promise("conf/config.yaml", "the typed schema turns a typo'd key or a wrong type into one error line")
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
     """`python -m src.run` checks its overrides against the schema before Hydra composes
     (src.config.schema.check_command_line)."""
@@ -118,6 +119,9 @@ def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch
     assert line.startswith("error: ") and all(n in line for n in needles), line
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "without the ray extra, hydra/launcher=ray_cluster stops in one line naming it, exit 2"
+)
 @pytest.mark.parametrize("hidden", ["hydra_plugins.hydra_ray_launcher", "ray"])
 def test_a_launcher_whose_extra_is_missing_is_one_line_and_exit_2(monkeypatch, capsys, hidden):
     """hydra/launcher=ray_cluster without hydra-ray-launcher or Ray (the ray extra; hidden here): one line naming

@@ -416,10 +416,10 @@ def test_sweep_id_and_diff(smoke_store, tmp_path):
 
 def test_records_of_a_missing_run_or_a_run_without_records_name_the_flag(smoke_store):
     parent = mlflow_runs(smoke_store.uri, "smoke", kind="sweep")[1][0]  # a sweep's parent run logs no records
-    with pytest.raises(UserError, match=r"^config key --diff: no MLflow run 'nope' at sqlite:"):
+    with pytest.raises(UserError, match=r"^--diff: no MLflow run 'nope' at sqlite:"):
         read_run_records("nope", smoke_store.uri, key="--diff")
     with pytest.raises(
-        UserError, match=rf"^config key --diff: run {parent.info.run_id} has no records.parquet artifact"
+        UserError, match=rf"^--diff: run {parent.info.run_id} has no records.parquet artifact"
     ):
         read_run_records(parent.info.run_id, smoke_store.uri, key="--diff")
 
@@ -449,8 +449,8 @@ def test_identity_differences_are_named_by_their_cause():
     (note,) = identity_notes(table)
     assert "different weights" not in note
     assert note == (
-        "model smollm2_135m: its runs used the same weights at different settings (chat False, True); settings are "
-        "compared as they are, not as other weights"
+        "model smollm2_135m: its runs used the same weights at different settings: chat False in 1 run (its cause "
+        "not logged), True in 1 run (its cause not logged); settings are compared as they are, not as other weights"
     )
     table.loc[1, "backend"] = table.loc[1, "backend"].replace("sha256:aa", "sha256:bb")
     table["model_identity"] = table["backend"].map(hash)

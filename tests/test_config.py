@@ -44,6 +44,7 @@ def test_data_dir_follows_env(monkeypatch):
     assert compose_with().data_dir == "../shared/data"
 
 
+@pytest.mark.promise("README.md", "metrics.pride_protocol defaults to paper")
 def test_pride_protocol_key_defaults_to_the_paper():
     from src.config.schema import compose_job
 

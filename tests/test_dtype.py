@@ -31,12 +31,16 @@ def cpu_bf16(monkeypatch):
         (False, True, torch.bfloat16),  # Intel Sapphire Rapids (AMX)
     ],
 )
+@pytest.mark.promise(
+    "docs/reproducibility.md", "dtype auto picks bfloat16 on a CPU with AVX-512 BF16 or AMX, float32 elsewhere"
+)
 def test_auto_on_the_cpu_follows_its_bf16_instructions(cpu_bf16, avx512_bf16, amx, expected):
     cpu_bf16(avx512_bf16, amx)
     assert torch_dtype("auto") is expected
     assert torch_dtype("auto", device_map="auto") is expected  # no CUDA: a device map still runs on the CPU
 
 
+@pytest.mark.promise("docs/reproducibility.md", "dtype auto picks bfloat16 on a GPU of compute capability 8.0 or more")
 def test_auto_on_a_gpu_follows_its_native_bf16_not_the_cpu(monkeypatch, cpu_bf16):
     cpu_bf16(avx512_bf16=True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -56,6 +60,7 @@ def test_auto_on_a_gpu_follows_its_native_bf16_not_the_cpu(monkeypatch, cpu_bf16
     assert torch_dtype("auto", device_map=None) is torch.bfloat16
 
 
+@pytest.mark.promise("docs/reproducibility.md", "a named dtype is kept whatever the hardware")
 def test_named_dtypes_are_kept_whatever_the_hardware(cpu_bf16):
     cpu_bf16(avx512_bf16=False)
     assert torch_dtype("bfloat16") is torch.bfloat16
@@ -63,6 +68,9 @@ def test_named_dtypes_are_kept_whatever_the_hardware(cpu_bf16):
     assert torch_dtype("float32") is torch.float32
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "the backend identity (the backend tag) names the resolved dtype: |dtype=bfloat16|"
+)
 def test_identity_names_the_resolved_dtype(cpu_bf16, tmp_path):
     """The response cache keys answers by identity: an auto config on a bf16 CPU and on one without must not share."""
     identities = {}
@@ -92,6 +100,7 @@ def test_every_non_float_dtype_is_refused_naming_model_dtype(tmp_path, value):
         HFBackend(HFSettings(name="m", path=str(tmp_path), dtype=value))
 
 
+@pytest.mark.promise("docs/reproducibility.md", "the embedded model is pinned to float32")
 def test_embedded_model_stays_float32_and_generic_hf_is_auto():
     """The default model's records are stored (tests/golden_records.py) and compared with lm-eval in float32: it
     pins float32 on every CPU; `model=hf` takes what the hardware does best."""

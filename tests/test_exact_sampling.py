@@ -60,6 +60,7 @@ def manual_dist(backend, request: Request, temperature: float, top_k=None, top_p
 @pytest.mark.parametrize(
     "temperature,top_k,top_p", [(0.7, None, 1.0), (1.3, 20, 1.0), (0.5, None, 0.9), (0.0, None, 1.0)]
 )
+@pytest.mark.promise("docs/speed.md", "exact sampling applies temperature, top_k and top_p to the whole vocabulary")
 def test_answer_dist_is_the_tempered_full_vocabulary_distribution(tiny_model_dir, temperature, top_k, top_p):
     backend = tiny(tiny_model_dir, batch_size=3)
     reqs = hf_requests()
@@ -74,6 +75,7 @@ def test_answer_dist_is_the_tempered_full_vocabulary_distribution(tiny_model_dir
     assert max(b.answer_dist[-1] for b in tempered) > 0.5 or temperature == 0
 
 
+@pytest.mark.promise("docs/speed.md", "exact sampling draws R answers with the trial's seed, one stream per repetition")
 def test_draws_are_seeded_per_repetition_and_follow_the_distribution():
     dist = [0.5, 0.2, 0.1, 0.2]
     draws = draw_answers(dist, seed=7, n=20)
@@ -102,6 +104,9 @@ def _items(n_questions: int = 6) -> list[Item]:
     return items
 
 
+@pytest.mark.promise(
+    "docs/speed.md", "logprob repetitions draw from answer_dist (labels, then INVALID) and the cache keeps it"
+)
 def test_logprob_repetitions_draw_from_answer_dist_with_invalid_and_cache(tiny_model_dir, tmp_path):
     backend = tiny(tiny_model_dir, batch_size=4)
     items = _items()
@@ -160,6 +165,7 @@ def brute_force(dist, correct, R, threshold):
     return out
 
 
+@pytest.mark.promise("docs/speed.md", "the repetition metrics in expectation are exact multinomial sums")
 @pytest.mark.parametrize("case", range(8))
 def test_outcome_probs_match_brute_force_enumeration(case):
     rng = random.Random(case)
@@ -187,6 +193,7 @@ def test_outcome_probs_match_the_binomial_formula_for_two_categories(p, R):
     assert got["sure_right"] + got["unsure_right"] == pytest.approx(right, abs=1e-12)
 
 
+@pytest.mark.promise("docs/speed.md", "expected_st and expected_rws read the SURE threshold p*")
 def test_expected_metrics_read_the_original_variant_and_the_sure_threshold():
     R = 10
     rows = []

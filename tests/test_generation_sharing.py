@@ -59,6 +59,7 @@ def both(backend, reqs, params):
     ],
     ids=["greedy", "greedy-n3", "t0.9", "topk-topp"],
 )
+@pytest.mark.promise("docs/speed.md", "prefix-shared generation gives the padded batches' samples for fewer tokens")
 def test_shared_generation_gives_the_padded_tokens_for_fewer_tokens_fed(tiny_model_dir, params):
     backend = tiny(tiny_model_dir, batch_size=3)
     reqs = variant_requests()
@@ -83,6 +84,7 @@ def test_a_round_of_adaptive_repetitions_draws_the_same_streams_shared(tiny_mode
     assert [row[4:] for row in full] == later
 
 
+@pytest.mark.promise("docs/speed.md", "the R samples decode against one packed prompt cache")
 def test_samples_decode_against_one_prompt_cache_not_copies(tiny_model_dir):
     """Tokens fed: the packed prompts once, then one token per unfinished row and step; R only adds the latter."""
     backend = tiny(tiny_model_dir, batch_size=4)

@@ -157,6 +157,7 @@ def test_a_package_assembled_gguf_appears_whole_or_not_at_all(tmp_path, monkeypa
     assert target.read_bytes() == b"whole gguf" and temps(gguf_cache.models_root()) == []
 
 
+@pytest.mark.promise("README.md", "the GGUF's float copy is cached; an incomplete one is converted again")
 def test_a_float_copy_without_its_marker_is_converted_again(tmp_path, monkeypatch):
     """A cache folder that lacks the marker written last (an older layout, or a hand-made folder) is never trusted."""
     monkeypatch.setenv("MCQ_CACHE_DIR", str(tmp_path / "cache"))

@@ -168,6 +168,9 @@ def test_the_options_of_compute_metrics_reach_the_decomposition(tables):
     assert point["st"] != compute_metrics(table)["st"]
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "the bootstrap resamples questions: every variant and repetition moves with its question"
+)
 def test_resample_records_copies_whole_questions():
     table = records([trial("a", answer=0), trial("a", answer=1, kind="nota", variant_id="nota_1"), trial("b")])
     out = resample_records(table, [3, 0])
@@ -268,6 +271,7 @@ def test_interval_names_sort_beside_their_metric():
     assert is_interval_name("bmca_1.0_hi/law") and not is_interval_name("cache_hit_rate")
 
 
+@pytest.mark.promise("docs/metrics.md", "stats.bootstrap=0 turns the bootstrap intervals off")
 def test_off_switch_and_defaults(tables):
     table = tables["repeated_cora"]
     assert not any(is_interval_name(k) for k in compute_metrics(table))  # compute_metrics: off unless asked
@@ -289,6 +293,9 @@ def test_every_headline_metric_gets_an_interval_and_bounds_hold_the_point(tables
     assert 15 < MIN_BOOTSTRAP_QUESTIONS
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "yes/no shares get the Wilson interval, every other metric a question bootstrap"
+)
 def test_wilson_is_chosen_by_the_definition_not_by_the_answers():
     """One variant per question: mcqa_plus is 0/1 per question here too, but it is not a share by definition, so
     it keeps the bootstrap, and a run logs the same interval names whatever its answers."""
@@ -317,6 +324,7 @@ def test_deterministic_given_the_seed(tables):
     "successes, n, lo, hi",
     [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)],
 )
+@pytest.mark.promise("docs/metrics.md", "the Wilson interval matches Newcombe's published intervals")
 def test_wilson_matches_newcombes_published_intervals(successes, n, lo, hi):
     """Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table II, method 3 (score
     interval without continuity correction): four decimals, so within half a unit of the fourth."""

@@ -191,6 +191,10 @@ def replace_metadata(question, **metadata):
     return replace(question, metadata={**question.metadata, **metadata})
 
 
+@pytest.mark.promise("README.md", "in a sweep each model loads once: consecutive jobs of one model share it")
+@pytest.mark.promise(
+    "docs/launchers.md", "under the basic launcher a model stays loaded across consecutive jobs that use it"
+)
 def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypatch):
     """Jobs of one process with the same model config share the loaded backend while its identity (its weights by
     content) is the same; weights saved anew between two jobs get a backend of their own (a mutant:

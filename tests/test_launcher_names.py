@@ -19,6 +19,10 @@ def composed_launcher(choice: str):
         return compose(config_name="smoke", overrides=[f"hydra/launcher={choice}"], return_hydra_config=True)
 
 
+@pytest.mark.promise(
+    "docs/launchers.md",
+    "hydra/launcher=submitit_slurm runs the project's launcher class with the plugin's keys unchanged",
+)
 def test_submitit_slurm_by_its_plugin_name_is_the_project_launcher_with_the_plugins_keys():
     cfg = composed_launcher("submitit_slurm")
     before = OmegaConf.to_container(cfg.hydra.launcher)
@@ -34,6 +38,7 @@ def test_submitit_slurm_by_its_plugin_name_is_the_project_launcher_with_the_plug
     assert f"{plugin.__module__}.{plugin.__qualname__}" in {f"{c.__module__}.{c.__qualname__}" for c in project.__mro__}
 
 
+@pytest.mark.promise("docs/launchers.md", "slurm_cpu, submitit_local and joblib are used as configured, not swapped")
 @pytest.mark.parametrize("choice", ["slurm_cpu", "submitit_local", "joblib"])
 def test_other_launchers_are_left_as_they_are(choice):
     cfg = composed_launcher(choice)
@@ -42,6 +47,9 @@ def test_other_launchers_are_left_as_they_are(choice):
     assert cfg.hydra.launcher._target_ == target
 
 
+@pytest.mark.promise(
+    "docs/launchers.md", "the plugin names submitit_slurm and ray map onto the project's launcher classes"
+)
 def test_the_swap_tables_paths_name_installed_classes_and_the_project_side_is_the_projects():
     """Bug class "hydra/launcher=ray keeps hydra-ray-launcher's own launcher", the part that needs no Ray:
     each project-side path of PROJECT_LAUNCHERS is a launcher class of the project's `hydra_plugins` modules, under

@@ -43,6 +43,7 @@ LAYERS = (
             "devtools",
             "devtools.perf",
             "devtools.ui_check",
+            "devtools.ci_times",
         ),
     ),
     ("orchestration", ("src.job", "src.sweep", "hydra_plugins")),

@@ -47,6 +47,7 @@ class Blocks(torch.nn.Module):
         return self.embed
 
 
+@pytest.mark.promise("docs/speed.md", "auto's estimate never fails on a missing config field")
 @pytest.mark.parametrize("layers", [1, 3, 30])
 def test_a_config_without_a_layer_count_counts_the_models_blocks(layers):
     model = Blocks(vocab=100, hidden=16, layers=layers)
@@ -119,6 +120,7 @@ def test_a_pass_that_ran_out_of_memory_is_freed_before_the_smaller_pass_runs():
     assert freed_before == [True, True]
 
 
+@pytest.mark.promise("docs/speed.md", "auto starts from the GPU's free memory")
 def test_auto_starts_from_the_gpus_free_memory_not_its_total(monkeypatch):
     """Memory that other processes hold is not this job's: 90% of the free bytes over a token's bytes, down to a
     power of two. A stand-in for torch.cuda.mem_get_info, which gives (free, total): 3 of 80 GiB free."""
@@ -126,6 +128,7 @@ def test_auto_starts_from_the_gpus_free_memory_not_its_total(monkeypatch):
     assert start_tokens(torch.device("cuda"), 2**20) == 2048  # 0.9 x 3,072 one-MiB tokens = 2,764: down to 2,048
 
 
+@pytest.mark.promise("docs/speed.md", "on a GPU a chunk holds the prompts one pass of the budget holds, 64 to 8,192")
 def test_a_gpus_chunk_holds_the_prompts_one_pass_of_the_budget_holds():
     """On a GPU, the prompts per chunk: the budget's tokens over the tokens each prompt fed so far, at least the
     default and at most CHUNK_MAX_PROMPTS (8,192); the default before any prompt fed a token, or on a CPU."""
@@ -175,6 +178,7 @@ def test_a_generation_pass_counts_its_samples_tokens_when_it_runs_out_of_memory(
     assert (budget.tokens, budget.recoveries) == (100, 1)
 
 
+@pytest.mark.promise("docs/speed.md", "a failed pass no larger than one that ran keeps the budget's ceiling")
 def test_a_failed_pass_no_larger_than_one_that_ran_keeps_the_ceiling():
     """Out of memory on a pass no larger than one that already ran is a passing failure (memory held elsewhere):
     the budget halves, and grows back to the ceiling it keeps (a mutant: `budget.py` `shrink`'s `>`)."""

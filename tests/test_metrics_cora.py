@@ -28,6 +28,9 @@ def small_table():
     )
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "mcqa, mcqa_plus, mv, bmca_c, ci and cora follow their formulas on a hand-computed table"
+)
 def test_hand_computed_small_table():
     m = cora_metrics(small_table())
     rc = {"q1": 1.0, "q2": 0.6, "q3": 0.5, "q4": 0.0}
@@ -45,6 +48,9 @@ def test_hand_computed_small_table():
     }
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "MCQA 0.85 and BMCA(1.0) 0.73 give CI 0.88 and CoRA 0.748 (the paper's Table 1)"
+)
 def test_table_1_identities_gpt4o():
     # MedQA GPT4o: MCQA 0.85, BMCA(1.0) 0.73 -> CI 0.88, CoRA 0.748
     rows = []
@@ -62,12 +68,14 @@ def test_table_1_identities_gpt4o():
     assert m["cora"] == pytest.approx(0.748)
 
 
+@pytest.mark.promise("docs/metrics.md", "cora is mcqa x ci, not mcqa_plus x ci")
 def test_cora_multiplies_mcqa_not_mcqa_plus():
     m = cora_metrics(small_table())
     assert m["cora"] == pytest.approx(m["mcqa"] * m["ci"])
     assert m["cora"] != pytest.approx(m["mcqa_plus"] * m["ci"])
 
 
+@pytest.mark.promise("docs/metrics.md", "INVALID is never right; the CoRA family reads repetition 0 of each variant")
 def test_invalid_counts_wrong_and_only_repetition_0_is_read():
     rows = [trial("q1", answer=0), trial("q1", answer=None, kind="nota", variant_id="nota_1")]
     rows.append(trial("q1", answer=0, kind="nota", variant_id="nota_1", repetition=1))  # ignored

@@ -22,12 +22,18 @@ def oi_table():
     )
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "fr, aacc, sacc, wacc, bacc and sensg follow their formulas on a hand-computed set"
+)
 def test_hand_computed_oi_set():
     m = fluctuation_metrics(oi_table())
     expected = {"fr": 0.5, "aacc": 0.5, "sacc": 0.375, "wacc": 0.25, "bacc": 0.75, "sensg": 0.5, "one_minus_sensg": 0.5}
     assert m == pytest.approx({f"{name}@oi": value for name, value in expected.items()})
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "two answers agree when they pick the same original option, whatever its letter"
+)
 def test_answers_are_compared_by_option_identity_not_letter():
     # the same letter "A" on the reversed order is option 3: a change of answer
     m = answer_fluctuation(records(permuted("q", "oi", [IDENTITY, REVERSED], [0, 3])))
@@ -57,6 +63,7 @@ def test_wacc_equals_sacc_only_for_one_order_and_halves_the_gap_for_two():
     assert single["fr@original"] == 0.0
 
 
+@pytest.mark.promise("docs/metrics.md", "prob_mass, one_minus_brier and one_minus_entropy follow their formulas")
 def test_probability_metrics_hand_computed():
     rows = permuted(
         "q", "oi", [(0, 1), (1, 0)], [0, 1], correct_option=0, probs=[[0.4, 0.1], [0.3, 0.7]]
@@ -76,6 +83,7 @@ def test_probability_metrics_need_probabilities_on_every_row():
     )
 
 
+@pytest.mark.promise("docs/metrics.md", "full_fr is fr on all A! orders")
 def test_full_set_gives_full_fr():
     orders = list(itertools.permutations(range(3)))
     rows = permuted("q1", "full", orders, [0] * 6) + permuted("q2", "full", orders, [0] * 5 + [2])
@@ -98,6 +106,7 @@ def biased_model_rows(n_questions=20, bias=(3.0, 0.0, 0.0, 0.0), knowledge=2.0):
     return records(rows)
 
 
+@pytest.mark.promise("docs/metrics.md", "PriDe removes a position prior estimated on a seeded calibration share")
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pride_removes_a_position_bias(seed):
     table = biased_model_rows()
@@ -188,6 +197,9 @@ def authors_evaluation(probs_of: dict, calibration: set[str]) -> float:
     return float(np.mean(np.array(predictions) == np.array(labels)))
 
 
+@pytest.mark.promise(
+    "README.md", "pride_acc@cyclic: paper scores outside the calibration share, authors also scores it"
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pride_protocols_equal_the_hand_table_and_the_authors_evaluation(seed):
     import random

@@ -40,6 +40,7 @@ def test_msgr_values_metrics_md_quotes():
     assert msgr(0, M=10, k=5) == pytest.approx(0.2)  # floor at 1/k, as the table's first row
 
 
+@pytest.mark.promise("docs/metrics.md", "MSGR(p) is the smallest rate r with T(p; M, r) >= 0.999")
 @pytest.mark.parametrize("p", range(1, 11))
 def test_msgr_is_the_smallest_rate_meeting_conf(p):
     r = msgr(p, M=10, k=5, conf=0.999)
@@ -58,6 +59,7 @@ def test_t_is_monotone_in_r(p, r1, r2):
     assert T(p, M=12, r=lo) <= T(p, M=12, r=hi) + 1e-15
 
 
+@pytest.mark.promise("docs/metrics.md", "p* is 9 for R = 10 at consistency level 0.99")
 @pytest.mark.parametrize("k", [4, 5])
 def test_p_star_is_9_for_10_repetitions(k):
     # non-determinism paper, section 3.1: 0.99-consistency over 10 repetitions of 4 or 5 choices = 9 of 10

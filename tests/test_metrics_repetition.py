@@ -36,6 +36,9 @@ def table_from_shares(sure_right, unsure_right, unsure_wrong, sure_wrong):
         ((58, 7, 14, 22), "0.72 | 79%"),  # Llama-3-8B-instruct, T = 0.3: 58/80 = 0.725 exactly; the paper printed 0.73
     ],
 )
+@pytest.mark.promise(
+    "docs/metrics.md", "sure_right, unsure_right, unsure_wrong, sure_wrong, rws and st reproduce the paper's Table 1"
+)
 def test_table_1_rows(shares, printed):
     m = repetition_metrics(table_from_shares(*shares))
     total = sum(shares)
@@ -49,6 +52,7 @@ def test_table_1_rows(shares, printed):
         assert rws_st_string(m) == printed
 
 
+@pytest.mark.promise("docs/metrics.md", "for R = 10, c = 0.99, p* = 9: nine of ten is SURE, eight is not")
 def test_nine_of_ten_is_sure_eight_is_not():
     table = records(repeated("a", [0] * 9 + [1]) + repeated("b", [0] * 8 + [1, 2]))
     outcomes = question_outcomes(table)
@@ -56,6 +60,7 @@ def test_nine_of_ten_is_sure_eight_is_not():
     assert (outcomes["p_star"] == 9).all()
 
 
+@pytest.mark.promise("docs/metrics.md", "INVALID counts as its own answer when answers are compared and is never right")
 def test_invalid_is_its_own_category_and_never_right():
     table = records(
         repeated("sure_invalid", [None] * 9 + [0])  # SURE of INVALID -> SURE wrong
@@ -73,6 +78,9 @@ def test_invalid_is_its_own_category_and_never_right():
     assert m["rws"] == 0.0
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "acc_mean and acc_std are the mean and sample standard deviation (ddof 1) over repetitions"
+)
 def test_accuracy_mean_and_sample_std_over_repetitions():
     # per-repetition accuracies over 2 questions: r0 = 1, r1 = 0.5, r2 = 0
     table = records(repeated("a", [0, 0, 1]) + repeated("b", [0, 1, 1]))
@@ -101,6 +109,7 @@ def test_the_trial_parts_add_up_to_acc_mean_with_invalid_apart(rule):
         assert parts["right_sure"] == pytest.approx(12 / 50, abs=1e-12)
 
 
+@pytest.mark.promise("docs/metrics.md", "rws is not logged when nothing is SURE")
 def test_nothing_sure_gives_nan_rws():
     m = repetition_metrics(table_from_shares(0, 2, 3, 0))
     assert math.isnan(m["rws"]) and m["st"] == 0.0

@@ -83,6 +83,7 @@ def reorder_table():
     )
 
 
+@pytest.mark.promise("docs/metrics.md", "sc_mean, acc_h and the sc_bin distribution follow their definitions")
 def test_sc_mean_acc_h_and_the_sc_distribution():
     m = compute_metrics(reorder_table())
     assert m["sc_mean"] == pytest.approx((1 + 0.5 + 0.75 + 0.25 + 0.5) / 5)
@@ -102,6 +103,7 @@ def test_a_tied_mode_is_not_a_right_mode():
     assert table.set_index("j").loc[2, "acc"] == 0.0
 
 
+@pytest.mark.promise("docs/metrics.md", "acc@n, sc_mean@n and acc_h@n are computed per option count n")
 def test_option_count_levels():
     orders6 = [(0, 1, 2, 3, -2, -2), (-2, 3, 2, 1, 0, -2), (1, 0, -2, 2, -2, 3)]
     rows = (
@@ -132,6 +134,9 @@ def test_option_count_levels():
     assert "sc_mean" not in m  # no base-level reorders in this table
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "nota_acc and nota_acc_h score NOTA as the answer once it replaced the right option"
+)
 def test_nota_replaces_correct():
     orders = [(1, 2, 3, -1), (-1, 3, 1, 2), (2, -1, 3, 1), (3, 1, -1, 2)]
     rows = []
@@ -168,6 +173,9 @@ def tf_table(with_reorder=True):
     return records(rows)
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "tf_correct_yes and tf_distractor_no on the sc = 1 subset, the _all names over every question"
+)
 def test_true_false_on_the_consistent_subset_and_on_all():
     m = compute_metrics(tf_table())
     # subset: q1 and q3 are right on every reorder (sc = 1 and right)
@@ -193,6 +201,9 @@ def test_true_false_invalid_is_neither_yes_nor_no():
     assert m["tf_correct_yes_all"] == 0.0 and m["tf_distractor_no_all"] == pytest.approx(2 / 3)
 
 
+@pytest.mark.promise(
+    "docs/metrics.md", "multi_rate, recall_correct and recall_misleading on the questions first answered wrong"
+)
 def test_multi_select_on_originally_wrong_questions():
     rows = [
         trial("q1", answer=1),
@@ -214,6 +225,10 @@ def test_multi_select_on_originally_wrong_questions():
     assert revas_metrics(records([trial("q3", answer=0), multi_row("q3", [0])])) == {}
 
 
+@pytest.mark.promise(
+    "docs/metrics.md",
+    "misleading_fix_rate is the share of wrong questions answered right once the chosen option is a filler",
+)
 def test_misleading_fix_rate():
     order = (0, -2, 2, 3)
     rows = [

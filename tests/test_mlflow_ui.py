@@ -28,6 +28,10 @@ def needs_browser() -> str:
     return found
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md",
+    "devtools.ui_check: in Chromium the review view and a run page show what they must, screenshots written",
+)
 def test_the_mlflow_ui_shows_the_headline_metrics(tmp_path, monkeypatch):
     chromium = needs_browser()
     monkeypatch.setenv("TQDM_DISABLE", "1")
@@ -38,6 +42,10 @@ def test_the_mlflow_ui_shows_the_headline_metrics(tmp_path, monkeypatch):
         assert png.startswith(b"\x89PNG") and len(png) > 20_000, name  # a rendered page, not a blank one
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md",
+    "src.ui --screenshot: the job runs with model, temperature and result inside a 1,400 x 900 window",
+)
 def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, monkeypatch):
     """`python -m src.ui --screenshot FILE` (the command docs/mlflow_ui.md gives): the printed address opens the
     review view, which lists the job runs with the keys that tell them apart (temperature included) and a rounded
@@ -80,6 +88,9 @@ def test_src_ui_prints_the_review_view_with_mcqa_in_a_laptop_window(tmp_path, mo
     assert shot.read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "src.ui prints the review view's address, serves it, and Ctrl-C stops the server with it"
+)
 def test_src_ui_serves_until_interrupted_and_leaves_no_server(tmp_path, monkeypatch):
     """Without --screenshot: one line with the review view's address, the server answering it, and Ctrl-C (SIGINT)
     stops the server with the command."""

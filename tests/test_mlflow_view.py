@@ -27,6 +27,8 @@ def repeated_run(run_job_in):
     return result, run, client
 
 
+@pytest.mark.promise("README.md", "benchmarks with subjects get per-subject headline metrics, subjects.csv in MLflow")
+@pytest.mark.promise("docs/mlflow_ui.md", "per-subject values are one subjects.csv artifact per run, not metric keys")
 def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repeated_run):
     result, run, client = repeated_run
     logged = run.data.metrics
@@ -50,6 +52,9 @@ def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repea
     assert "cora" not in table.columns  # constant by construction, per subject too
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "a run page has its description, dataset, chance and rws_st tags and one value per param"
+)
 def test_params_tags_description_and_dataset(repeated_run):
     result, run, _ = repeated_run
     params = run.data.params  # one value each: the effective scoring, the questions asked
@@ -80,6 +85,9 @@ def test_params_tags_description_and_dataset(repeated_run):
     assert [t.value for t in asked.tags if t.key == "mlflow.data.context"] == ["eval"]
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the review view lists job runs only, sorted by run name, with every study's headline"
+)
 def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(repeated_run, run_job_in):
     run_job_in("model=simulated", "variants=cora", "limit=4")
     client, runs = mlflow_runs(run_job_in.store_uri)
@@ -103,6 +111,9 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     assert cora.data.tags["mcqa"] == f"{mcqa:.3f} [{lo:.3f}, {hi:.3f}]" and lo <= mcqa <= hi
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "the review view shows model, temperature, result first, headlines as rounded tags lo then hi"
+)
 def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
     """A tag per review headline (acc_mean included) at three decimals, lo before hi, listed before the metric
     columns in the view's selection; metrics without a review headline get none, and the metrics are untouched."""
@@ -128,6 +139,7 @@ def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
     }
 
 
+@pytest.mark.promise("docs/mlflow_ui.md", "a run page lists the headline metrics first, each followed by its bounds")
 def test_the_run_page_lists_the_headline_metrics_first():
     metrics = {
         "n_questions": 3.0,
@@ -160,6 +172,9 @@ def test_a_single_trial_original_run_logs_no_cora_family(run_job_in, capsys):
     assert "mcqa" in printed and not re.findall(r"\b(mcqa_plus|mv|ci|cora|bmca_[\d.]+)\b", printed), printed
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "a missing store, an unknown experiment or a tracking server's URI is one error line, exit 2"
+)
 def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_job_in, capsys):
     """`python -m src.ui` names what is wrong and what to do, exit 2, before starting any server."""
     from src import ui
@@ -175,6 +190,9 @@ def test_src_ui_refuses_a_missing_store_or_experiment_in_one_line(tmp_path, run_
     assert "serves its own UI" in capsys.readouterr().err
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "without Playwright or Chromium the browser commands say what to install in one line, exit 2"
+)
 def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeypatch, capsys):
     """Without Playwright (the browser extra; hidden here), `python -m devtools.ui_check` and `python -m src.ui
     --screenshot` print one line naming `pip install -e ".[browser]"`, exit 2, before reading a store or starting a
@@ -213,6 +231,9 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
     assert capsys.readouterr().err.startswith("error: --screenshot needs Chromium on PATH")
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "no study's headline pushes the accuracy out of a 1,400-px window; an older view is named"
+)
 def test_no_study_pushes_the_accuracy_out_of_a_laptop_window_and_an_older_view_is_named(run_job_in):
     """Three studies whose headlines sort before MCQA (REVAS acc_h, CoRA cora, the fluctuation study's full_fr) no
     longer push it out of a 1,400-px window: the view shows headlines as tags, drawn in logged order, and no metric
@@ -237,6 +258,10 @@ def test_no_study_pushes_the_accuracy_out_of_a_laptop_window_and_an_older_view_i
     assert note.startswith("note: mcqa is metric column 4 of the review view (acc_h, cora, full_fr sort before it")
 
 
+@pytest.mark.promise(
+    "docs/mlflow_ui.md",
+    "src.ui lists the job runs with the keys that vary, each headline rounded with its chance verdict",
+)
 def test_src_ui_lists_what_tells_the_runs_apart_with_each_headline_rounded():
     """`python -m src.ui`'s lines under the address (stand-in runs, no MLflow): the keys that vary are columns
     (model, temperature), the rest said once; a run with repetitions shows acc_mean with its interval at three

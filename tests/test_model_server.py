@@ -35,9 +35,11 @@ from pathlib import Path
 
 import pytest
 
+from src.backends import load_backend
 from src.common.errors import UserError
 from src.tracking.records import read_run_records
 
+from . import backend_contract as contract
 from .conftest import DATA_DIR, REPO, mlflow_runs
 from .test_openai_backend import ServedInThread
 
@@ -268,6 +270,23 @@ def test_what_the_server_ignores_is_refused_in_one_line(model_server, run_job_in
     result = run_job_in(*base, "temperature=0.7", "repetitions=2", "model.n_per_request=false", "cache.enabled=false")
     records = read_run_records(result.run_id, run_job_in.store_uri)
     assert len(records) == 2 and not records.duplicated(KEY).any()
+
+
+def test_the_served_model_keeps_the_backend_contract(model_server, capfd):
+    """The checks every backend passes on its fake (tests/test_backend_contract.py), against the real server, for the
+    one scoring it serves (generate): the answers' shapes, seeded samples that repeat alone as in a batch (one
+    request per sample, one at a time: what the docs say makes them repeat), nothing on stdout, no thread left."""
+    node = {
+        "backend": "openai",
+        "name": "served",
+        "model": model_server.model,
+        "base_url": model_server.url,
+        "api_key_env": None,
+        "n_per_request": False,
+        "max_concurrency": 1,
+        "progress": False,
+    }
+    contract.run_contract(load_backend(node, chat=True), capfd, node=node, scorings=("generate",))
 
 
 class ThrottlingProxy(ServedInThread):

@@ -25,6 +25,10 @@ def _top_two_gap(scores) -> float:
     return first - second
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md",
+    "a logprob decision's margin is the log-probability gap; the closing block and tags count near-ties",
+)
 def test_logprob_records_carry_the_log_probability_gap_and_the_run_counts_its_near_ties(run_job_in):
     from mlflow.tracking import MlflowClient
 
@@ -41,6 +45,10 @@ def test_logprob_records_carry_the_log_probability_gap_and_the_run_counts_its_ne
     assert (tags["near_ties"], tags["ranked_decisions"]) == (str(expected_ties), str(len(records)))
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md",
+    "a cloze decision's margin is in the score that decided: log-likelihood, or per byte when normalised",
+)
 def test_cloze_margins_are_in_the_score_that_decided(run_job_in):
     raw = _records(run_job_in(*SIMULATED, "scoring=cloze_shown"))  # lm-eval's acc: the default
     normalised = _records(run_job_in(*SIMULATED, "scoring=cloze_shown", "cloze_normalise=true", "resume=false"))
@@ -49,6 +57,9 @@ def test_cloze_margins_are_in_the_score_that_decided(run_job_in):
         assert (records["decision_margin"] - gaps).abs().max() < 1e-12
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "generated and sampled answers have no decision margin and no near-tie line"
+)
 def test_generated_and_sampled_decisions_have_no_margin_and_no_near_tie_line(run_job_in):
     generated = run_job_in(*SIMULATED)
     assert _records(generated)["decision_margin"].isna().all()
@@ -57,6 +68,7 @@ def test_generated_and_sampled_decisions_have_no_margin_and_no_near_tie_line(run
     assert sampled["decision_margin"].isna().all()  # a draw, not a ranking
 
 
+@pytest.mark.promise("docs/reproducibility.md", "the comparison report counts near-ties over the runs and per run")
 def test_the_report_counts_the_near_ties_of_the_runs(run_job_in):
     from src.compare.load import load_runs
     from src.compare.sections import build_sections

@@ -47,6 +47,7 @@ class FakeServer(ServedInThread):
         self.in_flight = self.max_in_flight = 0
         self.delay_s = 0.0
         self.ignores: set[str] = set()  # request fields answered as `transformers serve` does: as if not sent
+        self.error_message = "failure {failure}"  # a failure's body's message, `failure` its code filled in
         self.lock = threading.Lock()
         server = self
 
@@ -68,7 +69,7 @@ class FakeServer(ServedInThread):
                     time.sleep(server.delay_s)
                     status = failure if isinstance(failure, int) else 200
                     body = json.dumps(
-                        {"error": {"message": f"failure {failure}"}}
+                        {"error": {"message": server.error_message.format(failure=failure)}}
                         if status != 200
                         else server.reply(self.path, payload)
                     ).encode()
@@ -288,6 +289,37 @@ def test_run_through_the_cli_never_logs_the_key(server, run_cli, monkeypatch, tm
     everything = json.dumps([run.data.params, run.data.tags])
     assert SECRET not in everything and "OPENAI_API_KEY" in everything  # the variable's name, not its value
     local = client.download_artifacts(run.info.run_id, "", str(tmp_path / "artifacts"))
+    for path in __import__("pathlib").Path(local).rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+@pytest.mark.promise("conf/model/openai.yaml", "the API key stays out of MLflow: a failed run's tags and artifacts too")
+def test_a_run_failed_by_a_server_echoing_the_key_keeps_it_out_of_mlflow_and_stderr(server, run_cli, monkeypatch):
+    """The server refuses the key and echoes it back (as OpenAI's "Incorrect API key provided: sk-..." does) after a
+    retried 503 that echoes it too: the job fails in one line, and neither its stderr nor the FAILED run's params,
+    tags and artifacts hold the key."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    server.failures = [503, 401]
+    server.error_message = "Incorrect API key provided: " + SECRET + " ({failure})"
+    proc = run_cli(
+        "model=openai",
+        f"model.base_url={server.url}",
+        "model.backoff_s=0.01",
+        "model.max_concurrency=1",  # the 503, retried, then the 401: nothing queued behind it is sent
+        "benchmark=synthetic",
+        "benchmark.n_questions=2",
+        "variants=original",
+        "cache.enabled=false",
+        check=False,
+    )
+    assert proc.returncode == 2 and len(server.calls) == 2, proc.stderr[-3000:]
+    assert "HTTP 401" in proc.stderr and SECRET not in proc.stdout + proc.stderr
+    client, runs = mlflow_runs(run_cli.store_uri)
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert SECRET not in json.dumps([runs[0].data.params, runs[0].data.tags])
+    local = client.download_artifacts(runs[0].info.run_id, "", str(run_cli.tmp / "artifacts"))
     for path in __import__("pathlib").Path(local).rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path

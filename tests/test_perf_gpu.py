@@ -23,6 +23,9 @@ from src.backends.hf.budget import AUTO_MIN_TOKENS  # noqa: E402
 from .test_hf_backend import tiny_model_dir  # noqa: E402,F401  (fixture)
 
 
+@pytest.mark.promise(
+    "docs/speed.md", "the device check runs at a tiny shape on the CPU and recovers from a forced out-of-memory"
+)
 def test_the_device_check_runs_at_the_tiny_shape_and_recovers_from_out_of_memory(tiny_model_dir, tmp_path, capsys):
     out, history = tmp_path / "gpu.json", tmp_path / "results.jsonl"  # never the committed results file
     argv = ["--only", "gpu", "--tiny", "--gpu-questions", "1", "--tokenizer", str(tiny_model_dir), "--out", str(out)]

@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from devtools.perf import results
 
 
+@pytest.mark.promise(
+    "docs/speed.md", "each figure the bench prints is one JSON line with its machine, date, load, command and commit"
+)
 def test_every_finite_figure_is_a_line_with_its_machine_date_load_command_commit_and_unit(tmp_path):
     phases = {"cora, packed": {"seconds": 8.9, "prompts": 100, "ms_per_token": math.nan, "peak_rss_mib": 1080.0}}
     taken = {"cora, packed": (0.0, 1.25)}
@@ -34,6 +39,7 @@ def test_every_finite_figure_is_a_line_with_its_machine_date_load_command_commit
     assert len(path.read_text().splitlines()) == 6, "a second run appends; it never rewrites the history"
 
 
+@pytest.mark.promise("docs/speed.md", "--results PATH or MCQ_PERF_RESULTS writes the results elsewhere")
 def test_the_file_is_the_argument_else_the_environment_else_the_committed_one(monkeypatch, tmp_path):
     monkeypatch.delenv(results.PATH_ENV, raising=False)
     assert results.results_path(None) == results.DEFAULT_PATH

@@ -51,6 +51,9 @@ def study(tmp_path_factory, empty_mlflow_db):
 LINE = re.compile(r"^(\S+)\s+(\d+)\s+([\d.]+)\s+(\d+|–)\s+(.+)$")
 
 
+@pytest.mark.promise(
+    "README.md", "src.plan says from two finished runs how many questions detect a given difference per headline"
+)
 def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     uri, strong, weak, short = study
     assert plan_main(["--run", weak, "--delta", "0.02", "--tracking-uri", uri]) == 0
@@ -88,8 +91,8 @@ def test_plan_prints_one_line_per_metric_for_a_run_and_a_pair(study, capsys):
     assert plan_main(["--run", strong, "--run", weak, "--delta", "0.3", "--tracking-uri", uri]) == 0
     heading, _, *lines = capsys.readouterr().out.strip().splitlines()
     assert heading.startswith(
-        f"runs {strong} (strong / synthetic / cora / T=0.0) - {weak} (weak / synthetic / cora "
-        "/ T=0.0), paired: 30 shared questions"
+        f"runs {strong} (strong / synthetic / cora / T=0.0) − {weak} (weak / synthetic / cora "
+        "/ T=0.0), paired (leader − runner-up on mcqa): 30 shared questions"
     )
     assert any(line.startswith("mcqa ") and line.endswith("yes") for line in lines)  # 0.3 needs few questions
 
@@ -99,7 +102,7 @@ def test_plan_refuses_bad_input_in_one_line(study, capsys):
     for args, message in (
         (["--run", weak, "--delta", "0"], "error: --delta: 0 must be > 0"),
         (["--run", weak, "--power", "1.5"], "error: --power: 1.5 must be between 0 and 1"),
-        (["--run", "nope"], "error: config key --run: no MLflow run 'nope'"),
+        (["--run", "nope"], "error: --run: no MLflow run 'nope'"),
         (
             ["--run", strong, "--run", short],
             f"error: --run: runs {strong} and {short} asked different questions (30 and 25 questions, 25 shared)",
@@ -109,7 +112,7 @@ def test_plan_refuses_bad_input_in_one_line(study, capsys):
         err = capsys.readouterr().err
         assert err.startswith(message) and err.count("\n") == 1, err
     assert plan_main(["--run", strong, "--run", short, "--pair-intersection", "--tracking-uri", uri]) == 0
-    assert "paired: 25 shared questions" in capsys.readouterr().out
+    assert "paired (leader − runner-up on mcqa): 25 shared questions" in capsys.readouterr().out
 
 
 def test_compare_prints_paired_differences_and_writes_them(study, tmp_path, capsys):
@@ -191,3 +194,34 @@ def test_plan_rows_collapse_identical_metrics_and_name_runs_at_chance():
     client = N(get_run=lambda run_id: N(data=N(metrics=metrics if run_id == "a" * 32 else {"mcqa": 0.9})))
     (note,) = chance_notes(client, ["a" * 32, "b" * 32], ["gemma", "smollm2"])
     assert note.startswith("run aaaaaaaa (gemma) is indistinguishable from chance on acc_mean (0.260 [0.200, 0.330]")
+
+
+@pytest.mark.promise("docs/review.md", "src.plan caps the questions needed by each run's own benchmark size")
+def test_plan_caps_a_pair_by_each_runs_own_questions_not_the_shared_ones(study, monkeypatch, capsys):
+    """Two runs paired on the 25 questions they share (--pair-intersection): the benchmark's size is looked up
+    from each run's own questions asked (30 and 25), as a run asked without `limit` holds its whole benchmark, not
+    from the 25 shared ones, which would cap the answer below what the benchmark holds."""
+    import src.plan as plan_module
+
+    uri, strong, weak, short = study
+    asked: dict[str, int] = {}
+
+    def size(client, run_id, n_asked):
+        asked[run_id] = n_asked
+        return None  # as for a run logged without `benchmark_size`: the count asked is all that is known
+
+    monkeypatch.setattr(plan_module, "benchmark_size", size)
+    heading, _ = plan_module.plan([strong, short], tracking_uri=uri, intersect=True, delta=0.3)
+    assert asked == {strong: 30, short: 25}
+    assert "25 shared questions;" in heading
+
+
+@pytest.mark.promise("docs/review.md", "a run id that names no run is one line naming the flag --run, exit 2")
+def test_plan_names_a_run_id_flag_as_a_flag_in_one_line(study, capsys):
+    """`--run deadbeef` (no such run): the error names the flag `--run` and `--tracking-uri`, not a config key, in
+    one line, exit 2."""
+    uri = study[0]
+    assert plan_main(["--run", "deadbeef", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --run: no MLflow run 'deadbeef'") and err.count("\n") == 1, err
+    assert "config key" not in err and "(--tracking-uri must point at its store)" in err

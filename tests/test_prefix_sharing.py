@@ -35,6 +35,7 @@ def variant_requests() -> list[Request]:
     return out
 
 
+@pytest.mark.promise("docs/speed.md", "shared-prefix label scores equal padded batches' within 1e-5")
 @pytest.mark.parametrize("chat,pack_tokens", [(False, 1024), (True, 1024), (False, 150)])
 def test_packed_scores_equal_padded_scores(tiny_model_dir, chat, pack_tokens):
     reqs = variant_requests()
@@ -56,6 +57,9 @@ def test_packed_scores_equal_padded_scores(tiny_model_dir, chat, pack_tokens):
         assert packed.forward_tokens < padded.forward_tokens / 2, "shared prefixes are computed once"
 
 
+@pytest.mark.promise(
+    "docs/speed.md", "each prefix tree holds at most model.pack_tokens tokens and rebuilds every prompt"
+)
 def test_pack_prefix_trees_rebuild_every_prompt_within_the_budget():
     rng = random.Random(1)
     stem = [rng.randrange(50) for _ in range(30)]
@@ -77,6 +81,7 @@ def test_pack_prefix_trees_rebuild_every_prompt_within_the_budget():
         pack_prefix_trees([[1], []], budget=10)
 
 
+@pytest.mark.promise("docs/speed.md", "packed option log-likelihoods equal the padded path's within 1e-4")
 @pytest.mark.parametrize("chat,pack_tokens", [(False, 1024), (True, 1024), (False, 40)])
 def test_packed_option_scores_equal_padded_option_scores(tiny_model_dir, chat, pack_tokens):
     """cloze / cloze_shown: every option text as a branch of its prompt's tree gives the padded log-likelihoods,

@@ -75,6 +75,7 @@ def _answer(items, **kwargs):
     )
 
 
+@pytest.mark.promise("README.md", "a log file gets plain progress lines, no bar and no escape sequences")
 def test_a_log_file_gets_plain_progress_lines_with_no_bar_and_no_escape_sequences(stderr, monkeypatch):
     out = stderr(tty=False)
     monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)  # a line at every update: each 8-prompt chunk
@@ -87,6 +88,7 @@ def test_a_log_file_gets_plain_progress_lines_with_no_bar_and_no_escape_sequence
     assert shown[-1].group(2) == "100"
 
 
+@pytest.mark.promise("README.md", "a log file gets a progress line at most every 10 s")
 def test_in_a_log_file_lines_come_at_most_every_interval_and_once_at_the_end(stderr, monkeypatch):
     out = stderr(tty=False)
     monkeypatch.setattr(progress, "LINE_EVERY_S", 3600.0)
@@ -105,6 +107,7 @@ def test_progress_false_or_tqdm_disable_prints_nothing(stderr, monkeypatch):
     assert out.getvalue() == ""
 
 
+@pytest.mark.promise("README.md", "while a job answers, a terminal shows one progress bar")
 def test_a_terminal_gets_one_bar_per_job_even_when_its_items_are_answered_in_two_parts(stderr):
     """Select-all items are generated under any scoring: answer_items answers them apart from the rest, and both
     parts count on the job's one bar (one description, one total), not a bar each."""
@@ -129,6 +132,10 @@ def test_a_step_bar_inside_a_job_is_removed_when_done_and_silent_in_a_log_file(s
 # ---------------------------------------------------------------- the closing block
 
 
+@pytest.mark.promise(
+    "README.md",
+    "the closing block shows the headline metrics with intervals, chance, the run id and the ui and compare commands",
+)
 def test_the_closing_block_of_a_cora_study_shows_its_headline_metrics_run_and_commands(run_job_in):
     result = run_job_in("model=simulated", "variants=cora", "limit=6")
     block = result.closing(level=0.95)
@@ -153,6 +160,9 @@ def test_the_closing_block_of_a_cora_study_shows_its_headline_metrics_run_and_co
     assert "see the runs" not in result.closing(commands=False)  # a sweep's job: the sweep prints them once
 
 
+@pytest.mark.promise(
+    "README.md", "a run at chance says indistinguishable from chance in its closing block and run description"
+)
 def test_a_run_at_chance_says_so_in_its_closing_block_and_description(run_job_in):
     """A simulated model right as often as a guesser: its MCQA interval contains chance, said where the numbers are
     (closing block, MLflow run description) with the one sentence on its consistency metrics."""

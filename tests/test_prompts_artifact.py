@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from src.answering.trials import prompt_hash
 
 
+@pytest.mark.promise("README.md", "prompts.parquet holds the text behind each prompt hash, so any row can be audited")
 def test_every_records_row_finds_its_prompt_text(run_job_in):
     result = run_job_in("model=simulated", "variants=cora", "limit=3", "stats.bootstrap=0")
     artifacts = result.out_dir / "artifacts"

@@ -52,12 +52,17 @@ SWEEP = (
 )
 
 
+@pytest.mark.promise("docs/clusters.md", "the Ray commands on the page are the ones the Ray tier runs")
 def test_docs_show_the_commands_the_tier_runs():
     text = " ".join(DOCS.read_text().replace("\\\n", " ").split())
     for command in (*EXPORTS, HEAD, SWEEP):
         assert command in text, f"docs/clusters.md lacks: {command}"
 
 
+@pytest.mark.promise(
+    "docs/clusters.md",
+    "ray_cluster joins the cluster RAY_ADDRESS names (else auto), one CPU and no GPU per job, no retries",
+)
 @pytest.mark.ray
 def test_ray_launcher_config_composes(monkeypatch):
     """ray_cluster (the ray extra) names the project's Ray launcher (hydra_plugins/mcq_ray_launcher.py),
@@ -79,6 +84,7 @@ def test_ray_launcher_config_composes(monkeypatch):
         assert ray.remote == {"num_cpus": 1, "num_gpus": 0, "max_retries": 0}
 
 
+@pytest.mark.promise("docs/clusters.md", "hydra/launcher=ray runs the project's Ray launcher with the plugin's keys")
 @pytest.mark.ray
 def test_the_plugins_own_name_runs_the_project_launcher():
     """`hydra/launcher=ray` (hydra-ray-launcher's own config) is the project's Ray launcher with the plugin's keys
@@ -309,6 +315,9 @@ def test_ray_sweep(ray_head, server, tmp_path):
     print(f"\nRay sweep, 2 jobs: {took:.1f} s")
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "a killed Ray worker's job: one line, its run KILLED, exit 2; the same command again resumes it"
+)
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_killed_worker_then_rerun(ray_head, server, tmp_path):
@@ -359,6 +368,7 @@ def test_a_killed_worker_then_rerun(ray_head, server, tmp_path):
     )
 
 
+@pytest.mark.promise("docs/clusters.md", "no Ray cluster at RAY_ADDRESS is one error line, exit 2")
 @pytest.mark.ray
 @pytest.mark.slow
 def test_no_cluster_at_the_address_is_one_line_and_exit_2(ray_head, tmp_path):

@@ -37,6 +37,10 @@ def _table(labels, margins, probs) -> pd.DataFrame:
     )
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md",
+    "recheck exits 1 for a changed decision that was not a near-tie or a float beyond tolerance, 0 otherwise",
+)
 def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fails():
     logged = _table(["A", "A", "B"], [NEAR_TIE_MARGIN / 2, 0.5, 0.2], [0.5, 0.8, 0.3])
     same = compare_records(logged, logged)
@@ -65,6 +69,9 @@ def test_only_a_decision_that_was_not_a_near_tie_or_a_float_out_of_tolerance_fai
     assert within.exit_code == 0 and within.lines()[0].startswith("same: all 3 decisions; max |Δ| of the floats 5e-05")
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "recheck compares every decision exactly, label sets and INVALID included"
+)
 def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     """Multi-select decisions as parquet gives them back (numpy arrays of labels) are compared as sets of labels in
     order; an INVALID answer is the same decision whether a table holds it as None or NaN, and not the same as a
@@ -93,6 +100,7 @@ def test_label_sets_and_invalid_answers_are_compared_as_decisions():
     assert answered.exit_code == 1 and [line.split(":")[0] for line in answered.changed] == ["  q1/original/0"]
 
 
+@pytest.mark.promise("docs/reproducibility.md", "recheck counts the raw outputs that differ beside its verdict")
 def test_raw_outputs_that_differ_are_counted_and_a_run_from_before_a_float_column_is_compared_without_it():
     logged = _table(["A", "A", "B"], [0.5, 0.5, 0.2], [0.5, 0.8, 0.3])
     rerun = logged.assign(raw_output=["x", "The answer is A.", "The answer is B."])  # same decisions, other text
@@ -104,6 +112,7 @@ def test_raw_outputs_that_differ_are_counted_and_a_run_from_before_a_float_colum
     assert compared.exit_code == 1 and compared.worst == "decision_margin"  # the columns both have still compared
 
 
+@pytest.mark.promise("docs/reproducibility.md", "recheck: a float that moved by exactly SCORE_TOLERANCE is within it")
 def test_a_float_that_moved_by_exactly_the_tolerance_is_within_it():
     logged = _table(["A"], [0.0], [0.5])
     moved = compare_records(logged, _table(["A"], [SCORE_TOLERANCE], [0.5]))  # |Δ| exactly 1e-4, no rounding
@@ -113,6 +122,10 @@ def test_a_float_that_moved_by_exactly_the_tolerance_is_within_it():
     ]
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md",
+    "a near-tie is a margin below NEAR_TIE_MARGIN; at it, a flipped decision fails the recheck",
+)
 def test_a_decision_whose_margin_is_exactly_the_near_tie_bound_is_not_a_near_tie():
     """Below NEAR_TIE_MARGIN is a near-tie (as `near_ties` counts them); at it, a changed decision fails."""
     logged = _table(["A", "A"], [NEAR_TIE_MARGIN, NEAR_TIE_MARGIN * (1 - 1e-6)], [0.5, 0.5])
@@ -121,6 +134,10 @@ def test_a_decision_whose_margin_is_exactly_the_near_tie_bound_is_not_a_near_tie
     assert flipped.changed[0].endswith("not a near-tie (margin 0.001)") and "  near-tie" in flipped.changed[1]
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md",
+    "recheck refuses a run made with other weights, dtype, model setting or code, naming which",
+)
 def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     here = "hf:pkg:m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True"
     tags = {"backend": here, "git_commit": "c0ffee"}
@@ -134,6 +151,9 @@ def test_provenance_names_the_weights_the_dtype_and_the_code_that_differ():
     ]
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "recheck refuses a run whose benchmark file changed (its data_identity)"
+)
 def test_provenance_names_other_benchmark_data_where_the_run_logged_its_identity():
     here = "simulated"
     assert provenance_differences({"backend": here, "data_identity": "d1"}, here, "unknown", "d1") == []
@@ -153,6 +173,7 @@ def test_a_field_value_with_an_equals_sign_is_read_whole():
     ]
 
 
+@pytest.mark.promise("docs/reproducibility.md", "recheck refuses an ingested run or a sweep: nothing to re-run")
 def test_an_ingested_run_or_a_sweep_is_refused_as_nothing_to_re_run(tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -173,6 +194,9 @@ def test_help_says_what_the_command_is_for(capsys):
     assert exit_.value.code == 0 and "is a logged result the model's or the machine's?" in text
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "recheck notes the package versions, CPU capability and kernel variables that differ"
+)
 def test_environment_notes_name_only_what_differs():
     kernel = f"provenance.{KERNEL_VARIABLES[0]}"
     tags = {"provenance.torch": "2.13.0", "provenance.cpu": "avx512", "backend": "simulated"}
@@ -187,6 +211,10 @@ def test_environment_notes_name_only_what_differs():
     ]
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md",
+    "recheck of a run on the machine that made it prints same, exit 0, and adds no run to the store",
+)
 def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, capsys):
     from mlflow.tracking import MlflowClient
 
@@ -200,6 +228,7 @@ def test_a_run_rechecked_on_the_machine_that_made_it_is_the_same(run_job_in, cap
     assert [r.info.run_id for r in runs] == [result.run_id]  # re-run in a temporary store, not the user's
 
 
+@pytest.mark.promise("docs/reproducibility.md", "recheck computes every answer again, the response cache off")
 def test_the_recheck_computes_every_answer_again(run_job_in, capsys, monkeypatch):
     """The re-run asks the model again: no answer comes from the response cache the run filled."""
     import src.job.runner as runner
@@ -218,6 +247,9 @@ def test_the_recheck_computes_every_answer_again(run_job_in, capsys, monkeypatch
     assert len(records) > 0 and not records["cache_hit"].any()
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "a refused recheck is one error line naming --go-on; --go-on re-runs it and says so"
+)
 def test_a_run_whose_model_differs_is_refused_in_one_line(run_job_in, capsys):
     from mlflow.tracking import MlflowClient
 
@@ -279,6 +311,9 @@ def avx2_run(tmp_path_factory):
     return re.search(r'"run_id": "([0-9a-f]+)"', proc.stdout).group(1), store
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "a run made under AVX2 kernels rechecks as same under the default ones, with what moved"
+)
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")
 def test_a_run_made_under_avx2_kernels_rechecked_under_the_default_lists_what_moved(avx2_run):
@@ -316,6 +351,9 @@ def test_a_run_made_under_avx2_kernels_rechecked_under_the_default_lists_what_mo
         assert proc.returncode == (1 if int(head.group(5)) else 0)
 
 
+@pytest.mark.promise(
+    "docs/reproducibility.md", "a run computed in bfloat16 is refused by a recheck that resolves float32"
+)
 @pytest.mark.slow
 @pytest.mark.xdist_group("smollm2")
 def test_a_run_with_other_weights_or_computed_in_bfloat16_is_refused_in_one_line(avx2_run, capsys):

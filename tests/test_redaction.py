@@ -57,6 +57,9 @@ def test_tree_masks_secret_keys_not_their_neighbours():
     assert redact(["a=1", "client_secret=x"]) == ["a=1", "client_secret=***"]
 
 
+@pytest.mark.promise(
+    "conf/config.yaml", "the redact callback masks secrets in log lines and in Hydra's .hydra/ and multirun.yaml files"
+)
 def test_log_records_and_hydra_files_are_rewritten(tmp_path, caplog):
     factory = logging.getLogRecordFactory()
     try:

@@ -30,6 +30,10 @@ def stable(records: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+@pytest.mark.promise(
+    "docs/clusters.md",
+    "a stopped job's run ends KILLED (interrupted=true); run again, it resumes from the response cache",
+)
 @pytest.mark.slow
 def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp_path):
     job = [
@@ -203,6 +207,9 @@ def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db
     }
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "a job run left RUNNING by a killed worker is marked KILLED when the sweep ends"
+)
 def test_a_sweep_marks_its_job_runs_left_by_a_dead_process_killed_at_its_end(tmp_path):
     """A job whose process was killed outright (SIGKILL, out of memory: a Ray or Slurm worker) could not end its run;
     the sweep's end marks it KILLED. A run of a live process, and the runs of another sweep, are left as they are."""

@@ -184,7 +184,7 @@ def test_cora_experiment_with_short_ids(run_job_in, tmp_path, capsys):
 
     with pytest.raises(UserError, match=rf"^--run: no headline metric of {a} "):  # resolved: 8 questions are too few
         plan([a[:8]], tracking_uri=run_job_in.store_uri)
-    with pytest.raises(UserError, match=r"^config key --run: no MLflow run 'abc' .* first 8 or more characters"):
+    with pytest.raises(UserError, match=r"^--run: no MLflow run 'abc' .* first 8 or more characters"):
         resolve_run_id("abc", run_job_in.store_uri)
     capsys.readouterr()
     assert (
@@ -203,7 +203,7 @@ def test_cora_experiment_with_short_ids(run_job_in, tmp_path, capsys):
         == 2
     )
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and err.startswith("error: config key --diff: no MLflow run '00000000'")
+    assert err.count("\n") == 0 and err.startswith("error: --diff: no MLflow run '00000000'")
 
 
 def test_ambiguous_prefix_is_refused(empty_mlflow_db, tmp_path):
@@ -215,7 +215,7 @@ def test_ambiguous_prefix_is_refused(empty_mlflow_db, tmp_path):
     client = MlflowClient(tracking_uri=uri)
     runs = [client.create_run("0") for _ in range(2)]
     with mock.patch.object(MlflowClient, "search_runs", return_value=runs):
-        with pytest.raises(UserError, match=r"^config key --diff: 'abcdef12' is the start of several run ids"):
+        with pytest.raises(UserError, match=r"^--diff: 'abcdef12' is the start of several run ids"):
             resolve_run_id("abcdef12", uri, key="--diff")
     assert resolve_run_id(runs[0].info.run_id[:8], uri) == runs[0].info.run_id  # unique: found without the mock
 

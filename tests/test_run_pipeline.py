@@ -41,6 +41,7 @@ def load_artifacts(client, run) -> tuple[pd.DataFrame, Path]:
     return pd.read_parquet(local / "records.parquet"), local
 
 
+@pytest.mark.promise("README.md", "every logged metric can be re-derived from the logged records")
 @needs_data
 @pytest.mark.slow
 def test_simulated_medqa_cora_matches_binomial_and_recomputes(run_job_in):
@@ -85,6 +86,10 @@ def test_every_benchmark_runs_in_one_sweep(run_job_in):
         assert (len(records) == int((2 + 6 * (n_opts - 1)).sum())) == (left_out == 0), name
 
 
+@pytest.mark.promise(
+    "README.md",
+    "each trial is a records.parquet row: order, raw output, parsed label, chosen option, scores, prompt hash",
+)
 def test_records_columns_and_option_maps(run_job_in):
     run_job_in(
         "model=simulated",

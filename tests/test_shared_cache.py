@@ -36,6 +36,9 @@ def writer(folder: str, k: int, chunks: int, size: int) -> None:
     cache.close()
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "the shared cache: six writers and a reader with every file lock failing find every answer once"
+)
 def test_writers_on_many_nodes_share_the_cache_with_no_lock(tmp_path, monkeypatch):
     folder = str(tmp_path / "shared")
     writers, chunks, size = 6, 40, 25
@@ -66,6 +69,9 @@ def test_writers_on_many_nodes_share_the_cache_with_no_lock(tmp_path, monkeypatc
     assert not [n for n in os.listdir(tmp_path / "shared" / "chunks") if n.startswith(".")]  # no partial chunk
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "no reader of the shared cache sees part of a chunk; no temporary file is left"
+)
 def test_a_writer_killed_mid_chunk_leaves_no_part_of_it(tmp_path):
     """A chunk is readable only once renamed: a temporary file of a dead process is never read, and removed."""
     cache = SharedResponseCache(tmp_path)
@@ -87,6 +93,7 @@ def fork_and_exit() -> int:
     return pid
 
 
+@pytest.mark.promise("docs/clusters.md", "a job on cache.shared=true resumes from the shared cache")
 def test_a_job_with_the_shared_cache_resumes_from_it(run_job_in, tmp_path):
     folder = tmp_path / "nfs-cache"
     job = ["model=simulated", "limit=4", "variants=cora", "cache.shared=true", f"cache.path={folder}", "resume=false"]
@@ -114,6 +121,7 @@ def conflicting_writer(folder: str, k: int, keys: int, out) -> None:
     out.put((k, cache.get_many([f"key-{i}" for i in range(keys)])))
 
 
+@pytest.mark.promise("docs/clusters.md", "two processes storing different answers for one key resolve it to one value")
 def test_two_processes_on_one_shared_cache_agree_on_every_key(tmp_path):
     """The first answer published for a key is the one every reader gets, its publisher included, whatever the
     names of the processes' chunks (docs/configuration.md, cache.shared)."""
@@ -157,6 +165,9 @@ def test_the_response_cache_returns_every_stored_key_across_its_lookup_chunks(tm
     cache.close()
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "chunks of an older version of the shared cache are read once, when a job opens it"
+)
 def test_an_older_versions_chunks_are_read_once_and_unfinished_writes_never(tmp_path):
     """A shared cache written by the version before numbered chunks (`<anything>.jsonl`) is read when it opens; a
     write that never finished (a dot-file) is not an answer (a mutant: either `not` of that rule dropped)."""
@@ -222,6 +233,9 @@ def test_an_older_versions_answer_published_first_wins_over_a_numbered_chunks(tm
     assert SharedResponseCache(tmp_path).get_many(["k", "n"]) == {"k": ["first"], "n": ["numbered"]}
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "a chunk that shows late on a node is read later, in its place, never a wrong answer"
+)
 def test_a_chunk_number_another_node_took_is_read_in_its_place_even_when_it_shows_late(tmp_path, monkeypatch):
     """Another node publishes chunk 0 between this job's look and its link: the link fails, and the chunk is not
     yet visible here (an NFS attribute cache). The job waits, reads that chunk in its place, and publishes as 1;

@@ -11,7 +11,7 @@ the jobs logging to an `mlflow server` this module starts (SQLite behind it, 127
   environment, a client without them is refused, the password is in no file or MLflow field the jobs write.
 
 Opt-in tier (`python -m pytest -n 0 tests/test_slurm_cluster.py --run-slurm`, or MCQ_TEST_SLURM=1; .ci/run's
-seventh step), as root: the script installs Debian's Slurm, munge and MariaDB packages when absent. Asked for, a
+eighth step), as root: the script installs Debian's Slurm, munge and MariaDB packages when absent. Asked for, a
 cluster that cannot start fails the tier (it is never skipped). The commands docs/clusters.md shows are the ones
 below (test_docs_show_the_commands_the_tier_runs).
 """
@@ -57,6 +57,7 @@ AUTH_SERVER = (
 SLOW = ("model.delay_s=0.1", "variants=original", "repetitions=1")
 
 
+@pytest.mark.promise("docs/clusters.md", "the Slurm commands on the page are the ones the Slurm tier runs")
 def test_docs_show_the_commands_the_tier_runs():
     text = DOCS.read_text()
     for command in (UP, DOWN, SWEEP, AUTH_SERVER, "export SLURM_CONF=/tmp/mcq-slurm/slurm.conf"):
@@ -302,6 +303,9 @@ def scancel_job_1(
     return ended
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "scancel of a task: one error line, summary, exit 2; the same command again resumes it"
+)
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_scancel_one_task_then_rerun(slurm, server, tmp_path):
@@ -317,6 +321,9 @@ def test_scancel_one_task_then_rerun(slurm, server, tmp_path):
     print(f"\nscancel of job #1: the sweep ended {ended:.1f} s later, exit 2; {summary(again.stderr)!r}")
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "a job at its time limit or requeued by preemption resumes from the response cache"
+)
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_time_limit_signal_and_preemption_requeue(slurm, server, tmp_path):
@@ -391,6 +398,9 @@ def auth_server(tmp_path):
         server.kill()
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "against a basic-auth server the password is in no file, param or tag; no credentials get 401"
+)
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_sweep_against_an_authenticated_server(slurm, auth_server, tmp_path):

@@ -22,6 +22,9 @@ def slurm_without_accounting():
         yield cluster
 
 
+@pytest.mark.promise(
+    "docs/clusters.md", "a cancelled job is reported where sacct has no accounting, not waited on forever"
+)
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_scancel_without_accounting(slurm_without_accounting, server, tmp_path):
@@ -38,6 +41,7 @@ def test_scancel_without_accounting(slurm_without_accounting, server, tmp_path):
     print(f"\nscancel without accounting: the sweep ended {ended:.1f} s later, exit 2")
 
 
+@pytest.mark.promise("docs/clusters.md", "under hydra/launcher=submitit_slurm a cancelled job is one line too")
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_scancel_under_the_plugins_own_name(slurm_without_accounting, server, tmp_path):

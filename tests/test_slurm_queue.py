@@ -32,6 +32,7 @@ def commands(tmp_path, monkeypatch):
     return write
 
 
+@pytest.mark.promise("docs/clusters.md", "without accounting, squeue -t all names a cancelled task's state")
 def test_without_accounting_squeue_names_a_cancelled_task(commands):
     calls = commands(sacct=NO_ACCOUNTING, squeue="printf '7_0|RUNNING\\n7_1|CANCELLED\\n'")
     watcher = QueueWatcher(delay_s=30)
@@ -41,6 +42,7 @@ def test_without_accounting_squeue_names_a_cancelled_task(commands):
     assert "squeue -h -r -t all -o %i|%T -j 7" in calls.read_text()
 
 
+@pytest.mark.promise("docs/clusters.md", "without accounting, a job squeue no longer lists is reported as LEFT_QUEUE")
 def test_a_task_squeue_no_longer_lists_has_left_the_queue(commands):
     commands(sacct=NO_ACCOUNTING, squeue="printf '7_0|RUNNING\\n'")
     watcher = QueueWatcher(delay_s=30)
@@ -88,6 +90,7 @@ def test_with_accounting_sacct_answers_and_squeue_is_not_asked(commands):
     assert "squeue" not in calls.read_text()
 
 
+@pytest.mark.promise("docs/clusters.md", "the submitting process asks Slurm about its jobs every 30 s at most")
 def test_the_watcher_looks_at_least_every_state_poll(commands):
     """submitit's watcher waits up to its delay_s between two looks (10 minutes for Slurm jobs); ours at most 30 s."""
     from src.sweep.slurm_queue import STATE_POLL_S

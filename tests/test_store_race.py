@@ -18,6 +18,9 @@ from .conftest import DATA_DIR, REPO, mlflow_runs
 N_PROCESSES = 8  # 4 at once exercises the same path; 8 is the count the store is promised to hold
 
 
+@pytest.mark.promise(
+    "docs/launchers.md", "8 src.run processes started at once on a fresh SQLite store and cache all finish"
+)
 @pytest.mark.slow
 def test_simultaneous_processes_on_a_fresh_store_and_cache_all_finish(tmp_path):
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"  # does not exist yet: every process finds it missing

@@ -49,10 +49,11 @@ def test_a_retry_budget_outside_0_to_600_seconds_is_one_line(budget):
     assert str(err.value) == f"config key tracking.retry_budget_s: {budget} must be between 0 and 600 seconds"
 
 
-def test_a_killed_store_creations_sqlite_files_are_removed_and_a_live_ones_kept(tmp_path, monkeypatch):
+def test_a_killed_store_creations_sqlite_files_are_removed_and_a_live_ones_kept(tmp_path, monkeypatch, empty_mlflow_db):
     """Before a store is made, SQLite's side files (`-journal`, `-wal`, `-shm`) of a temporary store whose creator
     died (this host, its pid gone) are removed; a living creator's, and files that are not SQLite's, are kept.
-    MLflow's migrations are stood in for by a client that makes the file: seconds each."""
+    MLflow's migrations are stood in for by a client that makes the file: seconds each (the store is a copy of the
+    session's template, `empty_mlflow_db`, made before)."""
     import os
     import subprocess
     import sys

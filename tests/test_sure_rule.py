@@ -44,6 +44,7 @@ def outcome(pattern, rule):
         (ALL_INVALID, "SURE wrong", "SURE wrong"),
     ],
 )
+@pytest.mark.promise("docs/metrics.md", "sure_rule=answer and sure_rule=correctness classify each outcome as defined")
 def test_each_outcome_under_both_rules(pattern, correctness, answer):
     assert outcome(pattern, "correctness") == correctness
     assert outcome(pattern, "answer") == answer
@@ -83,6 +84,7 @@ def test_correctness_rule_matches_its_definition_on_random_records(n):
     assert sum(m[k] for k in ("sure_right", "unsure_right", "unsure_wrong", "sure_wrong")) == pytest.approx(1.0)
 
 
+@pytest.mark.promise("docs/metrics.md", "sure_rule=answer is the default")
 def test_answer_is_the_default_and_accuracy_does_not_depend_on_the_rule():
     table = records(repeated("a", NINE_RIGHT) + repeated("b", NONE_RIGHT_SPREAD) + repeated("c", FOUR_RIGHT_MODAL))
     default, answer, correctness = (
@@ -131,6 +133,7 @@ def test_repetition_sweep_uses_the_papers_rule():
     assert sweep.metrics.sure_rule == "correctness"
 
 
+@pytest.mark.promise("docs/metrics.md", "the run's tag sure_rule says which rule produced the numbers")
 def test_a_run_logs_its_rule_as_a_tag_and_computes_with_it(run_job_in):
     from .conftest import mlflow_runs
 

@@ -53,6 +53,7 @@ def test_every_sweep_is_expected():
     assert sweep_names() == sorted(EXPECTED_JOBS)
 
 
+@pytest.mark.promise("README.md", "a sweep's model loads once: jobs run with the model outermost")
 @pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
 def test_sweep_expands_to_its_job_count_with_the_model_outermost(name):
     header = (SWEEPS / f"{name}.yaml").read_text().splitlines()[0]
@@ -137,6 +138,10 @@ def test_cora_sweep_keeps_the_papers_prompt():
     assert shots == {"medqa": 0, "mmlu": 5, "arc_challenge": 25, "truthfulqa_mc1": 0}  # the paper, section 6
 
 
+@pytest.mark.promise(
+    "docs/clusters.md",
+    "slurm_gpu and slurm_cpu name the project's Slurm launcher, logs under the sweep's .submitit folder",
+)
 @pytest.mark.parametrize("launcher,gpus", [("slurm_gpu", 1), ("slurm_cpu", None)])
 def test_cluster_launcher_config_composes(launcher, gpus):
     """slurm_gpu stays the GPU default; slurm_cpu is it on a CPU partition. Both name the project's Slurm launcher
@@ -167,6 +172,9 @@ def _job_metrics(uri: str, experiment: str) -> dict[tuple, dict[str, float]]:
     }
 
 
+@pytest.mark.promise(
+    "docs/launchers.md", "the joblib launcher logs the same metrics as the basic one, one parent run, no database lock"
+)
 @needs_data
 def test_joblib_launcher_logs_the_same_metrics(smoke_store):
     """The smoke sweep's CoRA jobs (8 of its 24; the whole sweep takes a minute more and gives the same) in
@@ -186,6 +194,9 @@ def test_joblib_launcher_logs_the_same_metrics(smoke_store):
     assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parents[0].info.run_id}
 
 
+@pytest.mark.promise(
+    "docs/launchers.md", "submitit_local runs a sweep's jobs in their own processes with the basic launcher's metrics"
+)
 @needs_data
 def test_submitit_local_launcher_runs_a_two_job_sweep(smoke_store):
     """The submitit path (Slurm's code path, with submitit's local executor): 2 jobs in their own processes."""
@@ -339,6 +350,9 @@ def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
         assert [OmegaConf.to_yaml(worker.load_sweep_config(master, job)) for job in jobs] == wanted
 
 
+@pytest.mark.promise(
+    "conf/config.yaml", "the prechecked sweeper is Hydra's basic one without its second composition of each job"
+)
 def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeypatch):
     """The default sweeper is Hydra's basic one without its own composition of the jobs the sweep callback
     composed (`hydra/sweeper=basic` still gives Hydra's); without the callback it validates every job."""
@@ -431,6 +445,10 @@ def _start_sweep(uri: str, sweep_dir, *extra: str):
     return callback
 
 
+@pytest.mark.promise(
+    "docs/launchers.md",
+    "a sweep's parent run ends FINISHED, FAILED or KILLED, never left RUNNING; its jobs read sweep.json",
+)
 def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_path, empty_mlflow_db, capsys):
     """A killed sweep (its parent left RUNNING) rerun with a new sweep folder joins its parent run (found by the
     sweep's config hash); `resume=false` starts a new parent and closes the old one; the end of a sweep gives the
@@ -469,6 +487,11 @@ def test_a_rerun_of_a_sweep_joins_its_parent_and_no_parent_stays_running(tmp_pat
     assert client.get_run(fresh.parent_id).data.tags["resumed"] == "1"
 
 
+@pytest.mark.promise(
+    "docs/launchers.md",
+    "a sweep checks every job's weights and benchmark files before its first job, runs none if one is missing",
+)
+@pytest.mark.promise("README.md", "a sweep naming a model without its package stops before its first job, saying so")
 def test_a_sweep_checks_weights_and_benchmark_files_before_its_first_job(run_cli):
     proc = run_cli(
         "model=gemma3_270m",

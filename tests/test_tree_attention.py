@@ -56,6 +56,7 @@ def sdpa_calls(monkeypatch) -> list[tuple[int, int]]:
     return calls
 
 
+@pytest.mark.promise("docs/speed.md", "blocked tree attention on a CPU scores as one attention call over the pack")
 @pytest.mark.parametrize("arch", PACKING)
 @pytest.mark.parametrize("pack_tokens,budget", [(1024, 1024), (120, 1024)], ids=["one-pack", "packs-per-pass"])
 def test_blocked_attention_scores_as_one_call_over_the_pack(checkpoints, arch, pack_tokens, budget, monkeypatch):

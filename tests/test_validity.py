@@ -93,6 +93,9 @@ def test_sampling_rules():
     )
 
 
+@pytest.mark.promise(
+    "README.md", "a scoring mode that would make a variant set measure nothing is refused before any compute"
+)
 @pytest.mark.slow
 def test_refused_single_run_and_sweep_say_so_in_one_line_before_any_compute(run_cli):
     proc = run_cli("model=simulated", "scoring=cloze", "variants=perm_cyclic", check=False)

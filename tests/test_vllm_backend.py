@@ -233,7 +233,7 @@ def test_the_command_releases_its_backends_however_it_ends(monkeypatch):
     assert released == [True, True, True]
 
 
-def test_an_engine_that_does_not_start_is_one_line_naming_the_memory_setting(fake_vllm, monkeypatch):
+def test_an_engine_that_does_not_start_is_one_line_naming_the_memory_setting(fake_vllm, hub, monkeypatch):
     """vLLM's engine refuses a setting in a child process (its traceback there) and raises a RuntimeError here."""
 
     def refused(**args):

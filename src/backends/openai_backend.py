@@ -10,14 +10,19 @@
 A server that ignores one of these fields (`transformers serve` ignores `n`, `logprobs`, `top_logprobs` and
 `echo`: docs/serving.md) is refused in one line naming the field, never scored from what it did return.
 
-Requests run in a thread pool of `max_concurrency`; 429 and 5xx answers and network errors are retried
-with exponential backoff (honouring Retry-After), each request with a timeout. The API key is read from
-the environment variable that `api_key_env` names, at call time; it is kept out of `identity`, logs and
-error messages, so it never reaches MLflow params, tags or artifacts.
+Requests run in a thread pool of `max_concurrency`; 429 and 5xx answers and network errors (a timeout, a
+connection refused or cut) are retried with exponential backoff capped at `max_backoff_s` (honouring Retry-After,
+capped the same), each request with a timeout; a refusal (another 4xx) or a body that is not a JSON reply is not.
+Each final error is one line whose hint names what was found: the key, the URL, the timeout or the retries.
+
+The API key is read from the environment variable that `api_key_env` names, at call time; it is kept out of
+`identity`, logs and error messages (masked before a server's answer is cut short), so it never reaches MLflow params,
+tags or artifacts.
 """
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import logging
@@ -48,6 +53,11 @@ _NOT_SENT = object()  # what a request queued behind a failed one returns instea
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 # what a request meets when the server is away or cut off (HTTPException: a reply cut off, a server killed mid-answer)
 NETWORK_ERRORS = (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException)
+
+
+def _pause(seconds: float) -> None:
+    """The wait between two attempts of a request (tests record it instead)."""
+    time.sleep(seconds)
 
 
 def transient(error: BaseException) -> bool:
@@ -87,22 +97,30 @@ class OpenAISettings:
             raise UserError(f"model {self.name}: set model.model to the server's model name")
         if self.endpoint not in ("chat", "completions"):
             raise UserError(f"model.endpoint={self.endpoint!r} must be chat or completions")
-        if int(self.max_concurrency) < 1:
-            raise UserError(f"model.max_concurrency={self.max_concurrency} must be at least 1")
         # a config's values as their fields' types (a number given as text on the command line), set once here
-        plain = {
-            "base_url": self.base_url.rstrip("/"),
-            "max_concurrency": int(self.max_concurrency),
-            "max_retries": int(self.max_retries),
-            "backoff_s": float(self.backoff_s),
-            "max_backoff_s": float(self.max_backoff_s),
-            "timeout_s": float(self.timeout_s),
-            "top_logprobs": int(self.top_logprobs),
-            "n_per_request": bool(self.n_per_request),
-            "revision": None if self.revision is None else str(self.revision),
+        plain: dict[str, Callable[[Any], Any]] = {
+            "max_concurrency": int,
+            "max_retries": int,
+            "backoff_s": float,
+            "max_backoff_s": float,
+            "timeout_s": float,
+            "top_logprobs": int,
+            "n_per_request": bool,
         }
-        for key, value in plain.items():
-            object.__setattr__(self, key, value)
+        for key, kind in plain.items():
+            try:
+                object.__setattr__(self, key, kind(getattr(self, key)))
+            except (TypeError, ValueError):
+                raise UserError(f"model.{key}={getattr(self, key)!r} must be a number") from None
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+        object.__setattr__(self, "revision", None if self.revision is None else str(self.revision))
+        if self.max_concurrency < 1:
+            raise UserError(f"model.max_concurrency={self.max_concurrency} must be at least 1")
+        for key in ("max_retries", "backoff_s", "max_backoff_s"):
+            if getattr(self, key) < 0:
+                raise UserError(f"model.{key}={getattr(self, key)} must be at least 0")
+        if self.timeout_s <= 0:  # 0 would make every socket non-blocking: each request failing at once
+            raise UserError(f"model.timeout_s={self.timeout_s} must be more than 0")
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], *, chat: bool) -> OpenAISettings:
@@ -210,8 +228,26 @@ class OpenAIBackend(Backend):
         return key
 
     def _scrub(self, text: str) -> str:
+        """`text` without the API key, on one line (a server's HTML error page is many): what a message may quote
+        of what a server said. Scrubbed before anything cuts it short, so no part of the key is left."""
         key = os.environ.get(self.settings.api_key_env) if self.settings.api_key_env else None
-        return text.replace(key, "***") if key else text
+        return " ".join((text.replace(key, "***") if key else text).split())
+
+    def _refused(self, code: int, attempts: int) -> str:
+        """What a final HTTP `code` after `attempts` attempts says to do: the cause the status names."""
+        s = self.settings
+        if code in RETRY_STATUS:
+            return (
+                f"still busy or failing after {attempts} attempts: run again later, or raise model.max_retries "
+                f"({s.max_retries}) or model.max_backoff_s, or lower model.max_concurrency ({s.max_concurrency})"
+            )
+        if code in (401, 403):
+            if s.api_key_env:
+                return f"the server refused the key: check the environment variable {s.api_key_env}"
+            return "the server wants a key: set model.api_key_env to the environment variable that holds it"
+        if code == 404:
+            return "check model.base_url (it ends where the server's /v1 does) and model.model"
+        return "the server refused the request; its answer says why"
 
     def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         """POST JSON with retries on 429/5xx/network errors; a 4xx is a UserError naming the config key."""
@@ -222,16 +258,33 @@ class OpenAIBackend(Backend):
             headers["Authorization"] = f"Bearer {key}"
         body = json.dumps(payload).encode()
 
+        attempts = 0
+
         def once() -> dict[str, Any]:
+            nonlocal attempts
+            attempts += 1
             request = urllib.request.Request(url, data=body, headers=headers, method="POST")
             with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:
-                reply: dict[str, Any] = json.loads(response.read().decode())
+                text = response.read().decode(errors="replace")
+            try:
+                reply = json.loads(text)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict):  # an HTML page (a proxy's, a wrong path's): not retried, it comes again
+                raise UserError(
+                    f"model {self.name}: {url} answered with a body that is not JSON ({self._scrub(text)[:200]}); "
+                    f"check model.base_url: it ends where the server's OpenAI-compatible /v1 does"
+                )
+            if not isinstance(reply.get("choices"), list) or not reply["choices"]:
+                said = self._scrub(json.dumps(reply.get("error") or reply))[:300]
+                raise UserError(f"model {self.name}: {url} answered with no choices ({said})")
             self._note_fingerprint(reply)
             return reply
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.settings.max_retries + 1),
             wait=self._wait,
+            sleep=lambda seconds: _pause(seconds),  # looked up at each wait
             retry=tenacity.retry_if_exception(transient),
             before_sleep=lambda state: self._note_retry(url, state),
             reraise=True,  # the last error itself, said in one line below
@@ -239,14 +292,27 @@ class OpenAIBackend(Backend):
         try:
             return retrying(once)
         except urllib.error.HTTPError as err:  # refused, or still failing once the retries are spent
-            detail = self._scrub(err.read().decode(errors="replace")[:300])
+            detail = self._scrub(err.read().decode(errors="replace"))[:300]
             raise UserError(
-                f"model {self.name}: {url} answered HTTP {err.code}: {detail} "
-                f"(check model.base_url, model.model and {self.settings.api_key_env or 'the key'})"
+                f"model {self.name}: {url} answered HTTP {err.code}: {detail} ({self._refused(err.code, attempts)})"
             ) from None
         except NETWORK_ERRORS as err:
-            raise UserError(
-                f"model {self.name}: cannot reach {url} ({self._scrub(str(err))}); check model.base_url"
+            reason = err.reason if isinstance(err, urllib.error.URLError) else err
+            if isinstance(reason, TimeoutError):  # connected, or not, but no answer in time
+                raise UserError(
+                    f"model {self.name}: {url} did not answer within model.timeout_s={self.settings.timeout_s:g} s "
+                    f"in {attempts} attempts; raise model.timeout_s, or lower model.max_concurrency "
+                    f"({self.settings.max_concurrency}) on a slow server"
+                ) from None
+            if isinstance(err, urllib.error.URLError | http.client.InvalidURL):  # no connection made: nothing
+                # listens there, no such host, or a URL that names none
+                raise UserError(
+                    f"model {self.name}: cannot reach {url} ({self._scrub(str(reason))}) in {attempts} attempts; "
+                    f"check model.base_url and that the server is up"
+                ) from None
+            raise UserError(  # connected, then cut off: the server closed the connection or its answer mid-way
+                f"model {self.name}: {url} closed the connection before answering ({type(err).__name__}: "
+                f"{self._scrub(str(err))}) in {attempts} attempts; check the server at model.base_url and its log"
             ) from None
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
@@ -257,12 +323,10 @@ class OpenAIBackend(Backend):
         retry_after = (
             error.headers.get("Retry-After") if isinstance(error, urllib.error.HTTPError) and error.headers else None
         )
-        if retry_after:
-            try:
-                return min(s.max_backoff_s, float(retry_after))
-            except ValueError:
-                pass
-        return min(s.max_backoff_s, s.backoff_s * 2.0 ** (state.attempt_number - 1)) * (1 + 0.1 * random.random())
+        wait = retry_after_s(retry_after) if retry_after else None
+        if wait is None:  # the jitter keeps parallel jobs apart; the cap holds with it
+            wait = s.backoff_s * 2.0 ** (state.attempt_number - 1) * (1 + 0.1 * random.random())
+        return min(s.max_backoff_s, max(0.0, wait))
 
     def _note_retry(self, url: str, state: tenacity.RetryCallState) -> None:
         """Count the retry and say it in one line: what failed, which retry of how many, and the wait."""
@@ -428,6 +492,24 @@ class OpenAIBackend(Backend):
             return option_scores(loglik, r.options)
 
         return self._map(one, requests, "score_options")
+
+
+def retry_after_s(value: str) -> float | None:
+    """Seconds a Retry-After header asks to wait: a number of seconds or an HTTP date (RFC 9110); None when it is
+    neither.
+
+    >>> retry_after_s("3"), retry_after_s("Thu, 01 Jan 1970 00:00:00 GMT"), retry_after_s("soon")
+    (3.0, 0.0, None)
+    """
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _texts(reply: dict[str, Any]) -> list[str]:

@@ -14,7 +14,8 @@
   any other caller, so no job waits forever at exit on an idle engine and no engine outlives its job. A SIGTERM or
   Ctrl-C while the engine starts takes effect once it has started (`signals_held`).
 - stdout is data: vLLM logs to stdout at INFO unless told otherwise, so before vLLM is imported its log stream is set
-  to stderr and its level to WARNING (`VLLM_LOGGING_LEVEL=INFO` in the environment brings its lines back, on stderr).
+  to stderr and its level to WARNING (`VLLM_LOGGING_LEVEL=INFO` in the environment brings its lines back, on stderr);
+  a vLLM that another library imported first has its handlers moved so after.
 - Seeded sampling on vLLM's CPU build: a prompt that chunked prefill splits makes the CPU sampler rewind a seeded
   generator, which torch's CPU generator cannot do (`CPU Generator does not use offset`, the engine dies). On a CPU,
   chunked prefill is therefore off unless `model.enable_chunked_prefill=true`, and that setting with sampling at a
@@ -30,6 +31,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -181,11 +183,15 @@ class VLLMBackend(Backend):
             signal.raise_signal(held[0])
             return self.load()  # a handler that let the job go on: start again
         if refused is not None:  # else the engine started (a stop signal returned above)
-            reason = str(refused).strip().splitlines()[0] if str(refused).strip() else type(refused).__name__
+            memory = (  # the likely cause there: vLLM's default share, refused when other processes hold memory
+                " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
+                "(docs/serving.md)"
+                if on_cpu()
+                else ""
+            )
             raise UserError(
-                f"model {self.name}: vLLM's engine did not start ({reason}); its log above on stderr says why. On "
-                f"vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
-                f"(docs/serving.md)"
+                f"model {self.name}: vLLM's engine did not start ({first_line(refused)}); its log above on stderr says "
+                f"why.{memory}"
             )
         self.tokenizer = engine.get_tokenizer()
         self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
@@ -368,12 +374,56 @@ def on_cpu() -> bool:
 
 
 def import_vllm() -> Any:
+    """vLLM with its engine imported (its `LLM`, which recent versions import on first use), its logging set; one
+    line naming what failed where it cannot be imported."""
     quiet_vllm_logging()
     try:
         import vllm
+
+        vllm.LLM, vllm.SamplingParams  # noqa: B018 - imported here, so that a broken install fails here
     except ImportError:
         raise UserError("model.backend=vllm needs vLLM (a GPU machine): pip install .[vllm]") from None
+    except RuntimeError as err:  # an extension that does not load (a torch operator missing), not a setting
+        reason = first_line(err)
+        if "torchvision" in reason:  # vLLM's CPU build pulls torchvision's CUDA build (docs/serving.md)
+            fix = "on vLLM's CPU build, remove the CUDA builds it pulls: pip uninstall -y torchvision torchaudio "
+            fix += "torchcodec triton (docs/serving.md)"
+        else:
+            fix = "check its install (docs/serving.md)"
+        raise UserError(f"model.backend=vllm: vLLM could not be imported ({reason}); {fix}") from None
+    quiet_vllm_logger()
     return vllm
+
+
+def quiet_vllm_logger() -> None:
+    """vLLM's handlers moved to stderr, at the level `quiet_vllm_logging` set: vLLM reads its environment once, when
+    first imported, and another library may have imported it before this backend set it (its lines then went to
+    stdout at INFO). Where this backend imported it first, its handlers are already so."""
+    level = os.environ.get("VLLM_LOGGING_LEVEL", LOG_LEVEL).upper()
+    for handler in logging.getLogger("vllm").handlers:
+        if isinstance(handler, logging.StreamHandler):
+            if _is_stdout(handler.stream):
+                handler.setStream(sys.stderr)
+            handler.setLevel(level)
+
+
+def _is_stdout(stream: Any) -> bool:
+    if stream is sys.stdout or stream is sys.__stdout__:
+        return True
+    try:
+        return bool(stream.fileno() == 1)
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor is not stdout
+        return False
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's first line, or its type's name where it says nothing.
+
+    >>> first_line(RuntimeError("Engine core initialization failed.\\nSee root cause above.")), first_line(ValueError())
+    ('Engine core initialization failed.', 'ValueError')
+    """
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def first_token_logprobs(output: Any) -> dict[int, float]:

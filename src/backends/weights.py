@@ -61,9 +61,7 @@ CHAT_TEMPLATE_FILES = frozenset({"chat_template.jinja", "chat_template.json"})
 
 def models_root() -> Path:
     """$MCQ_CACHE_DIR/models, else ~/.cache/mcq-consistency/models."""
-    base = os.environ.get("MCQ_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "mcq-consistency"
-    return root.expanduser() / "models"
+    return owners.cache_root() / "models"
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def cache_root() -> Path:
+    """The tool's cache folder, shared by its processes: $MCQ_CACHE_DIR, else ~/.cache/mcq-consistency."""
+    base = os.environ.get("MCQ_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "mcq-consistency").expanduser()
+
+
 def host() -> str:
     """This machine's name, reduced to characters safe in file names and tags."""
     return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"

@@ -7,6 +7,7 @@ spelling (`wacc_at_cyclic` -> `wacc@cyclic`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from src.common.errors import UserError
+from src.core.prompts import CLOZE_SCORINGS
 from src.core.records import PROMPTS_FILE
 from src.tracking import reads, runs as tracking_runs, store
 from src.tracking.names import DEFAULT_URI, metric_name
@@ -49,6 +51,7 @@ ID_COLUMNS = (
     "data_identity",
     "backend",
     "model_content",
+    "setting_causes",
 )
 # What a run was asked under besides model and benchmark: runs that differ in one of these are not compared
 # in the same table column (see tables.common.condition_groups)
@@ -156,9 +159,57 @@ def _row(run: Run, experiments: dict[str, str]) -> dict[str, Any]:
         "backend": tags.get("backend"),
         # the parts of the model's files by content (weights, tokenizer, chat template, ...; src/backends/weights.py)
         "model_content": tags.get(tracking_runs.CONTENT_TAG),
+        # what decided each setting of its backend identity (chat, dtype, quantization): `setting_causes`
+        "setting_causes": json.dumps(setting_causes(params, tags), sort_keys=True),
     }
     row.update({metric_name(k): float(v) for k, v in run.data.metrics.items()})
     return row
+
+
+def setting_causes(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str]:
+    """What decided each setting of a run's backend identity (its `backend` tag's chat, dtype and quantization), in
+    words: the keys behind it with their values and where each came from, a sweep override (or the command line:
+    the run's `overrides` tag, src/job/runner.py) or a config's default; a run logged before its overrides were says
+    the values alone. Chat is decided by three keys (src/job/runner.py `job_backend`): cloze scoring never wraps
+    prompts, else `prompt.chat` does, where the model has a chat template.
+
+    >>> causes = setting_causes({"scoring": "cloze_shown", "prompt.name": "cora", "prompt.chat": "True"},
+    ...                         {"backend": "hf|w=1|chat=False", "overrides": "model=m", "sweep_id": "s"})
+    >>> print(causes["chat"])  # doctest: +NORMALIZE_WHITESPACE
+    scoring=cloze_shown, the model config's default (model.scoring): cloze scoring reads option texts without
+    the chat template
+    """
+    raw = tags.get(tracking_runs.OVERRIDES_TAG)
+    overridden = None if raw is None else {o.lstrip("+~").partition("=")[0] for o in raw.split()}
+    by = "a sweep override" if tags.get("sweep_id") else "set on the command line"
+
+    def said(key: str, value: Any, default: str) -> str:
+        if overridden is None:  # a run logged before its overrides were: where the value came from is not known
+            return f"{key}={value}"
+        return f"{key}={value}, {by if key in overridden else default}"
+
+    fields = tracking_runs.identity_fields(tags["backend"]) if tags.get("backend") else {}
+    scoring = params.get("scoring") or tags.get("scoring")
+    prompt, prompt_chat = params.get("prompt.name"), params.get("prompt.chat")
+    chosen = f"prompt={prompt}" + (f", {by}" if overridden is not None and "prompt" in overridden else "")
+    chat_key = said("prompt.chat", prompt_chat, f"from {chosen}")
+    scoring_key = said("scoring", scoring, "the model config's default (model.scoring)")
+    if scoring in CLOZE_SCORINGS:
+        chat = f"{scoring_key}: cloze scoring reads option texts without the chat template"
+    elif str(prompt_chat).lower() == "false":
+        chat = f"{chat_key}: the prompt asks for no chat template"
+    elif fields.get("chat") == "False":
+        chat = (
+            f"{chat_key} with {scoring_key}, but the model has no chat template (model.chat={params.get('model.chat')})"
+        )
+    else:
+        chat = f"{chat_key} with {scoring_key}: the prompt asks for the model's chat template"
+    default = "the model config's default"
+    return {
+        "chat": chat,
+        "dtype": said("model.dtype", params.get("model.dtype"), default),
+        "quantization": said("model.quantization", params.get("model.quantization"), default),
+    }
 
 
 def benchmark_size(row: Mapping[str, Any]) -> int | None:
@@ -280,20 +331,33 @@ def model_identity_note(model: str, rows: pd.DataFrame) -> str:
         )
     fields = [tracking_runs.identity_fields(i) for i in identities]
     weights = {tuple(sorted(tracking_runs.weights_fields(i).items())) for i in identities}
-    settings = [
-        f"{k} {', '.join(sorted({f.get(k, 'none') for f in fields}))}"
-        for k in tracking_runs.SETTING_FIELDS
-        if len({f.get(k) for f in fields}) > 1
-    ]
+    settings = [_setting_values(rows, k) for k in tracking_runs.SETTING_FIELDS if len({f.get(k) for f in fields}) > 1]
     if len(weights) > 1:
         parts = _changed_parts(rows)
         if parts and parts != ["weights"]:  # the files that differ, named: not every change is of the weights
             return f"model {model}: its runs were made with different model files ({' and '.join(parts)}); {latest}"
         return f"model {model}: its runs were made with {len(weights)} different weights (backend identity); {latest}"
     return (
-        f"model {model}: its runs used the same weights at different settings ({'; '.join(settings)}); "
+        f"model {model}: its runs used the same weights at different settings: {'; '.join(settings)}; "
         "settings are compared as they are, not as other weights"
     )
+
+
+def _setting_values(rows: pd.DataFrame, field: str) -> str:
+    """`chat False in 2 runs (scoring=cloze_shown, the model config's default: ...), True in 2 runs (...)`: each
+    value of one setting among a model's runs with what decided it (`setting_causes`, logged per run)."""
+    found: dict[str, list[str]] = {}
+    for _, row in rows.dropna(subset=["backend"]).iterrows():
+        value = tracking_runs.identity_fields(str(row["backend"])).get(field, "none")
+        logged = row.get("setting_causes")
+        causes = json.loads(logged) if isinstance(logged, str) and logged else {}
+        found.setdefault(value, []).append(causes.get(field) or "its cause not logged")
+    parts = []
+    for value in sorted(found):
+        causes = list(dict.fromkeys(found[value]))
+        count = len(found[value])
+        parts.append(f"{value} in {count} run{'s' if count != 1 else ''} ({'; '.join(causes)})")
+    return f"{field} " + ", ".join(parts)
 
 
 def _changed_parts(rows: pd.DataFrame) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from src.common.errors import UserError
-from src.metrics.display import difference_cell, fmt
+from src.metrics.display import difference_cell, fmt, minus, undefined_reason
 from src.tracking import store as tracking_store
 
 from ..metrics.intervals import MIN_BOOTSTRAP_QUESTIONS, Decomposition, decompose
@@ -40,12 +40,15 @@ from .tables.common import (
     condition_groups,
     latest,
     p_text,
+    ranked,
     run_rows,
     slug,
     spread_text,
 )
 from .tables.cora import CORA_FAMILY_PREFIXES
 
+ONE_VARIANT_CORA = "a one-variant set's CoRA family equals MCQA (CI = 1 by definition)"
+LeftOut = tuple[str, str, str]  # (metric, the run or pair, why): a metric a table has no row for
 DEFAULTS = {"delta": 0.02, "alpha": 0.05, "power": 0.8, "n_resamples": 1000, "seed": 0}
 
 
@@ -149,7 +152,7 @@ def paired_study(
     store = _Records(runs)
     options = _Options(intersect, delta, alpha, power, n_resamples, seed)
     for benchmark, label, rows, _ in condition_groups(frame, axes=("model",)):
-        rows = latest(rows, ["model"]).sort_values("model")
+        _, rows = ranked(latest(rows, ["model"]))  # leader first: every pair's difference is higher − lower
         title = benchmark + (f" ({label})" if label else "")
         study.extend(_condition(store, run_rows(rows), title, slug(benchmark, label), options))
     if not study.differences.tables:
@@ -167,6 +170,8 @@ def _condition(store: _Records, rows: list[RunRow], title: str, name: str, optio
     pairs = list(combinations(rows, 2))
     records: list[dict[str, Any]] = []
     power_rows: list[dict[str, Any]] = []
+    left_out: list[LeftOut] = []
+    power_left_out: list[LeftOut] = []
     for a, b in pairs:
         pair = _pair(store, a, b, title, options)
         part.differences.notes += pair.notes
@@ -174,16 +179,34 @@ def _condition(store: _Records, rows: list[RunRow], title: str, name: str, optio
             part.results[(a["run_id"], b["run_id"])] = pair.results
         records += pair.rows
         power_rows += pair.power_rows
-    alone, skipped = _alone_rows(store, rows, title, options)
+        left_out += pair.left_out
+        power_left_out += pair.power_left_out
+    alone, skipped, alone_left_out = _alone_rows(store, rows, title, options)
     power_rows += alone
     part.power.notes += skipped
     if records:
         table, lines = _differences_table(pd.DataFrame(records), title, name, len(pairs), options)
+        table.caption += left_out_note(left_out)
         part.differences.tables.append(table)
         part.lines += lines
     if power_rows:
-        part.power.tables.append(_power_table(pd.DataFrame(power_rows), title, name, options))
+        table = _power_table(pd.DataFrame(power_rows), title, name, options)
+        table.caption += left_out_note([*power_left_out, *alone_left_out])
+        part.power.tables.append(table)
     return part
+
+
+def left_out_note(reasons: list[LeftOut]) -> str:
+    """The metrics a table has no row for, each with why, those of one run or pair and one reason together:
+    `; left out (no row): rws (a − b): undefined in ...`; '' when none is."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for metric, who, why in reasons:
+        grouped.setdefault((who, why), []).append(metric)
+    together: dict[tuple[tuple[str, ...], str], list[str]] = {}  # the same metrics for the same reason: one part
+    for (who, why), metrics in grouped.items():
+        together.setdefault((tuple(metrics), why), []).append(who)
+    parts = [f"{', '.join(metrics)} ({'; '.join(whos)}): {why}" for (metrics, why), whos in together.items()]
+    return "; left out (no row): " + "; ".join(parts) if parts else ""
 
 
 def _shared_questions(
@@ -225,6 +248,8 @@ class _Pair:
     rows: list[dict[str, Any]] = field(default_factory=list)
     power_rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)  # each metric not in the differences table, with why
+    power_left_out: list[LeftOut] = field(default_factory=list)  # the same for its questions-needed rows
 
 
 def _pair(store: _Records, a: RunRow, b: RunRow, title: str, options: _Options) -> _Pair:
@@ -245,6 +270,10 @@ def _pair(store: _Records, a: RunRow, b: RunRow, title: str, options: _Options) 
         left_out |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
     names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in left_out]
     out.results = paired_differences(dec_a, dec_b, names, n_resamples=options.n_resamples, seed=options.seed)
+    who = minus(a["model"], b["model"])
+    for metric in dict.fromkeys(n for n in [*dec_a.names, *dec_b.names] if "/" not in n):
+        if metric not in out.results:
+            out.left_out.append((metric, who, _why_left_out(metric, a, b, dec_a, dec_b, left_out)))
     for metric, r in out.results.items():
         out.rows.append(
             {
@@ -264,10 +293,47 @@ def _pair(store: _Records, a: RunRow, b: RunRow, title: str, options: _Options) 
             }
         )
         if r.sd is not None:
-            who = f"{a['model']} − {b['model']} (paired)"
             size = min((s for s in (benchmark_size(a), benchmark_size(b)) if s is not None), default=None)
-            out.power_rows.append(_power_row(who, metric, len(dec_a.question_ids), r.sd, size, options))
+            out.power_rows.append(_power_row(f"{who} (paired)", metric, len(dec_a.question_ids), r.sd, size, options))
+        else:
+            why = _why_untested(metric, r.n_questions, options.n_resamples)
+            out.power_left_out.append((metric, f"{who}, paired", why))
+    out.power_left_out += [(metric, f"{who}, paired", why) for metric, _, why in out.left_out]
     return out
+
+
+def _why_left_out(
+    metric: str, a: RunRow, b: RunRow, dec_a: Decomposition, dec_b: Decomposition, skipped: set[str]
+) -> str:
+    """Why a pair's differences table has no row for `metric`, one of the two runs' metrics."""
+    if metric in skipped and metric in ("rws", "st") and a.get("sure_rule") != b.get("sure_rule"):
+        return "the runs use different SURE rules (--sure-rule recomputes both)"
+    if metric in skipped:
+        return ONE_VARIANT_CORA
+    for row, dec in ((a, dec_a), (b, dec_b)):
+        if metric not in dec.names:
+            return f"not measured by {_label(row)}"
+    for row, dec in ((a, dec_a), (b, dec_b)):
+        if dec.parts(metric).n_questions == 0 or _undefined(row.get(metric)):
+            return f"{_label(row)} {undefined_reason(metric)}"
+    return "undefined in one run on these questions"
+
+
+def _undefined(value: Any) -> bool:
+    return value is None or value != value
+
+
+def _why_untested(metric: str, n_questions: int, n_resamples: int, *, pair: bool = True) -> str:
+    """Why a metric of a pair (or, not `pair`, of a run alone) has no interval, no p and no per-question sd."""
+    if n_resamples <= 0:
+        return "no resamples (--bootstrap 0)"
+    if n_questions < MIN_BOOTSTRAP_QUESTIONS:
+        where, needs = (" in one run", "an interval") if pair else ("", "an estimate")
+        return (
+            f"{n_questions} questions behind it{where} ({needs} needs "
+            f"{MIN_BOOTSTRAP_QUESTIONS}{'; rws counts only SURE questions' if metric == 'rws' else ''})"
+        )
+    return "over 1% of the resamples leave it undefined (no question behind it in the resample)"
 
 
 def _test(options: _Options) -> tuple[float, float, float]:
@@ -276,9 +342,12 @@ def _test(options: _Options) -> tuple[float, float, float]:
 
 def _alone_rows(
     store: _Records, rows: list[RunRow], title: str, options: _Options
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """(rows, notes): the questions-needed rows of each run alone, and a note per run whose records are missing."""
-    out, notes = [], []
+) -> tuple[list[dict[str, Any]], list[str], list[LeftOut]]:
+    """(rows, notes, left out): the questions-needed rows of each run alone, a note per run whose records are
+    missing, and each metric of a run left without a row, with why."""
+    out: list[dict[str, Any]] = []
+    notes: list[str] = []
+    left_out: list[LeftOut] = []
     for row in rows:
         try:
             decomposition = store.decomposition(row)
@@ -286,12 +355,22 @@ def _alone_rows(
             notes.append(f"questions needed, {title}: {_label(row)} skipped ({err})")
             continue
         sds = per_question_sd(decomposition, n_resamples=options.n_resamples, seed=options.seed)
-        for metric, sd in sds.items():
+        n = len(decomposition.question_ids)
+        for metric in (m for m in decomposition.names if "/" not in m):
             if row.get("variants") in ONE_VARIANT_SETS and metric.startswith(CORA_FAMILY_PREFIXES):
+                left_out.append((metric, str(row["model"]), ONE_VARIANT_CORA))
                 continue
-            n = len(decomposition.question_ids)
-            out.append(_power_row(row["model"], metric, n, sd, benchmark_size(row), options))
-    return out, notes
+            if metric in sds:
+                out.append(_power_row(row["model"], metric, n, sds[metric], benchmark_size(row), options))
+                continue
+            behind = decomposition.parts(metric).n_questions
+            why = (
+                undefined_reason(metric)
+                if behind == 0 or _undefined(row.get(metric))
+                else _why_untested(metric, behind, options.n_resamples, pair=False)
+            )
+            left_out.append((metric, str(row["model"]), why))
+    return out, notes, left_out
 
 
 def _differences_table(
@@ -308,13 +387,13 @@ def _differences_table(
             "metric": data["metric"].to_numpy(),
             "A": [fmt(v) for v in data["a"]],
             "B": [fmt(v) for v in data["b"]],
-            "A − B [95%]": [difference_cell(r) for r in _results(data)],
+            f"{minus('A', 'B')} [95%]": [difference_cell(r) for r in _results(data)],
             "p": [p_text(p) for p in _nones(data["p"])],
             "p (Holm)": [p_text(p) for p in _nones(data["p_holm"])],
             "significant": ["*" if s else "" for s in data["significant"]],
             "chance": data["chance"].to_numpy(),
         },
-        index=pd.Index([f"{a} − {b}" for a, b in zip(data["model_a"], data["model_b"])], name="A − B"),
+        index=pd.Index([minus(a, b) for a, b in zip(data["model_a"], data["model_b"])], name=minus("A", "B")),
     )
     table = Table(
         title=title,
@@ -329,7 +408,7 @@ def _differences_table(
         "none" + untested_note(data, n_resamples),
     )
     lines = [
-        f"{title}: {r['model_a']} − {r['model_b']} {r['metric']} "
+        f"{title}: {minus(r['model_a'], r['model_b'])} {r['metric']} "
         f"{difference_cell(_results(r.to_frame().T)[0])} p={p_text(_none(r['p']))} "
         f"p_holm={p_text(_none(r['p_holm']))}{' *' if r['significant'] else ''}"
         for _, r in data.iterrows()
@@ -344,16 +423,8 @@ def untested_note(data: pd.DataFrame, n_resamples: int) -> str:
     for _, r in data.iterrows():
         if r["p"] is not None and r["p"] == r["p"]:
             continue
-        if n_resamples <= 0:
-            why = "no resamples (--bootstrap 0)"
-        elif int(r["n_questions"]) < MIN_BOOTSTRAP_QUESTIONS:
-            why = (
-                f"{int(r['n_questions'])} questions behind it in one run (an interval needs "
-                f"{MIN_BOOTSTRAP_QUESTIONS}{'; rws counts only SURE questions' if r['metric'] == 'rws' else ''})"
-            )
-        else:
-            why = "over 1% of the resamples leave it undefined (no question behind it in the resample)"
-        reasons.append(f"{r['metric']} ({r['model_a']} − {r['model_b']}): {why}")
+        why = _why_untested(str(r["metric"]), int(r["n_questions"]), n_resamples)
+        reasons.append(f"{r['metric']} ({minus(r['model_a'], r['model_b'])}): {why}")
     if not reasons:
         return ""
     return "; – in an interval, p or p (Holm): no interval and no p, so not among the differences Holm adjusts: " + (

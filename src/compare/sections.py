@@ -222,7 +222,8 @@ def decision_sections(runs: Runs, study: PairedStudy | None, options: Mapping[st
             Section(
                 "Paired differences between models",
                 intro="Per benchmark and condition, every pair of models on the same questions: the difference "
-                "A − B of each headline metric, its paired cluster-bootstrap 95% interval (the same "
+                "A − B of each headline metric (A ranked above B on the condition's headline: leader − "
+                "runner-up, as in the bottom line), its paired cluster-bootstrap 95% interval (the same "
                 "resample of questions for both runs), a two-sided bootstrap p-value and the p-value "
                 "Holm-adjusted over every difference of the table.",
             ).add(study.differences),

@@ -2,13 +2,19 @@
 
 Per benchmark and condition (the paired differences' grouping: runs that differ only in the model), the models
 ranked by the condition's headline (`src.metrics.chance.HEADLINE_RULE`: acc mean, the mean over repetitions, in
-runs with repetitions, never one sampled draw; else MCQA; else accuracy), the first and the second with their
-intervals, the paired difference first − second with its 95% interval and its Holm-adjusted p-value from the paired
-study (`src.compare.paired`) on that same metric. The first is named the one to pick only where that p is below
-alpha; otherwise it is a tie and no model is named (also where the two values are equal at the shown precision).
-Every model's verdict against chance on the headline (above, indistinguishable from, below) is named in the bottom
-line and in the summary's `vs chance` column, and a model whose interval contains chance is marked †
-(`tables.AT_CHANCE_NOTE`); a run whose INVALID share is above `INVALID_FLAG` is named in the bottom line.
+runs with repetitions, never one sampled draw; else MCQA; else accuracy; `tables.common.ranked`, the order of the
+paired tables too), the first and the second with their intervals, the paired difference first − second (the one
+convention of every difference shown: leader − runner-up, `src.metrics.display.MINUS`) with its 95% interval and
+its Holm-adjusted p-value from the paired study (`src.compare.paired`) on that same metric.
+
+A verdict joins every fact it rests on. The first is named the one to pick only where that p is below alpha and
+some model is above chance on the headline; where every model is at or below chance no model is picked, and the
+bottom line says so first, with each model's interval, then the difference and its cause; otherwise it is a tie and
+no model is named (also where the two values are equal at the shown precision). A lead that comes mostly from the
+runner-up's INVALID answers (`Decision.invalid_lead`) is said to, beside the pick or the difference. Every
+model's verdict against chance on the headline (above, indistinguishable from, below) is named in the bottom line
+and in the summary's `vs chance` column, and a model whose interval contains chance is marked †
+(`tables.AT_CHANCE_NOTE`); every run whose INVALID share is above `INVALID_FLAG` is named in the bottom line.
 """
 
 from __future__ import annotations
@@ -19,24 +25,30 @@ from typing import Any
 
 import pandas as pd
 
-from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, VERDICT_METRICS, invalid_flag, verdict_of
-from src.metrics.display import difference_cell, fmt, signed
+from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, invalid_flag, verdict_of
+from src.metrics.display import cell, difference_cell, fmt, minus, signed
 from src.metrics.paired import PairedDifference, QuestionsVerdict
 
 from .load import Runs, benchmark_size
 from .paired import PairedStudy
-from .tables.common import AT_CHANCE_NOTE, Built, RunRow, Table, condition_groups, judged_cell, latest, p_text, run_rows
+from .tables.common import (
+    AT_CHANCE_NOTE,
+    Built,
+    RunRow,
+    Table,
+    condition_groups,
+    judged_cell,
+    latest,
+    p_text,
+    ranked,
+    run_rows,
+)
 
 TITLE = "Summary: which model to pick on each benchmark"
 BOTTOM_TITLE = "Bottom line"
 TIE = "tie"
 UNDECIDED = "undecided against chance (no interval or no chance level logged)"
 SHORT_VERDICTS = {"above chance": "above", "below chance": "below", UNDECIDED: "undecided"}  # the table's words
-
-
-def headline_metric(rows: pd.DataFrame) -> str | None:
-    """The condition's headline (`HEADLINE_RULE`): the first of VERDICT_METRICS that every run of it logged."""
-    return next((m for m in VERDICT_METRICS if m in rows.columns and rows[m].notna().all()), None)
 
 
 def _holm(study: PairedStudy | None, run_a: str, run_b: str, metric: str) -> float | None:
@@ -56,9 +68,15 @@ def _holm(study: PairedStudy | None, run_a: str, run_b: str, metric: str) -> flo
     return None
 
 
+# A lead is said to come mostly from the runner-up's unparsed answers when, on the answers each model parsed, the
+# leader's lead is at most this share of its lead as counted (INVALID wrong): see `Decision.invalid_lead`
+INVALID_LEAD_SHARE = 0.5
+
+
 @dataclass
 class Decision:
-    """One benchmark and condition: its headline metric, the first two models, their paired difference."""
+    """One benchmark and condition: its headline metric, every model ranked by it, the first two's paired
+    difference (first − second, `src.metrics.display.MINUS`)."""
 
     benchmark: str
     label: str
@@ -85,17 +103,36 @@ class Decision:
         return self.equal or self.p_holm is None or self.p_holm >= self.alpha
 
     @property
+    def none_above(self) -> bool:
+        """Every model is at or below chance on the headline (each one judged: an interval and a chance level): no
+        model is worth picking, whatever the difference between them."""
+        words = [verdict for _, verdict in self.chance_verdicts()]
+        return all(w in (AT_CHANCE, "below chance") for w in words)
+
+    @property
+    def pick(self) -> bool:
+        """A leader is named: its lead is significant and some model is above chance."""
+        return not self.tie and not self.none_above
+
+    @property
     def where(self) -> str:
         return self.benchmark + (f" ({self.label})" if self.label else "")
 
+    @property
+    def models(self) -> str:
+        return "neither model" if len(self.ranked) == 2 else "no model"
+
     def verdict(self) -> str:
+        if self.none_above:
+            return f"no pick: {self.models} above chance"
         if self.equal:
             return f"{TIE} (equal): no leader"
         if self.p_holm is None:
             return f"{TIE}? (no paired test): no leader"
         if self.tie:
             return f"{TIE} (p ≥ {self.alpha:g}): no leader"
-        return f"pick {self.first['model']} (p < {self.alpha:g})"
+        mostly = f"; lead mostly {self.second['model']}'s INVALID" if self.invalid_lead() else ""
+        return f"pick {self.first['model']} (p < {self.alpha:g}{mostly})"
 
     def chance_verdicts(self) -> list[tuple[str, str]]:
         """(model, `above chance` | `indistinguishable from chance` | `below chance` | UNDECIDED) of every model,
@@ -119,26 +156,73 @@ class Decision:
         words = {**SHORT_VERDICTS, AT_CHANCE: "indistinguishable"}
         return ", ".join(f"{model} {words.get(verdict, verdict)}" for model, verdict in self.chance_verdicts())
 
+    def invalid_lead(self) -> str:
+        """Where the runner-up's INVALID share is the larger and, on the answers each model parsed (its headline
+        over its parsed share, `value / (1 - invalid_rate)`), the leader's lead is at most INVALID_LEAD_SHARE of its
+        lead as counted: the sentence that says the lead comes mostly from the runner-up's unparsed answers; ''
+        otherwise. The parsed share is over every trial of the run, the headline's own trials or more."""
+        a, b = self.first, self.second
+        rates = [_number(r.get("invalid_rate")) for r in (a, b)]
+        lead = _number(a[self.metric]) - _number(b[self.metric])
+        if any(math.isnan(r) for r in rates) or not rates[1] > rates[0] or not lead > 0:
+            return ""
+        parsed = [_number(r[self.metric]) / (1 - rate) if rate < 1 else math.nan for r, rate in zip((a, b), rates)]
+        if not math.isnan(parsed[1]) and parsed[0] - parsed[1] > INVALID_LEAD_SHARE * lead:
+            return ""
+        given = (
+            f"on the answers it parsed {b['model']} is right {fmt(parsed[1], 2)}, {a['model']} {fmt(parsed[0], 2)}"
+            if not math.isnan(parsed[1])
+            else f"{b['model']} parsed no answer"
+        )
+        return (
+            f"the lead comes mostly from {b['model']}'s INVALID answers ({rates[1]:.2f} of its trials, counted wrong; "
+            f"{a['model']} {rates[0]:.2f}): {given}"
+        )
+
     def bottom_line(self, *, delta: float, power: float) -> str:
         """The one sentence a reader acts on (module docstring)."""
-        text = f"{self.where}: " + (self._pick() if not self.tie else self._no_pick(delta, power))
-        text += "; " + self.chance_text()
+        if self.none_above:
+            text = f"{self.where}: {self._below_chance()}"
+        else:
+            text = f"{self.where}: " + (self._pick() if self.pick else self._no_pick(delta, power))
+            text += "; " + self.chance_text()
         flagged = [f"{r['model']} {r['invalid_rate']:.2f}" for r in self.ranked if invalid_flag(r)]
         if flagged:
             text += f"; INVALID share above {INVALID_FLAG:.2f} (counted wrong): {', '.join(flagged)}"
         return text + "."
 
+    def _difference(self) -> str:
+        """`smollm2 − gemma +0.065 [+0.020, +0.110], p_holm 0.006` (the leader first), or why there is none."""
+        if self.found is None:
+            return "no paired test"
+        names = minus(self.first["model"], self.second["model"])
+        return f"{names} {difference_cell(self.found)}, p_holm {p_text(self.p_holm)}"
+
+    def _below_chance(self) -> str:
+        """No pick: every model at or below chance. Each model with its interval and verdict, then the difference
+        and, where it is, its cause (the runner-up's INVALID answers)."""
+        judged = []
+        for r, (_, verdict) in zip(self.ranked, self.chance_verdicts()):
+            judged.append(f"{r['model']} {cell(r, self.metric)} {verdict}")
+        chance = sorted({fmt(_number(r.get("chance"))) for r in self.ranked})
+        text = (
+            f"no pick: {self.models} is above chance on {self.metric} ({', '.join(judged)}; chance "
+            f"{', '.join(chance)}); {self._difference()}"
+        )
+        cause = self.invalid_lead()
+        return text + (f", and {cause}" if cause else "")
+
     def _pick(self) -> str:
         assert self.found is not None  # a pick is made only from a tested difference (not self.tie)
-        return (
+        text = (
             f"pick {self.first['model']} (its lead on {self.metric} over {self.second['model']} is "
             f"{difference_cell(self.found)}, p_holm {p_text(self.p_holm)})"
         )
+        cause = self.invalid_lead()
+        return text + (f", though {cause}" if cause else "")
 
     def _no_pick(self, delta: float, power: float) -> str:
-        values = f"{self.first['model']} {fmt(self.first[self.metric])}, {self.second['model']} " + fmt(
-            self.second[self.metric]
-        )
+        values = ", ".join(f"{r['model']} {fmt(r[self.metric])}" for r in self.ranked)  # every model, in rank order
         p = f", p_holm {p_text(self.p_holm)}" if self.p_holm is not None else ", no paired test"
         text = f"no model is better on these questions ({self.metric}: {values}{p})"
         if self.found is not None and self.found.sd is not None and self.found.sd > 0:
@@ -155,18 +239,24 @@ class Decision:
         return text
 
 
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def decisions(runs: Runs, study: PairedStudy | None = None, *, alpha: float = 0.05) -> list[Decision]:
     """One `Decision` per benchmark and condition with two or more models and a headline every run logged."""
     found = []
     for benchmark, label, rows, _ in condition_groups(runs.table, axes=("model",)):
-        rows = latest(rows, ["model"])
-        metric = headline_metric(rows)
+        metric, rows = ranked(latest(rows, ["model"]))  # the paired study's order too: leader − runner-up
         if metric is None or rows["model"].nunique() < 2:
             continue
-        ranked = run_rows(rows.sort_values([metric, "model"], ascending=[False, True], kind="stable"))
-        first, second = ranked[0]["run_id"], ranked[1]["run_id"]
+        order = run_rows(rows)
+        first, second = order[0]["run_id"], order[1]["run_id"]
         difference = study.lookup(first, second, metric) if study is not None else None
-        found.append(Decision(benchmark, label, metric, ranked, difference, _holm(study, first, second, metric), alpha))
+        found.append(Decision(benchmark, label, metric, order, difference, _holm(study, first, second, metric), alpha))
     return found
 
 
@@ -182,7 +272,7 @@ def _record(d: Decision) -> dict[str, Any]:
         "condition": d.label,
         "metric": d.metric,
         "models": len(d.ranked),
-        "leader": None if d.tie else d.first["model"],
+        "leader": d.first["model"] if d.pick else None,
         "first": d.first["model"],
         "first_value": d.first[d.metric],
         "first_run": d.first["run_id"],
@@ -194,6 +284,7 @@ def _record(d: Decision) -> dict[str, Any]:
         "hi": hi,
         "p_holm": math.nan if d.p_holm is None else d.p_holm,
         "tie": d.tie,
+        "none_above_chance": d.none_above,
         "vs_chance": d.chance_cell(),
     }
 
@@ -208,7 +299,7 @@ def _text_row(d: Decision) -> dict[str, str]:
         "metric": d.metric,
         "first": f"{d.first['model']} {judged_cell(d.first, d.metric)}",
         "second": f"{d.second['model']} {judged_cell(d.second, d.metric)}",
-        "first − second [95%]": difference,
+        f"{minus('first', 'second')} [95%]": difference,
         "p (Holm)": p_text(d.p_holm),
         "verdict": d.verdict(),
         "vs chance": d.chance_cell(),
@@ -234,7 +325,8 @@ def leader_table(
             caption=f"{HEADLINE_RULE}; per benchmark and condition the models ranked by it with its 95% interval; "
             "the paired difference first − second on the same questions and the same metric, with its paired "
             "bootstrap 95% interval and its p-value Holm-adjusted over the differences of that condition's table "
-            f"(section Paired differences); a tie, naming no leader, where that p is not below {alpha:g}; "
+            f"(section Paired differences); a tie, naming no leader, where that p is not below {alpha:g}; no pick "
+            "where every model is at or below chance on the headline; "
             "vs chance: every model of the condition (in rank order) against the chance level of its headline: "
             "above it, indistinguishable from it (its interval contains chance) or below it; " + AT_CHANCE_NOTE,
         )

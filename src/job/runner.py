@@ -37,7 +37,7 @@ from src.benchmarks import (
     task_tags,
 )
 from src.common.errors import UserError
-from src.common.redact import redact
+from src.common.redact import redact, redact_text
 from src.config import plain_dict
 from src.config.schema import benchmark_label, check_config
 from src.core.fewshot import pick_fewshot
@@ -540,6 +540,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         **identity_tags,
         **runs.provenance_tags(),
         **task_tags(questions),
+        **override_tags(),
     }
     tags.update(chance_tags(metrics))  # the review view's chance column (src/metrics/chance.py)
     # the keys that tell runs apart, then the rounded headlines (`mcqa`: 0.230 [0.158, 0.322]): the review view
@@ -579,6 +580,21 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),
     )
     return ties
+
+
+def override_tags() -> dict[str, str]:
+    """`overrides`: the keys this job's command line or sweep set (Hydra's task overrides, less where things go:
+    tracking, cache, hydra), so that the report can say what decided a setting, a sweep override or a config's
+    default (`src.compare.load.setting_causes`); none outside Hydra (a job run in-process by a test)."""
+    from hydra.core.hydra_config import HydraConfig  # local: loads hydra (slow import)
+
+    if not HydraConfig.initialized():
+        return {}
+    kept = [
+        o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(("tracking.", "cache.", "hydra"))
+    ]
+    # masked here too, not only where the tags are logged: a secret set on the command line never reaches the tag
+    return {runs.OVERRIDES_TAG: redact_text(" ".join(kept))[:5000] or runs.NO_OVERRIDES}
 
 
 def sure_rule(cfg: DictConfig) -> str:

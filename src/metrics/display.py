@@ -69,11 +69,27 @@ def cell(row: Row, metric: str, digits: int = 3) -> str:
     return fmt_ci(row.get(metric, math.nan), bounds(row, metric), digits)
 
 
+# The one minus sign of every difference shown (the report's bottom line, tables and stderr lines, `src.plan`): the
+# sign of a signed number and the operator between the two names, `leader − runner-up +0.065`. U+2212, not the
+# hyphen, so that a negative difference never reads as a dash or a range; CSV files keep plain floats.
+MINUS = "\u2212"
+
+
+def minus(a: str, b: str) -> str:
+    """`a − b`: the name of a difference, with MINUS.
+
+    >>> minus("smollm2", "gemma") == "smollm2 \u2212 gemma"
+    True
+    """
+    return f"{a} {MINUS} {b}"
+
+
 def signed(value: float | None, digits: int = 3) -> str:
-    """+0.050, -0.020; an en dash when undefined."""
+    """+0.050, −0.020 (MINUS); an en dash when undefined."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{round(float(value), digits) + 0.0:+.{digits}f}"  # + 0.0: "+0.000", never "-0.000"
+    # + 0.0: "+0.000", never a negative zero
+    return f"{round(float(value), digits) + 0.0:+.{digits}f}".replace("-", MINUS)
 
 
 def difference_cell(result: PairedDifference) -> str:

@@ -1,6 +1,6 @@
 """What an MLflow error means for the tool: a race of parallel first use (retried), a server that does not answer
-(an outage), a store of an older schema (refused in one line). The one module of src that reads MLflow's errors,
-with the MLflow versions it was checked with.
+(an outage), a store of an older schema (refused in one line); and the schema revision of an empty store. The one
+module of src that reads MLflow's errors and its tables, with the MLflow versions it was checked with.
 
 MLflow's public API says most of it without reading messages:
 - its SQL store raises `MlflowException(error_code=TEMPORARILY_UNAVAILABLE)` from SQLAlchemy's `OperationalError`,
@@ -19,12 +19,18 @@ code of its own ("Detected out-of-date database schema"). Those two texts are ma
 importing this module checks the installed MLflow against `SUPPORTED` (pyproject.toml pins the same range) and
 prints one `warning:` line when it is outside (src/common/versions.py). tests/test_store_errors.py makes each
 error as MLflow and SQLite make it.
+
+It also names the one private function that says which schema revision this MLflow makes
+(`mlflow.store.db.utils._get_latest_schema_revision`), the key of the empty store new SQLite stores are copied
+from, and reads and trims that store's own tables (`alembic_version`, the Default experiment) with sqlite3
+(tests/test_store_template.py).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 from src.common import versions
 
@@ -36,6 +42,43 @@ SQLITE_UNIQUE = {sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRI
 # a tracking server's database saying that another request inserted the same row first (the only sign it gives)
 SERVER_UNIQUE_RACE = ("duplicate key value violates unique constraint", "unique constraint failed")
 OLD_SCHEMA = "out-of-date database schema"
+
+
+def schema_revision() -> str:
+    """The schema revision a store this MLflow makes is at (the head of its alembic migrations): the key of the
+    empty store that new SQLite stores are copied from (src/tracking/store.py `store_template`: ~0.1 s a store
+    instead of 5-10 s of migrations on two cores). MLflow's public API does not give it; reading it costs ~40 ms."""
+    from mlflow.store.db import utils
+
+    return str(utils._get_latest_schema_revision())  # type: ignore[no-untyped-call]  # MLflow leaves it untyped
+
+
+def empty_store_revision(db: Path) -> str | None:
+    """The schema revision a SQLite store with no experiment is at (its `alembic_version` row); None for no file,
+    no such row, or a store that holds an experiment."""
+    if not db.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            experiments = conn.execute("SELECT count(*) FROM experiments").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row and experiments == 0 else None
+
+
+def drop_default_experiment(db: Path) -> None:
+    """Remove the Default experiment (id 0) of a store no one has used: MLflow makes it again when it opens the
+    store, with that process's artifact root and time, so a copy of an empty store opens as a store MLflow made."""
+    conn = sqlite3.connect(db)
+    try:
+        with conn:  # one transaction, committed
+            conn.execute("DELETE FROM experiments WHERE experiment_id = 0")
+    finally:
+        conn.close()
 
 
 def chain(err: BaseException) -> Iterator[BaseException]:

@@ -20,6 +20,16 @@ from src.tracking import store
 SHORT_ID_LENGTH = 8  # the reports print run ids this long; any unique prefix this long or longer names a run
 
 
+def _named(key: str) -> tuple[str, str]:
+    """(how an error names `key`, the setting that says where the store is): a command-line flag as itself
+    (`--run`, with `--tracking-uri`), a config key as one (`config key variants.source_run`, with `tracking.uri`).
+
+    >>> _named("--run"), _named("variants.source_run")
+    (('--run', '--tracking-uri'), ('config key variants.source_run', 'tracking.uri'))
+    """
+    return (key, "--tracking-uri") if key.startswith("--") else (f"config key {key}", "tracking.uri")
+
+
 def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str:
     """The full id of the run that `run_id` names: the id itself, or a unique prefix of 8 or more characters (the
     short ids the reports print). UserError naming `key` when no run, or more than one, matches.
@@ -29,14 +39,15 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
 
     client = store.client(tracking_uri)
     run_id = str(run_id).strip()
+    named, uri_key = _named(key)
     try:
         return str(client.get_run(run_id).info.run_id)
     except MlflowException:
         pass
     if not re.fullmatch(rf"[0-9a-f]{{{SHORT_ID_LENGTH},32}}", run_id):
         raise UserError(
-            f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
-            f"or its first {SHORT_ID_LENGTH} or more characters (tracking.uri must point at its store)"
+            f"{named}: no MLflow run {run_id!r} at {tracking_uri}; give the id of a finished run "
+            f"or its first {SHORT_ID_LENGTH} or more characters ({uri_key} must point at its store)"
         )
     experiments = [e.experiment_id for e in client.search_experiments()]
     found = (
@@ -48,11 +59,11 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
         return str(found[0].info.run_id)
     if not found:
         raise UserError(
-            f"config key {key}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
-            f"give the id of a finished run (tracking.uri must point at its store)"
+            f"{named}: no MLflow run {run_id!r} at {tracking_uri}, nor one whose id starts so; "
+            f"give the id of a finished run ({uri_key} must point at its store)"
         )
     raise UserError(
-        f"config key {key}: {run_id!r} is the start of several run ids at {tracking_uri} "
+        f"{named}: {run_id!r} is the start of several run ids at {tracking_uri} "
         f"({', '.join(r.info.run_id for r in found[:2])}, ...); give more characters"
     )
 
@@ -61,7 +72,7 @@ def read_run_records(run_id: str, tracking_uri: str, *, key: str = "--run") -> p
     """The records table a finished run logged (`run_id` the full id or a unique prefix, `resolve_run_id`);
     UserError naming `key` when the run or its records are missing."""
     run_id = resolve_run_id(run_id, tracking_uri, key=key)
-    missing = f"config key {key}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run that finished"
+    missing = f"{_named(key)[0]}: run {run_id} has no {RECORDS_FILE} artifact; give a run of src.run that finished"
     with tempfile.TemporaryDirectory() as tmp:
         return pd.read_parquet(download_artifact(run_id, RECORDS_FILE, Path(tmp), tracking_uri, missing=missing))
 

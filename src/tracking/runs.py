@@ -95,6 +95,10 @@ def short_hash(text: str) -> str:
     return text_sha256(text, length=16)
 
 
+# The tag of a job's run that holds the keys its command line or sweep set (src/job/runner.py `override_tags`), and
+# its value for a job that set none
+OVERRIDES_TAG = "overrides"
+NO_OVERRIDES = "(none)"
 # The fields of a backend identity (the run's `backend` tag) that are settings of the same weights, not other
 # weights: what a model computes in (dtype, quantization) and whether prompts are wrapped in its chat template
 SETTING_FIELDS = ("dtype", "quantization", "chat")

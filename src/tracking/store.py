@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -147,9 +148,9 @@ def open_store(uri: str) -> None:
 
 
 def _create_sqlite_store(db: Path) -> None:
-    """MLflow's schema made in a temporary beside `db`, then renamed onto `db` (`owners.write_whole`: atomic on one
-    filesystem, the temporaries of killed creations removed first), and the SQLite journals those left. Called
-    under the init lock."""
+    """A copy of the empty store of MLflow's schema (`store_template`) in a temporary beside `db`, then renamed onto
+    `db` (`owners.write_whole`: atomic on one filesystem, the temporaries of killed creations removed first), and
+    the SQLite journals those left. Called under the init lock."""
     for side in db.parent.glob(f".{db.name}.tmp-*-*"):  # SQLite's journal of a killed creation's temporary store
         base, _, suffix = side.name.rpartition("-")
         match = owners.TEMP_NAME.match(base)
@@ -162,13 +163,48 @@ def _create_sqlite_store(db: Path) -> None:
         ):
             side.unlink(missing_ok=True)
 
-    def create(partial: Path) -> None:
-        try:
-            client(f"sqlite:///{partial}").search_experiments(max_results=1)
-        finally:
-            Path(f"{partial}-journal").unlink(missing_ok=True)
+    try:
+        template = store_template()
+    except OSError:  # a cache folder that cannot be written: MLflow's migrations on the store itself
+        owners.write_whole(db, _migrate, "an interrupted store creation")
+        return
+    owners.write_whole(db, lambda partial: shutil.copyfile(template, partial), "an interrupted store creation")
 
-    owners.write_whole(db, create, "an interrupted store creation")
+
+TEMPLATES = "mlflow-stores"  # under the tool's cache folder: one empty store per MLflow schema revision
+
+
+def store_template(folder: Path | None = None) -> Path:
+    """An empty SQLite store of this MLflow's schema, which every new SQLite store is copied from: MLflow's
+    migrations run once per schema revision (5-10 s on two cores), a copy takes ~0.1 s. It is
+    `<cache>/mlflow-stores/mlflow-<revision>.db` (`mlflow_adapter.schema_revision`); one whose own revision is not
+    its name's, or that holds an experiment (a file changed or cut short, a copy opened in place), is made again,
+    under a lock, written whole. Its Default experiment is
+    left out, so MLflow makes it when it opens a copy, as in a store it made itself (that store's artifact root and
+    time)."""
+    folder = folder if folder is not None else owners.cache_root() / TEMPLATES
+    revision = mlflow_adapter.schema_revision()
+    template = folder / f"mlflow-{revision}.db"
+    if mlflow_adapter.empty_store_revision(template) == revision:
+        return template
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(Path(f"{template}.lock")):
+        if mlflow_adapter.empty_store_revision(template) != revision:
+
+            def create(partial: Path) -> None:
+                _migrate(partial)
+                mlflow_adapter.drop_default_experiment(partial)
+
+            owners.write_whole(template, create, "an interrupted store template")
+    return template
+
+
+def _migrate(partial: Path) -> None:
+    """MLflow's schema made in an empty file by MLflow itself (its alembic migrations)."""
+    try:
+        client(f"sqlite:///{partial}").search_experiments(max_results=1)
+    finally:
+        Path(f"{partial}-journal").unlink(missing_ok=True)
 
 
 def search_all(

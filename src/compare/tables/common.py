@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from src.metrics.chance import CHANCE_OF, verdict_of
+from src.metrics.chance import CHANCE_OF, VERDICT_METRICS, verdict_of
 from src.metrics.display import Row, cell, fmt
 
 from ..load import CONDITION_KEYS
@@ -80,6 +80,21 @@ def spread_text(values: Iterable[float]) -> str:
 def run_rows(frame: pd.DataFrame) -> list[RunRow]:
     """The runs of a runs table as dicts, in its order."""
     return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def headline_metric(rows: pd.DataFrame) -> str | None:
+    """A condition's headline (`src.metrics.chance.HEADLINE_RULE`): the first of VERDICT_METRICS that every run of
+    it logged."""
+    return next((m for m in VERDICT_METRICS if m in rows.columns and rows[m].notna().all()), None)
+
+
+def ranked(rows: pd.DataFrame) -> tuple[str | None, pd.DataFrame]:
+    """(headline, rows best first by it, ties by model name): the one order of a condition's models, so that
+    every difference the report shows (bottom line, summary, paired tables, stderr) is leader − runner-up."""
+    metric = headline_metric(rows)
+    if metric is None:
+        return None, rows.sort_values("model", kind="stable")
+    return metric, rows.sort_values([metric, "model"], ascending=[False, True], kind="stable")
 
 
 def p_text(value: float | None) -> str:

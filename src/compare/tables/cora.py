@@ -10,7 +10,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import pandas as pd
 
-from src.metrics.display import bounds, difference_cell, fmt
+from src.metrics.display import MINUS, bounds, difference_cell, fmt, minus
 from src.metrics.paired import PairedDifference
 
 from .common import (
@@ -243,9 +243,9 @@ def _rank_table(data: pd.DataFrame, swaps: list[str], tested: bool) -> Table:
         mcqa=data["mcqa"].map(fmt),
         cora=data["cora"].map(fmt),
         **{"chance (MCQA)": data["chance (MCQA)"].map(fmt)},
-        change=data["change"].map(lambda c: f"+{c}" if c > 0 else str(c)),
+        change=data["change"].map(lambda c: f"+{c}" if c > 0 else str(c).replace("-", MINUS)),
     )
-    caption = "change = MCQA rank - CoRA rank (+: the model climbs once consistency counts). " + (
+    caption = f"change = {minus('MCQA rank', 'CoRA rank')} (+: the model climbs once consistency counts). " + (
         "Swaps: " + "; ".join(swaps) + "." if swaps else "No two models swap places between MCQA and CoRA."
     )
     if tested:
@@ -264,8 +264,8 @@ def _swap_table(swap_data: pd.DataFrame) -> Table:
         {
             "above on MCQA": swap_data["above on MCQA"].to_numpy(),
             "below on CoRA": swap_data["below on CoRA"].to_numpy(),
-            "MCQA: above − below [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
-            "CoRA: above − below [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
+            f"MCQA: {minus('above', 'below')} [95%]": [difference_cell(d) for d in swap_data["MCQA difference"]],
+            f"CoRA: {minus('above', 'below')} [95%]": [difference_cell(d) for d in swap_data["CoRA difference"]],
             "significant": ["yes" if v else "no" for v in swap_data["significant"]],
         },
         index=pd.Index(swap_data["table"].to_numpy(), name="table"),
