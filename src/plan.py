@@ -152,8 +152,8 @@ def plan_rows(
     sds: Mapping[str, float], n: int, size: int | None, *, delta: float, alpha: float, power: float
 ) -> list[dict[str, Any]]:
     """One row per metric (metric, n, sd, n_needed, enough, size, detectable, verdict: the rule of
-    `QuestionsVerdict`, the report's too); metrics whose sd is the same (the CoRA family of a run that asked one
-    variant, whose values equal MCQA's) are one row, named together."""
+    `QuestionsVerdict`, the report's too); metrics whose sd is the same on these questions are one row, named
+    together."""
     from .metrics.paired import QuestionsVerdict  # local: loads numpy, pandas (slow import)
 
     rows: list[dict[str, Any]] = []

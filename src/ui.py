@@ -78,8 +78,10 @@ def runs_lines(runs: Sequence[store.Run]) -> list[str]:
     """The review view in the terminal: one line per job run (MLflow `Run`s) with the keys that vary among them
     (REVIEW_KEYS, the others said once), its headline with its interval rounded and its verdict
     (`src.metrics.chance.chance_verdict`: acc mean in a run with repetitions, else MCQA, else accuracy), a high
-    INVALID share; what "indistinguishable from chance" means is said once, under the lines."""
+    INVALID share, a letter habit (`slot_bias_flag`); a legend for the dash of a value a run lacks; what
+    "indistinguishable from chance" means is said once, under the lines."""
     from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, chance_verdict, invalid_flag  # local: loads numpy
+    from src.metrics.slots import slot_flagged  # local: loads numpy, pandas (slow import)
 
     if not runs:
         return []
@@ -96,12 +98,16 @@ def runs_lines(runs: Sequence[store.Run]) -> list[str]:
             headline = f"{verdict.metric} {verdict.value:.3f}{bounds} {verdict.short()}".rstrip()
             at_chance |= bool(verdict.at_chance)
         flag = f"  INVALID {metrics['invalid_rate']:.2f} (high)" if invalid_flag(metrics) else ""
+        if slot_flagged(metrics):  # a letter habit (src/metrics/slots.py): its tag names the slot and both shares
+            flag += f"  letter habit: {tag.get(review.SLOT_TAG, 'slot_bias_flag 1')}"
         rows.append([run.info.run_id[:8], *(str(tag.get(k, "–")) for k in varying), headline + flag])
     widths = [max(len(r[i]) for r in [["run", *varying, "headline"], *rows]) for i in range(len(varying) + 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(["run", *varying], widths)) + "  headline [95%], vs chance"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
     if fixed:
         lines.append("every run: " + ", ".join(fixed))
+    if any("–" in cell for row in rows for cell in row):
+        lines.append("–: the run has no such value (a key it did not log, or no headline its variant set measures)")
     if at_chance:
         lines.append(f"{AT_CHANCE}: {AT_CHANCE_MEANING}")
     return lines

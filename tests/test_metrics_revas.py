@@ -95,7 +95,7 @@ def test_sc_mean_acc_h_and_the_sc_distribution():
     # bin accuracy: the unique most frequent answer is right; q5's mode is INVALID; no accuracy where nothing repeats
     assert m["sc_bin_4_of_4_acc"] == 1.0 and m["sc_bin_3_of_4_acc"] == 0.0 and m["sc_bin_2_of_4_acc"] == 0.5
     assert "sc_bin_1_of_4_acc" not in m
-    assert "cora" not in m and applicable_families(reorder_table()) == ["mcqa", "revas"]
+    assert "cora" not in m and applicable_families(reorder_table()) == ["mcqa", "revas", "slots"]
 
 
 def test_a_tied_mode_is_not_a_right_mode():

@@ -5,12 +5,13 @@ dataset input, and the experiment's review view."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from src.metrics import constant_by_construction, headline_order, rws_st_string
+from src.metrics import headline_order, rws_st_string
 from src.tracking import review
 
 from .conftest import mlflow_runs
@@ -33,11 +34,12 @@ def test_a_repetition_run_logs_its_study_and_per_subject_values_as_a_table(repea
     logged = run.data.metrics
     full = json.loads((result.out_dir / "artifacts" / "metrics.json").read_text())
     assert {"rws", "st", "acc_mean", "mcqa", "st_lo", "st_hi"} <= set(logged)
-    # mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1 by construction here: kept in metrics.json, not in MLflow
-    assert {"mcqa_plus", "mv", "ci", "cora", "bmca_1.0", "bmca_1.0_lo"} <= set(full)
-    assert not [name for name in logged if name.startswith(("mcqa_plus", "mv", "ci", "cora", "bmca_"))]
+    # the original order alone measures no consistency: the CoRA family is neither computed nor logged
+    cora_family = ("mcqa_plus", "mv", "ci", "cora", "bmca_")
+    assert not [name for name in [*logged, *full] if name.startswith(cora_family)]
     assert not [name for name in logged if "/" in name]  # per subject: subjects.csv
-    assert len(logged) < 40 < len(full)
+    unsliced = [name for name in logged if not name.startswith(("slot_", "n_slot"))]  # four numbers per slot
+    assert len(unsliced) < 40 < len(full)
     # per-subject values are a table artifact
     local = Path(client.download_artifacts(run.info.run_id, review.SUBJECTS_FILE))
     table = pd.read_csv(local).set_index("subject")
@@ -102,7 +104,7 @@ def test_a_cora_run_keeps_its_family_and_the_review_view_gathers_every_study(rep
     assert columns[:6] == [f"tags.`{name}`" for name in ("result", "mcqa", "acc_mean", "cora", "rws", "st")]
     assert "tags.`ci`" not in columns and not [c for c in columns if not c.startswith("tags.")]
     assert columns[6:] == [
-        f"tags.`{k}`" for k in ("model", "temperature", "variants", "chance", "benchmark", "scoring")
+        f"tags.`{k}`" for k in ("model", "temperature", "variants", "chance", "slot_bias", "benchmark", "scoring")
     ]
     assert cora.data.tags["chance"] == f"{cora.data.metrics['chance']:.3f}: mcqa above chance"
     mcqa, lo, hi = (cora.data.metrics[name] for name in ("mcqa", "mcqa_lo", "mcqa_hi"))
@@ -119,7 +121,8 @@ def test_the_review_view_rounds_each_headline_in_a_tag_bounds_lo_then_hi():
     metrics |= {"acc_mean_hi": 0.66049, "rws": float("nan"), "sc_mean": 0.4, "n_trials": 8.0}
     before = dict(metrics)
     tags = review.rounded_tags(metrics)
-    assert tags == {"mcqa": "0.230 [0.158, 0.322]", "acc_mean": "0.615 [0.550, 0.660]"}
+    # beside acc_mean (a repetition run) mcqa is repetition 0's sampled answers, and its tag says so
+    assert tags == {"mcqa": "0.230 [0.158, 0.322] one draw", "acc_mean": "0.615 [0.550, 0.660]"}
     assert metrics.keys() == before.keys() and all(metrics[k] == before[k] for k in before if k != "rws")
     columns = json.loads(review.review_view_state(list(review.finite_metrics(metrics))))["selectedColumns"]
     assert columns[:4] == ["tags.`result`", "tags.`mcqa`", "tags.`acc_mean`", "tags.`model`"]
@@ -151,37 +154,22 @@ def test_the_run_page_lists_the_headline_metrics_first():
         "mcqa/law": 1.0,
         "cora": 0.5,
     }
-    logged, _ = review.review_view(metrics, constant=["cora"])
-    assert list(logged)[:6] == ["mcqa", "rws", "st", "st_lo", "st_hi", "wacc_at_cyclic"]
-    assert "cora" not in logged and "mcqa/law" not in logged and "accuracy" in logged
+    logged, _ = review.review_view(metrics)
+    assert list(logged)[:7] == ["mcqa", "cora", "rws", "st", "st_lo", "st_hi", "wacc_at_cyclic"]
+    assert "mcqa/law" not in logged and "accuracy" in logged
     assert headline_order(list(metrics)) == ["mcqa", "cora", "rws", "st", "wacc@cyclic"]
 
 
-@pytest.mark.promise("docs/mlflow_ui.md", "a repetition run of the original order alone does not log the CoRA family")
-def test_only_a_repetition_run_of_one_variant_leaves_the_cora_family_out():
-    names = ["mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_0.5", "cora_lo", "mcqa_plus/law", "rws", "mcqa_lo"]
-    repeated = pd.DataFrame({"variant_kind": ["original", "original"], "repetition": [0, 1]})
-    assert constant_by_construction(repeated, names) == [
-        "mcqa_plus",
-        "mv",
-        "ci",
-        "cora",
-        "bmca_0.5",
-        "cora_lo",
-        "mcqa_plus/law",
-    ]
-    for other in ("shuffled", "reorder", "perm"):  # a divergent set, a re-order, a permutation: the family varies
-        assert constant_by_construction(repeated.assign(variant_kind=["original", other]), names) == []
-    # one trial per question (the default run): the documented CoRA reading of a one-variant set stays
-    assert constant_by_construction(repeated.assign(repetition=0), names) == []
-
-
-@pytest.mark.promise("docs/mlflow_ui.md", "a single-trial variants=original run keeps the CoRA family")
-def test_a_single_trial_original_run_keeps_the_cora_family(run_job_in):
-    run_job_in("model=simulated", "variants=original", "limit=6")
+@pytest.mark.promise("docs/validity.md", "a run of the original order alone logs, tags and prints no CoRA metric")
+def test_a_single_trial_original_run_logs_no_cora_family(run_job_in, capsys):
+    result = run_job_in("model=simulated", "variants=original", "limit=6")
     _, (run,) = mlflow_runs(run_job_in.store_uri)
-    assert {"mcqa", "mcqa_plus", "mv", "ci", "cora", "bmca_1.0"} <= set(run.data.metrics)
-    assert "rws_st" not in run.data.tags
+    cora_family = ("mcqa_plus", "mv", "ci", "cora", "bmca_")
+    assert "mcqa" in run.data.metrics and not [n for n in run.data.metrics if n.startswith(cora_family)]
+    assert not [k for k in run.data.tags if k.startswith(cora_family)]
+    assert "cora" not in run.data.tags["headline"].split(",") and "rws_st" not in run.data.tags
+    printed = result.closing() + result.summary()
+    assert "mcqa" in printed and not re.findall(r"\b(mcqa_plus|mv|ci|cora|bmca_[\d.]+)\b", printed), printed
 
 
 @pytest.mark.promise(

@@ -162,7 +162,7 @@ def no_sure(question: str) -> list[dict]:
 def test_every_metric_left_out_of_a_table_is_named_under_it_with_the_reason(monkeypatch):
     """One run is never SURE (RWS undefined), the other SURE on 10 questions (fewer than an estimate needs): the
     paired table has no RWS row and the questions-needed table none for either run; both say so, with why, and
-    name the CoRA family a one-variant set leaves out."""
+    name no CoRA metric: runs of the original order alone measure none (docs/validity.md)."""
     sure_some = []
     for i in range(60):
         sure_some += repeated(f"q{i:03d}", [0] * 5) if i < 10 else no_sure(f"q{i:03d}")
@@ -176,7 +176,7 @@ def test_every_metric_left_out_of_a_table_is_named_under_it_with_the_reason(monk
     assert (
         f"rws (m {MINUS} n): run1 (n) undefined: no question was SURE (RWS is the share right among the SURE questions)"
     ) in paired.caption
-    assert f"mcqa_plus, bmca_1.0, cora (m {MINUS} n): a one-variant set's CoRA family equals MCQA" in paired.caption
+    assert not re.findall(r"\b(mcqa_plus|bmca_1\.0|cora)\b", paired.caption + power.caption)
     assert f"rws (m {MINUS} n, paired): run1 (n) undefined: no question was SURE" in power.caption
     assert "rws (n): undefined: no question was SURE" in power.caption
     assert "rws (m): 10 questions behind it (an estimate needs 20; rws counts only SURE questions)" in power.caption

@@ -23,12 +23,15 @@ class SimulatedSettings:
 
     success_rate: float = 0.8
     invalid_rate: float = 0.0
+    first_slot_rate: float = 0.0  # share of trials that answer the first slot whatever the question: a letter habit
     delay_s: float = 0.0  # seconds per request: makes interruption tests and progress bars observable
     name: str = "simulated"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.success_rate <= 1.0:
             raise ValueError("success_rate must be in [0, 1]")
+        if not 0.0 <= self.first_slot_rate <= 1.0:
+            raise ValueError("first_slot_rate must be in [0, 1]")
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SimulatedSettings:
@@ -41,7 +44,9 @@ class SimulatedSettings:
 
 class SimulatedBackend(Backend):
     """Each trial is right with probability `success_rate`, otherwise a uniformly random wrong label,
-    and with probability `invalid_rate` an unparseable answer. Seeded per (question, variant, repetition).
+    and with probability `invalid_rate` an unparseable answer; with probability `first_slot_rate` (default 0) it
+    answers the first slot whatever the question (a letter habit, docs/metrics.md "Position bias"). Seeded per
+    (question, variant, repetition).
 
     Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
 
@@ -59,7 +64,8 @@ class SimulatedBackend(Backend):
 
     @property
     def identity(self) -> str:
-        return f"simulated(success_rate={self.settings.success_rate},invalid_rate={self.settings.invalid_rate})"
+        habit = f",first_slot_rate={self.settings.first_slot_rate}" if self.settings.first_slot_rate else ""
+        return f"simulated(success_rate={self.settings.success_rate},invalid_rate={self.settings.invalid_rate}{habit})"
 
     def _answer(self, req: Request, repetition: int) -> int | None:
         if self.settings.delay_s and repetition == 0:
@@ -68,6 +74,9 @@ class SimulatedBackend(Backend):
         if rng.random() < self.settings.invalid_rate:
             return None
         n = len(req.labels)
+        # drawn only when set, so that a model without the habit answers as it always has
+        if self.settings.first_slot_rate and rng.random() < self.settings.first_slot_rate:
+            return 0
         if req.correct_slot is None or rng.random() < self.settings.success_rate:
             return req.correct_slot if req.correct_slot is not None else rng.randrange(n)
         return rng.choice([s for s in range(n) if s != req.correct_slot])

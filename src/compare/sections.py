@@ -16,6 +16,7 @@ import pandas as pd
 from src.core.records import NEAR_TIE_MARGIN
 from src.metrics.chance import AT_CHANCE, AT_CHANCE_MEANING, INVALID_FLAG, chance_verdict, invalid_flag
 from src.metrics.display import fmt
+from src.metrics.slots import SLOT_BIAS_FLAG
 from src.tracking.records import read_run_records
 
 from . import plots
@@ -29,6 +30,7 @@ from .summary import BOTTOM_TITLE, TITLE as SUMMARY_TITLE, bottom_lines, decisio
 from .sure_rule import trial_parts_of
 from .tables import cora_tables, diff_records, fluctuation_tables, rank_changes, repetition_tables, revas_tables
 from .tables.common import AT_CHANCE_NOTE, Built, Table, judged_cell, varying
+from .tables.slots import TITLE as POSITION_TITLE, slot_table
 
 RUNS_TITLE = "Runs"  # the section that holds the report-wide notes
 # The runs table's columns: what tells the runs apart (the keys shown only where they vary, the others said once
@@ -80,6 +82,9 @@ def overview(runs: Runs) -> Section:
         [f"{v.metric} {judged_cell(row, v.metric)}" if v else "–" for v, (_, row) in zip(verdicts, rows.iterrows())],
     )
     text["vs chance"] = [v.short() or "–" if v else "–" for v in verdicts]
+    if SLOT_BIAS_FLAG in frame.columns:  # a letter habit (src/metrics/slots.py): said beside the verdict it weakens
+        habit = [row.get(SLOT_BIAS_FLAG) == 1.0 for _, row in rows.iterrows()]  # src/metrics/slots.py FAR_MARGIN
+        text["vs chance"] = [f"{c}; letter habit" if h else c for c, h in zip(text["vs chance"], habit)]
     if "invalid_rate" in text.columns:  # src/metrics/chance.py INVALID_FLAG: said beside the share
         flagged = [bool(invalid_flag(row)) for _, row in rows.iterrows()]
         text["invalid_rate"] = [f"{c} (high)" if f else c for c, f in zip(text["invalid_rate"], flagged)]
@@ -104,7 +109,8 @@ def overview(runs: Runs) -> Section:
             "repetitions, else MCQA, else accuracy, with its interval, against the chance column; "
             + AT_CHANCE_NOTE
             + f"; (high): an INVALID share above {INVALID_FLAG:.2f}, enough to move an accuracy by as much, since "
-            "every accuracy counts INVALID wrong",
+            "every accuracy counts INVALID wrong; letter habit: its most chosen answer slot is far above the right "
+            f"answers' share in it ({POSITION_TITLE} below)",
         )
     )
     if fixed:
@@ -260,6 +266,12 @@ def study_sections(
         .add_plots(plots.consistency_plots(frame))
         .add_plots(plots.sure_bars(frame, bar_parts))
         .add(Built(notes=bar_notes)),
+        Section(
+            POSITION_TITLE,
+            intro="Per run, the answer slot (A, B, ...) the model chose most among its valid answers against the "
+            "share of right answers in that slot (docs/metrics.md, Position bias): a model far above answers by "
+            "letter, and its agreement across repetitions and orders is the habit's.",
+        ).add(slot_table(frame)),
         Section(
             "Answer fluctuation: R² of metrics on permutation subsets",
             intro="Answer-fluctuation paper, Table 1: how well each metric on a cheap permutation set predicts the "

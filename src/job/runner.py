@@ -79,6 +79,7 @@ class JobResult:
     def summary(self) -> str:
         """The one JSON line `python -m src.run` prints per job."""
         from src.metrics.chance import VERDICT_METRICS  # local: loads numpy, pandas (slow import)
+        from src.metrics.slots import slot_flagged, slot_summary  # local: loads numpy, pandas (slow import)
 
         # the condition's headline first (acc_mean with repetitions, src.metrics.chance.HEADLINE_RULE), then the
         # CoRA family; a rerun that finds the run finished prints the same numbers, read from its metrics.json
@@ -89,6 +90,8 @@ class JobResult:
                 shown[k] = round(self.metrics[k], 4)
                 if f"{k}_lo" in self.metrics and f"{k}_hi" in self.metrics:  # its interval (stats.level)
                     shown[f"{k}_ci"] = [round(self.metrics[f"{k}_lo"], 4), round(self.metrics[f"{k}_hi"], 4)]
+        if slot_flagged(self.metrics):  # a letter habit: its accuracy and consistency describe the habit
+            shown["slot_bias"] = slot_summary(self.metrics)
         return json.dumps({"run_id": self.run_id, **shown})
 
 
@@ -302,7 +305,7 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         run_id=run_id,
         metrics=metrics,
         out_dir=Path(out_dir),
-        headline=headline_metrics(metrics, records),
+        headline=headline_metrics(metrics),
         tracking_uri=tracker.uri,
         experiment=str(cfg.tracking.experiment),
         near_ties=ties if ties[1] else None,
@@ -529,7 +532,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     out_dir, resolved = job.out_dir, job.resolved
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
     from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
-    from src.metrics import constant_by_construction, rws_st_string  # local: loads numpy, pandas (slow import)
+    from src.metrics import rws_st_string, slot_tag  # local: loads numpy, pandas (slow import)
     from src.metrics.chance import chance_tags  # local: loads numpy, pandas (slow import)
 
     artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
@@ -543,8 +546,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     config = redact(resolved)
     (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(config))
     # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
-    constant = constant_by_construction(records, list(metrics))
-    shown_metrics = {k: v for k, v in metrics.items() if k not in set(constant)}
+    shown_metrics = metrics
     tags = {
         "model": cfg.model.name,
         "benchmark": cfg.benchmark.name,
@@ -556,7 +558,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         "backend": backend.identity[:5000],
         "sure_rule": sure_rule(cfg),
         # the closing block's metrics, so that the run shows the same block when a rerun finds it finished
-        "headline": ",".join(headline_metrics(metrics, records)),
+        "headline": ",".join(headline_metrics(metrics)),
         **identity_tags,
         **runs.provenance_tags(),
         **task_tags(questions),
@@ -568,6 +570,8 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     tags = review.review_tags(tags, shown_metrics)
     if "st" in metrics:  # the repetition paper's `RWS | S/T`
         tags["rws_st"] = rws_st_string(metrics)
+    if slot_tag(metrics):  # position bias: the most chosen slot against its share of right answers
+        tags[review.SLOT_TAG] = str(slot_tag(metrics))
     ties = near_ties(records)
     if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
         tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
@@ -593,7 +597,6 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
             **backend.run_params(),
         ),  # hf: the token budget it used
         metrics=metrics,
-        constant=constant,
         tags=redact(tags),
         artifacts_dir=artifacts,
         dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),

@@ -32,6 +32,7 @@ from .guessing import T, can_stop, msgr, p_star
 from .intervals import interval_names, is_interval_name, metric_intervals, wilson_interval
 from .repetition import question_outcomes, repetition_metrics, rws_st_string
 from .revas import order_outcomes, revas_metrics, sc_distribution
+from .slots import FAR_MARGIN, SLOT_SHARE, slot_metrics, slot_summary, slot_tag
 from .subjects import by_subject, flatten_by_subject
 
 MetricFamily = Callable[[pd.DataFrame], dict[str, float]]
@@ -43,13 +44,10 @@ METRIC_FAMILIES: dict[str, MetricFamily] = {
     "fluctuation": fluctuation_metrics,
     "revas": revas_metrics,
     "expected": expected_metrics,
+    "slots": slot_metrics,
 }
-
-# The CoRA family beside `mcqa`: for the original order alone (`variants=original`, with or without repetitions)
-# it is mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1 by construction (see applicable_families,
-# constant_by_construction)
-CORA_BESIDE_MCQA = ("mcqa_plus", "mv", "ci", "cora")
-CORA_LEVEL_PREFIX = "bmca_"
+# Families with no headline metric: not computed again per subject (`subject_metrics` keeps headlines only)
+NO_SUBJECT_FAMILIES = frozenset({"slots"})
 
 REQUIRED_COLUMNS = (
     "question_id",
@@ -66,29 +64,6 @@ def base_metric(name: str) -> str:
     """A metric name without its subject and interval bound: `mcqa_lo/law` -> `mcqa`, `wacc@cyclic` unchanged."""
     metric = name.partition("/")[0]
     return metric[:-3] if is_interval_name(metric) else metric
-
-
-def constant_by_construction(records: pd.DataFrame, names: Sequence[str]) -> list[str]:
-    """Those of `names` (with their bounds and per-subject values) that the records fix by construction and that
-    would crowd out the study's own metrics: the CoRA family beside `mcqa` in a repetition run of the original
-    order alone (`variants=original repetitions=R`), where mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1.
-    A single-trial `variants=original` run keeps it: there it is the documented CoRA reading of a one-variant set.
-
-    >>> one = pd.DataFrame({"variant_kind": ["original"] * 2, "repetition": [0, 1]})
-    >>> constant_by_construction(one, ["mcqa", "mcqa_plus", "bmca_1.0_lo", "cora/law", "rws"])
-    ['mcqa_plus', 'bmca_1.0_lo', 'cora/law']
-    >>> constant_by_construction(one.assign(variant_kind=["original", "shuffled"]), ["mcqa_plus"])
-    []
-    >>> constant_by_construction(one.assign(repetition=0), ["mcqa_plus"])
-    []
-    """
-    if records.empty or set(records["variant_kind"].dropna()) != {ORIGINAL} or int(records["repetition"].max()) < 1:
-        return []
-    return [
-        name
-        for name in names
-        if base_metric(name) in CORA_BESIDE_MCQA or base_metric(name).startswith(CORA_LEVEL_PREFIX)
-    ]
 
 
 def is_headline(name: str) -> bool:
@@ -120,6 +95,8 @@ def subject_metrics(records: pd.DataFrame, families: Sequence[str], options: dic
     def headline(rows: pd.DataFrame) -> dict[str, float]:
         found: dict[str, float] = {}
         for name in families:
+            if name in NO_SUBJECT_FAMILIES:
+                continue
             found.update(call_family(METRIC_FAMILIES[name], name, rows, options))
         return {
             key: value
@@ -154,14 +131,14 @@ def compute_metrics(
     `<name>/<subject>` (HEADLINE_METRICS, HEADLINE_PREFIXES).
     `intervals=B` (B > 0) adds `<name>_lo` / `<name>_hi` for every headline metric, per subject too
     (`mcqa_lo/<subject>`): Wilson for a share of questions, else a cluster bootstrap over questions with B
-    resamples seeded by `interval_seed`, at `level` (src/metrics/intervals.py); 0, the default, adds none.
+    resamples seeded by `interval_seed`, at `level` (src/metrics/intervals.py), and the slot shares' own bounds
+    (`slot_share_A_lo`, src/metrics/slots.py); 0, the default, adds none (the slot family's flag reads its bounds
+    either way).
 
     >>> df = pd.DataFrame({"question_id": ["q1", "q2"], "variant_kind": "original", "variant_id": "original",
     ...     "repetition": 0, "parsed_label": ["A", None], "chosen_option": [0, None], "correct": [True, False]})
-    >>> compute_metrics(df)  # doctest: +NORMALIZE_WHITESPACE
-    {'n_questions': 2.0, 'n_trials': 2.0, 'invalid_rate': 0.5, 'accuracy': 0.5, 'mcqa': 0.5, 'bmca_0.5': 0.5,
-     'bmca_0.6': 0.5, 'bmca_0.7': 0.5, 'bmca_0.8': 0.5, 'bmca_0.9': 0.5, 'bmca_1.0': 0.5, 'ci': 1.0, 'cora': 0.5,
-     'mcqa_plus': 0.5, 'mv': 0.5}
+    >>> compute_metrics(df, families=["mcqa"])
+    {'n_questions': 2.0, 'n_trials': 2.0, 'invalid_rate': 0.5, 'accuracy': 0.5, 'mcqa': 0.5}
     """
     missing = [column for column in REQUIRED_COLUMNS if column not in records.columns]
     if missing:
@@ -190,6 +167,8 @@ def compute_metrics(
         out.update(subject_metrics(records, chosen, options))
     if bootstrap and "cora" in chosen:
         out.update(call_family(cora_bootstrap, "cora", records, options))
+    if not intervals:  # the slot shares' bounds are intervals like the others: logged only when asked
+        out = {k: v for k, v in out.items() if not (k.startswith(SLOT_SHARE) and is_interval_name(k))}
     if intervals:
         out.update(
             metric_intervals(
@@ -215,7 +194,6 @@ __all__ = [
     "answer_fluctuation",
     "applicable_families",
     "base_metric",
-    "constant_by_construction",
     "headline_order",
     "is_headline",
     "by_subject",
@@ -224,6 +202,10 @@ __all__ = [
     "cora_bootstrap",
     "cora_metrics",
     "expected_metrics",
+    "FAR_MARGIN",
+    "slot_metrics",
+    "slot_summary",
+    "slot_tag",
     "flatten_by_subject",
     "fluctuation_metrics",
     "interval_names",

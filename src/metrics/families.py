@@ -21,6 +21,7 @@ from .fluctuation import fluctuation_statistics
 from .per_question import PerQuestion
 from .repetition import repetition_statistics
 from .revas import REVAS_KINDS, revas_statistics
+from .slots import slot_trials
 
 # CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
 CORA_ALTERED_KINDS = frozenset(
@@ -61,13 +62,15 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
 
     - `mcqa`: an `original` variant exists;
     - `cora`: an `original` variant and one of CoRA's altered kinds (shuffled, nota, decoupled, ...), so that
-      REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets;
-      also a run of the original order alone (`variants=original`, not `perm_original`), a divergent set of one variant,
-      where the family's definitions give mcqa_plus = mv = bmca_c = mcqa, ci = 1 and cora = mcqa;
+      REVAS re-orders and permutation sets, which also hold the original order, are not read as divergent sets.
+      A run of the original order alone (`variants=original`) measures no consistency: there the family's
+      definitions would give mcqa_plus = mv = bmca_c = cora = mcqa and ci = 1 by construction, so it is not
+      computed (docs/validity.md, "What each variant set measures");
     - `repetition`: max(repetition) >= 1;
     - `fluctuation`: a `perm_set` column, or permutation-set memberships in `perm_sets`;
     - `revas`: a REVAS variant kind (reorder, more_options, ..., misleading_replaced);
-    - `expected`: max(repetition) >= 1 and an `answer_dist` (exact first-token sampling) in the records.
+    - `expected`: max(repetition) >= 1 and an `answer_dist` (exact first-token sampling) in the records;
+    - `slots`: a multiple-choice trial with a parsed label (position bias, src/metrics/slots.py).
     """
     if records.empty:
         return []
@@ -75,7 +78,7 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
     chosen = []
     if ORIGINAL in kinds:
         chosen.append("mcqa")
-        if kinds & CORA_ALTERED_KINDS or (kinds == {ORIGINAL} and not _has_memberships(records)):
+        if kinds & CORA_ALTERED_KINDS:
             chosen.append("cora")
     if int(records["repetition"].max()) >= 1:
         chosen.append("repetition")
@@ -85,6 +88,8 @@ def applicable_families(records: pd.DataFrame) -> list[str]:
         chosen.append("revas")
     if "repetition" in chosen and "answer_dist" in records.columns and records["answer_dist"].notna().any():
         chosen.append("expected")
+    if not slot_trials(records).empty:
+        chosen.append("slots")
     return chosen
 
 

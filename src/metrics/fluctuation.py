@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import string
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ import pandas as pd
 from .answers import answer_keys, first_repetition
 from .per_question import PerQuestion, mean_of, values_of
 
+PRIOR_PREFIX = "pride_prior_"  # pride_prior_A: the position prior PriDe removes, slot A
 PRIDE_SET = "cyclic"  # PriDe estimates its position prior from cyclic permutations (Zheng et al. 2024)
 # Which questions PriDe accuracy scores: "paper" only the questions outside the calibration share (docs/metrics.md);
 # "authors" every question, the calibration ones by their option probabilities averaged over the cyclic orders,
@@ -182,6 +184,46 @@ def _full_cycles(rows: pd.DataFrame) -> list[str]:
     return out
 
 
+def _calibration(rows: pd.DataFrame, share: float, seed: int) -> set[str]:
+    """The seeded calibration questions PriDe estimates its prior on (`pride_acc`)."""
+    n_calibration = _n_calibration(rows["question_id"].nunique(), share)
+    pool = _full_cycles(rows)  # every question, unless some lack cyclic orders (option_refs)
+    return set(random.Random(seed).sample(pool, min(n_calibration, len(pool))))
+
+
+def _calibration_priors(rows: pd.DataFrame, calibration: set[str]) -> dict[int, np.ndarray]:
+    """PriDe's position prior per label count: per calibration question the softmax of its mean log p(label) over
+    the cyclic orders, averaged over the calibration questions."""
+    priors: dict[int, list[np.ndarray]] = {}
+    for question_id, group in rows.groupby("question_id", sort=True):
+        if question_id not in calibration:
+            continue
+        probs = np.stack([_renormalised(p) for p in group["label_probs"]])
+        mean_logp = np.log(np.clip(probs, 1e-12, None)).mean(axis=0)
+        prior = np.exp(mean_logp - mean_logp.max())
+        priors.setdefault(probs.shape[1], []).append(prior / prior.sum())
+    return {size: np.mean(found, axis=0) for size, found in priors.items()}
+
+
+def pride_prior(
+    records: pd.DataFrame, *, perm_set: str = PRIDE_SET, calibration_share: float = 0.05, seed: int = 0
+) -> dict[str, float]:
+    """PriDe's estimated position prior as `pride_prior_<slot>` (slots A, B, ... as in src/metrics/slots.py), for
+    the label count most calibration questions have; {} where `pride_acc` cannot be computed (no `perm_set`
+    column: the tidy rows of `src.metrics.families.tidy_permutations` hold it)."""
+    if "perm_set" not in records.columns:
+        return {}
+    rows = _ordered(_pride_rows(records, perm_set))
+    if _pride_problem(rows, perm_set, calibration_share) is not None:
+        return {}
+    calibration = _calibration(rows, calibration_share, seed)
+    sizes = rows[rows["question_id"].isin(calibration)].groupby("question_id")["label_probs"].first().map(len)
+    prior = _calibration_priors(rows, calibration).get(int(sizes.mode().min()))
+    if prior is None:
+        return {}
+    return {f"{PRIOR_PREFIX}{string.ascii_uppercase[slot]}": float(value) for slot, value in enumerate(prior)}
+
+
 def pride_acc(
     records: pd.DataFrame,
     *,
@@ -209,20 +251,14 @@ def pride_acc(
     problem = _pride_problem(rows, perm_set, calibration_share)
     if problem:
         raise ValueError(problem)
-    question_ids = sorted(rows["question_id"].unique())
-    n_calibration = _n_calibration(len(question_ids), calibration_share)
-    pool = _full_cycles(rows)  # every question, unless some lack cyclic orders (option_refs)
-    calibration = set(random.Random(seed).sample(pool, min(n_calibration, len(pool))))
-    priors: dict[int, list[np.ndarray]] = {}
+    calibration = _calibration(rows, calibration_share, seed)
+    mean_prior = _calibration_priors(rows, calibration)
     scored = []
     hits = []
     for question_id, group in rows.groupby("question_id", sort=True):
         probs = np.stack([_renormalised(p) for p in group["label_probs"]])
         logp = np.log(np.clip(probs, 1e-12, None))
         if question_id in calibration:
-            mean_logp = logp.mean(axis=0)
-            prior = np.exp(mean_logp - mean_logp.max())
-            priors.setdefault(logp.shape[1], []).append(prior / prior.sum())
             if protocol == "authors":  # each option's probability wherever it was shown, averaged over the orders
                 by_option = np.zeros(probs.shape[1])
                 for order, p in zip(group["option_order"], probs):
@@ -231,7 +267,6 @@ def pride_acc(
         elif (group["perm_pos"] == 0).any():  # scored on its reference order; without one it is left out
             first = group.iloc[0]
             scored.append((logp[0], list(first["option_order"]), int(first["correct_option"])))
-    mean_prior = {size: np.mean(found, axis=0) for size, found in priors.items()}
     for logp, order, correct in scored:
         prior = mean_prior.get(len(logp))
         debiased = logp if prior is None else logp - np.log(prior)
@@ -285,4 +320,5 @@ def fluctuation_metrics(
         out[f"pride_acc@{PRIDE_SET}"] = pride_acc(
             rows, calibration_share=pride_share, seed=pride_seed, protocol=pride_protocol
         )
+        out.update(pride_prior(rows, calibration_share=pride_share, seed=pride_seed))
     return out

@@ -15,27 +15,20 @@ from typing import Any
 from src.tracking.names import DEFAULT_URI
 
 
-def headline_metrics(metrics: Mapping[str, float], records: Any = None) -> tuple[str, ...]:
+def headline_metrics(metrics: Mapping[str, float]) -> tuple[str, ...]:
     """The names of the study's headline metrics among `metrics`, in the order `src.metrics.headline_order` gives
-    (a CoRA study: mcqa, mcqa_plus, bmca_1.0, cora; a repetition study: mcqa, rws, st, acc_mean; ...). When every
-    trial asked the original order (`records`), the CoRA family beside mcqa equals it by construction and the
-    run's accuracy is shown once, as mcqa. `accuracy` when no headline metric is there.
+    (a CoRA study: mcqa, mcqa_plus, bmca_1.0, cora; a repetition study: mcqa, rws, st, acc_mean; ...); a run
+    logs only the families its variant set measures (`src.metrics.applicable_families`). `accuracy` when no
+    headline metric is there.
 
     >>> headline_metrics({"mcqa": 0.4, "mcqa_lo": 0.3, "rws": 0.8, "st": 0.5, "n_trials": 10, "accuracy": 0.4})
     ('mcqa', 'rws', 'st')
     >>> headline_metrics({"accuracy": 0.5, "invalid_rate": 0.0})
     ('accuracy',)
     """
-    from src.metrics import (  # local: loads numpy, pandas (slow import)
-        CORA_BESIDE_MCQA,
-        CORA_LEVEL_PREFIX,
-        ORIGINAL,
-        headline_order,
-    )
+    from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
 
     names = headline_order(list(metrics))
-    if records is not None and not records.empty and set(records["variant_kind"].dropna()) == {ORIGINAL}:
-        names = [n for n in names if n not in CORA_BESIDE_MCQA and not n.startswith(CORA_LEVEL_PREFIX)]
     return tuple(names) or (("accuracy",) if "accuracy" in metrics else ())
 
 
@@ -143,6 +136,30 @@ def near_tie_line(near: int, ranked: int) -> str:
     )
 
 
+def slot_lines(metrics: Mapping[str, float]) -> list[str]:
+    """The position-bias line of a run whose most chosen slot is far above its share of right answers
+    (`src.metrics.slots`, docs/metrics.md "Position bias"); none otherwise.
+
+    >>> slot_lines({"slot_share_A": 0.8, "slot_share_A_lo": 0.73, "slot_share_A_hi": 0.86, "slot_correct_A": 0.2,
+    ...             "slot_bias_flag": 1.0, "n_slot_choices": 158})  # doctest: +NORMALIZE_WHITESPACE
+    ['  position bias: A chosen 0.800 [0.730, 0.860] of 158 valid answers, right answer in A 0.200: far above (a
+    letter habit); its accuracy and agreement describe the habit as much as the model']
+    >>> slot_lines({"slot_share_A": 0.3, "slot_correct_A": 0.25, "slot_bias_flag": 0.0})
+    []
+    """
+    from src.metrics.slots import slot_flagged, slot_summary  # local: loads numpy, pandas (slow import)
+
+    if not slot_flagged(dict(metrics)):
+        return []
+    return [
+        f"  position bias: {slot_summary(dict(metrics))}; its accuracy and agreement describe the habit as much as "
+        "the model"
+    ]
+
+
+ONE_DRAW_NOTE = "repetition 0 alone: one sampled draw; acc_mean is the mean over the draws"
+
+
 def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
     """The closing block of one job (a `src.job.runner.JobResult`): what it measured, its run, where to look."""
     if result.skipped:
@@ -154,8 +171,11 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
         head + (f", {level:.0%} intervals in brackets:" if level and has_interval else ":"),
         *judged_lines(result.metrics, result.headline, once=not commands),  # a sweep's job: said once
     ]
+    if "acc_mean" in result.metrics:  # a repetition run: its mcqa is repetition 0's sampled answers, one draw
+        lines = [f"{line}  ({ONE_DRAW_NOTE})" if line.startswith("  mcqa ") else line for line in lines]
     if getattr(result, "near_ties", None):
         lines.append(near_tie_line(*result.near_ties))
+    lines += slot_lines(result.metrics)
     if commands and result.tracking_uri:
         lines += look_commands(result.tracking_uri, result.experiment)
     return "\n".join(lines)

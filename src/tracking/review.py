@@ -40,15 +40,14 @@ def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()) -> tuple[dict[str, float], pd.DataFrame]:
-    """(run metrics, subjects table): what MLflow gets of a run's metrics. Run-level metrics only, without the
-    `constant` ones (`src.metrics.constant_by_construction`); the per-subject values (`mcqa/<subject>`,
-    `mcqa_lo/<subject>`, ...) go to a table, a row per subject, rather than hundreds of metric keys.
+def review_view(metrics: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
+    """(run metrics, subjects table): what MLflow gets of a run's metrics. Run-level metrics only; the per-subject
+    values (`mcqa/<subject>`, `mcqa_lo/<subject>`, ...) go to a table, a row per subject, rather than hundreds of
+    metric keys.
 
     The headline metrics come first, each followed by its bounds (the run page lists metrics in logged order).
 
-    >>> logged, table = review_view({"n_trials": 8, "mcqa": 0.5, "mcqa/law": 1.0, "mcqa_lo/law": 0.2, "ci": 1.0},
-    ...                             constant=["ci"])
+    >>> logged, table = review_view({"n_trials": 8, "mcqa": 0.5, "mcqa/law": 1.0, "mcqa_lo/law": 0.2})
     >>> logged, table.to_dict("records")
     ({'mcqa': 0.5, 'n_trials': 8.0}, [{'subject': 'law', 'mcqa': 1.0, 'mcqa_lo': 0.2}])
     """
@@ -56,8 +55,7 @@ def review_view(metrics: Mapping[str, float], *, constant: Sequence[str] = ()) -
 
     from src.metrics import headline_order, interval_names  # local: loads numpy, pandas (slow import)
 
-    dropped = set(constant)
-    kept = {k: v for k, v in metrics.items() if k not in dropped}
+    kept = dict(metrics)
     by_subject: dict[str, dict[str, float]] = {}
     for name, value in kept.items():
         metric, sep, subject = name.partition("/")
@@ -97,8 +95,18 @@ RUN_KEYS = ("model", "temperature", "variants")  # the keys a study varies, logg
 # condition's headline (acc_mean with repetitions, else mcqa, else accuracy) rounded with its interval, value first
 # so that a 100-px column shows it (`0.215 [0.070, 0.395] acc_mean`); one column for every run, whatever its study
 RESULT_TAG = "result"
-# `chance`: src.metrics.chance.CHANCE_TAG (`0.226: mcqa indistinguishable from chance`)
-REVIEW_COLUMNS = tuple(f"tags.`{key}`" for key in (*RUN_KEYS, "chance", "benchmark", "scoring"))
+# `chance`: src.metrics.chance.CHANCE_TAG (`0.226: mcqa indistinguishable from chance`); `slot_bias`: the most
+# chosen answer slot against its share of right answers (src/metrics/slots.py `slot_tag`)
+SLOT_TAG = "slot_bias"
+REVIEW_COLUMNS = tuple(f"tags.`{key}`" for key in (*RUN_KEYS, "chance", SLOT_TAG, "benchmark", "scoring"))
+# A repetition run's `mcqa` is repetition 0 of the original order alone: one sampled draw, not the run's accuracy
+# (acc_mean, the mean over the R draws); its tag says so after the value
+ONE_DRAW = "one draw"
+# The experiment's Description (the experiment page shows it above the runs table): what each column of the view
+# is and what its dashes mean. Written while absent or while it is the tool's own (it starts with LEGEND_HEAD), so
+# that a description someone wrote is never replaced.
+LEGEND_TAG = "mlflow.note.content"
+LEGEND_HEAD = "**Review view: what each column is.**"
 
 JOB_RUNS_FILTER = "tags.kind = 'job'"  # job runs only: no sweep parents, assessments or comparisons
 
@@ -191,15 +199,22 @@ def rounded_tags(metrics: Mapping[str, float]) -> dict[str, str]:
     unrounded values, with `_hi` sorted before `_lo`; these tags are the view's readable form of each headline (the
     logged metrics stay as computed).
 
-    >>> rounded_tags({"mcqa": 0.23, "mcqa_lo": 0.15812, "mcqa_hi": 0.3217, "acc_mean": 0.61, "n_trials": 8})
-    {'mcqa': '0.230 [0.158, 0.322]', 'acc_mean': '0.610'}
+    >>> rounded_tags({"mcqa": 0.23, "mcqa_lo": 0.15812, "mcqa_hi": 0.3217, "n_trials": 8})
+    {'mcqa': '0.230 [0.158, 0.322]'}
+    >>> rounded_tags({"mcqa": 0.05, "acc_mean": 0.15})
+    {'mcqa': '0.050 one draw', 'acc_mean': '0.150'}
     >>> rounded_tags({"accuracy": 0.5, "rws": float("nan")})
     {'accuracy': '0.500'}
+
+    A repetition run (it has `acc_mean`) names its `mcqa` as the one sampled draw it is (ONE_DRAW).
     """
     from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
 
     finite = finite_metrics(metrics)
-    return {name: cell(finite, name) for name in review_metric_names(list(finite)) if name in REVIEW_ROUNDED}
+    out = {name: cell(finite, name) for name in review_metric_names(list(finite)) if name in REVIEW_ROUNDED}
+    if "mcqa" in out and "acc_mean" in finite:  # a repetition run: mcqa is repetition 0's sampled answers
+        out["mcqa"] = f"{out['mcqa']} {ONE_DRAW}"
+    return out
 
 
 REVIEW_ROUNDED = (*REVIEW_HEADLINES, REVIEW_FALLBACK)  # the metrics `rounded_tags` gives a tag
@@ -232,6 +247,60 @@ def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -
             "groupBy": None,
         }
     )
+
+
+# What each column of the review view is (`review_legend`), in the view's order; a headline's line is written only
+# where a run of the experiment logged it
+COLUMN_MEANINGS = {
+    RESULT_TAG: "the run's headline, rounded with its interval: acc_mean for a run with repetitions (the mean over "
+    "them), else mcqa, else accuracy",
+    "mcqa": "accuracy on the original order; in a run with repetitions it reads `... one draw`: repetition 0 alone, "
+    "one sampled answer per question (acc_mean is that run's accuracy)",
+    "acc_mean": "the mean over the repetitions of each repetition's accuracy (runs with repetitions)",
+    "cora": "consistency-rebalanced accuracy (the cora sets)",
+    "rws": "right when sure: the share right among the SURE questions (runs with repetitions)",
+    "st": "the share of questions SURE (runs with repetitions)",
+    "full_fr": "the fluctuation rate over all orders (perm_full, perm_all)",
+    "acc_h": "the share of questions right in every order (revas sets)",
+    "accuracy": "the share of all trials answered right (a run without the original order)",
+    "model": "the model",
+    "temperature": "the sampling temperature",
+    "variants": "the variant set asked",
+    "chance": "a uniform guesser's accuracy on the same questions, and whether the headline's interval contains it",
+    SLOT_TAG: "the most chosen answer slot's share of the valid answers against the share of right answers in that "
+    "slot; `far above` where the lower bound of its 95% interval exceeds that share by more than {margin} "
+    "(a letter habit: its accuracy and agreement describe the habit)",
+    "benchmark": "the benchmark",
+    "scoring": "how answers were read (generate, logprob, cloze, cloze_shown)",
+}
+LEGEND_DASH = (
+    "**-** in a cell: the run has no such value. Its variant set does not measure that metric (cora needs a cora "
+    "set, rws, st and acc_mean repetitions, full_fr a perm_full or perm_all set, acc_h a revas set; "
+    "docs/validity.md, 'What each variant set measures'), or it asked no multiple-choice question (slot_bias)."
+)
+
+
+def review_legend(state: str) -> str:
+    """The experiment's Description for a review view `state` (`review_view_state`): one line per column it shows
+    (COLUMN_MEANINGS), then what a dash means (LEGEND_DASH).
+
+    >>> print(review_legend(review_view_state(["mcqa"])))  # doctest: +ELLIPSIS
+    **Review view: what each column is.**
+    <BLANKLINE>
+    - `result`: the run's headline, rounded with its interval: ...
+    - `mcqa`: accuracy on the original order; in a run with repetitions it reads `... one draw`: ...
+    ...
+    **-** in a cell: the run has no such value. ...
+    """
+    from src.metrics.slots import FAR_MARGIN  # local: loads numpy, pandas (slow import)
+
+    columns = [c[len("tags.`") : -1] for c in _view_columns(state) if c.startswith("tags.`")]
+    lines = [
+        f"- `{name}`: {COLUMN_MEANINGS[name].format(margin=f'{FAR_MARGIN:g}')}"
+        for name in columns
+        if name in COLUMN_MEANINGS
+    ]
+    return "\n\n".join([LEGEND_HEAD, "\n".join(lines), LEGEND_DASH])
 
 
 def review_tags(tags: Mapping[str, str], metrics: Mapping[str, float]) -> dict[str, str]:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -401,13 +401,12 @@ class JobTracker:
         metrics: Mapping[str, float],
         tags: Mapping[str, str],
         artifacts_dir: Path,
-        constant: Sequence[str] = (),
         dataset: PandasDataset | None = None,
     ) -> None:
-        """Params, metrics (as `review_view` shows them, without the `constant` ones), tags, the questions asked as
+        """Params, metrics (as `review_view` shows them), tags, the questions asked as
         the run's `dataset` input and the artifacts into the job's run; a server outage here moves the run into the
         offline store (`on_outage=offline`) or stops the job in one line with the run noted as FAILED."""
-        view = review.review_view(metrics, constant=constant)
+        view = review.review_view(metrics)
         review.write_subjects(view[1], artifacts_dir)
         try:
             self._log(params, view[0], tags, artifacts_dir, dataset)
@@ -469,6 +468,10 @@ class JobTracker:
         state = review.review_view_state(names, earlier)
         if state != earlier:
             self.client.set_experiment_tag(self.exp_id, key, state)
+        described = self.client.get_experiment(self.exp_id).tags.get(review.LEGEND_TAG)
+        legend = review.review_legend(state)
+        if (described is None or described.startswith(review.LEGEND_HEAD)) and described != legend:
+            self.client.set_experiment_tag(self.exp_id, review.LEGEND_TAG, legend)  # the view's legend
 
 
 def finished_run_of(

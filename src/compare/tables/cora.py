@@ -61,8 +61,9 @@ def _is_level(text: str) -> bool:
 
 def cora_study_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of the CoRA study: those that logged `cora` over a divergent set. A run of one variant per
-    question (`variants=original`) logs the CoRA family too, with CI = 1 by definition; it is no consistency
-    result, so it is left out of every CoRA table and plot."""
+    question (`variants=original`) computes no CoRA family; one in a store written by an earlier version of the
+    tool may hold it, with CI = 1 by definition: it is no consistency result, so it is left out of every CoRA
+    table and plot."""
     return runs[has(runs, "cora") & ~runs["variants"].isin(ONE_VARIANT_SETS)]
 
 
