@@ -43,6 +43,7 @@ LAYERS = (
             "devtools",
             "devtools.perf",
             "devtools.ui_check",
+            "devtools.mutation",
         ),
     ),
     ("orchestration", ("src.job", "src.sweep", "hydra_plugins")),
