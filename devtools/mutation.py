@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import sys
@@ -33,6 +34,7 @@ PAGE = REPO / "docs" / "mutation.md"
 EQUIVALENT = REPO / "tests" / "data" / "mutation_equivalent.toml"
 BEGIN = "<!-- mutation table: made by `python -m devtools.mutation table`; do not edit by hand -->"
 END = "<!-- end of the mutation table -->"
+JUDGED_BY = REPO / "mutants" / "devtools-mutation-tests.json"  # the --tests of the last run
 HEADER = (
     "| module | mutants | killed | timeout | survived | no test | not run | score | survivors' reasons | measured on |",
     "|---|---|---|---|---|---|---|---|---|---|",
@@ -74,9 +76,42 @@ def _keep_the_src_package() -> None:
         module.record_trampoline_hit = record_trampoline_hit  # type: ignore[attr-defined]
 
 
-def run(names: list[str], max_children: int | None) -> int:
-    """mutmut's `run` in this process, from the repo's root (mutmut works in ./mutants)."""
+# A test's own `python ...` process (a job's subprocess) runs mutmut's trampolines too, with the run's
+# MUTANT_UNDER_TEST: a mutant is active there as in the test. While mutmut counts which tests call which function
+# ("stats"), what such a process counts is lost with it anyway, so there the hit is dropped rather than refused for
+# its `src.` (this file, first on the children's PYTHONPATH, is imported by Python at their start).
+SUBPROCESS_SHIM = """\
+import os
+
+if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+    import mutmut.mutation.trampoline
+    import mutmut.stats
+
+    def _dropped(name, caller=None):
+        pass
+
+    mutmut.stats.record_trampoline_hit = mutmut.mutation.trampoline.record_trampoline_hit = _dropped
+"""
+
+
+def run(names: list[str], max_children: int | None, tests: list[str] | None = None) -> int:
+    """mutmut's `run` in this process, from the repo's root (mutmut works in ./mutants). `tests`: judge by these
+    fast tests only, in place of the whole fast tier (quicker; kills fewer, so its score is a lower bound)."""
     os.chdir(REPO)
+    from mutmut.configuration import config
+
+    if tests:
+        missing = [path for path in tests if not (REPO / path.split("::")[0]).exists()]
+        if missing:
+            print(f"error: --tests {' '.join(missing)}: no such file; name test files or modules", file=sys.stderr)
+            return 2
+        config().pytest_add_cli_args_test_selection = [*config().pytest_add_cli_args_test_selection, *tests]
+    (REPO / "mutants").mkdir(exist_ok=True)
+    JUDGED_BY.write_text(json.dumps(tests or []), encoding="utf-8")
+    site = REPO / "mutants" / ".subprocess-shim"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(SUBPROCESS_SHIM, encoding="utf-8")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))
     # the data folder the worktree's tests see, not one next to mutants/
     os.environ.setdefault("MCQ_DATA_DIR", str((REPO.parent / "shared" / "data").resolve()))
     import mutmut.__main__ as main
@@ -144,8 +179,6 @@ def load_equivalent(path: Path = EQUIVALENT) -> dict[str, dict[str, str]]:
 def results(mutants: Path, equivalent: dict[str, dict[str, str]]) -> list[Module]:
     """Every source file with a mutmut result file (`mutants/<path>.meta`), sorted by path; a file with no mutant
     (nothing to mutate) is left out."""
-    import json
-
     out = []
     for meta in sorted(mutants.rglob("*.py.meta")):
         data = json.loads(meta.read_text(encoding="utf-8"))
@@ -193,6 +226,15 @@ def table(modules: list[Module], only_run: bool = True) -> str:
         total[0] = "| **all of the above**"
         rows.append(" | ".join(total))
     return "\n".join(rows)
+
+
+def judged_by() -> str:
+    """The line under the table: which tests judged the mutants (the last run's selection)."""
+    tests = json.loads(JUDGED_BY.read_text(encoding="utf-8")) if JUDGED_BY.is_file() else []
+    if not tests:
+        return 'Judged by the fast tier (`-m "not slow"`, pyproject.toml\'s `[tool.mutmut]`).'
+    shown = ", ".join(f"`{path}`" for path in tests)
+    return f"Judged by these fast tests only (`--tests`): {shown}; the fast tier kills at least as many."
 
 
 def write_table(text: str, page: Path = PAGE) -> None:
@@ -247,17 +289,25 @@ def main(argv: list[str] | None = None) -> int:
     run_parser = commands.add_parser("run", help="mutmut run (the mutants not yet judged, or those named), then table")
     run_parser.add_argument("names", nargs="*", help='mutant names or globs, e.g. "src.backends.*" (default: all)')
     run_parser.add_argument("--max-children", type=int, help="parallel mutants (default: the cores)")
+    run_parser.add_argument(
+        "--tests",
+        nargs="+",
+        help="judge by these fast tests only (files, modules' doctests), not the whole fast tier: quicker, a lower "
+        "bound on its kills; results of another selection are judged again",
+    )
     commands.add_parser("table", help="write docs/mutation.md's table from mutants/, nothing run")
     args = parser.parse_args(argv)
     code = 0
     if args.command == "run":
-        code = run(args.names, args.max_children)
+        code = run(args.names, args.max_children, args.tests)
+        if code == 2:
+            return code
     modules = results(REPO / "mutants", load_equivalent())
     if not modules:
         print("error: no mutmut results in mutants/; run `python -m devtools.mutation run` first", file=sys.stderr)
         return 2
     try:
-        write_table(table(modules))
+        write_table(table(modules) + "\n\n" + judged_by())
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -72,6 +72,15 @@ def test_an_unexplained_survivor_counts_against_the_score(tmp_path):
     assert _cells(row)[7] == "50.0 %" and _cells(row)[8] == "1 not explained yet"
 
 
+def test_the_line_under_the_table_names_a_narrower_runs_tests(tmp_path, monkeypatch):
+    monkeypatch.setattr(mutation, "JUDGED_BY", tmp_path / "tests.json")
+    assert mutation.judged_by().startswith("Judged by the fast tier")
+    (tmp_path / "tests.json").write_text(json.dumps(["tests/test_paired.py"]))
+    assert mutation.judged_by() == (
+        "Judged by these fast tests only (`--tests`): `tests/test_paired.py`; the fast tier kills at least as many."
+    )
+
+
 def test_the_table_replaces_only_what_lies_between_its_markers(tmp_path):
     page = tmp_path / "mutation.md"
     page.write_text(f"# Title\n\ntext\n{mutation.BEGIN}\nold table\n{mutation.END}\n\nmore text\n")
@@ -96,7 +105,8 @@ def test_docs_mutation_md_holds_a_table_in_the_generators_form_whose_totals_add_
     assert text.count(mutation.BEGIN) == 1 and text.count(mutation.END) == 1
     lines = text.split(mutation.BEGIN)[1].split(mutation.END)[0].strip().splitlines()
     assert tuple(lines[:2]) == mutation.HEADER
-    rows = [_cells(line) for line in lines[2:]]
+    assert lines[-1].startswith("Judged by "), "the line under the table says which tests judged the mutants"
+    rows = [_cells(line) for line in lines[2:] if line.startswith("|")]
     assert rows, "the table has no row: run `python -m devtools.mutation run` and commit the page"
     *modules, total = rows
     assert total[0] == "**all of the above**"
