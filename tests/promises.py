@@ -92,16 +92,19 @@ def page_order(page: str) -> int:
 
 def render(promises: list[Promise]) -> str:
     lines = [BEGIN, ""]
-    current = None
+    rows: dict[tuple[str, str], list[str]] = {}  # (page, promise) -> its tests, in order
     for p in promises:
-        if p.page != current:
+        rows.setdefault((p.page, p.text), []).append(p.test)
+    current = None
+    for (page, text), tests in rows.items():
+        if page != current:
             if current is not None:
                 lines.append("")
-            current = p.page
-            lines += [f"### {p.page}", "", "| promise | guarded by |", "|---|---|"]
-        text = p.text.replace("|", "\\|")
-        lines.append(f"| {text} | `{p.test}` |")
-    lines += ["", f"{len(promises)} promises.", "", END]
+            current = page
+            lines += [f"### {page}", "", "| promise | guarded by |", "|---|---|"]
+        guards = "<br>".join(f"`{test}`" for test in tests)
+        lines.append(f"| {text.replace('|', chr(92) + '|')} | {guards} |")
+    lines += ["", f"{len(rows)} promises, guarded by {len(promises)} tests.", "", END]
     return "\n".join(lines)
 
 

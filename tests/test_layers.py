@@ -44,6 +44,7 @@ LAYERS = (
             "devtools.perf",
             "devtools.ui_check",
             "devtools.ci_times",
+            "devtools.mutation",
         ),
     ),
     ("orchestration", ("src.job", "src.sweep", "hydra_plugins")),

@@ -85,8 +85,8 @@ def row(qid, variant, order, loglik, correct_option, repetition=0, fmt="mcq"):
     }
 
 
-def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval", task="suite"):
-    keys = {"task": task}
+def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval", task="suite", include_path=None):
+    keys = {"task": task, "include_path": include_path}
     return SimpleNamespace(
         benchmark=SimpleNamespace(name=benchmark, task=task, get=lambda key, default=None: keys.get(key, default)),
         prompt={"name": prompt},
@@ -122,6 +122,41 @@ def test_a_runs_numbers_come_from_each_questions_first_answer_in_its_original_or
     }
     for other in (config(scoring="logprob"), config(prompt="cora"), config(benchmark="mmlu")):
         assert lm_eval_suite_metrics(other, items, records) == {}
+
+
+def test_only_a_questions_first_multiple_choice_answer_counts_whatever_its_rows_order(suite):
+    """A true/false row of the question before its multiple-choice one, and a second variant in the original order
+    (a reworded one) after it, count for nothing: lm-eval asks each document once, as multiple choice."""
+    items = [
+        item("mmlu_x/0", "mmlu_x", "original_0", ("A", "B")),
+        item("mmlu_x/0", "mmlu_x", "reworded_1", ("A", "B")),
+    ]
+    records = pd.DataFrame(
+        [
+            row("mmlu_x/0", "original_0", [0, 1], [-5.0, -1.0], 0, fmt="true_false"),  # another format: left out
+            row("mmlu_x/0", "original_0", [0, 1], [-1.0, -2.0], 0),  # acc 1
+            row("mmlu_x/0", "reworded_1", [0, 1], [-9.0, -1.0], 0),  # the question again: left out
+        ]
+    )
+    assert lm_eval_suite_metrics(config(task="mmlu_x"), items, records) == {"lm_eval_acc": 1.0}
+
+
+def test_a_suite_from_a_task_folder_is_scored_with_that_folders_tasks(monkeypatch):
+    """benchmark.include_path (a folder of the user's own task configs) is where the scoring reads the suite's
+    tasks and groups too, not lm-eval's index alone."""
+    asked = []
+
+    def load_tasks(name, include_path=None):
+        asked.append(include_path)
+        return {"mmlu_x": ReportingTask("acc")}
+
+    monkeypatch.setattr(lm_eval, "load_tasks", load_tasks)
+    items = [item("mmlu_x/0", "mmlu_x", "original_0", ("A", "B"))]
+    records = pd.DataFrame([row("mmlu_x/0", "original_0", [0, 1], [-1.0, -2.0], 0)])
+    assert lm_eval_suite_metrics(config(task="mmlu_x", include_path="/my/tasks"), items, records) == {
+        "lm_eval_acc": 1.0
+    }
+    assert asked and set(asked) == {"/my/tasks"}
 
 
 class ShapedTask:

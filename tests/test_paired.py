@@ -15,6 +15,7 @@ from src.common.errors import UserError
 from src.compare import load, plots, report, summary, tables
 from src.compare.paired import PairedStudy, paired_study
 from src.compare.sections import build_sections
+from src.compare.tables.common import p_text
 from src.metrics.intervals import bootstrap_values, decompose, wilson_interval
 from src.metrics.paired import (
     bootstrap_p_value,
@@ -555,7 +556,11 @@ def test_a_repetition_study_is_ranked_by_the_mean_over_repetitions_not_one_draw(
     (line,) = sections[0].lines
     row = sections[1].tables[0].data.iloc[0]
     assert row["metric"] == "acc_mean" and row["tie"] and row["leader"] is None
-    assert line.startswith("bench: no model is better on these questions (acc_mean: a ")
+    acc = tie.table.set_index("model")["acc_mean"]
+    assert line.startswith(  # each model's value and the pair's Holm p, as the summary table shows them
+        f"bench: no model is better on these questions (acc_mean: a {tables.fmt(acc['a'])}, b {tables.fmt(acc['b'])}"
+        f", p_holm {p_text(row['p_holm'])})"
+    )
     assert "pick" not in line and "-0.000" not in sections[1].tables[0].text.to_string()
     assert line.endswith("; INVALID share above 0.10 (counted wrong): a 0.40, b 0.40.")
     report.write(sections, tmp_path / "r", header=["h"], title="t")  # the CSV without float noise

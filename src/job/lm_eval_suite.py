@@ -21,6 +21,11 @@ def document_scores(loglik: Sequence[float], scored: Sequence[str], gold: int) -
 
     >>> document_scores([-3.0, -4.0], ["ab", "abcd"], gold=1)
     {'acc': 0.0, 'acc_norm': 1.0}
+
+    An option with nothing scored is never the per-character choice:
+
+    >>> document_scores([-1.0, -5.0], ["", "a"], gold=1)
+    {'acc': 0.0, 'acc_norm': 1.0}
     """
     per_char = [ll / len(text) if text else -math.inf for ll, text in zip(loglik, scored)]
     return {

@@ -174,6 +174,11 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
 
     >>> holm([0.01, 0.04, None, 0.03])
     [0.03, 0.06, None, 0.06]
+
+    An adjusted p-value is at most 1:
+
+    >>> holm([0.6, 0.9])
+    [1.0, 1.0]
     """
     present = [(p, i) for i, p in enumerate(p_values) if p is not None]
     m = len(present)
