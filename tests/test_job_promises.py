@@ -7,6 +7,7 @@ it depends on; `~`, relative and absolute paths mean the same; an lm-eval group'
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
 import pytest
@@ -179,11 +180,23 @@ def run_main(monkeypatch, argv: list[str]) -> int:
     # Hydra finds conf/ next to the file of a task function run as a script (`python -m src.run`'s __main__)
     monkeypatch.setattr(run._hydra_main.__wrapped__, "__module__", "__main__")
     handler = signal.getsignal(signal.SIGTERM)
+    # Hydra configures logging at job start, its console handlers bound to the sys.stderr of that moment: this
+    # test's capture, closed when it ends. The loggers are put back as they were, so that a later test's log lines
+    # do not meet a closed stream.
+    loggers = [
+        logging.getLogger(),
+        *(lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)),
+    ]
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers]
     try:
         with pytest.raises(SystemExit) as done:
             run.main()
     finally:
         signal.signal(signal.SIGTERM, handler)
+        for lg, handlers, level, propagate, disabled in saved:
+            lg.handlers[:] = handlers
+            lg.setLevel(level)
+            lg.propagate, lg.disabled = propagate, disabled
     return int(done.value.code or 0)
 
 

@@ -21,7 +21,7 @@ from .fluctuation import fluctuation_statistics
 from .per_question import PerQuestion
 from .repetition import repetition_statistics
 from .revas import REVAS_KINDS, revas_statistics
-from .slots import slot_trials
+from .slot_choices import slot_trials
 
 # CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
 CORA_ALTERED_KINDS = frozenset(

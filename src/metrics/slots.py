@@ -9,12 +9,12 @@ the chosen slot is the parsed label's position, the right slot the correct label
 
 from __future__ import annotations
 
-import string
-
 import numpy as np
 import pandas as pd
 
-SLOT_NAMES = string.ascii_uppercase
+from .intervals import percentile_interval, resample_chunks, wilson_interval
+from .slot_choices import SLOT_NAMES, slot_trials
+
 SLOT_SHARE = "slot_share_"  # slot_share_A: share of the valid choices in slot A
 SLOT_CORRECT = "slot_correct_"  # slot_correct_A: share of the same trials whose right answer is in slot A
 SLOT_BIAS_MAX = "slot_bias_max"  # the most chosen slot's share minus its right share
@@ -30,50 +30,10 @@ SLOT_RESAMPLES = 1000  # cluster bootstrap resamples where a question gave more 
 SLOT_TAG = "slot_bias"  # the run's tag: the most chosen slot against its right share, and the verdict
 
 
-def slot_index(label: object) -> int | None:
-    """The displayed slot (0 = first) a label names: a letter's place in the alphabet, a number minus one; None
-    for anything else (INVALID, a multi-select list, Yes/No).
-
-    >>> slot_index("A"), slot_index("c"), slot_index("3"), slot_index("Yes"), slot_index(None)
-    (0, 2, 2, None, None)
-    """
-    if not isinstance(label, str):
-        return None
-    text = label.strip()
-    if len(text) == 1 and text.upper() in SLOT_NAMES:
-        return SLOT_NAMES.index(text.upper())
-    if text.isdigit() and 1 <= int(text) <= len(SLOT_NAMES):
-        return int(text) - 1
-    return None
-
-
-def slot_trials(records: pd.DataFrame) -> pd.DataFrame:
-    """The trials the slot metrics count: multiple-choice, a parsed label and a right label that name a slot;
-    columns question_id, chosen (slot), right (slot)."""
-    if records.empty or "parsed_label" not in records.columns:
-        return pd.DataFrame(columns=["question_id", "chosen", "right"])
-    rows = records
-    if "fmt" in rows.columns:
-        rows = rows[rows["fmt"].fillna("mcq") == "mcq"]
-    chosen = rows["parsed_label"].map(slot_index)
-    right = rows["correct_label"].map(slot_index)
-    keep = chosen.notna() & right.notna()
-    return pd.DataFrame(
-        {
-            "question_id": rows["question_id"][keep].astype(str).to_numpy(),
-            "chosen": chosen[keep].astype(int).to_numpy(),
-            "right": right[keep].astype(int).to_numpy(),
-        }
-    )
-
-
 def _share_intervals(trials: pd.DataFrame, n_slots: int, *, seed: int) -> list[tuple[float, float]]:
     """Each slot's chosen-share interval: Wilson where every question gave one choice, else a percentile interval
     from a cluster bootstrap over questions (every choice of a question moves with it: repetitions and variants of
     one question are not independent)."""
-    # local: src.metrics.intervals reads src.metrics.families, which reads this module's slot_trials
-    from .intervals import percentile_interval, resample_chunks, wilson_interval
-
     n = len(trials)
     per_question = trials.groupby("question_id", sort=True)
     if per_question.ngroups == n:

@@ -1,0 +1,48 @@
+"""Which displayed slot a trial chose and which held the right answer: what the position-bias metrics
+(src/metrics/slots.py) count, and what decides whether a run has them (src/metrics/families.py). A module of its own
+so that the family rules read it without the intervals the metrics need."""
+
+from __future__ import annotations
+
+import string
+
+import pandas as pd
+
+SLOT_NAMES = string.ascii_uppercase
+
+
+def slot_index(label: object) -> int | None:
+    """The displayed slot (0 = first) a label names: a letter's place in the alphabet, a number minus one; None
+    for anything else (INVALID, a multi-select list, Yes/No).
+
+    >>> slot_index("A"), slot_index("c"), slot_index("3"), slot_index("Yes"), slot_index(None)
+    (0, 2, 2, None, None)
+    """
+    if not isinstance(label, str):
+        return None
+    text = label.strip()
+    if len(text) == 1 and text.upper() in SLOT_NAMES:
+        return SLOT_NAMES.index(text.upper())
+    if text.isdigit() and 1 <= int(text) <= len(SLOT_NAMES):
+        return int(text) - 1
+    return None
+
+
+def slot_trials(records: pd.DataFrame) -> pd.DataFrame:
+    """The trials the slot metrics count: multiple-choice, a parsed label and a right label that name a slot;
+    columns question_id, chosen (slot), right (slot)."""
+    if records.empty or "parsed_label" not in records.columns:
+        return pd.DataFrame(columns=["question_id", "chosen", "right"])
+    rows = records
+    if "fmt" in rows.columns:
+        rows = rows[rows["fmt"].fillna("mcq") == "mcq"]
+    chosen = rows["parsed_label"].map(slot_index)
+    right = rows["correct_label"].map(slot_index)
+    keep = chosen.notna() & right.notna()
+    return pd.DataFrame(
+        {
+            "question_id": rows["question_id"][keep].astype(str).to_numpy(),
+            "chosen": chosen[keep].astype(int).to_numpy(),
+            "right": right[keep].astype(int).to_numpy(),
+        }
+    )
