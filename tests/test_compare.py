@@ -418,9 +418,7 @@ def test_records_of_a_missing_run_or_a_run_without_records_name_the_flag(smoke_s
     parent = mlflow_runs(smoke_store.uri, "smoke", kind="sweep")[1][0]  # a sweep's parent run logs no records
     with pytest.raises(UserError, match=r"^--diff: no MLflow run 'nope' at sqlite:"):
         read_run_records("nope", smoke_store.uri, key="--diff")
-    with pytest.raises(
-        UserError, match=rf"^--diff: run {parent.info.run_id} has no records.parquet artifact"
-    ):
+    with pytest.raises(UserError, match=rf"^--diff: run {parent.info.run_id} has no records.parquet artifact"):
         read_run_records(parent.info.run_id, smoke_store.uri, key="--diff")
 
 
