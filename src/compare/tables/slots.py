@@ -11,11 +11,11 @@ import pandas as pd
 
 from src.metrics.display import fmt
 from src.metrics.fluctuation import PRIOR_PREFIX
+from src.metrics.slot_choices import SLOT_NAMES
 from src.metrics.slots import (
     FAR_MARGIN,
     SLOT_BIAS_FLAG,
     SLOT_CORRECT,
-    SLOT_NAMES,
     SLOT_SHARE,
     most_chosen,
     slot_flagged,
