@@ -191,7 +191,8 @@ def test_the_reports_first_screen_shows_the_bottom_line_and_the_decision_table(t
     found = page.found
     assert found is not None and (found["width"], found["height"]) == size
     assert found["text"].splitlines() == sections[0].lines  # every condition's bottom line, whole
-    assert re.search(r"gemma3_270m [0-9.]+ \[[^]]*\] below chance", found["text"]), found["text"]  # named with its interval
+    # the model below chance is named so, with its interval
+    assert re.search(r"gemma3_270m [0-9.]+ \[[^]]*\] below chance", found["text"]), found["text"]
     assert 0 <= found["bottom"][0] < found["bottom"][1] <= size[1]
     assert 0 <= found["table"][0] < found["table"][1] <= size[1] and found["table"][2] <= size[0]
     assert not found["cut"]
