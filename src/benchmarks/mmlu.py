@@ -97,8 +97,8 @@ def load_mmlu(
                 raise record_error(place, "the record has no answer", "add the answer letter or drop the record")
             if letter not in LETTERS[:4]:
                 raise record_error(place, f"answer {letter!r} is not one of A, B, C, D")
-            row = {"question": cells[0], "choices": cells[1:5], "answer": LETTERS.index(letter)}
-            questions.append(mmlu_question(row, qid=qid, place=place, subject=subject, split=split))
+            record = {"question": cells[0], "choices": cells[1:5], "answer": LETTERS.index(letter)}
+            questions.append(mmlu_question(record, qid=qid, place=place, subject=subject, split=split))
     return questions
 
 
