@@ -6,7 +6,7 @@ rowanz/hellaswag publishes it (an ActivityNet item: ctx_b "he"), one whose ctx_b
 with lm-eval's [markers]; the raw file of each is written the way the shared one was made (klosax's
 extract_hellaswag.cpp, `_klosax_clean` below). The fast tests compare with lm-eval's readings, taken once by running
 lm_eval/tasks/hellaswag/utils.py `process_docs` and lm_eval/tasks/winogrande/preprocess_winogrande.py on these rows
-(lm-eval 0.4.13); the lm_eval tier (`--run-lm-eval`) calls those functions themselves.
+(lm-eval 0.4.13); the lm_eval tier calls those functions themselves on the same rows (tests/test_lm_eval_tasks.py).
 """
 
 from __future__ import annotations
@@ -169,19 +169,3 @@ def test_winogrande_ids_and_answers_are_the_same_from_file_and_hub_rows(tmp_path
     assert [q.id for q in from_file] == ["winogrande/0", "winogrande/1"]
     blank = [q.question[: q.question.index("_")] for q in from_file]
     assert [(q.answer, [b + o for o in q.options]) for q, b in zip(from_file, blank)] == LM_EVAL_WINOGRANDE
-
-
-@pytest.mark.lm_eval
-def test_lm_evals_own_functions_read_the_rows_as_the_tool_does(tmp_path):
-    """The expected values above, from lm-eval's own functions on the same rows."""
-    import datasets
-    from lm_eval.tasks.hellaswag import utils as hellaswag_utils
-    from lm_eval.tasks.winogrande import preprocess_winogrande as winogrande_utils
-
-    docs = hellaswag_utils.process_docs(datasets.Dataset.from_list(HELLASWAG_ROWS))
-    lm_eval = [(d["query"], tuple(c.strip() for c in d["choices"]), d["gold"]) for d in docs]
-    assert lm_eval == LM_EVAL_HELLASWAG
-    from_file = load_benchmark("hellaswag", path=str(_hellaswag_file(tmp_path, HELLASWAG_ROWS)), data_dir=".")
-    assert _read(from_file) == lm_eval
-    wino = [(winogrande_utils.doc_to_text(d), winogrande_utils.doc_to_choice(d)) for d in WINOGRANDE_ROWS]
-    assert wino == LM_EVAL_WINOGRANDE
