@@ -43,6 +43,7 @@ from src.common.redact import redact, redact_text
 from src.config import plain_dict
 from src.config.schema import benchmark_label, check_config
 from src.core.fewshot import pick_fewshot
+from src.core.metric_choices import PRIDE_PROTOCOLS, SURE_RULES
 from src.core.prompts import CLOZE_SCORINGS, PromptTemplate
 from src.core.questions import Question, benchmark_identity, question_identity
 from src.core.validity import check_option_style
@@ -492,7 +493,7 @@ def answer_and_measure(
     metrics = compute_metrics(
         records,
         sure_rule=sure_rule(cfg),
-        pride_protocol=str(OmegaConf.select(cfg, "metrics.pride_protocol", default="paper")),  # paper | authors
+        pride_protocol=str(OmegaConf.select(cfg, "metrics.pride_protocol", default=PRIDE_PROTOCOLS[0])),
         intervals=int(stats.get("bootstrap", 1000)),
         level=stats_level(cfg),
         interval_seed=int(cfg.seed),
@@ -621,7 +622,7 @@ def override_tags() -> dict[str, str]:
 
 def sure_rule(cfg: DictConfig) -> str:
     """The SURE rule the metrics use and the run's tag says (metrics.sure_rule): answer | correctness."""
-    return str(OmegaConf.select(cfg, "metrics.sure_rule", default="answer"))
+    return str(OmegaConf.select(cfg, "metrics.sure_rule", default=SURE_RULES[0]))
 
 
 def stats_level(cfg: DictConfig) -> float:
