@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.WARNING)
     meter = Meter()
+    measured_commit = results.commit()  # before the parts run: the code they measure
     ratios: dict[str, float] = {}
     cfg = compose_job([])
     model_cfg = model_config(cfg)
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         run_parts(parts, meter, args, ratios, shared)
     finally:  # what was measured is kept, also when a part stops the bench
         targets = {key: bool(TARGETS[key][1](value)) for key, value in ratios.items() if key in TARGETS}
-        figures = results.records(argv_of(argv), meter.results, meter.taken, ratios, targets)
+        figures = results.records(argv_of(argv), meter.results, meter.taken, ratios, targets, measured_commit)
         path = results.results_path(args.results)
         print(f"\nappended {results.append(path, figures)} figures to {path}")
 

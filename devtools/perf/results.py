@@ -119,13 +119,15 @@ def records(
     taken: dict[str, tuple[float, float]],
     ratios: dict[str, float],
     targets_met: dict[str, bool],
+    measured_commit: str | None = None,
 ) -> Iterable[dict[str, Any]]:
     """One record per finite figure: each phase's measures at the date and load its phase ended (`taken`), then
-    each ratio (with `target_met` where it has a target) at the date and load of now."""
+    each ratio (with `target_met` where it has a target) at the date and load of now. `measured_commit` is the
+    checkout's commit when the bench started (a commit made while it ran is not the code it measured)."""
     common = {
         "machine": machine(),
         "command": shlex.join(["python", "-m", "devtools.perf", *argv]),
-        "commit": commit(),
+        "commit": measured_commit or commit(),  # the code measured: read when the bench started, if given
     }
     for phase, measures in phases.items():
         ended, load = taken.get(phase, (time.time(), os.getloadavg()[0]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +102,20 @@ def when(record: dict[str, Any]) -> str:
     return text
 
 
+def command_words(record: dict[str, Any]) -> str:
+    """The record's command without where the bench wrote its output (`--results`, `--out`): what measured it.
+
+    >>> command_words({"command": "python -m devtools.perf --only cora --results /tmp/r.jsonl --out b.json"})
+    'python -m devtools.perf --only cora'
+    """
+    words = shlex.split(str(record.get("command", "?")))
+    kept = [w for i, w in enumerate(words) if w not in OUTPUT_FLAGS and (i == 0 or words[i - 1] not in OUTPUT_FLAGS)]
+    return shlex.join(kept)
+
+
+OUTPUT_FLAGS = ("--results", "--out")
+
+
 def target_words(row: Row, record: dict[str, Any]) -> str:
     if not row.target:
         return ""
@@ -121,7 +136,7 @@ def render_rows(records: list[dict[str, Any]], rows: tuple[Row, ...]) -> list[st
         value = row.form.format(*(r["value"] for r in found if r is not None))
         lines.append(
             f"| {row.label} | {value} | {target_words(row, first)} | {machine_words(first)} | {when(first)} | "
-            f"`{first.get('command', '?')}` |"
+            f"`{command_words(first)}` |"
         )
     return lines
 
@@ -129,6 +144,7 @@ def render_rows(records: list[dict[str, Any]], rows: tuple[Row, ...]) -> list[st
 # README's main job timed whole (devtools/perf/processes.py part_main_job): its phase's seconds, which the bench
 # records also when it is stopped during the first run that follows
 MAIN_JOB = "main_job (models cache warm): seconds"
+MAIN_JOB_CPU = "main_job (models cache warm): cpu_s"  # the process's CPU seconds: the wall's share of a busy machine
 
 # docs/speed.md's table of the current figures, in its order
 SPEED_ROWS = (
@@ -282,10 +298,10 @@ def render_main_job(records: list[dict[str, Any]]) -> list[str]:
             and str(r.get("date", ""))[:10] == str(record.get("date", ""))[:10]  # the same day's bench run
         ]
         extra = f"{extras[-1]:.0f} s" if extras else ""
+        cpu = [r["value"] for r in records if r.get("name") == MAIN_JOB_CPU and r.get("date") == record.get("date")]
+        wall = f"{record['value']:.0f} s" + (f" ({cpu[-1]:.0f} s CPU)" if cpu else "")
         note = f" ({record['note']})" if record.get("note") else ""
-        lines.append(
-            f"| {key} | {record['value']:.0f} s | {extra} | {when(record)} | `{record.get('command', '?')}`{note} |"
-        )
+        lines.append(f"| {key} | {wall} | {extra} | {when(record)} | `{command_words(record)}`{note} |")
     return lines
 
 
