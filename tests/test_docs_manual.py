@@ -5,6 +5,11 @@ project never saw them, so an issue's number or a numbered mutation run tells th
 instead, and the history lives in git and in the bench's results file (devtools/perf/results.jsonl). Addresses are
 left out before the search: an issue of another project on GitHub (`https://github.com/owner/name/issues/12`) is a
 public reference a reader can open. This file is left out too, since its examples name what it looks for.
+
+The pages' prose (README.md, docs/*.md) names no date, no load average and no commit: a measured figure's machine,
+date, load and command live in devtools/perf/results.jsonl and in the tables made from it between marker comments
+(`python -m devtools.perf.tables --write`), as do CI's step times (`python -m devtools.ci_times LOG`); those tables
+and the fenced code blocks are left out of the search.
 """
 
 from __future__ import annotations
@@ -29,6 +34,52 @@ HISTORY = re.compile(
     re.IGNORECASE,
 )
 URL = re.compile(r"https?://\S+")
+
+DOC_PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# what dates a figure in prose: a day, a load average, a commit
+DATED = re.compile(
+    r"\b20\d\d-\d\d-\d\d\b"
+    r"|\bload averages?\b"
+    r"|\b(?:at |a )?load (?:of )?~?\d"  # "load 0.4", "at load 5-9", "load ~1"
+    r"|\bcommits? [0-9a-f]{7,40}\b",
+    re.IGNORECASE,
+)
+HEX = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+GENERATED = re.compile(r"<!-- [^\n]*?made by .*?<!-- end of [^\n]*?-->", re.S)  # tables a command writes
+FENCE = re.compile(r"^\s*```.*?^\s*```[ \t]*$", re.S | re.M)
+CODE_SPAN = re.compile(r"`[^`\n]+`")
+
+
+def prose(text: str) -> str:
+    """A page without its generated tables, fenced blocks and code spans; each cut keeps its newlines, so that line
+    numbers stay the page's."""
+    for pattern in (GENERATED, FENCE, CODE_SPAN):
+        text = pattern.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return text
+
+
+def commits_named(words: set[str]) -> set[str]:
+    """The words among `words` that name a commit of this repository (none outside a git checkout)."""
+    if not words:
+        return set()
+    listed = subprocess.run(
+        ["git", "cat-file", "--batch-check"],
+        cwd=REPO,
+        input="".join(f"{w}^{{commit}}\n" for w in sorted(words)),
+        capture_output=True,
+        text=True,
+    )
+    found = {line.split()[0] for line in listed.stdout.splitlines() if line.split()[1:2] == ["commit"]}
+    return {w for w in words if any(sha.startswith(w) for sha in found)}
+
+
+def dated_mentions(text: str) -> list[tuple[int, str]]:
+    """(line number, what matched) for every date, load average or commit in a page's prose."""
+    lines = prose(text).splitlines()
+    found = [(n, m.group(0)) for n, line in enumerate(lines, 1) for m in DATED.finditer(URL.sub("", line))]
+    hexes = {(n, m.group(0)) for n, line in enumerate(lines, 1) for m in HEX.finditer(URL.sub("", line))}
+    named = commits_named({w for _, w in hexes})
+    return sorted(found + [(n, w) for n, w in hexes if w in named])
 
 
 def tracked_text_files() -> list[Path]:
@@ -69,6 +120,56 @@ def test_no_tracked_file_names_a_work_period_or_an_issue_number():
         "say why without the history (git keeps it; the bench's figures are in devtools/perf/results.jsonl):\n"
         + "\n".join(found)
     )
+
+
+@pytest.mark.promise(
+    "docs/speed.md", "the pages' prose names no date, load or commit: the results file and its tables do"
+)
+def test_no_page_dates_a_figure_in_its_prose():
+    found = [
+        f"{page.relative_to(REPO)}:{number}: {what!r}"
+        for page in DOC_PAGES
+        for number, what in dated_mentions(page.read_text(encoding="utf-8"))
+    ]
+    assert not found, (
+        "the docs describe the present: put the figure's machine, date, load and command in "
+        "devtools/perf/results.jsonl and its table (`python -m devtools.perf.tables --write`), or leave them out:\n"
+        + "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It takes 71 s (2026-11-27, on an Intel Xeon).",
+        "measured at load average 1.2-1.6",
+        "at load 0.4, nothing else running",
+        "the same machine and day, load 1.3",
+        "(load ~1)",
+        "at commit a8cfb57 from a clean clone",
+    ],
+)
+def test_each_way_of_dating_a_figure_is_found(text):
+    assert dated_mentions(text), text
+
+
+def test_a_commit_of_this_repository_is_found_and_a_run_id_is_not():
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout: no commit to name")
+    assert dated_mentions(f"the figure measured on {head.stdout.strip()} here") == [(1, head.stdout.strip())]
+    assert dated_mentions("run 2ddda5fe67c24cf89c83f701acb0473d, a prompt hash 77d0e2aa") == []
+
+
+def test_generated_tables_fenced_blocks_and_code_spans_are_not_prose():
+    begin = "<!-- perf-table speed: made by `python -m devtools.perf.tables --write` from the results file -->"
+    page = (
+        f"{begin}\n| x | 2026-11-27, load 0.4 |\n<!-- end of perf-table speed -->\n"
+        "```text\nINFO 2026-11-27 12:00\n```\nan example `load 3` in a span\n"
+        "<!-- ci-times: made by `python -m devtools.ci_times LOG` -->\nAMD EPYC, 2026-11-28\n<!-- end of ci-times -->\n"
+        "and here, 2026-12-01\n"
+    )
+    assert dated_mentions(page) == [(11, "2026-12-01")], "only the last line is prose; line numbers are the page's"
 
 
 @pytest.mark.parametrize(

@@ -55,3 +55,9 @@ def test_a_ratios_unit_is_read_from_its_name():
     assert results.unit_of("gpu_peak_memory_gib") == "GiB"
     assert results.unit_of("mainjob_token_vs_fixed_batches") == "ratio"
     assert results.unit_of("forward_tokens") == "tokens" and results.unit_of("ms_per_token") == "ms/token"
+
+
+def test_a_figure_carries_the_commit_the_bench_started_on_not_one_made_while_it_ran():
+    figures = list(results.records([], {}, {}, {"main_job_s": 70.4}, {}, measured_commit="abc1234"))
+    assert [f["commit"] for f in figures] == ["abc1234"]
+    assert list(results.records([], {}, {}, {"main_job_s": 70.4}, {}))[0]["commit"] == results.commit()

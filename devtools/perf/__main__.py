@@ -57,6 +57,9 @@ sampled), and the cost per token fed (ms/token, padding included) for:
               on the same float32 weights, each scoring, in one process: the engine's start apart, the time
               ratio, decisions compared, one call against the answering loop's chunks, prefix caching off
               (devtools/perf/vllm.py); needs vLLM (docs/serving.md); `--only gpu` runs it too on a GPU
+- main_job    the README's main job whole as a user types it, `python -m src.run variants=cora`, in a fresh process
+              (new store and response cache, models cache warm; --main-job-cold: also on an empty models cache);
+              `--only main_job` runs it alone; under `ATEN_CPU_CAPABILITY=avx2` the machine records say so
 
 
 lm-eval is optional (`pip install .[bench]`); without it the lmeval and agreement parts say so and are skipped.
@@ -138,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         default=4,
         help="vllm: synthetic questions (x CoRA variants) answered by model=vllm and model=hf (default 4)",
     )
+    parser.add_argument(
+        "--main-job-cold",
+        action="store_true",
+        help="main_job: also time the first run, on an empty models cache (the GGUF converted first)",
+    )
     parser.add_argument("--tiny", action="store_true", help="gpu: the tiny shape on the CPU even where a GPU is")
     parser.add_argument(
         "--tokenizer",
@@ -168,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.WARNING)
     meter = Meter()
+    measured_commit = results.commit()  # before the parts run: the code they measure
     ratios: dict[str, float] = {}
     cfg = compose_job([])
     model_cfg = model_config(cfg)
@@ -193,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         run_parts(parts, meter, args, ratios, shared)
     finally:  # what was measured is kept, also when a part stops the bench
         targets = {key: bool(TARGETS[key][1](value)) for key, value in ratios.items() if key in TARGETS}
-        figures = results.records(argv_of(argv), meter.results, meter.taken, ratios, targets)
+        figures = results.records(argv_of(argv), meter.results, meter.taken, ratios, targets, measured_commit)
         path = results.results_path(args.results)
         print(f"\nappended {results.append(path, figures)} figures to {path}")
 
@@ -242,6 +251,7 @@ def run_parts(parts: list[str], meter: Meter, args: argparse.Namespace, ratios: 
         ("review_scale", processes.part_review_scale),
         ("gpu", gpu.part_gpu),
         ("vllm", vllm.part_vllm),
+        ("main_job", processes.part_main_job),
     ):
         if name in parts:
             fn(meter, args, ratios, shared)

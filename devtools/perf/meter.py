@@ -31,12 +31,15 @@ PARTS = (
     "review_scale",
     "gpu",
     "vllm",
+    "main_job",
 )
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
 MODEL_PARTS = tuple(
-    p for p in PARTS if p not in ("load", "rerun", "intervals", "startup", "generation", "review_scale", "gpu", "vllm")
+    p
+    for p in PARTS
+    if p not in ("load", "rerun", "intervals", "startup", "generation", "review_scale", "gpu", "vllm", "main_job")
 )
 
 

@@ -236,3 +236,47 @@ def part_generation(meter: Meter, args, ratios: dict[str, float], shared: dict[s
     ratios["gen_shared_same_samples"] = float(
         samples["greedy"] == samples["greedy_padded"] and samples["r10"] == samples["r10_padded"]
     )
+
+
+MAIN_JOB = ("src.run", "variants=cora")  # the README's main job, as a user types it
+
+
+def part_main_job(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
+    """The README's main job whole, `python -m src.run variants=cora`, from a fresh process on a new store and
+    response cache (its tables made first, as a used store has them) with the models cache warm; with
+    --main-job-cold also on an empty models cache (the first run: the GGUF converted to float weights first).
+    The wall time depends on the CPU's instruction sets and cores: the machine of each record says which, and
+    `ATEN_CPU_CAPABILITY` (torch's kernel choice, e.g. avx2 on an AVX-512 CPU) is recorded with it when set."""
+    from mlflow.tracking import MlflowClient
+
+    from src.backends.hf import HFBackend, gguf_cache  # local: loads torch, transformers (slow import)
+
+    backend = HFBackend.from_config(shared["model_cfg"], chat=True, progress=False)
+    if backend.gguf_path is not None:
+        gguf_cache.ensure_float_copy(backend.gguf_path)
+    del backend
+    capability = os.environ.get("ATEN_CPU_CAPABILITY", "default")
+    print(
+        f"main_job: `python -m {' '.join(MAIN_JOB)}` in fresh processes, ATEN_CPU_CAPABILITY={capability}, "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        phases = [("main_job (models cache warm)", {})]
+        if args.main_job_cold:
+            phases.append(("main_job (models cache empty)", {"MCQ_CACHE_DIR": f"{tmp}/empty-cache"}))
+        for i, (name, env) in enumerate(phases):
+            uri = f"sqlite:///{tmp}/mlflow{i}.db"
+            MlflowClient(tracking_uri=uri).search_experiments()
+            command = [sys.executable, "-m", *MAIN_JOB, f"tracking.uri={uri}", f"cache.path={tmp}/responses{i}.db"]
+            cpu = child_cpu_s()
+            fresh_process(meter, name, [*command, f"hydra.run.dir={tmp}/out{i}"], **env)
+            meter.results[name]["cpu_s"] = child_cpu_s() - cpu  # less swayed by other processes' load than the wall
+            if i == 0:  # kept at once: a bench stopped during the first run still records it
+                ratios["main_job_s"] = meter.results[name]["seconds"]
+    warm = meter.results["main_job (models cache warm)"]
+    print(f"  warm: {warm['seconds']:.1f} s wall, {warm['cpu_s']:.1f} s CPU", flush=True)
+    if args.main_job_cold:
+        ratios["main_job_first_run_extra_s"] = (
+            meter.results["main_job (models cache empty)"]["seconds"] - warm["seconds"]
+        )

@@ -74,7 +74,8 @@ def utc(epoch: float | None = None) -> str:
 
 def machine() -> dict[str, Any]:
     """The CPU model, its cores and the flags of FLAGS_THAT_MATTER it has (from /proc/cpuinfo, else `platform`),
-    and the GPU where torch is already imported and sees one (importing torch here would cost the bench seconds)."""
+    `ATEN_CPU_CAPABILITY` where set, and the GPU where torch is already imported and sees one (importing torch here
+    would cost the bench seconds)."""
     model, flags = platform.processor() or platform.machine(), set()
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -92,6 +93,8 @@ def machine() -> dict[str, Any]:
         "cpu_flags": [f for f in FLAGS_THAT_MATTER if f in flags],
         "platform": platform.platform(),
     }
+    if os.environ.get("ATEN_CPU_CAPABILITY"):  # torch told to run other kernels than the CPU's best (avx2, ...)
+        out["aten_cpu_capability"] = os.environ["ATEN_CPU_CAPABILITY"]
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         out["gpu"] = torch.cuda.get_device_name(0)
@@ -116,13 +119,15 @@ def records(
     taken: dict[str, tuple[float, float]],
     ratios: dict[str, float],
     targets_met: dict[str, bool],
+    measured_commit: str | None = None,
 ) -> Iterable[dict[str, Any]]:
     """One record per finite figure: each phase's measures at the date and load its phase ended (`taken`), then
-    each ratio (with `target_met` where it has a target) at the date and load of now."""
+    each ratio (with `target_met` where it has a target) at the date and load of now. `measured_commit` is the
+    checkout's commit when the bench started (a commit made while it ran is not the code it measured)."""
     common = {
         "machine": machine(),
         "command": shlex.join(["python", "-m", "devtools.perf", *argv]),
-        "commit": commit(),
+        "commit": measured_commit or commit(),  # the code measured: read when the bench started, if given
     }
     for phase, measures in phases.items():
         ended, load = taken.get(phase, (time.time(), os.getloadavg()[0]))
