@@ -199,6 +199,32 @@ def test_a_test_split_only_task_never_shows_a_question_its_own_answer(prompt):
     assert max(shown) == 2  # lm-eval itself: some documents among their own examples
 
 
+def test_a_job_runs_a_tasks_process_docs_once_per_use(run_job_in, monkeypatch):
+    """lm-eval runs a task's process_docs over the whole split at each `eval_docs` or `fewshot_docs()` call
+    (HellaSwag's: 10,042 documents, ~10 s on 2 cores); a job asks for the documents from several places (its
+    questions, their shapes, lm-eval's contexts, the prompt identity, the few-shot pool) and gets them made once: here
+    the evaluated split, and again as the few-shot pool (a test-only task's pool is that split, by lm-eval's
+    fallback)."""
+    load_tasks.cache_clear()
+    task = load_task("mcq_test_task_test_only", str(TASK_DIR))  # the object the job's load_tasks returns
+    calls = []
+    process = task.config.process_docs
+    monkeypatch.setattr(task.config, "process_docs", lambda docs: calls.append(len(docs)) or process(docs))
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=mcq_test_task_test_only",
+        f"benchmark.include_path={TASK_DIR}",
+        "fewshot=3",
+        "prompt=lm_eval",
+        "scoring=cloze",
+        "variants=original",
+    )
+    assert result.metrics["mcqa"] >= 0
+    assert calls == [13, 13], calls  # the test split's 13 documents: once evaluated, once as the pool
+    load_tasks.cache_clear()
+
+
 def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
     task = load_task("mcq_test_task", str(TASK_DIR))
     pool = load_fewshot_pool("lm_eval", data_dir=".", options=TEST_TASK)
