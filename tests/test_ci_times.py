@@ -132,3 +132,36 @@ def test_ci_runs_steps_beside_each_other_print_their_output_and_a_failing_one_fa
     assert (tmp_path / "steps.log").read_text() == "".join(
         line + "\n" for line in proc.stdout.splitlines() if line.startswith("ci-step: ")
     )
+
+
+def test_a_lane_runs_its_steps_in_order_each_timed_and_its_first_failure_ends_it_and_ci(tmp_path):
+    """.ci/run's lanes (the tiers that mostly wait on their servers, one after another beside the two long tiers):
+    each step of a lane prints its own time, a lane prints none, and a failing step ends its lane and then CI."""
+    text = CI_RUN.read_text()
+    machinery = text[text.index("declare -A TARGET") : text.index("\nmachine() {")]
+    script = tmp_path / "lanes.sh"
+    script.write_text(
+        "set -euo pipefail\n"
+        f"ENVS={tmp_path}\n"
+        f"{machinery}\n"
+        "quick() ( echo quick-output )\n"
+        "broken() ( echo broken-output; false; echo not-reached )\n"
+        "lane_ok() { lane postgres quick browser quick; }\n"
+        "lane_bad() { lane slurm broken ray quick; }\n"
+        "start_beside lm-eval quick\n"
+        "start_beside servers lane_ok\n"
+        "start_beside cluster lane_bad\n"
+        "wait_beside lm-eval servers cluster\n"
+        "echo after-the-failure\n"
+    )
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0, proc.stdout
+    assert "error: step(s) failed: cluster (exit 1)" in proc.stderr
+    assert "ci: step slurm starts" in proc.stdout and "broken-output" in proc.stdout
+    assert "not-reached" not in proc.stdout and "ci: step ray starts" not in proc.stdout  # the lane ended there
+    assert "after-the-failure" not in proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("ci-step: ")]
+    assert [line.split()[1] for line in lines] == ["lm-eval", "postgres", "browser"]  # a lane's steps, in order
+    assert set(ci_times.parse_log(proc.stdout).steps) == {"lm-eval", "postgres", "browser"}
+    logged = (tmp_path / "steps.log").read_text().splitlines()
+    assert sorted(logged) == sorted(lines)  # the log the budgets are checked on holds every step's line

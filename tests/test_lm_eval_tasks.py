@@ -201,6 +201,32 @@ def test_a_test_split_only_task_never_shows_a_question_its_own_answer(prompt):
     assert max(shown) == 2  # lm-eval itself: some documents among their own examples
 
 
+def test_a_job_runs_a_tasks_process_docs_once_per_use(run_job_in, monkeypatch):
+    """lm-eval runs a task's process_docs over the whole split at each `eval_docs` or `fewshot_docs()` call
+    (HellaSwag's: 10,042 documents, ~10 s on 2 cores); a job asks for the documents from several places (its
+    questions, their shapes, lm-eval's contexts, the prompt identity, the few-shot pool) and gets them made once: here
+    the evaluated split, and again as the few-shot pool (a test-only task's pool is that split, by lm-eval's
+    fallback)."""
+    load_tasks.cache_clear()
+    task = load_task("mcq_test_task_test_only", str(TASK_DIR))  # the object the job's load_tasks returns
+    calls = []
+    process = task.config.process_docs
+    monkeypatch.setattr(task.config, "process_docs", lambda docs: calls.append(len(docs)) or process(docs))
+    result = run_job_in(
+        "model=simulated",
+        "benchmark=lm_eval",
+        "benchmark.task=mcq_test_task_test_only",
+        f"benchmark.include_path={TASK_DIR}",
+        "fewshot=3",
+        "prompt=lm_eval",
+        "scoring=cloze",
+        "variants=original",
+    )
+    assert result.metrics["mcqa"] >= 0
+    assert calls == [13, 13], calls  # the test split's 13 documents: once evaluated, once as the pool
+    load_tasks.cache_clear()
+
+
 def test_three_solved_examples_are_joined_as_lm_eval_joins_them():
     task = load_task("mcq_test_task", str(TASK_DIR))
     pool = load_fewshot_pool("lm_eval", data_dir=".", options=TEST_TASK)
@@ -469,14 +495,9 @@ def test_a_hub_task_offline_without_a_cached_copy_is_one_line(monkeypatch, tmp_p
 
 
 @pytest.mark.slow
-def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
+def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in, lm_eval_side):
     """Every decision equal, every option's log-likelihood within LOGLIK_TOLERANCE of lm-eval's HFLM."""
     from lm_eval.api.instance import Instance
-    from lm_eval.models.huggingface import HFLM
-
-    from devtools.perf.meter import model_config
-    from src.backends import load_backend
-    from src.backends.hf import gguf_cache
 
     result = run_job_in(
         "model=smollm2_135m",
@@ -488,8 +509,7 @@ def test_smollm2_takes_lm_evals_decisions_on_the_test_task(run_job_in):
         "variants=original",
     )
     records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet").set_index("question_id")
-    gguf = load_backend(model_config(compose_job(["model=smollm2_135m"])), chat=False).gguf_path
-    lm = HFLM(pretrained=str(gguf_cache.ensure_float_copy(gguf)), device="cpu", dtype="float32", batch_size=4)
+    lm = lm_eval_side.lm("smollm2")  # HFLM on the float copy of the GGUF that model=smollm2_135m loads
     task = load_task("mcq_test_task", str(TASK_DIR))
     gaps, decisions = [], 0
     for i, doc in enumerate(task.eval_docs):
@@ -543,42 +563,85 @@ def parity_models(tmp_path_factory) -> dict[str, tuple[list[str], Path]]:
     }
 
 
-def _lm_evals_documents(lm, folder: Path, shots: int, tasks: dict[str, str], chat: bool) -> tuple[dict, dict]:
-    """{(task, document index): (per-option log-likelihoods, acc)} and {task: mean acc} of lm-eval's own
-    simple_evaluate over `tasks` (one call: the groups' subtasks are reported as tasks); `chat`: its
-    apply_chat_template, with simple_evaluate's default fewshot_as_multiturn."""
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
-
-    load_tasks.cache_clear()  # lm-eval builds its own task objects; ours are built again after it
-    result = simple_evaluate(
-        model=lm,
-        tasks=list(tasks),
-        task_manager=TaskManager(include_path=str(folder), include_defaults=False),
-        num_fewshot=shots,
-        limit=PARITY_LIMIT,
-        log_samples=True,
-        bootstrap_iters=0,
-        apply_chat_template=chat,
-    )
-    documents = {}
-    for task, samples in result["samples"].items():
-        for sample in samples:
-            documents[(task, sample["doc_id"])] = ([ll for ll, _ in (r[0] for r in sample["resps"])], sample["acc"])
-    return documents, {task: values["acc,none"] for task, values in result["results"].items() if "acc,none" in values}
+# lm-eval's side of every comparison below, computed once per module (`lm_eval_side`): each model's HFLM loaded once,
+# and one simple_evaluate per (model, prompt.chat, shots) over every task a test compares on that setting. The suite
+# is asked as its own group (its numbers are what the suite's test compares) beside the PARITY tasks it does not hold;
+# a task's requests, samples and acc are its own whether it is asked alone or in a group (lm-eval builds each task
+# from its own config, seeds its sampler per task, and a group only aggregates), so the per-task tests read their
+# documents from the same evaluation.
+SUITE_TASKS = ("mmlu_slice", "arc_challenge", "hellaswag", "mcq_test_task_described")  # the suite's own members
+EVALUATED = {
+    ("tiny_llama", False): list(PARITY),
+    ("smollm2", False): [SUITE, *(t for t in PARITY if t not in SUITE_TASKS)],
+    ("smollm2", True): [SUITE],
+}
 
 
-def _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, model: str, tasks: dict[str, str], chat: bool):
+class LmEvalSide:
+    """lm-eval's HFLM per model and its simple_evaluate per (model, shots, chat), each made on first use, once."""
+
+    def __init__(self, folder: Path, models: dict[str, tuple[list[str], Path]]):
+        self.folder, self.models = folder, models
+        self._lms: dict[str, object] = {}
+        self._results: dict[tuple[str, int, bool], dict] = {}
+        self._manager = None
+
+    def lm(self, model: str):
+        from lm_eval.models.huggingface import HFLM
+
+        if model not in self._lms:
+            self._lms[model] = HFLM(pretrained=str(self.models[model][1]), device="cpu", dtype="float32", batch_size=4)
+        return self._lms[model]
+
+    def evaluation(self, model: str, shots: int, chat: bool) -> dict:
+        """simple_evaluate's result on EVALUATED's tasks; `chat`: its apply_chat_template, with simple_evaluate's
+        default fewshot_as_multiturn."""
+        from lm_eval import simple_evaluate
+        from lm_eval.tasks import TaskManager
+
+        key = (model, shots, chat)
+        if key not in self._results:
+            if self._manager is None:
+                self._manager = TaskManager(include_path=str(self.folder), include_defaults=False)
+            load_tasks.cache_clear()  # lm-eval builds its own task objects; ours are built again after it
+            self._results[key] = simple_evaluate(
+                model=self.lm(model),
+                tasks=EVALUATED[(model, chat)],
+                task_manager=self._manager,
+                num_fewshot=shots,
+                limit=PARITY_LIMIT,
+                log_samples=True,
+                bootstrap_iters=0,
+                apply_chat_template=chat,
+            )
+        return self._results[key]
+
+    def documents(self, model: str, shots: int, chat: bool) -> tuple[dict, dict]:
+        """{(task, document index): (per-option log-likelihoods, acc)} and {task: mean acc} of `evaluation` (the
+        groups' subtasks are reported as tasks)."""
+        result = self.evaluation(model, shots, chat)
+        documents = {}
+        for task, samples in result["samples"].items():
+            for sample in samples:
+                documents[(task, sample["doc_id"])] = ([ll for ll, _ in (r[0] for r in sample["resps"])], sample["acc"])
+        accs = {task: values["acc,none"] for task, values in result["results"].items() if "acc,none" in values}
+        return documents, accs
+
+
+@pytest.fixture(scope="module")
+def lm_eval_side(shared_tasks, parity_models) -> LmEvalSide:
+    return LmEvalSide(shared_tasks, parity_models)
+
+
+def _compare_with_lm_eval(run_job_in, shared_tasks, lm_eval_side, model: str, tasks: dict[str, str], chat: bool):
     """Both sides on `tasks` (name -> the tool's scoring), zero-shot and 5-shot: every document's decision and acc
     asserted equal; returns the largest per-option log-likelihood gap per (task, shots) and the documents compared."""
-    from lm_eval.models.huggingface import HFLM
-
-    overrides, folder = parity_models[model]
-    lm = HFLM(pretrained=str(folder), device="cpu", dtype="float32", batch_size=4)
+    overrides = lm_eval_side.models[model][0]
     gaps: dict[tuple[str, int], float] = {}
     decided = 0
     for shots in (0, 5):
-        theirs, their_acc = _lm_evals_documents(lm, shared_tasks, shots, tasks, chat)
+        theirs, their_acc = lm_eval_side.documents(model, shots, chat)
+        load_tasks.cache_clear()  # the tool's jobs of each setting build their tasks anew, as before any lm-eval call
         for name, scoring in tasks.items():
             result = run_job_in(
                 *overrides,
@@ -613,13 +676,13 @@ def _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, model: str, t
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["tiny_llama", "smollm2"])
-def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models, model):
+def test_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, lm_eval_side, model):
     """lm-eval's own simple_evaluate (model hf) against the tool (prompt=lm_eval variants=original) on six tasks,
     zero-shot and 5-shot: every document's per-option log-likelihoods within LOGLIK_TOLERANCE, the same decision,
     the same acc. mmlu's requests score the labels " A".." D" after the listed options, as the tool's cloze_shown
     does on a label task under prompt=lm_eval. The tiny llama is asked in float32 on both sides (model=hf's
     dtype=auto is bfloat16 on a CPU with AMX, 0.1-0.4 nats off)."""
-    gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, model, PARITY, chat=False)
+    gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, lm_eval_side, model, PARITY, chat=False)
     assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
     tasks = len(PARITY) - 1 + len(MMLU_SLICE)  # the group's subjects count as tasks
     assert decided == 2 * PARITY_LIMIT * tasks  # zero-shot and 5-shot
@@ -633,37 +696,24 @@ CHAT_PARITY = {  # a description (lm-eval's system turn), a text task, a label t
 
 
 @pytest.mark.slow
-def test_with_the_chat_template_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models):
+def test_with_the_chat_template_the_tool_measures_what_lm_eval_measures(run_job_in, shared_tasks, lm_eval_side):
     """`prompt.chat=true` under prompt=lm_eval is lm-eval's --apply_chat_template (the description a system turn,
     the examples turns of their own, no delimiter after the generation prompt), on SmolLM2's own chat template."""
-    gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, parity_models, "smollm2", CHAT_PARITY, chat=True)
+    gaps, decided = _compare_with_lm_eval(run_job_in, shared_tasks, lm_eval_side, "smollm2", CHAT_PARITY, chat=True)
     assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
     assert decided == 2 * PARITY_LIMIT * (len(CHAT_PARITY) - 1 + len(MMLU_SLICE))
 
 
-def _suite_parity(run_job_in, shared_tasks, parity_models, model: str, chat: bool) -> dict[tuple[str, int], float]:
-    """The suite in one job of the tool against one simple_evaluate of lm-eval, zero-shot and 5-shot: every
-    document's decision and acc equal, each task's acc and acc_norm and each group's equal; returns the largest
+def _suite_parity(run_job_in, shared_tasks, lm_eval_side, model: str, chat: bool) -> dict[tuple[str, int], float]:
+    """The suite in one job of the tool against lm-eval's simple_evaluate of the suite's group, zero-shot and 5-shot:
+    every document's decision and acc equal, each task's acc and acc_norm and each group's equal; returns the largest
     per-option log-likelihood gap per (task, shots)."""
-    from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
-
-    overrides, folder = parity_models[model]
-    lm = HFLM(pretrained=str(folder), device="cpu", dtype="float32", batch_size=4)
+    overrides = lm_eval_side.models[model][0]
+    suite_tasks = {f"mmlu_{s}" for s in MMLU_SLICE} | set(SUITE_TASKS) - {"mmlu_slice"}
+    suite_names = suite_tasks | {"mmlu_slice", SUITE}  # what lm-eval reports of the suite: its tasks and groups
     gaps: dict[tuple[str, int], float] = {}
     for shots in (0, 5):
-        load_tasks.cache_clear()
-        theirs = simple_evaluate(
-            model=lm,
-            tasks=[SUITE],
-            task_manager=TaskManager(include_path=str(shared_tasks), include_defaults=False),
-            num_fewshot=shots,
-            limit=PARITY_LIMIT,
-            log_samples=True,
-            bootstrap_iters=0,
-            apply_chat_template=chat,
-        )
+        theirs = lm_eval_side.evaluation(model, shots, chat)
         load_tasks.cache_clear()
         result = run_job_in(
             *overrides,
@@ -677,7 +727,7 @@ def _suite_parity(run_job_in, shared_tasks, parity_models, model: str, chat: boo
             f"fewshot={shots}",
             f"limit={PARITY_LIMIT}",
         )
-        samples = {(t, s["doc_id"]): s for t, docs in theirs["samples"].items() for s in docs}
+        samples = {(t, s["doc_id"]): s for t, docs in theirs["samples"].items() if t in suite_tasks for s in docs}
         records = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
         assert len(records) == len(samples) == PARITY_LIMIT * (len(MMLU_SLICE) + 3)
         for row in records.itertuples():
@@ -690,6 +740,8 @@ def _suite_parity(run_job_in, shared_tasks, parity_models, model: str, chat: boo
             gaps[(task, shots)] = max(gaps.get((task, shots), 0.0), gap)
         compared = set()
         for name, values in theirs["results"].items():
+            if name not in suite_names:  # a PARITY task evaluated beside the suite (EVALUATED)
+                continue
             for metric in ("acc", "acc_norm"):
                 if f"{metric},none" not in values:
                     continue
@@ -709,12 +761,12 @@ def _suite_parity(run_job_in, shared_tasks, parity_models, model: str, chat: boo
 @needs_data
 @pytest.mark.slow
 @pytest.mark.parametrize("chat", [False, True])
-def test_a_mixed_suite_in_one_job_measures_what_lm_eval_measures(run_job_in, shared_tasks, parity_models, chat):
+def test_a_mixed_suite_in_one_job_measures_what_lm_eval_measures(run_job_in, shared_tasks, lm_eval_side, chat):
     """An MMLU slice (labels scored after listed options), ARC-Challenge and HellaSwag (option texts) and the
     described test task as one lm-eval group, asked in one job under scoring=cloze: per-document log-likelihoods
     within LOGLIK_TOLERANCE of lm-eval's simple_evaluate on the same group, every decision and acc equal, each
     task's acc and acc_norm (per character) and each group's (lm-eval's weight_by_size aggregation) equal."""
-    gaps = _suite_parity(run_job_in, shared_tasks, parity_models, "smollm2", chat=chat)
+    gaps = _suite_parity(run_job_in, shared_tasks, lm_eval_side, "smollm2", chat=chat)
     assert max(gaps.values()) <= LOGLIK_TOLERANCE, gaps
 
 

@@ -386,7 +386,7 @@ def prompt_identity(task: Any) -> str:
     sampler and few-shot documents as lm-eval hands them over. In every question's metadata, so in the data identity
     and the response cache's key: a corrected few-shot file changes it, a comment in the YAML does not."""
     config = task.config
-    pool = task.fewshot_docs() if hasattr(task, "fewshot_docs") else None
+    pool = task_docs(task, "fewshot") if hasattr(task, "fewshot_docs") else None
     fewshot_cfg = getattr(task, "fewshot_cfg", None)
     return _digest(
         [
@@ -484,19 +484,31 @@ def _style(questions: list[Question], override: str | None) -> str:
     return "continuation" if 2 * continuation > len(questions) else "standalone"
 
 
+def task_docs(task: Any, kind: str) -> Any:
+    """lm-eval's documents of `task`: "eval", its `eval_docs`, or "test", "validation", "training", "fewshot", its
+    `{kind}_docs()`, made once per task object. lm-eval runs the task's `process_docs` over the whole split at every
+    call (HellaSwag's: 10,042 documents through `datasets.map`, ~10 s on 2 cores), and one job asks for them several
+    times (its questions, their shapes, lm-eval's contexts, the prompt identity)."""
+    made: dict[str, Any] = vars(task).setdefault("_mcq_docs", {})
+    if kind not in made:
+        made[kind] = task.eval_docs if kind == "eval" else getattr(task, f"{kind}_docs")()
+    return made[kind]
+
+
 def _eval_docs(task: Any, split: str | None, name: str) -> tuple[str, Sequence[Any]]:
     """(split name, documents) lm-eval would evaluate, or those of the split asked for."""
     config = task.config
     splits = {s: getattr(config, f"{s}_split", None) for s in ("test", "validation", "training")}
+    evaluated = config.test_split or config.validation_split or "test"  # the split of lm-eval's `eval_docs`
     if split is None:
-        return (config.test_split or config.validation_split or "test"), task.eval_docs
+        return evaluated, task_docs(task, "eval")
     named = {value: kind for kind, value in splits.items() if value}
     if split not in named:
         raise UserError(
             f"config key benchmark.split: lm_eval task {name} has no split {split!r}; choose one of "
             f"{', '.join(named)} or null for the one lm-eval evaluates"
         )
-    return split, getattr(task, f"{named[split]}_docs")()
+    return split, task_docs(task, "eval" if split == evaluated else named[split])
 
 
 def _subtasks(name: str | tuple[str, ...], tasks: Mapping[str, Any]) -> None:
@@ -588,7 +600,7 @@ def lm_eval_fewshot(
     name = task_spec(options.get("task"))
     tasks = load_tasks(name, options.get("include_path"))
     sub = str(subject if subject in tasks else name)
-    docs = tasks[sub].fewshot_docs()
+    docs = task_docs(tasks[sub], "fewshot")
     if docs is None:
         raise UserError(f"lm_eval task {sub} has no few-shot documents; use fewshot=0")
     asked = task_questions(tasks[sub], list(docs), name=sub, split="fewshot", ids=f"{sub}/fewshot", subject=subject)
