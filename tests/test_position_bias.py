@@ -160,3 +160,21 @@ def test_pride_prior_is_shown_in_the_runs_tag_the_review_view_and_the_report(run
         if line.startswith("|") and (cells := [cell.strip() for cell in line.split("|")])[variants] in tags
     }
     assert rows == {"perm_cyclic": prior_text(cyclic.metrics), "original": "–"}
+
+
+@pytest.mark.promise("docs/review.md", "a run the position-bias table has no row for is named under it, with why")
+def test_a_run_without_slot_shares_is_named_under_the_position_bias_table(run_job_in, tmp_path):
+    """A letter habit and a run whose every answer is unparsed (no answer names a slot): the table has the first's
+    row and names the second under it, so that a missing row is not read as a fair one."""
+    habit = run_job_in(*HABIT, "tracking.experiment=absent")
+    unparsed = run_job_in(*FAIR, "model.invalid_rate=1.0", "tracking.experiment=absent")
+    assert "slot_bias_flag" in habit.metrics and "slot_bias_flag" not in unparsed.metrics
+    out = tmp_path / "report"
+    args = ["--experiment", "absent", "--tracking-uri", run_job_in.store_uri, "--out", str(out), "--no-mlflow"]
+    assert compare_main(args) == 0
+    section = (out / "report.md").read_text().split("## Position bias")[1].split("\n## ")[0]
+    assert "| habit |" in section and "| fair |" not in section
+    assert (
+        f"left out (no row): {unparsed.run_id[:8]} (fair, original): no multiple-choice answer that names a slot"
+    ) in section
+    assert habit.run_id[:8] not in section.split("left out")[1]

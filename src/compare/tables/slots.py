@@ -65,6 +65,19 @@ def slot_table(runs: pd.DataFrame) -> Built:
         out.notes.append("position-bias table: no run logged slot shares (needs multiple-choice answers)")
         return out
     frame = pd.DataFrame(data)
+    shown = set(frame["run_id"])
+    absent = [
+        f"{str(row['run_id'])[:8]} ({row.get('model')}, {row.get('variants')})"
+        for _, row in runs.iterrows()
+        if str(row["run_id"]) not in shown
+    ]
+    # a run without a row is named, so that a missing letter habit is not read as a fair one
+    left_out = (
+        f"; left out (no row): {', '.join(absent)}: no multiple-choice answer that names a slot (true/false or "
+        "select-all answers only, or every answer unparsed)"
+        if absent
+        else ""
+    )
     text = pd.DataFrame(
         {
             "model": frame["model"].to_numpy(),
@@ -94,7 +107,7 @@ def slot_table(runs: pd.DataFrame) -> Built:
             f"than {FAR_MARGIN:g}; such a run's accuracy and agreement (SURE, RWS, CoRA's consistency) describe its "
             "letter habit as much as the model. PriDe prior: the position prior PriDe estimates from cyclic orders "
             "(runs with one). Shares of answers, not accuracies: a uniform guesser (chance) would choose each of k "
-            "slots 1/k of the time.",
+            f"slots 1/k of the time{left_out}.",
         )
     )
     return out
