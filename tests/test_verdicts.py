@@ -222,10 +222,11 @@ def test_every_metric_left_out_of_a_table_is_named_under_it_with_the_reason(monk
     assert "rws" not in set(paired.data["metric"]) and "rws" not in set(power.data["metric"])
     assert "; left out (no row): " in paired.caption
     assert (
-        f"rws (m {MINUS} n): run1 (n) undefined: no question was SURE (RWS is the share right among the SURE questions)"
+        f"rws (m {MINUS} n): run run1 (n) undefined: no question was SURE (RWS is the share right among the SURE "
+        "questions)"
     ) in paired.caption
     assert not re.findall(r"\b(mcqa_plus|bmca_1\.0|cora)\b", paired.caption + power.caption)
-    assert f"rws (m {MINUS} n, paired): run1 (n) undefined: no question was SURE" in power.caption
+    assert f"rws (m {MINUS} n, paired): run run1 (n) undefined: no question was SURE" in power.caption
     assert "rws (n): undefined: no question was SURE" in power.caption
     assert "rws (m): 10 questions behind it (an estimate needs 20; rws counts only SURE questions)" in power.caption
     # the control: a metric every run has is named nowhere as left out

@@ -117,7 +117,8 @@ class _Records:
 
 
 def _label(row: RunRow) -> str:
-    return f"{row['run_id'][:8]} ({row['model']})"
+    """`run 33888750 (smollm2_135m)`: the word says what the 8 digits are (alone they read as a number)."""
+    return f"run {row['run_id'][:8]} ({row['model']})"
 
 
 @dataclass(frozen=True)
