@@ -373,3 +373,11 @@ def test_a_secret_set_on_the_command_line_never_reaches_the_overrides_tag(monkey
     assert override_tags() == {"overrides": "+model.api_key=*** seed=1"}
     task[:] = ["tracking.uri=http://user:pw@h:5000"]
     assert override_tags() == {"overrides": "(none)"}
+
+
+def test_a_metric_with_one_question_behind_it_says_one_question():
+    """The reason under a questions-needed table counts its questions in words that agree with the count."""
+    from src.compare.paired import _why_untested
+
+    assert _why_untested("rws", 1, 1000, pair=False).startswith("1 question behind it (an estimate needs 20")
+    assert _why_untested("rws", 5, 1000).startswith("5 questions behind it in one run (an interval needs 20")
