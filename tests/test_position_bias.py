@@ -45,6 +45,8 @@ def test_the_review_view_has_a_legend_and_names_a_repetition_runs_mcqa_one_draw(
     assert repeated.data.tags["mcqa"].endswith(" one draw")
     mcqa_line = next(line for line in drawn.closing().splitlines() if line.startswith("  mcqa "))
     assert "one sampled draw" in mcqa_line  # the closing block says it too
+    described = repeated.data.tags[review.DESCRIPTION_TAG]  # and the run page's Description, beside acc_mean
+    assert f"Headline: mcqa {repeated.data.tags['mcqa']}," in described and "acc_mean " in described
     cora = next(r for r in runs if r.data.tags["variants"] == "cora")
     assert "one draw" not in cora.data.tags["mcqa"]
     experiment = client.get_experiment(repeated.info.experiment_id)

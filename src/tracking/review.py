@@ -345,12 +345,21 @@ def review_params(params: Mapping[str, Any], **effective: Any) -> dict[str, Any]
 
 
 def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLINES) -> str:
-    """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals."""
+    """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals; in a
+    run with repetitions `mcqa ... one draw` (ONE_DRAW: repetition 0 alone, as its tag says; acc_mean is its
+    accuracy).
+
+    >>> headline_text({"mcqa": 0.05, "acc_mean": 0.1})
+    'mcqa 0.050 one draw, acc_mean 0.100'
+    """
     from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
     from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
 
     names = [n for n in headline_order(list(metrics)) if metrics[n] == metrics[n]][:limit]
-    return ", ".join(f"{name} {cell(metrics, name)}" for name in names)
+    drawn = "acc_mean" in metrics  # a repetition run: its mcqa is one sampled draw
+    return ", ".join(
+        f"{name} {cell(metrics, name)}" + (f" {ONE_DRAW}" if drawn and name == "mcqa" else "") for name in names
+    )
 
 
 def run_description(
