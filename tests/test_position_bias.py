@@ -177,6 +177,6 @@ def test_a_run_without_slot_shares_is_named_under_the_position_bias_table(run_jo
     section = (out / "report.md").read_text().split("## Position bias")[1].split("\n## ")[0]
     assert "| habit |" in section and "| fair |" not in section
     assert (
-        f"left out (no row): {unparsed.run_id[:8]} (fair, original): no multiple-choice answer that names a slot"
+        f"left out (no row): run {unparsed.run_id[:8]} (fair, original): no multiple-choice answer that names a slot"
     ) in section
     assert habit.run_id[:8] not in section.split("left out")[1]

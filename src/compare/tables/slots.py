@@ -67,7 +67,7 @@ def slot_table(runs: pd.DataFrame) -> Built:
     frame = pd.DataFrame(data)
     shown = set(frame["run_id"])
     absent = [
-        f"{str(row['run_id'])[:8]} ({row.get('model')}, {row.get('variants')})"
+        f"run {str(row['run_id'])[:8]} ({row.get('model')}, {row.get('variants')})"
         for _, row in runs.iterrows()
         if str(row["run_id"]) not in shown
     ]
