@@ -95,6 +95,20 @@ def chance_notes(client: store.Client, run_ids: list[str], labels: list[str]) ->
     return notes
 
 
+def lead_notes(client: store.Client, run_ids: list[str], headline: str) -> list[str]:
+    """The line that says the leader's lead on `headline` comes mostly from the runner-up's unparsed answers
+    (`src.metrics.chance.invalid_lead`, the report's rule), for two runs leader first; none otherwise. Runs of one
+    model are named by their ids."""
+    from src.metrics.chance import invalid_lead  # local: loads numpy, pandas (slow import)
+
+    data = [client.get_run(run_id).data for run_id in run_ids]
+    names = [str(d.tags.get("model")) for d in data]
+    if names[0] == names[1]:
+        names = [run_id[:8] for run_id in run_ids]
+    cause = invalid_lead((names[0], data[0].metrics), (names[1], data[1].metrics), headline)
+    return [f"on {headline}, {cause}"] if cause else []
+
+
 def leader_first(client: store.Client, run_ids: list[str]) -> tuple[list[str], str | None]:
     """(the two runs, the one higher on their shared headline first, a tie by model name; the headline): the
     report's order (`src.compare.tables.common.ranked`), so that a pair reads leader − runner-up everywhere. The
@@ -234,6 +248,8 @@ def plan(
             "behind it to estimate its variance from"
         )
     notes = chance_notes(client, run_ids, [i[0] for i in info])
+    if paired and headline:
+        notes += lead_notes(client, run_ids, headline)
     return "\n".join([heading, *notes]), rows
 
 

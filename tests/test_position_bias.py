@@ -45,6 +45,8 @@ def test_the_review_view_has_a_legend_and_names_a_repetition_runs_mcqa_one_draw(
     assert repeated.data.tags["mcqa"].endswith(" one draw")
     mcqa_line = next(line for line in drawn.closing().splitlines() if line.startswith("  mcqa "))
     assert "one sampled draw" in mcqa_line  # the closing block says it too
+    described = repeated.data.tags[review.DESCRIPTION_TAG]  # and the run page's Description, beside acc_mean
+    assert f"Headline: mcqa {repeated.data.tags['mcqa']}," in described and "acc_mean " in described
     cora = next(r for r in runs if r.data.tags["variants"] == "cora")
     assert "one draw" not in cora.data.tags["mcqa"]
     experiment = client.get_experiment(repeated.info.experiment_id)
@@ -116,3 +118,65 @@ def test_the_report_shows_each_runs_most_chosen_slot_against_the_right_answers(r
     runs = md.split("### runs compared")[1].split("\n### ")[0]
     assert "letter habit" in next(line for line in runs.splitlines() if "| habit |" in line)
     assert "letter habit" not in next(line for line in runs.splitlines() if "| fair |" in line)
+
+
+@pytest.mark.promise(
+    "docs/mlflow_ui.md", "PriDe's prior is a run's tag, a review-view column and a report column where the run has one"
+)
+def test_pride_prior_is_shown_in_the_runs_tag_the_review_view_and_the_report(run_job_in, tmp_path):
+    """A letter habit scored with label probabilities on the cyclic orders: PriDe's prior is in the run's metrics,
+    its `pride_prior` tag, the review view (a column after `slot_bias`, with its legend line) and the report's
+    position-bias table; a run without a cyclic set has none, and an experiment without one has no such column."""
+    from src.metrics.slots import prior_text
+
+    run_job_in(*FAIR, "tracking.experiment=prior")
+    client, runs = mlflow_runs(run_job_in.store_uri, "prior")
+    experiment = client.get_experiment(runs[0].info.experiment_id)
+    state = experiment.tags[review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY]
+    assert "tags.`pride_prior`" not in json.loads(state)["selectedColumns"]  # no run has one: no column of dashes
+    cyclic = run_job_in(*HABIT, "variants=perm_cyclic", "scoring=logprob", "tracking.experiment=prior")
+    prior = {k: v for k, v in cyclic.metrics.items() if k.startswith("pride_prior_")}
+    assert list(prior)[:4] == ["pride_prior_A", "pride_prior_B", "pride_prior_C", "pride_prior_D"]
+    assert sum(prior.values()) == pytest.approx(1.0, abs=1e-9)
+    assert max(prior, key=prior.__getitem__) == "pride_prior_A"  # the habit it estimates
+    client, runs = mlflow_runs(run_job_in.store_uri, "prior")
+    tags = {r.data.tags["variants"]: r.data.tags for r in runs}
+    assert tags["perm_cyclic"]["pride_prior"] == prior_text(cyclic.metrics)
+    assert tags["perm_cyclic"]["pride_prior"].startswith(f"A {prior['pride_prior_A']:.2f} B ")
+    assert "pride_prior" not in tags["original"]
+    experiment = client.get_experiment(experiment.experiment_id)
+    columns = json.loads(experiment.tags[review.SHARED_VIEW_TAG + review.REVIEW_VIEW_KEY])["selectedColumns"]
+    assert columns[columns.index("tags.`slot_bias`") + 1] == "tags.`pride_prior`"
+    legend = experiment.tags[review.LEGEND_TAG]
+    assert "- `pride_prior`: PriDe's estimate" in legend and "(pride_prior: perm_cyclic" in legend
+    out = tmp_path / "report"
+    args = ["--experiment", "prior", "--tracking-uri", run_job_in.store_uri, "--out", str(out), "--no-mlflow"]
+    assert compare_main(args) == 0
+    section = (out / "report.md").read_text().split("## Position bias")[1].split("\n## ")[0]
+    header = next(line for line in section.splitlines() if "most chosen slot" in line)
+    names = [cell.strip() for cell in header.split("|")]
+    variants, column = names.index("variants"), names.index("PriDe prior")
+    rows = {
+        cells[variants]: cells[column]
+        for line in section.splitlines()
+        if line.startswith("|") and (cells := [cell.strip() for cell in line.split("|")])[variants] in tags
+    }
+    assert rows == {"perm_cyclic": prior_text(cyclic.metrics), "original": "–"}
+
+
+@pytest.mark.promise("docs/review.md", "a run the position-bias table has no row for is named under it, with why")
+def test_a_run_without_slot_shares_is_named_under_the_position_bias_table(run_job_in, tmp_path):
+    """A letter habit and a run whose every answer is unparsed (no answer names a slot): the table has the first's
+    row and names the second under it, so that a missing row is not read as a fair one."""
+    habit = run_job_in(*HABIT, "tracking.experiment=absent")
+    unparsed = run_job_in(*FAIR, "model.invalid_rate=1.0", "tracking.experiment=absent")
+    assert "slot_bias_flag" in habit.metrics and "slot_bias_flag" not in unparsed.metrics
+    out = tmp_path / "report"
+    args = ["--experiment", "absent", "--tracking-uri", run_job_in.store_uri, "--out", str(out), "--no-mlflow"]
+    assert compare_main(args) == 0
+    section = (out / "report.md").read_text().split("## Position bias")[1].split("\n## ")[0]
+    assert "| habit |" in section and "| fair |" not in section
+    assert (
+        f"left out (no row): run {unparsed.run_id[:8]} (fair, original): no multiple-choice answer that names a slot"
+    ) in section
+    assert habit.run_id[:8] not in section.split("left out")[1]

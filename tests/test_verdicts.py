@@ -96,6 +96,54 @@ def test_a_pick_whose_lead_comes_from_the_runner_ups_invalid_answers_says_so(mon
     assert line.startswith("bench: pick a (") and "INVALID" not in line
 
 
+@pytest.mark.promise("docs/review.md", "a tie whose gap comes mostly from the runner-up's INVALID answers says so")
+def test_a_tie_whose_gap_comes_from_the_runner_ups_invalid_answers_says_so(monkeypatch):
+    """Both models above chance, the gap too small for a pick on 30 questions, and the runner-up right as often on
+    the answers it parsed: the tie's bottom line names the cause; without the runner-up's INVALID answers it names
+    none."""
+    runs = repetition_runs({"a": drawn(30, 0.55, 0.0, seed=13), "b": drawn(30, 0.48, 0.2, seed=14)}, monkeypatch)
+    decision = summary.decisions(runs, build_study(runs))[0]
+    assert decision.tie and not decision.none_above and decision.first["model"] == "a"
+    (line,) = build_sections(runs)[0].lines
+    assert line.startswith("bench: no model is better on these questions (acc_mean: a 0.")
+    rate = runs.table.set_index("model").at["b", "invalid_rate"]
+    assert f"; the lead comes mostly from b's INVALID answers ({rate:.2f} of its trials, counted wrong" in line
+
+    plain = repetition_runs({"a": drawn(30, 0.55, 0.0, seed=13), "b": drawn(30, 0.48, 0.0, seed=14)}, monkeypatch)
+    (line,) = build_sections(plain)[0].lines
+    assert line.startswith("bench: no model is better on these questions (") and "INVALID" not in line
+
+
+@pytest.mark.promise("docs/review.md", "src.plan says when a lead comes mostly from the runner-up's INVALID answers")
+def test_plan_says_a_lead_from_the_runner_ups_invalid_answers_with_the_reports_rule():
+    """Two runs, leader first (`leader_first`): the runner-up's INVALID answers explain the lead (right as often on
+    the answers it parsed), and `src.plan` says so in the report's words; a runner-up whose parsed answers are worse
+    too gets no such line; two runs of one model are named by their ids."""
+    from src.metrics.chance import invalid_lead
+    from src.plan import lead_notes
+
+    metrics = {
+        "a" * 32: {"acc_mean": 0.6, "invalid_rate": 0.0},
+        "b" * 32: {"acc_mean": 0.3, "invalid_rate": 0.5},
+    }
+    tags = {"a" * 32: {"model": "smollm2"}, "b" * 32: {"model": "gemma"}}
+    client = N(get_run=lambda run_id: N(data=N(metrics=metrics[run_id], tags=tags[run_id])))
+    (note,) = lead_notes(client, ["a" * 32, "b" * 32], "acc_mean")
+    assert note == (
+        "on acc_mean, the lead comes mostly from gemma's INVALID answers (0.50 of its trials, counted wrong; "
+        "smollm2 0.00): on the answers it parsed gemma is right 0.60, smollm2 0.60"
+    )
+    assert note.endswith(invalid_lead(("smollm2", metrics["a" * 32]), ("gemma", metrics["b" * 32]), "acc_mean"))
+    metrics["b" * 32]["invalid_rate"] = 0.1  # parsed: 0.33 against 0.60, most of the lead stays
+    assert lead_notes(client, ["a" * 32, "b" * 32], "acc_mean") == []
+    metrics["b" * 32]["invalid_rate"] = 0.5
+    tags["b" * 32]["model"] = "smollm2"
+    assert lead_notes(client, ["a" * 32, "b" * 32], "acc_mean")[0].startswith(
+        "on acc_mean, the lead comes mostly from bbbbbbbb's INVALID answers (0.50 of its trials, counted wrong; "
+        "aaaaaaaa 0.00)"
+    )
+
+
 def build_study(runs):
     from src.compare.paired import paired_study
 
@@ -174,10 +222,11 @@ def test_every_metric_left_out_of_a_table_is_named_under_it_with_the_reason(monk
     assert "rws" not in set(paired.data["metric"]) and "rws" not in set(power.data["metric"])
     assert "; left out (no row): " in paired.caption
     assert (
-        f"rws (m {MINUS} n): run1 (n) undefined: no question was SURE (RWS is the share right among the SURE questions)"
+        f"rws (m {MINUS} n): run run1 (n) undefined: no question was SURE (RWS is the share right among the SURE "
+        "questions)"
     ) in paired.caption
     assert not re.findall(r"\b(mcqa_plus|bmca_1\.0|cora)\b", paired.caption + power.caption)
-    assert f"rws (m {MINUS} n, paired): run1 (n) undefined: no question was SURE" in power.caption
+    assert f"rws (m {MINUS} n, paired): run run1 (n) undefined: no question was SURE" in power.caption
     assert "rws (n): undefined: no question was SURE" in power.caption
     assert "rws (m): 10 questions behind it (an estimate needs 20; rws counts only SURE questions)" in power.caption
     # the control: a metric every run has is named nowhere as left out
@@ -324,3 +373,11 @@ def test_a_secret_set_on_the_command_line_never_reaches_the_overrides_tag(monkey
     assert override_tags() == {"overrides": "+model.api_key=*** seed=1"}
     task[:] = ["tracking.uri=http://user:pw@h:5000"]
     assert override_tags() == {"overrides": "(none)"}
+
+
+def test_a_metric_with_one_question_behind_it_says_one_question():
+    """The reason under a questions-needed table counts its questions in words that agree with the count."""
+    from src.compare.paired import _why_untested
+
+    assert _why_untested("rws", 1, 1000, pair=False).startswith("1 question behind it (an estimate needs 20")
+    assert _why_untested("rws", 5, 1000).startswith("5 questions behind it in one run (an interval needs 20")

@@ -117,7 +117,8 @@ class _Records:
 
 
 def _label(row: RunRow) -> str:
-    return f"{row['run_id'][:8]} ({row['model']})"
+    """`run 33888750 (smollm2_135m)`: the word says what the 8 digits are (alone they read as a number)."""
+    return f"run {row['run_id'][:8]} ({row['model']})"
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ def _why_untested(metric: str, n_questions: int, n_resamples: int, *, pair: bool
     if n_questions < MIN_BOOTSTRAP_QUESTIONS:
         where, needs = (" in one run", "an interval") if pair else ("", "an estimate")
         return (
-            f"{n_questions} questions behind it{where} ({needs} needs "
+            f"{n_questions} question{'' if n_questions == 1 else 's'} behind it{where} ({needs} needs "
             f"{MIN_BOOTSTRAP_QUESTIONS}{'; rws counts only SURE questions' if metric == 'rws' else ''})"
         )
     return "over 1% of the resamples leave it undefined (no question behind it in the resample)"

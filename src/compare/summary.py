@@ -11,7 +11,7 @@ A verdict joins every fact it rests on. The first is named the one to pick only 
 some model is above chance on the headline; where every model is at or below chance no model is picked, and the
 bottom line says so first, with each model's interval, then the difference and its cause; otherwise it is a tie and
 no model is named (also where the two values are equal at the shown precision). A lead that comes mostly from the
-runner-up's INVALID answers (`Decision.invalid_lead`) is said to, beside the pick or the difference. Every
+runner-up's INVALID answers (`Decision.invalid_lead`) is said to, beside the pick, the tie or the difference. Every
 model's verdict against chance on the headline (above, indistinguishable from, below) is named in the bottom line
 and in the summary's `vs chance` column, and a model whose interval contains chance is marked †
 (`tables.AT_CHANCE_NOTE`); every run whose INVALID share is above `INVALID_FLAG` is named in the bottom line.
@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, invalid_flag, verdict_of
+from src.metrics.chance import AT_CHANCE, HEADLINE_RULE, INVALID_FLAG, invalid_flag, invalid_lead, verdict_of
 from src.metrics.display import cell, difference_cell, fmt, minus, signed
 from src.metrics.paired import PairedDifference, QuestionsVerdict
 
@@ -66,11 +66,6 @@ def _holm(study: PairedStudy | None, run_a: str, run_b: str, metric: str) -> flo
             value = hit["p_holm"].iloc[0]
             return None if value is None or value != value else float(value)
     return None
-
-
-# A lead is said to come mostly from the runner-up's unparsed answers when, on the answers each model parsed, the
-# leader's lead is at most this share of its lead as counted (INVALID wrong): see `Decision.invalid_lead`
-INVALID_LEAD_SHARE = 0.5
 
 
 @dataclass
@@ -157,27 +152,10 @@ class Decision:
         return ", ".join(f"{model} {words.get(verdict, verdict)}" for model, verdict in self.chance_verdicts())
 
     def invalid_lead(self) -> str:
-        """Where the runner-up's INVALID share is the larger and, on the answers each model parsed (its headline
-        over its parsed share, `value / (1 - invalid_rate)`), the leader's lead is at most INVALID_LEAD_SHARE of its
-        lead as counted: the sentence that says the lead comes mostly from the runner-up's unparsed answers; ''
-        otherwise. The parsed share is over every trial of the run, the headline's own trials or more."""
+        """The sentence that says the lead comes mostly from the runner-up's unparsed answers, or ''
+        (`src.metrics.chance.invalid_lead`, the rule `src.plan` says it by too)."""
         a, b = self.first, self.second
-        rates = [_number(r.get("invalid_rate")) for r in (a, b)]
-        lead = _number(a[self.metric]) - _number(b[self.metric])
-        if any(math.isnan(r) for r in rates) or not rates[1] > rates[0] or not lead > 0:
-            return ""
-        parsed = [_number(r[self.metric]) / (1 - rate) if rate < 1 else math.nan for r, rate in zip((a, b), rates)]
-        if not math.isnan(parsed[1]) and parsed[0] - parsed[1] > INVALID_LEAD_SHARE * lead:
-            return ""
-        given = (
-            f"on the answers it parsed {b['model']} is right {fmt(parsed[1], 2)}, {a['model']} {fmt(parsed[0], 2)}"
-            if not math.isnan(parsed[1])
-            else f"{b['model']} parsed no answer"
-        )
-        return (
-            f"the lead comes mostly from {b['model']}'s INVALID answers ({rates[1]:.2f} of its trials, counted wrong; "
-            f"{a['model']} {rates[0]:.2f}): {given}"
-        )
+        return invalid_lead((str(a["model"]), a), (str(b["model"]), b), self.metric)
 
     def bottom_line(self, *, delta: float, power: float) -> str:
         """The one sentence a reader acts on (module docstring)."""
@@ -236,7 +214,8 @@ class Decision:
                 power=power,
             )
             text += "; " + verdict.sentence()
-        return text
+        cause = "" if self.equal else self.invalid_lead()  # a lead too small to pick still has a cause
+        return text + (f"; {cause}" if cause else "")
 
 
 def _number(value: Any) -> float:

@@ -535,6 +535,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     from src.core.records import near_ties, write_prompts, write_records  # local: loads pandas (slow import)
     from src.metrics import rws_st_string, slot_tag  # local: loads numpy, pandas (slow import)
     from src.metrics.chance import chance_tags  # local: loads numpy, pandas (slow import)
+    from src.metrics.slots import prior_text  # local: loads numpy, pandas (slow import)
 
     artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -573,6 +574,8 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         tags["rws_st"] = rws_st_string(metrics)
     if slot_tag(metrics):  # position bias: the most chosen slot against its share of right answers
         tags[review.SLOT_TAG] = str(slot_tag(metrics))
+    if prior_text(metrics):  # and PriDe's estimate of the same habit, where a cyclic set gave label probabilities
+        tags[review.PRIOR_TAG] = str(prior_text(metrics))
     ties = near_ties(records)
     if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
         tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])

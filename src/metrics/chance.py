@@ -236,3 +236,44 @@ def invalid_flag(metrics: Metrics) -> str:
         f"INVALID {rate:.3f} of trials (above {INVALID_FLAG:.2f}): its accuracies count them wrong, so they measure "
         "the answer format as much as the model"
     )
+
+
+# A lead is said to come mostly from the runner-up's unparsed answers when, on the answers each model parsed, the
+# leader's lead is at most this share of its lead as counted (INVALID wrong): see `invalid_lead`
+INVALID_LEAD_SHARE = 0.5
+
+
+def invalid_lead(leader: tuple[str, Metrics], runner_up: tuple[str, Metrics], metric: str) -> str:
+    """Where the runner-up's INVALID share is the larger and, on the answers each model parsed (its `metric` over
+    its parsed share, `value / (1 - invalid_rate)`), the leader's lead is at most INVALID_LEAD_SHARE of its lead as
+    counted: the sentence that says the lead comes mostly from the runner-up's unparsed answers; '' otherwise. Each
+    side is (model name, its metrics). The parsed share is over every trial of the run, the metric's own trials or
+    more. The one rule of the report's bottom line and summary (`src.compare.summary`) and of `src.plan`.
+
+    >>> invalid_lead(("a", {"mcqa": 0.5, "invalid_rate": 0.0}), ("b", {"mcqa": 0.25, "invalid_rate": 0.5}), "mcqa")
+    "the lead comes mostly from b's INVALID answers (0.50 of its trials, counted wrong; a 0.00): on the answers it \
+parsed b is right 0.50, a 0.50"
+    >>> invalid_lead(("a", {"mcqa": 0.8, "invalid_rate": 0.0}), ("b", {"mcqa": 0.3, "invalid_rate": 0.1}), "mcqa")
+    ''
+    """
+    (a_name, a), (b_name, b) = leader, runner_up
+    rate_a, rate_b = (_finite(m.get("invalid_rate")) for m in (a, b))
+    value_a, value_b = (_finite(m.get(metric)) for m in (a, b))
+    if rate_a is None or rate_b is None or value_a is None or value_b is None:
+        return ""
+    lead = value_a - value_b
+    if not rate_b > rate_a or not lead > 0:
+        return ""
+    parsed_a = value_a / (1 - rate_a)  # rate_a < rate_b <= 1
+    parsed_b = value_b / (1 - rate_b) if rate_b < 1 else None
+    if parsed_b is not None and parsed_a - parsed_b > INVALID_LEAD_SHARE * lead:
+        return ""
+    given = (
+        f"on the answers it parsed {b_name} is right {parsed_b:.2f}, {a_name} {parsed_a:.2f}"
+        if parsed_b is not None
+        else f"{b_name} parsed no answer"
+    )
+    return (
+        f"the lead comes mostly from {b_name}'s INVALID answers ({rate_b:.2f} of its trials, counted wrong; "
+        f"{a_name} {rate_a:.2f}): {given}"
+    )

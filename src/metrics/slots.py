@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .fluctuation import PRIOR_PREFIX
 from .intervals import percentile_interval, resample_chunks, wilson_interval
 from .slot_choices import SLOT_NAMES, slot_trials
 
@@ -28,6 +29,7 @@ SLOT_LEVEL = 0.95  # the interval the flag reads, fixed so that "far" means one 
 FAR_MARGIN = 0.10
 SLOT_RESAMPLES = 1000  # cluster bootstrap resamples where a question gave more than one valid choice
 SLOT_TAG = "slot_bias"  # the run's tag: the most chosen slot against its right share, and the verdict
+PRIOR_TAG = "pride_prior"  # the run's tag: PriDe's estimated position prior (`prior_text`), where the run has one
 
 
 def _share_intervals(trials: pd.DataFrame, n_slots: int, *, seed: int) -> list[tuple[float, float]]:
@@ -137,3 +139,22 @@ def slot_tag(metrics: dict[str, float]) -> str | None:
     verdict = "far above" if slot_flagged(metrics) else "not far above"
     share, right = metrics[f"{SLOT_SHARE}{slot}"], metrics.get(f"{SLOT_CORRECT}{slot}", float("nan"))
     return f"{slot} {share:.3f} vs {right:.3f} right: {verdict}"
+
+
+def prior_text(metrics: dict[str, float] | pd.Series) -> str | None:
+    """PriDe's estimated position prior (`pride_prior_<slot>`, src/metrics/fluctuation.py) in one line, slot then
+    share at two decimals: what the report's position-bias table, the run's `pride_prior` tag and the review view
+    show; None where the run has none (no cyclic set scored with label probabilities).
+
+    >>> prior_text({"pride_prior_A": 0.213, "pride_prior_B": 0.5, "pride_prior_C": 0.287, "slot_share_A": 0.9})
+    'A 0.21 B 0.50 C 0.29'
+    >>> prior_text({"slot_share_A": 0.9}) is None
+    True
+    """
+    values = dict(metrics)
+    shown = []
+    for slot in SLOT_NAMES:
+        value = values.get(f"{PRIOR_PREFIX}{slot}")
+        if isinstance(value, (int, float)) and value == value:  # NaN: a runs-table cell of a run without one
+            shown.append(f"{slot} {float(value):.2f}")
+    return " ".join(shown) if shown else None

@@ -99,6 +99,11 @@ RESULT_TAG = "result"
 # chosen answer slot against its share of right answers (src/metrics/slots.py `slot_tag`)
 SLOT_TAG = "slot_bias"
 REVIEW_COLUMNS = tuple(f"tags.`{key}`" for key in (*RUN_KEYS, "chance", SLOT_TAG, "benchmark", "scoring"))
+# `pride_prior`: PriDe's estimated position prior (src/metrics/slots.py `prior_text`), a column after `slot_bias`
+# only in an experiment where a run logged one (a cyclic set scored with label probabilities): elsewhere it would be
+# a column of dashes
+PRIOR_TAG = "pride_prior"
+PRIOR_METRIC = "pride_prior_A"  # every prior has slot A
 # A repetition run's `mcqa` is repetition 0 of the original order alone: one sampled draw, not the run's accuracy
 # (acc_mean, the mean over the R draws); its tag says so after the value
 ONE_DRAW = "one draw"
@@ -237,12 +242,15 @@ def review_view_state(metric_names: Sequence[str], earlier: str | None = None) -
     names = [*metric_names, *view_headlines(earlier)]
     shown = [name for name in review_metric_names(names) if not is_interval_name(name)]  # bounds: in the tags
     rounded = [f"tags.`{name}`" for name in shown if name in REVIEW_ROUNDED]
+    keys = list(REVIEW_COLUMNS)
+    if PRIOR_METRIC in metric_names or f"tags.`{PRIOR_TAG}`" in _view_columns(earlier):
+        keys.insert(keys.index(f"tags.`{SLOT_TAG}`") + 1, f"tags.`{PRIOR_TAG}`")
     return json.dumps(
         {
             "searchFilter": JOB_RUNS_FILTER,
             "orderByKey": JOB_RUNS_ORDER,
             "orderByAsc": True,
-            "selectedColumns": [f"tags.`{RESULT_TAG}`", *rounded, *REVIEW_COLUMNS],
+            "selectedColumns": [f"tags.`{RESULT_TAG}`", *rounded, *keys],
             "runsExpanded": {},
             "groupBy": None,
         }
@@ -270,13 +278,17 @@ COLUMN_MEANINGS = {
     SLOT_TAG: "the most chosen answer slot's share of the valid answers against the share of right answers in that "
     "slot; `far above` where the lower bound of its 95% interval exceeds that share by more than {margin} "
     "(a letter habit: its accuracy and agreement describe the habit)",
+    PRIOR_TAG: "PriDe's estimate of the same habit: the prior over answer slots it removes, from the cyclic orders "
+    "of a seeded 5% of the questions (runs with a cyclic set scored with label probabilities)",
     "benchmark": "the benchmark",
     "scoring": "how answers were read (generate, logprob, cloze, cloze_shown)",
 }
 LEGEND_DASH = (
     "**-** in a cell: the run has no such value. Its variant set does not measure that metric (cora needs a cora "
     "set, rws, st and acc_mean repetitions, full_fr a perm_full or perm_all set, acc_h a revas set; "
-    "docs/validity.md, 'What each variant set measures'), or it asked no multiple-choice question (slot_bias)."
+    "docs/validity.md, 'What each variant set measures'), or it asked no multiple-choice question (slot_bias), or "
+    "it has no cyclic set scored with label probabilities (pride_prior: perm_cyclic or perm_all with "
+    "scoring=logprob)."
 )
 
 
@@ -333,12 +345,21 @@ def review_params(params: Mapping[str, Any], **effective: Any) -> dict[str, Any]
 
 
 def headline_text(metrics: Mapping[str, float], *, limit: int = DESCRIBED_HEADLINES) -> str:
-    """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals."""
+    """`mcqa 0.750 [0.531, 0.888], rws 1.000 [0.646, 1.000]`: the run's headline metrics with their intervals; in a
+    run with repetitions `mcqa ... one draw` (ONE_DRAW: repetition 0 alone, as its tag says; acc_mean is its
+    accuracy).
+
+    >>> headline_text({"mcqa": 0.05, "acc_mean": 0.1})
+    'mcqa 0.050 one draw, acc_mean 0.100'
+    """
     from src.metrics import headline_order  # local: loads numpy, pandas (slow import)
     from src.metrics.display import cell  # local: loads numpy, pandas (slow import)
 
     names = [n for n in headline_order(list(metrics)) if metrics[n] == metrics[n]][:limit]
-    return ", ".join(f"{name} {cell(metrics, name)}" for name in names)
+    drawn = "acc_mean" in metrics  # a repetition run: its mcqa is one sampled draw
+    return ", ".join(
+        f"{name} {cell(metrics, name)}" + (f" {ONE_DRAW}" if drawn and name == "mcqa" else "") for name in names
+    )
 
 
 def run_description(

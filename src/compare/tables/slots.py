@@ -10,14 +10,13 @@ from typing import Any
 import pandas as pd
 
 from src.metrics.display import fmt
-from src.metrics.fluctuation import PRIOR_PREFIX
-from src.metrics.slot_choices import SLOT_NAMES
 from src.metrics.slots import (
     FAR_MARGIN,
     SLOT_BIAS_FLAG,
     SLOT_CORRECT,
     SLOT_SHARE,
     most_chosen,
+    prior_text,
     slot_flagged,
 )
 
@@ -30,12 +29,6 @@ def _number(row: pd.Series, name: str) -> float:
     """A run's logged number, NaN where the run has none (a runs-table cell is NaN or absent then)."""
     value = row.get(name)
     return float(value) if isinstance(value, (int, float)) else math.nan
-
-
-def _prior_text(row: pd.Series) -> str:
-    prior = [(slot, _number(row, f"{PRIOR_PREFIX}{slot}")) for slot in SLOT_NAMES]
-    shown = [f"{slot} {value:.2f}" for slot, value in prior if not math.isnan(value)]
-    return " ".join(shown) if shown else "–"
 
 
 def slot_table(runs: pd.DataFrame) -> Built:
@@ -65,13 +58,26 @@ def slot_table(runs: pd.DataFrame) -> Built:
                 "chosen_hi": _number(row, f"{SLOT_SHARE}{slot}_hi"),
                 "right": _number(row, f"{SLOT_CORRECT}{slot}"),
                 "far_above": slot_flagged({SLOT_BIAS_FLAG: _number(row, SLOT_BIAS_FLAG)}),
-                "pride_prior": _prior_text(row),
+                "pride_prior": prior_text(row) or "–",
             }
         )
     if not data:
         out.notes.append("position-bias table: no run logged slot shares (needs multiple-choice answers)")
         return out
     frame = pd.DataFrame(data)
+    shown = set(frame["run_id"])
+    absent = [
+        f"run {str(row['run_id'])[:8]} ({row.get('model')}, {row.get('variants')})"
+        for _, row in runs.iterrows()
+        if str(row["run_id"]) not in shown
+    ]
+    # a run without a row is named, so that a missing letter habit is not read as a fair one
+    left_out = (
+        f"; left out (no row): {', '.join(absent)}: no multiple-choice answer that names a slot (true/false or "
+        "select-all answers only, or every answer unparsed)"
+        if absent
+        else ""
+    )
     text = pd.DataFrame(
         {
             "model": frame["model"].to_numpy(),
@@ -101,7 +107,7 @@ def slot_table(runs: pd.DataFrame) -> Built:
             f"than {FAR_MARGIN:g}; such a run's accuracy and agreement (SURE, RWS, CoRA's consistency) describe its "
             "letter habit as much as the model. PriDe prior: the position prior PriDe estimates from cyclic orders "
             "(runs with one). Shares of answers, not accuracies: a uniform guesser (chance) would choose each of k "
-            "slots 1/k of the time.",
+            f"slots 1/k of the time{left_out}.",
         )
     )
     return out
