@@ -187,6 +187,7 @@ def adapter_version(tmp_path, monkeypatch, request):
 def mlflow_outage(tmp_path, monkeypatch, request):
     """A server address nothing listens on; the offline store is the suite's template (no migrations)."""
     from src.tracking.runs import JobTracker
+    from src.tracking.store import TrackingOptions
 
     from .test_tracking_outage import free_port
 
@@ -199,7 +200,8 @@ def mlflow_outage(tmp_path, monkeypatch, request):
     (tmp_path / "offline").mkdir()
     shutil.copyfile(request.getfixturevalue("empty_mlflow_db"), tmp_path / "offline" / "mlflow.db")
     cfg = {"uri": f"http://127.0.0.1:{free_port()}", "on_outage": "offline", "offline_dir": str(tmp_path / "offline")}
-    tracker = JobTracker({**cfg, "experiment": "e", "retry_budget_s": 1}, job_hash="h")
+    options = TrackingOptions.of({**cfg, "experiment": "e", "retry_budget_s": 1, "offline": False})
+    tracker = JobTracker(options, job_hash="h")
     assert tracker.fell_back
     return "is not answering; this job logs to"
 
