@@ -128,7 +128,10 @@ def invalid_lump(tmp_path, monkeypatch, request):
     server, backend = served_model(revision="step-1", top_logprobs=2)
     server.top = {"A": -0.2, "B": -1.9}
     try:
-        [scores] = backend.score_labels([Request("Q?", ("A", "B", "C"), ("x", "y", "z"), seed=0)], temperature=1.0)
+        from src.backends.base import SamplingParams
+
+        asked = [Request("Q?", ("A", "B", "C"), ("x", "y", "z"), seed=0)]
+        [scores] = backend.score_labels(asked, SamplingParams(temperature=1.0))
     finally:
         server.close()
     assert scores.probs[0] > scores.probs[1]

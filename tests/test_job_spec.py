@@ -136,3 +136,21 @@ def test_an_older_runs_logged_config_gets_the_schemas_defaults_and_keeps_its_own
     spec = logged_spec(OmegaConf.create(logged))
     assert (spec.bootstrap, spec.level, spec.adaptive, spec.cache.shared) == (1000, 0.95, False, False)
     assert spec.plain() == logged
+
+
+def test_the_jobs_sampling_reaches_score_labels_as_one_value(run_job_in, monkeypatch):
+    """`score_labels(requests, sampling)`: the job's temperature, top-k and top-p arrive as its one `SamplingParams`,
+    which no backend rebuilds from loose values."""
+    from src.backends.simulated import SimulatedBackend
+
+    asked = []
+    real = SimulatedBackend.score_labels
+
+    def recording(self, requests, sampling=None):
+        asked.append(sampling)
+        return real(self, requests, sampling)
+
+    monkeypatch.setattr(SimulatedBackend, "score_labels", recording)
+    over = ("scoring=logprob", "temperature=0.7", "top_k=5", "top_p=0.9", "repetitions=3", "limit=2")
+    run_job_in("model=simulated", "variants=original", "cache.enabled=false", *over)
+    assert asked and all(s == SamplingParams(n=3, temperature=0.7, top_k=5, top_p=0.9) for s in asked), asked
