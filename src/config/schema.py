@@ -359,7 +359,13 @@ def check_values(cfg: DictConfig) -> None:
         check_adaptive,
     )  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
 
-    check_adaptive(cfg)
+    check_adaptive(
+        adaptive=bool(cfg.get("adaptive", False)),
+        repetitions=int(cfg.repetitions),
+        temperature=float(cfg.temperature),
+        scoring=str(cfg.scoring),
+        backend=OmegaConf.select(cfg, "model.backend"),
+    )
 
 
 def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
