@@ -16,13 +16,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import runpy
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from src.common import gc_tuning, progress
 from src.common.errors import UserError
 from src.tracking.names import DEFAULT_URI
+
+A = TypeVar("A")
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a job or check failed (its own message says which)
@@ -81,7 +86,23 @@ def entry(main: Callable[[None], int]) -> None:  # main(None): its arguments fro
     """A command's `if __name__ == "__main__":` body: the batch process's GC tuning, then `main`, its exit code."""
     gc_tuning.tune_for_batch()
     progress.quiet_housekeeping()
-    sys.exit(main(None))
+    sys.exit(ended_by_reader(main, None))
+
+
+EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a writer whose reader left (`yes | head`)
+
+
+def ended_by_reader(command: Callable[[A], int], argv: A) -> int:
+    """`command(argv)`, or EXIT_READER_GONE and no traceback when stdout's reader left before the end
+    (`python -m src.plan ... | head`): Python's documented handling of SIGPIPE (the library's `signal` page), with
+    stdout pointed at /dev/null so that the flush at exit does not raise again."""
+    try:
+        code = command(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_READER_GONE
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_FAILED)
         return EXIT_OK
     command: Callable[[list[str]], int] = importlib.import_module(COMMANDS[name]).main
-    return command(rest)
+    return ended_by_reader(command, rest)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
+from src.core.metric_choices import SURE_RULES
 from src.tracking import store
 from src.tracking.names import DEFAULT_URI
 
@@ -35,7 +36,7 @@ def _run_info(client: store.Client, run_id: str) -> tuple[str, str]:
     run = client.get_run(run_id)
     tags, params = run.data.tags, run.data.params
     label = " / ".join(str(tags.get(k)) for k in ("model", "benchmark", "variants")) + f" / T={tags.get('temperature')}"
-    return label, str(tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer")
+    return label, str(tags.get("sure_rule") or params.get("metrics.sure_rule") or SURE_RULES[0])
 
 
 def benchmark_size(client: store.Client, run_id: str, n_asked: int) -> int | None:

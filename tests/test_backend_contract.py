@@ -33,6 +33,7 @@ from .test_openai_backend import ServedInThread
 SECRET = "sk-Zq9vXw2LpT7mKd4RbN8yHc6J"  # no 8 characters of it occur in a path or a word
 KEY_ENV = "CONTRACT_OPENAI_KEY"
 HELD_S = 1.5  # how long a "slow" answer is held: well past the timeouts these tests set
+TRICKLE_S, TRICKLE_PIECES = 0.1, 6  # a "trickle" answer: a piece every 0.1 s, 0.6 s in all
 
 
 def leaks(text: str) -> bool:
@@ -47,7 +48,8 @@ class Server(ServedInThread):
     """Answers /v1/chat/completions and /v1/completions as vLLM's server does (n choices, logprobs, echo), each
     sample drawn from the request's seed and sampling settings. `script` holds what the next requests get, one
     each: an HTTP status, "drop" (the connection closed, no answer), "cut" (a 200 whose body stops half-way),
-    "junk" (a 200 whose body is not JSON), "slow" (answered after HELD_S). `gate` holds each request until that
+    "junk" (a 200 whose body is not JSON), "slow" (answered after HELD_S), "trickle" (a 200 whose body comes in
+    TRICKLE_PIECES pieces, TRICKLE_S apart). `gate` holds each request until that
     many are in flight (or a second passed)."""
 
     def __init__(self) -> None:
@@ -117,6 +119,13 @@ class Server(ServedInThread):
         handler.send_header("Content-Length", str(len(body) * (4 if what == "cut" else 1)))
         done()
         handler.end_headers()
+        if what == "trickle":  # never silent for TRICKLE_S, though the whole answer takes longer than that
+            step = -(-len(body) // TRICKLE_PIECES)
+            for start in range(0, len(body), step):
+                handler.wfile.write(body[start : start + step])
+                handler.wfile.flush()
+                threading.Event().wait(TRICKLE_S)
+            return
         handler.wfile.write(body[: len(body) // 2] if what == "cut" else body)
 
     @staticmethod
@@ -442,7 +451,7 @@ def test_a_retry_after_date_wins_too(server, waits, ahead, want):
     assert len(waits) == 1 and waits[0] == pytest.approx(want, abs=1.5), waits  # the date has whole seconds
 
 
-@pytest.mark.promise("conf/model/openai.yaml", "timeout_s: per request; a request past it is sent again")
+@pytest.mark.promise("conf/model/openai.yaml", "timeout_s: a request whose server stays silent that long is sent again")
 def test_a_request_past_timeout_s_is_abandoned_and_sent_again(server, waits):
     server.script = ["slow"]
     b = client(server, timeout_s=0.2)
@@ -453,6 +462,18 @@ def test_a_request_past_timeout_s_is_abandoned_and_sent_again(server, waits):
     server.calls, server.script = [], []
     client(server, timeout_s=5.0).generate(ONE, SamplingParams())
     assert len(server.calls) == 1, "answered within timeout_s: sent once"
+
+
+@pytest.mark.promise(
+    "conf/model/openai.yaml",
+    "timeout_s counts the server's silence (connecting, between bytes), not the length of an answer that keeps coming",
+)
+def test_an_answer_that_keeps_coming_past_timeout_s_is_read_whole_and_sent_once(server, waits):
+    server.script = ["trickle"]
+    started = time.monotonic()
+    assert len(client(server, timeout_s=0.3).generate(ONE, SamplingParams())[0]) == 1
+    assert time.monotonic() - started > 0.3, "the answer took longer than timeout_s in all"
+    assert len(server.calls) == 1 and waits == [], "read whole, not abandoned and sent again"
 
 
 @pytest.mark.promise("conf/model/openai.yaml", "max_concurrency: that many requests in flight, no more")

@@ -68,7 +68,7 @@ def test_record_without_answer(tmp_path):
     path = jsonl(tmp_path, "mine.jsonl", [{"question": "Q?", "options": ["a", "b"]}])
     error_of("generic", path, "line 1", "no answer")
     path = jsonl(tmp_path, "wino.jsonl", [{"qID": "w1", "sentence": "_ ran.", "option1": "A", "option2": "B"}])
-    error_of("winogrande", path, "line 1", "record w1", "no answer")
+    error_of("winogrande", path, "line 1", "record winogrande/0", "no answer")
 
 
 def test_answer_out_of_range(tmp_path):
@@ -97,7 +97,7 @@ def test_one_option_and_empty_question(tmp_path):
     path = jsonl(tmp_path, "mine2.jsonl", [{"question": "  ", "options": ["a", "b"], "answer": 0}])
     error_of("generic", path, "line 1", "question text is empty")
     path = jsonl(tmp_path, "wino.jsonl", [{"qID": "w1", "sentence": "", "option1": "A", "option2": "B", "answer": "1"}])
-    error_of("winogrande", path, "record w1", "question text is empty")
+    error_of("winogrande", path, "record winogrande/0", "question text is empty")
 
 
 def test_duplicate_options_refused_in_generic_kept_in_real_benchmarks(tmp_path):

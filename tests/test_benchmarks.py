@@ -162,10 +162,10 @@ def test_medical_records():
 def test_commonsense_records():
     q = load("hellaswag")[0]
     assert (q.id, q.subject, q.answer) == ("hellaswag/0", "Roof shingle removal", 3)
-    assert q.question == "Roof shingle removal: A man is sitting on a roof. he"
+    assert q.question == "Roof shingle removal: A man is sitting on a roof. He"  # lm-eval's query: ctx_b capitalised
     assert q.options[3] == "starts pulling up roofing on a roof."
     q = load("winogrande")[0]
-    assert q.id == "3FCO4VKOZ4BJQ6IFC0VAIBK4KTWE7U-2" and q.options == ("Sarah", "Maria") and q.answer == 1
+    assert q.id == "winogrande/0" and q.options == ("Sarah", "Maria") and q.answer == 1
     labels = (DATA_DIR / "winogrande/dev-labels.lst").read_text().split()
     assert [str(q.answer + 1) for q in load("winogrande")] == labels
     q = load("commonsenseqa")[0]

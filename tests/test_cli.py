@@ -4,6 +4,7 @@ shared flags and exit codes; the GC settings belong to the entry point, not to i
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import tomllib
@@ -81,3 +82,43 @@ def test_importing_the_package_leaves_the_gc_alone():
         "assert gc.get_threshold() == before, gc.get_threshold()"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_a_reader_that_leaves_early_ends_the_command_without_a_traceback(monkeypatch):
+    """`python -m src.plan ... | head`: the reader closes the pipe; the command stops with the shell's SIGPIPE code
+    and its stdout goes to /dev/null, so that the interpreter's last flush cannot raise again."""
+    r, w = os.pipe()
+    os.close(r)  # the reader left
+    stdout = os.fdopen(w, "w")
+    monkeypatch.setattr(sys, "stdout", stdout)
+
+    def prints_a_long_table(argv):
+        print("row\n" * 100_000)
+        return 0
+
+    try:
+        assert cli.ended_by_reader(prints_a_long_table, None) == 128 + 13
+        stdout.write("more")
+        stdout.flush()  # into /dev/null now: no BrokenPipeError
+    finally:
+        monkeypatch.undo()
+        stdout.close()
+    assert cli.ended_by_reader(lambda argv: 3, None) == 3  # any other end keeps the command's own code
+
+
+@pytest.mark.slow
+def test_a_command_piped_into_a_reader_that_closed_says_nothing_on_stderr():
+    """A real process: its stdout a pipe whose reading end is already closed (the reader left), so the first write
+    fails; the interpreter's flush at exit must not raise again."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "src.catalog"], stdout=w, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120
+        )
+    finally:
+        os.close(w)
+    assert proc.stderr == ""
+    assert proc.returncode == 128 + 13

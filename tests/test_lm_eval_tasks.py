@@ -9,6 +9,8 @@ python -m pytest -n 0 tests/test_lm_eval_tasks.py --run-lm-eval`; tests/conftest
   overridden to the files in ../shared/data (a tmp include_path, written here) build lm-eval's requests exactly,
   and the same questions as the tool's own loaders of those files; hellaswag's options complete their context, so
   the validity contract refuses its NOTA sets and accepts the others;
+- HellaSwag and WinoGrande rows (tests/test_benchmark_readings.py) read by lm-eval's own process_docs and
+  winogrande functions as the tool reads them, from the Hub's rows and from the text file made of them;
 - on the test task, SmolLM2-135M answered through `prompt=lm_eval scoring=cloze` takes every decision lm-eval's
   HFLM takes on the same float weights, each option's log-likelihood within LOGLIK_TOLERANCE;
 - a suite (an MMLU slice, ARC-Challenge, HellaSwag and the described test task as one group) asked in one job under
@@ -271,12 +273,14 @@ def ai2(dataset):
 
 
 def hellaswag(**kwargs):
+    # the Hub's rows as the tool's file reader takes them back from the text file (ctx_b split off again)
+    from src.benchmarks.commonsense import hellaswag_file_row
+
     lines = bz2.decompress(open(HELLASWAG, "rb").read()).decode("utf-8").split("\\n")
     rows = []
     for start in range(0, len(lines) - len(lines) % 6, 6):
         first, gold, *endings = lines[start:start + 6]
-        label, _, context = first.partition(": ")
-        rows.append({"activity_label": label, "ctx_a": context, "ctx_b": "", "endings": endings, "label": gold})
+        rows.append(hellaswag_file_row(first, gold, endings))
     return datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)})
 
 
@@ -408,16 +412,10 @@ def test_registry_tasks_on_the_shared_files_build_lm_evals_requests(shared_tasks
     for question, doc in zip(questions, docs):
         assert our_requests(question, scoring=scoring) == lm_eval_requests(task, doc), question.id
     builtin = load_benchmark(ours, path=None, data_dir=str(DATA_DIR))
-    clean = lambda text: text  # noqa: E731
-    if name == "hellaswag":  # lm-eval's process_docs also drops WikiHow's "[...]" that the shared file keeps
-        import lm_eval.tasks.hellaswag.utils as hellaswag_utils
-
-        clean = hellaswag_utils.preprocess
-        changed = sum(tuple(map(clean, q.options)) != q.options for q in builtin)
-        assert (changed, sum(clean(q.question) != q.question for q in builtin)) == (12, 2)
-    assert [(q.options, q.answer) for q in questions] == [(tuple(map(clean, q.options)), q.answer) for q in builtin]
+    # hellaswag too: the tool's reader gives lm-eval's process_docs text (WikiHow's "[...]" dropped, ctx_b capitalised)
+    assert [(q.options, q.answer) for q in questions] == [(q.options, q.answer) for q in builtin]
     prefix = "Question: " if name == "commonsense_qa" else ""  # its label task's question keeps lm-eval's frame
-    assert [q.question for q in questions] == [prefix + clean(q.question) for q in builtin]
+    assert [q.question for q in questions] == [prefix + q.question for q in builtin]
     expected = "continuation" if name == "hellaswag" else "standalone"
     assert {q.metadata["choices"] for q in questions} == {expected}
 
@@ -824,3 +822,28 @@ def test_a_list_of_tasks_runs_as_simple_evaluate_runs_it(run_job_in, shared_task
     subjects = pd.read_csv(result.out_dir / "artifacts" / "subjects.csv").set_index("subject")
     assert {"mmlu_slice", "arc_challenge", "mmlu_anatomy"} <= set(subjects.index)
     assert "lm_eval_acc" not in result.metrics and 0 <= result.metrics["lm_eval_acc/mmlu_slice"] <= 1
+
+
+def test_lm_evals_own_functions_read_hellaswag_and_winogrande_rows_as_the_tool_does(tmp_path):
+    """tests/test_benchmark_readings.py's expected readings, from lm-eval's own functions on its rows: its Hub rows
+    and the text file made of them as the shared one was."""
+    import datasets
+    from lm_eval.tasks.hellaswag import utils as hellaswag_utils
+    from lm_eval.tasks.winogrande import preprocess_winogrande as winogrande_utils
+
+    from .test_benchmark_readings import (
+        HELLASWAG_ROWS,
+        LM_EVAL_HELLASWAG,
+        LM_EVAL_WINOGRANDE,
+        WINOGRANDE_ROWS,
+        _hellaswag_file,
+        _read,
+    )
+
+    docs = hellaswag_utils.process_docs(datasets.Dataset.from_list(HELLASWAG_ROWS))
+    lm_eval = [(d["query"], tuple(c.strip() for c in d["choices"]), d["gold"]) for d in docs]
+    assert lm_eval == LM_EVAL_HELLASWAG
+    from_file = load_benchmark("hellaswag", path=str(_hellaswag_file(tmp_path, HELLASWAG_ROWS)), data_dir=".")
+    assert _read(from_file) == lm_eval
+    wino = [(winogrande_utils.doc_to_text(d), winogrande_utils.doc_to_choice(d)) for d in WINOGRANDE_ROWS]
+    assert wino == LM_EVAL_WINOGRANDE

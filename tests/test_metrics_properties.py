@@ -51,9 +51,14 @@ ID_DEPENDENT = ("pride_acc@", "pride_prior_")
 
 
 def without_slot_bounds(metrics: dict) -> dict:
-    """The metrics but the slot shares' bounds: where a question gave several choices they come from a cluster
-    bootstrap, whose draws follow the sorted question ids (the shares themselves do not)."""
-    return {k: v for k, v in metrics.items() if not (k.startswith("slot_share_") and k.endswith(("_lo", "_hi")))}
+    """The metrics but the slot shares' bounds and the flag read from them: where a question gave several choices
+    the bounds come from a cluster bootstrap, whose draws follow the sorted question ids (the shares themselves do
+    not), so a lower bound right at the margin may fall either side of it once the ids change."""
+    return {
+        k: v
+        for k, v in metrics.items()
+        if not (k.startswith("slot_share_") and k.endswith(("_lo", "_hi"))) and k != "slot_bias_flag"
+    }
 
 
 @st.composite

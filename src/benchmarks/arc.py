@@ -9,7 +9,7 @@ is Train (else Dev) when the folder has it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,33 @@ ARC_SPLITS = ("test", "dev", "train")
 ARC_PREFIX = {"arc_challenge": "ARC-Challenge", "arc_easy": "ARC-Easy"}
 
 
+def labelled_question(
+    row: Mapping[str, Any], *, place: str, split: str, metadata_fields: tuple[str, ...] = ()
+) -> Question:
+    """One row in the Hub's form of ARC / CommonsenseQA (`id`, `question`: the stem, `choices`: {`text`, `label`}
+    lists, `answerKey`, and `metadata_fields` such as CommonsenseQA's `question_concept`); the file loaders' rule
+    and the Hub converter's. `place` names the record in errors."""
+    choices = row.get("choices")
+    if not isinstance(choices, Mapping):
+        raise record_error(place, "'choices' is not an object with 'text' and 'label' lists")
+    labels = [str(label) for label in choices.get("label") or ()]
+    answer = answer_from_label(row.get("answerKey"), labels, place)
+    metadata: dict[str, Any] = {"labels": tuple(labels)}
+    metadata.update({k: row[k] for k in metadata_fields if k in row})
+    return checked_question(
+        place,
+        id=str(row.get("id")),
+        question=row.get("question"),
+        options=list(choices.get("text") or ()),
+        answer=answer,
+        split=split,
+        metadata=metadata,
+    )
+
+
 def labelled_choice_questions(file: Path, *, split: str, metadata_fields: tuple[str, ...] = ()) -> list[Question]:
-    """Records `{"id", "question": {"stem", "choices": [{"label", "text"}]}, "answerKey"}` (ARC, CommonsenseQA)."""
+    """Records `{"id", "question": {"stem", "choices": [{"label", "text"}]}, "answerKey"}` (ARC, CommonsenseQA),
+    each turned into the Hub's row for `labelled_question`."""
     questions = []
     for line, record in iter_jsonl(file, read_text(file)):
         require_fields(record, ("id", "question"), where(file, line))
@@ -38,14 +63,14 @@ def labelled_choice_questions(file: Path, *, split: str, metadata_fields: tuple[
             texts = [c["text"] for c in body["choices"]]
         except (KeyError, TypeError):
             raise record_error(place, "a choice lacks its 'label' or 'text'") from None
-        answer = answer_from_label(record.get("answerKey"), labels, place)
-        metadata: dict[str, Any] = {"labels": tuple(labels)}
-        metadata.update({k: body[k] for k in metadata_fields if k in body})
-        questions.append(
-            checked_question(
-                place, id=qid, question=body.get("stem"), options=texts, answer=answer, split=split, metadata=metadata
-            )
-        )
+        row = {
+            "id": qid,
+            "question": body.get("stem"),
+            "choices": {"text": texts, "label": labels},
+            "answerKey": record.get("answerKey"),
+            **{k: body[k] for k in metadata_fields if k in body},
+        }
+        questions.append(labelled_question(row, place=place, split=split, metadata_fields=metadata_fields))
     return questions
 
 

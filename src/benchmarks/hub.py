@@ -14,10 +14,10 @@ the benchmark's Hub dataset (`hub_access.hub_questions`), looked for in this ord
    and the fetch command (exit 2).
 
 Snapshot files (1, 2) are read with `datasets.load_dataset("parquet", data_files=...)`, and every
-row, from any of the three, goes through the same converter, which builds each question with the
-raw loaders' `checked_question` (the same cleaning and checks), the same ids where the Hub keeps
-what they are made of, and the same options (`subjects`, `only_ok`, `shuffle`). Questions come
-in the Hub's row order.
+row, from any of the three, goes through the benchmark's one row converter, the same function its
+raw file loader turns each record into a Hub row for (`hub_rows.py` names them), so the cleaning,
+checks, ids, texts and options (`subjects`, `only_ok`, `shuffle`) are the same either way. Questions
+come in the Hub's row order.
 
 Ids and differences from the raw files (see `../shared/data/SOURCES.md` for those):
 
@@ -38,10 +38,12 @@ Ids and differences from the raw files (see `../shared/data/SOURCES.md` for thos
   `cop`, subject `subject_name` (the raw reduced export has no subject).
 - commonsenseqa (`tau/commonsense_qa`, `validation` as our `dev`): the record ids.
 - hellaswag (`Rowan/hellaswag`, `validation` as our `val`): `hellaswag/<row>`; the question is
-  lm-eval's query, `activity_label: ctx_a ctx_b.capitalize()` with lm-eval's clean-up (the raw
-  text file was made that way; not compared here).
-- winogrande (`allenai/winogrande`, `winogrande_xl`, `validation` as our `dev`): the Hub has no
-  qID, so ids are `winogrande/<row>` where the raw loader uses the qIDs.
+  lm-eval's query, `activity_label: ctx_a ctx_b.capitalize()` with lm-eval's clean-up, the endings
+  cleaned the same way. The raw text file joins ctx_a and ctx_b; its reader takes ctx_b back
+  (`commonsense.hellaswag_file_row`) so that both give lm-eval's text. Only the Hub has `ind`
+  (`metadata["ind"]`).
+- winogrande (`allenai/winogrande`, `winogrande_xl`, `validation` as our `dev`): `winogrande/<row>`
+  from either (the Hub has no qID, so the raw file's qIDs are not the ids).
 
 Revisions: the sha of no Hub commit could be verified from here (no network), so every source
 pins the branch `main` (which every Hub repository has); put a commit sha in `revision` once one

@@ -17,7 +17,7 @@ Ids `medmcqa/<n>`, no subject (this reduced export has none).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from src.core.questions import Question
@@ -86,6 +86,27 @@ def strip_label_prefix(text: str, position: int) -> str:
     return text
 
 
+MEDMCQA_OPTIONS = ("opa", "opb", "opc", "opd")  # the Hub's option columns, in order
+
+
+def medmcqa_question(row: Mapping[str, Any], *, qid: str, place: str, split: str) -> Question:
+    """One MedMCQA row in the Hub's form (`question`, `opa`..`opd`, `cop`: 0-3, and `subject_name`, `id`,
+    `topic_name`, `choice_type` where the source has them); the file loader's rule and the Hub converter's."""
+    answer = row.get("cop")
+    if isinstance(answer, str) and answer.strip().isdigit():
+        answer = int(answer)
+    return checked_question(
+        place,
+        id=qid,
+        question=row.get("question"),
+        options=[row.get(k) for k in MEDMCQA_OPTIONS if k in row],
+        answer=answer,
+        subject=row.get("subject_name"),
+        split=split,
+        metadata={k: row[k] for k in ("id", "topic_name", "choice_type") if row.get(k) is not None},
+    )
+
+
 def load_medmcqa(
     *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
 ) -> list[Question]:
@@ -98,11 +119,12 @@ def load_medmcqa(
         require_fields(record, ("question", "choices"), place)
         if not isinstance(record["choices"], list):
             raise record_error(place, "'choices' is not a list")
-        answer = record.get("answer")
-        if isinstance(answer, str) and answer.strip().isdigit():
-            answer = int(answer)
-        choices = [strip_label_prefix(c, i) for i, c in enumerate(record["choices"])]
-        questions.append(
-            checked_question(place, id=qid, question=record["question"], options=choices, answer=answer, split=split)
-        )
+        if len(record["choices"]) > len(MEDMCQA_OPTIONS):
+            raise record_error(place, f"{len(record['choices'])} choices; MedMCQA has at most 4 (opa..opd)")
+        row = {
+            "question": record["question"],
+            "cop": record.get("answer"),
+            **{k: strip_label_prefix(c, i) for i, (k, c) in enumerate(zip(MEDMCQA_OPTIONS, record["choices"]))},
+        }
+        questions.append(medmcqa_question(row, qid=qid, place=place, split=split))
     return questions

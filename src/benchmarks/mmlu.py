@@ -64,6 +64,20 @@ def _mmlu_subject(file: Path) -> str:
     return file.stem
 
 
+def mmlu_question(row: Mapping[str, Any], *, qid: str, place: str, subject: str, split: str) -> Question:
+    """One MMLU row in the Hub's form (`question`, `choices`: the 4 texts, `answer`: 0-3); the file loader's rule
+    and the Hub converter's. `place` names the record in errors."""
+    return checked_question(
+        place,
+        id=qid,
+        question=row.get("question"),
+        options=list(row.get("choices") or ()),
+        answer=row.get("answer"),
+        subject=subject,
+        split=split,
+    )
+
+
 def load_mmlu(
     *, path: str | None, data_dir: str, split: str | None, seed: int, options: dict[str, Any]
 ) -> list[Question]:
@@ -83,17 +97,8 @@ def load_mmlu(
                 raise record_error(place, "the record has no answer", "add the answer letter or drop the record")
             if letter not in LETTERS[:4]:
                 raise record_error(place, f"answer {letter!r} is not one of A, B, C, D")
-            questions.append(
-                checked_question(
-                    place,
-                    id=qid,
-                    question=cells[0],
-                    options=cells[1:5],
-                    answer=LETTERS.index(letter),
-                    subject=subject,
-                    split=split,
-                )
-            )
+            record = {"question": cells[0], "choices": cells[1:5], "answer": LETTERS.index(letter)}
+            questions.append(mmlu_question(record, qid=qid, place=place, subject=subject, split=split))
     return questions
 
 
@@ -104,6 +109,33 @@ def normalise_error_type(raw: str) -> str:
     'bad_question_clarity'
     """
     return "_".join(raw.strip().lower().replace("_", " ").split())
+
+
+def redux_question(row: Mapping[str, Any], *, qid: str, place: str, subject: str) -> Question:
+    """One MMLU-Redux row in the Hub's form (`question`, `choices` list, `answer` 0-based (a number, or its
+    digits as the CSVs hold it), `error_type`, `source`, `correct_answer`, `potential_reason`); the file loader's
+    rule and the Hub converter's. `place` names the record in errors."""
+    answer = row.get("answer")
+    if isinstance(answer, str):
+        text = answer.strip()
+        if text and not text.isdigit():
+            raise record_error(place, f"answer {text!r} is not a 0-based option index")
+        answer = int(text) if text else None
+    raw_type = str(row.get("error_type") or "")
+    metadata = {
+        "error_type": normalise_error_type(raw_type) or None,
+        "error_type_raw": raw_type,
+        **{k: str(row[k]) for k in ("source", "correct_answer", "potential_reason") if row.get(k)},
+    }
+    return checked_question(
+        place,
+        id=qid,
+        question=row.get("question"),
+        options=list(row.get("choices") or ()),
+        answer=answer,
+        subject=subject,
+        metadata=metadata,
+    )
 
 
 def _redux_questions(file: Path, subject: str) -> list[Question]:
@@ -118,8 +150,8 @@ def _redux_questions(file: Path, subject: str) -> list[Question]:
             "the first row must name the columns (question, choices, answer, ...)"
         )
     questions = []
-    for row, (line, cells) in enumerate(rows):
-        qid = f"mmlu_redux/{subject}/{row}"
+    for n, (line, cells) in enumerate(rows):
+        qid = f"mmlu_redux/{subject}/{n}"
         place = where(file, line, qid)
         if len(cells) != len(header):
             raise record_error(place, f"{len(cells)} columns, expected {len(header)} as in the header")
@@ -130,30 +162,7 @@ def _redux_questions(file: Path, subject: str) -> list[Question]:
             raise record_error(place, "choices is not a Python list literal like \"['a', 'b']\"") from None
         if not isinstance(choices, (list, tuple)):
             raise record_error(place, f"choices is a {type(choices).__name__}, not a list")
-        answer_text = record["answer"].strip()
-        if not answer_text:
-            answer = None
-        elif answer_text.isdigit():
-            answer = int(answer_text)
-        else:
-            raise record_error(place, f"answer {answer_text!r} is not a 0-based option index")
-        raw_type = record.get("error_type", "")
-        metadata = {
-            "error_type": normalise_error_type(raw_type) or None,
-            "error_type_raw": raw_type,
-            **{k: record[k] for k in ("source", "correct_answer", "potential_reason") if record.get(k)},
-        }
-        questions.append(
-            checked_question(
-                place,
-                id=qid,
-                question=record["question"],
-                options=choices,
-                answer=answer,
-                subject=subject,
-                metadata=metadata,
-            )
-        )
+        questions.append(redux_question({**record, "choices": choices}, qid=qid, place=place, subject=subject))
     return questions
 
 

@@ -25,7 +25,7 @@ matched by question text (None when that file is absent); `metadata["type"]` is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,59 @@ def _categories(csv_file: Path) -> dict[str, tuple[str, str]]:
 shuffled = seeded_shuffle  # the name this module used before the rule moved to position.py
 
 
+def shuffle_option(options: Mapping[str, Any]) -> bool:
+    """Option `shuffle` (default true), or the one-line error for a value that is not true or false."""
+    shuffle = options.get("shuffle", True)
+    if not isinstance(shuffle, bool):
+        raise UserError(
+            f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
+            "shuffles the options with the run's seed, false keeps the file order"
+        )
+    return shuffle
+
+
+def truthfulqa_question(
+    row: Mapping[str, Any],
+    *,
+    task: str,
+    qid: str,
+    place: str,
+    version: str,
+    seed: int,
+    shuffle: bool,
+    subject: str | None = None,
+    kind: str | None = None,
+) -> Question:
+    """One TruthfulQA row in the Hub's form (`question`, `<task>_targets`: {`choices`, `labels`} lists) as a
+    Question, shuffled with `seed` when `shuffle`; the file loader's rule and the Hub converter's. `subject` and
+    `kind` (the Category and Type) only the files have."""
+    targets = row.get(f"{task}_targets")
+    if not isinstance(targets, Mapping):
+        raise record_error(place, f"the record has no {task}_targets object")
+    choices, labels = list(targets.get("choices") or ()), list(targets.get("labels") or ())
+    pairs = [(text, mark) for text, mark in zip(choices, labels) if str(text).strip()]
+    true = [i for i, (_, mark) in enumerate(pairs) if mark == 1]
+    if task == "mc1" and len(true) > 1:
+        raise record_error(place, f"mc1_targets marks {len(true)} answers true; mc1 needs exactly one")
+    metadata: dict[str, Any] = {"version": version}
+    if len(pairs) < len(choices):
+        metadata["empty_options_dropped"] = len(choices) - len(pairs)
+    if kind is not None:
+        metadata["type"] = kind
+    if task == "mc2":
+        metadata["correct_set"] = tuple(true)
+    question = checked_question(
+        place,
+        id=qid,
+        question=row.get("question"),
+        options=[text for text, _ in pairs],
+        answer=true[0] if true else None,
+        subject=subject,
+        metadata=metadata,
+    )
+    return seeded_shuffle(question, seed) if shuffle else question
+
+
 def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
     """The loader for `truthfulqa_mc1` (task "mc1") or `truthfulqa_mc2` (task "mc2")."""
     name = f"truthfulqa_{task}"
@@ -67,12 +120,7 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
     ) -> list[Question]:
         choose_split(split, ("test",), name)
         version = str(options.get("version", "v1"))
-        shuffle = options.get("shuffle", True)
-        if not isinstance(shuffle, bool):
-            raise UserError(
-                f"config key benchmark.shuffle: {shuffle!r} is not true or false; true (the default) "
-                "shuffles the options with the run's seed, false keeps the file order"
-            )
+        shuffle = shuffle_option(options)
         if version not in VERSIONS:
             raise UserError(
                 f"config key benchmark.version: {name} has no version {version!r}; choose one of {', '.join(VERSIONS)}"
@@ -94,29 +142,24 @@ def truthfulqa_loader(task: str) -> Callable[..., list[Question]]:
             targets = record.get(f"{task}_targets") if isinstance(record, dict) else None
             if not isinstance(targets, dict):
                 raise record_error(place, f"the record has no {task}_targets object")
-            texts = [text for text in targets if str(text).strip()]
-            marks = [targets[text] for text in texts]
-            true = [i for i, mark in enumerate(marks) if mark == 1]
-            if task == "mc1" and len(true) > 1:
-                raise record_error(place, f"mc1_targets marks {len(true)} answers true; mc1 needs exactly one")
             category, kind = categories.get(str(record.get("question", "")).strip(), (None, None))
-            metadata: dict[str, Any] = {"version": version}
-            if len(texts) < len(targets):
-                metadata["empty_options_dropped"] = len(targets) - len(texts)
-            if kind is not None:
-                metadata["type"] = kind
-            if task == "mc2":
-                metadata["correct_set"] = tuple(true)
-            question = checked_question(
-                place,
-                id=qid,
-                question=record.get("question"),
-                options=texts,
-                answer=true[0] if true else None,
-                subject=category,
-                metadata=metadata,
+            row = {
+                "question": record.get("question"),
+                f"{task}_targets": {"choices": list(targets), "labels": list(targets.values())},
+            }
+            questions.append(
+                truthfulqa_question(
+                    row,
+                    task=task,
+                    qid=qid,
+                    place=place,
+                    version=version,
+                    seed=seed,
+                    shuffle=shuffle,
+                    subject=category,
+                    kind=kind,
+                )
             )
-            questions.append(seeded_shuffle(question, seed) if shuffle else question)
         return questions
 
     load.__name__ = f"load_{name}"

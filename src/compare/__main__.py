@@ -16,6 +16,7 @@ from typing import Any
 from src.cli import add_tracking_flags, check_power_args, entry, user_error
 from src.common.errors import UserError
 from src.common.safe_names import folder_name
+from src.core.metric_choices import SURE_RULES
 from src.tracking import reads
 from src.tracking.records import resolve_run_id
 
@@ -43,7 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-mlflow", action="store_true", help="write the report only; log no comparison run")
     parser.add_argument(
         "--sure-rule",
-        choices=("answer", "correctness"),
+        choices=SURE_RULES,
         help="recompute every run's SURE/UNSURE, RWS and S/T under this rule from its records "
         "(default: each run's own rule, tag sure_rule; runs under different rules get "
         "separate repetition tables)",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from src.common.errors import UserError
+from src.core.metric_choices import SURE_RULES
 from src.core.prompts import CLOZE_SCORINGS
 from src.core.records import PROMPTS_FILE
 from src.tracking import reads, runs as tracking_runs, store
@@ -147,7 +148,7 @@ def _row(run: Run, experiments: dict[str, str]) -> dict[str, Any]:
         # the questions the benchmark holds before `limit` (src/job/runner.py), the cap of any questions-needed count
         "benchmark_size": _number(params.get("benchmark_size"), int),
         # the SURE rule of its repetition metrics (runs logged before the tag existed used section 3.2's)
-        "sure_rule": tags.get("sure_rule") or params.get("metrics.sure_rule") or "answer",
+        "sure_rule": tags.get("sure_rule") or params.get("metrics.sure_rule") or SURE_RULES[0],
         "source": tags.get("source") or "run",  # "ingest": answers made elsewhere (python -m src.ingest)
         # decisions within src.core.records.NEAR_TIE_MARGIN of the next option, of the ranked ones (logprob, cloze)
         "near_ties": _number(tags.get("near_ties"), float),

@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from src.common.errors import UserError
+from src.core.metric_choices import SURE_RULES
 from src.tracking import records as run_records
 
 from .load import Runs
@@ -25,13 +26,13 @@ def apply_sure_rule(runs: Runs, rule: str) -> list[str]:
     """Recompute, in place, the repetition metrics of `runs.table` whose rule is not `rule`; returns notes
     (one per run recomputed, and per run whose records could not be read, which keeps its own rule)."""
     from src.metrics.intervals import interval_names, metric_intervals  # local: loads numpy (slow import)
-    from src.metrics.repetition import SURE_RULES, repetition_metrics  # local: loads numpy (slow import)
+    from src.metrics.repetition import repetition_metrics  # local: loads numpy (slow import)
 
     if rule not in SURE_RULES:
         raise UserError(f"--sure-rule: unknown rule {rule!r}; choose one of {', '.join(SURE_RULES)}")
     table = runs.table
     if "sure_rule" not in table.columns:
-        table["sure_rule"] = "answer"
+        table["sure_rule"] = SURE_RULES[0]
     notes: list[str] = []
     if "st" not in table.columns:
         table["sure_rule"] = rule  # no repetition metrics to recompute
@@ -85,6 +86,6 @@ def trial_parts_of(runs: Runs) -> tuple[dict[str, dict[str, float]], list[str]]:
         except UserError as err:
             notes.append(f"SURE/UNSURE bars: run {row['run_id'][:8]} drawn from its metrics ({err})")
             continue
-        rule = row["sure_rule"] if isinstance(row.get("sure_rule"), str) else "answer"
+        rule = row["sure_rule"] if isinstance(row.get("sure_rule"), str) else SURE_RULES[0]
         found[row["run_id"]] = trial_parts(records, sure_rule=rule)
     return found, notes

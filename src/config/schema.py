@@ -35,9 +35,11 @@ from src.common.redact import redact_text
 from src.config import plain_dict
 from src.config.spec import JobSpec, spec_of
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
+from src.core.metric_choices import PRIDE_PROTOCOLS, SURE_RULES
 from src.core.validity import check_option_style, check_validity
 from src.tracking.names import DEFAULT_EXPERIMENT, DEFAULT_URI
 from src.tracking.store import check_options
+from src.variants.rules import POLICIES as OPTION_REFS  # the policies of src.variants.plan_variants
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("model", "benchmark", "variants", "prompt")
@@ -71,15 +73,10 @@ class MetricsConfig:
     pride_protocol: str = "paper"  # paper: pride_acc leaves the calibration questions out | authors: scores them too
 
 
-SURE_RULES = ("answer", "correctness")  # src/metrics/repetition.py, docs/metrics.md "What the paper's tables count"
-
-
 def check_metrics(cfg: DictConfig) -> None:
     """Refuse a `metrics.sure_rule` or `metrics.pride_protocol` that is not one of its choices (one line naming
     the key)."""
     from omegaconf import OmegaConf
-
-    from src.metrics.fluctuation import PRIDE_PROTOCOLS  # local: loads pandas (slow import) for one tuple
 
     for key, noun, choices in (("sure_rule", "rule", SURE_RULES), ("pride_protocol", "protocol", PRIDE_PROTOCOLS)):
         value = OmegaConf.select(cfg, f"metrics.{key}", default=choices[0])
@@ -294,7 +291,6 @@ def compose_jobs(jobs: Sequence[Sequence[str]], *, conf_dir: Path = CONF_DIR) ->
         yield _checked(job, conf_dir, lambda: without_hydra(loader.load_sweep_config(master, list(job))))  # noqa: B023
 
 
-OPTION_REFS = ("keep_rules", "exclude", "ignore")  # the policies of src.variants.plan_variants
 _REQUIRED_HINT = {
     "benchmark.path": "/path/to/questions.jsonl (jsonl, csv or parquet)",
     "benchmark.task": "<an lm-eval task, e.g. arc_easy>",

@@ -13,6 +13,34 @@ NOTA_TEXT = "None of the above"
 LETTERS = string.ascii_uppercase
 TF_LABELS = ("Yes", "No")  # the answers of a true_false variant, in slot order
 
+# The variant kinds (`Variant.kind`, the records' variant_kind): named here once, written by the generators
+# (src/variants) and read by the metrics (src/metrics), so that a kind one side renames cannot drift from the other.
+ORIGINAL = "original"  # the unaltered option order
+PERMUTATION = "permutation"  # another order of the original options (the permutation sets)
+CORA_KINDS = (
+    ORIGINAL,
+    "shuffled",
+    "nota",
+    "nota_shuffled",
+    "decoupled",
+    "decoupled_shuffled",
+    "decoupled_nota",
+    "decoupled_nota_shuffled",
+)
+CORA_ALTERED_KINDS = frozenset(CORA_KINDS) - {ORIGINAL}  # the cora family needs one of them beside the original
+REORDER = "reorder"  # REVAS: the non-reference orders of the original options
+NOTA_REPLACES_CORRECT = "nota_replaces_correct"
+MISLEADING_REPLACED = "misleading_replaced"
+REVAS_KINDS = (
+    REORDER,
+    "more_options",
+    "fewer_options",
+    NOTA_REPLACES_CORRECT,
+    "true_false",
+    "multi_select",
+    MISLEADING_REPLACED,
+)
+
 
 @dataclass(frozen=True)
 class Variant:

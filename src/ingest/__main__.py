@@ -22,6 +22,7 @@ import pandas as pd
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.digests import file_sha256, text_sha256
 from src.common.errors import UserError
+from src.core.metric_choices import SURE_RULES
 
 from .cat import read_cat
 from .common import Ingested, check_repetitions, checked_path
@@ -87,8 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--sure-rule",
-        default="answer",
-        choices=("answer", "correctness"),
+        default=SURE_RULES[0],
+        choices=SURE_RULES,
         help="SURE/UNSURE rule of the repetition metrics: answer (section 3.2, default) or "
         "correctness (the paper's tables)",
     )

@@ -12,8 +12,9 @@ from typing import Any
 
 from src.benchmarks.lm_eval import suite_scores, task_spec
 from src.config.spec import JobSpec
+from src.core.prompts import CLOZE_SCORINGS
 
-CLOZE = ("cloze", "cloze_shown")  # the scorings whose requests are lm-eval's loglikelihood requests
+CLOZE = CLOZE_SCORINGS  # the scorings whose requests are lm-eval's loglikelihood requests
 
 
 def document_scores(loglik: Sequence[float], scored: Sequence[str], gold: int) -> dict[str, float]:

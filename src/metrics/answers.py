@@ -11,9 +11,9 @@ import re
 import numpy as np
 import pandas as pd
 
-INVALID = -100  # answer key of an unparsed trial; option keys are >= -2 (NOTA -1, filler -2), so it never matches one
+from src.core.variant import ORIGINAL as ORIGINAL  # variant_kind of the unaltered option order (read by the families)
 
-ORIGINAL = "original"  # variant_kind of the unaltered option order
+INVALID = -100  # answer key of an unparsed trial; option keys are >= -2 (NOTA -1, filler -2), so it never matches one
 
 
 def invalid_mask(records: pd.DataFrame) -> np.ndarray:

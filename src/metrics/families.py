@@ -15,26 +15,16 @@ from typing import Any
 
 import pandas as pd
 
+from src.core.variant import CORA_ALTERED_KINDS, REVAS_KINDS
+
 from .answers import ORIGINAL
 from .cora import cora_statistics, mcqa_statistics
 from .fluctuation import fluctuation_statistics
 from .per_question import PerQuestion
 from .repetition import repetition_statistics
-from .revas import REVAS_KINDS, revas_statistics
+from .revas import revas_statistics
 from .slot_choices import slot_trials
 
-# CoRA's altered kinds (src/variants/cora.py): the cora family needs one of them beside the original
-CORA_ALTERED_KINDS = frozenset(
-    {
-        "shuffled",
-        "nota",
-        "nota_shuffled",
-        "decoupled",
-        "decoupled_shuffled",
-        "decoupled_nota",
-        "decoupled_nota_shuffled",
-    }
-)
 # Per-subject breakdown (`<name>/<subject>`): the headline metrics of each family
 HEADLINE_METRICS = (
     "mcqa",

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from src.core.metric_choices import PRIDE_AUTHORS, PRIDE_PAPER, PRIDE_PROTOCOLS
+
 from .answers import answer_keys, first_repetition
 from .per_question import PerQuestion, mean_of, values_of
 
@@ -25,7 +27,6 @@ PRIDE_SET = "cyclic"  # PriDe estimates its position prior from cyclic permutati
 # Which questions PriDe accuracy scores: "paper" only the questions outside the calibration share (docs/metrics.md);
 # "authors" every question, the calibration ones by their option probabilities averaged over the cyclic orders,
 # as the authors' evaluation does (chujiezheng/LLM-MCQ-Bias code/debias_pride.py with debias_utils.simple).
-PRIDE_PROTOCOLS = ("paper", "authors")
 
 
 def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
@@ -230,7 +231,7 @@ def pride_acc(
     perm_set: str = PRIDE_SET,
     calibration_share: float = 0.05,
     seed: int = 0,
-    protocol: str = "paper",
+    protocol: str = PRIDE_PAPER,
 ) -> float:
     """PriDe accuracy (Zheng et al. 2024) as docs/metrics.md defines it (`protocol="paper"`), or as the authors'
     code scores it (`protocol="authors"`): the calibration questions count too, each predicted as the option
@@ -259,7 +260,7 @@ def pride_acc(
         probs = np.stack([_renormalised(p) for p in group["label_probs"]])
         logp = np.log(np.clip(probs, 1e-12, None))
         if question_id in calibration:
-            if protocol == "authors":  # each option's probability wherever it was shown, averaged over the orders
+            if protocol == PRIDE_AUTHORS:  # each option's probability wherever it was shown, averaged over the orders
                 by_option = np.zeros(probs.shape[1])
                 for order, p in zip(group["option_order"], probs):
                     by_option[list(order)] += p
@@ -298,7 +299,7 @@ def fluctuation_statistics(records: pd.DataFrame) -> dict[str, PerQuestion]:
 
 
 def fluctuation_metrics(
-    records: pd.DataFrame, *, pride_share: float = 0.05, pride_seed: int = 0, pride_protocol: str = "paper"
+    records: pd.DataFrame, *, pride_share: float = 0.05, pride_seed: int = 0, pride_protocol: str = PRIDE_PAPER
 ) -> dict[str, float]:
     """Every fluctuation metric per permutation set (`wacc@cyclic`, ...), `full_fr` and `pride_acc@cyclic`.
 

@@ -23,16 +23,21 @@ import math
 import numpy as np
 import pandas as pd
 
+from src.core.metric_choices import (
+    SURE_BY_ANSWER,
+    SURE_BY_CORRECTNESS,
+    SURE_RULES as SURE_RULES,  # check_sure_rule's; named in src/core/metric_choices.py
+)
+
 from .answers import ORIGINAL, answer_keys, correct_flags, invalid_mask
 from .guessing import p_star
 from .per_question import PerQuestion, mean_of, share_among, values_of
 
-SURE_RULES = ("answer", "correctness")  # section 3.2's letter vote; the paper's tables (docs/metrics.md)
 SURE_RULE_TEXT = {
-    "answer": "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct one "
-    "(UNSURE: when the correct answer is among the most frequent)",
-    "correctness": "SURE when all R trials are right or all wrong (the paper's tables); UNSURE right when at least "
-    "half are right",
+    SURE_BY_ANSWER: "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct "
+    "one (UNSURE: when the correct answer is among the most frequent)",
+    SURE_BY_CORRECTNESS: "SURE when all R trials are right or all wrong (the paper's tables); UNSURE right when at "
+    "least half are right",
 }
 
 
@@ -72,7 +77,7 @@ def one_variant_per_question(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def question_outcomes(
-    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = SURE_BY_ANSWER
 ) -> pd.DataFrame:
     """Per question: n_max, n_correct, p_star, sure, right (indexed by question_id), SURE and right under
     `sure_rule` (`answer`: section 3.2; `correctness`: the paper's tables, see the module docstring)."""
@@ -96,7 +101,7 @@ def question_outcomes(
     per_question["sure"] = per_question["n_max"] >= per_question["p_star"]
     # SURE right: the modal answer is correct; UNSURE right: the correct answer is among the most frequent
     per_question["right"] = (per_question["n_correct"] > 0) & (per_question["n_correct"] == per_question["n_max"])
-    if sure_rule == "correctness":
+    if sure_rule == SURE_BY_CORRECTNESS:
         c = per_question["n_correct"]  # right trials out of R; INVALID and missing trials are wrong ones
         per_question["sure"] = (c == R) | (c == 0)
         per_question["right"] = (c == R) | ((c > 0) & (c >= R - c))
@@ -114,7 +119,7 @@ def _mean_over_repetitions(ratios: list[np.ndarray]) -> np.ndarray:
 
 
 def repetition_statistics(
-    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = SURE_BY_ANSWER
 ) -> dict[str, PerQuestion]:
     """The family stated per question (`question_outcomes`): the four SURE/UNSURE shares and S/T as means of a
     question's 0/1 outcome, RWS as the share of SURE right among SURE, and `acc_mean` as the mean over repetitions
@@ -154,7 +159,7 @@ def repetition_statistics(
 
 
 def repetition_metrics(
-    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = SURE_BY_ANSWER
 ) -> dict[str, float]:
     """`sure_right`, `unsure_right`, `unsure_wrong`, `sure_wrong`, `rws`, `st`, `acc_mean`, `acc_std`.
 
@@ -182,7 +187,7 @@ TRIAL_PARTS = ("right_sure", "right_unsure", "wrong_unsure", "wrong_sure", "inva
 
 
 def trial_parts(
-    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = "answer"
+    records: pd.DataFrame, *, consistency: float = 0.99, conf: float = 0.999, sure_rule: str = SURE_BY_ANSWER
 ) -> dict[str, float]:
     """The share of trials in each of TRIAL_PARTS, averaged over repetitions as `acc_mean` is (each repetition's
     shares over the trials made at it), so that right_sure + right_unsure == acc_mean; {} where `acc_mean` is

@@ -34,21 +34,12 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from src.core.variant import MISLEADING_REPLACED, NOTA_REPLACES_CORRECT, REORDER
+
 from ..answer_formats import FORMATS, MCQ
 from .answers import ORIGINAL, answer_keys, correct_flags, first_repetition
 from .per_question import PerQuestion, mean_of, values_of
 
-# variant kinds written by src/variants/revas.py
-REORDER = "reorder"
-REVAS_KINDS = (
-    "reorder",
-    "more_options",
-    "fewer_options",
-    "nota_replaces_correct",
-    "true_false",
-    "multi_select",
-    "misleading_replaced",
-)
 _POSITION = re.compile(r"_(\d+)$")
 
 
@@ -190,7 +181,7 @@ def level_metrics(rows: pd.DataFrame) -> dict[str, float]:
 
 def nota_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
     """`nota_acc_h` over every order of the NOTA-replaces-correct set and `nota_acc` on its reference order."""
-    group = rows[rows["variant_kind"] == "nota_replaces_correct"]
+    group = rows[rows["variant_kind"] == NOTA_REPLACES_CORRECT]
     if group.empty:
         return {}
     outcomes = order_outcomes(group)
@@ -332,7 +323,7 @@ def multi_select_metrics(rows: pd.DataFrame) -> dict[str, float]:
 
 def misleading_statistics(rows: pd.DataFrame) -> dict[str, PerQuestion]:
     """`misleading_fix_rate` per re-asked (originally wrong) question: its share of right answers now."""
-    group = rows[rows["variant_kind"] == "misleading_replaced"]
+    group = rows[rows["variant_kind"] == MISLEADING_REPLACED]
     if group.empty:
         return {}
     per_question = pd.Series(correct_flags(group), index=group["question_id"].to_numpy()).groupby(level=0).mean()

@@ -15,18 +15,18 @@ from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from src.core.variant import FILLER, LETTERS, NOTA, NOTA_TEXT, TF_LABELS, Variant
+from src.core.variant import FILLER, LETTERS, NOTA, NOTA_TEXT, ORIGINAL, TF_LABELS, Variant
 
 from .cora import cora_variants, make_variant
 from .permutations import PERM_SETS, one_set, permutation_variants
 from .references import OptionRef, duplicate_option_groups, has_option_refs, option_refs
 from .revas import revas_misleading, revas_multi_select, revas_nota, revas_option_count, revas_reorder, revas_true_false
-from .rules import POLICIES, REASONS, REFS_EXCLUDED, Rules
+from .rules import EXCLUDE, POLICIES, REASONS, REFS_EXCLUDED, Rules
 
 
 def original_variants(question: Question, *, seed: int, rules: Rules | None = None) -> list[Variant]:
     """Just the options as the file orders them."""
-    return [make_variant(question, "original", "original", tuple(range(question.n_options)))]
+    return [make_variant(question, ORIGINAL, ORIGINAL, tuple(range(question.n_options)))]
 
 
 VARIANT_SETS: dict[str, Callable[..., list[Variant]]] = {
@@ -74,7 +74,7 @@ class VariantPlan:
 
 
 def plan_variants(
-    cfg: Mapping[str, Any], question: Question, *, seed: int, option_refs: str = "keep_rules"
+    cfg: Mapping[str, Any], question: Question, *, seed: int, option_refs: str = POLICIES[0]
 ) -> VariantPlan:
     """The variants of `question` that docs/metrics.md's validity rules allow, under the `option_refs` policy.
 
@@ -95,7 +95,7 @@ def plan_variants(
     """
     if option_refs not in POLICIES:
         raise UserError(f"config key option_refs: unknown policy {option_refs!r}; choose keep_rules, exclude or ignore")
-    if option_refs == "exclude" and has_option_refs(question):
+    if option_refs == EXCLUDE and has_option_refs(question):
         n = len(_generate(cfg, question, seed))
         return VariantPlan([], {REFS_EXCLUDED: n} if n else {})
     rules = Rules(question, keep_refs=option_refs != "ignore")

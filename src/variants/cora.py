@@ -9,21 +9,16 @@ question's references, NOTA rule or distinct texts are left out, each counted wi
 from __future__ import annotations
 
 from src.core.questions import Question, rng_for
-from src.core.variant import NOTA, NOTA_TEXT, Variant
+from src.core.variant import (
+    CORA_KINDS as CORA_KINDS,  # the kinds written here, named in src/core/variant.py
+    NOTA,
+    NOTA_TEXT,
+    ORIGINAL,
+    Variant,
+)
 
 from .base import shuffled
 from .rules import OPTION_REFS, Rules
-
-CORA_KINDS = (
-    "original",
-    "shuffled",
-    "nota",
-    "nota_shuffled",
-    "decoupled",
-    "decoupled_shuffled",
-    "decoupled_nota",
-    "decoupled_nota_shuffled",
-)
 
 
 def make_variant(
@@ -61,7 +56,7 @@ def cora_variants(
     n = question.n_options
     original = tuple(range(n))
     distractors = [i for i in original if i != a]
-    out: list[Variant] = [make_variant(question, "original", "original", original)]
+    out: list[Variant] = [make_variant(question, ORIGINAL, ORIGINAL, original)]
     wanted = (lambda size: size == n) if same_size_only else (lambda size: True)
 
     def add(kind: str, variant_id: str, base: tuple[int, ...], purpose: str | None) -> tuple[int, ...] | None:

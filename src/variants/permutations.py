@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from src.common.errors import UserError
 from src.core.questions import Question
-from src.core.variant import Variant
+from src.core.variant import ORIGINAL, PERMUTATION, Variant
 
 from .rules import OPTION_REFS, Rules, free_orders
 
@@ -90,7 +90,7 @@ def _variant(question: Question, order: tuple[int, ...], memberships: tuple[tupl
     identity = order == tuple(range(len(order)))
     return Variant(
         question.id,
-        "original" if identity else "permutation",
+        ORIGINAL if identity else PERMUTATION,
         "perm_" + "-".join(map(str, order)),
         order,
         tuple(question.options[i] for i in order),
@@ -137,9 +137,7 @@ def permutation_variants(
             members.setdefault(order, []).append((name, pos))
     out = []
     for order, found in members.items():
-        reason = rules.check(
-            order, kind="original" if order == identity else "permutation", answer_value=question.answer
-        )
+        reason = rules.check(order, kind=ORIGINAL if order == identity else PERMUTATION, answer_value=question.answer)
         if reason is None:
             out.append(_variant(question, order, tuple(found)))
         else:

@@ -22,9 +22,18 @@ from typing import Any
 
 from src.common.errors import UserError
 from src.core.questions import Question, rng_for
-from src.core.variant import FILLER, NOTA, NOTA_TEXT, Variant
+from src.core.variant import (
+    FILLER,
+    MISLEADING_REPLACED,
+    NOTA,
+    NOTA_REPLACES_CORRECT,
+    NOTA_TEXT,
+    ORIGINAL,
+    REORDER,
+    Variant,
+)
 
-from .rules import DUPLICATES, HAS_NOTA, OPTION_REFS, ORIGINAL, Rules, capped, free_orders
+from .rules import DUPLICATES, HAS_NOTA, OPTION_REFS, Rules, capped, free_orders
 
 # Non-semantic filler options (the paper pads with tokens like "Egg"): pronounceable pseudo-words that are
 # not English words or names, so that no filler can be a plausible answer. Fixed, so a run is reproducible
@@ -49,17 +58,6 @@ FILLER_TEXTS = (
 )
 DEFAULT_LEVELS = (6, 8, 10, 3, 2)  # the paper's option counts beside the original 4
 ENUMERATE_UP_TO = 5040  # 7!: below this, draw distinct orders from the full list instead of by rejection
-
-REORDER = "reorder"  # variant_kind of the non-reference orders of the original options
-REVAS_KINDS = (
-    "reorder",
-    "more_options",
-    "fewer_options",
-    "nota_replaces_correct",
-    "true_false",
-    "multi_select",
-    "misleading_replaced",
-)
 
 
 def distinct_orders(n: int, k: int, rng: random.Random) -> list[tuple[int, ...]]:
@@ -182,7 +180,7 @@ def revas_reorder(question: Question, *, seed: int, k: int | None = None, rules:
         question,
         _originals(question),
         kind=REORDER,
-        first_kind="original",
+        first_kind=ORIGINAL,
         prefix=REORDER,
         k=k,
         rng=rng_for(seed, question.id, "revas_reorder"),
@@ -224,7 +222,7 @@ def revas_option_count(
                 question,
                 _originals(question),
                 kind=REORDER,
-                first_kind="original",
+                first_kind=ORIGINAL,
                 prefix=REORDER,
                 k=k,
                 rng=rng_for(seed, question.id, "revas_reorder"),
@@ -293,9 +291,9 @@ def revas_nota(question: Question, *, seed: int, k: int | None = None, rules: Ru
     return _ordered(
         question,
         base,
-        kind="nota_replaces_correct",
-        first_kind="nota_replaces_correct",
-        prefix="nota_replaces_correct",
+        kind=NOTA_REPLACES_CORRECT,
+        first_kind=NOTA_REPLACES_CORRECT,
+        prefix=NOTA_REPLACES_CORRECT,
         k=k,
         rng=rng_for(seed, question.id, "revas_nota"),
         target=NOTA,
@@ -353,7 +351,7 @@ def revas_multi_select(question: Question, *, seed: int, rules: Rules | None = N
     option makes others right ("All of the above", "Both A and B") or a text is shown twice."""
     rules = Rules.off(question) if rules is None else rules
     identity = tuple(range(question.n_options))
-    out = [Variant(question.id, "original", "original", identity, question.options, question.answer)]
+    out = [Variant(question.id, ORIGINAL, ORIGINAL, identity, question.options, question.answer)]
     reason = rules.check(identity, kind="multi_select", answer_value=question.answer)
     if reason is None and any(rules.implied_right(i) for i in identity):
         reason = OPTION_REFS
@@ -371,7 +369,7 @@ def wrong_answers(records: Any) -> dict[str, int]:
     """{question_id: the original option chosen} for the questions a run answered wrong on its original order
     (repetition 0). INVALID answers and chosen NOTA/filler slots have no option to replace and are left out.
     Raises UserError when the run has no original-order answers."""
-    rows = records[(records["variant_kind"] == "original") & (records["repetition"] == 0)]
+    rows = records[(records["variant_kind"] == ORIGINAL) & (records["repetition"] == 0)]
     if "fmt" in rows.columns:
         rows = rows[rows["fmt"].fillna("mcq") == "mcq"]
     if rows.empty:
@@ -419,7 +417,7 @@ def revas_misleading(
     filler = rng_for(seed, question.id, "misleading").choice(fillers_for(question))
     order = tuple(FILLER if i == chosen else i for i in range(question.n_options))
     texts = tuple(filler if i == chosen else text for i, text in enumerate(question.options))
-    reason = None if rules is None else rules.check(order, kind="misleading_replaced", answer_value=question.answer)
+    reason = None if rules is None else rules.check(order, kind=MISLEADING_REPLACED, answer_value=question.answer)
     if reason is not None:  # e.g. the replaced option is one "All of the above" or "Both A and B" speaks of
         assert rules is not None  # a reason comes only from rules.check
         rules.skip(reason)
@@ -427,8 +425,8 @@ def revas_misleading(
     return [
         Variant(
             question.id,
-            "misleading_replaced",
-            "misleading_replaced",
+            MISLEADING_REPLACED,
+            MISLEADING_REPLACED,
             order,
             texts,
             question.answer,

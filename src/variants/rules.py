@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from src.core.questions import Question
-from src.core.variant import FILLER, NOTA
+from src.core.variant import FILLER, NOTA, ORIGINAL
 
 from .references import ABOVE, LETTERS, NEGATIVE, PLAIN, duplicate_option_groups, option_refs
 
@@ -31,8 +31,8 @@ HAS_NOTA = "has_nota"  # NOTA would join an option that already says "none"
 DUPLICATES = "duplicate_options"  # the variant would show two options with the same text
 REFS_EXCLUDED = "refs_excluded"  # policy exclude: the whole question is left out
 REASONS = (OPTION_REFS, HAS_NOTA, DUPLICATES, REFS_EXCLUDED)
-POLICIES = ("keep_rules", "exclude", "ignore")
-ORIGINAL = "original"
+POLICIES = ("keep_rules", "exclude", "ignore")  # option_refs=...: what plan_variants does with option references
+EXCLUDE = "exclude"
 
 
 class Rules:

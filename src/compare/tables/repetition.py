@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from src.core.metric_choices import SURE_BY_ANSWER, SURE_BY_CORRECTNESS
 from src.metrics import rws_st_string
 from src.metrics.display import bounds, cell, fmt
 
@@ -37,18 +38,18 @@ REPETITION_SHARES = (
 )
 
 SURE_RULE_LINES = {  # the line under each repetition table (docs/metrics.md, "What the paper's tables count")
-    "answer": "SURE rule: answer (section 3.2: SURE when one answer is given at least p* of R times, right when it "
-    "is the correct one)",
-    "correctness": "SURE rule: correctness (the paper's tables: SURE right = all R trials right, SURE wrong = none "
-    "right, UNSURE right = at least half right)",
+    SURE_BY_ANSWER: "SURE rule: answer (section 3.2: SURE when one answer is given at least p* of R times, right when "
+    "it is the correct one)",
+    SURE_BY_CORRECTNESS: "SURE rule: correctness (the paper's tables: SURE right = all R trials right, SURE wrong = "
+    "none right, UNSURE right = at least half right)",
 }
 
 
 def sure_rules(rows: pd.DataFrame) -> pd.Series:
     """Each run's SURE rule (`answer`, section 3.2, where a run says none)."""
     if "sure_rule" not in rows.columns:
-        return pd.Series("answer", index=rows.index)
-    return rows["sure_rule"].fillna("answer").astype(str)
+        return pd.Series(SURE_BY_ANSWER, index=rows.index)
+    return rows["sure_rule"].fillna(SURE_BY_ANSWER).astype(str)
 
 
 def repetition_runs(runs: pd.DataFrame) -> pd.DataFrame:
