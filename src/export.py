@@ -45,6 +45,7 @@ from .backends.text import chat_text
 
 if TYPE_CHECKING:
     from src.answering.items import Item
+    from src.config.spec import JobSpec
 
     from .backends.hf.backend import HFBackend
 
@@ -64,17 +65,18 @@ def served_model(cfg: DictConfig) -> str:
     return str(cfg.model.get("model") or cfg.model.get("path") or cfg.model.name)
 
 
-def check_exportable(cfg: DictConfig) -> None:
-    """A valid job config (`src.config.schema.check_config`) whose answers are generated text, which a batch API
-    returns."""
-    from src.config.schema import check_config  # local: loads hydra (slow import)
+def check_exportable(cfg: DictConfig) -> JobSpec:
+    """The spec of a valid job config (`src.config.schema.job_spec`) whose answers are generated text, which a
+    batch API returns."""
+    from src.config.schema import job_spec  # local: loads hydra (slow import)
 
-    check_config(cfg)
-    if cfg.scoring != "generate":
+    spec = job_spec(cfg)
+    if spec.scoring != "generate":
         raise UserError(
-            f"config key scoring: {cfg.scoring} scores the model's own probabilities, which a batch API "
+            f"config key scoring: {spec.scoring} scores the model's own probabilities, which a batch API "
             "does not return; export a scoring=generate study"
         )
+    return spec
 
 
 def plan(cfg: DictConfig) -> tuple[list[Item], dict[str, list[str]], PromptTemplate]:
@@ -82,10 +84,10 @@ def plan(cfg: DictConfig) -> tuple[list[Item], dict[str, list[str]], PromptTempl
     `src.job.runner.run_job` does."""
     from src.job.runner import job_questions, plan_items  # local: loads hydra (slow import)
 
-    check_exportable(cfg)
-    questions = job_questions(cfg)
-    template = PromptTemplate.from_config(plain_dict(cfg.prompt))
-    items, left_out = plan_items(cfg, questions, template)
+    spec = check_exportable(cfg)
+    questions = job_questions(spec)
+    template = PromptTemplate.from_config(dict(spec.prompt))
+    items, left_out = plan_items(spec, questions, template)
     return items, left_out, template
 
 

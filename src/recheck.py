@@ -169,6 +169,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     """(lines to print, exit code) of re-running `run` here; UserError (exit 2) for a refused or unknown run."""
     from omegaconf import DictConfig, OmegaConf
 
+    from src.config.schema import job_spec  # local: loads hydra (slow import)
     from src.job.runner import (  # local: loads hydra, the backends (slow import)
         data_identity,
         job_backend,
@@ -197,8 +198,9 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         # here, not in the user's store or response cache: the answers must be computed again
         cfg.tracking.uri, cfg.tracking.experiment = f"sqlite:///{tmp}/recheck.db", "recheck"
         cfg.cache.enabled, cfg.resume = False, False
-        identity = job_backend(cfg).identity
-        reasons = provenance_differences(tags, identity, runs.git_commit(), data_identity(cfg, job_questions(cfg)))
+        spec = job_spec(cfg)  # checked once: `run_job` below finds it built
+        identity = job_backend(spec).identity
+        reasons = provenance_differences(tags, identity, runs.git_commit(), data_identity(spec, job_questions(spec)))
         if reasons and not go_on:
             raise UserError(
                 f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "

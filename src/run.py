@@ -21,7 +21,7 @@ from src.cli import user_error
 from src.common import gc_tuning, progress, stdout_data
 from src.common.errors import UserError
 from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
-from src.job.runner import interval_level, release_backends, run_job
+from src.job.runner import release_backends, run_job
 from src.sweep import state as sweep_state
 from src.sweep.job import run_sweep_job
 
@@ -41,9 +41,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         except UserError as err:
             sys.exit(user_error(err))
         print(summary, flush=True)  # the one JSON line scripts read
-        print(
-            result.closing(level=interval_level(cfg)), file=sys.stderr
-        )  # for the person: headline, run, where to look
+        print(result.closing(level=result.level), file=sys.stderr)  # for the person: headline, run, where to look
         return
     run_sweep_job(cfg, hydra_cfg)
 

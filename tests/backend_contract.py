@@ -74,18 +74,18 @@ def check_answer_shapes(backend: Backend, scorings: Collection[str] = SCORINGS) 
             if params.temperature == 0:
                 assert all(len(set(samples)) == 1 for samples in out), "greedy: every repetition the same answer"
     if "logprob" in scorings:
-        for temperature in (None, 0.7, 0.0):
-            scores = backend.score_labels(reqs, temperature=temperature)
+        for sampling in (None, SamplingParams(temperature=0.7), SamplingParams(temperature=0.0)):
+            scores = backend.score_labels(reqs, sampling)
             assert len(scores) == len(reqs)
             for r, s in zip(reqs, scores):
                 assert len(s.probs) == len(r.labels) and all(0.0 <= p <= 1.0 + TOLERANCE for p in s.probs)
                 assert sum(s.probs) == pytest.approx(1.0, abs=TOLERANCE) and -TOLERANCE <= s.mass <= 1.0 + TOLERANCE
-                if temperature is None:
+                if sampling is None:
                     assert s.answer_dist is None
                     continue
                 assert s.answer_dist is not None and len(s.answer_dist) == len(r.labels) + 1, "labels, then INVALID"
                 assert sum(s.answer_dist) == pytest.approx(1.0, abs=TOLERANCE)
-                if temperature == 0:
+                if sampling.temperature == 0:
                     assert max(s.answer_dist) == pytest.approx(1.0, abs=TOLERANCE), "greedy: one answer"
     if "cloze" in scorings:
         options = backend.score_options(reqs)

@@ -17,7 +17,7 @@ from src.answering.trials import answer_items, to_records
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
-from src.config.schema import check_config, compose_job
+from src.config.schema import check_config, compose_job, job_spec
 from src.job.runner import plan_items
 from src.metrics import compute_metrics, question_outcomes
 from src.metrics.guessing import _correctness_cell, p_star, trials_before_stop, verdict_fixed
@@ -98,7 +98,7 @@ def _items(*overrides: str):
         options=bench,
     )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
-    return plan_items(cfg, questions, template)[0]
+    return plan_items(job_spec(cfg), questions, template)[0]
 
 
 def _records(backend, items, *, R: int, T: float, adaptive: bool) -> pd.DataFrame:

@@ -128,7 +128,10 @@ def invalid_lump(tmp_path, monkeypatch, request):
     server, backend = served_model(revision="step-1", top_logprobs=2)
     server.top = {"A": -0.2, "B": -1.9}
     try:
-        [scores] = backend.score_labels([Request("Q?", ("A", "B", "C"), ("x", "y", "z"), seed=0)], temperature=1.0)
+        from src.backends.base import SamplingParams
+
+        asked = [Request("Q?", ("A", "B", "C"), ("x", "y", "z"), seed=0)]
+        [scores] = backend.score_labels(asked, SamplingParams(temperature=1.0))
     finally:
         server.close()
     assert scores.probs[0] > scores.probs[1]
@@ -187,6 +190,7 @@ def adapter_version(tmp_path, monkeypatch, request):
 def mlflow_outage(tmp_path, monkeypatch, request):
     """A server address nothing listens on; the offline store is the suite's template (no migrations)."""
     from src.tracking.runs import JobTracker
+    from src.tracking.store import TrackingOptions
 
     from .test_tracking_outage import free_port
 
@@ -199,7 +203,8 @@ def mlflow_outage(tmp_path, monkeypatch, request):
     (tmp_path / "offline").mkdir()
     shutil.copyfile(request.getfixturevalue("empty_mlflow_db"), tmp_path / "offline" / "mlflow.db")
     cfg = {"uri": f"http://127.0.0.1:{free_port()}", "on_outage": "offline", "offline_dir": str(tmp_path / "offline")}
-    tracker = JobTracker({**cfg, "experiment": "e", "retry_budget_s": 1}, job_hash="h")
+    options = TrackingOptions.of({**cfg, "experiment": "e", "retry_budget_s": 1, "offline": False})
+    tracker = JobTracker(options, job_hash="h")
     assert tracker.fell_back
     return "is not answering; this job logs to"
 

@@ -65,7 +65,7 @@ def test_answer_dist_is_the_tempered_full_vocabulary_distribution(tiny_model_dir
     backend = tiny(tiny_model_dir, batch_size=3)
     reqs = hf_requests()
     plain = backend.score_labels(reqs)
-    tempered = backend.score_labels(reqs, temperature=temperature, top_k=top_k, top_p=top_p)
+    tempered = backend.score_labels(reqs, SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p))
     for request, a, b in zip(reqs, plain, tempered):
         assert a.answer_dist is None
         assert b.probs == pytest.approx(a.probs, abs=1e-9) and b.mass == pytest.approx(a.mass, abs=1e-9)

@@ -293,7 +293,7 @@ def test_ten_numbered_labels_give_label_10_its_own_probability(tiny_model_dir):
     assert scores.probs[9] / scores.probs[1] == pytest.approx(raw["10"] / raw["2"], rel=1e-4)
     assert scores.probs[0] / scores.probs[1] == pytest.approx(label_1 / raw["2"], rel=1e-4)
     with pytest.raises(UserError, match="scoring=generate"):
-        backend.score_labels([request], temperature=0.7)
+        backend.score_labels([request], SamplingParams(temperature=0.7))
     packed_off = tiny(tiny_model_dir, batch_size=2)
     packed_off.share_prefix = False
     assert packed_off.score_labels([request])[0].probs == pytest.approx(scores.probs, abs=1e-6)

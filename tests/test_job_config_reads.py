@@ -7,8 +7,8 @@
   pool directly).
 - A misleading second stage (`variants=revas_misleading`) whose source run answered none of its questions is
   refused in one line naming `variants.source_run` (the slow tier's test_catalog_cli.py runs the stage itself).
-- The level the closing block states for its intervals (src/job/runner.py `interval_level`): the config's
-  `stats.level` where intervals are logged, none where they are not (`stats.bootstrap=0`)."""
+- The level the closing block states for its intervals (src/config/spec.py `JobSpec.interval_level`): the
+  config's `stats.level` where intervals are logged, none where they are not (`stats.bootstrap=0`)."""
 
 from __future__ import annotations
 
@@ -73,11 +73,10 @@ def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in, monkeyp
 
 
 def test_the_closing_blocks_level_is_the_configs_where_intervals_are_logged():
-    from src.config.schema import compose_job
-    from src.job.runner import interval_level
+    from src.config.schema import compose_job, job_spec
 
-    assert interval_level(compose_job(["stats.level=0.9"])) == 0.9
-    assert interval_level(compose_job(["stats.bootstrap=0"])) is None
+    assert job_spec(compose_job(["stats.level=0.9"])).interval_level == 0.9
+    assert job_spec(compose_job(["stats.bootstrap=0"])).interval_level is None
 
 
 @needs_data
@@ -98,7 +97,7 @@ def test_a_second_stage_whose_source_run_answered_none_of_its_questions_is_refus
 def test_a_prompt_without_a_chat_key_asks_the_model_without_its_chat_template(monkeypatch):
     """`job_backend`: chat wrapping only where the prompt says `chat: true` (and the scoring is not cloze); a prompt
     config that names no `chat` is plain text (a mutant: a default of True wrapped every such prompt)."""
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
     from src.job import runner
 
     asked = []
@@ -108,10 +107,10 @@ def test_a_prompt_without_a_chat_key_asks_the_model_without_its_chat_template(mo
     cfg = compose_job(["model=simulated", "scoring=generate", "prompt=plain"])
     with open_dict(cfg):
         cfg.prompt.pop("chat", None)
-    runner.job_backend(cfg)
+    runner.job_backend(job_spec(cfg))
     with open_dict(cfg):
         cfg.prompt.chat = True
-    runner.job_backend(cfg)
+    runner.job_backend(job_spec(cfg))
     assert asked == [False, True]
 
 
@@ -120,14 +119,14 @@ def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeyp
     (a mutant: unresolved, the loader was handed the interpolation's text)."""
     import json
 
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
     from src.job.runner import job_questions
 
     rows = [{"question": f"Q{i}?", "options": [f"a{i}", f"b{i}", f"c{i}"], "answer": i % 3} for i in range(3)]
     (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     monkeypatch.setenv("MCQ_TEST_BENCH_DIR", str(tmp_path))
     cfg = compose_job(["benchmark=generic", "benchmark.path=${oc.env:MCQ_TEST_BENCH_DIR}/mine.jsonl"])
-    assert [q.question for q in job_questions(cfg)] == ["Q0?", "Q1?", "Q2?"]
+    assert [q.question for q in job_questions(job_spec(cfg))] == ["Q0?", "Q1?", "Q2?"]
 
 
 def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
@@ -135,10 +134,10 @@ def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
     within the time the call took (a mutant: a flipped sign logged the clock's reading, not a duration)."""
     import time
 
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
     from src.job import runner
 
-    cfg = compose_job(["model=simulated", "benchmark=synthetic", "limit=4", "stats.bootstrap=0"])
+    cfg = job_spec(compose_job(["model=simulated", "benchmark=synthetic", "limit=4", "stats.bootstrap=0"]))
     questions = runner.job_questions(cfg)
     _, items, left_out = runner.plan_job(cfg, questions)
     before = time.perf_counter()
@@ -152,7 +151,7 @@ def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tool
     `fewshot_context`, stood in for here: the main suite runs without lm-eval) and none of the tool's; another
     benchmark gets the tool's own examples, and lm-eval is not asked (a mutant: `bench_name != "lm_eval"`)."""
     from src.benchmarks import lm_eval
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
     from src.job import runner
 
     asked = []
@@ -174,12 +173,15 @@ def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tool
             "fewshot=2",
         ]
     )
+    task = job_spec(task)
     _, items, _ = runner.plan_job(task, runner.job_questions(task))
     assert asked == [2] and len(items) == 3
     for it in items:
         assert it.request.prompt.startswith("lm-eval's own examples\n\nQuestion: Asked question")
         assert "Example question" not in it.request.prompt
-    other = compose_job(["benchmark=synthetic", "limit=3", "prompt=lm_eval", "variants=original", "fewshot=2"])
+    other = job_spec(
+        compose_job(["benchmark=synthetic", "limit=3", "prompt=lm_eval", "variants=original", "fewshot=2"])
+    )
     _, items, _ = runner.plan_job(other, runner.job_questions(other))
     assert asked == [2] and len(items) == 3
     assert all(it.request.prompt.count("\nAnswer: ") == 2 for it in items)  # the tool's two solved examples
@@ -234,10 +236,10 @@ def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypat
 def test_the_backend_wraps_prompts_in_its_chat_template_unless_lm_eval_built_the_turns(monkeypatch, overrides, wrapped):
     """`prompt.chat=true`: the backend applies the model's chat template, except around cloze continuations and
     where lm-eval's own code built the chat turns into the text (`prompt=lm_eval` on an lm-eval task)."""
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
     from src.job import runner
 
     asked = []
     monkeypatch.setattr(runner, "reuse_backend", lambda model_cfg, chat: asked.append(chat))
-    runner.job_backend(compose_job(["model=simulated", "prompt.chat=true", *overrides]))
+    runner.job_backend(job_spec(compose_job(["model=simulated", "prompt.chat=true", *overrides])))
     assert asked == [wrapped]

@@ -86,10 +86,10 @@ def row(qid, variant, order, loglik, correct_option, repetition=0, fmt="mcq"):
 
 
 def config(scoring="cloze", prompt="lm_eval", benchmark="lm_eval", task="suite", include_path=None):
-    keys = {"task": task, "include_path": include_path}
+    """What the suite's numbers read of a job's spec (src/config/spec.py `JobSpec`)."""
     return SimpleNamespace(
-        benchmark=SimpleNamespace(name=benchmark, task=task, get=lambda key, default=None: keys.get(key, default)),
-        prompt={"name": prompt},
+        benchmark={"name": benchmark, "task": task, "include_path": include_path},
+        lm_evals_own=benchmark == "lm_eval" and prompt == "lm_eval",
         scoring=scoring,
     )
 

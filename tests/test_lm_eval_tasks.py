@@ -175,6 +175,7 @@ def test_a_test_split_only_task_never_shows_a_question_its_own_answer(prompt):
     """fewshot=3 from a task with only a test split: the pool is the evaluated split, and no prompt holds its own
     question. lm-eval 0.4.13's own fewshot_context does show it here (it leaves the document out only when
     fewshot_split names the test split): the tool does not follow it there."""
+    from src.config.schema import job_spec
     from src.job.runner import build_items, job_questions
 
     cfg = compose_job(
@@ -188,8 +189,9 @@ def test_a_test_split_only_task_never_shows_a_question_its_own_answer(prompt):
             "scoring=cloze",
         ]
     )
-    questions = job_questions(cfg)
-    items = build_items(cfg, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
+    spec = job_spec(cfg)
+    questions = job_questions(spec)
+    items = build_items(spec, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
     assert len(items) == len(questions) == 12
     for item in items:
         own = item.question.question

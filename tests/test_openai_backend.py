@@ -213,7 +213,8 @@ def test_label_scores_from_top_logprobs(server):
     assert scores[0].probs == pytest.approx((0.75, 0.25)) and scores[0].mass == pytest.approx(0.8)
     payload = server.calls[0][1]
     assert payload["logprobs"] is True and payload["top_logprobs"] == 20 and payload["max_tokens"] == 1
-    tempered = b.score_labels(REQUESTS[:1], temperature=1.0, top_k=3)[0]  # top-k within the returned list: exact
+    # top-k within the returned list: exact
+    tempered = b.score_labels(REQUESTS[:1], SamplingParams(temperature=1.0, top_k=3))[0]
     assert tempered.answer_dist == pytest.approx((0.6 / 0.8, 0.2 / 0.8, 0.0))
 
 

@@ -51,7 +51,7 @@ class ScriptedBackend(Backend):
     def generate(self, requests, params: SamplingParams) -> list[list]:
         return [[self.script(r, k) for k in range(params.n)] for r in requests]
 
-    def score_labels(self, requests, **sampling):
+    def score_labels(self, requests, sampling=None):
         raise AssertionError("a scripted backend only generates")
 
     def score_options(self, requests):

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from src.backends.base import Request  # noqa: E402
+from src.backends.base import Request, SamplingParams  # noqa: E402
 from src.backends.hf import pack_prefix_trees  # noqa: E402
 
 from .test_hf_backend import tiny, tiny_model_dir  # noqa: E402,F401  (fixture)
@@ -43,8 +43,8 @@ def test_packed_scores_equal_padded_scores(tiny_model_dir, chat, pack_tokens):
     padded.share_prefix = False
     packed = tiny(tiny_model_dir, batch_size=4, chat=chat)
     packed.pack_tokens = pack_tokens
-    want = padded.score_labels(reqs, temperature=0.7, top_k=30)
-    got = packed.score_labels(reqs, temperature=0.7, top_k=30)
+    want = padded.score_labels(reqs, SamplingParams(temperature=0.7, top_k=30))
+    got = packed.score_labels(reqs, SamplingParams(temperature=0.7, top_k=30))
     assert packed.share_prefix, "the packing self-check passed on a model that honours 4D masks"
     for a, b in zip(got, want):
         assert a.probs == pytest.approx(b.probs, abs=1e-5)

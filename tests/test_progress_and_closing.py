@@ -46,7 +46,7 @@ def stderr(monkeypatch):
 
 
 def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
     from src.core.prompts import PromptTemplate
     from src.core.questions import Question
     from src.job.runner import build_items
@@ -60,7 +60,8 @@ def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
     ]
     from omegaconf import OmegaConf
 
-    return build_items(cfg, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
+    template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
+    return build_items(job_spec(cfg), questions, template)
 
 
 def _answer(items, **kwargs):

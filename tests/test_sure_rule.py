@@ -112,7 +112,7 @@ def test_unknown_rule_is_refused():
 
 
 def test_config_key_and_its_one_line_error():
-    from src.config.schema import compose_job
+    from src.config.schema import compose_job, job_spec
 
     assert compose_job(["model=simulated"]).metrics.sure_rule == "answer"
     assert compose_job(["model=simulated", "metrics.sure_rule=correctness"]).metrics.sure_rule == "correctness"
@@ -121,7 +121,7 @@ def test_config_key_and_its_one_line_error():
         match=r"^config key metrics\.sure_rule: unknown rule 'vote'; choose one of "
         r"answer, correctness$",
     ):
-        compose_job(["model=simulated", "metrics.sure_rule=vote"])
+        job_spec(compose_job(["model=simulated", "metrics.sure_rule=vote"]))
 
 
 def test_repetition_sweep_uses_the_papers_rule():

@@ -103,6 +103,7 @@ def test_every_job_renders_its_prompts_on_the_data(name):
     """Each distinct (benchmark, variant set, shots, prompt) of a study builds its prompts for 2 questions:
     loaders, variants, few-shot pools and templates fit together before anyone spends GPU hours."""
     from src.benchmarks import load_benchmark
+    from src.config.schema import job_spec
     from src.core.prompts import PromptTemplate
     from src.job.runner import build_items
 
@@ -123,7 +124,7 @@ def test_every_job_renders_its_prompts_on_the_data(name):
             options=bench,
         )
         template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
-        items = build_items(cfg, questions, template)
+        items = build_items(job_spec(cfg), questions, template)
         assert items, f"{name} {key[:3]}: no prompts"
         if cfg.fewshot:
             assert items[0].request.prompt.count("Answer:") == cfg.fewshot + 1, f"{name} {key[:3]}: shots missing"

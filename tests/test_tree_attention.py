@@ -63,10 +63,10 @@ def test_blocked_attention_scores_as_one_call_over_the_pack(checkpoints, arch, p
     reqs = variant_requests()
     whole = backend(checkpoints[arch], blocks=False, pack_tokens=pack_tokens, budget=budget)
     blocked = backend(checkpoints[arch], blocks=True, pack_tokens=pack_tokens, budget=budget)
-    want = whole.score_labels(reqs, temperature=0.7, top_k=30)
+    want = whole.score_labels(reqs, SamplingParams(temperature=0.7, top_k=30))
     whole_pairs = whole.lm.attention_pairs
     calls = sdpa_calls(monkeypatch)
-    got = blocked.score_labels(reqs, temperature=0.7, top_k=30)
+    got = blocked.score_labels(reqs, SamplingParams(temperature=0.7, top_k=30))
     assert blocked.share_prefix and whole.share_prefix
     assert any(q < 100 for q, _ in calls), "the packed passes ran in blocks"
     # the keys of a block are those any row sees: rows of several short packs share fewer of them than one pack's

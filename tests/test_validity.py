@@ -24,12 +24,12 @@ def items_for(*overrides: str):
     from omegaconf import OmegaConf
 
     from src.benchmarks import load_benchmark
-    from src.config.schema import check_config
+    from src.config.schema import job_spec
     from src.core.prompts import PromptTemplate
     from src.job.runner import build_items
 
     cfg = compose_job("model=simulated", "limit=6", *overrides)
-    check_config(cfg)
+    spec = job_spec(cfg)
     bench = OmegaConf.to_container(cfg.benchmark, resolve=True)
     questions = load_benchmark(
         bench.pop("name"),
@@ -40,7 +40,7 @@ def items_for(*overrides: str):
         limit=cfg.limit,
         options=bench,
     )
-    return build_items(cfg, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
+    return build_items(spec, questions, PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True)))
 
 
 @pytest.mark.parametrize("scoring", SCORING_MODES)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from src.config.schema import compose_job
+from src.config.schema import compose_job, job_spec
 from src.job import runner
 from src.metrics import METRIC_FAMILIES, applicable_families, base_metric, compute_metrics
 from src.metrics.families import family_input
@@ -54,10 +54,10 @@ def set_records(name: str, run_job_in=None) -> pd.DataFrame:
         source = run_job_in("model=simulated", "model.success_rate=0.3", "limit=8").run_id
         result = run_job_in(*over, f"variants={name}", f"variants.source_run={source}")
         return pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
-    cfg = compose_job([*over, f"variants={name}"])
-    questions, backend = runner.job_questions(cfg), runner.job_backend(cfg)
-    _, items, left_out = runner.plan_job(cfg, questions, backend)
-    records, _ = runner.answer_and_measure(cfg, backend, items, left_out, None, "run")
+    spec = job_spec(compose_job([*over, f"variants={name}"]))
+    questions, backend = runner.job_questions(spec), runner.job_backend(spec)
+    _, items, left_out = runner.plan_job(spec, questions, backend)
+    records, _ = runner.answer_and_measure(spec, backend, items, left_out, None, "run")
     return records
 
 

@@ -105,7 +105,7 @@ def test_backend_glue_on_a_fake_engine(fake_backend):
     sp = fake_backend.llm.calls[-1][1][0]
     assert sp["n"] == 3 and sp["seed"] == 5 and sp["top_k"] == -1 and sp["max_tokens"] == 2
     assert fake_backend.generate(reqs, SamplingParams(n=2, temperature=0.0)) == [["sNone-0"] * 2]
-    scores = fake_backend.score_labels(reqs, temperature=1.0)[0]
+    scores = fake_backend.score_labels(reqs, SamplingParams(temperature=1.0))[0]
     assert scores.probs == pytest.approx((0.75, 0.25)) and scores.answer_dist == pytest.approx((0.6, 0.2, 0.2))
     assert fake_backend.llm.calls[-1][1][0]["logprobs"] == -1
     options = fake_backend.score_options(reqs)[0]
@@ -398,7 +398,7 @@ def test_an_inexact_first_token_distribution_is_said_once(fake_vllm, hub, caplog
     reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
     with caplog.at_level(logging.WARNING, logger="src.backends.vllm_backend"):
         for _ in range(2):
-            backend.score_labels(reqs, temperature=temperature)
+            backend.score_labels(reqs, None if temperature is None else SamplingParams(temperature=temperature))
     said = [r for r in caplog.records if "first-token distribution is rebuilt" in r.getMessage()]
     assert len(said) == warnings
 

@@ -181,7 +181,7 @@ def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challen
     from omegaconf import OmegaConf
 
     from src.benchmarks import load_benchmark  # local: the part that times it imports it
-    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.config.schema import compose_job, job_spec  # local: loads hydra, omegaconf (slow import)
     from src.core.prompts import PromptTemplate  # local: the part that times it imports it
     from src.job.runner import build_items  # local: loads hydra, omegaconf (slow import)
 
@@ -197,7 +197,7 @@ def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challen
         options=bench,
     )
     template = PromptTemplate.from_config(OmegaConf.to_container(cfg.prompt, resolve=True))
-    return cfg, build_items(cfg, questions, template)
+    return cfg, build_items(job_spec(cfg), questions, template)
 
 
 def model_config(cfg) -> dict[str, Any]:

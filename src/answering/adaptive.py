@@ -44,23 +44,23 @@ class RoundParams(SamplingParams):
     first_repetition: int = 0
 
 
-def check_adaptive(cfg: Any) -> None:
-    """Refuse `adaptive=true` (one line) where early stopping cannot keep the full run's verdicts or saves nothing."""
-    if not bool(cfg.get("adaptive", False)):
+def check_adaptive(*, adaptive: bool, repetitions: int, temperature: float, scoring: str, backend: str | None) -> None:
+    """Refuse `adaptive=true` (one line) where early stopping cannot keep the full run's verdicts or saves nothing;
+    the values as the config's check reads them (src/config/schema.py `check_values`)."""
+    if not adaptive:
         return
-    backend = cfg.model.get("backend") if cfg.get("model") is not None else None
     reasons = [
         (
-            int(cfg.repetitions) < 2,
-            f"repetitions={cfg.repetitions}: there is nothing to stop early; give repetitions >= 2",
+            repetitions < 2,
+            f"repetitions={repetitions}: there is nothing to stop early; give repetitions >= 2",
         ),
         (
-            float(cfg.temperature) <= 0,
+            temperature <= 0,
             "temperature=0: one greedy answer serves every repetition; give a temperature > 0",
         ),
         (
-            str(cfg.scoring) != "generate",
-            f"scoring={cfg.scoring}: only generated answers are sampled one by one (logprob draws all R answers "
+            scoring != "generate",
+            f"scoring={scoring}: only generated answers are sampled one by one (logprob draws all R answers "
             "from one pass, cloze has no samples); use scoring=generate",
         ),
         (

@@ -174,11 +174,7 @@ def _logprob_chunk(
     todo = list(first.values())
     if todo:
         asked = [reqs[i] for i in todo]
-        scored = (
-            backend.score_labels(asked, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
-            if sampled
-            else backend.score_labels(asked)
-        )
+        scored = backend.score_labels(asked, params if sampled else None)
         fresh = {
             keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist or ())] if sampled else [])
             for i, sc in zip(todo, scored)

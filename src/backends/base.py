@@ -76,7 +76,7 @@ class LabelScores:
     probs: tuple[float, ...]  # one per displayed label, sums to 1
     mass: float  # total probability the label tokens held before renormalising, in [0, 1]
     # Exact first-token sampling: the next-token distribution under the sampling settings given to
-    # `score_labels` (temperature, top-k, top-p over the FULL vocabulary), read as the probability of each
+    # `score_labels` (its temperature, top-k, top-p over the FULL vocabulary), read as the probability of each
     # label's tokens, then of anything else (INVALID) last; sums to 1. None unless a temperature was given.
     answer_dist: tuple[float, ...] | None = None
 
@@ -120,17 +120,11 @@ class Backend(ABC):
         knows whether generation stopped at `max_new_tokens` (truncated) rather than at an end token."""
 
     @abstractmethod
-    def score_labels(
-        self,
-        requests: Sequence[Request],
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float = 1.0,
-    ) -> list[LabelScores]:
+    def score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None = None) -> list[LabelScores]:
         """One forward pass per prompt; probabilities of the displayed labels as the next token (`probs`, `mass`
-        at temperature 1). With `temperature` (0 = greedy), also `answer_dist`: the first sampled token's
-        distribution over labels + INVALID under temperature, top-k and top-p (exact first-token sampling)."""
+        at temperature 1). With `sampling` (its temperature 0 = greedy), also `answer_dist`: the first sampled
+        token's distribution over labels + INVALID under its temperature, top-k and top-p (exact first-token
+        sampling); its `n` and `max_new_tokens` play no part."""
 
     @abstractmethod
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:

@@ -419,15 +419,7 @@ class OpenAIBackend(Backend):
 
         return self._map(one, requests, "generate")
 
-    def score_labels(
-        self,
-        requests: Sequence[Request],
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float = 1.0,
-    ) -> list[LabelScores]:
-        sampling = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+    def score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None = None) -> list[LabelScores]:
 
         def one(r: Request) -> LabelScores:
             if self.settings.endpoint == "chat":

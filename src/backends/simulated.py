@@ -125,21 +125,15 @@ class SimulatedBackend(Backend):
         rest = 0.4 / (n - 1)
         return [0.6 if s == slot else rest for s in range(n)]
 
-    def score_labels(
-        self,
-        requests: Sequence[Request],
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float = 1.0,
-    ) -> list[LabelScores]:
+    def score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None = None) -> list[LabelScores]:
         """With a temperature, `answer_dist` is the peaked distribution tempered (one-hot on its argmax at 0),
         scaled by 1 - invalid_rate, with invalid_rate as INVALID; top-k/top-p are not simulated."""
         out = []
         for r in requests:
             probs = self._peaked(r, len(r.labels))
             dist = None
-            if temperature is not None:
+            if sampling is not None:
+                temperature = sampling.temperature
                 if temperature <= 0:
                     best = max(range(len(probs)), key=probs.__getitem__)
                     tempered = [float(s == best) for s in range(len(probs))]

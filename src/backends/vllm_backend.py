@@ -243,27 +243,19 @@ class VLLMBackend(Backend):
         texts: list[list[str]] = [[_completion(c) for c in sorted(o.outputs, key=lambda c: c.index)] for o in outputs]
         return [t * params.n if greedy else t for t in texts]
 
-    def score_labels(
-        self,
-        requests: Sequence[Request],
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float = 1.0,
-    ) -> list[LabelScores]:
+    def score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None = None) -> list[LabelScores]:
         if not requests:
             return []
         self.load()
-        want = None if temperature is None else SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
-        sampling = self._sampling(
+        first_token = self._sampling(
             n=1, temperature=0.0, max_tokens=1, logprobs=self.top_logprobs if self.top_logprobs >= 0 else -1
         )
-        outputs = self._run(requests, [sampling] * len(requests))
+        outputs = self._run(requests, [first_token] * len(requests))
         out = []
         for r, o in zip(requests, outputs):
             top = first_token_logprobs(o)
             scores, exact = label_scores_from_top(
-                top, self._label_token_ids(r.labels), want, complete=self.top_logprobs < 0
+                top, self._label_token_ids(r.labels), sampling, complete=self.top_logprobs < 0
             )
             if not exact and not self._warned_inexact:
                 self._warned_inexact = True

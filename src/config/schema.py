@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
+import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from src.common.errors import UserError
 from src.common.paths import expand_path
 from src.common.redact import redact_text
 from src.config import plain_dict
+from src.config.spec import JobSpec, spec_of
 from src.config.sweep_compose import GroupCachingConfigLoader, split_sweep, without_hydra
 from src.core.metric_choices import PRIDE_PROTOCOLS, SURE_RULES
 from src.core.validity import check_option_style, check_validity
@@ -253,8 +257,7 @@ def _checked(overrides: Sequence[str], conf_dir: Path, composed: Callable[[], Di
         raise
     except Exception as err:
         raise one_line(err, overrides) from err
-    check_keys(cfg)
-    check_metrics(cfg)
+    check_keys(cfg)  # the values, `metrics` included, are check_config's (`job_spec`), once per job
     return cfg
 
 
@@ -352,7 +355,13 @@ def check_values(cfg: DictConfig) -> None:
         check_adaptive,
     )  # local: loads numpy, pandas (slow import); adaptive=true only where stopping early keeps the full run's verdicts
 
-    check_adaptive(cfg)
+    check_adaptive(
+        adaptive=bool(cfg.get("adaptive", False)),
+        repetitions=int(cfg.repetitions),
+        temperature=float(cfg.temperature),
+        scoring=str(cfg.scoring),
+        backend=OmegaConf.select(cfg, "model.backend"),
+    )
 
 
 def check_tracking_uri(uri: str, key: str = "tracking.uri") -> None:
@@ -432,11 +441,62 @@ def check_config(cfg: DictConfig) -> None:
     )
 
 
-def benchmark_label(benchmark: DictConfig) -> str:
-    """The benchmark as its keys name it: `hellaswag`, or `lm_eval benchmark.task=arc_easy`."""
-    if benchmark.name == "lm_eval":
-        return f"lm_eval benchmark.task={task_label(task_spec(plain_dict(benchmark).get('task')))}"
-    return str(benchmark.name)
+def benchmark_label(benchmark: Mapping[str, Any]) -> str:
+    """The benchmark as its keys name it (a config node or a spec's plain values): `hellaswag`, or
+    `lm_eval benchmark.task=arc_easy`."""
+    if benchmark["name"] == "lm_eval":
+        task = plain_dict(benchmark).get("task") if isinstance(benchmark, DictConfig) else benchmark.get("task")
+        return f"lm_eval benchmark.task={task_label(task_spec(task))}"
+    return str(benchmark["name"])
+
+
+_BUILT: OrderedDict[str, JobSpec] = OrderedDict()  # the latest specs this process built, by their resolved config
+_KEPT = 1024  # the doors of one process (command line, sweep pre-check, its in-process jobs) share them
+
+
+def job_spec(cfg: DictConfig) -> JobSpec:
+    """The typed `JobSpec` of a composed job config, checked (`check_config`: one `UserError` line for a config it
+    refuses). Each door builds it, and only it reads the config: a config this process has already checked (the
+    command line's check, then the same job inside Hydra) gives the spec built then, so a job is checked once."""
+    try:
+        resolved = plain_dict(cfg)
+    except Exception:  # an interpolation that does not resolve: the check names the missing key first
+        check_config(cfg)
+        raise
+    resolved.pop("hydra", None)
+    key = json.dumps(resolved, sort_keys=True, default=str)
+    spec = _BUILT.get(key)
+    if spec is None:
+        check_config(cfg)
+        spec = spec_of(_with_defaults(resolved), resolved)
+        _BUILT[key] = spec
+        while len(_BUILT) > _KEPT:
+            _BUILT.popitem(last=False)
+    else:
+        _BUILT.move_to_end(key)
+    return spec
+
+
+def logged_spec(cfg: DictConfig) -> JobSpec:
+    """The `JobSpec` of the config a finished run logged (its config.yaml), which was checked when the run was made;
+    for reading what it asked (`python -m src.plan`), not for running it again (that is `job_spec`'s)."""
+    resolved = plain_dict(cfg)
+    return spec_of(_with_defaults(resolved), resolved)
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return plain_dict(OmegaConf.structured(JobConfig))
+
+
+def _with_defaults(resolved: dict[str, Any]) -> dict[str, Any]:
+    """`resolved` with the schema's default for each key it lacks: a config.yaml that an older run logged
+    (`python -m src.recheck`) has every key of its day, not the ones added since."""
+    defaults = _defaults()
+    nested = {name: {**defaults[name], **(resolved.get(name) or {})} for name in NESTED}
+    return {**defaults, **resolved, **nested}
 
 
 # launcher configs (conf/hydra/launcher/) whose plugin is an extra, not a dependency: what it needs (its packages,
@@ -492,10 +552,12 @@ def check_command_line(argv: Sequence[str]) -> None:
         chosen = sweep_file_choices(*sweep_file)  # first, so that an error line names the keys of the file's groups
         for job in jobs:
             check_group_choices(job)  # the groups live in conf/, the file only chooses among them
-            compose_job([*chosen, *job], conf_dir=Path(sweep_file[0]).resolve(), config_name=sweep_file[1])
+            check_metrics(
+                compose_job([*chosen, *job], conf_dir=Path(sweep_file[0]).resolve(), config_name=sweep_file[1])
+            )
         return
     for cfg in compose_jobs(jobs):
-        check_config(cfg)  # types were checked by composing; then the one check of every door: one line, exit 2
+        job_spec(cfg)  # types were checked by composing; then the one check of every door: one line, exit 2
 
 
 def sweep_file_choices(folder: str | Path, name: str) -> list[str]:

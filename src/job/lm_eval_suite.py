@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from src.benchmarks.lm_eval import suite_scores, task_spec
+from src.config.spec import JobSpec
 from src.core.prompts import CLOZE_SCORINGS
 
 CLOZE = CLOZE_SCORINGS  # the scorings whose requests are lm-eval's loglikelihood requests
@@ -35,10 +36,10 @@ def document_scores(loglik: Sequence[float], scored: Sequence[str], gold: int) -
     }
 
 
-def lm_eval_suite_metrics(cfg: Any, items: Sequence[Any], records: Any) -> dict[str, float]:
+def lm_eval_suite_metrics(spec: JobSpec, items: Sequence[Any], records: Any) -> dict[str, float]:
     """The run's lm-eval numbers (module docstring), from each question's first answer in its original order; {}
     unless the run asks lm-eval's own requests (benchmark=lm_eval, prompt=lm_eval, a cloze scoring)."""
-    if cfg.benchmark.name != "lm_eval" or cfg.prompt.get("name") != "lm_eval" or str(cfg.scoring) not in CLOZE:
+    if not spec.lm_evals_own or spec.scoring not in CLOZE:
         return {}
     scored = {
         (it.question.id, it.variant.variant_id): (str(it.question.metadata["lm_eval_task"]), it.request.options)
@@ -59,8 +60,8 @@ def lm_eval_suite_metrics(cfg: Any, items: Sequence[Any], records: Any) -> dict[
     if not per_task:
         return {}
     means = {task: {**{m: t[m] / t["n"] for m in ("acc", "acc_norm")}, "n": t["n"]} for task, t in per_task.items()}
-    name = task_spec(cfg.benchmark.get("task"))  # a list of tasks names no one of them: each its own row
-    scores = suite_scores(name, cfg.benchmark.get("include_path"), means)
+    name = task_spec(spec.benchmark.get("task"))  # a list of tasks names no one of them: each its own row
+    scores = suite_scores(name, spec.benchmark.get("include_path"), means)
     return {
         (f"lm_eval_{metric}" if task == name else f"lm_eval_{metric}/{task}"): float(value)
         for task, values in scores.items()

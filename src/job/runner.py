@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.answering.cache import GuardedCache, open_cache
 from src.answering.items import Item
 from src.backends import load_backend
-from src.backends.base import Backend, SamplingParams
+from src.backends.base import Backend
 from src.benchmarks import (
     check_task_shapes,
     continuation_style,
@@ -40,10 +40,9 @@ from src.benchmarks.lm_eval import task_spec
 from src.common.digests import text_sha256
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
-from src.config import plain_dict
-from src.config.schema import benchmark_label, check_config
+from src.config.schema import benchmark_label, job_spec
+from src.config.spec import JobSpec
 from src.core.fewshot import pick_fewshot
-from src.core.metric_choices import PRIDE_PROTOCOLS, SURE_RULES
 from src.core.prompts import CLOZE_SCORINGS, PromptTemplate
 from src.core.questions import Question, benchmark_identity, question_identity
 from src.core.validity import check_option_style
@@ -72,9 +71,11 @@ class JobResult:
     tracking_uri: str = ""  # the store the run is in (tracking.offline_dir's when the server was down)
     experiment: str = ""
     near_ties: tuple[int, int] | None = None  # (near-ties, ranked decisions), src/core/records.py; None: no ranking
+    level: float | None = None  # the coverage of the logged intervals (stats.level); None: none logged
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
-        """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py)."""
+        """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py); `level`:
+        the intervals' coverage it states (the job's own is `self.level`)."""
         return job_block(self, level=level, commands=commands)
 
     def summary(self) -> str:
@@ -130,49 +131,44 @@ def release_backends() -> None:
         backend.close()
 
 
-def job_backend(cfg: DictConfig) -> Backend:
-    """The backend a job of `cfg` answers with (`reuse_backend`); `python -m src.recheck` builds it to compare its
+def job_backend(spec: JobSpec) -> Backend:
+    """The backend a job of `spec` answers with (`reuse_backend`); `python -m src.recheck` builds it to compare its
     identity with a logged run's."""
-    model_cfg = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
     # Cloze modes score option texts as plain continuations (as lm-eval does): no chat wrapping around them. With
     # prompt=lm_eval the chat turns are lm-eval's own, built into the text by its code (`plan_items`): none added.
-    lm_evals_chat = cfg.prompt.get("name") == "lm_eval" and cfg.benchmark.name == "lm_eval"
-    own_chat = not lm_evals_chat and cfg.scoring not in CLOZE_SCORINGS
-    return reuse_backend(model_cfg, chat=bool(cfg.prompt.get("chat", False)) and own_chat)
+    own_chat = not spec.lm_evals_own and spec.scoring not in CLOZE_SCORINGS
+    return reuse_backend(spec.backend_config, chat=bool(spec.prompt.get("chat", False)) and own_chat)
 
 
-def job_questions(cfg: DictConfig) -> list[Question]:
-    """The questions a job of `cfg` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
+def job_questions(spec: JobSpec) -> list[Question]:
+    """The questions a job of `spec` asks, as loaded (cleaned, limited); `python -m src.recheck` compares their
     identity with a logged run's."""
-    return job_questions_sized(cfg)[0]
+    return job_questions_sized(spec)[0]
 
 
-def job_questions_sized(cfg: DictConfig) -> tuple[list[Question], int | None]:
-    """(the questions a job of `cfg` asks, the benchmark's size before `limit` or None): `load_benchmark_sized`."""
-    bench = plain_dict(cfg.benchmark)
+def job_questions_sized(spec: JobSpec) -> tuple[list[Question], int | None]:
+    """(the questions a job of `spec` asks, the benchmark's size before `limit` or None): `load_benchmark_sized`."""
     return load_benchmark_sized(
-        bench.pop("name"),
-        path=bench.pop("path", None),
-        split=bench.pop("split", None),
-        data_dir=cfg.data_dir,
-        seed=cfg.seed,
-        limit=cfg.limit,
-        options=bench,
+        spec.benchmark["name"],
+        path=spec.benchmark.get("path"),
+        split=spec.benchmark.get("split"),
+        data_dir=spec.data_dir,
+        seed=spec.seed,
+        limit=spec.limit,
+        options=spec.benchmark_options,
     )
 
 
-def data_identity(cfg: DictConfig, questions: list[Question]) -> str:
+def data_identity(spec: JobSpec, questions: list[Question]) -> str:
     """What a job asks, by content (its `data_identity` tag, 16 hex digits): its questions (`benchmark_identity`)
     and, where the tool draws few-shot examples, the pool of each subject they are drawn from, so that a corrected
     example (another prompt for every question it is shown with) is other data, whatever its length. Zero-shot, and
     under `prompt=lm_eval` (whose examples each question's metadata names: src/benchmarks/lm_eval.py
     `prompt_identity`), the questions' alone."""
     own = benchmark_identity(questions)
-    lm_evals_own = cfg.benchmark.name == "lm_eval" and cfg.prompt.get("name") == "lm_eval"
-    if int(cfg.fewshot) == 0 or lm_evals_own:
+    if spec.fewshot == 0 or spec.lm_evals_own:
         return own
-    bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
-    options = {k: v for k, v in plain_dict(cfg.benchmark).items() if k not in ("name", "path", "split")}
+    bench_name, data_dir, options = str(spec.benchmark["name"]), spec.data_dir, spec.benchmark_options
     pools = [
         benchmark_identity(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=options))
         for subject in dict.fromkeys(q.subject for q in questions)  # as `plan_items` asks for them
@@ -180,13 +176,13 @@ def data_identity(cfg: DictConfig, questions: list[Question]) -> str:
     return text_sha256(own + "".join(pools), length=16)
 
 
-def build_items(cfg: DictConfig, questions: list[Question], template: PromptTemplate) -> list[Item]:
+def build_items(spec: JobSpec, questions: list[Question], template: PromptTemplate) -> list[Item]:
     """Every variant of every question, rendered into a backend request."""
-    return plan_items(cfg, questions, template)[0]
+    return plan_items(spec, questions, template)[0]
 
 
 def plan_items(
-    cfg: DictConfig, questions: list[Question], template: PromptTemplate, backend: Backend | None = None
+    spec: JobSpec, questions: list[Question], template: PromptTemplate, backend: Backend | None = None
 ) -> tuple[list[Item], dict[str, list[str]]]:
     """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
     of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules).
@@ -194,30 +190,28 @@ def plan_items(
     from src.answer_formats import FORMATS  # local: loads pandas (slow import)
     from src.answering.trials import trial_seed  # local: loads pandas (slow import)
 
-    # plain values read once: each attribute read of a DictConfig re-resolves its interpolations (scoring is one)
-    seed, fewshot, scoring, option_refs = int(cfg.seed), int(cfg.fewshot), str(cfg.scoring), str(cfg.option_refs)
-    bench_name, data_dir = str(cfg.benchmark.name), str(cfg.data_dir)
-    bench_options = {k: v for k, v in plain_dict(cfg.benchmark).items() if k not in ("name", "path", "split")}
+    seed, fewshot, scoring, option_refs = spec.seed, spec.fewshot, spec.scoring, spec.option_refs
+    bench_name, data_dir, bench_options = str(spec.benchmark["name"]), spec.data_dir, spec.benchmark_options
     pool = lru_cache(maxsize=None)(
         lambda subject: tuple(load_fewshot_pool(bench_name, data_dir=data_dir, subject=subject, options=bench_options))
     )
     if bench_name == "lm_eval" and template.name == "lm_eval":  # lm-eval's own description and examples
         # each task's shape against the scoring and the variant set, before a chat template loads the model
-        check_task_shapes(questions, options=bench_options, scoring=scoring, variants=plain_dict(cfg.variants))
-        chat = lm_eval_chat_template(model_tokenizer(cfg, backend), str(cfg.model.name)) if template.chat else None
+        check_task_shapes(questions, options=bench_options, scoring=scoring, variants=dict(spec.variants))
+        chat = lm_eval_chat_template(model_tokenizer(spec, backend), str(spec.model["name"])) if template.chat else None
         questions = lm_eval_contexts(questions, k=fewshot, options=bench_options, scoring=scoring, chat_template=chat)
         fewshot = 0
     evaluated = {q.id for q in questions}
-    variant_cfg = plain_dict(cfg.variants)
+    variant_cfg = dict(spec.variants)  # its own copy: a second stage adds the source run's answers
     if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
         # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
         from src.tracking.records import read_run_records  # local: loads pandas (slow import)
 
-        source = read_run_records(str(variant_cfg["source_run"]), cfg.tracking.uri, key="variants.source_run")
+        source = read_run_records(str(variant_cfg["source_run"]), spec.tracking.uri, key="variants.source_run")
         if not evaluated & set(source["question_id"].astype(str)):
             raise UserError(
                 f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
-                f"{cfg.benchmark.name} questions; give a run on the same benchmark and limit"
+                f"{spec.benchmark['name']} questions; give a run on the same benchmark and limit"
             )
         variant_cfg["source_answers"] = wrong_answers(source)
         log.info(
@@ -244,7 +238,7 @@ def plan_items(
     return items, left_out
 
 
-def model_tokenizer(cfg: DictConfig, backend: Backend | None) -> Any:
+def model_tokenizer(spec: JobSpec, backend: Backend | None) -> Any:
     """The tokenizer of the job's model, loaded; one line where the backend has none (an API model, simulated)."""
     if backend is not None:
         backend.load()
@@ -252,7 +246,7 @@ def model_tokenizer(cfg: DictConfig, backend: Backend | None) -> Any:
     if tokenizer is None:
         raise UserError(
             f"config key prompt.chat: prompt=lm_eval builds lm-eval's chat turns with the model's tokenizer, and "
-            f"model {cfg.model.name} has none here; set prompt.chat=false"
+            f"model {spec.model['name']} has none here; set prompt.chat=false"
         )
     return tokenizer
 
@@ -261,35 +255,36 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     """Run one job of a composed config: load, ask, record, compute, log to MLflow. `out_dir` receives the
     artifacts it logs; `sweep` holds the `sweep_id` and `parent_run_id` of the multirun it belongs to. Raises
     UserError for bad input or config, before any compute where it can."""
-    check_config(cfg)
-    resolved = plain_dict(cfg)  # the whole config as plain values, resolved once
+    spec = job_spec(cfg)  # checked and typed once: nothing below reads `cfg`
+    resolved = spec.plain()  # the whole config as plain values, resolved once
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
-    tracker = runs.JobTracker(cfg.tracking, job_hash=runs.config_hash(hashed_config(resolved)), sweep=sweep)
-    questions, size = job_questions_sized(cfg)
-    backend = job_backend(cfg)  # its identity names the weights by content; nothing is loaded yet
+    tracker = runs.JobTracker(spec.tracking, job_hash=runs.config_hash(hashed_config(resolved)), sweep=sweep)
+    questions, size = job_questions_sized(spec)
+    backend = job_backend(spec)  # its identity names the weights by content; nothing is loaded yet
     # what the config points to, by content: a finished run of the same config with other weights or other
     # questions is no result of this job (the response cache's key holds both too)
-    identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": data_identity(cfg, questions)}
-    done = finished_job(cfg, tracker, backend, identities, resolved)
+    identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": data_identity(spec, questions)}
+    done = finished_job(spec, tracker, backend, identities, resolved)
     if done is not None:
-        return skipped_result(cfg, tracker, done, out_dir)
-    if cfg.resume:
+        return skipped_result(spec, tracker, done, out_dir)
+    if spec.resume:
         tracker.mark_interrupted()
-    template, items, left_out = plan_job(cfg, questions, backend)
+    template, items, left_out = plan_job(spec, questions, backend)
     guard = content_guard(backend)
-    cache = open_cache(cfg.cache.path, shared=bool(cfg.cache.get("shared", False))) if cfg.cache.enabled else None
+    cache = open_cache(spec.cache.path, shared=spec.cache.shared) if spec.cache.enabled else None
+    run_name = f"{spec.model['name']}-{spec.benchmark['name']}-{spec.variants['name']}-T{spec.temperature}"
     # the cache is closed when the job ends, however it ends: its connection, and SQLite's WAL files with it
     with (
         contextlib.closing(cache) if cache is not None else contextlib.nullcontext(),
-        tracker.run(f"{cfg.model.name}-{cfg.benchmark.name}-{cfg.variants.name}-T{float(cfg.temperature)}") as run_id,
+        tracker.run(run_name) as run_id,
     ):
         records, metrics = answer_and_measure(
-            cfg, backend, items, left_out, GuardedCache(cache, guard) if cache is not None else None, run_id
+            spec, backend, items, left_out, GuardedCache(cache, guard) if cache is not None else None, run_id
         )
         guard()  # the files still those the answers came from, before anything is logged
         tags = {**identities, **content_tags(backend, resolved)}
         answered = AnsweredJob(
-            cfg=cfg,
+            spec=spec,
             backend=backend,
             questions=questions,
             size=size,
@@ -308,8 +303,9 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
         out_dir=Path(out_dir),
         headline=headline_metrics(metrics),
         tracking_uri=tracker.uri,
-        experiment=str(cfg.tracking.experiment),
+        experiment=spec.tracking.experiment,
         near_ties=ties if ties[1] else None,
+        level=spec.interval_level,
     )
 
 
@@ -345,7 +341,7 @@ def content_tags(backend: Backend, resolved: Mapping[str, Any]) -> dict[str, str
 
 
 def finished_job(
-    cfg: DictConfig,
+    spec: JobSpec,
     tracker: runs.JobTracker,
     backend: Backend,
     identities: Mapping[str, str],
@@ -361,7 +357,7 @@ def finished_job(
         line = runs.identity_change(older, identities, content.get(runs.CONTENT_TAG)) if older is not None else None
         if line:
             print(line, file=sys.stderr)
-        elif older is None and cfg.resume and "work_hash" in content:
+        elif older is None and spec.resume and "work_hash" in content:
             done = tracker.finished_run(identities, work_hash=content["work_hash"])
             if done is not None:
                 print(
@@ -371,7 +367,7 @@ def finished_job(
                 )
         if done is None:
             return None
-    if not cfg.resume:
+    if not spec.resume:
         return None
     log.info(
         "already finished as run %s (config_hash %s); set resume=false to run again", done.info.run_id, tracker.job_hash
@@ -379,7 +375,7 @@ def finished_job(
     return done
 
 
-def skipped_result(cfg: DictConfig, tracker: runs.JobTracker, done: Any, out_dir: str | Path) -> JobResult:
+def skipped_result(spec: JobSpec, tracker: runs.JobTracker, done: Any, out_dir: str | Path) -> JobResult:
     """The result of a job that a finished run already answered: its metrics, and the closing block's headline and
     near-ties as the run showed them when it was new (its `headline` and `near_ties` tags)."""
     metrics = tracker.finished_metrics(done)
@@ -393,8 +389,9 @@ def skipped_result(cfg: DictConfig, tracker: runs.JobTracker, done: Any, out_dir
         skipped=True,
         headline=headline,
         tracking_uri=tracker.uri,
-        experiment=str(cfg.tracking.experiment),
+        experiment=spec.tracking.experiment,
         near_ties=ties,
+        level=spec.interval_level,
     )
 
 
@@ -418,30 +415,33 @@ def content_guard(backend: Backend) -> Callable[[], None]:
 
 
 def plan_job(
-    cfg: DictConfig, questions: list[Question], backend: Backend | None = None
+    spec: JobSpec, questions: list[Question], backend: Backend | None = None
 ) -> tuple[PromptTemplate, list[Item], dict[str, list[str]]]:
     """(template, items, left_out) of a job, with its log lines; an option style the variants cannot use is
     refused here, before any compute."""
-    log.info("%s: %s", cfg.benchmark.name, describe_answer_slots(questions))
-    # an lm-eval task's option style is known once its documents are read: refused here, before any compute
-    label, continuing = benchmark_label(cfg.benchmark), continuation_tasks(questions)
-    # a suite (a group, a list of tasks): the validity rules hold per task; a list of one task is that task
-    if continuing and continuing != [task_spec(plain_dict(cfg.benchmark).get("task"))]:
-        label += f" (its task {continuing[0]})"
-    check_option_style(
-        variants=plain_dict(cfg.variants),
-        benchmark=label,
-        continuation=continuation_style(str(cfg.benchmark.name), questions),
-    )
-    template = PromptTemplate.from_config(plain_dict(cfg.prompt))
-    items, left_out = plan_items(cfg, questions, template, backend)
-    log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), cfg.repetitions)
+    bench_name = str(spec.benchmark["name"])
+    log.info("%s: %s", bench_name, describe_answer_slots(questions))
+    if bench_name == "lm_eval":
+        # an lm-eval task's option style is known once its documents are read: refused here, before any compute
+        # (a built-in benchmark's is known from its name, and was checked with the config)
+        label, continuing = benchmark_label(spec.benchmark), continuation_tasks(questions)
+        # a suite (a group, a list of tasks): the validity rules hold per task; a list of one task is that task
+        if continuing and continuing != [task_spec(spec.benchmark.get("task"))]:
+            label += f" (its task {continuing[0]})"
+        check_option_style(
+            variants=spec.variants,
+            benchmark=label,
+            continuation=continuation_style(bench_name, questions),
+        )
+    template = PromptTemplate.from_config(dict(spec.prompt))
+    items, left_out = plan_items(spec, questions, template, backend)
+    log.info("%d questions x variants = %d prompts x %d repetitions", len(questions), len(items), spec.repetitions)
     for reason, ids in sorted(left_out.items()):
         log.info(
             "option_refs=%s: %d questions had variants of %s left out (%s), e.g. %s",
-            cfg.option_refs,
+            spec.option_refs,
             len(ids),
-            cfg.variants.name,
+            spec.variants["name"],
             reason,
             ", ".join(ids[:3]),
         )
@@ -449,7 +449,7 @@ def plan_job(
 
 
 def answer_and_measure(
-    cfg: DictConfig,
+    spec: JobSpec,
     backend: Backend,
     items: list[Item],
     left_out: Mapping[str, list[str]],
@@ -462,48 +462,40 @@ def answer_and_measure(
     from src.metrics.chance import chance_levels  # local: loads numpy, pandas (slow import)
 
     start = time.perf_counter()
-    params = SamplingParams(
-        n=cfg.repetitions,
-        temperature=cfg.temperature,
-        top_k=cfg.top_k,
-        top_p=cfg.top_p,
-        max_new_tokens=cfg.max_new_tokens,
-    )
-    adaptive = bool(cfg.get("adaptive", False))  # stop a prompt once its repetition cell is settled (adaptive.py)
+    adaptive = spec.adaptive  # stop a prompt once its repetition cell is settled (adaptive.py)
     answers = answer_items(
         backend,
         items,
-        scoring=cfg.scoring,
-        params=params,
-        cloze_normalise=bool(cfg.cloze_normalise),
+        scoring=spec.scoring,
+        params=spec.sampling,
+        cloze_normalise=spec.cloze_normalise,
         cache=cache,
         adaptive=adaptive,
     )
     run_info = {
         "run_id": run_id,
-        "model": cfg.model.name,
-        "benchmark": cfg.benchmark.name,
-        "variant_set": cfg.variants.name,
-        "temperature": float(cfg.temperature),
-        "seed": int(cfg.seed),
-        "scoring": cfg.scoring,
+        "model": spec.model["name"],
+        "benchmark": spec.benchmark["name"],
+        "variant_set": spec.variants["name"],
+        "temperature": spec.temperature,
+        "seed": spec.seed,
+        "scoring": spec.scoring,
     }
-    records = to_records(items, answers, run_info=run_info, planned=int(cfg.repetitions) if adaptive else None)
-    stats = cfg.get("stats") or {}  # intervals beside the headline metrics (src/metrics/intervals.py)
-    metrics = compute_metrics(
+    records = to_records(items, answers, run_info=run_info, planned=spec.repetitions if adaptive else None)
+    metrics = compute_metrics(  # intervals beside the headline metrics: src/metrics/intervals.py
         records,
-        sure_rule=sure_rule(cfg),
-        pride_protocol=str(OmegaConf.select(cfg, "metrics.pride_protocol", default=PRIDE_PROTOCOLS[0])),
-        intervals=int(stats.get("bootstrap", 1000)),
-        level=stats_level(cfg),
-        interval_seed=int(cfg.seed),
+        sure_rule=spec.sure_rule,
+        pride_protocol=spec.pride_protocol,  # paper | authors
+        intervals=spec.bootstrap,
+        level=spec.level,
+        interval_seed=spec.seed,
     )
     metrics.update(chance_levels(records))  # what the headline is judged against (src/metrics/chance.py)
-    metrics.update(lm_eval_suite_metrics(cfg, items, records))  # lm-eval's acc, acc_norm and group numbers
+    metrics.update(lm_eval_suite_metrics(spec, items, records))  # lm-eval's acc, acc_norm and group numbers
     # every reason logged, 0 included, so that runs of a variant set line up by metric name in MLflow
     metrics.update({f"n_excluded_{reason}": float(len(left_out.get(reason, ()))) for reason in EXCLUSION_REASONS})
     if adaptive:  # the share of the planned trials that were not asked
-        metrics["adaptive_skipped_share"] = 1.0 - len(records) / max(1, len(items) * int(cfg.repetitions))
+        metrics["adaptive_skipped_share"] = 1.0 - len(records) / max(1, len(items) * spec.repetitions)
     metrics["seconds"] = time.perf_counter() - start
     metrics["cache_hit_rate"] = float(records.cache_hit.mean()) if len(records) else 0.0
     return records, metrics
@@ -513,7 +505,7 @@ def answer_and_measure(
 class AnsweredJob:
     """What a job asked and answered, for `log_job` to write and log."""
 
-    cfg: DictConfig
+    spec: JobSpec
     backend: Backend
     questions: list[Question]
     size: int | None  # the benchmark's size before `limit`, None where unknown
@@ -528,7 +520,7 @@ class AnsweredJob:
 
 def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count."""
-    cfg, backend, questions, size, template = job.cfg, job.backend, job.questions, job.size, job.template
+    spec, backend, questions, size, template = job.spec, job.backend, job.questions, job.size, job.template
     items, records, metrics, identity_tags = job.items, job.records, job.metrics, job.identity_tags
     out_dir, resolved = job.out_dir, job.resolved
     from src.answering.trials import prompt_hash  # local: loads pandas (slow import)
@@ -550,15 +542,15 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     # what MLflow shows (docs/mlflow_ui.md): the study's metrics, one value per param, a description in words
     shown_metrics = metrics
     tags = {
-        "model": cfg.model.name,
-        "benchmark": cfg.benchmark.name,
-        "variants": cfg.variants.name,
-        "temperature": str(float(cfg.temperature)),
-        "scoring": cfg.scoring,
+        "model": spec.model["name"],
+        "benchmark": spec.benchmark["name"],
+        "variants": spec.variants["name"],
+        "temperature": str(spec.temperature),
+        "scoring": spec.scoring,
         "git_commit": runs.git_commit(),
-        "prompt_hash": prompt_hash(template.texts_for(cfg.scoring)[0]),
+        "prompt_hash": prompt_hash(template.texts_for(spec.scoring)[0]),
         "backend": backend.identity[:5000],
-        "sure_rule": sure_rule(cfg),
+        "sure_rule": spec.sure_rule,
         # the closing block's metrics, so that the run shows the same block when a rerun finds it finished
         "headline": ",".join(headline_metrics(metrics)),
         **identity_tags,
@@ -580,16 +572,16 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
         tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
     tags[review.DESCRIPTION_TAG] = review.run_description(
-        model=cfg.model.name,
-        benchmark=cfg.benchmark.name,
-        variants=cfg.variants.name,
-        scoring=cfg.scoring,
-        temperature=float(cfg.temperature),
-        repetitions=int(cfg.repetitions),
+        model=spec.model["name"],
+        benchmark=spec.benchmark["name"],
+        variants=spec.variants["name"],
+        scoring=spec.scoring,
+        temperature=spec.temperature,
+        repetitions=spec.repetitions,
         n_questions=len(questions),
-        limit=cfg.limit,
+        limit=spec.limit,
         metrics=shown_metrics,
-        level=stats_level(cfg),
+        level=spec.level,
         rws_st=tags.get("rws_st"),
     )
     tracker.log(
@@ -603,7 +595,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         metrics=metrics,
         tags=redact(tags),
         artifacts_dir=artifacts,
-        dataset=review.questions_dataset(questions, name=str(cfg.benchmark.name)),
+        dataset=review.questions_dataset(questions, name=str(spec.benchmark["name"])),
     )
     return ties
 
@@ -621,19 +613,3 @@ def override_tags() -> dict[str, str]:
     ]
     # masked here too, not only where the tags are logged: a secret set on the command line never reaches the tag
     return {runs.OVERRIDES_TAG: redact_text(" ".join(kept))[:5000] or runs.NO_OVERRIDES}
-
-
-def sure_rule(cfg: DictConfig) -> str:
-    """The SURE rule the metrics use and the run's tag says (metrics.sure_rule): answer | correctness."""
-    return str(OmegaConf.select(cfg, "metrics.sure_rule", default=SURE_RULES[0]))
-
-
-def stats_level(cfg: DictConfig) -> float:
-    """The coverage of the intervals beside the headline metrics (stats.level, src/metrics/intervals.py)."""
-    return float((cfg.get("stats") or {}).get("level", 0.95))
-
-
-def interval_level(cfg: DictConfig) -> float | None:
-    """The coverage of the logged intervals (stats.level), None when none are logged (stats.bootstrap=0)."""
-    stats = cfg.get("stats")
-    return float(stats.level) if stats is not None and int(stats.bootstrap) > 0 else None

@@ -29,7 +29,8 @@ from src.common.digests import json_sha256, sorted_json
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
 from src.config import hydra_adapter, plain_dict
-from src.config.schema import check_config
+from src.config.schema import job_spec
+from src.config.spec import JobSpec
 from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
 from src.sweep import state as sweep_state
 from src.tracking import offline as tracking_offline, runs, store
@@ -62,15 +63,21 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
 def refused_jobs(composed: list[tuple[list[str], Any]]) -> list[str]:
     """One line per job of `composed` (`sweep_compose.composed_jobs`) whose config the run would refuse (validity
     rules, value checks), naming the job by its overrides."""
-    lines = []
+    return checked_jobs(composed)[1]
+
+
+def checked_jobs(composed: list[tuple[list[str], Any]]) -> tuple[list[JobSpec], list[str]]:
+    """(the spec of each job of `composed` that its check accepts, one line per job it refuses): `job_spec`, once a
+    job; the jobs this process runs (the basic launcher) find their spec built."""
+    specs, lines = [], []
     for job, cfg in composed:
         try:
             if isinstance(cfg, Exception):
                 raise cfg
-            check_config(cfg)
+            specs.append(job_spec(cfg))
         except UserError as err:
             lines.append(f"job {' '.join(job)}: {err}")
-    return lines
+    return specs, lines
 
 
 def sweep_hash(config: DictConfig) -> str:
@@ -89,21 +96,17 @@ def sweep_hash(config: DictConfig) -> str:
     return json_sha256([body, axes, task], length=16)
 
 
-def missing_resources(composed: list[tuple[list[str], Any]]) -> list[str]:
+def missing_resources(specs: list[JobSpec]) -> list[str]:
     """One line per model whose weights, or benchmark whose files, a job of this sweep needs and cannot find:
     checked before the first job, so a missing model is not found only when its first job starts hours in."""
     needs: dict[str, tuple[Any, list[int]]] = {}
-    for num, (_job, cfg) in enumerate(composed):
-        try:
-            model = {k: v for k, v in plain_dict(cfg.model).items() if k != "scoring"}
-            bench = plain_dict(cfg.benchmark)
-        except Exception:  # noqa: BLE001 - refused_jobs names what is wrong with this job's config
-            continue
+    for num, spec in enumerate(specs):
+        model, bench = spec.backend_config, dict(spec.benchmark)
         for key, need in (
             (sorted_json(["model", model]), ("model", model)),
             (
-                sorted_json(["bench", bench, cfg.data_dir]),  # its files
-                ("benchmark", (bench, cfg.data_dir, cfg.seed)),
+                sorted_json(["bench", bench, spec.data_dir]),  # its files
+                ("benchmark", (bench, spec.data_dir, spec.seed)),
             ),
         ):
             needs.setdefault(key, (need, []))[1].append(num)
@@ -203,7 +206,7 @@ class MlflowSweepCallback(Callback):
         self.sweep_dir: Path | None = None
         self.invocation = uuid.uuid4().hex[:12]
         self.expected: int | None = None
-        self.tracking_cfg: dict[str, Any] = {}
+        self.tracking: store.TrackingOptions | None = None  # the sweep's, once its parent run is opened
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
@@ -218,7 +221,7 @@ class MlflowSweepCallback(Callback):
         self.loader = loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
         composed = composed_jobs(config, sweep_jobs(config), loader)
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
-        refused = refused_jobs(composed)
+        specs, refused = checked_jobs(composed)
         if refused:  # before any job runs or any parent run is made
             for line in refused:
                 print(f"error: {line}", file=sys.stderr)
@@ -228,7 +231,7 @@ class MlflowSweepCallback(Callback):
                 file=sys.stderr,
             )
             sys.exit(2)
-        missing = missing_resources(composed)
+        missing = missing_resources(specs)
         if missing:
             for line in missing:
                 print(f"error: {line}", file=sys.stderr)
@@ -259,19 +262,20 @@ class MlflowSweepCallback(Callback):
     def _open_parent(self, config: DictConfig) -> None:
         """Join the sweep's parent run (same sweep folder, or a rerun of the same sweep found by `sweep_hash`),
         or make one; record its ids in `<sweep dir>/sweep.json` for the jobs."""
-        self.tracking_cfg = plain_dict(config.tracking)
-        store.check_options(self.tracking_cfg)
-        store.apply_retry_budget(self.tracking_cfg.get("retry_budget_s", 20.0))
-        offline_dir = self.tracking_cfg.get("offline_dir") or "mlruns/offline"
+        tracking = plain_dict(config.tracking)  # the sweep's own, once: its jobs' are in their specs
+        store.check_options(tracking)
+        self.tracking = options = store.TrackingOptions.of(tracking)
+        store.apply_retry_budget(options.retry_budget_s)
+        offline_dir = options.offline_dir
         sweep_dir = self.sweep_dir
         assert sweep_dir is not None  # on_multirun_start sets it before opening the parent
         info = read_sweep_info(sweep_dir)
         digest = sweep_hash(config)
-        uri = store.job_tracking_uri(self.tracking_cfg)
+        uri = options.job_uri
         try:
             store.check_tracking(uri)
         except UserError:
-            if self.tracking_cfg.get("on_outage") != "offline" or self.tracking_cfg.get("offline"):
+            if options.on_outage != "offline" or options.offline:
                 raise
             print(
                 f"warning: MLflow server {uri} is unreachable; the sweep's parent run goes to {offline_dir} "
@@ -418,6 +422,6 @@ class MlflowSweepCallback(Callback):
         except Exception as err:
             if not (isinstance(err, UserError) or store.is_outage(err)):
                 raise
-            offline_dir = self.tracking_cfg.get("offline_dir") or "mlruns/offline"
+            offline_dir = self.tracking.offline_dir if self.tracking is not None else "mlruns/offline"
             tracking_offline.note_pending_close(offline_dir, uri, parent_id, status)
             return f"not marked {status}: its server is down (python -m src.sync --offline-dir {offline_dir} marks it)"

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from src.common import gc_tuning, progress, stdout_data
 from src.common.errors import UserError
 from src.common.redact import redact_text
-from src.job.runner import interval_level, run_job
+from src.job.runner import run_job
 from src.sweep.callback import job_label, read_sweep_info, write_outcome
 from src.tracking import runs, store
 
@@ -31,12 +31,9 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     sweep = read_sweep_info(hydra_cfg.sweep.dir)
     out_dir = hydra_cfg.runtime.output_dir
     num, overrides = int(hydra_cfg.job.num), list(hydra_cfg.overrides.task)
-    outcome = {
-        "num": num,
-        "overrides": overrides,
-        "invocation": sweep.get("invocation"),
-        "offline_dir": str(cfg.tracking.offline_dir),
-    }
+    # read before the job's spec is built (run_job): a job whose config is refused still reports where it logs
+    offline_dir, offline_mode = str(cfg.tracking.offline_dir), bool(cfg.tracking.offline)
+    outcome = {"num": num, "overrides": overrides, "invocation": sweep.get("invocation"), "offline_dir": offline_dir}
     runs.last_run.clear()
     try:
         with stdout_data.to_stderr():  # stdout holds the JSON lines alone (src/common/stdout_data.py)
@@ -58,10 +55,10 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
         )
         return
     # went to the offline store because the server was down (tracking.on_outage=offline)
-    offline = not cfg.tracking.offline and runs.last_run.get("uri") == f"sqlite:///{cfg.tracking.offline_dir}/mlflow.db"
+    offline = not offline_mode and runs.last_run.get("uri") == f"sqlite:///{offline_dir}/mlflow.db"
     write_outcome(
         out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id, offline=offline
     )
     print(summary, flush=True)
     # the sweep's summary prints the commands once, for every job (src/sweep/callback.py)
-    print(f"job #{num} {result.closing(level=interval_level(cfg), commands=False)}", file=sys.stderr)
+    print(f"job #{num} {result.closing(level=result.level, commands=False)}", file=sys.stderr)

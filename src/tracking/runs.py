@@ -190,18 +190,17 @@ class JobTracker:
     on into `tracking.offline_dir` and says to run `python -m src.sync`. Every run it makes ends FINISHED, FAILED
     or KILLED; a run on a server that died is noted for `src.sync` to close."""
 
-    def __init__(self, tracking_cfg: Mapping[str, Any], *, job_hash: str, sweep: Mapping[str, str] | None = None):
-        self.cfg = dict(tracking_cfg)
-        store.check_options(self.cfg)
-        store.apply_retry_budget(self.cfg.get("retry_budget_s", 20.0))
-        self.target = self.cfg["uri"]
-        self.offline_dir = expand_path(self.cfg.get("offline_dir") or "mlruns/offline")
+    def __init__(self, options: store.TrackingOptions, *, job_hash: str, sweep: Mapping[str, str] | None = None):
+        self.options = options  # checked once, where the job's spec was built (src/config/spec.py)
+        store.apply_retry_budget(options.retry_budget_s)
+        self.target = options.uri
+        self.offline_dir = expand_path(options.offline_dir)
         self.offline_uri = f"sqlite:///{self.offline_dir}/mlflow.db"
         self.job_hash = job_hash
         self.sweep = dict(sweep or {})
         self.run_id: str | None = None
         self.fell_back = False
-        self._connect(self.offline_uri if self.cfg.get("offline") else self.target)
+        self._connect(self.offline_uri if options.offline else self.target)
 
     # -- where the job logs
 
@@ -210,7 +209,7 @@ class JobTracker:
         return self.uri == self.offline_uri
 
     def _can_fall_back(self) -> bool:
-        return self.cfg.get("on_outage", "fail") == "offline" and not self.offline
+        return self.options.on_outage == "offline" and not self.offline
 
     def _connect(self, uri: str) -> None:
         import mlflow
@@ -222,7 +221,7 @@ class JobTracker:
             store.open_store(uri)
             self.client = store.client(uri)
             self.exp_id = self._call(
-                lambda: store.experiment_id(self.client, self.cfg["experiment"], uri), fall_back=False
+                lambda: store.experiment_id(self.client, self.options.experiment, uri), fall_back=False
             )
         except UserError as err:
             if not self._can_fall_back():

@@ -7,6 +7,7 @@ import os
 import shutil
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -265,6 +266,37 @@ def check_options(tracking_cfg: Mapping[str, Any]) -> None:
     budget = tracking_cfg.get("retry_budget_s", 20.0)
     if budget is None or not 0 <= float(budget) <= 600:
         raise UserError(f"config key tracking.retry_budget_s: {budget} must be between 0 and 600 seconds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackingOptions:
+    """Where a job logs and what it does when the store does not answer: the composed `tracking` node, checked once
+    (`of`) and read by the tracker, the sweep's parent run and the job as it is, with no defaults of its own (the
+    schema, src/config/schema.py `TrackingConfig`, gives them)."""
+
+    uri: str
+    experiment: str
+    offline: bool  # log to offline_dir now, upload with `python -m src.sync` later
+    offline_dir: str
+    on_outage: str  # fail | offline (OUTAGE_CHOICES)
+    retry_budget_s: float
+
+    @classmethod
+    def of(cls, node: Mapping[str, Any]) -> TrackingOptions:
+        """The options of a checked `tracking` node (`check_options`) that has every key (a composed config's)."""
+        return cls(
+            uri=str(node["uri"]),
+            experiment=str(node["experiment"]),
+            offline=bool(node["offline"]),
+            offline_dir=str(node["offline_dir"] or "mlruns/offline"),  # empty: the default (as job_tracking_uri)
+            on_outage=str(node["on_outage"]),
+            retry_budget_s=float(node["retry_budget_s"]),
+        )
+
+    @property
+    def job_uri(self) -> str:
+        """The store a job logs to (`job_tracking_uri`)."""
+        return job_tracking_uri({"uri": self.uri, "offline": self.offline, "offline_dir": self.offline_dir})
 
 
 def client_retries(budget_s: float) -> tuple[int, int]:

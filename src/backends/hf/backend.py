@@ -204,22 +204,10 @@ class HFBackend(Backend):
     # -- the Backend interface -----------------------------------------------------------------
 
     @torch.inference_mode()
-    def score_labels(
-        self,
-        requests: Sequence[Request],
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float = 1.0,
-    ) -> list[LabelScores]:
+    def score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None = None) -> list[LabelScores]:
         if not requests:
             return []
         self.load()
-        sampling = (
-            None
-            if temperature is None
-            else SamplingParams(temperature=float(temperature), top_k=top_k, top_p=float(top_p))
-        )
         encoded = [self._encode(self._prompt_text(r.prompt)) for r in requests]
         self.prompts_answered += len(requests)
         results: list[LabelScores | None] = [None] * len(requests)
