@@ -231,8 +231,9 @@ def log_artifacts(client: Client, run_id: str, folder: Path) -> None:
     from mlflow.utils.uri import is_local_uri
 
     uri = client.get_run(run_id).info.artifact_uri
-    if uri and is_local_uri(uri, is_tracking_or_registry_uri=False):
-        root = Path(local_file_uri_to_path(uri))
+    # MLflow leaves both untyped
+    if uri and is_local_uri(uri, is_tracking_or_registry_uri=False):  # type: ignore[no-untyped-call]
+        root = Path(local_file_uri_to_path(uri))  # type: ignore[no-untyped-call]
         linked: list[Path] = []
         try:
             for source in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
