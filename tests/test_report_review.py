@@ -150,7 +150,7 @@ def test_repetition_only_experiment(run_job_in, tmp_path):
         assert f"| {term}" in definitions or f"/ {term}" in definitions, term
     assert "CoRA" not in definitions and "MCQA+" not in definitions  # only what the page shows
     assert "acc stdev (repetition paper)" in md
-    shown = pd.read_csv(next((tmp_path / "rep" / "tables").glob("disagreements_*.csv")))
+    shown = pd.read_parquet(next((tmp_path / "rep" / "tables").glob("disagreements_*.parquet")))
     assert set(shown["model"]) == set(ids) and shown["prompt"].str.contains("A. ").all()
     assert set(shown.columns) >= {"question_id", "prompt", "raw_output", "parsed_label", "parse_rule", "correct"}
     per_question = shown.groupby("question_id")["parsed_label"].nunique()
@@ -173,10 +173,12 @@ def test_cora_experiment_with_short_ids(run_job_in, tmp_path, capsys):
     assert any(line.startswith("| INVALID |") and "%" in line for line in cora)
     assert "MCQA+ std x10³ (CoRA paper)" in md
     assert f"## Disagreements: {a[:8]} vs {b[:8]}" in md and a in md  # resolved to the full id
-    diff = pd.read_csv(tmp_path / "cora" / "tables" / "diff_questions_shown.csv")
+    diff = pd.read_parquet(tmp_path / "cora" / "tables" / "diff_questions_shown.parquet")
     assert set(diff["run_id"]) == {a, b}
     # the variants of one model that pick different options: every variant of such a question, as shown
-    variants = pd.read_csv(next((tmp_path / "cora" / "tables").glob("variant_disagreements_*_simulated_0.6_*.csv")))
+    variants = pd.read_parquet(
+        next((tmp_path / "cora" / "tables").glob("variant_disagreements_*_simulated_0.6_*.parquet"))
+    )
     assert variants.groupby("question_id")["variant_id"].nunique().min() > 2
     assert variants["prompt"].str.contains("A. ").all() and variants["prompt"].nunique() > 1
     assert resolve_run_id(a[:10], run_job_in.store_uri) == a

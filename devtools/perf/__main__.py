@@ -53,6 +53,12 @@ sampled), and the cost per token fed (ms/token, padding included) for:
               --scale-limit questions into one SQLite store (the smoke sweep's file, its axes replaced on the
               command line), then `python -m src.compare` on all of it from a fresh process: its wall and CPU
               seconds and the size of report.html; `--only review_scale` runs it alone (~6 minutes on 2 cores)
+- report_size the bytes one CoRA run leaves (devtools/perf/sizes.py): a simulated job of --sizes-limit MMLU
+              questions and `python -m src.compare` on it, from fresh processes on a new SQLite store: the report
+              folder and its per-question disagreements table (and that table's size as CSV), a full-MMLU report
+              extrapolated, the store's bytes per job run and per comparison run, and the copies on disk of the
+              job's artifacts and of the report; `--only report_size` runs it alone (~1 minute on 2 cores);
+              `python -m devtools.perf.tables --write` makes docs/speed.md's table of them
 - vllm        the main job's prompts (--vllm-limit questions x CoRA) answered by `model=vllm` and by `model=hf`
               on the same float32 weights, each scoring, in one process: the engine's start apart, the time
               ratio, decisions compared, one call against the answering loop's chunks, prefix caching off
@@ -77,7 +83,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devtools.perf import gpu, intervals, lm_eval, processes, results, study, vllm
+from devtools.perf import gpu, intervals, lm_eval, processes, results, sizes, study, vllm
 from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
 from src.cli import entry
 
@@ -129,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         help="review_scale: the store and report folder; a store already there is compared again "
         "without rerunning the sweep (default: a new temporary folder, kept)",
     )
+    parser.add_argument(
+        "--sizes-limit",
+        type=int,
+        default=2000,
+        help="report_size: MMLU questions of the simulated CoRA job (default 2000)",
+    )
+    parser.add_argument("--sizes-dir", metavar="DIR", help="report_size: a new or empty folder (store, report)")
     parser.add_argument(
         "--gpu-questions",
         type=int,
@@ -249,6 +262,7 @@ def run_parts(parts: list[str], meter: Meter, args: argparse.Namespace, ratios: 
         ("startup", processes.part_startup),
         ("generation", processes.part_generation),
         ("review_scale", processes.part_review_scale),
+        ("report_size", sizes.part_report_size),
         ("gpu", gpu.part_gpu),
         ("vllm", vllm.part_vllm),
         ("main_job", processes.part_main_job),

@@ -29,6 +29,7 @@ PARTS = (
     "startup",
     "generation",
     "review_scale",
+    "report_size",
     "gpu",
     "vllm",
     "main_job",
@@ -39,7 +40,19 @@ PARTS = (
 MODEL_PARTS = tuple(
     p
     for p in PARTS
-    if p not in ("load", "rerun", "intervals", "startup", "generation", "review_scale", "gpu", "vllm", "main_job")
+    if p
+    not in (
+        "load",
+        "rerun",
+        "intervals",
+        "startup",
+        "generation",
+        "review_scale",
+        "report_size",
+        "gpu",
+        "vllm",
+        "main_job",
+    )
 )
 
 
@@ -90,6 +103,11 @@ TARGETS = {  # what each figure must reach, checked on the printed numbers
         lambda r: r < 60.0,
     ),
     "review_scale_html_mb": ("review at scale: report.html of 128 runs < 5 MB", lambda r: r < 5.0),
+    "report_size_full_mmlu_est_mb": (
+        "a full-MMLU CoRA run's report folder <= 10 MB (extrapolated from the measured run)",
+        lambda r: r <= 10.0,
+    ),
+    "report_size_job_copies": ("a job's artifacts on disk once (job folder and local store)", lambda r: r <= 1.0),
     "gpu_medqa_cora_8b_h100_s": (
         "device check: MedQA CoRA (1,273 x 26) with Llama-3-8B's shape in < 2 minutes on one "
         "H100 (extrapolated from the timed slice)",

@@ -160,6 +160,8 @@ def part_review_scale(meter: Meter, args, ratios: dict[str, float], shared: dict
     ratios["review_scale_compare_wall_s"] = wall
     ratios["review_scale_compare_cpu_s"] = compare_cpu
     ratios["review_scale_html_mb"] = html_mb
+    # the whole folder, its per-question tables (parquet) included
+    ratios["review_scale_report_mb"] = sum(p.stat().st_size for p in (root / "report").rglob("*") if p.is_file()) / 1e6
 
 
 # --only generation: one fresh process per phase (name -> share_prefix, sampling settings; None: label scoring)

@@ -51,6 +51,7 @@ SUFFIX_UNITS = (  # a ratio's unit from its name's ending, longest first; anythi
     ("_mib", "MiB"),
     ("_mb", "MB"),
     ("_tokens", "tokens"),
+    ("_questions", "questions"),
     ("_s", "s"),
 )
 

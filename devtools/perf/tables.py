@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devtools.perf import sizes
 from devtools.perf.meter import REPO
 from devtools.perf.results import DEFAULT_PATH
 
@@ -113,7 +114,7 @@ def command_words(record: dict[str, Any]) -> str:
     return shlex.join(kept)
 
 
-OUTPUT_FLAGS = ("--results", "--out")
+OUTPUT_FLAGS = ("--results", "--out", "--sizes-dir")  # where the bench wrote, not what it measured
 
 
 def target_words(row: Row, record: dict[str, Any]) -> str:
@@ -305,10 +306,20 @@ def render_main_job(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def render_sizes(records: list[dict[str, Any]]) -> list[str]:
+    """docs/speed.md's report sizes (devtools/perf/sizes.py): each figure of `sizes.FIGURES` as last measured."""
+    rows = tuple(
+        Row(label, (name,), "{0:,.0f}" if name.endswith(("_questions", "_copies")) else "{0:.3g} MB")
+        for name, label in sizes.FIGURES
+    )
+    return render_rows(records, rows)
+
+
 # each table: the page it is on and how it is made
 TABLES: dict[str, tuple[str, Callable[[list[dict[str, Any]]], list[str]]]] = {
     "main-job": ("README.md", render_main_job),
     "speed": ("docs/speed.md", render_speed),
+    "sizes": ("docs/speed.md", render_sizes),
 }
 
 

@@ -1,8 +1,9 @@
 """`python -m src.compare --experiment NAME [--sweep-id ID] [filters] [--diff RUN_A RUN_B] [--out DIR]`.
 
 Reads the finished job runs of an MLflow experiment and/or sweep, builds the papers' comparison tables and plots,
-writes report.md, report.html (self-contained), tables/*.csv and plots/*.png to --out (default
-reports/<experiment>), and logs that folder as the artifacts of a run tagged kind=comparison.
+writes report.md, report.html (self-contained), tables/*.csv, tables/*.parquet (the per-question tables of
+prompts and outputs) and plots/*.png to --out (default reports/<experiment>), and logs that folder as the
+artifacts of a run tagged kind=comparison.
 """
 
 from __future__ import annotations

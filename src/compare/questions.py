@@ -18,8 +18,8 @@ from ..metrics.chance import trial_chance
 from .load import Runs
 from .tables.common import ONE_VARIANT_SETS, Built, Table, condition_groups, latest, slug
 
-SHOWN_QUESTIONS = 20  # in the HTML and Markdown per table; the CSV holds every one
-PROMPT_CHARS = 400  # of a prompt in the page (its end); the CSV holds it whole
+SHOWN_QUESTIONS = 20  # in the HTML and Markdown per table; its parquet file holds every one
+PROMPT_CHARS = 400  # of a prompt in the page (its end); the parquet file holds it whole
 COLUMNS = [
     "question_id",
     "model",
@@ -114,8 +114,8 @@ def disagreement_table(
     by: str = "model",
     shown_questions: int = SHOWN_QUESTIONS,
 ) -> Table:
-    """The CSV holds every row; the page the first `shown_questions` questions, a prompt cut at PROMPT_CHARS;
-    `by` is the column that tells the rows of a question apart (model, or variant_id)."""
+    """tables/NAME.parquet holds every row (`Table.columnar`); the page the first `shown_questions` questions, a
+    prompt cut at PROMPT_CHARS; `by` is the column that tells the rows of a question apart (model, or variant_id)."""
     questions = list(dict.fromkeys(rows["question_id"]))
     shown = rows[rows["question_id"].isin(questions[:shown_questions])]
     text = pd.DataFrame(
@@ -134,7 +134,7 @@ def disagreement_table(
         index=pd.Index(shown["question_id"].to_numpy(), name="question"),
     )
     more = (
-        f"; first {shown_questions} of {len(questions)} questions shown, all in the CSV"
+        f"; first {shown_questions} of {len(questions)} questions shown, all in the parquet file"
         if len(questions) > shown_questions
         else ""
     )
@@ -143,6 +143,7 @@ def disagreement_table(
         data=rows,
         text=text,
         name=name,
+        columnar=True,
         caption=f"{len(questions)} question{'s' if len(questions) != 1 else ''} answered differently"
         f"{more}. {caption} Parse: the label read from the output (INVALID: none) and the rule that "
         "read it (src/core/parsing.py); chance: 1/k for the k options of that question as shown.",

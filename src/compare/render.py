@@ -98,10 +98,11 @@ def render(sections: list[Section], header: list[str], title: str) -> tuple[str,
         for table in section.tables:
             md += [f"### {table.title}", "", markdown_table(table.text), ""]
             if table.caption:
-                md += [f"*{table.caption}* (`tables/{table.name}.csv`)", ""]
+                md += [f"*{table.caption}* (`tables/{table.name}{table.suffix}`)", ""]
             body.append(f"<h3>{html.escape(table.title)}</h3>{html_table(table.text, prose=table.prose)}")
             if table.caption:
-                body.append(f"<p class=caption>{html.escape(table.caption)} (tables/{html.escape(table.name)}.csv)</p>")
+                file = html.escape(table.name + table.suffix)
+                body.append(f"<p class=caption>{html.escape(table.caption)} (tables/{file})</p>")
         for plot in section.plots:
             md += [f"### {plot.title}", "", f"![{plot.title}](plots/{plot.name}.png)", ""]
             if plot.caption:

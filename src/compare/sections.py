@@ -306,7 +306,7 @@ def detail_sections(runs: Runs, fluctuation_spreads: bool) -> list[Section]:
             intro="Per run of a set with several orders or option lists per question: every question whose "
             "variants got answers that pick different options (repetition 0), each variant with its "
             "prompt as shown, output and parse; the page shows the first questions, "
-            "tables/variant_disagreements_*.csv every one.",
+            "tables/variant_disagreements_*.parquet every one.",
         ).add(run_variant_disagreements(runs)),
     ]
 

@@ -89,8 +89,7 @@ def log_ingested(
             metrics.update({f"n_excluded_{reason}": 0.0 for reason in EXCLUSION_REASONS})
             metrics["seconds"] = time.perf_counter() - start
             metrics["cache_hit_rate"] = 0.0
-            artifacts = folder / "artifacts"
-            artifacts.mkdir(parents=True, exist_ok=True)
+            artifacts = runs.artifacts_folder(folder)
             write_records(records, artifacts)
             (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
             (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(dict(params))))

@@ -529,8 +529,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     from src.metrics.chance import chance_tags  # local: loads numpy, pandas (slow import)
     from src.metrics.slots import prior_text  # local: loads numpy, pandas (slow import)
 
-    artifacts = Path(out_dir) / "artifacts"  # exactly what MLflow receives
-    artifacts.mkdir(parents=True, exist_ok=True)
+    artifacts = runs.artifacts_folder(out_dir)  # exactly what MLflow receives (the same files, linked, locally)
     write_records(records, artifacts)
     write_prompts(
         {prompt_hash(it.request.prompt): (it.request.prompt, backend.model_input(it.request.prompt)) for it in items},

@@ -7,6 +7,7 @@ MLflow is imported inside the functions: the report's commands load it only when
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -89,12 +90,22 @@ def log_folder_run(
     try:
         for key, value in params.items():
             store.with_retries(functools.partial(client.log_param, run_id, key, str(value)[:PARAM_LIMIT]))
-        with tempfile.TemporaryDirectory() as tmp:  # a snapshot, so the artifacts match what this call wrote
-            shutil.copytree(folder, Path(tmp) / "report", dirs_exist_ok=True)
-            store.with_retries(lambda: client.log_artifacts(run_id, str(Path(tmp) / "report")))
+        # a snapshot, so the artifacts match what this call wrote: hard links (the report is replaced whole, by
+        # renames, never written over in place), so its bytes are on disk once with a local store
+        with tempfile.TemporaryDirectory(dir=Path(folder).parent, prefix=".snapshot-") as tmp:
+            shutil.copytree(folder, Path(tmp) / "report", dirs_exist_ok=True, copy_function=_link_or_copy)
+            store.with_retries(lambda: store.log_artifacts(client, run_id, Path(tmp) / "report"))
     except BaseException as err:  # Ctrl-C too: no comparison run is left RUNNING
         status = "KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED"
         store.with_retries(lambda: client.set_terminated(run_id, status))
         raise
     store.with_retries(lambda: client.set_terminated(run_id, "FINISHED"))
     return str(run_id)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link where the file system allows one, else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -457,7 +457,7 @@ class JobTracker:
             asked = DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])
             self._call(lambda: self.client.log_inputs(run_id, [asked]), doing=doing)
         self._call(lambda: self._share_review_view(metrics), doing=doing)
-        self._call(lambda: self.client.log_artifacts(run_id, str(artifacts_dir)), doing=doing)
+        self._call(lambda: store.log_artifacts(self.client, run_id, artifacts_dir), doing=doing)
 
     def _share_review_view(self, metrics: Mapping[str, float]) -> None:
         """Add this run's headline metrics to the experiment's review view (`review_link`)."""
@@ -545,6 +545,17 @@ def mark_dead_runs(client: store.Client, experiment: str, which: str) -> list[st
     return marked
 
 
+def artifacts_folder(out_dir: str | Path) -> Path:
+    """`out_dir/artifacts`, made empty: an earlier run's files there are that run's artifacts in a local store too
+    (hard links, `store.log_artifacts`), so they are removed, never written over in place."""
+    import shutil
+
+    folder = Path(out_dir) / "artifacts"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def log_run(
     mlflow: Any,
     *,
@@ -562,4 +573,4 @@ def log_run(
     )
     store.with_retries(lambda: mlflow.log_metrics(finite))
     store.with_retries(lambda: mlflow.set_tags(dict(tags)))
-    mlflow.log_artifacts(str(artifacts_dir))
+    store.log_artifacts(mlflow.MlflowClient(), mlflow.active_run().info.run_id, artifacts_dir)

@@ -222,6 +222,34 @@ def _migrate(partial: Path) -> None:
         Path(f"{partial}-journal").unlink(missing_ok=True)
 
 
+def log_artifacts(client: Client, run_id: str, folder: Path) -> None:
+    """The files of `folder` as the run's artifacts, their bytes written once: where the run's artifact root is a
+    local folder (a SQLite store keeps it beside the database, `experiment_id`; the offline store too) each file is
+    hard-linked into it, one set of bytes under two names, the job's folder and the store's; a server, or a store
+    on another file system, gets MLflow's own copy or upload. A linked file is the store's copy: whoever writes into
+    `folder` again removes the file first (a file truncated in place would change the logged run)."""
+    from mlflow.utils.file_utils import local_file_uri_to_path
+    from mlflow.utils.uri import is_local_uri
+
+    uri = client.get_run(run_id).info.artifact_uri
+    # MLflow leaves both untyped
+    if uri and is_local_uri(uri, is_tracking_or_registry_uri=False):  # type: ignore[no-untyped-call]
+        root = Path(local_file_uri_to_path(uri))  # type: ignore[no-untyped-call]
+        linked: list[Path] = []
+        try:
+            for source in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+                target = root / source.relative_to(folder)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.unlink(missing_ok=True)
+                os.link(source, target)
+                linked.append(target)
+            return
+        except OSError:  # another file system (EXDEV) or one without hard links: MLflow copies them whole
+            for target in linked:
+                target.unlink(missing_ok=True)
+    client.log_artifacts(run_id, str(folder))
+
+
 def search_all(
     client: Client, experiment_ids: Iterable[str], filter_string: str = "", order_by: list[str] | None = None
 ) -> list[Run]:

@@ -32,9 +32,17 @@ class Table:
     title: str
     data: pd.DataFrame
     text: pd.DataFrame
-    name: str  # file stem of its CSV
+    name: str  # file stem of its table under tables/
     caption: str = ""
     prose: bool = False  # cells of words (definitions): left-aligned in HTML
+    # a table of prompts and outputs, a row per question and model or variant: zstd-compressed parquet, not CSV
+    # (a full CoRA run's is ~30x smaller; the prompts of a question's variants differ in little but the order)
+    columnar: bool = False
+
+    @property
+    def suffix(self) -> str:
+        """Of its file under tables/: .csv, or .parquet for a `columnar` table."""
+        return ".parquet" if self.columnar else ".csv"
 
 
 @dataclass
