@@ -247,7 +247,7 @@ def compose_in_process(overrides: list[str]):
     """`compose_job(overrides)`, composed as `compose_jobs` composes a sweep's jobs (src/config/hydra_adapter.py): one
     loader for the whole test process, so each choice of config groups is composed whole once and every other job
     of it is a copy with its plain `key=value` overrides applied by Hydra's own step. The same configs and one-line
-    errors (tests/test_sweeps.py checks the equality); ~0.1 s of CPU less a job, over the suite's in-process jobs.
+    errors (tests/test_sweeps.py checks the equality); ~0.15 s of CPU less a job, over the suite's in-process jobs.
     The cached compositions are copied for each job, never handed out."""
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
