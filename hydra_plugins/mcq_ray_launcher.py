@@ -115,7 +115,9 @@ class TrackedRayLauncher(Launcher):
                 sweep_config.hydra.job.id = f"job_id_for_{num}"
                 sweep_config.hydra.job.num = num
             remote = plain_dict(self.ray_cfg.remote) or {}
-            job = ray.remote(**remote)(run_job_in_worker) if remote else ray.remote(run_job_in_worker)
+            # Any: Ray's overloads of `remote` type a task by its positional parameters, and this one takes keywords
+            as_task: Any = ray.remote(**remote) if remote else ray.remote
+            job = as_task(run_job_in_worker)
             refs.append(
                 job.remote(
                     hydra_context=self.hydra_context,

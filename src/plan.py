@@ -164,6 +164,15 @@ def _pilot(
     return len(a.question_ids), {name: d.sd for name, d in differences.items() if d.sd is not None}, "paired"
 
 
+def without_one_draw(sds: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    """(sds, notes): a repetition run's `mcqa` (one sampled draw) left out and named, as the report's tables do."""
+    from src.metrics.display import MCQA_ONE_DRAW, mcqa_one_draw  # local: loads numpy, pandas (slow import)
+
+    if "mcqa" in sds and mcqa_one_draw(sds):
+        return {k: v for k, v in sds.items() if k != "mcqa"}, [f"mcqa left out: {MCQA_ONE_DRAW}"]
+    return dict(sds), []
+
+
 def plan_rows(
     sds: Mapping[str, float], n: int, size: int | None, *, delta: float, alpha: float, power: float
 ) -> list[dict[str, Any]]:
@@ -242,6 +251,7 @@ def plan(
         )
     else:
         heading = f"run {run_ids[0]} ({info[0][0]}): {n} questions{of}; {test}"
+    sds, drawn_once = without_one_draw(sds)
     rows = plan_rows(sds, n, size, delta=delta, alpha=alpha, power=power)
     if not rows:
         raise UserError(
@@ -249,6 +259,7 @@ def plan(
             "behind it to estimate its variance from"
         )
     notes = chance_notes(client, run_ids, [i[0] for i in info])
+    notes += drawn_once
     if paired and headline:
         notes += lead_notes(client, run_ids, headline)
     return "\n".join([heading, *notes]), rows

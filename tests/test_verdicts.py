@@ -150,6 +150,28 @@ def build_study(runs):
     return paired_study(runs)
 
 
+@pytest.mark.promise(
+    "docs/review.md", "a repetition run's mcqa, one sampled draw, is no row of a paired or planning table"
+)
+def test_a_repetition_runs_one_draw_mcqa_is_left_out_of_the_paired_and_planning_tables_and_named(monkeypatch):
+    """In a repetition condition the accuracy is acc_mean; mcqa is repetition 0's draw alone. Neither the paired
+    differences (where it would also take a share of Holm's adjustment) nor the questions-needed table nor
+    `src.plan` gives it a row, and each says why under it; a run without repetitions keeps its mcqa."""
+    from src.metrics.display import MCQA_ONE_DRAW
+    from src.plan import without_one_draw
+
+    runs = repetition_runs({"smollm2": drawn(40, 0.5, 0.0, seed=1), "gemma": drawn(40, 0.3, 0.0, seed=2)}, monkeypatch)
+    _, by_title = sections_by_title(runs)
+    (paired,) = by_title["Paired differences between models"].tables
+    (power,) = by_title["How many questions are enough"].tables
+    assert "acc_mean" in set(paired.data["metric"]) and "mcqa" not in set(paired.data["metric"])
+    assert "mcqa" not in set(power.data["metric"])
+    assert f"mcqa (smollm2 {MINUS} gemma): {MCQA_ONE_DRAW}" in paired.caption
+    assert f"mcqa (smollm2 {MINUS} gemma, paired; smollm2; gemma): {MCQA_ONE_DRAW}" in power.caption
+    assert without_one_draw({"mcqa": 0.3, "acc_mean": 0.2}) == ({"acc_mean": 0.2}, [f"mcqa left out: {MCQA_ONE_DRAW}"])
+    assert without_one_draw({"mcqa": 0.3, "cora": 0.2}) == ({"mcqa": 0.3, "cora": 0.2}, [])
+
+
 @pytest.mark.promise("docs/review.md", "every difference reads leader − runner-up with one minus sign, in every place")
 def test_one_convention_for_a_difference_in_the_bottom_line_tables_and_stderr(monkeypatch):
     """The leader's name sorts after the runner-up's: the bottom line, the summary, the paired table, its stderr

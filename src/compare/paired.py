@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from src.common.errors import UserError
-from src.metrics.display import difference_cell, fmt, minus, undefined_reason
+from src.metrics.display import MCQA_ONE_DRAW, difference_cell, fmt, mcqa_one_draw, minus, undefined_reason
 from src.tracking import store as tracking_store
 
 from ..metrics.intervals import MIN_BOOTSTRAP_QUESTIONS, Decomposition, decompose
@@ -269,6 +269,8 @@ def _pair(store: _Records, a: RunRow, b: RunRow, title: str, options: _Options) 
         )
     if a.get("variants") in ONE_VARIANT_SETS or b.get("variants") in ONE_VARIANT_SETS:
         left_out |= {n for n in dec_a.names if n.startswith(CORA_FAMILY_PREFIXES)}  # CI = 1 by definition
+    if mcqa_one_draw(dec_a.names) or mcqa_one_draw(dec_b.names):
+        left_out |= {"mcqa"}
     names = [n for n in dec_a.names if "/" not in n and n in set(dec_b.names) and n not in left_out]
     out.results = paired_differences(dec_a, dec_b, names, n_resamples=options.n_resamples, seed=options.seed)
     who = minus(a["model"], b["model"])
@@ -309,6 +311,8 @@ def _why_left_out(
     """Why a pair's differences table has no row for `metric`, one of the two runs' metrics."""
     if metric in skipped and metric in ("rws", "st") and a.get("sure_rule") != b.get("sure_rule"):
         return "the runs use different SURE rules (--sure-rule recomputes both)"
+    if metric == "mcqa" and metric in skipped:
+        return MCQA_ONE_DRAW
     if metric in skipped:
         return ONE_VARIANT_CORA
     for row, dec in ((a, dec_a), (b, dec_b)):
@@ -360,6 +364,9 @@ def _alone_rows(
         for metric in (m for m in decomposition.names if "/" not in m):
             if row.get("variants") in ONE_VARIANT_SETS and metric.startswith(CORA_FAMILY_PREFIXES):
                 left_out.append((metric, str(row["model"]), ONE_VARIANT_CORA))
+                continue
+            if metric == "mcqa" and mcqa_one_draw(decomposition.names):
+                left_out.append((metric, str(row["model"]), MCQA_ONE_DRAW))
                 continue
             if metric in sds:
                 out.append(_power_row(row["model"], metric, n, sds[metric], benchmark_size(row), options))

@@ -7,7 +7,7 @@ that both show `0.410 [0.360, 0.460]` the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,23 @@ def cell(row: Row, metric: str, digits: int = 3) -> str:
 # The one minus sign of every difference shown (the report's bottom line, tables and stderr lines, `src.plan`): the
 # sign of a signed number and the operator between the two names, `leader − runner-up +0.065`. U+2212, not the
 # hyphen, so that a negative difference never reads as a dash or a range; CSV files keep plain floats.
+# A run with repetitions logs `mcqa` of repetition 0's sampled answers alone (one draw) beside `acc_mean`, the accuracy
+# over every draw: the tables that compare or plan leave the one draw out, saying this, so that it is never read as
+# the run's accuracy (the review view and the closing block name it "one draw").
+MCQA_ONE_DRAW = (
+    "one sampled draw (repetition 0 alone) in a run with repetitions: acc_mean is its accuracy over every draw"
+)
+
+
+def mcqa_one_draw(names: Iterable[str]) -> bool:
+    """Whether a run with these metrics has repetitions, so that its `mcqa` is one sampled draw.
+
+    >>> mcqa_one_draw(["mcqa", "acc_mean", "rws"]), mcqa_one_draw(["mcqa", "cora"])
+    (True, False)
+    """
+    return "acc_mean" in set(names)
+
+
 MINUS = "\u2212"
 
 
