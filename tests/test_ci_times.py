@@ -104,22 +104,32 @@ def test_the_docs_table_is_in_the_generators_format_with_ci_runs_budgets():
         assert step.budget == step.target or step.seconds > step.target, step.name
 
 
-def test_ci_runs_steps_beside_each_other_print_their_output_and_a_failing_one_fails_ci(tmp_path):
-    """.ci/run's own step functions (its lines from the TARGET table to machine()), run on fake steps."""
+def ci_machinery_script(tmp_path, name: str, steps: str):
+    """A script of .ci/run's own step functions (its lines from the TARGET table to machine()) with two fake steps,
+    `quick` and `broken`, then `steps`."""
     text = CI_RUN.read_text()
     machinery = text[text.index("declare -A TARGET") : text.index("\nmachine() {")]
-    script = tmp_path / "steps.sh"
+    script = tmp_path / name
     script.write_text(
         "set -euo pipefail\n"
         f"ENVS={tmp_path}\n"
         f"{machinery}\n"
         "quick() ( echo quick-output )\n"
-        "broken() ( echo broken-output; false; echo not-reached )\n"
+        "broken() ( echo broken-output; false; echo not-reached )\n" + steps
+    )
+    return script
+
+
+def test_ci_runs_steps_beside_each_other_print_their_output_and_a_failing_one_fails_ci(tmp_path):
+    """.ci/run's own step functions (its lines from the TARGET table to machine()), run on fake steps."""
+    script = ci_machinery_script(
+        tmp_path,
+        "steps.sh",
         "run_step lint quick\n"
         "start_beside lm-eval quick\n"
         "start_beside vllm broken\n"
         "wait_beside lm-eval vllm\n"
-        "echo after-the-failure\n"
+        "echo after-the-failure\n",
     )
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0, proc.stdout
@@ -137,22 +147,16 @@ def test_ci_runs_steps_beside_each_other_print_their_output_and_a_failing_one_fa
 def test_a_lane_runs_its_steps_in_order_each_timed_and_its_first_failure_ends_it_and_ci(tmp_path):
     """.ci/run's lanes (the tiers that mostly wait on their servers, one after another beside the two long tiers):
     each step of a lane prints its own time, a lane prints none, and a failing step ends its lane and then CI."""
-    text = CI_RUN.read_text()
-    machinery = text[text.index("declare -A TARGET") : text.index("\nmachine() {")]
-    script = tmp_path / "lanes.sh"
-    script.write_text(
-        "set -euo pipefail\n"
-        f"ENVS={tmp_path}\n"
-        f"{machinery}\n"
-        "quick() ( echo quick-output )\n"
-        "broken() ( echo broken-output; false; echo not-reached )\n"
+    script = ci_machinery_script(
+        tmp_path,
+        "lanes.sh",
         "lane_ok() { lane postgres quick browser quick; }\n"
         "lane_bad() { lane slurm broken ray quick; }\n"
         "start_beside lm-eval quick\n"
         "start_beside servers lane_ok\n"
         "start_beside cluster lane_bad\n"
         "wait_beside lm-eval servers cluster\n"
-        "echo after-the-failure\n"
+        "echo after-the-failure\n",
     )
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0, proc.stdout

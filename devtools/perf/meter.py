@@ -37,23 +37,10 @@ PARTS = (
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
-MODEL_PARTS = tuple(
-    p
-    for p in PARTS
-    if p
-    not in (
-        "load",
-        "rerun",
-        "intervals",
-        "startup",
-        "generation",
-        "review_scale",
-        "report_size",
-        "gpu",
-        "vllm",
-        "main_job",
-    )
+OWN_PROCESS_PARTS = frozenset(
+    ("load", "rerun", "intervals", "startup", "generation", "review_scale", "report_size", "gpu", "vllm", "main_job")
 )
+MODEL_PARTS = tuple(p for p in PARTS if p not in OWN_PROCESS_PARTS)
 
 
 TARGETS = {  # what each figure must reach, checked on the printed numbers
