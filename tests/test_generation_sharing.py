@@ -75,11 +75,7 @@ def test_a_round_of_adaptive_repetitions_draws_the_same_streams_shared(tiny_mode
     reqs = variant_requests()[:4]
     full = backend.generate(reqs, SamplingParams(n=6, temperature=1.0, max_new_tokens=5))
 
-    @dataclasses.dataclass(frozen=True)
-    class Round(SamplingParams):  # src/answering/adaptive.py RoundParams: repetitions first..first+n-1
-        first_repetition: int = 0
-
-    later = backend.generate(reqs, Round(n=2, temperature=1.0, max_new_tokens=5, first_repetition=4))
+    later = backend.generate(reqs, SamplingParams(n=2, temperature=1.0, max_new_tokens=5, first_repetition=4))
     assert backend.share_prefix
     assert [row[4:] for row in full] == later
 

@@ -25,4 +25,4 @@ __all__ = ["AnswerFormat", "FORMATS", "FormatRequest", "MCQ", "MULTI_SELECT", "T
 
 def format_of(request: Request) -> AnswerFormat:
     """The format a request asks in: a plain Request is mcq."""
-    return FORMATS[getattr(request, "fmt", MCQ.name)]
+    return FORMATS[request.fmt if isinstance(request, FormatRequest) else MCQ.name]

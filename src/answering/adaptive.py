@@ -7,8 +7,8 @@ has reached p* or can no longer reach it, (b) the correct answer stays among the
 tie the leader, and (c) the correctness rule's cell is the same for every final right count. The cell computed
 from the trials made then equals the full run's, so SURE right / UNSURE right / UNSURE wrong / SURE wrong, RWS
 and S/T are identical by construction, given that repetition k is the same sample whether or not later ones are
-asked: the backend draws repetition k from its own stream seeded from (trial seed, k) (`RoundParams` tells it
-where a round starts), and the response cache keys each repetition by k, so adaptive and full runs share it.
+asked: the backend draws repetition k from its own stream seeded from (trial seed, k) (`SamplingParams.first_repetition`
+tells it where a round starts), and the response cache keys each repetition by k, so adaptive and full runs share it.
 Not identical: `acc_mean`/`acc_std` (left out), `n_trials`, `invalid_rate`, `accuracy` (over the trials made).
 
 Rounds: each undecided prompt asks the fewest further trials after which it could stop
@@ -21,7 +21,7 @@ Records: the trials not asked are absent; each row carries `n_asked` (trials mad
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import cache
 from typing import Any
 
@@ -34,14 +34,6 @@ from src.metrics.guessing import p_star, trials_before_stop, verdict_fixed
 
 ADAPTIVE_BACKENDS = ("hf", "simulated")  # backends that draw repetition k from its own (seed, k) stream
 ADAPTIVE_COLUMNS = ("n_asked", "n_planned")  # added to the records of adaptive runs only (src/core/records.py)
-
-
-@dataclass(frozen=True)
-class RoundParams(SamplingParams):
-    """Sampling settings of one round: `n` repetitions from `first_repetition` on (backends that support
-    rounds read it with getattr, default 0, so plain SamplingParams mean repetitions 0..n-1)."""
-
-    first_repetition: int = 0
 
 
 def check_adaptive(*, adaptive: bool, repetitions: int, temperature: float, scoring: str, backend: str | None) -> None:
@@ -134,7 +126,7 @@ def answer_adaptively(
                         backend,
                         [items[i].request for i in group],
                         scoring="generate",
-                        params=RoundParams(**base, n=more, first_repetition=first),
+                        params=SamplingParams(**base, n=more, first_repetition=first),
                         cloze_normalise=False,
                         cache=cache,
                     )

@@ -111,7 +111,7 @@ def _answer_chunk(
     oracle = backend.seeded_scores  # answers depend on the trial, not just the prompt
     if scoring == "generate":
         greedy = params.temperature == 0
-        first = getattr(params, "first_repetition", 0)  # a round of adaptive repetitions (src/answering/adaptive.py)
+        first = params.first_repetition
         reps = [None] if greedy else list(range(first, first + params.n))  # greedy: one answer serves every rep
         own = [replace(_generation_params(r, params), n=len(reps)) for r in reqs]
         keys = [

@@ -96,6 +96,11 @@ class SamplingParams:
     top_k: int | None = None
     top_p: float = 1.0
     max_new_tokens: int = 3
+    # the samples are repetitions first_repetition .. first_repetition + n - 1, each drawn from its own stream of
+    # (trial seed, repetition): a round of adaptive repetitions (src/answering/adaptive.py) goes on from where the
+    # rounds before it stopped, with the draws a full run would have made; not part of any cache key (the
+    # repetition is)
+    first_repetition: int = 0
 
 
 class Backend(ABC):

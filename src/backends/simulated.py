@@ -98,9 +98,7 @@ class SimulatedBackend(Backend):
         """Rendered answers; never truncated (an answer is a label, a list of labels or one short sentence)."""
         out: list[list[str]] = []
         for req in requests:
-            first = getattr(
-                params, "first_repetition", 0
-            )  # a round of adaptive repetitions (src/answering/adaptive.py)
+            first = params.first_repetition
             reps = [0] * params.n if params.temperature == 0 else range(first, first + params.n)
             if req.names_a_set:
                 texts = [self._render_set(req, self._selection(req, r)) for r in reps]

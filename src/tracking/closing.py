@@ -10,7 +10,7 @@ that scripts read); the jobs of a sweep print theirs without the commands, and t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Protocol
 
 from src.tracking.names import DEFAULT_URI
 
@@ -160,8 +160,27 @@ def slot_lines(metrics: Mapping[str, float]) -> list[str]:
 ONE_DRAW_NOTE = "repetition 0 alone: one sampled draw; acc_mean is the mean over the draws"
 
 
-def job_block(result: Any, *, level: float | None = None, commands: bool = True) -> str:
-    """The closing block of one job (a `src.job.runner.JobResult`): what it measured, its run, where to look."""
+class FinishedJob(Protocol):
+    """What the closing block reads of a job (`src.job.runner.JobResult`, a layer above: named by its fields)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def metrics(self) -> Mapping[str, float]: ...
+    @property
+    def skipped(self) -> bool: ...
+    @property
+    def headline(self) -> tuple[str, ...]: ...
+    @property
+    def tracking_uri(self) -> str: ...
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def near_ties(self) -> tuple[int, int] | None: ...
+
+
+def job_block(result: FinishedJob, *, level: float | None = None, commands: bool = True) -> str:
+    """The closing block of one job: what it measured, its run, where to look."""
     if result.skipped:
         head = f"run {result.run_id} had already finished (resume=true; resume=false runs the job again)"
     else:
@@ -173,7 +192,7 @@ def job_block(result: Any, *, level: float | None = None, commands: bool = True)
     ]
     if "acc_mean" in result.metrics:  # a repetition run: its mcqa is repetition 0's sampled answers, one draw
         lines = [f"{line}  ({ONE_DRAW_NOTE})" if line.startswith("  mcqa ") else line for line in lines]
-    if getattr(result, "near_ties", None):
+    if result.near_ties:
         lines.append(near_tie_line(*result.near_ties))
     lines += slot_lines(result.metrics)
     if commands and result.tracking_uri:

@@ -202,7 +202,7 @@ def row_generators(seeds: Sequence[int], params: SamplingParams) -> list[torch.G
     (repetition first..first+n-1 in a round of adaptive repetitions); None when greedy."""
     if params.temperature <= 0:
         return None
-    first = getattr(params, "first_repetition", 0)  # src/answering/adaptive.py RoundParams
+    first = params.first_repetition
     return [torch.Generator().manual_seed(stream_seed(seed, first + r)) for seed in seeds for r in range(params.n)]
 
 
