@@ -70,3 +70,33 @@ def test_the_cloze_log_likelihood_is_the_sum_over_every_token_of_the_continuatio
 def test_retry_after_waits_the_seconds_asked_never_a_negative_wait():
     assert retry_after_s("0.5") == pytest.approx(0.5, abs=1e-12)
     assert retry_after_s("-3") == 0.0
+
+
+@pytest.mark.promise("docs/serving.md", "generate reads every sampled choice's text, truncated where max_tokens cut it")
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_generated_samples_come_in_the_servers_index_order_each_marked_truncated_or_not(monkeypatch, endpoint):
+    from src.backends.base import SamplingParams
+
+    from .test_openai_backend import REQUESTS, SECRET, FakeServer, backend
+
+    def choice(index: int, text: str | None, reason: str | None) -> dict:
+        body = {"message": {"role": "assistant", "content": text}} if endpoint == "chat" else {"text": text}
+        return {"index": index, **body, **({"finish_reason": reason} if reason else {})}
+
+    monkeypatch.setenv("FAKE_OPENAI_KEY", SECRET)
+    with FakeServer() as server:
+        # sent out of order, as a server may: the index says which sample each is
+        server.reply = lambda path, payload: {
+            "choices": [choice(2, "C", None), choice(0, "A long", "length"), choice(1, None, "stop")]
+        }
+        (samples,) = backend(server, endpoint=endpoint).generate(
+            REQUESTS[:1], SamplingParams(n=3, temperature=0.7, max_new_tokens=2)
+        )
+    assert samples == ["A long", "", "C"]
+    assert [s.truncated for s in samples] == [True, False, None]  # None: the server did not say
+    with FakeServer() as server:  # a server that numbers no choice: its order is the samples'
+        server.reply = lambda path, payload: {"choices": [{"text": "B"}, {"text": "A"}]}
+        (samples,) = backend(server, endpoint="completions").generate(
+            REQUESTS[:1], SamplingParams(n=2, temperature=0.7, max_new_tokens=2)
+        )
+    assert samples == ["B", "A"]
