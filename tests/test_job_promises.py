@@ -36,7 +36,7 @@ JOB_STAGES = [
     "src.job.runner.headline_metrics",  # the closing block's metrics, named in a tag
     "src.core.records.write_records",  # the records artifact
     "src.tracking.runs.JobTracker.log",  # logging params, metrics and artifacts
-    "mlflow.tracking.MlflowClient.log_artifacts",  # the last call of logging
+    "src.tracking.store.log_artifacts",  # the last call of logging: the artifacts linked (or copied) into the store
 ]
 
 
@@ -85,7 +85,7 @@ COMPARE_STAGES = [
     "src.compare.report._write_files",
     "mlflow.tracking.MlflowClient.log_param",
     "src.tracking.reads.shutil.copytree",
-    "mlflow.tracking.MlflowClient.log_artifacts",
+    "src.tracking.store.log_artifacts",
 ]
 
 
