@@ -1,11 +1,18 @@
 """The two nouns of answering: an `Item` to ask and the `Answer` of one repetition. Their own module, below both
 the trial loop (src/answering/trials.py) and adaptive repetitions (src/answering/adaptive.py), so that the loop,
 which hands its rounds to the adaptive one, and the adaptive one, which works on items and answers, do not import
-each other."""
+each other.
+
+A job's items are `PlannedItems`: which variants of which questions are known when the job is planned, each prompt is
+rendered when first read, by the answering pipeline's producer thread (src/answering/pipeline.py), beside the
+backend's work.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from src.backends.base import Request
 from src.core.questions import Question
@@ -37,3 +44,65 @@ class Answer:
     parse_rule: str | None = None  # the rule that decided `slot` (src/core/parsing.py), or the scoring's own rule
     truncated: bool | None = None  # generated text cut by max_new_tokens; None when unknown or not generated
     decision_margin: float | None = None  # a ranking's decision: how far the chosen score lies above the next one
+
+
+class PlannedItems(Sequence[Item]):
+    """A job's items, planned: `plan[i]` is item i's (question, variant), `render(i)` its request, made once, when
+    item i is first read (from any thread: a request is a pure function of its plan, so two threads that render
+    the same item render the same request)."""
+
+    def __init__(self, plan: Sequence[tuple[Question, Variant]], render: Callable[[int], Request]) -> None:
+        self.plan, self.render = plan, render
+        self._made: list[Item | None] = [None] * len(plan)
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Item]: ...
+
+    def __getitem__(self, index: int | slice) -> Item | list[Item]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = index + len(self) if index < 0 else index
+        made = self._made[index]
+        if made is None:
+            question, variant = self.plan[index]
+            made = self._made[index] = Item(question, variant, self.render(index))
+        return made
+
+
+class ItemsAt(Sequence[Item]):
+    """The items of `items` at `indices`, read from it when read (a planned job's stay unrendered until then)."""
+
+    def __init__(self, items: Sequence[Item], indices: Sequence[int]) -> None:
+        self.items, self.indices = items, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Item]: ...
+
+    def __getitem__(self, index: int | slice) -> Item | list[Item]:
+        if isinstance(index, slice):
+            return [self.items[i] for i in self.indices[index]]
+        return self.items[self.indices[index]]
+
+    def variant(self, index: int) -> Variant:
+        return variant_at(self.items, self.indices[index])
+
+
+def variant_at(items: Sequence[Item], index: int) -> Variant:
+    """Item `index`'s variant, without rendering its prompt where the items are planned."""
+    if isinstance(items, PlannedItems):
+        return items.plan[index][1]
+    if isinstance(items, ItemsAt):
+        return items.variant(index)
+    return items[index].variant

@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.answering.cache import GuardedCache, open_cache
-from src.answering.items import Item
+from src.answering.items import Item, PlannedItems
 from src.backends import load_backend
-from src.backends.base import Backend
+from src.backends.base import Backend, Request
 from src.benchmarks import (
     check_task_shapes,
     continuation_style,
@@ -46,6 +46,7 @@ from src.core.fewshot import pick_fewshot
 from src.core.prompts import CLOZE_SCORINGS, PromptTemplate
 from src.core.questions import Question, benchmark_identity, question_identity
 from src.core.validity import check_option_style
+from src.core.variant import Variant
 from src.job.lm_eval_suite import lm_eval_suite_metrics
 from src.tracking import review, runs
 from src.tracking.closing import headline_metrics, job_block
@@ -178,15 +179,18 @@ def data_identity(spec: JobSpec, questions: list[Question]) -> str:
 
 def build_items(spec: JobSpec, questions: list[Question], template: PromptTemplate) -> list[Item]:
     """Every variant of every question, rendered into a backend request."""
-    return plan_items(spec, questions, template)[0]
+    return list(plan_items(spec, questions, template)[0])
 
 
 def plan_items(
     spec: JobSpec, questions: list[Question], template: PromptTemplate, backend: Backend | None = None
-) -> tuple[list[Item], dict[str, list[str]]]:
-    """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
-    of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules).
-    `backend`: the job's, whose tokenizer renders lm-eval's chat turns (`prompt=lm_eval prompt.chat=true`)."""
+) -> tuple[PlannedItems, dict[str, list[str]]]:
+    """(items, left_out): every variant of every question, each rendered into a backend request when first read
+    (the answering pipeline renders them beside the backend's work), and per reason the ids of the questions that
+    had variants left out under the `option_refs` policy (docs/metrics.md, validity rules). One item of each kind
+    (answer format, option count, with or without shots) is rendered here, so that a prompt the template cannot make
+    is refused before any compute. `backend`: the job's, whose tokenizer renders lm-eval's chat turns
+    (`prompt=lm_eval prompt.chat=true`)."""
     from src.answer_formats import FORMATS  # local: loads pandas (slow import)
     from src.answering.trials import trial_seed  # local: loads pandas (slow import)
 
@@ -218,8 +222,12 @@ def plan_items(
             "misleading replacement: %d of the source run's questions were answered wrong",
             len(variant_cfg["source_answers"]),
         )
-    items: list[Item] = []
+    planned: list[tuple[Question, Variant]] = []
+    shown_with: list[int] = []  # per item, its question's place in `contexts`
+    contexts: list[tuple[Question, list[tuple[Question, Variant]]]] = []  # (question, its solved examples)
+    contents: dict[int, str] = {}  # a question's content identity, made when its first prompt is
     left_out: dict[str, list[str]] = {}  # exclusion reason -> the ids of the questions it left out
+    first_of_kind: dict[tuple[str, int, bool], int] = {}
     for q in questions:
         plan = plan_variants(variant_cfg, q, seed=seed, option_refs=option_refs)
         for reason, count in plan.excluded.items():
@@ -228,13 +236,28 @@ def plan_items(
         if not plan.variants:
             continue
         shots = pick_fewshot(pool, q, k=fewshot, seed=seed, exclude=evaluated)
-        shot_pairs = [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]
-        content = question_identity(q)  # in the cache key: a corrected question gets no old answer
-        for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
-            request = FORMATS[v.fmt].request(
-                template, q, v, seed=trial_seed(seed, q.id, v.variant_id), fewshot=shot_pairs, scoring=scoring
-            )
-            items.append(Item(q, v, replace(request, data=content)))
+        contexts.append((q, [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]))
+        for v in plan.variants:
+            first_of_kind.setdefault((v.fmt, v.n_options, bool(shots)), len(planned))
+            planned.append((q, v))
+            shown_with.append(len(contexts) - 1)
+
+    def render(i: int) -> Request:
+        q, v = planned[i]
+        place = shown_with[i]
+        shot_pairs = contexts[place][1]
+        content = contents.get(place)
+        if content is None:  # in the cache key: a corrected question gets no old answer
+            content = contents[place] = question_identity(q)
+        # true/false and select-all prompts are zero-shot: their formats ignore the shots
+        request = FORMATS[v.fmt].request(
+            template, q, v, seed=trial_seed(seed, q.id, v.variant_id), fewshot=shot_pairs, scoring=scoring
+        )
+        return replace(request, data=content)
+
+    items = PlannedItems(planned, render)
+    for i in first_of_kind.values():
+        items[i]  # rendered now, so that a template error is refused before any compute
     return items, left_out
 
 
@@ -416,7 +439,7 @@ def content_guard(backend: Backend) -> Callable[[], None]:
 
 def plan_job(
     spec: JobSpec, questions: list[Question], backend: Backend | None = None
-) -> tuple[PromptTemplate, list[Item], dict[str, list[str]]]:
+) -> tuple[PromptTemplate, PlannedItems, dict[str, list[str]]]:
     """(template, items, left_out) of a job, with its log lines; an option style the variants cannot use is
     refused here, before any compute."""
     bench_name = str(spec.benchmark["name"])
@@ -451,7 +474,7 @@ def plan_job(
 def answer_and_measure(
     spec: JobSpec,
     backend: Backend,
-    items: list[Item],
+    items: Sequence[Item],
     left_out: Mapping[str, list[str]],
     cache: GuardedCache | None,
     run_id: str,
@@ -510,7 +533,7 @@ class AnsweredJob:
     questions: list[Question]
     size: int | None  # the benchmark's size before `limit`, None where unknown
     template: PromptTemplate
-    items: list[Item]
+    items: Sequence[Item]
     records: pd.DataFrame
     metrics: dict[str, float]
     identity_tags: dict[str, str]  # the model's and the data's identities by content, and the model's content parts
