@@ -5,9 +5,12 @@ each other."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from src.answer_formats import FORMATS
 from src.backends.base import Request
+from src.backends.oracle import KnownAnswer
 from src.core.questions import Question
 from src.core.variant import Variant
 
@@ -37,3 +40,17 @@ class Answer:
     parse_rule: str | None = None  # the rule that decided `slot` (src/core/parsing.py), or the scoring's own rule
     truncated: bool | None = None  # generated text cut by max_new_tokens; None when unknown or not generated
     decision_margin: float | None = None  # a ranking's decision: how far the chosen score lies above the next one
+
+
+def answer_key(items: Iterable[Item]) -> dict[str, KnownAnswer]:
+    """The right answers of `items` by trial key (`Request.key`), from their variants: what the answering loop tells an
+    oracle backend before asking it (src/backends/oracle.py), and tells no other backend. Two items of one key are one
+    trial (question ids are unique in a benchmark, variant ids in a question): different answers are a bug."""
+    key: dict[str, KnownAnswer] = {}
+    for it in items:
+        known = KnownAnswer(it.variant.correct_slot, FORMATS[it.variant.fmt].names_a_set)
+        if key.setdefault(it.request.key, known) != known:
+            raise ValueError(
+                f"trial {it.request.key} is asked with two right answers, {key[it.request.key]} and {known}"
+            )
+    return key

@@ -12,8 +12,9 @@ import pandas as pd
 
 from src.answer_formats import FORMATS, format_of
 from src.answering.cache import AnswerStore, request_key
-from src.answering.items import Answer, Item
+from src.answering.items import Answer, Item, answer_key
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
+from src.backends.oracle import OracleBackend
 from src.common.digests import seed_of, text_sha256
 from src.common.progress import job_progress
 from src.core.prompts import CLOZE_SCORINGS as CLOZE_MODES  # options scored as continuations
@@ -108,7 +109,7 @@ def _answer_chunk(
 ) -> list[list[Answer]]:
     """Answers for one chunk of requests: cached results first, the backend for the rest, then stored."""
     identity = backend.identity
-    oracle = backend.seeded_scores  # answers depend on the trial, not just the prompt
+    oracle = isinstance(backend, OracleBackend)  # answers depend on the trial, not just the prompt
     if scoring == "generate":
         greedy = params.temperature == 0
         first = params.first_repetition
@@ -302,6 +303,8 @@ def answer_items(
     cell can no longer change, so it gets the first `n_asked` <= n answers (src/answering/adaptive.py)."""
     if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
+    if isinstance(backend, OracleBackend):  # the simulation answers from the answer key; no real model is told it
+        backend.know(answer_key(items))
     if adaptive and params.n > 1:
         if scoring != "generate" or params.temperature <= 0:
             raise ValueError("adaptive repetitions need scoring=generate at a temperature > 0")
