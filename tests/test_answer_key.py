@@ -82,6 +82,9 @@ def test_a_request_holds_only_what_a_model_may_be_shown():
     assert {f.name for f in fields(Request)} == set(SHOWN) - {"fmt"}
 
 
+@pytest.mark.promise(
+    "docs/development.md", "a backend's requests hold no answer: a real one is asked the same whatever it is"
+)
 @pytest.mark.parametrize("scoring", ["generate", "logprob", "cloze"])
 def test_a_real_backend_is_asked_the_same_whatever_the_right_answer(scoring):
     asked = {}
@@ -149,6 +152,7 @@ def cache_keys(path, backend: Backend, scoring: str, temperature: float) -> list
     return [k for (k,) in cache.conn.execute("SELECT key FROM responses ORDER BY key")]
 
 
+@pytest.mark.promise("docs/development.md", "the response cache keys are those pinned, for real and simulated backends")
 @pytest.mark.parametrize(("backend_name", "scoring", "temperature"), sorted(PINNED_KEYS))
 def test_response_cache_keys_are_unchanged(tmp_path, backend_name, scoring, temperature):
     backend = Recording() if backend_name == "recording" else SimulatedBackend(SimulatedSettings())

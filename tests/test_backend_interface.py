@@ -11,8 +11,8 @@ import pytest
 
 from src.backends import load_backend
 from src.backends.base import Backend
-from src.backends.oracle import OracleBackend
 from src.backends.openai_backend import OpenAIBackend, OpenAISettings
+from src.backends.oracle import OracleBackend
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 
