@@ -12,6 +12,7 @@ import pytest
 from src.backends import load_backend
 from src.backends.base import Backend
 from src.backends.openai_backend import OpenAIBackend, OpenAISettings
+from src.backends.oracle import OracleBackend
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 
@@ -32,7 +33,7 @@ def test_no_caller_probes_a_backend_for_its_methods():
 
 def test_the_interface_gives_a_backend_without_a_model_its_defaults():
     backend = load_backend({"backend": "simulated", "name": "sim", "success_rate": 0.5}, chat=False)
-    assert isinstance(backend, Backend) and backend.seeded_scores
+    assert isinstance(backend, Backend) and isinstance(backend, OracleBackend)
     backend.load()
     backend.new_job()
     assert backend.tokenizer is None and backend.content is None and backend.model_input("Q?") is None

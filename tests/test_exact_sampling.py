@@ -97,7 +97,6 @@ def _items(n_questions: int = 6) -> list[Item]:
             labels=tuple("ABCD"),
             options=variant.option_texts,
             seed=100 + q,
-            correct_slot=q % 4,
             key=f"q{q}/original",
         )
         items.append(Item(question, variant, request))

@@ -12,6 +12,7 @@ import pytest
 
 from src.answer_formats import FORMATS
 from src.backends.base import SamplingParams
+from src.backends.oracle import KnownAnswer
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.config.schema import compose_job
@@ -38,11 +39,12 @@ def answer_batch(folder: Path, backend: SimulatedBackend, out: Path) -> Path:
             labels=labels,
             options=tuple(row["options"]),
             seed=row["trial_seed"],
-            correct_slot=labels.index(row["correct_label"]),
             key=f"{row['question_id']}/{row['variant_id']}",
         )
         fields["options"] = labels if row["fmt"] == "true_false" else fields["options"]
         req = FORMATS[row["fmt"]].request_of(**fields)  # as the native run made it
+        known = KnownAnswer(labels.index(row["correct_label"]), FORMATS[row["fmt"]].names_a_set)
+        backend.know({req.key: known})  # the answer key the native run told its simulated backend
         rep = int(request["custom_id"].rsplit("#", 1)[1])
         params = SamplingParams(n=rep + 1, temperature=body["temperature"], max_new_tokens=body["max_tokens"])
         (texts,) = backend.generate([req], params)

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from src.backends.base import Request, SamplingParams
+from src.backends.oracle import KnownAnswer
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.metrics import HEADLINE_METRICS, HEADLINE_PREFIXES, applicable_families, compute_metrics, mcqa_metrics
@@ -202,9 +203,9 @@ def simulated_original(seed: int, n: int = 1000, success_rate: float = 0.7) -> p
     labels = ("A", "B", "C", "D")
     backend = SimulatedBackend(SimulatedSettings(success_rate=success_rate))
     requests = [
-        Request(prompt="", labels=labels, options=labels, seed=seed, correct_slot=0, key=f"q{i:04d}/original")
-        for i in range(n)
+        Request(prompt="", labels=labels, options=labels, seed=seed, key=f"q{i:04d}/original") for i in range(n)
     ]
+    backend.know({r.key: KnownAnswer(correct_slot=0) for r in requests})
     slots = np.array([labels.index(str(texts[0])) for texts in backend.generate(requests, SamplingParams(n=1))])
     return pd.DataFrame(
         {

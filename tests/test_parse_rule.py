@@ -39,8 +39,6 @@ class ScriptedBackend(Backend):
     """Answers from `script(request, repetition)`, raw text or a `Completion` (to say whether it was cut); it only
     generates."""
 
-    seeded_scores = True
-
     def __init__(self, script, identity: str):
         self.script, self._identity, self.name = script, identity, "scripted"
 
@@ -74,7 +72,6 @@ def items(variant_set: str = "original", questions=QUESTIONS) -> list[Item]:
                         labels=labels_for(v.n_options, "A."),
                         options=v.option_texts,
                         seed=7,
-                        correct_slot=v.correct_slot,
                         key=f"{q.id}/{v.variant_id}",
                     ),
                 )

@@ -11,6 +11,7 @@ from src.answer_formats import MULTI_SELECT, TRUE_FALSE, FormatRequest
 from src.answer_formats.multi_select import parse_label_set_with_rule
 from src.answer_formats.true_false import parse_yes_no_with_rule
 from src.backends.base import SamplingParams
+from src.backends.oracle import KnownAnswer
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
 from src.core.prompts import PromptTemplate
@@ -239,7 +240,7 @@ def test_format_requests_and_prompts():
     requests = [TRUE_FALSE.request(template, question, v, seed=1) for v in tf]
     assert all(r.labels == TF_LABELS and r.fmt == "true_false" for r in requests)
     assert len({r.prompt for r in requests}) == 4 and "option 3" in requests[3].prompt
-    assert [r.correct_slot for r in requests] == [1, 1, 0, 1]
+    assert [v.correct_slot for v in tf] == [1, 1, 0, 1]
     multi = make_variants({"name": "revas_multi_select"}, question, seed=0)[1]
     prompt = MULTI_SELECT.render(template, question, multi)
     assert "(A) option 0" in prompt and "select all correct options" in prompt
@@ -248,28 +249,23 @@ def test_format_requests_and_prompts():
 def test_oracle_answers_yes_no_and_label_sets():
     backend = SimulatedBackend(SimulatedSettings(success_rate=0.8))
     yes = [
-        FormatRequest(
-            prompt="p", labels=TF_LABELS, options=TF_LABELS, seed=i, correct_slot=0, key=f"q{i}/t", fmt="true_false"
-        )
+        FormatRequest(prompt="p", labels=TF_LABELS, options=TF_LABELS, seed=i, key=f"q{i}/t", fmt="true_false")
         for i in range(400)
     ]
+    labels = ("A", "B", "C", "D")
+    multi = [
+        FormatRequest(prompt="p", labels=labels, options=tuple("abcd"), seed=i, key=f"q{i}/m", fmt="multi_select")
+        for i in range(400)
+    ]
+    # the answer key as the answering loop tells it (src/answering/items.py `answer_key`): Yes, and a set with B
+    backend.know(
+        {r.key: KnownAnswer(correct_slot=0) for r in yes}
+        | {r.key: KnownAnswer(correct_slot=1, names_a_set=True) for r in multi}
+    )
     outs = backend.generate(yes, SamplingParams())
     assert {o[0] for o in outs} == {"Yes", "No"}
-    assert abs(sum(o[0] == "Yes" for o in outs) / 400 - 0.8) < 0.06
-    multi = [
-        FormatRequest(
-            prompt="p",
-            labels=("A", "B", "C", "D"),
-            options=("a", "b", "c", "d"),
-            seed=i,
-            correct_slot=1,
-            key=f"q{i}/m",
-            fmt="multi_select",
-            names_a_set=True,  # as MULTI_SELECT.request makes it: what the oracle reads
-        )
-        for i in range(400)
-    ]
-    sets = [parse_label_set_with_rule(o[0], ("A", "B", "C", "D"))[0] for o in backend.generate(multi, SamplingParams())]
+    assert abs(sum(o[0] == "Yes" for o in outs) / 400 - 0.8) < 0.06  # 0.06: 3 binomial sds at n=400
+    sets = [parse_label_set_with_rule(o[0], labels)[0] for o in backend.generate(multi, SamplingParams())]
     assert all(s is not None for s in sets)
     assert sum(1 in s for s in sets) / 400 > 0.9  # the correct label is usually named
     assert 0.1 < sum(len(s) > 1 for s in sets) / 400 < 0.9  # sometimes with others

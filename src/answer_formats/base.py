@@ -1,4 +1,4 @@
-"""What every answer format provides, and the request that tells an oracle backend which format it asks in.
+"""What every answer format provides, and the request that says which format it asks in.
 
 A format (`src.answer_formats.FORMATS`, looked up by `Variant.fmt`) renders a variant into a backend request,
 says which labels the model is shown and whether only generation can answer it, parses a completion into a
@@ -17,15 +17,14 @@ import pandas as pd
 from src.core.parsing import Parse, strip_reasoning
 from src.core.prompts import PromptTemplate, labels_for, lm_eval_request, relisted
 from src.core.questions import Question
-from src.core.variant import Variant
+from src.core.variant import Variant, trial_key
 
 from ..backends.base import Request
 
 
 @dataclass(frozen=True)
 class FormatRequest(Request):
-    """A Request that says its answer format (`fmt`, and `names_a_set` for the oracle backends); real backends see a
-    plain Request."""
+    """A Request that says its answer format (`fmt`: true_false, multi_select); an mcq request is a plain Request."""
 
     fmt: str = "mcq"
 
@@ -35,7 +34,7 @@ class AnswerFormat:
 
     name: str = ""
     generated_only = False  # True: scored by generation whatever the run's scoring (a set can only be written)
-    names_a_set = False  # True: the answer names a set of labels (its requests say so to oracle backends)
+    names_a_set = False  # True: the answer names a set of labels (an oracle backend's answer key says so)
     min_new_tokens = 0  # generation gets at least this many new tokens
     metric_family: str | None = None  # the REVAS metrics of its rows, `src.metrics.revas.FAMILIES`
 
@@ -94,14 +93,13 @@ class AnswerFormat:
             labels=labels,
             options=options,
             seed=seed,
-            correct_slot=variant.correct_slot,
-            key=f"{question.id}/{variant.variant_id}",
+            key=trial_key(question.id, variant.variant_id),
             continuation_prefix=prefix,
         )
 
     def request_of(self, **fields: Any) -> Request:
         """The request of these fields in this format (`request`'s; src/ingest/generic.py builds its own with it)."""
-        return FormatRequest(**fields, fmt=self.name, names_a_set=self.names_a_set)
+        return FormatRequest(**fields, fmt=self.name)
 
     def parse(
         self, raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False

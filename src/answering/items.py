@@ -14,9 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
+from src.answer_formats import FORMATS
 from src.backends.base import Request
+from src.backends.oracle import KnownAnswer
 from src.core.questions import Question
-from src.core.variant import Variant
+from src.core.variant import Variant, trial_key
 
 
 @dataclass(frozen=True)
@@ -106,3 +108,20 @@ def variant_at(items: Sequence[Item], index: int) -> Variant:
     if isinstance(items, ItemsAt):
         return items.variant(index)
     return items[index].variant
+
+
+def answer_key(items: Sequence[Item]) -> dict[str, KnownAnswer]:
+    """The right answers of `items` by trial key (`Request.key`), from their variants: what the answering loop tells an
+    oracle backend before asking it (src/backends/oracle.py), and tells no other backend. Planned items are read from
+    their plan (`trial_key`, the key their requests will carry), so none is rendered for it. Two items of one key are
+    one trial (question ids are unique in a benchmark, variant ids in a question): different answers are a bug."""
+    if isinstance(items, PlannedItems):
+        pairs = [(trial_key(q.id, v.variant_id), v) for q, v in items.plan]
+    else:
+        pairs = [(it.request.key, it.variant) for it in items]
+    key: dict[str, KnownAnswer] = {}
+    for trial, variant in pairs:
+        known = KnownAnswer(variant.correct_slot, FORMATS[variant.fmt].names_a_set)
+        if key.setdefault(trial, known) != known:
+            raise ValueError(f"trial {trial} is asked with two right answers, {key[trial]} and {known}")
+    return key

@@ -12,9 +12,10 @@ import pandas as pd
 
 from src.answer_formats import FORMATS, format_of
 from src.answering.cache import AnswerStore, request_key
-from src.answering.items import Answer, Item, ItemsAt, variant_at
+from src.answering.items import Answer, Item, ItemsAt, answer_key, variant_at
 from src.answering.pipeline import Asked, ChunkWork, Pipeline, answer_chunk
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
+from src.backends.oracle import OracleBackend
 from src.common.digests import seed_of, text_sha256
 from src.common.progress import job_progress
 from src.core.prompts import CLOZE_SCORINGS as CLOZE_MODES  # options scored as continuations
@@ -116,7 +117,7 @@ class _GenerateWork(ChunkWork[tuple[SamplingParams, list[str]]]):
 
     def __init__(self, backend: Backend, params: SamplingParams) -> None:
         self.backend, self.params, self.identity = backend, params, backend.identity
-        self.oracle = backend.seeded_scores  # answers depend on the trial, not just the prompt
+        self.oracle = isinstance(backend, OracleBackend)  # answers depend on the trial, not just the prompt
         self.greedy = params.temperature == 0
         first = params.first_repetition
         # greedy: one answer serves every repetition
@@ -174,7 +175,7 @@ class _LogprobWork(ChunkWork[tuple[str, str]]):
 
     def __init__(self, backend: Backend, params: SamplingParams) -> None:
         self.backend, self.params, self.identity = backend, params, backend.identity
-        self.oracle = backend.seeded_scores
+        self.oracle = isinstance(backend, OracleBackend)
         self.sampled = params.temperature > 0
         self.settings = {
             "temperature": params.temperature,
@@ -253,7 +254,7 @@ class _ClozeWork(ChunkWork[list[str]]):
 
     def __init__(self, backend: Backend, *, n: int, cloze_normalise: bool) -> None:
         self.backend, self.n, self.cloze_normalise = backend, n, cloze_normalise
-        self.identity, self.oracle = backend.identity, backend.seeded_scores
+        self.identity, self.oracle = backend.identity, isinstance(backend, OracleBackend)
 
     def prepare(self, request: Request) -> list[str]:
         """A key per option text; without an oracle it names the (prompt, option text) pair alone, whichever
@@ -346,6 +347,8 @@ def answer_items(
     (src/answering/adaptive.py)."""
     if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
+    if isinstance(backend, OracleBackend):  # the simulation answers from the answer key; no real model is told it
+        backend.know(answer_key(items))
     if adaptive and params.n > 1:
         if scoring != "generate" or params.temperature <= 0:
             raise ValueError("adaptive repetitions need scoring=generate at a temperature > 0")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from src.common.errors import UserError
 
@@ -18,16 +18,15 @@ if TYPE_CHECKING:  # the type only: the interface loads nothing of a backend's
 
 @dataclass(frozen=True)
 class Request:
-    """One prompt to answer, with what scoring needs to know about the displayed options."""
+    """One prompt to answer, with what scoring needs to know about the displayed options: only what a model may be
+    shown, never the right answer (an oracle backend is told the answer key apart: src/backends/oracle.py)."""
 
     prompt: str  # fully rendered prompt (chat template not yet applied)
     labels: tuple[str, ...]  # displayed labels in slot order, e.g. ("A", "B", "C", "D")
     options: tuple[str, ...]  # displayed option texts in slot order (cloze scoring, option-text parsing)
     seed: int  # per (question, variant) seed; repetition r samples with a stream derived from (seed, r)
-    correct_slot: int | None = None  # read only by oracle backends (simulated); real backends must ignore it
-    key: str = ""  # stable trial identity "question_id/variant_id", for oracle seeding and logs
+    key: str = ""  # stable trial identity "question_id/variant_id": an oracle's seed and answer key, and logs
     data: str = ""  # content identity of the question asked (src/core/questions.py): part of the response cache key
-    names_a_set: bool = False  # the answer names a set of labels (multi_select); read only by oracle backends
     # cloze: None puts " " before each option unless the prompt ends in whitespace (the tool's rule); a text is put
     # before each option as it is (an lm-eval task's target_delimiter after its context's trailing whitespace, which
     # lm-eval moves into the continuation: src/core/prompts.py `lm_eval_request`)
@@ -109,8 +108,6 @@ class Backend(ABC):
     simulation); the local backends override what they hold."""
 
     name: str  # the model's name in the config (`model.name`), in lines that speak of it
-    # answers depend on the trial's seed and key, not only on the prompt (an oracle: the simulated backend)
-    seeded_scores: ClassVar[bool] = False
     tokenizer: Any = None  # the model's tokenizer once `load()` has run; None where there is none
     content: ModelContent | None = None  # the model's files by content (src/backends/weights.py); None: no files
 

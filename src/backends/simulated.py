@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from src.backends.base import Backend, Completion, LabelScores, OptionScores, Request, SamplingParams
+from src.backends.base import Completion, LabelScores, OptionScores, Request, SamplingParams
+from src.backends.oracle import KnownAnswer, OracleBackend
 from src.common.errors import UserError
 
 
@@ -46,7 +47,7 @@ class SimulatedSettings:
             raise UserError(f"model config for backend simulated: {err}; check the keys under model") from None
 
 
-class SimulatedBackend(Backend):
+class SimulatedBackend(OracleBackend):
     """Each trial is right with probability `success_rate`, otherwise a uniformly random wrong label,
     and with probability `invalid_rate` an unparseable answer; with probability `first_slot_rate` (default 0) it
     answers the first slot whatever the question (a letter habit, docs/metrics.md "Position bias"). Seeded per
@@ -55,16 +56,21 @@ class SimulatedBackend(Backend):
     Temperature 0 means greedy, so every repetition repeats repetition 0's answer.
 
     Answer formats (a request's format, see src/answer_formats/): a true/false request's labels are ("Yes", "No"),
-    so it says the right one with probability `success_rate`; a request that names a set (`names_a_set`:
+    so it says the right one with probability `success_rate`; a trial whose answer names a set (`names_a_set`:
     multi_select) gets a set of labels: the single answer above, plus the correct label with probability
     `success_rate`, plus each other label with probability (1 - success_rate) / 2.
-    """
 
-    seeded_scores = True  # answers depend on the trial's seed and key, not only on the prompt
+    The right slot and the set flag come from the answer key it is told (`know`, src/backends/oracle.py), by the
+    request's trial key; a trial it was not told has no right answer: a uniformly random label.
+    """
 
     def __init__(self, settings: SimulatedSettings) -> None:
         self.settings = settings
         self.name = settings.name
+        self.answers: dict[str, KnownAnswer] = {}
+
+    def know(self, answers: Mapping[str, KnownAnswer]) -> None:
+        self.answers = dict(answers)
 
     @property
     def identity(self) -> str:
@@ -79,9 +85,10 @@ class SimulatedBackend(Backend):
         # drawn only when set, so that a model without the habit answers as it always has
         if self.settings.first_slot_rate and rng.random() < self.settings.first_slot_rate:
             return 0
-        if req.correct_slot is None or rng.random() < self.settings.success_rate:
-            return req.correct_slot if req.correct_slot is not None else rng.randrange(n)
-        return rng.choice([s for s in range(n) if s != req.correct_slot])
+        known = self.answers.get(req.key)
+        if known is None or rng.random() < self.settings.success_rate:
+            return known.correct_slot if known is not None else rng.randrange(n)
+        return rng.choice([s for s in range(n) if s != known.correct_slot])
 
     def _selection(self, req: Request, repetition: int) -> list[int] | None:
         """A multi-select answer: the slots named, or None (INVALID)."""
@@ -90,8 +97,9 @@ class SimulatedBackend(Backend):
             return None
         rng = _rng(req.seed, req.key + "/select", repetition)
         chosen = {first}
+        correct = self.answers[req.key].correct_slot  # a set is asked only of a trial it was told
         for slot in range(len(req.labels)):
-            p = self.settings.success_rate if slot == req.correct_slot else (1.0 - self.settings.success_rate) / 2
+            p = self.settings.success_rate if slot == correct else (1.0 - self.settings.success_rate) / 2
             if rng.random() < p:
                 chosen.add(slot)
         return sorted(chosen)
@@ -110,7 +118,8 @@ class SimulatedBackend(Backend):
         for req in requests:
             first = params.first_repetition
             reps = [0] * params.n if params.temperature == 0 else range(first, first + params.n)
-            if req.names_a_set:
+            known = self.answers.get(req.key)
+            if known is not None and known.names_a_set:
                 texts = [self._render_set(req, self._selection(req, r)) for r in reps]
             else:
                 texts = [self._render(req, self._answer(req, r)) for r in reps]

@@ -187,9 +187,7 @@ def _entry_trial(
         option_texts=shown,
         correct_slot=slot,
     )
-    request = Request(
-        prompt="", labels=labels, options=shown, seed=0, correct_slot=slot, key=f"{question.id}/{variant_id}"
-    )
+    request = Request(prompt="", labels=labels, options=shown, seed=0, key=f"{question.id}/{variant_id}")
     raw, label = entry.get("output"), entry.get("model_choice")
     ans = answer_of("mcq", labels, shown, raw=raw, label=label, labels_from=labels_from)
     return Trial(Item(question, variant, request), ans, repetition)

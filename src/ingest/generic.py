@@ -219,7 +219,6 @@ def _item_of(place: str, row: dict[str, Any]) -> tuple[Item, str]:
         labels=labels,
         options=FORMATS[fmt].options(variant),
         seed=_int_or_none(row.get("trial_seed"), place, "trial_seed") or 0,
-        correct_slot=slot,
         key=f"{qid}/{vid}",
     )
     request = FORMATS[fmt].request_of(**fields)  # as a native run makes it (mcq: a plain Request)

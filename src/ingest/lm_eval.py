@@ -171,9 +171,7 @@ def _item_of(
         option_texts=tuple(texts),
         correct_slot=slot,
     )
-    request = Request(
-        prompt=prompt, labels=tuple(labels), options=tuple(texts), seed=0, correct_slot=slot, key=f"{qid}/original"
-    )
+    request = Request(prompt=prompt, labels=tuple(labels), options=tuple(texts), seed=0, key=f"{qid}/original")
     return Item(question, variant, request)
 
 
