@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -232,9 +232,15 @@ def plan_items(
         content = question_identity(q)  # in the cache key: a corrected question gets no old answer
         for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
             request = FORMATS[v.fmt].request(
-                template, q, v, seed=trial_seed(seed, q.id, v.variant_id), fewshot=shot_pairs, scoring=scoring
+                template,
+                q,
+                v,
+                seed=trial_seed(seed, q.id, v.variant_id),
+                fewshot=shot_pairs,
+                scoring=scoring,
+                data=content,
             )
-            items.append(Item(q, v, replace(request, data=content)))
+            items.append(Item(q, v, request))
     return items, left_out
 
 
