@@ -19,7 +19,7 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from src.common.errors import UserError
@@ -55,7 +55,7 @@ def labels_for(n: int, style: str) -> tuple[str, ...]:
     return _labels(n, style)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _labels(n: int, style: str) -> tuple[str, ...]:  # every prompt of one size shows the same labels: made once
     alphabet, _ = LABEL_STYLES[style]
     if alphabet == "numbers":
@@ -210,7 +210,7 @@ def relisted(listing: Mapping[str, Any], texts: Sequence[str]) -> str:
     return f"{listing['head']}{str(listing['separator']).join(lines)}{listing['tail']}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _shown_labels(n: int, style: str) -> tuple[tuple[str, ...], str, str]:
     """(labels, the {letters} field, the line of one option) of `n` options in `style`: the same for every prompt
     of that size, so made once."""
