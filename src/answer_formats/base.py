@@ -66,8 +66,10 @@ class AnswerFormat:
         seed: int,
         fewshot: Sequence[tuple[Question, Variant]] = (),
         scoring: str = "generate",
+        data: str = "",
     ) -> Request:
-        """The backend request of one variant of `question`: under `prompt=lm_eval` a cloze request is lm-eval's
+        """The backend request of one variant of `question` (`data`: the question's content identity, part of the
+        response cache's key, `Request.data`): under `prompt=lm_eval` a cloze request is lm-eval's
         own (context, continuation) pair, and on a task whose choices are labels its labels are scored, as lm-eval
         scores " A" after MMLU's listed options."""
         listing = question.metadata.get("lm_eval_listing") if self.name == "mcq" else None
@@ -94,6 +96,7 @@ class AnswerFormat:
             options=options,
             seed=seed,
             key=trial_key(question.id, variant.variant_id),
+            data=data,
             continuation_prefix=prefix,
         )
 

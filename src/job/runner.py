@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -250,10 +250,15 @@ def plan_items(
         if content is None:  # in the cache key: a corrected question gets no old answer
             content = contents[place] = question_identity(q)
         # true/false and select-all prompts are zero-shot: their formats ignore the shots
-        request = FORMATS[v.fmt].request(
-            template, q, v, seed=trial_seed(seed, q.id, v.variant_id), fewshot=shot_pairs, scoring=scoring
+        return FORMATS[v.fmt].request(
+            template,
+            q,
+            v,
+            seed=trial_seed(seed, q.id, v.variant_id),
+            fewshot=shot_pairs,
+            scoring=scoring,
+            data=content,
         )
-        return replace(request, data=content)
 
     items = PlannedItems(planned, render)
     for i in first_of_kind.values():
