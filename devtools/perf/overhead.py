@@ -14,9 +14,8 @@ The fixed cost is timed apart, from fresh processes: `python -m src.run model=si
 the rest is Hydra's composition, the MLflow client and store, and the one trial.
 
 Beside them: the bytes one CoRA run leaves (devtools/perf/sizes.py, `--only report_size`'s figures, run here too
-when that part is not asked for), the wall-time share of a backend of 0.5 ms per prompt that the framework's own
-work adds (`backend_overlap`), and, with lm-eval installed, the same loglikelihood requests through lm-eval's dummy
-model (`lm_eval_dummy_ratio`).
+when that part is not asked for) and the wall of a job's answering with a backend of 0.5 ms per prompt over the
+backend's alone (`backend_overlap`).
 """
 
 from __future__ import annotations
@@ -124,7 +123,7 @@ def marginal_us(small: tuple[int, dict[str, float]], large: tuple[int, dict[str,
 
 def part_overhead(meter: Meter, args, ratios: dict[str, float], shared: dict[str, Any]) -> None:
     """µs per trial per phase at the margin (CoRA and R=10, two sizes each), the fixed cost of a job into a new
-    store (fresh processes), the report's bytes per run, the backend-overlap share and the lm-eval dummy ratio."""
+    store (fresh processes), the report's bytes per run and the backend overlap."""
     import gc
     import os
 
@@ -152,7 +151,6 @@ def part_overhead(meter: Meter, args, ratios: dict[str, float], shared: dict[str
 
         report_sizes.part_report_size(meter, args, ratios, shared)
     ratios.update(backend_overlap(large))
-    ratios.update(lm_eval_dummy_ratio(meter))
 
 
 def phase_words(values: dict[str, float], *, unit: str = "s") -> str:
@@ -189,20 +187,19 @@ def fixed_cost(meter: Meter) -> dict[str, float]:
 
 
 def backend_overlap(limit: int) -> dict[str, float]:
-    """The wall-time share the framework's own work adds to a backend of 0.5 ms per prompt:
-    `devtools.perf.overlap.measure_overlap`, where that module is (it measures the answer loop's overlap of
-    planning, hashing, cache writes and parsing with the backend); none here without it."""
-    try:
-        from devtools.perf import overlap  # type: ignore[attr-defined]  # another part's module, where it is
-    except ImportError:
-        print("  backend overlap: devtools/perf/overlap.py is not here; not measured", flush=True)
-        return {}
-    return {f"overhead_overlap_{k}": float(v) for k, v in overlap.measure_overlap(limit, latency_ms=0.5).items()}
+    """The wall of a simulated CoRA job's answering with a backend of 0.5 ms per prompt, over the backend's time
+    alone (devtools/perf/overlap.py): how much the framework's own work (planning, hashing, cache writes, parsing)
+    adds when it overlaps the backend's."""
+    from devtools.perf import overlap
 
-
-def lm_eval_dummy_ratio(meter: Meter) -> dict[str, float]:
-    """Placeholder until lm-eval's dummy model is timed on the same requests."""
-    return {}
+    measured = overlap.measure_overlap(limit, latency_ms=0.5)
+    print(
+        f"  backend overlap at 0.5 ms/prompt: {measured['prompts_asked']:,} prompts, wall "
+        f"{measured['wall_over_backend']:.3f}x the backend alone ({measured['answer_wall_over_backend']:.3f}x "
+        f"without the {measured['plan_s']:.2f} s of planning before the first chunk)",
+        flush=True,
+    )
+    return {f"overhead_overlap_{k}": float(v) for k, v in measured.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
