@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from devtools.perf import overlap, sizes as report_sizes
 from devtools.perf.meter import Meter, child_cpu_s, fresh_process
 
 # the two studies, as a user types them (the store, the response cache and the job folder are added per job)
@@ -147,8 +148,6 @@ def part_overhead(meter: Meter, args, ratios: dict[str, float], shared: dict[str
             ratios[f"overhead_{study}_us_per_trial_{phase}"] = value
     ratios.update(fixed_cost(meter))
     if "report_size" not in (args.only or []):
-        from devtools.perf import sizes as report_sizes
-
         report_sizes.part_report_size(meter, args, ratios, shared)
     ratios.update(backend_overlap(large))
 
@@ -190,8 +189,6 @@ def backend_overlap(limit: int) -> dict[str, float]:
     """The wall of a simulated CoRA job's answering with a backend of 0.5 ms per prompt, over the backend's time
     alone (devtools/perf/overlap.py): how much the framework's own work (planning, hashing, cache writes, parsing)
     adds when it overlaps the backend's."""
-    from devtools.perf import overlap
-
     measured = overlap.measure_overlap(limit, latency_ms=0.5)
     print(
         f"  backend overlap at 0.5 ms/prompt: {measured['prompts_asked']:,} prompts, wall "

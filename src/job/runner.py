@@ -182,6 +182,27 @@ def build_items(spec: JobSpec, questions: list[Question], template: PromptTempla
     return list(plan_items(spec, questions, template)[0])
 
 
+def misleading_sources(spec: JobSpec, evaluated: set[str]) -> dict[str, Any]:
+    """The job's variant set config, its own copy; at the misleading set's second stage it gains the source run's
+    wrong answers (`source_answers`): reading MLflow stays out of variants."""
+    variant_cfg = dict(spec.variants)
+    if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
+        from src.tracking.records import read_run_records  # local: loads pandas (slow import)
+
+        source = read_run_records(str(variant_cfg["source_run"]), spec.tracking.uri, key="variants.source_run")
+        if not evaluated & set(source["question_id"].astype(str)):
+            raise UserError(
+                f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
+                f"{spec.benchmark['name']} questions; give a run on the same benchmark and limit"
+            )
+        variant_cfg["source_answers"] = wrong_answers(source)
+        log.info(
+            "misleading replacement: %d of the source run's questions were answered wrong",
+            len(variant_cfg["source_answers"]),
+        )
+    return variant_cfg
+
+
 def plan_items(
     spec: JobSpec, questions: list[Question], template: PromptTemplate, backend: Backend | None = None
 ) -> tuple[PlannedItems, dict[str, list[str]]]:
@@ -206,22 +227,7 @@ def plan_items(
         questions = lm_eval_contexts(questions, k=fewshot, options=bench_options, scoring=scoring, chat_template=chat)
         fewshot = 0
     evaluated = {q.id for q in questions}
-    variant_cfg = dict(spec.variants)  # its own copy: a second stage adds the source run's answers
-    if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
-        # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
-        from src.tracking.records import read_run_records  # local: loads pandas (slow import)
-
-        source = read_run_records(str(variant_cfg["source_run"]), spec.tracking.uri, key="variants.source_run")
-        if not evaluated & set(source["question_id"].astype(str)):
-            raise UserError(
-                f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
-                f"{spec.benchmark['name']} questions; give a run on the same benchmark and limit"
-            )
-        variant_cfg["source_answers"] = wrong_answers(source)
-        log.info(
-            "misleading replacement: %d of the source run's questions were answered wrong",
-            len(variant_cfg["source_answers"]),
-        )
+    variant_cfg = misleading_sources(spec, evaluated)
     planned: list[tuple[Question, Variant]] = []
     shown_with: list[int] = []  # per item, its question's place in `contexts`
     contexts: list[tuple[Question, list[tuple[Question, Variant]]]] = []  # (question, its solved examples)
