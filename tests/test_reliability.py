@@ -112,14 +112,15 @@ def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
     """Two identical jobs, the second started once the first's run is RUNNING: the second finds it, sees that its
     owner process lives (src/common/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own;
     both finish. The precondition is asserted: the first's run was RUNNING when the second started and the two
-    runs overlapped in time."""
+    runs overlapped in time: the first job's backend takes 40 s (16 prompts at 2.5 s, asleep, no CPU), so that the
+    second, started as a new process on a loaded machine, makes its run before the first ends."""
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     cmd = [
         sys.executable,
         "-m",
         "src.run",
         "model=simulated",
-        "model.latency_ms=500",
+        "model.latency_ms=2500",
         "limit=16",
         "cache.enabled=false",
         f"tracking.uri={store}",
