@@ -55,7 +55,7 @@ def make_experiment(root: Path) -> Experiment:
     """A sweep parent run and the JOBS under it, in a fresh SQLite store under `root`."""
     from mlflow.tracking import MlflowClient
 
-    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
     from src.job.runner import run_job  # local: loads hydra, omegaconf (slow import)
 
     uri = f"sqlite:///{root}/mlflow.db"

@@ -169,7 +169,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     """(lines to print, exit code) of re-running `run` here; UserError (exit 2) for a refused or unknown run."""
     from omegaconf import DictConfig, OmegaConf
 
-    from src.config.schema import job_spec  # local: loads hydra (slow import)
+    from src.config.checks import job_spec  # local: loads hydra (slow import)
     from src.job.runner import (  # local: loads hydra, the backends (slow import)
         data_identity,
         job_backend,

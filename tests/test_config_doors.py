@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from src.common.errors import UserError
-from src.config.schema import check_command_line, compose_job
+from src.config.command_line import check_command_line
+from src.config.compose import compose_job
 from src.job.runner import run_job
 from src.sweep.callback import refused_jobs
 

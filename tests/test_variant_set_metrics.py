@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from src.config.schema import compose_job, job_spec
+from src.config.checks import job_spec
+from src.config.compose import compose_job
 from src.job import runner
 from src.metrics import METRIC_FAMILIES, applicable_families, base_metric, compute_metrics
 from src.metrics.families import family_input

@@ -35,17 +35,11 @@ class IngestResult:
 
 def interval_options(seed: int) -> dict[str, Any]:
     """The intervals a native run computes beside its headline metrics (`stats.bootstrap`, `stats.level` at their
-    schema defaults, seeded by the run's seed), where this version of `compute_metrics` has them."""
-    import inspect
+    schema defaults), seeded by the run's seed."""
+    from src.config.schema import StatsConfig  # local: loads hydra, omegaconf (slow import)
 
-    from src.config import schema as config_schema  # local: loads hydra, omegaconf (slow import)
-
-    from ..metrics import compute_metrics  # local: loads numpy (slow import)
-
-    stats = getattr(config_schema, "StatsConfig", None)
-    if stats is None or "intervals" not in inspect.signature(compute_metrics).parameters:
-        return {}
-    return {"intervals": int(stats().bootstrap), "level": float(stats().level), "interval_seed": seed}
+    stats = StatsConfig()
+    return {"intervals": int(stats.bootstrap), "level": float(stats.level), "interval_seed": seed}
 
 
 def log_ingested(

@@ -40,7 +40,7 @@ from src.benchmarks.lm_eval import task_spec
 from src.common.digests import text_sha256
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
-from src.config.schema import benchmark_label, job_spec
+from src.config.checks import benchmark_label, job_spec
 from src.config.spec import JobSpec
 from src.core.fewshot import pick_fewshot
 from src.core.prompts import CLOZE_SCORINGS, PromptTemplate

@@ -29,9 +29,9 @@ from src.common.digests import json_sha256, sorted_json
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
 from src.config import hydra_adapter, plain_dict
-from src.config.schema import job_spec
+from src.config.checks import job_spec
 from src.config.spec import JobSpec
-from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
+from src.config.sweep_compose import composed_jobs, split_sweep
 from src.sweep import state as sweep_state
 from src.tracking import offline as tracking_offline, runs, store
 from src.tracking.closing import look_commands
@@ -210,16 +210,13 @@ class MlflowSweepCallback(Callback):
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
-        # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
-        self.loader: GroupCachingConfigLoader | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
         running = sweep_state.current()  # the entry point's (run.py and the sweeper read it)
         running.callback, running.exit_code = self, 0
-        self.loader = loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
-        composed = composed_jobs(config, sweep_jobs(config), loader)
+        composed = composed_jobs(config, sweep_jobs(config), GlobalHydra.instance().config_loader())
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
         specs, refused = checked_jobs(composed)
         if refused:  # before any job runs or any parent run is made
