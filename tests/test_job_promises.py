@@ -35,7 +35,7 @@ JOB_STAGES = [
     "src.metrics.compute_metrics",  # inside it: the metrics
     "src.job.runner.headline_metrics",  # the closing block's metrics, named in a tag
     "src.core.records.write_records",  # the records artifact
-    "src.tracking.runs.JobTracker.log",  # logging params, metrics and artifacts
+    "src.tracking.job_tracker.JobTracker.log",  # logging params, metrics and artifacts
     "src.tracking.store.log_artifacts",  # the last call of logging: the artifacts linked (or copied) into the store
 ]
 

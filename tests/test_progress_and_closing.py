@@ -16,7 +16,7 @@ import pytest
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common import progress
-from src.tracking.closing import headline_metrics, look_commands
+from src.presentation.closing import headline_metrics, look_commands
 
 from .conftest import REPO, needs_data
 

@@ -19,7 +19,11 @@ from typing import Any
 import pandas as pd
 
 from src.core.records import write_records
-from src.tracking import review, runs, store
+from src.tracking import review, store
+from src.tracking.active_run import log_run
+from src.tracking.identity import config_hash
+from src.tracking.job_tracker import artifacts_folder
+from src.tracking.provenance import git_commit
 
 from ..variants import REASONS as EXCLUSION_REASONS
 from .common import Ingested, build_records
@@ -66,7 +70,7 @@ def log_ingested(
     mlflow.set_tracking_uri(tracking_uri)
     exp_id = store.with_retries(lambda: store.experiment_id(mlflow, experiment, tracking_uri))
     info = ingested.run_info
-    base_tags = {"kind": "job", "source": "ingest", "config_hash": runs.config_hash(dict(params))}
+    base_tags = {"kind": "job", "source": "ingest", "config_hash": config_hash(dict(params))}
     name = run_name or f"{info['model']}-{info['benchmark']}-{info['variant_set']}-T{float(info['temperature'])}-ingest"
     own_dir = None
     if out_dir is None:
@@ -83,11 +87,11 @@ def log_ingested(
             metrics.update({f"n_excluded_{reason}": 0.0 for reason in EXCLUSION_REASONS})
             metrics["seconds"] = time.perf_counter() - start
             metrics["cache_hit_rate"] = 0.0
-            artifacts = runs.artifacts_folder(folder)
+            artifacts = artifacts_folder(folder)
             write_records(records, artifacts)
             (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
             (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(dict(params))))
-            runs.log_run(
+            log_run(
                 mlflow,
                 params=dict(params),
                 metrics=metrics,
@@ -98,7 +102,7 @@ def log_ingested(
                         "variants": str(info["variant_set"]),
                         "temperature": str(float(info["temperature"])),
                         "scoring": str(info["scoring"]),
-                        "git_commit": runs.git_commit(),
+                        "git_commit": git_commit(),
                         "sure_rule": sure_rule,
                         **chance_tags(metrics),
                         **ingested.tags,

@@ -32,10 +32,12 @@ from src.config import hydra_adapter, plain_dict
 from src.config.checks import job_spec
 from src.config.spec import JobSpec
 from src.config.sweep_compose import composed_jobs, split_sweep
+from src.presentation.closing import look_commands
 from src.sweep import state as sweep_state
-from src.tracking import offline as tracking_offline, runs, store
-from src.tracking.closing import look_commands
-from src.tracking.runs import JOB_INDEPENDENT_KEYS
+from src.tracking import offline as tracking_offline, store
+from src.tracking.dead_runs import mark_dead_runs
+from src.tracking.identity import JOB_INDEPENDENT_KEYS
+from src.tracking.provenance import git_commit
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -335,7 +337,7 @@ class MlflowSweepCallback(Callback):
         overrides = list(config.hydra.overrides.task)
         params = config.hydra.sweeper.get("params")
         sweep_params = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
-        tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": runs.git_commit()}
+        tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": git_commit()}
         if self.parent_uri != config.tracking.uri:
             tags["offline_target"] = redact_text(config.tracking.uri)  # where `python -m src.sync` uploads it
         run = store.with_retries(
@@ -410,7 +412,7 @@ class MlflowSweepCallback(Callback):
             store.check_tracking(uri)
             # a job whose process was killed outright (SIGKILL, out of memory, its node lost) could not end its run
             store.with_retries(
-                lambda: runs.mark_dead_runs(
+                lambda: mark_dead_runs(
                     client, experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"
                 )
             )
