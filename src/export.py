@@ -66,7 +66,7 @@ def served_model(cfg: DictConfig) -> str:
 
 
 def check_exportable(cfg: DictConfig) -> JobSpec:
-    """The spec of a valid job config (`src.config.schema.job_spec`) whose answers are generated text, which a
+    """The spec of a valid job config (`src.config.checks.job_spec`) whose answers are generated text, which a
     batch API returns."""
     from src.config.checks import job_spec  # local: loads hydra (slow import)
 

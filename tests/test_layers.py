@@ -262,6 +262,12 @@ def test_the_checks_see_what_they_check():
         < layer_of("src.tracking.store")
         < layer_of("src.common.errors")
     )
+    # what a person sees reads tracking's tags and links, and the job shows it: the presentation between them
+    assert {
+        ("src.job.runner", "src.presentation.closing", False),
+        ("src.presentation.description", "src.tracking.review", False),
+    } <= edges
+    assert layer_of("src.presentation.browser") == layer_of("src.presentation.description") != layer_of("src.tracking")
     assert layer_of("src.variants.cora") < layer_of("src.core.variant")  # the generators above the nouns they make
     assert command_of("devtools.perf.meter") == "devtools.perf"
     assert command_of("src.compare.__main__") == "src.compare.__main__"

@@ -328,7 +328,7 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
 
 def model_identity_note(model: str, rows: pd.DataFrame) -> str:
     """What differs between the identities of one model's runs, read from their `backend` tags
-    (`src.tracking.runs.weights_fields`): other model files (by their `model_content` tags, the parts that differ:
+    (`src.tracking.identity.weights_fields`): other model files (by their `model_content` tags, the parts that differ:
     weights, tokenizer, chat template, generation config), or the same files at other settings (dtype, chat: the
     identity hashes them too)."""
     latest = "the tables show the latest run of each condition"

@@ -1,5 +1,5 @@
 """A job as one frozen, typed value: `JobSpec`, built and checked once from a composed config
-(src/config/schema.py `job_spec`).
+(src/config/checks.py `job_spec`).
 
 Every door of a job (`python -m src.run`'s check before Hydra starts, the sweep's pre-check, the job itself) builds
 its `JobSpec` with `job_spec`, and every layer after reads that spec, never the raw config: the values are

@@ -1,6 +1,6 @@
 """Log ingested answers as an MLflow run laid out as a native job's (`src.job.runner.run_job`): the same metrics
 (`compute_metrics` plus the run-level counts), params, tags and artifacts (`records.parquet`, `metrics.json`,
-`config.yaml`), through the same `src.tracking.runs.log_run`, so `src.compare` reads it like any other run.
+`config.yaml`), through the same `src.tracking.active_run.log_run`, so `src.compare` reads it like any other run.
 
 What differs is said in tags: `source=ingest`, `source_format`, `source_file` and `source_sha256` (the ingested
 file's sha256), `sure_rule`; `backend` names the source instead of a loaded model.
