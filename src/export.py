@@ -88,7 +88,7 @@ def plan(cfg: DictConfig) -> tuple[list[Item], dict[str, list[str]], PromptTempl
     questions = job_questions(spec)
     template = PromptTemplate.from_config(dict(spec.prompt))
     items, left_out = plan_items(spec, questions, template)
-    return items, left_out, template
+    return list(items), left_out, template
 
 
 def export_rows(cfg: DictConfig, items: Sequence[Item], *, template_hash: str) -> list[dict[str, Any]]:

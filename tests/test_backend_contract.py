@@ -721,12 +721,18 @@ def test_each_engine_setting_of_the_vllm_config_reaches_the_engine(monkeypatch, 
     backend.close()
 
 
-@pytest.mark.promise("conf/model/simulated.yaml", "delay_s: seconds per prompt")
-def test_the_simulated_delay_is_per_prompt(monkeypatch):
+@pytest.mark.promise("conf/model/simulated.yaml", "latency_ms: milliseconds per prompt, slept")
+def test_the_simulated_latency_is_per_prompt_and_slept_whatever_the_method_or_repetitions(monkeypatch):
     from src.backends import simulated
 
     slept: list[float] = []
     monkeypatch.setattr(simulated.time, "sleep", slept.append)
-    backend = load_backend({"backend": "simulated", "delay_s": 0.25}, chat=False)
-    backend.generate(list(contract.REQUESTS), SamplingParams(n=3, temperature=0.7))
-    assert slept == [0.25] * len(contract.REQUESTS), "once per prompt, whatever its repetitions"
+    backend = load_backend({"backend": "simulated", "latency_ms": 250}, chat=False)
+    requests = list(contract.REQUESTS)
+    backend.generate(requests, SamplingParams(n=3, temperature=0.7))
+    backend.score_labels(requests)
+    backend.score_options(requests)
+    # one sleep a call, of 0.25 s a prompt less what computing the answers took (well under 50 ms here)
+    assert len(slept) == 3, "one sleep per call, whatever its repetitions"
+    for seconds in slept:
+        assert len(requests) * 0.25 - 0.05 < seconds <= len(requests) * 0.25

@@ -131,9 +131,10 @@ def test_every_named_equivalent_mutant_is_one_mutmut_makes_from_the_source_now()
     something of another mutant."""
     entries = mutation.load_equivalent()
     assert entries, "tests/data/mutation_equivalent.toml names no mutant"
+    diffs = mutation.mutant_diffs(list(entries))
     for name, entry in entries.items():
         assert set(entry) == {"change", "reason"} and entry["reason"].strip(), name
-        added = [line[1:].strip() for line in mutation.mutant_diff(name).splitlines() if line.startswith("+ ")]
+        added = [line[1:].strip() for line in diffs[name].splitlines() if line.startswith("+ ")]
         assert entry["change"].strip() in added, f"{name}: writes {added}, not {entry['change']!r}"
 
 
@@ -175,3 +176,30 @@ def test_the_shim_keeps_the_src_package_in_mutant_keys_and_counts_its_hits(monke
     monkeypatch.setattr(state(), "_stats", set())
     trampoline.record_trampoline_hit("src.metrics.paired.x_holm")
     assert state()._stats == {"src.metrics.paired.x_holm"}
+
+
+def test_mutating_only_the_named_functions_makes_their_mutants_as_mutating_the_whole_file_does(tmp_path, monkeypatch):
+    """`mutant_diffs` mutates a file in the named functions only (its cheap path); their mutants, numbers and diffs
+    are the ones mutmut makes from the whole file, for functions and a method."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    source = tmp_path / "src" / "toy.py"
+    source.parent.mkdir()
+    source.write_text(
+        "def f(a, b=2):\n    return a + b * 3 if a > 1 else 'x'\n\n\n"
+        "def g(n):\n    return [n - 1, n // 2, 'y']\n\n\n"
+        "class C:\n    k = 4\n\n    def m(self, x):\n        return x < self.k and not x\n"
+    )
+    monkeypatch.setattr(mutation, "REPO", tmp_path)
+    whole = mutate_file_contents("src/toy.py", source.read_text(), None, None)
+    names = [f"src.toy.{key}" for key in whole.mutant_names]
+    assert {name.split(".")[-1].partition("__mutmut_")[0] for name in names} == {"x_f", "x_g", "xǁCǁm"}
+    for name in names[::2]:  # each one alone, as `mutant_diff` makes it: only its own function mutated
+        assert mutation.mutant_diff(name) == get_diff_for_mutant(
+            name.removeprefix("src.toy."), source=whole.code, path=Path("src/toy.py")
+        ), name
+    assert mutation.mutant_diffs(names) == {
+        name: get_diff_for_mutant(name.removeprefix("src.toy."), source=whole.code, path=Path("src/toy.py"))
+        for name in names
+    }

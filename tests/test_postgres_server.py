@@ -184,7 +184,7 @@ def test_postgres_server_killed_mid_sweep_and_resumed(postgres, tmp_path):
             "src.run",
             "-m",
             "model=simulated",
-            "model.delay_s=0.5",
+            "model.latency_ms=500",
             f"limit={LIMIT}",
             f"seed={','.join(JOBS)}",
             "hydra/launcher=joblib",

@@ -38,7 +38,7 @@ def stable(records: pd.DataFrame) -> pd.DataFrame:
 def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp_path):
     job = [
         "model=simulated",
-        "model.delay_s=0.01",
+        "model.latency_ms=10",
         "benchmark.n_questions=24",
         "variants=cora",
         "scoring=generate",
@@ -93,7 +93,7 @@ def test_killed_run_resumes_from_cache_and_matches_uninterrupted(run_job_in, tmp
     assert resumed_records.cache_hit.sum() < len(resumed_records)
 
     # the uninterrupted reference, without the delay that only made the first run slow enough to kill
-    fresh_job = [a for a in job if not a.startswith("model.delay_s=")]
+    fresh_job = [a for a in job if not a.startswith("model.latency_ms=")]
     run_job_in(*fresh_job, f"cache.path={tmp_path}/fresh.db", f"tracking.uri=sqlite:///{tmp_path}/fresh/mlflow.db")
     client2, (fresh,) = mlflow_runs(f"sqlite:///{tmp_path}/fresh/mlflow.db")
     pd.testing.assert_frame_equal(stable(resumed_records), stable(records_of(client2, fresh)))
@@ -112,14 +112,15 @@ def test_the_same_command_twice_never_marks_a_live_run_killed(tmp_path):
     """Two identical jobs, the second started once the first's run is RUNNING: the second finds it, sees that its
     owner process lives (src/common/owners.py, the run's `owner` tag), leaves it alone and makes a run of its own;
     both finish. The precondition is asserted: the first's run was RUNNING when the second started and the two
-    runs overlapped in time."""
+    runs overlapped in time: the first job's backend takes 40 s (16 prompts at 2.5 s, asleep, no CPU), so that the
+    second, started as a new process on a loaded machine, makes its run before the first ends."""
     store = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     cmd = [
         sys.executable,
         "-m",
         "src.run",
         "model=simulated",
-        "model.delay_s=0.5",
+        "model.latency_ms=2500",
         "limit=16",
         "cache.enabled=false",
         f"tracking.uri={store}",

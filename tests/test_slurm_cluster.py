@@ -54,7 +54,7 @@ AUTH_SERVER = (
     "--backend-store-uri sqlite:///mlflow-server/mlflow.db --artifacts-destination mlflow-server/artifacts"
 )
 # a slow job (0.1 s a question), for signals to arrive while it answers
-SLOW = ("model.delay_s=0.1", "variants=original", "repetitions=1")
+SLOW = ("model.latency_ms=100", "variants=original", "repetitions=1")
 
 
 @pytest.mark.promise("docs/clusters.md", "the Slurm commands on the page are the ones the Slurm tier runs")

@@ -169,7 +169,7 @@ def test_server_killed_mid_sweep(server, tmp_path):
             "src.run",
             "-m",
             "model=simulated",
-            "model.delay_s=0.4",
+            "model.latency_ms=400",
             "limit=8",
             "seed=0,1",
             f"tracking.uri={server.uri}",

@@ -83,7 +83,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devtools.perf import gpu, intervals, lm_eval, processes, results, sizes, study, vllm
+from devtools.perf import gpu, intervals, lm_eval, overhead, processes, results, sizes, study, vllm
 from devtools.perf.meter import MODEL_PARTS, PARTS, REPO, TARGETS, Meter, hf_backend, model_config
 from src.cli import entry
 
@@ -140,6 +140,14 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2000,
         help="report_size: MMLU questions of the simulated CoRA job (default 2000)",
+    )
+    parser.add_argument(
+        "--overhead-limits",
+        type=int,
+        nargs=2,
+        default=[500, 2000],
+        metavar=("SMALL", "LARGE"),
+        help="overhead: MMLU questions of the two sizes whose slope is the cost per trial (default 500 2000)",
     )
     parser.add_argument("--sizes-dir", metavar="DIR", help="report_size: a new or empty folder (store, report)")
     parser.add_argument(
@@ -266,6 +274,7 @@ def run_parts(parts: list[str], meter: Meter, args: argparse.Namespace, ratios: 
         ("gpu", gpu.part_gpu),
         ("vllm", vllm.part_vllm),
         ("main_job", processes.part_main_job),
+        ("overhead", overhead.part_overhead),
     ):
         if name in parts:
             fn(meter, args, ratios, shared)

@@ -33,17 +33,43 @@ PARTS = (
     "gpu",
     "vllm",
     "main_job",
+    "overhead",
 )
 
 
 # the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
 OWN_PROCESS_PARTS = frozenset(
-    ("load", "rerun", "intervals", "startup", "generation", "review_scale", "report_size", "gpu", "vllm", "main_job")
+    (
+        "load",
+        "rerun",
+        "intervals",
+        "startup",
+        "generation",
+        "review_scale",
+        "report_size",
+        "gpu",
+        "vllm",
+        "main_job",
+        "overhead",
+    )
 )
 MODEL_PARTS = tuple(p for p in PARTS if p not in OWN_PROCESS_PARTS)
 
 
 TARGETS = {  # what each figure must reach, checked on the printed numbers
+    "overhead_cora_us_per_trial_total": (
+        "the framework's CPU per CoRA trial at the margin (simulated MMLU) <= 100 µs",
+        lambda r: r <= 100.0,
+    ),
+    "overhead_r10_us_per_trial_total": (
+        "the framework's CPU per trial of 10 repetitions at the margin (simulated MMLU) <= 100 µs",
+        lambda r: r <= 100.0,
+    ),
+    "overhead_fixed_job_cpu_s": ("a job into a new store <= 3 s of CPU", lambda r: r <= 3.0),
+    "overhead_overlap_wall_over_backend": (
+        "a CoRA job's answering with a backend of 0.5 ms per prompt <= 1.1x the backend alone",
+        lambda r: r <= 1.1,
+    ),
     "cora_vs_padded": (
         "CoRA label scoring: >= 3x faster than padded batches of 16 on the same prompts",
         lambda r: r >= 3.0,

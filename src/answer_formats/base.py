@@ -17,7 +17,7 @@ import pandas as pd
 from src.core.parsing import Parse, strip_reasoning
 from src.core.prompts import PromptTemplate, labels_for, lm_eval_request, relisted
 from src.core.questions import Question
-from src.core.variant import Variant
+from src.core.variant import Variant, trial_key
 
 from ..backends.base import Request
 
@@ -66,8 +66,10 @@ class AnswerFormat:
         seed: int,
         fewshot: Sequence[tuple[Question, Variant]] = (),
         scoring: str = "generate",
+        data: str = "",
     ) -> Request:
-        """The backend request of one variant of `question`: under `prompt=lm_eval` a cloze request is lm-eval's
+        """The backend request of one variant of `question` (`data`: the question's content identity, part of the
+        response cache's key, `Request.data`): under `prompt=lm_eval` a cloze request is lm-eval's
         own (context, continuation) pair, and on a task whose choices are labels its labels are scored, as lm-eval
         scores " A" after MMLU's listed options."""
         listing = question.metadata.get("lm_eval_listing") if self.name == "mcq" else None
@@ -93,7 +95,8 @@ class AnswerFormat:
             labels=labels,
             options=options,
             seed=seed,
-            key=f"{question.id}/{variant.variant_id}",
+            key=trial_key(question.id, variant.variant_id),
+            data=data,
             continuation_prefix=prefix,
         )
 

@@ -4,7 +4,9 @@ chunk files that jobs on many nodes share without any file lock (`SharedResponse
 A backend result is stored per (model identity, exact prompt, displayed labels/options, scoring mode,
 decoding settings, trial seed, repetition). Identical prompts across variant sets, sweeps and reruns are
 computed once, and an interrupted run resumes from what it had: results are committed chunk by chunk.
-WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file.
+WAL mode and a busy timeout let parallel jobs (joblib launcher) share one file. Within a job, the answering
+pipeline looks answers up in one thread and stores them in another (src/answering/pipeline.py): each cache serialises
+its operations with a lock of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -67,7 +70,9 @@ class ResponseCache:
     def __init__(self, path: str | Path, *, timeout_s: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+        # one connection for the threads of the answering pipeline, used by one at a time (`_lock`)
+        self.conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
         self.conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         self._retry(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         self._retry(lambda: self.conn.execute(SCHEMA))
@@ -84,6 +89,10 @@ class ResponseCache:
         return retrying(op)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        with self._lock:
+            return self._get_many(keys)
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
             chunk = list(keys[start : start + 500])
@@ -107,13 +116,16 @@ class ResponseCache:
                 self.conn.execute("ROLLBACK")
                 raise
 
-        self._retry(write)
+        with self._lock:
+            self._retry(write)
 
     def __len__(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        with self._lock:
+            return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
-        self.conn.close()
+        with self._lock:
+            self.conn.close()
 
 
 class SharedResponseCache:
@@ -138,6 +150,7 @@ class SharedResponseCache:
         owners.clean_stale_temps([self.chunks], "an interrupted cache write", ownerless=False)
         self._index: dict[str, str] = {}  # key -> the value's JSON text (parsed when asked for)
         self._next = 0  # the number of the next chunk to read (and to try to publish as)
+        self._lock = threading.Lock()  # the index and `_next`, for the answering pipeline's two threads
         for entry in sorted(os.scandir(self.chunks), key=lambda e: e.name):  # an older version's chunks, once
             if entry.name.endswith(".jsonl") and not entry.name.startswith(".") and not chunk_number(entry.name):
                 self._read_chunk(Path(entry.path))
@@ -158,13 +171,17 @@ class SharedResponseCache:
             self._next += 1
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        self._refresh()
-        return {k: json.loads(self._index[k]) for k in keys if k in self._index}
+        with self._lock:
+            self._refresh()
+            return {k: json.loads(self._index[k]) for k in keys if k in self._index}
 
     def put_many(self, items: Iterable[tuple[str, Any]]) -> None:
         rows = [(k, json.dumps(v)) for k, v in items]
-        if not rows:
-            return
+        if rows:
+            with self._lock:
+                self._publish(rows)
+
+    def _publish(self, rows: list[tuple[str, str]]) -> None:
         partial = self.chunks / f"{owners.temp_prefix('chunk.jsonl')}{os.urandom(4).hex()}"
         try:
             with open(partial, "w", encoding="utf-8") as handle:
@@ -188,11 +205,13 @@ class SharedResponseCache:
             self._index.setdefault(key, value)
 
     def __len__(self) -> int:
-        self._refresh()
-        return len(self._index)
+        with self._lock:
+            self._refresh()
+            return len(self._index)
 
     def close(self) -> None:
-        self._index.clear()
+        with self._lock:
+            self._index.clear()
 
 
 def chunk_name(number: int) -> str:

@@ -12,7 +12,8 @@ import pandas as pd
 
 from src.answer_formats import FORMATS, format_of
 from src.answering.cache import AnswerStore, request_key
-from src.answering.items import Answer, Item, answer_key
+from src.answering.items import Answer, Item, ItemsAt, answer_key, variant_at
+from src.answering.pipeline import Asked, ChunkWork, Pipeline, answer_chunk
 from src.backends.base import Backend, Completion, Request, SamplingParams, truncated_of
 from src.backends.oracle import OracleBackend
 from src.common.digests import seed_of, text_sha256
@@ -87,17 +88,6 @@ def _cached_text(value: Any) -> Completion:
     return Completion(value[0], truncated=value[1])
 
 
-def _lookup(cache: AnswerStore | None, keys: list[str]) -> dict[str, Any]:
-    return cache.get_many(keys) if cache is not None else {}
-
-
-def _remember(found: dict[str, Any], fresh: dict[str, Any], cache: AnswerStore | None) -> None:
-    """Make freshly computed results visible to this chunk and commit them to the cache."""
-    found.update(fresh)
-    if cache is not None:
-        cache.put_many(fresh.items())
-
-
 def _answer_chunk(
     backend: Backend,
     reqs: Sequence[Request],
@@ -107,183 +97,235 @@ def _answer_chunk(
     cloze_normalise: bool,
     cache: AnswerStore | None,
 ) -> list[list[Answer]]:
-    """Answers for one chunk of requests: cached results first, the backend for the rest, then stored."""
-    identity = backend.identity
-    oracle = isinstance(backend, OracleBackend)  # answers depend on the trial, not just the prompt
+    """Answers for one chunk of requests in line: cached results first, the backend for the rest, then stored (the
+    rounds of adaptive repetitions; `answer_items` runs the same work as a pipeline)."""
+    return answer_chunk(_work(backend, scoring, params, cloze_normalise), reqs, cache)
+
+
+def _work(backend: Backend, scoring: str, params: SamplingParams, cloze_normalise: bool) -> ChunkWork[Any]:
+    """The scoring mode's work on a chunk (src/answering/pipeline.py); the backend's identity is read here, in the
+    calling thread."""
     if scoring == "generate":
-        greedy = params.temperature == 0
-        first = params.first_repetition
-        reps = [None] if greedy else list(range(first, first + params.n))  # greedy: one answer serves every rep
-        own = [replace(_generation_params(r, params), n=len(reps)) for r in reqs]
-        keys = [
-            [
-                request_key(
-                    identity,
-                    scoring,
-                    r,
-                    {
-                        "temperature": p.temperature,
-                        "top_k": p.top_k,
-                        "top_p": p.top_p,
-                        "max_new_tokens": p.max_new_tokens,
-                    },
-                    k,
-                    seeded=oracle or not greedy,
-                )
-                for k in reps
-            ]
-            for r, p in zip(reqs, own)
-        ]
-        found = _lookup(cache, [k for ks in keys for k in ks])
-        todo = [i for i, ks in enumerate(keys) if not all(k in found for k in ks)]
-        for budget in sorted({own[i].max_new_tokens for i in todo}):  # one backend call per token budget
-            group = [i for i in todo if own[i].max_new_tokens == budget]
-            outs = backend.generate([reqs[i] for i in group], own[group[0]])
-            # cached as [text, truncated]
-            fresh = {k: [str(t), truncated_of(t)] for i, texts in zip(group, outs) for k, t in zip(keys[i], texts)}
-            _remember(found, fresh, cache)
-        done = set(todo)
-        answers = []
-        for i, (r, ks) in enumerate(zip(reqs, keys)):
-            texts = [_cached_text(found[k]) for k in ks] * (params.n if greedy else 1)
-            answers.append([_parsed(r, t, cache_hit=i not in done) for t in texts])
-        return answers
-
+        return _GenerateWork(backend, params)
     if scoring in CLOZE_MODES:
-        return _cloze_chunk(backend, reqs, n=params.n, cloze_normalise=cloze_normalise, cache=cache, oracle=oracle)
-    return _logprob_chunk(backend, reqs, params=params, cache=cache, oracle=oracle)
+        return _ClozeWork(backend, n=params.n, cloze_normalise=cloze_normalise)
+    return _LogprobWork(backend, params)
 
 
-def _logprob_chunk(
-    backend: Backend, reqs: Sequence[Request], *, params: SamplingParams, cache: AnswerStore | None, oracle: bool
-) -> list[list[Answer]]:
+class _GenerateWork(ChunkWork[tuple[SamplingParams, list[str]]]):
+    """Generated answers, a cache key per repetition (one for every repetition when greedy)."""
+
+    def __init__(self, backend: Backend, params: SamplingParams) -> None:
+        self.backend, self.params, self.identity = backend, params, backend.identity
+        self.oracle = isinstance(backend, OracleBackend)  # answers depend on the trial, not just the prompt
+        self.greedy = params.temperature == 0
+        first = params.first_repetition
+        # greedy: one answer serves every repetition
+        self.reps: list[int | None] = [None] if self.greedy else list(range(first, first + params.n))
+
+    def prepare(self, request: Request) -> tuple[SamplingParams, list[str]]:
+        own = replace(_generation_params(request, self.params), n=len(self.reps))
+        settings = {
+            "temperature": own.temperature,
+            "top_k": own.top_k,
+            "top_p": own.top_p,
+            "max_new_tokens": own.max_new_tokens,
+        }
+        seeded = self.oracle or not self.greedy
+        return own, [request_key(self.identity, "generate", request, settings, k, seeded=seeded) for k in self.reps]
+
+    def lookup_keys(self, prepared: tuple[SamplingParams, list[str]]) -> list[str]:
+        return prepared[1]
+
+    def ask(
+        self, requests: Sequence[Request], prepared: Sequence[tuple[SamplingParams, list[str]]], found: dict[str, Any]
+    ) -> Asked:
+        todo = [i for i, (_, ks) in enumerate(prepared) if not all(k in found for k in ks)]
+        fresh: dict[str, Any] = {}
+        for budget in sorted({prepared[i][0].max_new_tokens for i in todo}):  # one backend call per token budget
+            group = [i for i in todo if prepared[i][0].max_new_tokens == budget]
+            outs = self.backend.generate([requests[i] for i in group], prepared[group[0]][0])
+            # cached as [text, truncated]
+            fresh.update(
+                {k: [str(t), truncated_of(t)] for i, texts in zip(group, outs) for k, t in zip(prepared[i][1], texts)}
+            )
+        return Asked(fresh, set(todo))
+
+    def answers(
+        self,
+        requests: Sequence[Request],
+        prepared: Sequence[tuple[SamplingParams, list[str]]],
+        found: dict[str, Any],
+        asked: Asked,
+    ) -> list[list[Answer]]:
+        repeat = self.params.n if self.greedy else 1
+        out = []
+        for i, (r, (_, ks)) in enumerate(zip(requests, prepared)):
+            texts = [_cached_text(found[k]) for k in ks] * repeat
+            out.append([_parsed(r, t, cache_hit=i not in asked.done) for t in texts])
+        return out
+
+
+class _LogprobWork(ChunkWork[tuple[str, str]]):
     """Label scores; at temperature 0 every repetition is the best label. At a temperature, exact first-token
     sampling: one pass gives the first token's distribution under temperature/top-k/top-p over the whole
     vocabulary (labels + INVALID), and the R answers are drawn from it with each trial's seed. The cache keeps
     the temperature-1 scores (shared with greedy runs) and, under the sampling settings, the tempered part;
     the draws are cheap and made again on every run."""
-    identity = backend.identity
-    sampled = params.temperature > 0
-    plain_keys = [request_key(identity, "logprob", r, {}, None, seeded=oracle) for r in reqs]
-    settings = {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p, "first_token": "exact"}
-    keys = [request_key(identity, "logprob", r, settings, None, seeded=oracle) for r in reqs] if sampled else plain_keys
-    found = _lookup(cache, keys)
-    first: dict[str, int] = {}  # identical prompts in a chunk (a variant that repeats another) are scored once
-    for i, k in enumerate(keys):
-        if k not in found:
-            first.setdefault(k, i)
-    todo = list(first.values())
-    if todo:
-        asked = [reqs[i] for i in todo]
-        scored = backend.score_labels(asked, params if sampled else None)
+
+    def __init__(self, backend: Backend, params: SamplingParams) -> None:
+        self.backend, self.params, self.identity = backend, params, backend.identity
+        self.oracle = isinstance(backend, OracleBackend)
+        self.sampled = params.temperature > 0
+        self.settings = {
+            "temperature": params.temperature,
+            "top_k": params.top_k,
+            "top_p": params.top_p,
+            "first_token": "exact",
+        }
+
+    def prepare(self, request: Request) -> tuple[str, str]:
+        """(the temperature-1 key, the key the run reads: the sampled one under a temperature)."""
+        plain = request_key(self.identity, "logprob", request, {}, None, seeded=self.oracle)
+        if not self.sampled:
+            return plain, plain
+        return plain, request_key(self.identity, "logprob", request, self.settings, None, seeded=self.oracle)
+
+    def lookup_keys(self, prepared: tuple[str, str]) -> tuple[str]:
+        return (prepared[1],)
+
+    def ask(self, requests: Sequence[Request], prepared: Sequence[tuple[str, str]], found: dict[str, Any]) -> Asked:
+        first: dict[str, int] = {}  # identical prompts in a chunk (a variant that repeats another) are scored once
+        for i, (_, k) in enumerate(prepared):
+            if k not in found:
+                first.setdefault(k, i)
+        todo = list(first.values())
+        if not todo:
+            return Asked({}, set())
+        scored = self.backend.score_labels([requests[i] for i in todo], self.params if self.sampled else None)
         fresh = {
-            keys[i]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist or ())] if sampled else [])
+            prepared[i][1]: [list(sc.probs), sc.mass] + ([list(sc.answer_dist or ())] if self.sampled else [])
             for i, sc in zip(todo, scored)
         }
-        found.update(fresh)
-        if cache is not None:
-            plain = {plain_keys[i]: value[:2] for i, value in zip(todo, fresh.values())} if sampled else {}
-            cache.put_many([*fresh.items(), *plain.items()])
-    done = {keys[i] for i in todo}
-    answers = []
-    for r, k in zip(reqs, keys):
-        probs, mass = tuple(found[k][0]), found[k][1]
-        hit = k not in done
-        if not sampled:
-            best = max(range(len(probs)), key=probs.__getitem__)
-            margin = decision_margin([_log(p) for p in probs], best)
-            answers.append(
+        plain = [(prepared[i][0], value[:2]) for i, value in zip(todo, fresh.values())] if self.sampled else []
+        return Asked(fresh, set(fresh), also=plain)
+
+    def answers(
+        self, requests: Sequence[Request], prepared: Sequence[tuple[str, str]], found: dict[str, Any], asked: Asked
+    ) -> list[list[Answer]]:
+        n = self.params.n
+        out = []
+        for r, (_, k) in zip(requests, prepared):
+            probs, mass = tuple(found[k][0]), found[k][1]
+            hit = k not in asked.done
+            if not self.sampled:
+                best = max(range(len(probs)), key=probs.__getitem__)
+                margin = decision_margin([_log(p) for p in probs], best)
+                out.append(
+                    [
+                        Answer(
+                            _scores_text(r.labels, probs),
+                            best,
+                            probs,
+                            mass,
+                            cache_hit=hit,
+                            parse_rule="logprob_argmax",
+                            decision_margin=margin,
+                        )
+                    ]
+                    * n
+                )
+                continue
+            dist = tuple(found[k][2])
+            text = _scores_text((*r.labels, "INVALID"), dist)
+            out.append(
                 [
-                    Answer(
-                        _scores_text(r.labels, probs),
-                        best,
-                        probs,
-                        mass,
-                        cache_hit=hit,
-                        parse_rule="logprob_argmax",
-                        decision_margin=margin,
-                    )
+                    Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit, parse_rule="exact_sample")
+                    for slot in draw_answers(dist, seed=r.seed, n=n)
                 ]
-                * params.n
             )
-            continue
-        dist = tuple(found[k][2])
-        text = _scores_text((*r.labels, "INVALID"), dist)
-        answers.append(
-            [
-                Answer(text, slot, probs, mass, answer_dist=dist, cache_hit=hit, parse_rule="exact_sample")
-                for slot in draw_answers(dist, seed=r.seed, n=params.n)
-            ]
-        )
-    return answers
+        return out
 
 
-def _cloze_chunk(
-    backend: Backend,
-    reqs: Sequence[Request],
-    *,
-    n: int,
-    cloze_normalise: bool,
-    cache: AnswerStore | None,
-    oracle: bool,
-) -> list[list[Answer]]:
+class _ClozeWork(ChunkWork[list[str]]):
     """Cloze scores per (prompt, option text) pair: an option's log-likelihood does not depend on the other
     options shown, so the variants of a question (same cloze prompt, reordered or reduced options) share the
     work, and each pair is computed once per model."""
 
-    def key(r: Request, text: str) -> str:
-        return request_key(
-            backend.identity,
-            "cloze",
-            Request(r.prompt, (), (text,), r.seed, key=r.key, data=r.data, continuation_prefix=r.continuation_prefix),
-            {},
-            None,
-            seeded=oracle,
-        )
+    def __init__(self, backend: Backend, *, n: int, cloze_normalise: bool) -> None:
+        self.backend, self.n, self.cloze_normalise = backend, n, cloze_normalise
+        self.identity, self.oracle = backend.identity, isinstance(backend, OracleBackend)
 
-    keys = [[key(r, t) for t in r.options] for r in reqs]
-    found = _lookup(cache, [k for ks in keys for k in ks])
-    todo = [i for i, ks in enumerate(keys) if not all(k in found for k in ks)]
-    fresh: dict[str, list[float]] = {}
-    if oracle:  # an oracle's scores depend on the whole request (which slot is right), not on pairs
-        for i, sc in zip(todo, backend.score_options([reqs[i] for i in todo])):
-            fresh.update({k: [a, b] for k, a, b in zip(keys[i], sc.loglik, sc.loglik_norm)})
-    elif todo:
-        # (prompt, question identity, continuation prefix) -> option texts still to score, in first-seen order
-        groups: dict[tuple[str, str, str | None], dict[str, None]] = {}
-        for i in todo:
-            for text, k in zip(reqs[i].options, keys[i]):
-                if k not in found:
-                    groups.setdefault((reqs[i].prompt, reqs[i].data, reqs[i].continuation_prefix), {})[text] = None
-        group_reqs = [
-            Request(prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data, continuation_prefix=p)
-            for (prompt, data, p), texts in groups.items()
+    def prepare(self, request: Request) -> list[str]:
+        """A key per option text; without an oracle it names the (prompt, option text) pair alone, whichever
+        request showed it."""
+        r = request
+        return [
+            request_key(
+                self.identity,
+                "cloze",
+                Request(
+                    r.prompt, (), (text,), r.seed, key=r.key, data=r.data, continuation_prefix=r.continuation_prefix
+                ),
+                {},
+                None,
+                seeded=self.oracle,
+            )
+            for text in r.options
         ]
-        for gr, sc in zip(group_reqs, backend.score_options(group_reqs)):
-            fresh.update({key(gr, t): [a, b] for t, a, b in zip(gr.options, sc.loglik, sc.loglik_norm)})
-    _remember(found, fresh, cache)
-    done = set(todo)
-    answers = []
-    for i, (r, ks) in enumerate(zip(reqs, keys)):
-        loglik = tuple(found[k][0] for k in ks)
-        norm = tuple(found[k][1] for k in ks)
-        values = norm if cloze_normalise else loglik
-        best = max(range(len(values)), key=values.__getitem__)
-        answers.append(
-            [
-                Answer(
-                    _scores_text(r.labels, values),
-                    best,
-                    option_loglik=loglik,
-                    option_loglik_norm=norm,
-                    cache_hit=i not in done,
-                    parse_rule="cloze_argmax",
-                    decision_margin=decision_margin(values, best),
+
+    def lookup_keys(self, prepared: list[str]) -> list[str]:
+        return prepared
+
+    def ask(self, requests: Sequence[Request], prepared: Sequence[list[str]], found: dict[str, Any]) -> Asked:
+        todo = [i for i, ks in enumerate(prepared) if not all(k in found for k in ks)]
+        fresh: dict[str, Any] = {}
+        if self.oracle:  # an oracle's scores depend on the whole request (which slot is right), not on pairs
+            for i, sc in zip(todo, self.backend.score_options([requests[i] for i in todo])):
+                fresh.update({k: [a, b] for k, a, b in zip(prepared[i], sc.loglik, sc.loglik_norm)})
+        elif todo:
+            # (prompt, question identity, continuation prefix) -> option texts still to score, in first-seen order,
+            # each with its pair's key
+            groups: dict[tuple[str, str, str | None], dict[str, str]] = {}
+            for i in todo:
+                r = requests[i]
+                for text, k in zip(r.options, prepared[i]):
+                    if k not in found:
+                        groups.setdefault((r.prompt, r.data, r.continuation_prefix), {}).setdefault(text, k)
+            group_reqs = [
+                Request(
+                    prompt, tuple(str(j) for j in range(len(texts))), tuple(texts), 0, data=data, continuation_prefix=p
                 )
+                for (prompt, data, p), texts in groups.items()
             ]
-            * n
-        )
-    return answers
+            for keyed, sc in zip(groups.values(), self.backend.score_options(group_reqs)):
+                fresh.update({k: [a, b] for k, a, b in zip(keyed.values(), sc.loglik, sc.loglik_norm)})
+        return Asked(fresh, set(todo))
+
+    def answers(
+        self, requests: Sequence[Request], prepared: Sequence[list[str]], found: dict[str, Any], asked: Asked
+    ) -> list[list[Answer]]:
+        out = []
+        for i, (r, ks) in enumerate(zip(requests, prepared)):
+            loglik = tuple(found[k][0] for k in ks)
+            norm = tuple(found[k][1] for k in ks)
+            values = norm if self.cloze_normalise else loglik
+            best = max(range(len(values)), key=values.__getitem__)
+            out.append(
+                [
+                    Answer(
+                        _scores_text(r.labels, values),
+                        best,
+                        option_loglik=loglik,
+                        option_loglik_norm=norm,
+                        cache_hit=i not in asked.done,
+                        parse_rule="cloze_argmax",
+                        decision_margin=decision_margin(values, best),
+                    )
+                ]
+                * self.n
+            )
+        return out
 
 
 def answer_items(
@@ -298,9 +340,11 @@ def answer_items(
     progress: bool = True,
     adaptive: bool = False,
 ) -> list[list[Answer]]:
-    """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, so a killed
-    run loses at most one chunk. `adaptive` (generate at a temperature only): stop an item once its repetition
-    cell can no longer change, so it gets the first `n_asked` <= n answers (src/answering/adaptive.py)."""
+    """`params.n` answers per item, in repetition order. Work is done and cached chunk by chunk, the framework's
+    part beside the backend's (src/answering/pipeline.py), so a killed run loses at most the chunks in flight: the
+    one the backend answers and the one being stored. `adaptive` (generate at a temperature only): stop an item
+    once its repetition cell can no longer change, so it gets the first `n_asked` <= n answers
+    (src/answering/adaptive.py)."""
     if scoring not in ("generate", "logprob", *CLOZE_MODES):
         raise ValueError(f"unknown scoring {scoring!r}")
     if isinstance(backend, OracleBackend):  # the simulation answers from the answer key; no real model is told it
@@ -320,17 +364,18 @@ def answer_items(
             progress=progress,
         )
     generated = (
-        [i for i, it in enumerate(items) if FORMATS[it.variant.fmt].generated_only] if scoring != "generate" else []
+        [i for i in range(len(items)) if FORMATS[variant_at(items, i).fmt].generated_only]
+        if scoring != "generate"
+        else []
     )
     if generated:  # a set of labels can only be written out: such items are generated under any scoring
         picked = set(generated)
         rest = [i for i in range(len(items)) if i not in picked]
 
         def part(indices: list[int], mode: str) -> list[list[Answer]]:
-            chosen = [items[i] for i in indices]
             return answer_items(
                 backend,
-                chosen,
+                ItemsAt(items, indices),
                 scoring=mode,
                 params=params,
                 cloze_normalise=cloze_normalise,
@@ -343,19 +388,17 @@ def answer_items(
             found = dict(zip(rest, part(rest, scoring)))
             found.update(zip(generated, part(generated, "generate")))
         return [found[i] for i in range(len(items))]
-    answers: list[list[Answer]] = []
     with job_progress(len(items), scoring, enabled=progress) as bar:  # one bar per job (src/common/progress.py)
-        while len(answers) < len(items):
+        pipeline = Pipeline(
+            _work(backend, scoring, params, cloze_normalise),
+            items,
+            cache=cache,
             # the HF backend on a GPU sizes chunks by its token budget (`prompts_per_chunk`); else chunk_size
-            size = backend.prompts_per_chunk(chunk_size)
-            chunk = [it.request for it in items[len(answers) : len(answers) + size]]
-            answers.extend(
-                _answer_chunk(
-                    backend, chunk, scoring=scoring, params=params, cloze_normalise=cloze_normalise, cache=cache
-                )
-            )
-            bar.update(len(chunk))
-    return answers
+            chunk_size=lambda: backend.prompts_per_chunk(chunk_size),
+            block=chunk_size,
+            on_chunk=bar.update,
+        )
+        return pipeline.run()
 
 
 def to_records(

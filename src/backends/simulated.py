@@ -25,12 +25,16 @@ class SimulatedSettings:
     success_rate: float = 0.8
     invalid_rate: float = 0.0
     first_slot_rate: float = 0.0  # share of trials that answer the first slot whatever the question: a letter habit
-    delay_s: float = 0.0  # seconds per request: makes interruption tests and progress bars observable
+    # milliseconds per prompt, the whole call asleep (as a GPU's kernels, it leaves the GIL to the framework's
+    # threads): a backend of known speed for the answering pipeline's overlap, and an observable progress bar
+    latency_ms: float = 0.0
     name: str = "simulated"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.success_rate <= 1.0:
             raise ValueError("success_rate must be in [0, 1]")
+        if not self.latency_ms >= 0.0:
+            raise ValueError("latency_ms must be >= 0")
         if not 0.0 <= self.first_slot_rate <= 1.0:
             raise ValueError("first_slot_rate must be in [0, 1]")
 
@@ -74,8 +78,6 @@ class SimulatedBackend(OracleBackend):
         return f"simulated(success_rate={self.settings.success_rate},invalid_rate={self.settings.invalid_rate}{habit})"
 
     def _answer(self, req: Request, repetition: int) -> int | None:
-        if self.settings.delay_s and repetition == 0:
-            time.sleep(self.settings.delay_s)
         rng = _rng(req.seed, req.key, repetition)
         if rng.random() < self.settings.invalid_rate:
             return None
@@ -102,8 +104,16 @@ class SimulatedBackend(OracleBackend):
                 chosen.add(slot)
         return sorted(chosen)
 
+    def _taking(self, requests: Sequence[Request]) -> _Latency:
+        """The call's `latency_ms` per prompt, slept at its end less what computing its answers took."""
+        return _Latency(len(requests) * self.settings.latency_ms / 1000.0)
+
     def generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         """Rendered answers; never truncated (an answer is a label, a list of labels or one short sentence)."""
+        with self._taking(requests):
+            return self._generate(requests, params)
+
+    def _generate(self, requests: Sequence[Request], params: SamplingParams) -> list[list[str]]:
         out: list[list[str]] = []
         for req in requests:
             first = params.first_repetition
@@ -135,6 +145,10 @@ class SimulatedBackend(OracleBackend):
     def score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None = None) -> list[LabelScores]:
         """With a temperature, `answer_dist` is the peaked distribution tempered (one-hot on its argmax at 0),
         scaled by 1 - invalid_rate, with invalid_rate as INVALID; top-k/top-p are not simulated."""
+        with self._taking(requests):
+            return self._score_labels(requests, sampling)
+
+    def _score_labels(self, requests: Sequence[Request], sampling: SamplingParams | None) -> list[LabelScores]:
         out = []
         for r in requests:
             probs = self._peaked(r, len(r.labels))
@@ -152,8 +166,29 @@ class SimulatedBackend(OracleBackend):
         return out
 
     def score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
+        with self._taking(requests):
+            return self._score_options(requests)
+
+    def _score_options(self, requests: Sequence[Request]) -> list[OptionScores]:
         out = []
         for r in requests:
             ll = tuple(math.log(p) for p in self._peaked(r, len(r.options)))
             out.append(OptionScores(ll, tuple(x / max(1, len(o.encode())) for x, o in zip(ll, r.options))))
         return out
+
+
+class _Latency:
+    """A backend call that takes `seconds` in all: what is left of them when its body ends is slept (`time.sleep`
+    releases the GIL), so the call's time is the latency set, not the latency plus the simulation's own work."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.start = 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        left = self.seconds - (time.perf_counter() - self.start)
+        if left > 0 and exc[0] is None:
+            time.sleep(left)

@@ -207,6 +207,9 @@ def parse_with_rule(
     with the rule that decided it; `truncated`: generation hit max_new_tokens. The mcq format's parser."""
     if not raw or not raw.strip():
         return Parse(None, "truncated" if truncated else "invalid_empty")
+    index = {label: slot for slot, label in enumerate(labels)}
+    if raw.strip() in index:  # a shown label alone ("B", " B\n"): the first-token rule with nothing after it to read
+        return Parse(index[raw.strip()], "first_token")
     text, reasoning = strip_reasoning(raw)
     if reasoning == "unclosed":
         return Parse(None, "truncated" if truncated else "invalid_unclosed_reasoning")

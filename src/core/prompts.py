@@ -19,6 +19,7 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any
 
 from src.common.errors import UserError
@@ -51,6 +52,11 @@ def labels_for(n: int, style: str) -> tuple[str, ...]:
         raise UserError(
             f"prompt.label_style={style!r} is not one of {', '.join(map(repr, LABEL_STYLES))}: set prompt.label_style"
         )
+    return _labels(n, style)
+
+
+@cache
+def _labels(n: int, style: str) -> tuple[str, ...]:  # every prompt of one size shows the same labels: made once
     alphabet, _ = LABEL_STYLES[style]
     if alphabet == "numbers":
         return tuple(str(i) for i in range(1, n + 1))
@@ -204,17 +210,26 @@ def relisted(listing: Mapping[str, Any], texts: Sequence[str]) -> str:
     return f"{listing['head']}{str(listing['separator']).join(lines)}{listing['tail']}"
 
 
+@cache
+def _shown_labels(n: int, style: str) -> tuple[tuple[str, ...], str, str]:
+    """(labels, the {letters} field, the line of one option) of `n` options in `style`: the same for every prompt
+    of that size, so made once."""
+    labels = labels_for(n, style)
+    _, line = LABEL_STYLES[style]
+    # "ABCD" as the CoRA prompt writes letters; numbers joined with commas, so that 1..10 read as ten labels
+    letters = "".join(labels) if all(label.isalpha() and len(label) == 1 for label in labels) else ", ".join(labels)
+    return labels, letters, line
+
+
 def _fields(template: PromptTemplate, question: Question, variant: Variant) -> dict[str, Any]:
-    labels = labels_for(variant.n_options, template.label_style)
-    _, line = LABEL_STYLES[template.label_style]
+    labels, letters, line = _shown_labels(variant.n_options, template.label_style)
     subject = (question.subject or DEFAULT_SUBJECT).replace("_", " ")
     return {
         "question": question.question,
-        "choices": "\n".join(line.format(label=label, text=text) for label, text in zip(labels, variant.option_texts)),
-        # "ABCD" as the CoRA prompt writes letters; numbers joined with commas, so that 1..10 read as ten labels
-        "letters": "".join(labels)
-        if all(label.isalpha() and len(label) == 1 for label in labels)
-        else ", ".join(labels),
+        "choices": "\n".join(
+            [line.format(label=label, text=text) for label, text in zip(labels, variant.option_texts)]
+        ),
+        "letters": letters,
         "subject": subject,
         "n_options": variant.n_options,
         "context": question.metadata.get("context", question.question),

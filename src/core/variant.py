@@ -75,3 +75,9 @@ class Variant:
     def correct_slots(self) -> tuple[int, ...]:
         """Slots a multi_select answer should name: the one right option (benchmarks here have one)."""
         return (self.correct_slot,)
+
+
+def trial_key(question_id: str, variant_id: str) -> str:
+    """A trial's key ("question_id/variant_id", `Request.key`): the response cache's and the answer key's name for
+    it (both a question's and a variant's id are unique where they are read)."""
+    return f"{question_id}/{variant_id}"

@@ -13,8 +13,8 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.answering.cache import GuardedCache, open_cache
-from src.answering.items import Item
+from src.answering.items import Item, PlannedItems
 from src.backends import load_backend
-from src.backends.base import Backend
+from src.backends.base import Backend, Request
 from src.benchmarks import (
     check_task_shapes,
     continuation_style,
@@ -46,6 +46,7 @@ from src.core.fewshot import pick_fewshot
 from src.core.prompts import CLOZE_SCORINGS, PromptTemplate
 from src.core.questions import Question, benchmark_identity, question_identity
 from src.core.validity import check_option_style
+from src.core.variant import Variant
 from src.job.lm_eval_suite import lm_eval_suite_metrics
 from src.presentation.closing import headline_metrics, job_block
 from src.presentation.description import run_description
@@ -190,15 +191,39 @@ def data_identity(spec: JobSpec, questions: list[Question]) -> str:
 
 def build_items(spec: JobSpec, questions: list[Question], template: PromptTemplate) -> list[Item]:
     """Every variant of every question, rendered into a backend request."""
-    return plan_items(spec, questions, template)[0]
+    return list(plan_items(spec, questions, template)[0])
+
+
+def misleading_sources(spec: JobSpec, evaluated: set[str]) -> dict[str, Any]:
+    """The job's variant set config, its own copy; at the misleading set's second stage it gains the source run's
+    wrong answers (`source_answers`): reading MLflow stays out of variants."""
+    variant_cfg = dict(spec.variants)
+    if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
+        from src.tracking.records import read_run_records  # local: loads pandas (slow import)
+
+        source = read_run_records(str(variant_cfg["source_run"]), spec.tracking.uri, key="variants.source_run")
+        if not evaluated & set(source["question_id"].astype(str)):
+            raise UserError(
+                f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
+                f"{spec.benchmark['name']} questions; give a run on the same benchmark and limit"
+            )
+        variant_cfg["source_answers"] = wrong_answers(source)
+        log.info(
+            "misleading replacement: %d of the source run's questions were answered wrong",
+            len(variant_cfg["source_answers"]),
+        )
+    return variant_cfg
 
 
 def plan_items(
     spec: JobSpec, questions: list[Question], template: PromptTemplate, backend: Backend | None = None
-) -> tuple[list[Item], dict[str, list[str]]]:
-    """(items, left_out): every variant of every question rendered into a backend request, and per reason the ids
-    of the questions that had variants left out under the `option_refs` policy (docs/metrics.md, validity rules).
-    `backend`: the job's, whose tokenizer renders lm-eval's chat turns (`prompt=lm_eval prompt.chat=true`)."""
+) -> tuple[PlannedItems, dict[str, list[str]]]:
+    """(items, left_out): every variant of every question, each rendered into a backend request when first read
+    (the answering pipeline renders them beside the backend's work), and per reason the ids of the questions that
+    had variants left out under the `option_refs` policy (docs/metrics.md, validity rules). One item of each kind
+    (answer format, option count, with or without shots) is rendered here, so that a prompt the template cannot make
+    is refused before any compute. `backend`: the job's, whose tokenizer renders lm-eval's chat turns
+    (`prompt=lm_eval prompt.chat=true`)."""
     from src.answer_formats import FORMATS  # local: loads pandas (slow import)
     from src.answering.trials import trial_seed  # local: loads pandas (slow import)
 
@@ -214,24 +239,13 @@ def plan_items(
         questions = lm_eval_contexts(questions, k=fewshot, options=bench_options, scoring=scoring, chat_template=chat)
         fewshot = 0
     evaluated = {q.id for q in questions}
-    variant_cfg = dict(spec.variants)  # its own copy: a second stage adds the source run's answers
-    if variant_cfg["name"] == "revas_misleading" and variant_cfg.get("source_run"):
-        # second stage: the generator gets the source run's wrong answers; reading MLflow stays out of variants
-        from src.tracking.records import read_run_records  # local: loads pandas (slow import)
-
-        source = read_run_records(str(variant_cfg["source_run"]), spec.tracking.uri, key="variants.source_run")
-        if not evaluated & set(source["question_id"].astype(str)):
-            raise UserError(
-                f"config key variants.source_run: run {variant_cfg['source_run']} answered none of these "
-                f"{spec.benchmark['name']} questions; give a run on the same benchmark and limit"
-            )
-        variant_cfg["source_answers"] = wrong_answers(source)
-        log.info(
-            "misleading replacement: %d of the source run's questions were answered wrong",
-            len(variant_cfg["source_answers"]),
-        )
-    items: list[Item] = []
+    variant_cfg = misleading_sources(spec, evaluated)
+    planned: list[tuple[Question, Variant]] = []
+    shown_with: list[int] = []  # per item, its question's place in `contexts`
+    contexts: list[tuple[Question, list[tuple[Question, Variant]]]] = []  # (question, its solved examples)
+    contents: dict[int, str] = {}  # a question's content identity, made when its first prompt is
     left_out: dict[str, list[str]] = {}  # exclusion reason -> the ids of the questions it left out
+    first_of_kind: dict[tuple[str, int, bool], int] = {}
     for q in questions:
         plan = plan_variants(variant_cfg, q, seed=seed, option_refs=option_refs)
         for reason, count in plan.excluded.items():
@@ -240,13 +254,33 @@ def plan_items(
         if not plan.variants:
             continue
         shots = pick_fewshot(pool, q, k=fewshot, seed=seed, exclude=evaluated)
-        shot_pairs = [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]
-        content = question_identity(q)  # in the cache key: a corrected question gets no old answer
-        for v in plan.variants:  # true/false and select-all prompts are zero-shot: their formats ignore the shots
-            request = FORMATS[v.fmt].request(
-                template, q, v, seed=trial_seed(seed, q.id, v.variant_id), fewshot=shot_pairs, scoring=scoring
-            )
-            items.append(Item(q, v, replace(request, data=content)))
+        contexts.append((q, [(s, make_variants({"name": "original"}, s, seed=seed)[0]) for s in shots]))
+        for v in plan.variants:
+            first_of_kind.setdefault((v.fmt, v.n_options, bool(shots)), len(planned))
+            planned.append((q, v))
+            shown_with.append(len(contexts) - 1)
+
+    def render(i: int) -> Request:
+        q, v = planned[i]
+        place = shown_with[i]
+        shot_pairs = contexts[place][1]
+        content = contents.get(place)
+        if content is None:  # in the cache key: a corrected question gets no old answer
+            content = contents[place] = question_identity(q)
+        # true/false and select-all prompts are zero-shot: their formats ignore the shots
+        return FORMATS[v.fmt].request(
+            template,
+            q,
+            v,
+            seed=trial_seed(seed, q.id, v.variant_id),
+            fewshot=shot_pairs,
+            scoring=scoring,
+            data=content,
+        )
+
+    items = PlannedItems(planned, render)
+    for i in first_of_kind.values():
+        items[i]  # rendered now, so that a template error is refused before any compute
     return items, left_out
 
 
@@ -428,7 +462,7 @@ def content_guard(backend: Backend) -> Callable[[], None]:
 
 def plan_job(
     spec: JobSpec, questions: list[Question], backend: Backend | None = None
-) -> tuple[PromptTemplate, list[Item], dict[str, list[str]]]:
+) -> tuple[PromptTemplate, PlannedItems, dict[str, list[str]]]:
     """(template, items, left_out) of a job, with its log lines; an option style the variants cannot use is
     refused here, before any compute."""
     bench_name = str(spec.benchmark["name"])
@@ -463,7 +497,7 @@ def plan_job(
 def answer_and_measure(
     spec: JobSpec,
     backend: Backend,
-    items: list[Item],
+    items: Sequence[Item],
     left_out: Mapping[str, list[str]],
     cache: GuardedCache | None,
     run_id: str,
@@ -522,7 +556,7 @@ class AnsweredJob:
     questions: list[Question]
     size: int | None  # the benchmark's size before `limit`, None where unknown
     template: PromptTemplate
-    items: list[Item]
+    items: Sequence[Item]
     records: pd.DataFrame
     metrics: dict[str, float]
     identity_tags: dict[str, str]  # the model's and the data's identities by content, and the model's content parts

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LinearRegression
 
 from .answers import first_repetition
 from .fluctuation import answer_fluctuation, pride_acc, probability_fluctuation
@@ -79,6 +78,8 @@ def r2(x: np.ndarray, y: np.ndarray) -> float:
     >>> r2(np.array([0.0, 1.0, 2.0]), np.array([1.0, 3.0, 5.0]))
     1.0
     """
+    from sklearn.linear_model import LinearRegression  # local: loads sklearn (slow import), ~3 s a test process
+
     features = np.asarray(x, dtype=float).reshape(-1, 1)
     return float(LinearRegression().fit(features, y).score(features, y))
 

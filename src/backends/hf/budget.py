@@ -204,7 +204,7 @@ def start_tokens(device: torch.device, per_token: int) -> int:
     return max(AUTO_MIN_TOKENS, min(AUTO_MAX_TOKENS, power))
 
 
-CHUNK_MAX_PROMPTS = 8192  # a chunk is the unit the response cache saves: a killed run loses at most one
+CHUNK_MAX_PROMPTS = 8192  # the unit the response cache saves: a run killed outright loses at most the two in flight
 
 
 def chunk_prompts(default: int, *, tokens: int | None, fed_per_prompt: float, on_gpu: bool) -> int:
