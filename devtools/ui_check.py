@@ -9,7 +9,7 @@ run in-process: the CoRA divergent set, and repeated sampling of the original or
 - the repetition run's page: its description (headline metrics with intervals, chance), the `chance` and `rws_st`
   tags, the dataset and the metrics table, headline metrics first.
 
-The browser is the system's Chromium (`src.tracking.browser`) driven by Playwright's sync API (the `browser` extra:
+The browser is the system's Chromium (`src.presentation.browser`) driven by Playwright's sync API (the `browser` extra:
 `pip install -e ".[browser]"`; its wheel brings its driver, no browser download): one browser for the command,
 closed on leaving; each page in a fresh context with the window's size, read once it is drawn and its requests
 have had `SETTLE_S`. The rendered pages (`page.content()`) must show the run names, the headline metric names and
@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from src.cli import entry
-from src.tracking import browser, review, store
+from src.presentation import browser
+from src.presentation.description import headline_text
+from src.tracking import review, store
 
 EXPERIMENT = "ui-check"
 JOBS = {  # what each simulated job asks (overrides of the default config)
@@ -55,7 +57,7 @@ def make_experiment(root: Path) -> Experiment:
     """A sweep parent run and the JOBS under it, in a fresh SQLite store under `root`."""
     from mlflow.tracking import MlflowClient
 
-    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
     from src.job.runner import run_job  # local: loads hydra, omegaconf (slow import)
 
     uri = f"sqlite:///{root}/mlflow.db"
@@ -120,7 +122,7 @@ def run_page_checks(dom: str, exp: Experiment) -> list[str]:
     tags, rws and st."""
     run = exp.runs["repetition"]
     failed = []
-    headline = review.headline_text(dict(run.data.metrics))
+    headline = headline_text(dict(run.data.metrics))
     if f"Headline: {headline}" not in dom:
         failed.append(f"run page: the description's headline {headline!r} is not shown")
     if run.data.tags["chance"] not in dom:

@@ -1,4 +1,4 @@
-"""Hydra's basic sweeper, composing each job once per choice of config groups and not twice.
+"""Hydra's basic sweeper, without its second composition of the jobs the sweep callback has composed.
 
 - Before launching a batch, Hydra's `BasicSweeper` composes each of its jobs (`validate_batch_is_legal`), ~0.15 s a
   job in the sweep's main process. The sweep callback (src/sweep/callback.py) has already composed every job, in
@@ -9,8 +9,6 @@
   hydra-ray-launcher's `ray`) is the project's launcher class with the plugin's keys unchanged (`PROJECT_LAUNCHERS`):
   the plugin's own waits on a cancelled Slurm job forever where `sacct` has no accounting, and stops at the first
   Ray job whose worker died. `submitit_local`, `joblib` and `basic` are used as they are.
-- The launcher gets the callback's config loader (src/config/sweep_compose.py): it composes once per distinct choice of
-  config groups and applies each job's plain `key=value` overrides to a copy, in whichever process runs the job.
 
 Hydra takes sweepers only from the `hydra_plugins` namespace package: this folder is installed with the project
 (pyproject.toml), and from a clone's root it is importable as it is. conf/hydra/sweeper/prechecked.yaml selects it;
@@ -53,21 +51,8 @@ def use_project_launcher(config: DictConfig) -> None:
 
 class PrecheckedSweeper(hydra_adapter.basic_sweeper()):  # type: ignore[misc]  # mypy takes no call as a base class
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        from src.config.sweep_compose import GroupCachingConfigLoader  # local: loads omegaconf (slow import)
-        from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process
-
         use_project_launcher(config)
-        active = sweep_state.current().callback
-        loader = (
-            active.loader
-            if active is not None and active.loader is not None
-            else GroupCachingConfigLoader.wrap(hydra_context.config_loader)
-        )
-        super().setup(
-            hydra_context=HydraContext(config_loader=loader, callbacks=hydra_context.callbacks),
-            task_function=task_function,
-            config=config,
-        )
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         from src.sweep import state as sweep_state  # local: Hydra's plugin scan imports this module in every process

@@ -18,7 +18,7 @@ passed to `ray.init(...)` and `ray.remote(...)`. What it changes, and why:
 
 The module imports nothing of the `ray` extra at its top: Hydra's plugin scan and pytest's doctest collection import
 every module here, also where the extra is absent (then `hydra/launcher=ray_cluster` is refused in one line before
-the sweep starts: LAUNCHER_EXTRAS in src/config/schema.py). So the class derives from Hydra's `Launcher` and takes
+the sweep starts: LAUNCHER_EXTRAS in src/config/command_line.py). So the class derives from Hydra's `Launcher` and takes
 the plugin's constructor and `setup` (hydra-ray-launcher's `RayLauncher` adds nothing else: its `launch` is the one
 replaced here). Each job runs in its Ray worker through `run_job_in_worker`, which does what the plugin's own (private)
 helper does, with Hydra's public API.

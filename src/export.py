@@ -66,9 +66,9 @@ def served_model(cfg: DictConfig) -> str:
 
 
 def check_exportable(cfg: DictConfig) -> JobSpec:
-    """The spec of a valid job config (`src.config.schema.job_spec`) whose answers are generated text, which a
+    """The spec of a valid job config (`src.config.checks.job_spec`) whose answers are generated text, which a
     batch API returns."""
-    from src.config.schema import job_spec  # local: loads hydra (slow import)
+    from src.config.checks import job_spec  # local: loads hydra (slow import)
 
     spec = job_spec(cfg)
     if spec.scoring != "generate":
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None and not args.print_weights:
         parser.error("--out DIR is required (or --print-weights)")
     try:
-        from src.config.schema import compose_job  # local: loads hydra (slow import)
+        from src.config.compose import compose_job  # local: loads hydra (slow import)
 
         cfg = compose_job(args.overrides)
         if args.print_weights:

@@ -52,7 +52,7 @@ def benchmark_size(client: store.Client, run_id: str, n_asked: int) -> int | Non
         return int(params["benchmark_size"])
     if params.get("limit") in (None, "null", "None"):
         return n_asked
-    from src.config.schema import logged_spec  # local: loads hydra (slow import)
+    from src.config.checks import logged_spec  # local: loads hydra (slow import)
     from src.job.runner import job_questions  # local: loads hydra, the benchmarks (slow import)
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,10 +32,11 @@ import pandas as pd
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
-from src.tracking import runs, store
+from src.tracking import store
+from src.tracking.identity import identity_fields
 from src.tracking.names import DEFAULT_URI
+from src.tracking.provenance import KERNEL_VARIABLES, git_commit, provenance_tags
 from src.tracking.records import download_artifact, read_run_records, resolve_run_id, run_tags
-from src.tracking.runs import KERNEL_VARIABLES
 
 TRIAL_KEY = ("question_id", "variant_id", "repetition")  # one row of a records table
 DECISION_COLUMNS = ("parsed_label", "parsed_labels")
@@ -135,8 +136,8 @@ def provenance_differences(tags: Mapping[str, str], identity: str, commit: str, 
     """What differs between where the run was made and here, as refusal reasons: the backend identity's fields
     (weights hash, dtype, ...), the questions' content identity (`data`, the run's `data_identity` tag) and the
     code's git commit (not checked where either is unknown)."""
-    logged = runs.identity_fields(tags.get("backend", ""))
-    here = runs.identity_fields(identity[:5000])
+    logged = identity_fields(tags.get("backend", ""))
+    here = identity_fields(identity[:5000])
     reasons = [
         f"other {IDENTITY_NAMES.get(k, k)} (run {logged.get(k, 'none')}, here {here.get(k, 'none')})"
         for k in dict.fromkeys([*logged, *here])
@@ -169,7 +170,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
     """(lines to print, exit code) of re-running `run` here; UserError (exit 2) for a refused or unknown run."""
     from omegaconf import DictConfig, OmegaConf
 
-    from src.config.schema import job_spec  # local: loads hydra (slow import)
+    from src.config.checks import job_spec  # local: loads hydra (slow import)
     from src.job.runner import (  # local: loads hydra, the backends (slow import)
         data_identity,
         job_backend,
@@ -200,7 +201,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         cfg.cache.enabled, cfg.resume = False, False
         spec = job_spec(cfg)  # checked once: `run_job` below finds it built
         identity = job_backend(spec).identity
-        reasons = provenance_differences(tags, identity, runs.git_commit(), data_identity(spec, job_questions(spec)))
+        reasons = provenance_differences(tags, identity, git_commit(), data_identity(spec, job_questions(spec)))
         if reasons and not go_on:
             raise UserError(
                 f"--run: run {run_id[:8]} was made with {'; '.join(reasons)}: its result cannot be "
@@ -209,7 +210,7 @@ def recheck(run: str, *, tracking_uri: str = DEFAULT_URI, go_on: bool = False) -
         result = run_job(cfg, out_dir=Path(tmp) / "out")
         rerun = pd.read_parquet(result.out_dir / "artifacts" / "records.parquet")
     comparison = compare_records(logged, rerun)
-    here = runs.provenance_tags()
+    here = provenance_tags()
     notes = [f"re-run with {'; '.join(reasons)} (--go-on)"] if reasons else []
     notes += environment_notes(tags, here)
     return [*comparison.lines(), *(f"note: {n}" for n in notes)], comparison.exit_code

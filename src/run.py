@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from src.cli import user_error
 from src.common import gc_tuning, progress, stdout_data
 from src.common.errors import UserError
-from src.config import schema as config_schema  # registers the typed schema `job_schema` before Hydra composes
+from src.config import command_line  # through src/config/schema.py: registers `job_schema` before Hydra composes
 from src.job.runner import release_backends, run_job
 from src.sweep import state as sweep_state
 from src.sweep.job import run_sweep_job
@@ -56,7 +56,7 @@ def main() -> None:
 
 def _checked_main(sweep: sweep_state.SweepState) -> None:
     try:
-        config_schema.check_command_line(sys.argv[1:])
+        command_line.check_command_line(sys.argv[1:])
     except UserError as err:
         sys.exit(user_error(err))
     signal.signal(signal.SIGTERM, sweep_state.interrupt_on_sigterm)

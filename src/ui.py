@@ -28,7 +28,8 @@ from typing import Any
 
 from src.cli import add_tracking_flags, entry, user_error
 from src.common.errors import UserError
-from src.tracking import browser, review, store
+from src.presentation import browser
+from src.tracking import review, store
 from src.tracking.names import DEFAULT_EXPERIMENT
 
 WINDOW = (1400, 900)  # a laptop's browser window: the review view's first columns must fit in it

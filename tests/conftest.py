@@ -240,35 +240,13 @@ def run_cli(tmp_path, empty_mlflow_db):
     return run
 
 
-_COMPOSER: list = []  # this test process's (master config, group-caching loader), made on first use
-
-
-def compose_in_process(overrides: list[str]):
-    """`compose_job(overrides)`, composed as `compose_jobs` composes a sweep's jobs (src/config/hydra_adapter.py): one
-    loader for the whole test process, so each choice of config groups is composed whole once and every other job
-    of it is a copy with its plain `key=value` overrides applied by Hydra's own step. The same configs and one-line
-    errors (tests/test_sweeps.py checks the equality); ~0.15 s of CPU less a job, over the suite's in-process jobs.
-    The cached compositions are copied for each job, never handed out."""
-    from hydra import compose
-    from hydra.core.global_hydra import GlobalHydra
-
-    from src.config.schema import CONF_DIR, _checked, _own_hydra
-    from src.config.sweep_compose import GroupCachingConfigLoader, without_hydra
-
-    if not _COMPOSER:
-        with _own_hydra(CONF_DIR):
-            master = compose("config", return_hydra_config=True)
-            _COMPOSER.extend([master, GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())])
-    master, loader = _COMPOSER
-    return _checked(overrides, CONF_DIR, lambda: without_hydra(loader.load_sweep_config(master, list(overrides))))
-
-
 @pytest.fixture
 def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
     """Run one job in-process, `run_job_in(*overrides)` -> `src.job.runner.JobResult`, with its MLflow store, response
     cache and outputs inside tmp_path (as `run_cli` does, without a subprocess). A bad config raises UserError.
     `run_job_in.sweep(*overrides)` runs every job a sweep's overrides name, in Hydra's order, one after another
     (no parent run: what is about multirun itself is tested through `run_cli`)."""
+    from src.config.compose import compose_job
     from src.config.sweep_compose import split_sweep
     from src.job.runner import run_job
 
@@ -287,11 +265,11 @@ def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
         return [*args, *extra]
 
     def run(*args: str):
-        return run_job(compose_in_process(with_store(args)), out_dir=tmp_path / "out" / str(next(counter)))
+        return run_job(compose_job(with_store(args)), out_dir=tmp_path / "out" / str(next(counter)))
 
     def sweep(*args: str):
         return [
-            run_job(compose_in_process(job), out_dir=tmp_path / "out" / str(next(counter)))
+            run_job(compose_job(job), out_dir=tmp_path / "out" / str(next(counter)))
             for job in split_sweep(with_store(args))
         ]
 

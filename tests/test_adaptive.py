@@ -17,7 +17,8 @@ from src.answering.trials import answer_items, to_records
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
-from src.config.schema import check_config, compose_job, job_spec
+from src.config.checks import check_config, job_spec
+from src.config.compose import compose_job
 from src.job.runner import plan_items
 from src.metrics import compute_metrics, question_outcomes
 from src.metrics.guessing import _correctness_cell, p_star, trials_before_stop, verdict_fixed

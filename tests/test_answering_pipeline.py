@@ -33,7 +33,8 @@ def planned(n: int, render: Callable[[int, Callable[[int], Request]], Request] |
     """n one-question items of a simulated job, rendered when read; `render(i, rendered)` stands in for the job's."""
     from omegaconf import OmegaConf
 
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.core.prompts import PromptTemplate
     from src.core.questions import Question
     from src.job.runner import plan_items

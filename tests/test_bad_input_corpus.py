@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from src.answering.trials import prompt_hash
 from src.benchmarks import load_benchmark
 from src.common.errors import UserError
-from src.config.schema import check_config, compose_job
+from src.config.checks import check_config
+from src.config.compose import compose_job
 from src.core.parsing import parse_with_rule
 from src.core.prompts import PromptTemplate, render
 from src.core.variant import LETTERS

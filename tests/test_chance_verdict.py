@@ -21,7 +21,7 @@ from src.metrics.chance import (
     option_count_chance,
     trial_chance,
 )
-from src.tracking.closing import judged_lines
+from src.presentation.closing import judged_lines
 
 from .records_factory import records, trial
 
@@ -161,8 +161,8 @@ def test_a_high_invalid_share_and_an_undefined_metric_are_said_where_the_verdict
     (above INVALID_FLAG) and says why RWS has no value instead of printing nan; the review view's chance column and
     the run's description say the same; in a sweep the meaning of 'indistinguishable from chance' is said once."""
     from src.metrics.chance import INVALID_FLAG
-    from src.tracking import closing
-    from src.tracking.review import run_description
+    from src.presentation import closing
+    from src.presentation.description import run_description
 
     rows = []
     for i in range(N_QUESTIONS):  # four repetitions: INVALID twice, then two different options: nothing SURE

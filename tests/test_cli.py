@@ -78,7 +78,7 @@ def test_the_tracking_flags_are_the_shared_ones(module, monkeypatch):
 def test_importing_the_package_leaves_the_gc_alone():
     """Only an entry point tunes the garbage collector: a library user's process keeps its own settings."""
     code = (
-        "import gc; before = gc.get_threshold(); import src.job.runner, src.tracking.runs, src.sweep.callback; "
+        "import gc; before = gc.get_threshold(); import src.job.runner, src.tracking.job_tracker, src.sweep.callback; "
         "assert gc.get_threshold() == before, gc.get_threshold()"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -107,7 +107,7 @@ def test_bad_config_values_name_the_key(run_job_in):
 @pytest.mark.promise("conf/config.yaml", "the typed schema turns a typo'd key or a wrong type into one error line")
 def test_config_typos_and_types_are_one_line_and_exit_2_before_hydra(monkeypatch, capsys, argv, needles):
     """`python -m src.run` checks its overrides against the schema before Hydra composes
-    (src.config.schema.check_command_line)."""
+    (src.config.command_line.check_command_line)."""
     from src import run
 
     monkeypatch.setattr("sys.argv", ["src.run", *argv])

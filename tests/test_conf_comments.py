@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.common.errors import UserError
-from src.config.schema import compose_job
+from src.config.compose import compose_job
 from src.core.questions import Question
 from src.core.variant import FILLER, NOTA
 from src.variants import make_variants

@@ -46,7 +46,7 @@ def test_data_dir_follows_env(monkeypatch):
 
 @pytest.mark.promise("README.md", "metrics.pride_protocol defaults to paper")
 def test_pride_protocol_key_defaults_to_the_paper():
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
 
     assert compose_job(["model=simulated"]).metrics.pride_protocol == "paper"
     assert compose_job(["model=simulated", "metrics.pride_protocol=authors"]).metrics.pride_protocol == "authors"

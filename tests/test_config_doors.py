@@ -1,4 +1,4 @@
-"""One config check at three doors (src/config/schema.py `check_config`): `python -m src.run`'s check before Hydra
+"""One config check at three doors (src/config/checks.py `check_config`): `python -m src.run`'s check before Hydra
 starts, the sweep callback's check of every job before the sweep's first, and the job itself. Every case of the
 bad-input corpus (tests/test_bad_input_corpus.py) and the validity rules gets the same verdict at each door, so a
 config accepted before Hydra starts is never refused inside a job, and the reverse."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from src.common.errors import UserError
-from src.config.schema import check_command_line, compose_job
+from src.config.command_line import check_command_line
+from src.config.compose import compose_job
 from src.job.runner import run_job
 from src.sweep.callback import refused_jobs
 

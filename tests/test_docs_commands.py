@@ -30,7 +30,7 @@ import pytest
 
 from src import cli
 from src.common.errors import UserError
-from src.config.schema import LAUNCHER_EXTRAS, check_command_line, check_launcher, sweep_file_choices
+from src.config.command_line import LAUNCHER_EXTRAS, check_command_line, check_launcher, sweep_file_choices
 from src.tracking.names import SERVER_ENV
 
 REPO = Path(__file__).resolve().parents[1]

@@ -189,7 +189,7 @@ def adapter_version(tmp_path, monkeypatch, request):
 
 def mlflow_outage(tmp_path, monkeypatch, request):
     """A server address nothing listens on; the offline store is the suite's template (no migrations)."""
-    from src.tracking.runs import JobTracker
+    from src.tracking.job_tracker import JobTracker
     from src.tracking.store import TrackingOptions
 
     from .test_tracking_outage import free_port

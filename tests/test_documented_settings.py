@@ -20,7 +20,7 @@ def extra(name: str) -> dict[str, Requirement]:
 @pytest.mark.promise("docs/reproducibility.md", "a near-tie is a decision margin below NEAR_TIE_MARGIN = 1e-3")
 def test_the_near_tie_margin_is_1e_3_and_the_closing_block_says_0_001():
     from src.core.records import NEAR_TIE_MARGIN
-    from src.tracking.closing import near_tie_line
+    from src.presentation.closing import near_tie_line
 
     assert NEAR_TIE_MARGIN == 1e-3
     assert near_tie_line(0, 26) == (

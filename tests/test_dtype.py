@@ -106,7 +106,7 @@ def test_embedded_model_stays_float32_and_generic_hf_is_auto():
     pins float32 on every CPU; `model=hf` takes what the hardware does best."""
     from omegaconf import OmegaConf
 
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
 
     assert OmegaConf.select(compose_job([]), "model.dtype") == "float32"
     assert OmegaConf.select(compose_job(["model=hf", "model.path=x"]), "model.dtype") == "auto"

@@ -15,7 +15,7 @@ from src.backends.base import SamplingParams
 from src.backends.oracle import KnownAnswer
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common.errors import UserError
-from src.config.schema import compose_job
+from src.config.compose import compose_job
 from src.export import BATCH_FILE, PROMPTS_FILE, export, main as export_main
 from src.ingest.__main__ import main as ingest_main
 

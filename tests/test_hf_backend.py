@@ -174,7 +174,7 @@ def test_missing_weights_and_bad_configs_are_user_errors(tmp_path):
 
 def model_config(name: str) -> dict:
     """A model file as a job sees it: composed with the base it names in its defaults list."""
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
 
     return OmegaConf.to_container(compose_job([f"model={name}"]).model, resolve=True)
 
@@ -195,7 +195,7 @@ HF_MODELS = [p for p in sorted(MODEL_DIR.glob("*.yaml")) if "_bases/" in p.read_
 def test_every_hf_model_config_takes_the_same_settings_without_a_plus(path):
     """One key set for every HF-backed model, the embedded ones included: `model.max_batch_tokens=N` (and every
     other backend setting) is an override, not an addition, whichever model config is chosen."""
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
 
     assert model_config(path.stem)["backend"] == "hf"
     assert HF_SETTINGS <= CONFIG_KEYS and {"max_batch_tokens", "share_prefix", "pack_tokens"} <= HF_SETTINGS

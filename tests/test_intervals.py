@@ -368,7 +368,8 @@ def test_a_job_logs_intervals_beside_its_headline_metrics(run_job_in):
 
 
 def test_stats_config_is_checked_and_turns_intervals_off(run_job_in):
-    from src.config.schema import check_config, compose_job
+    from src.config.checks import check_config
+    from src.config.compose import compose_job
 
     with pytest.raises(UserError, match=r"^config key stats\.bootstrap: -1 must be >= 0"):
         check_config(compose_job(["stats.bootstrap=-1"]))

@@ -73,7 +73,8 @@ def test_an_lm_eval_jobs_few_shot_examples_are_its_tasks_own(run_job_in, monkeyp
 
 
 def test_the_closing_blocks_level_is_the_configs_where_intervals_are_logged():
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
 
     assert job_spec(compose_job(["stats.level=0.9"])).interval_level == 0.9
     assert job_spec(compose_job(["stats.bootstrap=0"])).interval_level is None
@@ -97,7 +98,8 @@ def test_a_second_stage_whose_source_run_answered_none_of_its_questions_is_refus
 def test_a_prompt_without_a_chat_key_asks_the_model_without_its_chat_template(monkeypatch):
     """`job_backend`: chat wrapping only where the prompt says `chat: true` (and the scoring is not cloze); a prompt
     config that names no `chat` is plain text (a mutant: a default of True wrapped every such prompt)."""
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.job import runner
 
     asked = []
@@ -119,7 +121,8 @@ def test_a_benchmark_key_given_as_an_interpolation_is_resolved(tmp_path, monkeyp
     (a mutant: unresolved, the loader was handed the interpolation's text)."""
     import json
 
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.job.runner import job_questions
 
     rows = [{"question": f"Q{i}?", "options": [f"a{i}", f"b{i}", f"c{i}"], "answer": i % 3} for i in range(3)]
@@ -134,7 +137,8 @@ def test_a_jobs_seconds_are_the_time_its_answers_and_metrics_took():
     within the time the call took (a mutant: a flipped sign logged the clock's reading, not a duration)."""
     import time
 
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.job import runner
 
     cfg = job_spec(compose_job(["model=simulated", "benchmark=synthetic", "limit=4", "stats.bootstrap=0"]))
@@ -151,7 +155,8 @@ def test_prompt_lm_eval_takes_lm_evals_contexts_for_an_lm_eval_task_and_the_tool
     `fewshot_context`, stood in for here: the main suite runs without lm-eval) and none of the tool's; another
     benchmark gets the tool's own examples, and lm-eval is not asked (a mutant: `bench_name != "lm_eval"`)."""
     from src.benchmarks import lm_eval
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.job import runner
 
     asked = []
@@ -236,7 +241,8 @@ def test_a_sweeps_jobs_share_the_loaded_model_until_its_weights_change(monkeypat
 def test_the_backend_wraps_prompts_in_its_chat_template_unless_lm_eval_built_the_turns(monkeypatch, overrides, wrapped):
     """`prompt.chat=true`: the backend applies the model's chat template, except around cloze continuations and
     where lm-eval's own code built the chat turns into the text (`prompt=lm_eval` on an lm-eval task)."""
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.job import runner
 
     asked = []

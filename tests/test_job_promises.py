@@ -35,7 +35,7 @@ JOB_STAGES = [
     "src.metrics.compute_metrics",  # inside it: the metrics
     "src.job.runner.headline_metrics",  # the closing block's metrics, named in a tag
     "src.core.records.write_records",  # the records artifact
-    "src.tracking.runs.JobTracker.log",  # logging params, metrics and artifacts
+    "src.tracking.job_tracker.JobTracker.log",  # logging params, metrics and artifacts
     "src.tracking.store.log_artifacts",  # the last call of logging: the artifacts linked (or copied) into the store
 ]
 
@@ -279,11 +279,11 @@ def test_every_validity_rule_refuses_the_command_line_in_one_line_and_exit_2(run
 @pytest.mark.parametrize("door", ["command line", "sweep pre-check"])
 @pytest.mark.parametrize("rule", CONFIG_RULES)
 def test_every_validity_rule_stops_a_sweep_before_its_first_job(run_job_in, monkeypatch, capfd, tmp_path, rule, door):
-    from src.config import schema
+    from src.config import command_line
 
     held, axis, keys = CONFIG_RULES[rule]
     if door == "sweep pre-check":  # what a sweep file's own axes reach first (src/sweep/callback.py)
-        monkeypatch.setattr(schema, "check_command_line", lambda argv: None)
+        monkeypatch.setattr(command_line, "check_command_line", lambda argv: None)
     store = [f"tracking.uri={run_job_in.store_uri}", f"data_dir={DATA_DIR}", f"hydra.sweep.dir={tmp_path}/sweep"]
     # the sweep's first job keeps to the rule and would run first; its second breaks it
     code = run_main(monkeypatch, ["-m", "model=simulated", "scoring=generate", "limit=3", *held, axis, *store])
@@ -741,7 +741,7 @@ def test_a_smaller_limit_of_a_group_answers_from_the_cache(run_job_in, stand_in_
 
 @pytest.mark.promise("docs/tracking.md", "a prompt template changed by one character is other work: no stored answer")
 def test_a_template_changed_by_one_character_runs_again_uncached(run_job_in):
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
 
     template = str(compose_job(["prompt=plain"]).prompt.template)
     assert "Answer:" in template

@@ -1,11 +1,10 @@
-"""One typed job from the command line to the store (src/config/spec.py `JobSpec`, src/config/schema.py `job_spec`).
+"""One typed job from the command line to the store (src/config/spec.py `JobSpec`, src/config/checks.py `job_spec`).
 
 - Each check of a job's config runs once per job: in-process, under `python -m src.run` (whose command-line check
   and the job inside Hydra are two doors of one process) and in a sweep under the basic launcher (the command line,
   the sweep's pre-check and the jobs share one check per job).
 - Below its door the job reads the spec alone: a config nothing can read runs the same job once its spec is built.
-- The spec is frozen, its values typed as the schema says; a config.yaml an older run logged gets the schema's
-  default for a key added since, and is hashed and logged as it was.
+- The spec is frozen, its values typed as the schema says.
 """
 
 from __future__ import annotations
@@ -14,13 +13,14 @@ import dataclasses
 from collections import Counter, OrderedDict
 
 import pytest
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
 from src.answering import adaptive
 from src.backends.base import SamplingParams
 from src.common.errors import UserError
-from src.config import schema
-from src.config.schema import compose_job, job_spec, logged_spec
+from src.config import checks as config_checks, command_line
+from src.config.checks import job_spec
+from src.config.compose import compose_job
 from src.job import runner
 from src.tracking import store
 
@@ -29,20 +29,20 @@ from .test_job_promises import run_main
 
 # every check of a job's values, by the module namespaces it is called through
 CHECKS = {
-    "check_config": (schema,),
-    "check_values": (schema,),
-    "check_metrics": (schema,),
-    "check_options": (schema, store),
+    "check_config": (config_checks,),
+    "check_values": (config_checks,),
+    "check_metrics": (config_checks, command_line),
+    "check_options": (config_checks, store),
     "check_adaptive": (adaptive,),
-    "check_validity": (schema,),
-    "check_option_style": (schema, runner),
+    "check_validity": (config_checks,),
+    "check_option_style": (config_checks, runner),
 }
 
 
 @pytest.fixture
 def checks(monkeypatch) -> Counter:
     """How many times each check ran since the test began (the process's built specs forgotten first)."""
-    monkeypatch.setattr(schema, "_BUILT", OrderedDict())
+    monkeypatch.setattr(config_checks, "_BUILT", OrderedDict())
     counts: Counter = Counter()
     for name, modules in CHECKS.items():
         for module in modules:
@@ -126,16 +126,6 @@ def test_a_changed_config_is_checked_again_not_served_from_an_earlier_spec(check
     with pytest.raises(UserError, match=r"^config key cache.path: .* is a folder"):
         job_spec(cfg)
     assert checks["check_config"] == 2
-
-
-def test_an_older_runs_logged_config_gets_the_schemas_defaults_and_keeps_its_own_keys():
-    """`python -m src.plan` reads a run's config.yaml, which has the keys of its day: a key added since (here
-    `stats`, `adaptive`, `cache.shared`) takes the schema's default; the config is hashed and logged as given."""
-    logged = OmegaConf.to_container(compose_job(["model=simulated", "stats.bootstrap=7"]), resolve=True)
-    del logged["stats"], logged["adaptive"], logged["cache"]["shared"]
-    spec = logged_spec(OmegaConf.create(logged))
-    assert (spec.bootstrap, spec.level, spec.adaptive, spec.cache.shared) == (1000, 0.95, False, False)
-    assert spec.plain() == logged
 
 
 def test_the_jobs_sampling_reaches_score_labels_as_one_value(run_job_in, monkeypatch):

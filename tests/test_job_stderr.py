@@ -3,7 +3,7 @@ subprocess, as a newcomer runs it, in the main suite's environment (only the `te
 
 What is allowed on stderr: the project's own log lines (one line each, `[time][src.<module>][INFO] - ...`), the plain
 progress lines of a job whose stderr is not a terminal (src/common/progress.py), then the closing block
-(src/tracking/closing.py), which begins with `run <id> finished` (or `had already finished`) and ends with the
+(src/presentation/closing.py), which begins with `run <id> finished` (or `had already finished`) and ends with the
 `compare the runs:` line. A library's warning, deprecation notice, log line or progress bar, printed before, inside
 or after the block, breaks one of those three shapes. A refusal is one `error:` line.
 

@@ -22,7 +22,9 @@ DEVTOOLS = "devtools"
 # The layers, highest first: a module may import its own layer's modules and any lower layer's, never a higher
 # one's. A module belongs to the layer of the longest prefix that names it. The metrics sit below answering:
 # they are pure functions of records, and adaptive repetitions stop by the SURE rule's arithmetic
-# (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking. The developer
+# (src/metrics/guessing.py); the report (src/compare, src/ingest) reads runs, so it sits above tracking; what a person
+# sees of a job (src/presentation: the closing block, a run's description, the MLflow UI in a browser) names tracking's
+# tags and links, and the job, the sweep and the commands show it, so it sits between them. The developer
 # tools are commands too; the Hydra plugins (the sweeper, the launchers) orchestrate a sweep's jobs.
 LAYERS = (
     (
@@ -50,6 +52,7 @@ LAYERS = (
     ("orchestration", ("src.job", "src.sweep", "hydra_plugins")),
     ("report", ("src.compare", "src.ingest")),
     ("config", ("src.config",)),
+    ("presentation", ("src.presentation",)),
     ("tracking", ("src.tracking",)),
     ("answering", ("src.answering",)),
     ("measures", ("src.metrics",)),
@@ -255,9 +258,16 @@ def test_the_checks_see_what_they_check():
     assert (
         layer_of("src.run")
         < layer_of("src.job.runner")
+        < layer_of("src.presentation.closing")
         < layer_of("src.tracking.store")
         < layer_of("src.common.errors")
     )
+    # what a person sees reads tracking's tags and links, and the job shows it: the presentation between them
+    assert {
+        ("src.job.runner", "src.presentation.closing", False),
+        ("src.presentation.description", "src.tracking.review", False),
+    } <= edges
+    assert layer_of("src.presentation.browser") == layer_of("src.presentation.description") != layer_of("src.tracking")
     assert layer_of("src.variants.cora") < layer_of("src.core.variant")  # the generators above the nouns they make
     assert command_of("devtools.perf.meter") == "devtools.perf"
     assert command_of("src.compare.__main__") == "src.compare.__main__"

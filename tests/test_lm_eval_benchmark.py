@@ -12,7 +12,8 @@ import pytest
 from src.benchmarks import continuation_style, load_benchmark, task_tags
 from src.benchmarks.lm_eval import is_label_choices, task_questions, unreachable_data_message
 from src.common.errors import UserError
-from src.config.schema import check_values, compose_job
+from src.config.checks import check_values
+from src.config.compose import compose_job
 from src.core.prompts import PromptTemplate, render
 from src.core.validity import check_option_style
 from src.variants import make_variants
@@ -210,7 +211,7 @@ def test_the_offline_line_says_what_to_fetch():
     ],
 )
 def test_the_contract_refuses_nota_sets_for_continuation_options_at_the_config_door(overrides, refused):
-    from src.config.schema import check_config
+    from src.config.checks import check_config
 
     cfg = compose_job(overrides)
     if not refused:
@@ -258,7 +259,7 @@ def test_the_documented_lm_eval_commands_are_accepted():
     import shlex
     from pathlib import Path
 
-    from src.config.schema import check_command_line
+    from src.config.command_line import check_command_line
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     section = page.split("### An lm-evaluation-harness task", 1)[1].split("\n### ", 1)[0]

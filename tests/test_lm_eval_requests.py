@@ -21,7 +21,7 @@ from src.backends.base import Request
 from src.backends.text import continuation_text
 from src.benchmarks.lm_eval import _target_delimiter, _with_lm_evals_text, option_listing
 from src.common.errors import UserError
-from src.config.schema import compose_job
+from src.config.compose import compose_job
 from src.core.prompts import PromptTemplate
 from src.core.questions import Question
 from src.core.variant import NOTA, NOTA_TEXT, Variant

@@ -321,7 +321,8 @@ def test_the_config_door_leaves_an_lm_eval_tasks_shapes_to_its_loading(overrides
     for it (check_task_shapes), for any other prompt or benchmark it holds at once; benchmark.task is a name or a
     list of names, anything else one line at the config door."""
     from src.common.errors import UserError
-    from src.config.schema import check_config, compose_job
+    from src.config.checks import check_config
+    from src.config.compose import compose_job
 
     config = compose_job([*overrides, "scoring=cloze"])
     if refused is None:

@@ -35,7 +35,7 @@ from src.backends.text import continuation_text
 from src.benchmarks import lm_eval_contexts, load_benchmark, load_fewshot_pool
 from src.benchmarks.lm_eval import load_task, load_tasks
 from src.common.errors import UserError
-from src.config.schema import compose_job
+from src.config.compose import compose_job
 from src.core.prompts import PromptTemplate, labels_for, render
 from src.variants import make_variants
 
@@ -175,7 +175,7 @@ def test_a_test_split_only_task_never_shows_a_question_its_own_answer(prompt):
     """fewshot=3 from a task with only a test split: the pool is the evaluated split, and no prompt holds its own
     question. lm-eval 0.4.13's own fewshot_context does show it here (it leaves the document out only when
     fewshot_split names the test split): the tool does not follow it there."""
-    from src.config.schema import job_spec
+    from src.config.checks import job_spec
     from src.job.runner import build_items, job_questions
 
     cfg = compose_job(

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from devtools import ui_check
-from src.tracking import browser
+from src.presentation import browser
 
 # an opt-in tier (--run-browser, the fourth step of .ci/run): a real `mlflow ui` server (20 s to minutes to start)
 # and three page loads in headless Chromium, driven by Playwright

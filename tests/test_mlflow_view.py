@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from src.metrics import headline_order, rws_st_string
+from src.presentation.description import headline_text
 from src.tracking import review
 
 from .conftest import mlflow_runs
@@ -77,7 +78,7 @@ def test_params_tags_description_and_dataset(repeated_run):
     } <= set(tags)  # every tag the README documents
     note = tags[review.DESCRIPTION_TAG]
     assert "**simulated** on **synthetic**: 12 questions" in note and "4 repetitions" in note
-    assert f"Headline: {review.headline_text(run.data.metrics)}" in note
+    assert f"Headline: {headline_text(run.data.metrics)}" in note
     st_lo, st_hi = result.metrics["st_lo"], result.metrics["st_hi"]
     assert f"st {result.metrics['st']:.3f} [{st_lo:.3f}, {st_hi:.3f}]" in note
     (asked,) = run.inputs.dataset_inputs
@@ -202,12 +203,12 @@ def test_the_browser_commands_name_what_to_install_in_one_line(tmp_path, monkeyp
 
     from devtools import ui_check
     from src import ui
-    from src.tracking import browser
+    from src.presentation import browser
 
     def started(*args, **kwargs):
         raise AssertionError("a server or an experiment was made before the browser check")
 
-    monkeypatch.setattr(browser, "start_ui", started)  # both commands start `mlflow ui` through src.tracking.browser
+    monkeypatch.setattr(browser, "start_ui", started)  # both commands start `mlflow ui` through it
     monkeypatch.setattr(ui_check, "make_experiment", started)
     missing_store = ["--tracking-uri", f"sqlite:///{tmp_path}/none/mlflow.db"]
     for name in ("playwright", "playwright.sync_api"):

@@ -190,7 +190,7 @@ def in_process_decisions(folder: Path, empty_mlflow_db: Path) -> dict:
     each spin two threads on two cores slow each other down tenfold."""
     import torch
 
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
     from src.job.runner import run_job
 
     shutil.copyfile(empty_mlflow_db, folder / "mlflow.db")  # tables made once per suite (conftest)

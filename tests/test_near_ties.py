@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from src.core.records import NEAR_TIE_MARGIN, near_ties
-from src.tracking.closing import near_tie_line
+from src.presentation.closing import near_tie_line
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 # the simulated model answers INVALID with a uniform distribution: those decisions are exact ties

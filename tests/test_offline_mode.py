@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 from src.common.errors import UserError
-from src.config.schema import compose_job
+from src.config.compose import compose_job
 from src.job.runner import run_job
 from src.sweep.callback import MlflowSweepCallback, read_sweep_info
 from src.tracking.store import check_tracking

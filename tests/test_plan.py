@@ -21,7 +21,7 @@ COMMON = ("variants=cora", "tracking.experiment=plan")
 def study(tmp_path_factory, empty_mlflow_db):
     """Two models on the same 30 questions, and one run of the weaker model on 25 of them (run once per module,
     in-process, as the run_job_in fixture does)."""
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
     from src.job.runner import run_job
 
     tmp = tmp_path_factory.mktemp("plan")

@@ -16,7 +16,7 @@ import pytest
 from src.backends.base import SamplingParams
 from src.backends.simulated import SimulatedBackend, SimulatedSettings
 from src.common import progress
-from src.tracking.closing import headline_metrics, look_commands
+from src.presentation.closing import headline_metrics, look_commands
 
 from .conftest import REPO, needs_data
 
@@ -46,7 +46,8 @@ def stderr(monkeypatch):
 
 
 def _items(n: int, *, variants: str = "original", scoring: str = "generate"):
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
     from src.core.prompts import PromptTemplate
     from src.core.questions import Question
     from src.job.runner import build_items

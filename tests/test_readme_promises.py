@@ -82,7 +82,7 @@ def test_a_repetition_run_is_tagged_rws_st_in_the_papers_form(run_job_in):
 
 @pytest.mark.promise("README.md", "by default a synthetic question is asked once, scored by option text (cloze_shown)")
 def test_the_main_jobs_default_is_one_question_once_scored_cloze_shown():
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
 
     cfg = compose_job([])
     assert (cfg.variants.name, cfg.scoring, cfg.benchmark.name) == ("original", "cloze_shown", "synthetic")

@@ -17,7 +17,7 @@ import torch
 from src.common.errors import UserError
 from src.core.records import NEAR_TIE_MARGIN, SCORE_TOLERANCE
 from src.recheck import compare_records, environment_notes, main, provenance_differences, recheck
-from src.tracking.runs import KERNEL_VARIABLES
+from src.tracking.provenance import KERNEL_VARIABLES
 from tests.conftest import DATA_DIR, REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore")

@@ -179,7 +179,7 @@ def test_only_runs_of_dead_processes_are_marked_killed(tmp_path, empty_mlflow_db
     from mlflow.tracking import MlflowClient
 
     from src.common import owners
-    from src.tracking.runs import mark_interrupted_runs
+    from src.tracking.dead_runs import mark_interrupted_runs
 
     shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
@@ -314,7 +314,7 @@ def test_a_killed_or_running_run_of_the_same_config_is_not_taken_for_finished(ru
 def test_a_run_of_another_host_is_dead_once_its_heartbeat_is_older_than_stale_s():
     """The rerun marks KILLED only what is provably dead: another host's run by its heartbeat, alive up to and at
     STALE_S seconds, dead after; a heartbeat that is no number, or none, proves nothing alive."""
-    from src.tracking.runs import STALE_S, provably_dead
+    from src.tracking.dead_runs import STALE_S, provably_dead
 
     tags = {"owner": "another_host:12", "heartbeat": "1000.0"}
     assert not provably_dead(tags, now=1000.0 + STALE_S)

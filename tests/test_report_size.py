@@ -129,7 +129,7 @@ def test_job_artifacts_are_written_once_with_a_local_store(run_job_in):
     "docs/tracking.md", "a job run again into the same folder leaves the earlier run's logged artifacts as they were"
 )
 def test_a_rerun_into_the_same_folder_leaves_the_earlier_runs_artifacts_unchanged(run_job_in):
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
     from src.job.runner import run_job
 
     args = ["model=simulated", "benchmark=synthetic", "limit=4", "resume=false", f"tracking.uri={run_job_in.store_uri}"]

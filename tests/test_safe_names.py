@@ -132,7 +132,7 @@ def test_hostile_experiment_names_change_nothing_outside_the_output_folder(tmp_p
     from omegaconf import open_dict
 
     from src.compare.__main__ import main as compare_main
-    from src.config.schema import compose_job
+    from src.config.compose import compose_job
     from src.export import export
     from src.ingest.__main__ import main as ingest_main
     from src.job.runner import run_job

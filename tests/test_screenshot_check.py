@@ -14,7 +14,9 @@ import pytest
 
 from devtools import ui_check
 from src import ui
-from src.tracking import browser, review
+from src.presentation import browser
+from src.presentation.description import headline_text
+from src.tracking import review
 
 RUNS = ["smollm2-synthetic-original-0.7", "gemma-synthetic-original-1.0"]
 
@@ -172,7 +174,7 @@ def runs_dom(exp: ui_check.Experiment, *, leave_out: str = "", add: str = "") ->
 def run_dom(exp: ui_check.Experiment, *, leave_out: str = "") -> str:
     run = exp.runs["repetition"]
     dom = (
-        f"<p>Headline: {review.headline_text(dict(run.data.metrics))}</p><span>{run.data.tags['chance']}</span>"
+        f"<p>Headline: {headline_text(dict(run.data.metrics))}</p><span>{run.data.tags['chance']}</span>"
         f"<span>{run.data.tags['rws_st']}</span><td>rws</td><td>st</td><td>synthetic</td>"
     )
     return dom.replace(leave_out, "") if leave_out else dom

@@ -112,7 +112,8 @@ def test_unknown_rule_is_refused():
 
 
 def test_config_key_and_its_one_line_error():
-    from src.config.schema import compose_job, job_spec
+    from src.config.checks import job_spec
+    from src.config.compose import compose_job
 
     assert compose_job(["model=simulated"]).metrics.sure_rule == "answer"
     assert compose_job(["model=simulated", "metrics.sure_rule=correctness"]).metrics.sure_rule == "correctness"

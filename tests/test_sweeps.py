@@ -79,7 +79,7 @@ def test_a_command_line_axis_keeps_the_model_outermost():
 
 
 def _check_job_config(cfg) -> None:
-    from src.config.schema import check_config
+    from src.config.checks import check_config
     from src.core.prompts import PromptTemplate
 
     container = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
@@ -103,7 +103,7 @@ def test_every_job_renders_its_prompts_on_the_data(name):
     """Each distinct (benchmark, variant set, shots, prompt) of a study builds its prompts for 2 questions:
     loaders, variants, few-shot pools and templates fit together before anyone spends GPU hours."""
     from src.benchmarks import load_benchmark
-    from src.config.schema import job_spec
+    from src.config.checks import job_spec
     from src.core.prompts import PromptTemplate
     from src.job.runner import build_items
 
@@ -244,112 +244,6 @@ def test_smoke_metric_names_are_stable_across_runs(smoke_store):
 # ---------------------------------------------------------------- composed once before the first job
 
 
-def _composed_both_ways(name: str, cli: list[str]):
-    """Every job of a sweep as our loader composes it (src/config/sweep_compose.py: once per group choice) and as
-    Hydra's own loader does (the whole composition per job), hydra node included: each a config's YAML or the error."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    from src.config.sweep_compose import GroupCachingConfigLoader
-    from src.sweep.callback import sweep_jobs
-
-    def shown(load, master, job):
-        try:
-            return OmegaConf.to_yaml(load(master, list(job)))
-        except Exception as err:  # noqa: BLE001 - the two loaders must raise the same
-            return f"{type(err).__name__}: {err}"
-
-    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
-        master = compose(config_name=name, overrides=cli, return_hydra_config=True)
-        hydras = GlobalHydra.instance().config_loader()
-        ours = GroupCachingConfigLoader.wrap(hydras)
-        jobs = sweep_jobs(master)
-        fast = [(job, shown(ours.load_sweep_config, master, job)) for job in jobs]
-        whole = [shown(hydras.load_sweep_config, master, job) for job in jobs]
-    return fast, whole
-
-
-@pytest.mark.parametrize(
-    "cli",
-    [
-        # plain keys (one composition per benchmark x variant set), a group, a value check_config refuses later
-        ["model.success_rate=0.9", "temperature=0.7", "prompt=cora", "limit=0"],
-        ["model.success_rate=0.6", "temperature=0.3", "~stats"],  # not a plain key=value: every job composed whole
-    ],
-)
-def test_the_callback_composes_each_job_as_hydra_does(cli):
-    fast, whole = _composed_both_ways("smoke", cli)
-    assert len(fast) == 6 and all(not cfg.startswith(("ConfigCompositionException", "Error")) for _, cfg in fast)
-    assert [cfg for _, cfg in fast] == whole
-    assert len({cfg for _, cfg in fast}) == 6, "each job its own config"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EXPECTED_JOBS))
-def test_every_committed_sweeps_jobs_are_composed_as_hydra_does(name):
-    fast, whole = _composed_both_ways(name, [])
-    assert len(fast) == EXPECTED_JOBS[name]
-    assert [cfg for _, cfg in fast] == whole
-
-
-def test_the_pre_check_composes_a_command_line_sweep_once_per_group_choice(monkeypatch):
-    """`python -m src.run -m ...` checks every job before Hydra starts (`config_schema.check_command_line`):
-    composed once per choice of config groups, each job's config equals its whole composition."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-    from src.config.schema import compose_job, compose_jobs
-    from src.config.sweep_compose import split_sweep
-
-    composing, count = ConfigLoaderImpl._load_configuration_impl, [0]
-
-    def counted(self, *args, **kwargs):
-        count[0] += 1
-        return composing(self, *args, **kwargs)
-
-    monkeypatch.setattr(ConfigLoaderImpl, "_load_configuration_impl", counted)
-    axes = [
-        "model=simulated",
-        "benchmark=arc_challenge,commonsenseqa",
-        "variants=cora,perm_all",
-        "model.success_rate=0.6,0.9",  # one plain axis: two jobs per group choice, so 4 compositions are not 8
-    ]
-    for extra, compositions in (([], 1 + 4), (["~stats"], 1 + 8)):  # `~key` is no plain override: whole
-        jobs = split_sweep(axes + extra)
-        whole = [OmegaConf.to_yaml(compose_job(job)) for job in jobs]
-        count[0] = 0
-        assert [OmegaConf.to_yaml(cfg) for cfg in compose_jobs(jobs)] == whole
-        assert len(jobs) == 8 and count[0] == compositions  # the master config, then per group choice or job
-
-
-def test_a_launcher_worker_gets_the_compositions_with_the_loader(monkeypatch):
-    """The loader pickled to a joblib or submitit worker carries its process's compositions: in a process that has
-    none (a fresh worker), every job of the sweep is composed without one whole composition by Hydra."""
-    import pickle
-
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.global_hydra import GlobalHydra
-
-    from src.config import hydra_adapter, sweep_compose
-    from src.sweep.callback import sweep_jobs
-
-    with initialize_config_dir(config_dir=str(SWEEPS), version_base="1.3"):
-        master = compose(config_name="smoke", return_hydra_config=True)
-        hydras = GlobalHydra.instance().config_loader()
-        loader = sweep_compose.GroupCachingConfigLoader.wrap(hydras)
-        jobs = sweep_jobs(master)
-        wanted = [OmegaConf.to_yaml(hydras.load_sweep_config(master, job)) for job in jobs]
-        sweep_compose.composed_jobs(master, jobs, loader)  # as the sweep callback does before the first job
-        shipped = pickle.dumps(loader)
-        monkeypatch.setattr(hydra_adapter, "_CACHE", {"token": None, "groups": None, "bases": {}})  # a new process
-        worker = pickle.loads(shipped)
-        assert len(hydra_adapter._CACHE["bases"]) == 6  # the smoke sweep's 2 benchmarks x 3 variant sets
-
-        def whole(*args, **kwargs):
-            raise AssertionError("a worker composed a job whole")
-
-        monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", whole)
-        assert [OmegaConf.to_yaml(worker.load_sweep_config(master, job)) for job in jobs] == wanted
-
-
 @pytest.mark.promise(
     "conf/config.yaml", "the prechecked sweeper is Hydra's basic one without its second composition of each job"
 )
@@ -381,50 +275,6 @@ def test_the_default_sweeper_composes_only_the_jobs_the_callback_did_not(monkeyp
         PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)
     PrecheckedSweeper(max_batch_size=None, params=None).validate_batch_is_legal(batch)  # no command: no callback
     assert validated == [[["seed=1"]], batch]
-
-
-def test_the_default_sweeper_hands_the_launcher_the_callbacks_loader_or_a_caching_one_of_its_own(monkeypatch):
-    """The sweeper sets Hydra up with the sweep callback's config loader (the one holding its compositions) where
-    the running command has one, else a group-caching wrap of Hydra's own: never Hydra's plain loader, never none."""
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import HydraContext
-
-    from src.config.sweep_compose import GroupCachingConfigLoader
-    from src.sweep import callback as sweep_callback, state as sweep_state
-
-    given = []
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        compose("config")  # Hydra's plugin scan, which executes the plugin modules again: then the classes it uses
-        from hydra_plugins.mcq_consistency_sweeper import PrecheckedSweeper
-
-        monkeypatch.setattr(
-            PrecheckedSweeper.__bases__[0],
-            "setup",
-            lambda self, *, hydra_context, task_function, config: given.append(hydra_context.config_loader),
-        )
-        hydras = GlobalHydra.instance().config_loader()
-        context = HydraContext(config_loader=hydras, callbacks=None)
-
-        launcher_only = OmegaConf.create(
-            {"hydra": {"launcher": {"_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}}}
-        )
-
-        def set_up():
-            PrecheckedSweeper(max_batch_size=None, params=None).setup(
-                hydra_context=context, task_function=None, config=launcher_only
-            )
-
-        set_up()  # no command holds a sweep state: no callback
-        callback, ours = sweep_callback.MlflowSweepCallback(), GroupCachingConfigLoader.wrap(hydras)
-        with sweep_state.opened() as running:
-            running.callback = callback  # a callback that composed nothing yet: no loader
-            set_up()
-            callback.loader = ours
-            set_up()
-    alone, no_loader, shared = given
-    assert shared is ours
-    for loader in (alone, no_loader):
-        assert isinstance(loader, GroupCachingConfigLoader) and loader is not ours and loader is not hydras
 
 
 # ---------------------------------------------------------------- the sweep's parent run: resumed, closed, summarised

@@ -24,7 +24,7 @@ def items_for(*overrides: str):
     from omegaconf import OmegaConf
 
     from src.benchmarks import load_benchmark
-    from src.config.schema import job_spec
+    from src.config.checks import job_spec
     from src.core.prompts import PromptTemplate
     from src.job.runner import build_items
 

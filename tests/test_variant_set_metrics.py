@@ -10,13 +10,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from src.config.schema import compose_job, job_spec
+from src.config.checks import job_spec
+from src.config.compose import compose_job
 from src.job import runner
 from src.metrics import METRIC_FAMILIES, applicable_families, base_metric, compute_metrics
 from src.metrics.families import family_input
 from src.metrics.intervals import decompose
+from src.presentation.closing import headline_metrics
 from src.tracking import review
-from src.tracking.closing import headline_metrics
 
 from .conftest import DATA_DIR
 from .test_catalog import documented_patterns

@@ -364,7 +364,8 @@ def test_a_job_under_hydra_tags_its_overrides_and_none_outside_it():
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
 
-    from src.config.schema import CONF_DIR, _own_hydra
+    from src.config.compose import _own_hydra
+    from src.config.schema import CONF_DIR
     from src.job.runner import override_tags
 
     assert override_tags() == {}

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
 
     logging.basicConfig(level=logging.WARNING)
     meter = Meter()

@@ -118,7 +118,7 @@ def load_tokenizer(path: str | None) -> Any:
 
     if path is None:
         from src.backends.hf import HFBackend, gguf_cache  # local: loads torch, transformers (slow import)
-        from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+        from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
 
         backend = HFBackend.from_config(model_config(compose_job([])), chat=True, progress=False)
         path = str(gguf_cache.ensure_float_copy(backend.gguf_path))

@@ -212,7 +212,8 @@ def build(overrides: list[str], limit: int | None, benchmark: str = "arc_challen
     from omegaconf import OmegaConf
 
     from src.benchmarks import load_benchmark  # local: the part that times it imports it
-    from src.config.schema import compose_job, job_spec  # local: loads hydra, omegaconf (slow import)
+    from src.config.checks import job_spec  # local: loads hydra, omegaconf (slow import)
+    from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
     from src.core.prompts import PromptTemplate  # local: the part that times it imports it
     from src.job.runner import build_items  # local: loads hydra, omegaconf (slow import)
 
@@ -247,7 +248,7 @@ def hf_backend(model_cfg: dict[str, Any], *, chat: bool = True, **overrides: Any
 
 LOAD_CHILD = """
 import json, time
-from src.config.schema import compose_job
+from src.config.compose import compose_job
 from devtools.perf.meter import hf_backend, model_config
 import src.backends.hf
 start = time.perf_counter()

@@ -84,7 +84,7 @@ def job_cpu(overrides: list[str], root: Path) -> tuple[int, dict[str, float]]:
     `root`."""
     import pandas as pd
 
-    from src.config.schema import compose_job  # local: loads hydra, omegaconf (slow import)
+    from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
     from src.job.runner import run_job  # local: loads hydra, omegaconf (slow import)
 
     root.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,8 @@ from typing import Any
 def measure_overlap(limit: int, latency_ms: float = 0.5) -> dict[str, Any]:
     from src.answering.cache import open_cache  # local: the part that times it imports it
     from src.answering.trials import answer_items  # local: loads pandas (slow import)
-    from src.config.schema import compose_job, job_spec  # local: loads hydra, omegaconf (slow import)
+    from src.config.checks import job_spec  # local: loads hydra, omegaconf (slow import)
+    from src.config.compose import compose_job  # local: loads hydra, omegaconf (slow import)
     from src.job import runner  # local: loads hydra, omegaconf (slow import)
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,7 +38,7 @@ ADAPTIVE_COLUMNS = ("n_asked", "n_planned")  # added to the records of adaptive 
 
 def check_adaptive(*, adaptive: bool, repetitions: int, temperature: float, scoring: str, backend: str | None) -> None:
     """Refuse `adaptive=true` (one line) where early stopping cannot keep the full run's verdicts or saves nothing;
-    the values as the config's check reads them (src/config/schema.py `check_values`)."""
+    the values as the config's check reads them (src/config/checks.py `check_values`)."""
     if not adaptive:
         return
     reasons = [

@@ -1,6 +1,6 @@
 """`model.max_batch_tokens`: the token budget of one forward pass of the HF backend, as a config value.
 
-The rule for what a user may write lives here, without torch, so that the config check (src/config/schema.py)
+The rule for what a user may write lives here, without torch, so that the config check (src/config/checks.py)
 refuses a bad value in one line before any compute, and the backend (src/backends/hf/budget.py) reads the same
 value the same way.
 """

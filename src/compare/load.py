@@ -19,7 +19,15 @@ from src.common.errors import UserError
 from src.core.metric_choices import SURE_RULES
 from src.core.prompts import CLOZE_SCORINGS
 from src.core.records import PROMPTS_FILE
-from src.tracking import reads, runs as tracking_runs, store
+from src.tracking import reads, store
+from src.tracking.identity import (
+    CONTENT_TAG,
+    OVERRIDES_TAG,
+    SETTING_FIELDS,
+    content_parts,
+    identity_fields,
+    weights_fields,
+)
 from src.tracking.names import DEFAULT_URI, metric_name
 from src.tracking.records import read_run_records
 
@@ -159,7 +167,7 @@ def _row(run: Run, experiments: dict[str, str]) -> dict[str, Any]:
         # the backend identity in full (weights by content, then settings: dtype, chat): what model_identity hashes
         "backend": tags.get("backend"),
         # the parts of the model's files by content (weights, tokenizer, chat template, ...; src/backends/weights.py)
-        "model_content": tags.get(tracking_runs.CONTENT_TAG),
+        "model_content": tags.get(CONTENT_TAG),
         # what decided each setting of its backend identity (chat, dtype, quantization): `setting_causes`
         "setting_causes": json.dumps(setting_causes(params, tags), sort_keys=True),
     }
@@ -180,7 +188,7 @@ def setting_causes(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[s
     scoring=cloze_shown, the model config's default (model.scoring): cloze scoring reads option texts without
     the chat template
     """
-    raw = tags.get(tracking_runs.OVERRIDES_TAG)
+    raw = tags.get(OVERRIDES_TAG)
     overridden = None if raw is None else {o.lstrip("+~").partition("=")[0] for o in raw.split()}
     by = "a sweep override" if tags.get("sweep_id") else "set on the command line"
 
@@ -189,7 +197,7 @@ def setting_causes(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[s
             return f"{key}={value}"
         return f"{key}={value}, {by if key in overridden else default}"
 
-    fields = tracking_runs.identity_fields(tags["backend"]) if tags.get("backend") else {}
+    fields = identity_fields(tags["backend"]) if tags.get("backend") else {}
     scoring = params.get("scoring") or tags.get("scoring")
     prompt, prompt_chat = params.get("prompt.name"), params.get("prompt.chat")
     chosen = f"prompt={prompt}" + (f", {by}" if overridden is not None and "prompt" in overridden else "")
@@ -320,7 +328,7 @@ def identity_notes(table: pd.DataFrame) -> list[str]:
 
 def model_identity_note(model: str, rows: pd.DataFrame) -> str:
     """What differs between the identities of one model's runs, read from their `backend` tags
-    (`src.tracking.runs.weights_fields`): other model files (by their `model_content` tags, the parts that differ:
+    (`src.tracking.identity.weights_fields`): other model files (by their `model_content` tags, the parts that differ:
     weights, tokenizer, chat template, generation config), or the same files at other settings (dtype, chat: the
     identity hashes them too)."""
     latest = "the tables show the latest run of each condition"
@@ -330,9 +338,9 @@ def model_identity_note(model: str, rows: pd.DataFrame) -> str:
             f"model {model}: its runs were made with {rows['model_identity'].nunique()} different model identities "
             f"(model_identity: weights or settings; some runs logged no backend identity to tell which); {latest}"
         )
-    fields = [tracking_runs.identity_fields(i) for i in identities]
-    weights = {tuple(sorted(tracking_runs.weights_fields(i).items())) for i in identities}
-    settings = [_setting_values(rows, k) for k in tracking_runs.SETTING_FIELDS if len({f.get(k) for f in fields}) > 1]
+    fields = [identity_fields(i) for i in identities]
+    weights = {tuple(sorted(weights_fields(i).items())) for i in identities}
+    settings = [_setting_values(rows, k) for k in SETTING_FIELDS if len({f.get(k) for f in fields}) > 1]
     if len(weights) > 1:
         parts = _changed_parts(rows)
         if parts and parts != ["weights"]:  # the files that differ, named: not every change is of the weights
@@ -349,7 +357,7 @@ def _setting_values(rows: pd.DataFrame, field: str) -> str:
     value of one setting among a model's runs with what decided it (`setting_causes`, logged per run)."""
     found: dict[str, list[str]] = {}
     for _, row in rows.dropna(subset=["backend"]).iterrows():
-        value = tracking_runs.identity_fields(str(row["backend"])).get(field, "none")
+        value = identity_fields(str(row["backend"])).get(field, "none")
         logged = row.get("setting_causes")
         causes = json.loads(logged) if isinstance(logged, str) and logged else {}
         found.setdefault(value, []).append(causes.get(field) or "its cause not logged")
@@ -367,7 +375,7 @@ def _changed_parts(rows: pd.DataFrame) -> list[str]:
     tags = list(rows["model_content"]) if "model_content" in rows else []
     if not tags or any(not isinstance(t, str) or not t for t in tags):
         return []
-    parts = [tracking_runs.content_parts(t) for t in tags]
+    parts = [content_parts(t) for t in tags]
     names = dict.fromkeys(name for p in parts for name in p)
     return [name for name in names if len({p.get(name) for p in parts}) > 1]
 

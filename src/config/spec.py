@@ -1,5 +1,5 @@
 """A job as one frozen, typed value: `JobSpec`, built and checked once from a composed config
-(src/config/schema.py `job_spec`).
+(src/config/checks.py `job_spec`).
 
 Every door of a job (`python -m src.run`'s check before Hydra starts, the sweep's pre-check, the job itself) builds
 its `JobSpec` with `job_spec`, and every layer after reads that spec, never the raw config: the values are
@@ -90,9 +90,9 @@ class JobSpec:
         return copy.deepcopy(dict(self.resolved))
 
 
-def spec_of(values: dict[str, Any], resolved: dict[str, Any]) -> JobSpec:
-    """The spec of a checked config: `values`, its resolved values with every key of the schema there (its
-    defaults filled in), and `resolved`, the config as it was given (what the job hashes and logs)."""
+def spec_of(values: dict[str, Any]) -> JobSpec:
+    """The spec of a checked config, `values` its resolved plain values (every key of the schema there, as composing
+    with the schema gives them), which the spec keeps as `resolved` (what the job hashes and logs)."""
     cache, metrics, stats = values["cache"], values["metrics"], values["stats"]
     return JobSpec(
         model=MappingProxyType(values["model"]),
@@ -121,5 +121,5 @@ def spec_of(values: dict[str, Any], resolved: dict[str, Any]) -> JobSpec:
         pride_protocol=str(metrics["pride_protocol"]),
         bootstrap=int(stats["bootstrap"]),
         level=float(stats["level"]),
-        resolved=MappingProxyType(resolved),
+        resolved=MappingProxyType(values),
     )

@@ -1,22 +1,18 @@
-"""Composing a multirun's jobs: once per distinct choice of config groups instead of once per job, with
-`GroupCachingConfigLoader` (src/config/hydra_adapter.py: it is Hydra's own loader, a private class).
-
-The sweep callback composes every job with it before the first one runs (to refuse a bad sweep early), and the
-sweeper (hydra_plugins/) hands the same loader to the launcher: the basic launcher reuses the callback's
-compositions, and each joblib or submitit worker receives them with the loader (the cache is per process, reset per
-sweep).
-tests/test_sweeps.py checks, for every job of every committed sweep, that the result equals Hydra's whole
-composition.
+"""A multirun's jobs as overrides and as configs: the override lists a sweep names (Hydra's basic sweeper's split),
+and each job composed by Hydra's own loader, for the sweep callback's check of every job before the first one runs.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from omegaconf import DictConfig, open_dict
 
 from src.common.errors import UserError
-from src.config.hydra_adapter import GroupCachingConfigLoader, split_arguments
+from src.config.hydra_adapter import split_arguments
 
-__all__ = ["GroupCachingConfigLoader", "composed_jobs", "split_sweep", "without_hydra"]
+if TYPE_CHECKING:
+    from hydra.core.config_loader import ConfigLoader
 
 
 def without_hydra(cfg: DictConfig) -> DictConfig:
@@ -27,7 +23,7 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
 
 
 def composed_jobs(
-    config: DictConfig, jobs: list[list[str]], loader: GroupCachingConfigLoader
+    config: DictConfig, jobs: list[list[str]], loader: ConfigLoader
 ) -> list[tuple[list[str], DictConfig | Exception]]:
     """(overrides, composed config without the hydra node, or the exception composing it raised) of each job, as
     `loader` composes them."""

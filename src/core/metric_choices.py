@@ -1,4 +1,4 @@
-"""The choices of the metrics' options, named once: the config check (src/config/schema.py), the metrics
+"""The choices of the metrics' options, named once: the config check (src/config/checks.py), the metrics
 (src/metrics), the report's and ingest's `--sure-rule` flags read them from here. A module without imports, so that
 reading a config loads no pandas."""
 

@@ -1,6 +1,6 @@
 """Log ingested answers as an MLflow run laid out as a native job's (`src.job.runner.run_job`): the same metrics
 (`compute_metrics` plus the run-level counts), params, tags and artifacts (`records.parquet`, `metrics.json`,
-`config.yaml`), through the same `src.tracking.runs.log_run`, so `src.compare` reads it like any other run.
+`config.yaml`), through the same `src.tracking.active_run.log_run`, so `src.compare` reads it like any other run.
 
 What differs is said in tags: `source=ingest`, `source_format`, `source_file` and `source_sha256` (the ingested
 file's sha256), `sure_rule`; `backend` names the source instead of a loaded model.
@@ -19,7 +19,11 @@ from typing import Any
 import pandas as pd
 
 from src.core.records import write_records
-from src.tracking import review, runs, store
+from src.tracking import review, store
+from src.tracking.active_run import log_run
+from src.tracking.identity import config_hash
+from src.tracking.job_tracker import artifacts_folder
+from src.tracking.provenance import git_commit
 
 from ..variants import REASONS as EXCLUSION_REASONS
 from .common import Ingested, build_records
@@ -35,17 +39,11 @@ class IngestResult:
 
 def interval_options(seed: int) -> dict[str, Any]:
     """The intervals a native run computes beside its headline metrics (`stats.bootstrap`, `stats.level` at their
-    schema defaults, seeded by the run's seed), where this version of `compute_metrics` has them."""
-    import inspect
+    schema defaults), seeded by the run's seed."""
+    from src.config.schema import StatsConfig  # local: loads hydra, omegaconf (slow import)
 
-    from src.config import schema as config_schema  # local: loads hydra, omegaconf (slow import)
-
-    from ..metrics import compute_metrics  # local: loads numpy (slow import)
-
-    stats = getattr(config_schema, "StatsConfig", None)
-    if stats is None or "intervals" not in inspect.signature(compute_metrics).parameters:
-        return {}
-    return {"intervals": int(stats().bootstrap), "level": float(stats().level), "interval_seed": seed}
+    stats = StatsConfig()
+    return {"intervals": int(stats.bootstrap), "level": float(stats.level), "interval_seed": seed}
 
 
 def log_ingested(
@@ -72,7 +70,7 @@ def log_ingested(
     mlflow.set_tracking_uri(tracking_uri)
     exp_id = store.with_retries(lambda: store.experiment_id(mlflow, experiment, tracking_uri))
     info = ingested.run_info
-    base_tags = {"kind": "job", "source": "ingest", "config_hash": runs.config_hash(dict(params))}
+    base_tags = {"kind": "job", "source": "ingest", "config_hash": config_hash(dict(params))}
     name = run_name or f"{info['model']}-{info['benchmark']}-{info['variant_set']}-T{float(info['temperature'])}-ingest"
     own_dir = None
     if out_dir is None:
@@ -89,11 +87,11 @@ def log_ingested(
             metrics.update({f"n_excluded_{reason}": 0.0 for reason in EXCLUSION_REASONS})
             metrics["seconds"] = time.perf_counter() - start
             metrics["cache_hit_rate"] = 0.0
-            artifacts = runs.artifacts_folder(folder)
+            artifacts = artifacts_folder(folder)
             write_records(records, artifacts)
             (artifacts / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
             (artifacts / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(dict(params))))
-            runs.log_run(
+            log_run(
                 mlflow,
                 params=dict(params),
                 metrics=metrics,
@@ -104,7 +102,7 @@ def log_ingested(
                         "variants": str(info["variant_set"]),
                         "temperature": str(float(info["temperature"])),
                         "scoring": str(info["scoring"]),
-                        "git_commit": runs.git_commit(),
+                        "git_commit": git_commit(),
                         "sure_rule": sure_rule,
                         **chance_tags(metrics),
                         **ingested.tags,

@@ -3,7 +3,7 @@
 Wires config -> benchmark -> variants -> prompts -> backend -> records -> metrics -> MLflow. Each step is a
 plain function in its own module; this file only connects them. It reads nothing from the Hydra runtime or the
 process's arguments, so tests and other programs call it in-process with a config from
-`src.config.schema.compose_job`; `python -m src.run` is the Hydra entry point around it.
+`src.config.compose.compose_job`; `python -m src.run` is the Hydra entry point around it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from src.benchmarks.lm_eval import task_spec
 from src.common.digests import text_sha256
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
-from src.config.schema import benchmark_label, job_spec
+from src.config.checks import benchmark_label, job_spec
 from src.config.spec import JobSpec
 from src.core.fewshot import pick_fewshot
 from src.core.prompts import CLOZE_SCORINGS, PromptTemplate
@@ -48,8 +48,20 @@ from src.core.questions import Question, benchmark_identity, question_identity
 from src.core.validity import check_option_style
 from src.core.variant import Variant
 from src.job.lm_eval_suite import lm_eval_suite_metrics
-from src.tracking import review, runs
-from src.tracking.closing import headline_metrics, job_block
+from src.presentation.closing import headline_metrics, job_block
+from src.presentation.description import run_description
+from src.tracking import review
+from src.tracking.identity import (
+    CONTENT_TAG,
+    NO_OVERRIDES,
+    OVERRIDES_TAG,
+    config_hash,
+    content_tag,
+    identity_change,
+    short_hash,
+)
+from src.tracking.job_tracker import JobTracker, artifacts_folder
+from src.tracking.provenance import git_commit, provenance_tags
 from src.variants import REASONS as EXCLUSION_REASONS, make_variants, plan_variants
 from src.variants.revas import wrong_answers
 
@@ -75,7 +87,7 @@ class JobResult:
     level: float | None = None  # the coverage of the logged intervals (stats.level); None: none logged
 
     def closing(self, *, level: float | None = None, commands: bool = True) -> str:
-        """The block `python -m src.run` prints to stderr after the JSON line (src/tracking/closing.py); `level`:
+        """The block `python -m src.run` prints to stderr after the JSON line (src/presentation/closing.py); `level`:
         the intervals' coverage it states (the job's own is `self.level`)."""
         return job_block(self, level=level, commands=commands)
 
@@ -115,7 +127,7 @@ def reuse_backend(model_cfg: dict[str, Any], *, chat: bool) -> Backend:
     if kept is not None:  # the same config, other weights (or another model behind the server) since the last job
         print(
             f"warning: model {model_cfg.get('name')}: its weights changed since the previous job of this process "
-            f"({runs.short_hash(kept.identity)} -> {runs.short_hash(fresh.identity)}); this job uses the new ones",
+            f"({short_hash(kept.identity)} -> {short_hash(fresh.identity)}); this job uses the new ones",
             file=sys.stderr,
         )
     release_backends()  # one model in memory: the previous one's engine ends before this one loads
@@ -292,12 +304,12 @@ def run_job(cfg: DictConfig, *, out_dir: str | Path, sweep: Mapping[str, str] | 
     spec = job_spec(cfg)  # checked and typed once: nothing below reads `cfg`
     resolved = spec.plain()  # the whole config as plain values, resolved once
     # health check of the store before any compute; parallel first use, retries and outages: src/tracking/
-    tracker = runs.JobTracker(spec.tracking, job_hash=runs.config_hash(hashed_config(resolved)), sweep=sweep)
+    tracker = JobTracker(spec.tracking, job_hash=config_hash(hashed_config(resolved)), sweep=sweep)
     questions, size = job_questions_sized(spec)
     backend = job_backend(spec)  # its identity names the weights by content; nothing is loaded yet
     # what the config points to, by content: a finished run of the same config with other weights or other
     # questions is no result of this job (the response cache's key holds both too)
-    identities = {"model_identity": runs.short_hash(backend.identity), "data_identity": data_identity(spec, questions)}
+    identities = {"model_identity": short_hash(backend.identity), "data_identity": data_identity(spec, questions)}
     done = finished_job(spec, tracker, backend, identities, resolved)
     if done is not None:
         return skipped_result(spec, tracker, done, out_dir)
@@ -359,7 +371,7 @@ def work_hash(resolved: Mapping[str, Any]) -> str:
     """The job's config hash less where the model's files are: a moved or renamed model folder (whose content the
     model identity names) is the same work."""
     model = {k: v for k, v in (resolved.get("model") or {}).items() if k not in MODEL_LOCATION_KEYS}
-    return runs.config_hash({**resolved, "model": model})
+    return config_hash({**resolved, "model": model})
 
 
 def content_tags(backend: Backend, resolved: Mapping[str, Any]) -> dict[str, str]:
@@ -368,7 +380,7 @@ def content_tags(backend: Backend, resolved: Mapping[str, Any]) -> dict[str, str
     content = backend.content
     if content is None:
         return {}
-    tags = {runs.CONTENT_TAG: runs.content_tag(content.short_parts())}
+    tags = {CONTENT_TAG: content_tag(content.short_parts())}
     if content.repo is None:
         tags["work_hash"] = work_hash(resolved)
     return tags
@@ -376,11 +388,11 @@ def content_tags(backend: Backend, resolved: Mapping[str, Any]) -> dict[str, str
 
 def finished_job(
     spec: JobSpec,
-    tracker: runs.JobTracker,
+    tracker: JobTracker,
     backend: Backend,
     identities: Mapping[str, str],
     resolved: Mapping[str, Any],
-) -> Any:  # an MLflow Run (src/tracking/runs.py), or None
+) -> Any:  # an MLflow Run (src/tracking/store.py `Run`), or None
     """The finished run `resume` reuses for this job, or None (it runs). A finished run of this config made with
     other weights or data is said in one line naming what changed, and kept as it was; one made with the same
     files at another path (a renamed folder) is reused, in one line."""
@@ -388,7 +400,7 @@ def finished_job(
     if done is None:
         older = tracker.finished_run()  # of this config, made with other weights or data: said, and kept as it was
         content = content_tags(backend, resolved)
-        line = runs.identity_change(older, identities, content.get(runs.CONTENT_TAG)) if older is not None else None
+        line = identity_change(older, identities, content.get(CONTENT_TAG)) if older is not None else None
         if line:
             print(line, file=sys.stderr)
         elif older is None and spec.resume and "work_hash" in content:
@@ -409,7 +421,7 @@ def finished_job(
     return done
 
 
-def skipped_result(spec: JobSpec, tracker: runs.JobTracker, done: Any, out_dir: str | Path) -> JobResult:
+def skipped_result(spec: JobSpec, tracker: JobTracker, done: Any, out_dir: str | Path) -> JobResult:
     """The result of a job that a finished run already answered: its metrics, and the closing block's headline and
     near-ties as the run showed them when it was new (its `headline` and `near_ties` tags)."""
     metrics = tracker.finished_metrics(done)
@@ -552,7 +564,7 @@ class AnsweredJob:
     resolved: dict[str, Any]  # the whole config as plain values, resolved once
 
 
-def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
+def log_job(tracker: JobTracker, job: AnsweredJob) -> tuple[int, int]:
     """The artifacts written and the run logged (docs/mlflow_ui.md); the (near-ties, ranked decisions) count."""
     spec, backend, questions, size, template = job.spec, job.backend, job.questions, job.size, job.template
     items, records, metrics, identity_tags = job.items, job.records, job.metrics, job.identity_tags
@@ -563,7 +575,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     from src.metrics.chance import chance_tags  # local: loads numpy, pandas (slow import)
     from src.metrics.slots import prior_text  # local: loads numpy, pandas (slow import)
 
-    artifacts = runs.artifacts_folder(out_dir)  # exactly what MLflow receives (the same files, linked, locally)
+    artifacts = artifacts_folder(out_dir)  # exactly what MLflow receives (the same files, linked, locally)
     write_records(records, artifacts)
     write_prompts(
         {prompt_hash(it.request.prompt): (it.request.prompt, backend.model_input(it.request.prompt)) for it in items},
@@ -580,14 +592,14 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
         "variants": spec.variants["name"],
         "temperature": str(spec.temperature),
         "scoring": spec.scoring,
-        "git_commit": runs.git_commit(),
+        "git_commit": git_commit(),
         "prompt_hash": prompt_hash(template.texts_for(spec.scoring)[0]),
         "backend": backend.identity[:5000],
         "sure_rule": spec.sure_rule,
         # the closing block's metrics, so that the run shows the same block when a rerun finds it finished
         "headline": ",".join(headline_metrics(metrics)),
         **identity_tags,
-        **runs.provenance_tags(),
+        **provenance_tags(),
         **task_tags(questions),
         **override_tags(),
     }
@@ -604,7 +616,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     ties = near_ties(records)
     if ties[1]:  # decisions another CPU, dtype or batch size may flip (the report and the closing block count them)
         tags["near_ties"], tags["ranked_decisions"] = str(ties[0]), str(ties[1])
-    tags[review.DESCRIPTION_TAG] = review.run_description(
+    tags[review.DESCRIPTION_TAG] = run_description(
         model=spec.model["name"],
         benchmark=spec.benchmark["name"],
         variants=spec.variants["name"],
@@ -619,7 +631,7 @@ def log_job(tracker: runs.JobTracker, job: AnsweredJob) -> tuple[int, int]:
     )
     tracker.log(
         params=review.review_params(
-            runs.flatten(config),
+            review.flatten(config),
             n_questions=len(questions),
             # what caps the questions a study can ask (the report's and src.plan's questions-needed verdicts)
             **({"benchmark_size": size} if size is not None else {}),
@@ -645,4 +657,4 @@ def override_tags() -> dict[str, str]:
         o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(("tracking.", "cache.", "hydra"))
     ]
     # masked here too, not only where the tags are logged: a secret set on the command line never reaches the tag
-    return {runs.OVERRIDES_TAG: redact_text(" ".join(kept))[:5000] or runs.NO_OVERRIDES}
+    return {OVERRIDES_TAG: redact_text(" ".join(kept))[:5000] or NO_OVERRIDES}

@@ -29,13 +29,15 @@ from src.common.digests import json_sha256, sorted_json
 from src.common.errors import UserError
 from src.common.redact import redact, redact_text
 from src.config import hydra_adapter, plain_dict
-from src.config.schema import job_spec
+from src.config.checks import job_spec
 from src.config.spec import JobSpec
-from src.config.sweep_compose import GroupCachingConfigLoader, composed_jobs, split_sweep
+from src.config.sweep_compose import composed_jobs, split_sweep
+from src.presentation.closing import look_commands
 from src.sweep import state as sweep_state
-from src.tracking import offline as tracking_offline, runs, store
-from src.tracking.closing import look_commands
-from src.tracking.runs import JOB_INDEPENDENT_KEYS
+from src.tracking import offline as tracking_offline, store
+from src.tracking.dead_runs import mark_dead_runs
+from src.tracking.identity import JOB_INDEPENDENT_KEYS
+from src.tracking.provenance import git_commit
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.json"
@@ -210,16 +212,13 @@ class MlflowSweepCallback(Callback):
         self.closed = False  # finish() ran: the parent has its terminal status
         self.look: tuple[str, str] | None = None  # (tracking uri, experiment) the summary's commands name
         self.composed: set[tuple[str, ...]] = set()  # jobs composed here, which the sweeper does not compose again
-        # composes the jobs here and, through the sweeper, in the launcher (src/config/sweep_compose.py)
-        self.loader: GroupCachingConfigLoader | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
         running = sweep_state.current()  # the entry point's (run.py and the sweeper read it)
         running.callback, running.exit_code = self, 0
-        self.loader = loader = GroupCachingConfigLoader.wrap(GlobalHydra.instance().config_loader())
-        composed = composed_jobs(config, sweep_jobs(config), loader)
+        composed = composed_jobs(config, sweep_jobs(config), GlobalHydra.instance().config_loader())
         self.composed = {tuple(job) for job, cfg in composed if not isinstance(cfg, Exception)}
         specs, refused = checked_jobs(composed)
         if refused:  # before any job runs or any parent run is made
@@ -338,7 +337,7 @@ class MlflowSweepCallback(Callback):
         overrides = list(config.hydra.overrides.task)
         params = config.hydra.sweeper.get("params")
         sweep_params = OmegaConf.to_container(params) if OmegaConf.is_config(params) else dict(params or {})
-        tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": runs.git_commit()}
+        tags = {"sweep_id": self.sweep_id, "kind": "sweep", "sweep_hash": digest, "git_commit": git_commit()}
         if self.parent_uri != config.tracking.uri:
             tags["offline_target"] = redact_text(config.tracking.uri)  # where `python -m src.sync` uploads it
         run = store.with_retries(
@@ -413,7 +412,7 @@ class MlflowSweepCallback(Callback):
             store.check_tracking(uri)
             # a job whose process was killed outright (SIGKILL, out of memory, its node lost) could not end its run
             store.with_retries(
-                lambda: runs.mark_dead_runs(
+                lambda: mark_dead_runs(
                     client, experiment_id, f"tags.sweep_id = '{self.sweep_id}' and tags.kind = 'job'"
                 )
             )

@@ -18,7 +18,8 @@ from src.common.errors import UserError
 from src.common.redact import redact_text
 from src.job.runner import run_job
 from src.sweep.callback import job_label, read_sweep_info, write_outcome
-from src.tracking import runs, store
+from src.tracking import store
+from src.tracking.job_tracker import last_run
 
 if TYPE_CHECKING:
     from hydra.conf import HydraConf
@@ -34,13 +35,13 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
     # read before the job's spec is built (run_job): a job whose config is refused still reports where it logs
     offline_dir, offline_mode = str(cfg.tracking.offline_dir), bool(cfg.tracking.offline)
     outcome = {"num": num, "overrides": overrides, "invocation": sweep.get("invocation"), "offline_dir": offline_dir}
-    runs.last_run.clear()
+    last_run.clear()
     try:
         with stdout_data.to_stderr():  # stdout holds the JSON lines alone (src/common/stdout_data.py)
             result = run_job(cfg, out_dir=out_dir, sweep=sweep)
             summary = result.summary()  # its imports too
     except KeyboardInterrupt:
-        write_outcome(out_dir, **outcome, status="killed", run_id=runs.last_run.get("run_id"), error="interrupted")
+        write_outcome(out_dir, **outcome, status="killed", run_id=last_run.get("run_id"), error="interrupted")
         raise
     except Exception as err:  # noqa: BLE001 - reported in one line; the traceback goes to the job's folder
         crashed = not isinstance(err, UserError)
@@ -51,11 +52,11 @@ def run_sweep_job(cfg: DictConfig, hydra_cfg: HydraConf) -> None:
             message += f" (traceback in {Path(out_dir) / 'error.txt'})"
         print(f"error: job #{num} ({job_label(overrides)}): {message}", file=sys.stderr)
         write_outcome(
-            out_dir, **outcome, status="failed", run_id=runs.last_run.get("run_id"), error=message, crashed=crashed
+            out_dir, **outcome, status="failed", run_id=last_run.get("run_id"), error=message, crashed=crashed
         )
         return
     # went to the offline store because the server was down (tracking.on_outage=offline)
-    offline = not offline_mode and runs.last_run.get("uri") == f"sqlite:///{offline_dir}/mlflow.db"
+    offline = not offline_mode and last_run.get("uri") == f"sqlite:///{offline_dir}/mlflow.db"
     write_outcome(
         out_dir, **outcome, status="skipped" if result.skipped else "finished", run_id=result.run_id, offline=offline
     )

@@ -1,13 +1,11 @@
-"""One MLflow run per job: its identity (config hash), the job tracker, runs of dead jobs."""
+"""One MLflow run per job: `JobTracker` makes it, keeps its heartbeat, logs the job into it, closes it FINISHED,
+FAILED or KILLED, and falls back to the offline store when the server stops answering."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import json
-import logging
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -16,171 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from src.common import owners
-from src.common.digests import json_sha256, text_sha256
 from src.common.errors import UserError
 from src.common.paths import expand_path
 from src.tracking import offline, review, store
+from src.tracking.dead_runs import HEARTBEAT_S, mark_interrupted_runs
 from src.tracking.names import metric_name
 
 if TYPE_CHECKING:
     from mlflow.data.pandas_dataset import PandasDataset
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 last_run: dict[str, str] = {}  # the run the latest JobTracker of this process made: run_id, uri, status
-
-
-def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'model': {'name': 'x'}} -> {'model.name': 'x'}; lists become JSON strings."""
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = json.dumps(value) if isinstance(value, (list, tuple)) else value
-    return out
-
-
-def git_commit() -> str:
-    try:
-        return (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
-            ).stdout.strip()
-            or "unknown"
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-# packages whose versions change a model's numbers, and the variables that pin torch's, MKL's and oneDNN's CPU
-# kernels to an instruction set (docs/reproducibility.md): what `python -m src.recheck` compares besides the code
-PROVENANCE_PACKAGES = ("torch", "transformers", "numpy")
-KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
-
-
-def provenance_tags() -> dict[str, str]:
-    """Where a run's numbers were computed, as `provenance.*` tags: package versions, the instruction set torch's
-    kernels use (when torch is loaded: a model ran) and the kernel variables that were set."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    tags = {"provenance.python": sys.version.split()[0]}
-    for package in PROVENANCE_PACKAGES:
-        try:
-            tags[f"provenance.{package}"] = version(package)
-        except PackageNotFoundError:
-            pass
-    torch = sys.modules.get("torch")  # not imported for it: a simulated run stays quick to start
-    if torch is not None:
-        tags["provenance.cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
-    tags.update({f"provenance.{name}": os.environ[name] for name in KERNEL_VARIABLES if os.environ.get(name)})
-    return tags
-
-
-# where things are, not what the job is; `stats` (the intervals' resamples and level) changes no question asked,
-# no answer and no point metric, so runs made before it existed keep their hash
-JOB_INDEPENDENT_KEYS = ("tracking", "cache", "resume", "data_dir", "stats")
-
-
-def config_hash(cfg: Mapping[str, Any]) -> str:
-    """Identity of a job's work: the resolved config without the keys that only say where results go."""
-    kept = {k: v for k, v in cfg.items() if k not in JOB_INDEPENDENT_KEYS}
-    return json_sha256(kept, length=16)
-
-
-def short_hash(text: str) -> str:
-    """16 hex digits of sha256: a long identity (a backend's) as a tag value that compares exactly."""
-    return text_sha256(text, length=16)
-
-
-# The tag of a job's run that holds the keys its command line or sweep set (src/job/runner.py `override_tags`), and
-# its value for a job that set none
-OVERRIDES_TAG = "overrides"
-NO_OVERRIDES = "(none)"
-# The fields of a backend identity (the run's `backend` tag) that are settings of the same weights, not other
-# weights: what a model computes in (dtype, quantization) and whether prompts are wrapped in its chat template
-SETTING_FIELDS = ("dtype", "quantization", "chat")
-
-
-def identity_fields(identity: str) -> dict[str, str]:
-    """A backend identity ("hf:<weights>|gguf=<file>@sha256:<hash>|revision=None|dtype=float32|chat=True") as
-    fields; the first one names the model (and backend).
-
-    >>> identity_fields("hf:/m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True")["chat"]
-    'True'
-    """
-    first, *rest = identity.split("|")
-    return {"backend": first, **{key: value for key, _, value in (part.partition("=") for part in rest)}}
-
-
-def weights_fields(identity: str) -> dict[str, str]:
-    """The fields of a backend identity that name the weights (and the tokenizer files that come with them: a
-    GGUF holds its tokenizer, a folder's fingerprint covers its tokenizer files, a hub commit both): every field
-    but SETTING_FIELDS.
-
-    >>> weights_fields("hf:/m|gguf=m.gguf@sha256:aa|revision=None|dtype=float32|chat=True")
-    {'backend': 'hf:/m', 'gguf': 'm.gguf@sha256:aa', 'revision': 'None'}
-    """
-    return {k: v for k, v in identity_fields(identity).items() if k not in SETTING_FIELDS}
-
-
-# the content identities a job's run is tagged with (src/job/runner.py), as the rerun's line names them
-IDENTITY_TAGS = {"model_identity": "model weights", "data_identity": "benchmark data"}
-# the parts of the model's content (src/backends/weights.py), as `weights=<16 hex>,tokenizer=<16 hex>,...`: the
-# rerun's line names the part that changed ("model generation config changed since run ...")
-CONTENT_TAG = "model_content"
-
-
-def content_tag(parts: Mapping[str, str]) -> str:
-    """The `model_content` tag of a model's content parts.
-
-    >>> content_tag({"weights": "ab", "chat template": "cd"})
-    'weights=ab,chat template=cd'
-    """
-    return ",".join(f"{part}={value}" for part, value in parts.items())
-
-
-def content_parts(tag: str | None) -> dict[str, str]:
-    """The parts of a `model_content` tag ({} without one).
-
-    >>> content_parts("weights=ab,chat template=cd")
-    {'weights': 'ab', 'chat template': 'cd'}
-    """
-    return dict(item.split("=", 1) for item in tag.split(",") if "=" in item) if tag else {}
-
-
-def identity_change(run: store.Run, identities: Mapping[str, str], content: str | None = None) -> str | None:
-    """None when the finished `run` of a job's config was made with the same model and data `identities`; else the
-    line the job prints before it runs again (the older run stays as it was). With both runs' `content` tags, the
-    line names the parts of the model that changed (weights, tokenizer, chat template, generation config).
-
-    >>> from types import SimpleNamespace as N
-    >>> run = N(info=N(run_id="7d00ff6a"), data=N(tags={"model_identity": "m1", "data_identity": "d1"}))
-    >>> identity_change(run, {"model_identity": "m1", "data_identity": "d1"}) is None
-    True
-    >>> identity_change(run, {"model_identity": "m2", "data_identity": "d1"})
-    'model weights changed since run 7d00ff6a: running again'
-    >>> run.data.tags[CONTENT_TAG] = "weights=aa,generation config=bb"
-    >>> identity_change(run, {"model_identity": "m2", "data_identity": "d1"}, "weights=aa,generation config=cc")
-    'model generation config changed since run 7d00ff6a: running again'
-    """
-    tags = run.data.tags
-    if not any(tag in tags for tag in IDENTITY_TAGS):
-        return (
-            f"run {run.info.run_id} of this config logged no model or data identity (made before they were "
-            f"logged): running again"
-        )
-    changed = []
-    for tag, what in IDENTITY_TAGS.items():
-        if tags.get(tag) == identities[tag]:
-            continue
-        before, now = content_parts(tags.get(CONTENT_TAG)), content_parts(content)
-        parts = [p for p in dict.fromkeys([*before, *now]) if before.get(p) != now.get(p)]
-        changed.append(f"model {' and '.join(parts)}" if tag == "model_identity" and before and parts else what)
-    return f"{' and '.join(changed)} changed since run {run.info.run_id}: running again" if changed else None
 
 
 class JobTracker:
@@ -492,59 +338,6 @@ def finished_run_of(
     return runs[0] if runs else None
 
 
-HEARTBEAT_S = 30.0  # a live job refreshes its run's `heartbeat` tag this often
-
-
-STALE_S = 180.0  # a run of another host whose heartbeat is older than this is taken for dead
-
-
-def provably_dead(tags: Mapping[str, str], *, now: float | None = None) -> bool:
-    """Whether the process that made a RUNNING run is gone: its `owner` (src/common/owners.py) is a process of this host
-    that no longer runs, or, for another host, its `heartbeat` (epoch seconds) is older than STALE_S. A run
-    without an owner (logged before owners were tagged) is taken for dead, as it always was.
-
-    >>> from src.common import owners
-    >>> provably_dead({"owner": owners.this_owner(), "heartbeat": "0"})
-    False
-    >>> provably_dead({"owner": "elsewhere:1", "heartbeat": str(time.time())}), provably_dead({"owner": "elsewhere:1"})
-    (False, True)
-    """
-    owner = tags.get("owner")
-    if owners.parse_owner(owner) is None:
-        return True
-    alive = owners.is_alive(owner)
-    if alive is not None:
-        return not alive
-    try:
-        beat = float(tags.get("heartbeat", "nan"))
-    except ValueError:
-        return True
-    return not ((now if now is not None else time.time()) - beat <= STALE_S)
-
-
-def mark_interrupted_runs(client: store.Client, experiment: str, job_hash: str) -> None:
-    """Runs of this job left RUNNING by a process that is provably dead are marked KILLED, so the UI shows what
-    happened; the rerun that calls this resumes their work from the response cache. A run whose process still
-    lives (the same command started twice) is left alone: this job makes a run of its own beside it."""
-    mark_dead_runs(client, experiment, f"tags.config_hash = '{job_hash}'")
-
-
-def mark_dead_runs(client: store.Client, experiment: str, which: str) -> list[str]:
-    """The RUNNING runs of `experiment` that the filter `which` selects and whose process is provably dead, marked
-    KILLED (tag `interrupted=true`); their ids. A sweep calls it at its end for its own job runs
-    (`tags.sweep_id = ...`): a job whose process was killed outright (SIGKILL, out of memory, its node lost) leaves
-    no run RUNNING."""
-    marked: list[str] = []
-    for run in store.search_all(client, [experiment], f"{which} and attributes.status = 'RUNNING'"):
-        if not provably_dead(run.data.tags):
-            log.info("run %s is still running (owner %s): left as it is", run.info.run_id, run.data.tags.get("owner"))
-            continue
-        client.set_tag(run.info.run_id, "interrupted", "true")
-        client.set_terminated(run.info.run_id, "KILLED")
-        marked.append(run.info.run_id)
-    return marked
-
-
 def artifacts_folder(out_dir: str | Path) -> Path:
     """`out_dir/artifacts`, made empty: an earlier run's files there are that run's artifacts in a local store too
     (hard links, `store.log_artifacts`), so they are removed, never written over in place."""
@@ -554,23 +347,3 @@ def artifacts_folder(out_dir: str | Path) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     return folder
-
-
-def log_run(
-    mlflow: Any,
-    *,
-    params: Mapping[str, Any],
-    metrics: Mapping[str, float],
-    tags: Mapping[str, str],
-    artifacts_dir: Path,
-) -> None:
-    """Log into the active run, the metrics as `review_view` shows them (non-finite ones, NaN: undefined, e.g. RWS
-    with nothing SURE, are skipped in MLflow and kept in metrics.json; per-subject values in subjects.csv)."""
-    finite, subjects = review.review_view(metrics)
-    review.write_subjects(subjects, artifacts_dir)
-    store.with_retries(
-        lambda: mlflow.log_params({k: ("null" if v is None else str(v)[:6000]) for k, v in params.items()})
-    )
-    store.with_retries(lambda: mlflow.log_metrics(finite))
-    store.with_retries(lambda: mlflow.set_tags(dict(tags)))
-    store.log_artifacts(mlflow.MlflowClient(), mlflow.active_run().info.run_id, artifacts_dir)
