@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from types import SimpleNamespace as Fake  # a stand-in object with just the attributes a test gives it
 
@@ -447,3 +448,112 @@ def test_a_requests_samples_come_back_in_their_own_order(fake_backend):
     fake_backend.llm = Reversed()
     reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
     assert fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.7)) == [["s5-0", "s5-1", "s5-2"]]
+
+
+REFUSAL = "Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+
+
+@pytest.mark.parametrize(
+    ("cpu", "hint"),
+    [
+        (
+            True,
+            " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
+            "(docs/serving.md)",
+        ),
+        (False, ""),
+    ],
+)
+def test_an_engine_that_does_not_start_says_which_model_vllms_own_reason_and_where_its_log_is(
+    fake_vllm, hub, monkeypatch, cpu, hint
+):
+    """The whole line a user reads: the model's name, vLLM's first line, where its own log says why, and on the CPU
+    build the memory setting it most likely is; a ValueError (a setting vLLM checks before its engine) alike."""
+    from src.backends import vllm_backend
+
+    for error in (RuntimeError(REFUSAL + "\nSee the traceback."), ValueError(REFUSAL)):
+
+        def refused(error=error, **args):
+            raise error
+
+        monkeypatch.setattr(vllm_backend, "import_vllm", lambda refused=refused: Fake(LLM=refused))
+        fake_vllm.platform.cpu = cpu
+        with pytest.raises(UserError) as err:
+            VLLMBackend(VLLMSettings(name="big", path="org/model")).load()
+        assert str(err.value) == (
+            f"model big: vLLM's engine did not start ({REFUSAL}); its log above on stderr says why.{hint}"
+        )
+
+
+def test_the_engines_start_is_said_with_the_models_name_and_source(fake_vllm, hub, caplog):
+    with caplog.at_level(logging.INFO, logger="src.backends.vllm_backend"):
+        VLLMBackend(VLLMSettings(name="v", path="org/model")).load()
+    assert "model v: starting vLLM's engine on org/model" in [r.getMessage() for r in caplog.records]
+
+
+class BrokenVLLM:
+    """A vLLM module whose engine does not import (its `LLM` imported on first use, as recent versions do)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __getattr__(self, name):
+        if name in ("LLM", "SamplingParams"):
+            raise self.error
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize(
+    ("module", "says"),
+    [
+        (None, "model.backend=vllm needs vLLM (a GPU machine): pip install .[vllm]"),  # not installed
+        (
+            BrokenVLLM(RuntimeError("operator torchvision::nms does not exist\nmore lines")),
+            "model.backend=vllm: vLLM could not be imported (operator torchvision::nms does not exist); on vLLM's "
+            "CPU build, remove the CUDA builds it pulls: pip uninstall -y torchvision torchaudio torchcodec triton "
+            "(docs/serving.md)",
+        ),
+        (
+            BrokenVLLM(RuntimeError("undefined symbol: _ZN3c10")),
+            "model.backend=vllm: vLLM could not be imported (undefined symbol: _ZN3c10); check its install "
+            "(docs/serving.md)",
+        ),
+    ],
+)
+def test_a_vllm_that_cannot_be_imported_is_one_line_naming_what_failed_and_the_fix(monkeypatch, module, says):
+    from src.backends import vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", module)  # None: `import vllm` raises ImportError
+    for name in ("VLLM_LOGGING_STREAM", "VLLM_LOGGING_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UserError) as err:
+        vllm_backend.import_vllm()
+    assert str(err.value) == says
+    assert err.value.__cause__ is None and err.value.__suppress_context__, "no chained traceback under the line"
+    assert (os.environ["VLLM_LOGGING_STREAM"], os.environ["VLLM_LOGGING_LEVEL"]) == ("ext://sys.stderr", "WARNING")
+
+
+@pytest.mark.parametrize(("level", "handler_gets"), [(None, logging.WARNING), ("error", logging.ERROR)])
+def test_a_vllm_imported_earlier_logs_to_stderr_at_the_level_the_environment_sets(monkeypatch, level, handler_gets):
+    """Another library imported vLLM first, so its handlers write stdout at INFO: the backend moves them to stderr
+    at WARNING (or the environment's level, in any case), and leaves a handler on stderr or a file where it is."""
+    import io
+
+    from src.backends import vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", Fake(LLM=object, SamplingParams=object))
+    if level is None:
+        monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_LOGGING_LEVEL", level)
+    on_stdout, on_stderr, elsewhere = (logging.StreamHandler(s) for s in (sys.stdout, sys.stderr, io.StringIO()))
+    not_a_stream = logging.NullHandler()
+    logger = logging.getLogger("vllm")
+    handlers = (on_stdout, on_stderr, elsewhere, not_a_stream)
+    for handler in handlers:
+        handler.setLevel(logging.INFO)
+    monkeypatch.setattr(logger, "handlers", [*logger.handlers, *handlers])
+    vllm_backend.import_vllm()
+    assert on_stdout.stream is sys.stderr and on_stderr.stream is sys.stderr
+    assert elsewhere.stream is not sys.stderr, "a stream that is not stdout stays"
+    assert [h.level for h in handlers] == [handler_gets, handler_gets, handler_gets, logging.INFO]
