@@ -557,3 +557,49 @@ def test_a_vllm_imported_earlier_logs_to_stderr_at_the_level_the_environment_set
     assert on_stdout.stream is sys.stderr and on_stderr.stream is sys.stderr
     assert elsewhere.stream is not sys.stderr, "a stream that is not stdout stays"
     assert [h.level for h in handlers] == [handler_gets, handler_gets, handler_gets, logging.INFO]
+
+
+@pytest.mark.parametrize(
+    ("node", "says"),
+    [
+        ({"name": "m"}, "model m: set model.path to a hub id or a local model folder"),
+        ({"path": "org/model", "tensor_parallel_size": 0}, "model.tensor_parallel_size=0 must be at least 1"),
+        (
+            {"path": "org/model", "tensorparallel": 2},
+            "model.tensorparallel is not a setting of backend vllm; the keys are backend, chat, dtype, "
+            "enable_chunked_prefill, enable_prefix_caching, enforce_eager, gpu_memory_utilization, max_model_len, "
+            "name, path, quantization, revision, seed, tensor_parallel_size, tokenizer, top_logprobs, "
+            "trust_remote_code",
+        ),
+    ],
+)
+def test_a_bad_vllm_model_config_is_one_line_naming_the_setting_and_what_it_takes(node, says):
+    with pytest.raises(UserError) as err:
+        VLLMBackend.from_config({"backend": "vllm", **node}, chat=False)
+    assert str(err.value) == says
+
+
+def test_a_revision_reaches_the_engine_as_its_snapshots_commit_or_as_named_where_that_is_unknown(
+    fake_vllm, monkeypatch
+):
+    """A revision is resolved to its own snapshot's commit (not main's), which the engine loads; where the hub cannot
+    say (offline, nothing cached) the engine is given the revision as set. A tokenizer of its own on the hub is given
+    by its id, and its snapshot is in the identity."""
+    from src.backends import weights
+
+    for revision, commit in (("v2", "e" * 40), ("v3", None)):
+        monkeypatch.setitem(weights._COMMITS, ("org/model", revision), commit)
+    monkeypatch.setitem(weights._COMMITS, ("org/model", None), COMMIT)
+    monkeypatch.setitem(weights._COMMITS, ("org/tok", None), "d" * 40)
+    tokenizer = weights.model_content("org/tok").digest
+    for revision, engine_gets in (("v2", "e" * 40), ("v3", "v3")):
+        node = {"name": "v", "backend": "vllm", "path": "org/model", "revision": revision, "tokenizer": "org/tok"}
+        backend = load_backend(node, chat=False)
+        backend.load()
+        engine = FakeEngineLLM.made[-1]
+        assert (engine["model"], engine["revision"], engine["tokenizer"]) == ("org/model", engine_gets, "org/tok")
+        commit = engine_gets if engine_gets != revision else None
+        assert backend.identity == (
+            f"vllm:org/model|commit={commit}|tokenizer=sha256:{tokenizer}|revision={revision}|dtype=auto"
+            "|quantization=None|chat=False"
+        )
