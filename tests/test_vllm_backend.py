@@ -332,7 +332,7 @@ def test_a_local_folder_reaches_the_engine_as_its_full_path_and_a_tokenizer_of_i
 
 @pytest.mark.parametrize(
     ("top_logprobs", "engine_max", "asked"),
-    [(-1, -1, -1), (0, 20, 0), (5, 20, 5), (50, 50, 50)],  # -1: the whole vocabulary; vLLM's own floor is 20
+    [(-1, -1, -1), (-2, -1, -1), (0, 20, 0), (5, 20, 5), (50, 50, 50)],  # < 0: the whole vocabulary; vLLM's floor: 20
 )
 def test_label_scoring_asks_for_top_logprobs_of_an_engine_that_allows_them(
     fake_vllm, hub, top_logprobs, engine_max, asked
@@ -603,3 +603,73 @@ def test_a_revision_reaches_the_engine_as_its_snapshots_commit_or_as_named_where
             f"vllm:org/model|commit={commit}|tokenizer=sha256:{tokenizer}|revision={revision}|dtype=auto"
             "|quantization=None|chat=False"
         )
+
+
+def test_a_sample_cut_at_max_tokens_says_it_was_truncated_and_one_that_does_not_say_is_unknown(fake_backend):
+    """vLLM's `finish_reason`: "length" at max_tokens, "stop" at an end token; an output without it (an older or
+    a stand-in engine) is neither."""
+
+    class Finishing(FakeLLM):
+        def generate(self, prompts, sampling, use_tqdm=True):
+            out = super().generate(prompts, sampling, use_tqdm)
+            for o in out:
+                for sample, reason in zip(o.outputs, ("length", "stop")):
+                    sample.finish_reason = reason
+            return out
+
+    fake_backend.llm = Finishing()
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
+    samples = fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.7))[0]
+    assert samples == ["s5-0", "s5-1", "s5-2"]
+    assert [s.truncated for s in samples] == [True, False, None]
+
+
+def test_closing_an_engine_without_an_engine_core_of_its_own_ends_it_without_error(fake_vllm):
+    """An engine object that runs in this process (no `llm_engine`, or one without `engine_core`) has nothing of
+    its own to shut down: closing it forgets it and takes back its exit handler."""
+    backend = VLLMBackend(VLLMSettings(name="v", path="org/model"))
+    for engine in (Fake(), Fake(llm_engine=Fake())):
+        backend.llm = engine
+        fake_vllm.exits.append(backend.close)
+        backend.close()
+        assert backend.llm is None and fake_vllm.exits == []
+
+
+class BosTokenizer(ChatTokenizer):
+    """Adds its BOS (id 99) unless told not to, as a Hugging Face tokenizer does; its chat template carries one."""
+
+    def __call__(self, text, add_special_tokens=False):
+        ids = super().__call__(text)["input_ids"]
+        return {"input_ids": [99, *ids] if add_special_tokens else ids}
+
+
+class BosEngineLLM(FakeEngineLLM):
+    def get_tokenizer(self):
+        return BosTokenizer()
+
+
+@pytest.mark.parametrize(("chat", "first"), [(True, [10]), (False, [99])])
+def test_a_prompt_gets_one_bos_whether_its_chat_template_carries_it_or_the_tokenizer_adds_it(
+    fake_vllm, hub, monkeypatch, chat, first
+):
+    """A chat-templated text already has its special tokens (the template's BOS): the tokenizer adds none then, on
+    generated and cloze prompts alike; a raw prompt gets the tokenizer's own."""
+    from src.backends import vllm_backend
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=BosEngineLLM, SamplingParams=lambda **kw: kw))
+    backend = VLLMBackend.from_config({"backend": "vllm", "path": "org/model"}, chat=chat)
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x",), seed=5)]
+    backend.generate(reqs, SamplingParams())
+    backend.score_options(reqs)
+    (generated,), (cloze,) = (prompts for prompts, _ in backend.llm.calls)
+    assert generated["prompt_token_ids"][:1] == first and cloze["prompt_token_ids"][:1] == first
+    assert 99 not in generated["prompt_token_ids"][1:] + cloze["prompt_token_ids"][1:]
+
+
+def test_each_questions_cloze_scores_are_its_own_options_however_many_questions_are_sent(fake_backend):
+    """One engine call for every option of every question: the scores are split back by each question's own count
+    of options (the fake engine gives each continuation token -0.25; " x", " y", " z" are 1, 2, 2 tokens)."""
+    options = [("x",), ("x", "y"), ("y", "x", "z"), ("x",)]
+    reqs = [Request(prompt="Q?", labels=("A", "B", "C")[: len(o)], options=o, seed=5) for o in options]
+    scores = fake_backend.score_options(reqs)
+    assert [s.loglik for s in scores] == [(-0.25,), (-0.25, -0.5), (-0.5, -0.25, -0.5), (-0.25,)]
