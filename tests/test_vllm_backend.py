@@ -673,3 +673,25 @@ def test_each_questions_cloze_scores_are_its_own_options_however_many_questions_
     reqs = [Request(prompt="Q?", labels=("A", "B", "C")[: len(o)], options=o, seed=5) for o in options]
     scores = fake_backend.score_options(reqs)
     assert [s.loglik for s in scores] == [(-0.25,), (-0.25, -0.5), (-0.5, -0.25, -0.5), (-0.25,)]
+
+
+def test_the_engine_is_started_with_the_settings_the_config_names(fake_vllm, hub):
+    """Every engine setting of a vllm model config, none at its default, reaches vLLM's engine as set (the path as
+    `model`, top_logprobs as the engine's `max_logprobs`); on a GPU, chunked prefill as set."""
+    fake_vllm.platform.cpu = False
+    as_set = {
+        "dtype": "float16",
+        "quantization": "awq",
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "max_model_len": 1024,
+        "enable_prefix_caching": False,
+        "trust_remote_code": True,
+        "seed": 3,
+        "enforce_eager": True,
+        "enable_chunked_prefill": True,
+    }
+    backend = load_backend({"backend": "vllm", "path": "org/model", "top_logprobs": 50, **as_set}, chat=False)
+    backend.load()
+    assert FakeEngineLLM.made == [{"model": "org/model", "revision": COMMIT, "max_logprobs": 50, **as_set}]
+    assert backend.identity == f"vllm:org/model|commit={COMMIT}|revision=None|dtype=float16|quantization=awq|chat=False"
