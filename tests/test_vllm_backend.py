@@ -400,8 +400,15 @@ def test_an_inexact_first_token_distribution_is_said_once(fake_vllm, hub, caplog
     with caplog.at_level(logging.WARNING, logger="src.backends.vllm_backend"):
         for _ in range(2):
             backend.score_labels(reqs, None if temperature is None else SamplingParams(temperature=temperature))
-    said = [r for r in caplog.records if "first-token distribution is rebuilt" in r.getMessage()]
-    assert len(said) == warnings
+    said = [r.getMessage() for r in caplog.records if "first-token distribution is rebuilt" in r.getMessage()]
+    assert (
+        said
+        == [
+            f"model vllm: the first-token distribution is rebuilt from the top {top_logprobs} tokens; set "
+            "model.top_logprobs=-1 (whole vocabulary) or a top_k <= it to make it exact"
+        ]
+        * warnings
+    )
 
 
 class ChatTokenizer(FakeTokenizer):
@@ -695,3 +702,15 @@ def test_the_engine_is_started_with_the_settings_the_config_names(fake_vllm, hub
     backend.load()
     assert FakeEngineLLM.made == [{"model": "org/model", "revision": COMMIT, "max_logprobs": 50, **as_set}]
     assert backend.identity == f"vllm:org/model|commit={COMMIT}|revision=None|dtype=float16|quantization=awq|chat=False"
+
+
+def test_logprobs_given_as_plain_numbers_or_missing_are_read_as_such():
+    """vLLM gives each alternative as a Logprob object (`.logprob`) or, in some versions, as a plain float; a step
+    with no alternatives is an empty distribution, and a prompt's first position (None) has no log-probability."""
+    assert first_token_logprobs(Fake(outputs=[Fake(logprobs=[{3: -1.0, "4": Fake(logprob=-2.0)}])])) == {
+        3: -1.0,
+        4: -2.0,
+    }
+    assert first_token_logprobs(Fake(outputs=[Fake(logprobs=[None])])) == {}
+    assert continuation_loglik([None, {2: -1.0}, {3: -0.5, 9: -4.0}], [1, 2, 3], start=0) == -1.5
+    assert continuation_loglik([None, {2: Fake(logprob=-1.0)}], [1, 2], start=2) == 0.0, "nothing after the prompt"
