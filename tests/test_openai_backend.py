@@ -356,9 +356,7 @@ def test_a_refused_request_is_one_line_quoting_the_server_and_naming_what_to_cha
         backend(server, **settings).generate(REQUESTS[:1], SamplingParams())
     scrubbed = "***" if settings.get("api_key_env", "FAKE_OPENAI_KEY") else SECRET  # no key named: none to hide
     body = json.dumps({"error": {"message": f"no ({scrubbed})"}})
-    assert str(err.value) == (
-        f"model fake: {server.url}/chat/completions answered HTTP {failures[0]}: {body} ({says})"
-    )
+    assert str(err.value) == (f"model fake: {server.url}/chat/completions answered HTTP {failures[0]}: {body} ({says})")
 
 
 class ListingServer(ServedInThread):

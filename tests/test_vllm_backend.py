@@ -714,3 +714,12 @@ def test_logprobs_given_as_plain_numbers_or_missing_are_read_as_such():
     assert first_token_logprobs(Fake(outputs=[Fake(logprobs=[None])])) == {}
     assert continuation_loglik([None, {2: -1.0}, {3: -0.5, 9: -4.0}], [1, 2, 3], start=0) == -1.5
     assert continuation_loglik([None, {2: Fake(logprob=-1.0)}], [1, 2], start=2) == 0.0, "nothing after the prompt"
+
+
+@pytest.mark.parametrize("cpu", [True, False])
+def test_the_cpu_build_is_told_apart_by_vllms_own_platform(monkeypatch, cpu):
+    from src.backends import vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", Fake(LLM=object, SamplingParams=object))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", Fake(current_platform=Fake(is_cpu=lambda: cpu)))
+    assert vllm_backend.on_cpu() is cpu
