@@ -432,3 +432,46 @@ def test_a_server_that_lists_no_models_gives_no_served_identity_and_says_why_onc
         assert backend(fake).served_identity() == {}
     said = [r.getMessage() for r in caplog.records if "/models" in r.getMessage()]
     assert said == [f"model fake: GET {fake.url}/models: HTTP Error 404: Not Found"]
+
+
+@pytest.mark.parametrize(
+    ("ignored", "endpoint", "ask", "says"),
+    [
+        (
+            {"logprobs", "top_logprobs"},
+            "chat",
+            "logprob",
+            "scoring=logprob needs the request field `logprobs`, which the server at {url} ignores (its reply has no "
+            "logprobs; docs/serving.md says what each server returns); use scoring=generate, or a server that "
+            "returns them",
+        ),
+        (
+            {"echo", "logprobs"},
+            "completions",
+            "cloze",
+            "scoring=cloze needs the request field `echo`, which the server at {url} ignores (its reply has no prompt "
+            "logprobs; docs/serving.md says what each server returns); use scoring=generate, or a server that "
+            "echoes the prompt's logprobs",
+        ),
+    ],
+)
+def test_a_server_ignoring_a_scoring_field_is_told_in_the_whole_line_with_the_way_out(
+    server, ignored, endpoint, ask, says
+):
+    server.ignores = ignored
+    b = backend(server, endpoint=endpoint, max_concurrency=1)
+    with pytest.raises(UserError) as err:
+        (b.score_labels if ask == "logprob" else b.score_options)(REQUESTS[:1])
+    assert str(err.value) == "model fake: " + says.format(url=server.url)
+
+
+def test_label_scoring_asks_for_one_greedy_token_and_its_top_alternatives(server):
+    backend(server, top_logprobs=7).score_labels(REQUESTS[:1])
+    _, payload, _ = server.calls[-1]
+    assert {k: v for k, v in payload.items() if k != "messages"} == {
+        "model": "fake-model",
+        "max_tokens": 1,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 7,
+    }
