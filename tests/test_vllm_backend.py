@@ -141,8 +141,12 @@ class FakeEngineLLM(FakeLLM):
 @pytest.fixture
 def fake_vllm(monkeypatch):
     """vLLM's module as the backend sees it: `LLM` and `SamplingParams`, the platform a CPU unless a test says not;
-    atexit's registrations recorded instead of made."""
-    from src.backends import vllm_backend
+    atexit's registrations recorded instead of made; the hub is not asked (its client registers exit handlers of its
+    own), so a hub id resolves to what a test puts in weights._COMMITS or to no commit."""
+    from src.backends import vllm_backend, weights
+
+    monkeypatch.setattr(weights, "_online_commit", lambda repo_id, revision: None)
+    monkeypatch.setattr(weights, "_cached_commit", lambda repo_id, revision: None)
 
     FakeEngineLLM.made = []
     platform = Fake(cpu=True)
