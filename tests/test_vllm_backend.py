@@ -727,3 +727,15 @@ def test_the_cpu_build_is_told_apart_by_vllms_own_platform(monkeypatch, cpu):
     monkeypatch.setitem(sys.modules, "vllm", Fake(LLM=object, SamplingParams=object))
     monkeypatch.setitem(sys.modules, "vllm.platforms", Fake(current_platform=Fake(is_cpu=lambda: cpu)))
     assert vllm_backend.on_cpu() is cpu
+
+
+def test_a_chat_prompt_for_a_tokenizer_without_a_template_is_sent_raw_and_said_with_the_models_name(
+    fake_vllm, hub, caplog
+):
+    backend = VLLMBackend(VLLMSettings(name="base-7b", path="org/model", chat=True))
+    with caplog.at_level(logging.WARNING):
+        backend.load()
+    assert backend.model_input("Q?") == "Q?"
+    assert "model base-7b: the prompt asks for chat but the tokenizer has no chat template; sending raw prompts" in [
+        r.getMessage() for r in caplog.records
+    ]
