@@ -4,6 +4,7 @@ and an end-to-end run whose MLflow params, tags and artifacts never hold the API
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -324,3 +325,153 @@ def test_a_run_failed_by_a_server_echoing_the_key_keeps_it_out_of_mlflow_and_std
     for path in __import__("pathlib").Path(local).rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("failures", "settings", "says"),
+    [
+        (
+            [503] * 3,
+            {"max_retries": 2, "max_concurrency": 3},
+            "still busy or failing after 3 attempts: run again later, or raise model.max_retries (2) or "
+            "model.max_backoff_s, or lower model.max_concurrency (3)",
+        ),
+        ([401], {}, "the server refused the key: check the environment variable FAKE_OPENAI_KEY"),
+        ([403], {}, "the server refused the key: check the environment variable FAKE_OPENAI_KEY"),
+        (
+            [401],
+            {"api_key_env": None},
+            "the server wants a key: set model.api_key_env to the environment variable that holds it",
+        ),
+        ([404], {}, "check model.base_url (it ends where the server's /v1 does) and model.model"),
+        ([400], {}, "the server refused the request; its answer says why"),
+    ],
+)
+def test_a_refused_request_is_one_line_quoting_the_server_and_naming_what_to_change(server, failures, settings, says):
+    """The whole line: the model, the URL, the status, what the server said (its key scrubbed), and what the status
+    says to do: a transient status retried to the end, a key refused or missing, a wrong URL or model, the rest."""
+    server.failures = list(failures)
+    server.error_message = f"no ({SECRET})"
+    with pytest.raises(UserError) as err:
+        backend(server, **settings).generate(REQUESTS[:1], SamplingParams())
+    scrubbed = "***" if settings.get("api_key_env", "FAKE_OPENAI_KEY") else SECRET  # no key named: none to hide
+    body = json.dumps({"error": {"message": f"no ({scrubbed})"}})
+    assert str(err.value) == (f"model fake: {server.url}/chat/completions answered HTTP {failures[0]}: {body} ({says})")
+
+
+class ListingServer(ServedInThread):
+    """`GET /v1/models` answered with `listing` (or the HTTP status `status`); the Authorization headers recorded."""
+
+    def __init__(self, listing=None, status=200):
+        self.auth: list[str | None] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.auth.append(self.headers.get("Authorization"))
+                body = json.dumps(listing).encode()
+                self.send_response(status if self.path == "/v1/models" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.serve(Handler)
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+
+OLD = 1_600_000_000  # a model's own creation time, long before the test runs
+
+
+@pytest.mark.parametrize(
+    ("listing", "served"),
+    [
+        (
+            {
+                "data": [
+                    {"id": "other", "root": "elsewhere"},
+                    {"id": "fake-model", "root": "/w/m", "owned_by": "me", "meta": {"n_params": 7}, "created": OLD},
+                ]
+            },
+            {"root": "/w/m", "owned_by": "me", "meta": {"n_params": 7}, "created": OLD},
+        ),
+        ({"data": [{"id": "fake-model", "root": "/w/m", "owned_by": None, "created": "now"}]}, {"root": "/w/m"}),
+        ({"data": [{"id": "other", "root": "/w/m"}, "not an entry"]}, {}),
+        ({"object": "list"}, {}),
+        (["not", "a", "listing"], {}),
+    ],
+)
+def test_what_the_server_lists_of_the_model_is_its_served_identity(monkeypatch, listing, served):
+    """The entry whose id is the model's: its root, owner, meta and a creation time that is not the server's clock;
+    nothing from another model's entry, and nothing where the server lists no such model. The key goes along."""
+    monkeypatch.setenv("FAKE_OPENAI_KEY", SECRET)
+    with ListingServer(listing) as fake:
+        assert backend(fake).served_identity() == served
+        assert fake.auth == [f"Bearer {SECRET}"]
+        assert backend(fake, api_key_env=None).served_identity() == served
+        assert fake.auth[1] is None, "no key: no header"
+
+
+def test_a_creation_time_that_is_the_servers_clock_is_not_the_models(monkeypatch):
+    """vLLM writes the current time as `created`: within five minutes of now it says nothing of the model."""
+    monkeypatch.setattr(time, "time", lambda: OLD + 299.0)
+    now = {"data": [{"id": "fake-model", "created": OLD}]}
+    with ListingServer(now) as fake:
+        assert backend(fake).served_identity() == {}
+    monkeypatch.setattr(time, "time", lambda: OLD + 301.0)
+    with ListingServer(now) as fake:
+        assert backend(fake).served_identity() == {"created": OLD}
+
+
+def test_a_server_that_lists_no_models_gives_no_served_identity_and_says_why_once(monkeypatch, caplog):
+    monkeypatch.setenv("FAKE_OPENAI_KEY", SECRET)
+    with ListingServer({"error": SECRET}, status=404) as fake, caplog.at_level(logging.INFO):
+        assert backend(fake).served_identity() == {}
+    said = [r.getMessage() for r in caplog.records if "/models" in r.getMessage()]
+    assert said == [f"model fake: GET {fake.url}/models: HTTP Error 404: Not Found"]
+
+
+@pytest.mark.parametrize(
+    ("ignored", "endpoint", "ask", "says"),
+    [
+        (
+            {"logprobs", "top_logprobs"},
+            "chat",
+            "logprob",
+            "scoring=logprob needs the request field `logprobs`, which the server at {url} ignores (its reply has no "
+            "logprobs; docs/serving.md says what each server returns); use scoring=generate, or a server that "
+            "returns them",
+        ),
+        (
+            {"echo", "logprobs"},
+            "completions",
+            "cloze",
+            "scoring=cloze needs the request field `echo`, which the server at {url} ignores (its reply has no prompt "
+            "logprobs; docs/serving.md says what each server returns); use scoring=generate, or a server that "
+            "echoes the prompt's logprobs",
+        ),
+    ],
+)
+def test_a_server_ignoring_a_scoring_field_is_told_in_the_whole_line_with_the_way_out(
+    server, ignored, endpoint, ask, says
+):
+    server.ignores = ignored
+    b = backend(server, endpoint=endpoint, max_concurrency=1)
+    with pytest.raises(UserError) as err:
+        (b.score_labels if ask == "logprob" else b.score_options)(REQUESTS[:1])
+    assert str(err.value) == "model fake: " + says.format(url=server.url)
+
+
+def test_label_scoring_asks_for_one_greedy_token_and_its_top_alternatives(server):
+    backend(server, top_logprobs=7).score_labels(REQUESTS[:1])
+    _, payload, _ = server.calls[-1]
+    assert {k: v for k, v in payload.items() if k != "messages"} == {
+        "model": "fake-model",
+        "max_tokens": 1,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 7,
+    }

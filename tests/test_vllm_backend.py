@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from types import SimpleNamespace as Fake  # a stand-in object with just the attributes a test gives it
 
@@ -140,8 +141,12 @@ class FakeEngineLLM(FakeLLM):
 @pytest.fixture
 def fake_vllm(monkeypatch):
     """vLLM's module as the backend sees it: `LLM` and `SamplingParams`, the platform a CPU unless a test says not;
-    atexit's registrations recorded instead of made."""
-    from src.backends import vllm_backend
+    atexit's registrations recorded instead of made; the hub is not asked (its client registers exit handlers of its
+    own), so a hub id resolves to what a test puts in weights._COMMITS or to no commit."""
+    from src.backends import vllm_backend, weights
+
+    monkeypatch.setattr(weights, "_online_commit", lambda repo_id, revision: None)
+    monkeypatch.setattr(weights, "_cached_commit", lambda repo_id, revision: None)
 
     FakeEngineLLM.made = []
     platform = Fake(cpu=True)
@@ -331,7 +336,7 @@ def test_a_local_folder_reaches_the_engine_as_its_full_path_and_a_tokenizer_of_i
 
 @pytest.mark.parametrize(
     ("top_logprobs", "engine_max", "asked"),
-    [(-1, -1, -1), (0, 20, 0), (5, 20, 5), (50, 50, 50)],  # -1: the whole vocabulary; vLLM's own floor is 20
+    [(-1, -1, -1), (-2, -1, -1), (0, 20, 0), (5, 20, 5), (50, 50, 50)],  # < 0: the whole vocabulary; vLLM's floor: 20
 )
 def test_label_scoring_asks_for_top_logprobs_of_an_engine_that_allows_them(
     fake_vllm, hub, top_logprobs, engine_max, asked
@@ -399,8 +404,15 @@ def test_an_inexact_first_token_distribution_is_said_once(fake_vllm, hub, caplog
     with caplog.at_level(logging.WARNING, logger="src.backends.vllm_backend"):
         for _ in range(2):
             backend.score_labels(reqs, None if temperature is None else SamplingParams(temperature=temperature))
-    said = [r for r in caplog.records if "first-token distribution is rebuilt" in r.getMessage()]
-    assert len(said) == warnings
+    said = [r.getMessage() for r in caplog.records if "first-token distribution is rebuilt" in r.getMessage()]
+    assert (
+        said
+        == [
+            f"model vllm: the first-token distribution is rebuilt from the top {top_logprobs} tokens; set "
+            "model.top_logprobs=-1 (whole vocabulary) or a top_k <= it to make it exact"
+        ]
+        * warnings
+    )
 
 
 class ChatTokenizer(FakeTokenizer):
@@ -447,3 +459,283 @@ def test_a_requests_samples_come_back_in_their_own_order(fake_backend):
     fake_backend.llm = Reversed()
     reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
     assert fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.7)) == [["s5-0", "s5-1", "s5-2"]]
+
+
+REFUSAL = "Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+
+
+@pytest.mark.parametrize(
+    ("cpu", "hint"),
+    [
+        (
+            True,
+            " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
+            "(docs/serving.md)",
+        ),
+        (False, ""),
+    ],
+)
+def test_an_engine_that_does_not_start_says_which_model_vllms_own_reason_and_where_its_log_is(
+    fake_vllm, hub, monkeypatch, cpu, hint
+):
+    """The whole line a user reads: the model's name, vLLM's first line, where its own log says why, and on the CPU
+    build the memory setting it most likely is; a ValueError (a setting vLLM checks before its engine) alike."""
+    from src.backends import vllm_backend
+
+    for error in (RuntimeError(REFUSAL + "\nSee the traceback."), ValueError(REFUSAL)):
+
+        def refused(error=error, **args):
+            raise error
+
+        monkeypatch.setattr(vllm_backend, "import_vllm", lambda refused=refused: Fake(LLM=refused))
+        fake_vllm.platform.cpu = cpu
+        with pytest.raises(UserError) as err:
+            VLLMBackend(VLLMSettings(name="big", path="org/model")).load()
+        assert str(err.value) == (
+            f"model big: vLLM's engine did not start ({REFUSAL}); its log above on stderr says why.{hint}"
+        )
+
+
+def test_the_engines_start_is_said_with_the_models_name_and_source(fake_vllm, hub, caplog):
+    with caplog.at_level(logging.INFO, logger="src.backends.vllm_backend"):
+        VLLMBackend(VLLMSettings(name="v", path="org/model")).load()
+    assert "model v: starting vLLM's engine on org/model" in [r.getMessage() for r in caplog.records]
+
+
+class BrokenVLLM:
+    """A vLLM module whose engine does not import (its `LLM` imported on first use, as recent versions do)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __getattr__(self, name):
+        if name in ("LLM", "SamplingParams"):
+            raise self.error
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize(
+    ("module", "says"),
+    [
+        (None, "model.backend=vllm needs vLLM (a GPU machine): pip install .[vllm]"),  # not installed
+        (
+            BrokenVLLM(RuntimeError("operator torchvision::nms does not exist\nmore lines")),
+            "model.backend=vllm: vLLM could not be imported (operator torchvision::nms does not exist); on vLLM's "
+            "CPU build, remove the CUDA builds it pulls: pip uninstall -y torchvision torchaudio torchcodec triton "
+            "(docs/serving.md)",
+        ),
+        (
+            BrokenVLLM(RuntimeError("undefined symbol: _ZN3c10")),
+            "model.backend=vllm: vLLM could not be imported (undefined symbol: _ZN3c10); check its install "
+            "(docs/serving.md)",
+        ),
+    ],
+)
+def test_a_vllm_that_cannot_be_imported_is_one_line_naming_what_failed_and_the_fix(monkeypatch, module, says):
+    from src.backends import vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", module)  # None: `import vllm` raises ImportError
+    for name in ("VLLM_LOGGING_STREAM", "VLLM_LOGGING_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UserError) as err:
+        vllm_backend.import_vllm()
+    assert str(err.value) == says
+    assert err.value.__cause__ is None and err.value.__suppress_context__, "no chained traceback under the line"
+    assert (os.environ["VLLM_LOGGING_STREAM"], os.environ["VLLM_LOGGING_LEVEL"]) == ("ext://sys.stderr", "WARNING")
+
+
+@pytest.mark.parametrize(("level", "handler_gets"), [(None, logging.WARNING), ("error", logging.ERROR)])
+def test_a_vllm_imported_earlier_logs_to_stderr_at_the_level_the_environment_sets(monkeypatch, level, handler_gets):
+    """Another library imported vLLM first, so its handlers write stdout at INFO: the backend moves them to stderr
+    at WARNING (or the environment's level, in any case), and leaves a handler on stderr or a file where it is."""
+    import io
+
+    from src.backends import vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", Fake(LLM=object, SamplingParams=object))
+    if level is None:
+        monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_LOGGING_LEVEL", level)
+    on_stdout, on_stderr, elsewhere = (logging.StreamHandler(s) for s in (sys.stdout, sys.stderr, io.StringIO()))
+    not_a_stream = logging.NullHandler()
+    logger = logging.getLogger("vllm")
+    handlers = (on_stdout, on_stderr, elsewhere, not_a_stream)
+    for handler in handlers:
+        handler.setLevel(logging.INFO)
+    monkeypatch.setattr(logger, "handlers", [*logger.handlers, *handlers])
+    vllm_backend.import_vllm()
+    assert on_stdout.stream is sys.stderr and on_stderr.stream is sys.stderr
+    assert elsewhere.stream is not sys.stderr, "a stream that is not stdout stays"
+    assert [h.level for h in handlers] == [handler_gets, handler_gets, handler_gets, logging.INFO]
+
+
+@pytest.mark.parametrize(
+    ("node", "says"),
+    [
+        ({"name": "m"}, "model m: set model.path to a hub id or a local model folder"),
+        ({"path": "org/model", "tensor_parallel_size": 0}, "model.tensor_parallel_size=0 must be at least 1"),
+        (
+            {"path": "org/model", "tensorparallel": 2},
+            "model.tensorparallel is not a setting of backend vllm; the keys are backend, chat, dtype, "
+            "enable_chunked_prefill, enable_prefix_caching, enforce_eager, gpu_memory_utilization, max_model_len, "
+            "name, path, quantization, revision, seed, tensor_parallel_size, tokenizer, top_logprobs, "
+            "trust_remote_code",
+        ),
+    ],
+)
+def test_a_bad_vllm_model_config_is_one_line_naming_the_setting_and_what_it_takes(node, says):
+    with pytest.raises(UserError) as err:
+        VLLMBackend.from_config({"backend": "vllm", **node}, chat=False)
+    assert str(err.value) == says
+
+
+def test_a_revision_reaches_the_engine_as_its_snapshots_commit_or_as_named_where_that_is_unknown(
+    fake_vllm, monkeypatch
+):
+    """A revision is resolved to its own snapshot's commit (not main's), which the engine loads; where the hub cannot
+    say (offline, nothing cached) the engine is given the revision as set. A tokenizer of its own on the hub is given
+    by its id, and its snapshot is in the identity."""
+    from src.backends import weights
+
+    for revision, commit in (("v2", "e" * 40), ("v3", None)):
+        monkeypatch.setitem(weights._COMMITS, ("org/model", revision), commit)
+    monkeypatch.setitem(weights._COMMITS, ("org/model", None), COMMIT)
+    monkeypatch.setitem(weights._COMMITS, ("org/tok", None), "d" * 40)
+    tokenizer = weights.model_content("org/tok").digest
+    for revision, engine_gets in (("v2", "e" * 40), ("v3", "v3")):
+        node = {"name": "v", "backend": "vllm", "path": "org/model", "revision": revision, "tokenizer": "org/tok"}
+        backend = load_backend(node, chat=False)
+        backend.load()
+        engine = FakeEngineLLM.made[-1]
+        assert (engine["model"], engine["revision"], engine["tokenizer"]) == ("org/model", engine_gets, "org/tok")
+        commit = engine_gets if engine_gets != revision else None
+        assert backend.identity == (
+            f"vllm:org/model|commit={commit}|tokenizer=sha256:{tokenizer}|revision={revision}|dtype=auto"
+            "|quantization=None|chat=False"
+        )
+
+
+def test_a_sample_cut_at_max_tokens_says_it_was_truncated_and_one_that_does_not_say_is_unknown(fake_backend):
+    """vLLM's `finish_reason`: "length" at max_tokens, "stop" at an end token; an output without it (an older or
+    a stand-in engine) is neither."""
+
+    class Finishing(FakeLLM):
+        def generate(self, prompts, sampling, use_tqdm=True):
+            out = super().generate(prompts, sampling, use_tqdm)
+            for o in out:
+                for sample, reason in zip(o.outputs, ("length", "stop")):
+                    sample.finish_reason = reason
+            return out
+
+    fake_backend.llm = Finishing()
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)]
+    samples = fake_backend.generate(reqs, SamplingParams(n=3, temperature=0.7))[0]
+    assert samples == ["s5-0", "s5-1", "s5-2"]
+    assert [s.truncated for s in samples] == [True, False, None]
+
+
+def test_closing_an_engine_without_an_engine_core_of_its_own_ends_it_without_error(fake_vllm):
+    """An engine object that runs in this process (no `llm_engine`, or one without `engine_core`) has nothing of
+    its own to shut down: closing it forgets it and takes back its exit handler."""
+    backend = VLLMBackend(VLLMSettings(name="v", path="org/model"))
+    for engine in (Fake(), Fake(llm_engine=Fake())):
+        backend.llm = engine
+        fake_vllm.exits.append(backend.close)
+        backend.close()
+        assert backend.llm is None and fake_vllm.exits == []
+
+
+class BosTokenizer(ChatTokenizer):
+    """Adds its BOS (id 99) unless told not to, as a Hugging Face tokenizer does; its chat template carries one."""
+
+    def __call__(self, text, add_special_tokens=False):
+        ids = super().__call__(text)["input_ids"]
+        return {"input_ids": [99, *ids] if add_special_tokens else ids}
+
+
+class BosEngineLLM(FakeEngineLLM):
+    def get_tokenizer(self):
+        return BosTokenizer()
+
+
+@pytest.mark.parametrize(("chat", "first"), [(True, [10]), (False, [99])])
+def test_a_prompt_gets_one_bos_whether_its_chat_template_carries_it_or_the_tokenizer_adds_it(
+    fake_vllm, hub, monkeypatch, chat, first
+):
+    """A chat-templated text already has its special tokens (the template's BOS): the tokenizer adds none then, on
+    generated and cloze prompts alike; a raw prompt gets the tokenizer's own."""
+    from src.backends import vllm_backend
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: Fake(LLM=BosEngineLLM, SamplingParams=lambda **kw: kw))
+    backend = VLLMBackend.from_config({"backend": "vllm", "path": "org/model"}, chat=chat)
+    reqs = [Request(prompt="Q?", labels=("A", "B"), options=("x",), seed=5)]
+    backend.generate(reqs, SamplingParams())
+    backend.score_options(reqs)
+    (generated,), (cloze,) = (prompts for prompts, _ in backend.llm.calls)
+    assert generated["prompt_token_ids"][:1] == first and cloze["prompt_token_ids"][:1] == first
+    assert 99 not in generated["prompt_token_ids"][1:] + cloze["prompt_token_ids"][1:]
+
+
+def test_each_questions_cloze_scores_are_its_own_options_however_many_questions_are_sent(fake_backend):
+    """One engine call for every option of every question: the scores are split back by each question's own count
+    of options (the fake engine gives each continuation token -0.25; " x", " y", " z" are 1, 2, 2 tokens)."""
+    options = [("x",), ("x", "y"), ("y", "x", "z"), ("x",)]
+    reqs = [Request(prompt="Q?", labels=("A", "B", "C")[: len(o)], options=o, seed=5) for o in options]
+    scores = fake_backend.score_options(reqs)
+    assert [s.loglik for s in scores] == [(-0.25,), (-0.25, -0.5), (-0.5, -0.25, -0.5), (-0.25,)]
+
+
+def test_the_engine_is_started_with_the_settings_the_config_names(fake_vllm, hub):
+    """Every engine setting of a vllm model config, none at its default, reaches vLLM's engine as set (the path as
+    `model`, top_logprobs as the engine's `max_logprobs`); on a GPU, chunked prefill as set."""
+    fake_vllm.platform.cpu = False
+    as_set = {
+        "dtype": "float16",
+        "quantization": "awq",
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "max_model_len": 1024,
+        "enable_prefix_caching": False,
+        "trust_remote_code": True,
+        "seed": 3,
+        "enforce_eager": True,
+        "enable_chunked_prefill": True,
+    }
+    backend = load_backend({"backend": "vllm", "path": "org/model", "top_logprobs": 50, **as_set}, chat=False)
+    backend.load()
+    assert FakeEngineLLM.made == [{"model": "org/model", "revision": COMMIT, "max_logprobs": 50, **as_set}]
+    assert backend.identity == f"vllm:org/model|commit={COMMIT}|revision=None|dtype=float16|quantization=awq|chat=False"
+
+
+def test_logprobs_given_as_plain_numbers_or_missing_are_read_as_such():
+    """vLLM gives each alternative as a Logprob object (`.logprob`) or, in some versions, as a plain float; a step
+    with no alternatives is an empty distribution, and a prompt's first position (None) has no log-probability."""
+    assert first_token_logprobs(Fake(outputs=[Fake(logprobs=[{3: -1.0, "4": Fake(logprob=-2.0)}])])) == {
+        3: -1.0,
+        4: -2.0,
+    }
+    assert first_token_logprobs(Fake(outputs=[Fake(logprobs=[None])])) == {}
+    assert continuation_loglik([None, {2: -1.0}, {3: -0.5, 9: -4.0}], [1, 2, 3], start=0) == -1.5
+    assert continuation_loglik([None, {2: Fake(logprob=-1.0)}], [1, 2], start=2) == 0.0, "nothing after the prompt"
+
+
+@pytest.mark.parametrize("cpu", [True, False])
+def test_the_cpu_build_is_told_apart_by_vllms_own_platform(monkeypatch, cpu):
+    from src.backends import vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", Fake(LLM=object, SamplingParams=object))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", Fake(current_platform=Fake(is_cpu=lambda: cpu)))
+    assert vllm_backend.on_cpu() is cpu
+
+
+def test_a_chat_prompt_for_a_tokenizer_without_a_template_is_sent_raw_and_said_with_the_models_name(
+    fake_vllm, hub, caplog
+):
+    backend = VLLMBackend(VLLMSettings(name="base-7b", path="org/model", chat=True))
+    with caplog.at_level(logging.WARNING):
+        backend.load()
+    assert backend.model_input("Q?") == "Q?"
+    assert "model base-7b: the prompt asks for chat but the tokenizer has no chat template; sending raw prompts" in [
+        r.getMessage() for r in caplog.records
+    ]
