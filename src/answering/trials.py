@@ -122,15 +122,21 @@ class _GenerateWork(ChunkWork[tuple[SamplingParams, list[str]]]):
         first = params.first_repetition
         # greedy: one answer serves every repetition
         self.reps: list[int | None] = [None] if self.greedy else list(range(first, first + params.n))
+        # a format's new-token floor -> its requests' sampling parameters and the settings their cache keys name
+        self.own: dict[int, tuple[SamplingParams, dict[str, Any]]] = {}
 
     def prepare(self, request: Request) -> tuple[SamplingParams, list[str]]:
-        own = replace(_generation_params(request, self.params), n=len(self.reps))
-        settings = {
-            "temperature": own.temperature,
-            "top_k": own.top_k,
-            "top_p": own.top_p,
-            "max_new_tokens": own.max_new_tokens,
-        }
+        floor = format_of(request).min_new_tokens
+        if floor not in self.own:  # the same for every request of a format: made once
+            own = replace(_generation_params(request, self.params), n=len(self.reps))
+            settings = {
+                "temperature": own.temperature,
+                "top_k": own.top_k,
+                "top_p": own.top_p,
+                "max_new_tokens": own.max_new_tokens,
+            }
+            self.own[floor] = own, settings
+        own, settings = self.own[floor]
         seeded = self.oracle or not self.greedy
         return own, [request_key(self.identity, "generate", request, settings, k, seeded=seeded) for k in self.reps]
 
