@@ -56,8 +56,11 @@ def request_key(
     ]
     if request.continuation_prefix is not None:  # only then: the keys of every other request stay as they were
         fields.append(["continuation_prefix", request.continuation_prefix])
-    payload = json.dumps(fields, ensure_ascii=False)
-    return text_sha256(payload)
+    return text_sha256(_KEY_JSON.encode(fields))
+
+
+# `json.dumps(fields, ensure_ascii=False)`'s encoder, made once: dumps builds one per call when given an option
+_KEY_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 def _locked(err: BaseException) -> bool:

@@ -122,15 +122,21 @@ class _GenerateWork(ChunkWork[tuple[SamplingParams, list[str]]]):
         first = params.first_repetition
         # greedy: one answer serves every repetition
         self.reps: list[int | None] = [None] if self.greedy else list(range(first, first + params.n))
+        # a format's new-token floor -> its requests' sampling parameters and the settings their cache keys name
+        self.own: dict[int, tuple[SamplingParams, dict[str, Any]]] = {}
 
     def prepare(self, request: Request) -> tuple[SamplingParams, list[str]]:
-        own = replace(_generation_params(request, self.params), n=len(self.reps))
-        settings = {
-            "temperature": own.temperature,
-            "top_k": own.top_k,
-            "top_p": own.top_p,
-            "max_new_tokens": own.max_new_tokens,
-        }
+        floor = format_of(request).min_new_tokens
+        if floor not in self.own:  # the same for every request of a format: made once
+            own = replace(_generation_params(request, self.params), n=len(self.reps))
+            settings = {
+                "temperature": own.temperature,
+                "top_k": own.top_k,
+                "top_p": own.top_p,
+                "max_new_tokens": own.max_new_tokens,
+            }
+            self.own[floor] = own, settings
+        own, settings = self.own[floor]
         seeded = self.oracle or not self.greedy
         return own, [request_key(self.identity, "generate", request, settings, k, seeded=seeded) for k in self.reps]
 
@@ -405,40 +411,68 @@ def to_records(
     items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any], planned: int | None = None
 ) -> pd.DataFrame:
     """One row per item x repetition asked, columns as `src.core.records.COLUMNS`; with `planned` (adaptive runs:
-    the R repetitions planned) also `n_asked` and `n_planned` (src/answering/adaptive.py ADAPTIVE_COLUMNS)."""
-    rows = []
+    the R repetitions planned) also `n_asked` and `n_planned` (src/answering/adaptive.py ADAPTIVE_COLUMNS).
+
+    Built column by column (a row's dict per trial cost more than the rest of the table): an item's columns are
+    made once and repeated over its answers; what a format's `columns` gives overrides the others, row by row, as a
+    row's dict once merged it (a column it gives on some rows only is NaN on the rest, as in a frame of dicts)."""
+    cols: dict[str, list[Any]] = {name: [] for name in _ITEM_COLUMNS + _ANSWER_COLUMNS}
+    overrides: dict[str, dict[int, Any]] = {}  # a format's column -> {row: value}
+    row = 0
     for it, reps in zip(items, answers):
-        v, q = it.variant, it.question
+        v, q, labels = it.variant, it.question, it.request.labels
+        n = len(reps)
+        order = list(v.option_order)
+        perm_sets = [f"{name}:{pos}" for name, pos in v.memberships]
+        item_values = (
+            q.id,
+            q.subject,
+            v.kind,
+            v.variant_id,
+            v.n_options,
+            labels[v.correct_slot],
+            prompt_hash(it.request.prompt),
+            v.fmt,
+            v.level,
+            v.asked_option,
+        )
+        for name, value in zip(_ITEM_COLUMNS, item_values):
+            cols[name].extend([value] * n)
+        # a list per row, as each row's dict had its own (a frame's cells are not shared)
+        cols["option_order"].extend([list(order) for _ in range(n)])
+        cols["perm_sets"].extend([list(perm_sets) for _ in range(n)])
+        fmt = FORMATS[v.fmt]
         for k, a in enumerate(reps):
-            parsed = None if a.slot is None else it.request.labels[a.slot]
-            rows.append(
-                {
-                    **run_info,
-                    "question_id": q.id,
-                    "subject": q.subject,
-                    "variant_kind": v.kind,
-                    "variant_id": v.variant_id,
-                    "repetition": k,
-                    "n_options": v.n_options,
-                    "option_order": list(v.option_order),
-                    "correct_label": it.request.labels[v.correct_slot],
-                    "raw_output": a.raw_output,
-                    "parsed_label": parsed,
-                    "correct": a.slot == v.correct_slot,
-                    "label_probs": None if a.label_probs is None else list(a.label_probs),
-                    "label_mass": a.label_mass,
-                    "option_loglik": None if a.option_loglik is None else list(a.option_loglik),
-                    "option_loglik_norm": None if a.option_loglik_norm is None else list(a.option_loglik_norm),
-                    "answer_dist": None if a.answer_dist is None else list(a.answer_dist),
-                    "prompt_hash": prompt_hash(it.request.prompt),
-                    "cache_hit": a.cache_hit,
-                    "parse_rule": a.parse_rule,
-                    "truncated": a.truncated,
-                    "decision_margin": a.decision_margin,
-                    **_format_columns(it, a),
-                }
-            )
-    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+            cols["repetition"].append(k)
+            cols["raw_output"].append(a.raw_output)
+            cols["parsed_label"].append(None if a.slot is None else labels[a.slot])
+            cols["correct"].append(a.slot == v.correct_slot)
+            cols["label_probs"].append(None if a.label_probs is None else list(a.label_probs))
+            cols["label_mass"].append(a.label_mass)
+            cols["option_loglik"].append(None if a.option_loglik is None else list(a.option_loglik))
+            cols["option_loglik_norm"].append(None if a.option_loglik_norm is None else list(a.option_loglik_norm))
+            cols["answer_dist"].append(None if a.answer_dist is None else list(a.answer_dist))
+            cols["cache_hit"].append(a.cache_hit)
+            cols["parse_rule"].append(a.parse_rule)
+            cols["truncated"].append(a.truncated)
+            cols["decision_margin"].append(a.decision_margin)
+            for name, value in fmt.columns(q, v, labels, slot=a.slot, slots=a.slots).items():
+                overrides.setdefault(name, {})[row + k] = value
+        row += n
+    cols["parsed_labels"] = [None] * row
+    cols["chosen_options"] = [None] * row
+    for name, value in run_info.items():
+        cols.setdefault(name, [value] * row)
+    for name, by_row in overrides.items():
+        values = cols.setdefault(name, [math.nan] * row)
+        if len(by_row) == row:
+            cols[name] = list(by_row.values())
+        else:
+            for i, value in by_row.items():
+                values[i] = value
+    # no trials: every column empty and of no type, as a frame of no rows' dicts has them
+    data = {name: cols[name] for name in COLUMNS if name in cols} if row else []
+    frame = pd.DataFrame(data, columns=list(COLUMNS))
     if planned is not None:  # trials not asked are absent: say how many were made of how many planned
         frame["n_asked"] = pd.array([len(reps) for reps in answers for _ in reps], dtype="int64")
         frame["n_planned"] = pd.array([planned] * len(frame), dtype="int64")
@@ -454,20 +488,36 @@ def to_records(
     )
 
 
-def _format_columns(it: Item, a: Answer) -> dict[str, Any]:
-    """The variant's format, level and memberships, and the columns its answer format fills
-    (`AnswerFormat.columns`: the correct and chosen options, and what a set of labels overrides)."""
-    v = it.variant
-    columns: dict[str, Any] = {
-        "fmt": v.fmt,
-        "variant_level": v.level,
-        "asked_option": v.asked_option,
-        "perm_sets": [f"{name}:{pos}" for name, pos in v.memberships],
-        "parsed_labels": None,
-        "chosen_options": None,
-    }
-    columns.update(FORMATS[v.fmt].columns(it.question, v, it.request.labels, slot=a.slot, slots=a.slots))
-    return columns
+# the records' columns that one item gives all its answers, in `to_records`' order, and those each answer gives
+_ITEM_COLUMNS = (
+    "question_id",
+    "subject",
+    "variant_kind",
+    "variant_id",
+    "n_options",
+    "correct_label",
+    "prompt_hash",
+    "fmt",
+    "variant_level",
+    "asked_option",
+)
+_ANSWER_COLUMNS = (
+    "option_order",
+    "perm_sets",
+    "repetition",
+    "raw_output",
+    "parsed_label",
+    "correct",
+    "label_probs",
+    "label_mass",
+    "option_loglik",
+    "option_loglik_norm",
+    "answer_dist",
+    "cache_hit",
+    "parse_rule",
+    "truncated",
+    "decision_margin",
+)
 
 
 # the trial loop's callers take the nouns they hand it (`Item`, `Answer`) and the cloze scorings from here too

@@ -53,6 +53,7 @@ import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Characters a label may be wrapped in: markdown, brackets, quotes (straight and typographic), punctuation.
 _DECOR = string.punctuation + "“”‘’«»„‚`·…–—"
@@ -200,6 +201,13 @@ def strip_reasoning(raw: str) -> tuple[str, str]:
     return text, state
 
 
+@lru_cache(maxsize=256)
+def _label_slots(labels: tuple[str, ...]) -> dict[str, int]:
+    """{label: slot} of a list of labels, made once per list (a run shows a few, to every trial); read, never
+    written: the dict is shared."""
+    return {label: slot for slot, label in enumerate(labels)}
+
+
 def parse_with_rule(
     raw: str, labels: Sequence[str], options: Sequence[str] | None = None, *, truncated: bool = False
 ) -> Parse:
@@ -207,9 +215,10 @@ def parse_with_rule(
     with the rule that decided it; `truncated`: generation hit max_new_tokens. The mcq format's parser."""
     if not raw or not raw.strip():
         return Parse(None, "truncated" if truncated else "invalid_empty")
-    index = {label: slot for slot, label in enumerate(labels)}
-    if raw.strip() in index:  # a shown label alone ("B", " B\n"): the first-token rule with nothing after it to read
-        return Parse(index[raw.strip()], "first_token")
+    index = _label_slots(tuple(labels))
+    bare = raw.strip()
+    if bare in index:  # a shown label alone ("B", " B\n"): the first-token rule with nothing after it to read
+        return Parse(index[bare], "first_token")
     text, reasoning = strip_reasoning(raw)
     if reasoning == "unclosed":
         return Parse(None, "truncated" if truncated else "invalid_unclosed_reasoning")

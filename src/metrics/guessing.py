@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 DEFAULT_K = 5  # the paper's Table 7 setting; k only matters when the consistency level is below 1/k
 
@@ -51,6 +52,7 @@ def msgr(p: int, *, M: int, k: int, conf: float = 0.999, tol: float = 1e-12) -> 
     return hi
 
 
+@lru_cache(maxsize=1024)  # asked again for every scope of a run's metrics (each subject's, each resample's)
 def p_star(*, R: int, consistency: float = 0.99, k: int = DEFAULT_K, conf: float = 0.999) -> int:
     """SURE threshold: the smallest p with MSGR(p; R, k, conf) >= consistency.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import string
 
+import numpy as np
 import pandas as pd
 
 SLOT_NAMES = string.ascii_uppercase
@@ -28,6 +29,14 @@ def slot_index(label: object) -> int | None:
     return None
 
 
+def _slot_indices(labels: pd.Series) -> pd.Series:
+    """`slot_index` of every label, as a float Series (NaN: no slot), computed once per distinct label: a run's
+    labels are a handful, its trials many."""
+    codes, uniques = pd.factorize(labels, use_na_sentinel=True)
+    slots = np.array([slot_index(u) for u in uniques] + [None], dtype=float)  # the last: NA's code, -1
+    return pd.Series(slots[codes], index=labels.index)
+
+
 def slot_trials(records: pd.DataFrame) -> pd.DataFrame:
     """The trials the slot metrics count: multiple-choice, a parsed label and a right label that name a slot;
     columns question_id, chosen (slot), right (slot)."""
@@ -36,8 +45,8 @@ def slot_trials(records: pd.DataFrame) -> pd.DataFrame:
     rows = records
     if "fmt" in rows.columns:
         rows = rows[rows["fmt"].fillna("mcq") == "mcq"]
-    chosen = rows["parsed_label"].map(slot_index)
-    right = rows["correct_label"].map(slot_index)
+    chosen = _slot_indices(rows["parsed_label"])
+    right = _slot_indices(rows["correct_label"])
     keep = chosen.notna() & right.notna()
     return pd.DataFrame(
         {
