@@ -37,23 +37,9 @@ PARTS = (
 )
 
 
-# the parts that use the model loaded in this process (generation loads it in a fresh process per phase)
-OWN_PROCESS_PARTS = frozenset(
-    (
-        "load",
-        "rerun",
-        "intervals",
-        "startup",
-        "generation",
-        "review_scale",
-        "report_size",
-        "gpu",
-        "vllm",
-        "main_job",
-        "overhead",
-    )
-)
-MODEL_PARTS = tuple(p for p in PARTS if p not in OWN_PROCESS_PARTS)
+# the parts that use the model loaded in this process; the others load their own or start fresh processes
+MODEL_PARTS = ("mainjob", "cora", "repetition", "lmeval", "agreement", "lmeval_task", "adaptive", "dtype")
+OWN_PROCESS_PARTS = frozenset(PARTS) - frozenset(MODEL_PARTS)
 
 
 TARGETS = {  # what each figure must reach, checked on the printed numbers
