@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 import src.config.schema  # noqa: F401 - registers the typed schema `job_schema` that conf/config.yaml names
 from src.common import progress
@@ -24,6 +25,11 @@ DATA_DIR = Path(os.environ.get("MCQ_DATA_DIR", REPO.parent / "shared" / "data"))
 # are the slow tier whatever their own marks say; `-m "not slow"` leaves them out of the edit loop.
 SUBPROCESS_FIXTURES = frozenset({"run_cli", "smoke_store"})
 
+
+# Speed is what devtools.perf measures, never a unit test: Hypothesis's per-example deadline (200 ms by default) fails a
+# property test for its speed alone on a loaded machine, so no property test of the suite has one.
+hypothesis_settings.register_profile("suite", deadline=None)
+hypothesis_settings.load_profile("suite")
 
 EDIT_LOOP = False  # set when the run deselects the slow tier: property tests then draw fewer examples
 

@@ -18,3 +18,11 @@ def test_a_test_of_a_group_is_run_under_its_group(request):
         f"(worker {os.environ.get('PYTEST_XDIST_WORKER')}):"
         " this pytest and pytest-xdist do not group tests; see the pin in pyproject.toml's test extra"
     )
+
+
+def test_no_property_test_fails_for_its_speed():
+    """Speed is what `python -m devtools.perf` measures: the suite's Hypothesis profile (tests/conftest.py) sets no
+    per-example deadline, so a property test on a loaded machine fails only for what it checks."""
+    from hypothesis import settings
+
+    assert settings.default.deadline is None
