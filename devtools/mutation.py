@@ -35,7 +35,8 @@ PAGE = REPO / "docs" / "mutation.md"
 EQUIVALENT = REPO / "tests" / "data" / "mutation_equivalent.toml"
 BEGIN = "<!-- mutation table: made by `python -m devtools.mutation table`; do not edit by hand -->"
 END = "<!-- end of the mutation table -->"
-JUDGED_BY = REPO / "mutants" / "devtools-mutation-tests.json"  # the --tests of the last run
+JUDGED_BY = REPO / "mutants" / "devtools-mutation-tests.json"  # each module's --tests, as its last run had them
+FAST_TIER = 'the fast tier (`-m "not slow"`, pyproject.toml\'s `[tool.mutmut]`)'
 HEADER = (
     "| module | mutants | killed | timeout | survived | no test | not run | score | survivors' reasons | measured on |",
     "|---|---|---|---|---|---|---|---|---|---|",
@@ -108,7 +109,7 @@ def run(names: list[str], max_children: int | None, tests: list[str] | None = No
             return 2
         config().pytest_add_cli_args_test_selection = [*config().pytest_add_cli_args_test_selection, *tests]
     (REPO / "mutants").mkdir(exist_ok=True)
-    JUDGED_BY.write_text(json.dumps(tests or []), encoding="utf-8")
+    before = _timings(REPO / "mutants")
     site = REPO / "mutants" / ".subprocess-shim"
     site.mkdir(parents=True, exist_ok=True)
     (site / "sitecustomize.py").write_text(SUBPROCESS_SHIM, encoding="utf-8")
@@ -124,7 +125,34 @@ def run(names: list[str], max_children: int | None, tests: list[str] | None = No
         if stop.code not in (None, 0):
             print(f"mutmut stopped (exit {stop.code})", file=sys.stderr)
             return int(stop.code) if isinstance(stop.code, int) else 1
+    finally:
+        _record_judges(before, _timings(REPO / "mutants"), tests or [])
     return 0
+
+
+def _timings(mutants: Path) -> dict[str, dict[str, float]]:
+    """Each module's per-mutant durations as mutmut recorded them: a mutant run again has a new one."""
+    return {
+        str(meta.relative_to(mutants)).removesuffix(".meta"): json.loads(meta.read_text(encoding="utf-8")).get(
+            "durations_by_key", {}
+        )
+        for meta in mutants.rglob("*.py.meta")
+    }
+
+
+def _judges() -> dict[str, list[str]]:
+    """module path -> the `--tests` that judged its mutants last ([] for the fast tier)."""
+    recorded = json.loads(JUDGED_BY.read_text(encoding="utf-8")) if JUDGED_BY.is_file() else {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def _record_judges(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]], tests: list[str]) -> None:
+    """The modules with a mutant run in this run (a duration new or changed) were judged by `tests`."""
+    judges = _judges()
+    for path, durations in after.items():
+        if any(before.get(path, {}).get(key) != seconds for key, seconds in durations.items()):
+            judges[path] = tests
+    JUDGED_BY.write_text(json.dumps(judges, indent=1, sort_keys=True), encoding="utf-8")
 
 
 @dataclass
@@ -229,13 +257,20 @@ def table(modules: list[Module], only_run: bool = True) -> str:
     return "\n".join(rows)
 
 
-def judged_by() -> str:
-    """The line under the table: which tests judged the mutants (the last run's selection)."""
-    tests = json.loads(JUDGED_BY.read_text(encoding="utf-8")) if JUDGED_BY.is_file() else []
-    if not tests:
-        return 'Judged by the fast tier (`-m "not slow"`, pyproject.toml\'s `[tool.mutmut]`).'
-    shown = ", ".join(f"`{path}`" for path in tests)
-    return f"Judged by these fast tests only (`--tests`): {shown}; the fast tier kills at least as many."
+def judged_by(modules: list[Module]) -> str:
+    """The lines under the table: which tests judged each row's mutants (its module's last run)."""
+    judges = _judges()
+    narrower = {m.path: judges[m.path] for m in modules if judges.get(m.path)}
+    if not narrower:
+        return f"Judged by {FAST_TIER}."
+    lines = [
+        f"- `{path}`: judged by these fast tests only (`--tests`): {', '.join(f'`{t}`' for t in tests)}; the fast "
+        "tier kills at least as many."
+        for path, tests in narrower.items()
+    ]
+    if len(narrower) < len(modules):
+        lines.append(f"- the other rows: judged by {FAST_TIER}.")
+    return "\n".join(lines)
 
 
 def write_table(text: str, page: Path = PAGE) -> None:
@@ -293,9 +328,14 @@ def mutant_diffs(names: list[str]) -> dict[str, str]:
     """The diff mutmut shows for each mutant (`mutmut show NAME`), made from the source as it is now, without
     mutants/. Each file is mutated once, in the named functions only: a function's mutants and their numbers are
     its own nodes' (mutmut numbers them within the function), the same as mutating the whole file makes, at a
-    fraction of its cost (9 s of CPU for src/backends/openai_backend.py whole). LookupError for a mutant that
-    mutmut does not make from that source."""
-    from mutmut.mutation.diff_apply import get_diff_for_mutant
+    fraction of its cost (9 s of CPU for src/backends/openai_backend.py whole). Each mutated file is parsed once:
+    mutmut's `get_diff_for_mutant(key, source=...)` parses the whole mutated source again for every mutant (~3 s
+    each in openai_backend), so its diff is made here from the one parse, as it makes it. LookupError for a mutant
+    that mutmut does not make from that source."""
+    from difflib import unified_diff
+
+    import libcst
+    from mutmut.mutation.diff_apply import read_mutant_function, read_original_function
     from mutmut.mutation.file_mutation import mutate_file_contents
 
     by_file: dict[Path, dict[str, str]] = {}
@@ -309,10 +349,18 @@ def mutant_diffs(names: list[str]) -> dict[str, str]:
         code = (REPO / relative).read_text(encoding="utf-8")
         functions = {key.rpartition("__mutmut_")[0] for key in keys.values()}
         mutated = mutate_file_contents(str(relative), code, _function_lines(code, functions), None)
+        module = libcst.parse_module(mutated.code)
         for name, key in keys.items():
             if key not in mutated.mutant_names:
                 raise LookupError(f"{name}: mutmut makes no such mutant of {relative} now (renumbered? run it again)")
-            diffs[name] = get_diff_for_mutant(key, source=mutated.code, path=relative)
+            original, mutant = (
+                libcst.Module([function]).code.strip()
+                for function in (read_original_function(module, key), read_mutant_function(module, key))
+            )
+            lines = unified_diff(
+                original.split("\n"), mutant.split("\n"), fromfile=str(relative), tofile=str(relative), lineterm=""
+            )
+            diffs[name] = "\n".join(lines)
     return diffs
 
 
@@ -345,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no mutmut results in mutants/; run `python -m devtools.mutation run` first", file=sys.stderr)
         return 2
     try:
-        write_table(table(modules) + "\n\n" + judged_by())
+        shown = [m for m in modules if any(code is not None for code in m.exit_codes.values())]
+        write_table(table(modules) + "\n\n" + judged_by(shown))
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

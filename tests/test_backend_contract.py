@@ -94,8 +94,6 @@ class Server(ServedInThread):
                     done()
 
         self.serve(Handler)
-        # polled often: `shutdown()` at each test's end waits up to one poll interval (0.5 s by default)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def answer(self, handler: BaseHTTPRequestHandler, what: int | str, payload: dict, done) -> None:

@@ -72,12 +72,22 @@ def test_an_unexplained_survivor_counts_against_the_score(tmp_path):
     assert _cells(row)[7] == "50.0 %" and _cells(row)[8] == "1 not explained yet"
 
 
-def test_the_line_under_the_table_names_a_narrower_runs_tests(tmp_path, monkeypatch):
+def test_the_lines_under_the_table_name_each_rows_own_narrower_tests(tmp_path, monkeypatch):
     monkeypatch.setattr(mutation, "JUDGED_BY", tmp_path / "tests.json")
-    assert mutation.judged_by().startswith("Judged by the fast tier")
-    (tmp_path / "tests.json").write_text(json.dumps(["tests/test_paired.py"]))
-    assert mutation.judged_by() == (
-        "Judged by these fast tests only (`--tests`): `tests/test_paired.py`; the fast tier kills at least as many."
+    _meta(tmp_path, "src/a.py", {"src.a.x_f__mutmut_1": 1})
+    _meta(tmp_path, "src/b.py", {"src.b.x_g__mutmut_1": 1})
+    modules = mutation.results(tmp_path, {})
+    assert mutation.judged_by(modules) == f"Judged by {mutation.FAST_TIER}."
+    # a run of a's mutants by its own tests, then one of b's by the fast tier: each row keeps its own judges
+    before = mutation._timings(tmp_path)
+    _meta(tmp_path, "src/a.py", {"src.a.x_f__mutmut_1": 1}, seconds=2.0)
+    mutation._record_judges(before, mutation._timings(tmp_path), ["tests/test_a.py"])
+    before = mutation._timings(tmp_path)
+    _meta(tmp_path, "src/b.py", {"src.b.x_g__mutmut_1": 1}, seconds=3.0)
+    mutation._record_judges(before, mutation._timings(tmp_path), [])
+    assert mutation.judged_by(modules) == (
+        "- `src/a.py`: judged by these fast tests only (`--tests`): `tests/test_a.py`; the fast tier kills at least "
+        f"as many.\n- the other rows: judged by {mutation.FAST_TIER}."
     )
 
 
@@ -105,8 +115,15 @@ def test_docs_mutation_md_holds_a_table_in_the_generators_form_whose_totals_add_
     assert text.count(mutation.BEGIN) == 1 and text.count(mutation.END) == 1
     lines = text.split(mutation.BEGIN)[1].split(mutation.END)[0].strip().splitlines()
     assert tuple(lines[:2]) == mutation.HEADER
-    assert lines[-1].startswith("Judged by "), "the line under the table says which tests judged the mutants"
     rows = [_cells(line) for line in lines[2:] if line.startswith("|")]
+    judges = [line for line in lines[2:] if not line.startswith("|") and line]
+    assert judges, "the lines under the table say which tests judged the mutants"
+    if judges[0].startswith("Judged by "):  # every row by the fast tier
+        assert len(judges) == 1, judges
+    else:
+        assert all(line.startswith("- ") for line in judges), judges
+    named = {line.split("`")[1] for line in judges if line.startswith("- `")}
+    assert named <= {row[0].strip("`") for row in rows}, "each line under the table names a row's module"
     assert rows, "the table has no row: run `python -m devtools.mutation run` and commit the page"
     *modules, total = rows
     assert total[0] == "**all of the above**"

@@ -28,7 +28,8 @@ class ServedInThread:
     def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # polled often: `shutdown()` at each test's end waits up to one poll interval (0.5 s by default)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self):
         self.thread.start()

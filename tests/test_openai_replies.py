@@ -33,6 +33,11 @@ def test_the_sampled_first_token_counts_beside_its_alternatives_when_the_server_
     # a token the model is certain of has log-probability 0 (probability 1)
     sure = {"choices": [{"logprobs": {"tokens": ["B"], "token_logprobs": [0.0], "top_logprobs": [{}]}}]}
     assert first_token_top_logprobs(sure) == {"B": 0.0}
+    # one sent without its log-probability is not taken for certain: only the listed alternatives count
+    for unsent in ({"tokens": ["B"], "top_logprobs": [{"A": -1.5}]}, {"tokens": ["B"], "token_logprobs": [None]}):
+        assert first_token_top_logprobs({"choices": [{"logprobs": {"top_logprobs": [{"A": -1.5}], **unsent}}]}) == {
+            "A": pytest.approx(-1.5)
+        }
 
 
 @pytest.mark.promise("docs/serving.md", "logprob scoring reads the first token's top log-probabilities")

@@ -365,11 +365,10 @@ class OpenAIBackend(Backend):
             out = []
             try:
                 for future in futures:
-                    result = future.result()
-                    if result is _NOT_SENT:  # a later request failed first: raise its error
-                        raise next(e for f in futures if (e := f.exception()) is not None)
-                    out.append(result)
-                    bar.update(1)
+                    result = future.result()  # the first failed request raises here
+                    if result is not _NOT_SENT:  # not sent: queued behind a failed one, which raises when reached
+                        out.append(result)
+                        bar.update(1)
             except BaseException:  # a refusal or a dead server: the queued requests are not sent
                 for future in futures:
                     future.cancel()
@@ -556,8 +555,9 @@ def first_token_top_logprobs(reply: dict[str, Any]) -> dict[str, float]:
         return top
     tops = logprobs.get("top_logprobs") or [{}]  # completions
     top = {token: float(lp) for token, lp in (tops[0] or {}).items()}
-    if logprobs.get("tokens"):
-        top.setdefault(logprobs["tokens"][0], float((logprobs.get("token_logprobs") or [0.0])[0] or 0.0))
+    tokens, token_logprobs = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+    if tokens and token_logprobs and token_logprobs[0] is not None:  # a log-probability not sent is not 0 (certain)
+        top.setdefault(tokens[0], float(token_logprobs[0]))
     return top
 
 
