@@ -304,6 +304,17 @@ def test_no_invalid_lead_without_a_lead_or_without_the_rates():
     assert one_decision(*rows).invalid_lead() == ""  # the runner-up logged no INVALID share
 
 
+def test_values_equal_at_the_shown_precision_are_no_lead_to_explain_by_invalid_answers():
+    # 0.6004 vs 0.6001: a lead of 0.0003 that the runner-up's INVALID answers would explain, shown as 0.600 each
+    d = two(0.004, a=0.6004, b=0.6001, invalid=(0.0, 0.5))
+    assert d.equal and d.invalid_lead()
+    assert d.bottom_line(delta=0.02, power=0.8) == (
+        "bench: no model is better on these questions (mcqa: alpha_m 0.600, beta_m 0.600, p_holm 0.004); 1766 "
+        "questions would tell a difference of 0.02 (power 0.8; these runs asked 50); every model is above chance on "
+        "mcqa; INVALID share above 0.10 (counted wrong): beta_m 0.50."
+    )
+
+
 def test_a_no_pick_line_below_chance_names_the_invalid_cause_after_the_difference():
     rows = (
         run("ra", "alpha_m", 0.22, 0.16, 0.28),
