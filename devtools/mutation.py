@@ -239,10 +239,15 @@ def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
+def ran(modules: list[Module]) -> list[Module]:
+    """The modules with at least one mutant run: the table's rows."""
+    return [m for m in modules if any(code is not None for code in m.exit_codes.values())]
+
+
 def table(modules: list[Module], only_run: bool = True) -> str:
     """The markdown table: one row per module that has a result (`only_run`: at least one mutant run), and a last
     row of the totals."""
-    shown = [m for m in modules if not only_run or any(c is not None for c in m.exit_codes.values())]
+    shown = ran(modules) if only_run else modules
     rows = [*HEADER, *(m.row() for m in shown)]
     if shown:
         every: dict[str, int | None] = {}
@@ -393,8 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no mutmut results in mutants/; run `python -m devtools.mutation run` first", file=sys.stderr)
         return 2
     try:
-        shown = [m for m in modules if any(code is not None for code in m.exit_codes.values())]
-        write_table(table(modules) + "\n\n" + judged_by(shown))
+        write_table(table(modules) + "\n\n" + judged_by(ran(modules)))
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

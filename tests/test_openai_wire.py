@@ -395,11 +395,10 @@ def test_a_server_not_listening_is_one_line_quoting_the_refusal_after_every_atte
     with socket.socket() as closed:  # a port nothing listens on once the socket is closed
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    settings = OpenAISettings(name="wired", model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key_env=None)
+    url = f"http://127.0.0.1:{port}/v1"
+    settings = OpenAISettings(name="wired", model="m", base_url=url, api_key_env=None, max_retries=2, progress=False)
     with pytest.raises(UserError) as err:
-        OpenAIBackend(OpenAISettings(**{**vars(settings), "max_retries": 2, "progress": False})).generate(
-            ONE, SamplingParams()
-        )
+        OpenAIBackend(settings).generate(ONE, SamplingParams())
     assert re.fullmatch(
         rf"model wired: cannot reach http://127\.0\.0\.1:{port}/v1/chat/completions \(\[Errno \d+\] Connection "
         r"refused\) in 3 attempts; check model.base_url and that the server is up",
