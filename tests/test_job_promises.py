@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -91,11 +93,39 @@ COMPARE_STAGES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def compared_store(tmp_path_factory, empty_mlflow_db):
+    """Two simulated jobs' runs and a first report of them, whole, with its FINISHED comparison run: made once for
+    the module, each test comparing again in a copy of the store's database (the runs' artifacts, only read, stay
+    where the runs were logged)."""
+    from src.config.compose import compose_job
+    from src.job.runner import run_job
+
+    folder = tmp_path_factory.mktemp("two-runs")
+    (folder / "mlruns").mkdir()
+    shutil.copyfile(empty_mlflow_db, folder / "mlruns" / "mlflow.db")
+    store_uri = f"sqlite:///{folder}/mlruns/mlflow.db"
+    where = [f"tracking.uri={store_uri}", f"cache.path={folder}/cache.db", f"data_dir={DATA_DIR}"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TQDM_DISABLE", "1")
+        for n, extra in enumerate(([], ["model.success_rate=0.5"])):
+            run_job(
+                compose_job(["model=simulated", *extra, "variants=cora", "limit=4", *where]), out_dir=folder / str(n)
+            )
+        assert compare_in_process(store_uri, folder / "report") == 0
+    return folder
+
+
 @pytest.fixture
-def two_runs(run_job_in):
-    run_job_in("model=simulated", "variants=cora", "limit=4")
-    run_job_in("model=simulated", "model.success_rate=0.5", "variants=cora", "limit=4")
-    return run_job_in
+def two_runs(compared_store, tmp_path):
+    """A store of its own holding the two runs and the first comparison run; the first report in tmp_path/report."""
+    shutil.copyfile(compared_store / "mlruns" / "mlflow.db", tmp_path / "mlflow.db")
+    shutil.copytree(compared_store / "report", tmp_path / "report")
+    store_uri = f"sqlite:///{tmp_path}/mlflow.db"
+    # the report names the store it read: the copy's report is the first one, naming the copy
+    first = tmp_path / "report" / "report.md"
+    first.write_text(first.read_text().replace(f"sqlite:///{compared_store}/mlruns/mlflow.db", store_uri))
+    return SimpleNamespace(store_uri=store_uri, report=tmp_path / "report")
 
 
 def compare_in_process(store_uri: str, out) -> int:
@@ -114,10 +144,9 @@ def compare_in_process(store_uri: str, out) -> int:
     + [f"{stage.rpartition('.')[2]}-ctrl-c" for stage in COMPARE_STAGES[3:]],
 )
 def test_a_comparison_that_fails_at_any_stage_leaves_no_finished_or_running_comparison_run(
-    two_runs, tmp_path, monkeypatch, stage, failure
+    two_runs, monkeypatch, stage, failure
 ):
-    report = tmp_path / "report"
-    assert compare_in_process(two_runs.store_uri, report) == 0  # a first report, whole, and its FINISHED run
+    report = two_runs.report  # a first report, whole, and its FINISHED run
     first = (report / "report.md").read_text()
     monkeypatch.setattr(stage, failure)
     with pytest.raises((Boom, KeyboardInterrupt)):

@@ -346,7 +346,9 @@ def test_label_scoring_asks_for_top_logprobs_of_an_engine_that_allows_them(
     )
     backend.score_labels([Request(prompt="Q?", labels=("A", "B"), options=("x", "y"), seed=5)])
     assert FakeEngineLLM.made[-1]["max_logprobs"] == engine_max
-    assert backend.llm.calls[-1][1] == [{"n": 1, "temperature": 0.0, "max_tokens": 1, "logprobs": asked, "top_k": -1}]
+    assert backend.llm.calls[-1][1] == [
+        {"n": 1, "temperature": 0.0, "max_tokens": 1, "logprobs": asked, "detokenize": False, "top_k": -1}
+    ]
 
 
 def test_each_scoring_sends_its_own_settings_without_a_progress_bar_of_vllms(fake_backend):
@@ -367,7 +369,7 @@ def test_each_scoring_sends_its_own_settings_without_a_progress_bar_of_vllms(fak
     fake_backend.score_labels(reqs)
     assert (
         fake_backend.llm.calls[-1][1]
-        == [{"n": 1, "temperature": 0.0, "max_tokens": 1, "logprobs": -1, "top_k": -1}] * 2
+        == [{"n": 1, "temperature": 0.0, "max_tokens": 1, "logprobs": -1, "detokenize": False, "top_k": -1}] * 2
     )
     cloze = [
         Request(prompt="Q?", labels=("A", "B"), options=("x", "BC"), seed=5),
@@ -385,7 +387,14 @@ def test_each_scoring_sends_its_own_settings_without_a_progress_bar_of_vllms(fak
         [7, 8, 1, 3],
         [7, 8, 1, 3, 5],
     ]
-    assert sampling == {"n": 1, "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0, "top_k": -1}
+    assert sampling == {
+        "n": 1,
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "prompt_logprobs": 0,
+        "detokenize": False,
+        "top_k": -1,
+    }, "scores read token ids: vLLM is asked for no text"
     # each continuation token -0.25 (the fake engine): the sums of each question's own options
     assert [s.loglik for s in scores] == [(-0.25, -0.5), (-0.5, -0.75, -1.0)]
     assert fake_backend.llm.bars == [False] * len(fake_backend.llm.calls)
