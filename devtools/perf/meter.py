@@ -39,7 +39,6 @@ PARTS = (
 
 # the parts that use the model loaded in this process; the others load their own or start fresh processes
 MODEL_PARTS = ("mainjob", "cora", "repetition", "lmeval", "agreement", "lmeval_task", "adaptive", "dtype")
-OWN_PROCESS_PARTS = frozenset(PARTS) - frozenset(MODEL_PARTS)
 
 
 TARGETS = {  # what each figure must reach, checked on the printed numbers

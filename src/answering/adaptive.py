@@ -33,7 +33,6 @@ from src.metrics.answers import INVALID
 from src.metrics.guessing import p_star, trials_before_stop, verdict_fixed
 
 ADAPTIVE_BACKENDS = ("hf", "simulated")  # backends that draw repetition k from its own (seed, k) stream
-ADAPTIVE_COLUMNS = ("n_asked", "n_planned")  # added to the records of adaptive runs only (src/core/records.py)
 
 
 def check_adaptive(*, adaptive: bool, repetitions: int, temperature: float, scoring: str, backend: str | None) -> None:

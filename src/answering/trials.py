@@ -411,7 +411,7 @@ def to_records(
     items: Sequence[Item], answers: Sequence[Sequence[Answer]], *, run_info: dict[str, Any], planned: int | None = None
 ) -> pd.DataFrame:
     """One row per item x repetition asked, columns as `src.core.records.COLUMNS`; with `planned` (adaptive runs:
-    the R repetitions planned) also `n_asked` and `n_planned` (src/answering/adaptive.py ADAPTIVE_COLUMNS).
+    the R repetitions planned) also `n_asked` and `n_planned`, the adaptive runs' own columns.
 
     Built column by column (a row's dict per trial cost more than the rest of the table): an item's columns are
     made once and repeated over its answers; what a format's `columns` gives overrides the others, row by row, as a

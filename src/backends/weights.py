@@ -180,11 +180,6 @@ def model_content(source: str | os.PathLike[str], *, revision: str | None = None
     return ModelContent({"commit": str(hub_commit(repo, revision))}, source=repo, repo=repo, revision=revision)
 
 
-def changed_line(parts: list[str]) -> str:
-    """'weights', 'tokenizer and chat template', ...: the parts that changed, as a line names them."""
-    return " and ".join(parts) if parts else "model files"
-
-
 def folder_fingerprint(folder: str | os.PathLike[str]) -> str:
     """sha256 of what a model folder's loader reads (`model_content`), not of where it is."""
     return model_content(folder).digest

@@ -33,13 +33,6 @@ from .answers import ORIGINAL, answer_keys, correct_flags, invalid_mask
 from .guessing import p_star
 from .per_question import PerQuestion, mean_of, share_among, values_of
 
-SURE_RULE_TEXT = {
-    SURE_BY_ANSWER: "SURE when the most frequent answer reaches p* of R (section 3.2); right when it is the correct "
-    "one (UNSURE: when the correct answer is among the most frequent)",
-    SURE_BY_CORRECTNESS: "SURE when all R trials are right or all wrong (the paper's tables); UNSURE right when at "
-    "least half are right",
-}
-
 
 def check_sure_rule(sure_rule: str) -> str:
     """`sure_rule` if it is one of SURE_RULES, else ValueError naming them.

@@ -66,9 +66,7 @@ class JobTracker:
             store.check_tracking(uri)  # the health check: before any compute, and before each job of a sweep
             store.open_store(uri)
             self.client = store.client(uri)
-            self.exp_id = self._call(
-                lambda: store.experiment_id(self.client, self.options.experiment, uri), fall_back=False
-            )
+            self.exp_id = self._call(lambda: store.experiment_id(self.client, self.options.experiment, uri))
         except UserError as err:
             if not self._can_fall_back():
                 raise
@@ -93,7 +91,7 @@ class JobTracker:
             f"and run the same command again, or set tracking.on_outage=offline"
         )
 
-    def _call(self, op: Callable[[], T], *, fall_back: bool = True, doing: str = "before the job started") -> T:
+    def _call(self, op: Callable[[], T], *, doing: str = "before the job started") -> T:
         """`op()` with the race retries; a server outage becomes TrackingDown (after MLflow's bounded retries)."""
         try:
             return store.with_retries(op)

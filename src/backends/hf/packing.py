@@ -92,11 +92,6 @@ def additive_mask(sees: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros((1, 1, *sees.shape), dtype=dtype).masked_fill_(~sees[None, None], torch.finfo(dtype).min)
 
 
-def pack_forward(lm: LoadedModel, pack: PrefixPack, keep: Sequence[int] | None = None) -> torch.Tensor:
-    """Logits at the nodes `keep` (default: each member's last token), from one pass over the pack."""
-    return packs_forward(lm, [pack], [keep])[0]
-
-
 def packs_forward(
     lm: LoadedModel, packs: Sequence[PrefixPack], keeps: Sequence[Sequence[int] | None]
 ) -> list[torch.Tensor]:
