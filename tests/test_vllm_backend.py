@@ -473,25 +473,39 @@ def test_a_requests_samples_come_back_in_their_own_order(fake_backend):
 REFUSAL = "Engine core initialization failed. See root cause above. Failed core proc(s): {}"
 
 
+MEMORY_HINT = (
+    " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 (docs/serving.md)"
+)
+SPAWN = (
+    "An attempt has been made to start a new process before the current process has finished its bootstrapping phase."
+)
+SPAWN_HINT = (
+    " vLLM starts its engine in a new process, which imports the script again: put the script's code under "
+    '`if __name__ == "__main__":`'
+)
+
+
+@pytest.mark.promise("docs/serving.md", "an engine that does not start gets the hint of the cause found, no other")
 @pytest.mark.parametrize(
-    ("cpu", "hint"),
+    ("cpu", "share", "refusal", "hint"),
     [
-        (
-            True,
-            " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
-            "(docs/serving.md)",
-        ),
-        (False, ""),
+        (True, 0.9, REFUSAL, MEMORY_HINT),  # vLLM's default share, refused while other processes hold memory
+        (True, 0.5, REFUSAL, MEMORY_HINT),
+        (True, 0.25, REFUSAL, ""),  # already the share the hint would give: the cause is another
+        (False, 0.9, REFUSAL, ""),  # a GPU's memory: vLLM's own line says it
+        (True, 0.25, SPAWN, SPAWN_HINT),  # a script without its main guard, whatever the share
+        (True, 0.9, SPAWN, SPAWN_HINT),
+        (False, 0.9, SPAWN, SPAWN_HINT),
     ],
 )
-def test_an_engine_that_does_not_start_says_which_model_vllms_own_reason_and_where_its_log_is(
-    fake_vllm, hub, monkeypatch, cpu, hint
+def test_an_engine_that_does_not_start_says_which_model_vllms_own_reason_and_the_hint_of_its_cause(
+    fake_vllm, hub, monkeypatch, cpu, share, refusal, hint
 ):
-    """The whole line a user reads: the model's name, vLLM's first line, where its own log says why, and on the CPU
-    build the memory setting it most likely is; a ValueError (a setting vLLM checks before its engine) alike."""
+    """The whole line a user reads: the model's name, vLLM's first line, where its own log says why, and a hint only
+    where the error or the settings show its cause; a ValueError (a setting vLLM checks before its engine) alike."""
     from src.backends import vllm_backend
 
-    for error in (RuntimeError(REFUSAL + "\nSee the traceback."), ValueError(REFUSAL)):
+    for error in (RuntimeError(refusal + "\nSee the traceback."), ValueError(refusal)):
 
         def refused(error=error, **args):
             raise error
@@ -499,9 +513,9 @@ def test_an_engine_that_does_not_start_says_which_model_vllms_own_reason_and_whe
         monkeypatch.setattr(vllm_backend, "import_vllm", lambda refused=refused: Fake(LLM=refused))
         fake_vllm.platform.cpu = cpu
         with pytest.raises(UserError) as err:
-            VLLMBackend(VLLMSettings(name="big", path="org/model")).load()
+            VLLMBackend(VLLMSettings(name="big", path="org/model", gpu_memory_utilization=share)).load()
         assert str(err.value) == (
-            f"model big: vLLM's engine did not start ({REFUSAL}); its log above on stderr says why.{hint}"
+            f"model big: vLLM's engine did not start ({refusal}); its log above on stderr says why.{hint}"
         )
 
 

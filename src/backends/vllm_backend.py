@@ -187,15 +187,9 @@ class VLLMBackend(Backend):
             signal.raise_signal(held[0])
             return self.load()  # a handler that let the job go on: start again
         if refused is not None:  # else the engine started (a stop signal returned above)
-            memory = (  # the likely cause there: vLLM's default share, refused when other processes hold memory
-                " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 "
-                "(docs/serving.md)"
-                if on_cpu()
-                else ""
-            )
             raise UserError(
                 f"model {self.name}: vLLM's engine did not start ({first_line(refused)}); its log above on stderr says "
-                f"why.{memory}"
+                f"why.{start_hint(refused, share=float(args['gpu_memory_utilization']), cpu=on_cpu())}"
             )
         self.tokenizer = engine.get_tokenizer()
         self.chat = uses_chat(self.tokenizer, chat=self.chat, name=self.name)
@@ -415,6 +409,33 @@ def first_line(err: BaseException) -> str:
     """
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+CPU_SHARE = 0.25  # of the machine's memory, on vLLM's CPU build: what docs/serving.md starts the engine with
+SPAWNED_TOO_EARLY = "bootstrapping phase"  # multiprocessing's error for a process started while a module imports
+
+
+def start_hint(err: BaseException, *, share: float, cpu: bool) -> str:
+    """What to try after vLLM's engine did not start: only for a cause its error or the settings show.
+
+    >>> start_hint(RuntimeError("Engine core initialization failed."), share=0.9, cpu=True)[:60]
+    " On vLLM's CPU build model.gpu_memory_utilization is the sha"
+    >>> start_hint(RuntimeError("Engine core initialization failed."), share=0.25, cpu=True)
+    ''
+    >>> start_hint(RuntimeError("Engine core initialization failed."), share=0.9, cpu=False)
+    ''
+    """
+    if SPAWNED_TOO_EARLY in str(err):
+        return (
+            " vLLM starts its engine in a new process, which imports the script again: put the script's code under "
+            '`if __name__ == "__main__":`'
+        )
+    if cpu and share > CPU_SHARE:  # the share asked for (vLLM's default 0.9) is refused while others hold memory
+        return (
+            f" On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try {CPU_SHARE} "
+            "(docs/serving.md)"
+        )
+    return ""
 
 
 def first_token_logprobs(output: Any) -> dict[int, float]:
