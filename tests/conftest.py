@@ -252,6 +252,12 @@ def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
     cache and outputs inside tmp_path (as `run_cli` does, without a subprocess). A bad config raises UserError.
     `run_job_in.sweep(*overrides)` runs every job a sweep's overrides name, in Hydra's order, one after another
     (no parent run: what is about multirun itself is tested through `run_cli`)."""
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    return in_process_jobs(tmp_path, empty_mlflow_db)
+
+
+def in_process_jobs(tmp_path: Path, empty_mlflow_db: Path):
+    """`run_job_in`'s runner on a folder of the caller's (a module-scoped fixture's); the caller sets TQDM_DISABLE."""
     from src.config.compose import compose_job
     from src.config.sweep_compose import split_sweep
     from src.job.runner import run_job
@@ -259,7 +265,6 @@ def run_job_in(tmp_path, empty_mlflow_db, monkeypatch):
     (tmp_path / "mlruns").mkdir(exist_ok=True)
     if not (tmp_path / "mlruns" / "mlflow.db").exists():
         shutil.copyfile(empty_mlflow_db, tmp_path / "mlruns" / "mlflow.db")
-    monkeypatch.setenv("TQDM_DISABLE", "1")
     counter = iter(range(10**6))
 
     def with_store(args: tuple[str, ...]) -> list[str]:

@@ -154,11 +154,13 @@ def test_each_way_of_dating_a_figure_is_found(text):
 
 
 def test_a_commit_of_this_repository_is_found_and_a_run_id_is_not():
-    log = subprocess.run(["git", "log", "--format=%h", "-50"], cwd=REPO, capture_output=True, text=True)
-    if log.returncode != 0:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    if head.returncode != 0:
         pytest.skip("not a git checkout: no commit to name")
-    # a short hash of digits alone reads as a number and is not taken for a commit (HEX): one with a letter
-    commit = next(h for h in log.stdout.split() if any(c in "abcdef" for c in h))
+    # a short hash of digits alone reads as a number and is not taken for a commit (HEX): HEAD's shortest prefix of
+    # seven or more characters that holds a letter
+    full = head.stdout.strip()
+    commit = full[: max(7, 1 + min(full.index(c) for c in "abcdef" if c in full))]
     assert dated_mentions(f"the figure measured on {commit} here") == [(1, commit)]
     assert dated_mentions("run 2ddda5fe67c24cf89c83f701acb0473d, a prompt hash 77d0e2aa") == []
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import DATA_DIR, mlflow_runs, needs_data
+from tests.conftest import DATA_DIR, in_process_jobs, mlflow_runs, needs_data
 
 
 class Boom(RuntimeError):
@@ -98,21 +98,13 @@ def compared_store(tmp_path_factory, empty_mlflow_db):
     """Two simulated jobs' runs and a first report of them, whole, with its FINISHED comparison run: made once for
     the module, each test comparing again in a copy of the store's database (the runs' artifacts, only read, stay
     where the runs were logged)."""
-    from src.config.compose import compose_job
-    from src.job.runner import run_job
-
     folder = tmp_path_factory.mktemp("two-runs")
-    (folder / "mlruns").mkdir()
-    shutil.copyfile(empty_mlflow_db, folder / "mlruns" / "mlflow.db")
-    store_uri = f"sqlite:///{folder}/mlruns/mlflow.db"
-    where = [f"tracking.uri={store_uri}", f"cache.path={folder}/cache.db", f"data_dir={DATA_DIR}"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TQDM_DISABLE", "1")
-        for n, extra in enumerate(([], ["model.success_rate=0.5"])):
-            run_job(
-                compose_job(["model=simulated", *extra, "variants=cora", "limit=4", *where]), out_dir=folder / str(n)
-            )
-        assert compare_in_process(store_uri, folder / "report") == 0
+        run = in_process_jobs(folder, empty_mlflow_db)
+        run("model=simulated", "variants=cora", "limit=4")
+        run("model=simulated", "model.success_rate=0.5", "variants=cora", "limit=4")
+        assert compare_in_process(run.store_uri, folder / "report") == 0
     return folder
 
 

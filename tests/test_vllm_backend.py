@@ -476,8 +476,9 @@ REFUSAL = "Engine core initialization failed. See root cause above. Failed core 
 MEMORY_HINT = (
     " On vLLM's CPU build model.gpu_memory_utilization is the share of the machine's memory: try 0.25 (docs/serving.md)"
 )
-SPAWN = (
-    "An attempt has been made to start a new process before the current process has finished its bootstrapping phase."
+SPAWN = (  # multiprocessing's own text (spawn._check_not_importing_main), its first line as the line quotes it
+    "\n        An attempt has been made to start a new process before the\n"
+    "        current process has finished its bootstrapping phase.\n"
 )
 SPAWN_HINT = (
     " vLLM starts its engine in a new process, which imports the script again: put the script's code under "
@@ -515,7 +516,8 @@ def test_an_engine_that_does_not_start_says_which_model_vllms_own_reason_and_the
         with pytest.raises(UserError) as err:
             VLLMBackend(VLLMSettings(name="big", path="org/model", gpu_memory_utilization=share)).load()
         assert str(err.value) == (
-            f"model big: vLLM's engine did not start ({refusal}); its log above on stderr says why.{hint}"
+            f"model big: vLLM's engine did not start ({refusal.strip().splitlines()[0]}); its log above on stderr "
+            f"says why.{hint}"
         )
 
 
