@@ -1,9 +1,10 @@
 """`python -m devtools.mutation`: mutmut (3.8) over src/ and hydra_plugins/, judged by the fast tier, and
-docs/mutation.md's table made from its results.
+docs/mutation.md's table made from the record of its results (devtools/mutation_results.json).
 
     python -m devtools.mutation run                        # every mutant not yet judged, then the table
     python -m devtools.mutation run "src.backends.*"       # mutmut's own selection: mutant names, globs allowed
-    python -m devtools.mutation table                      # the table again from mutants/*.meta, nothing run
+    python -m devtools.mutation table                      # the table again from the record, nothing run
+    python -m devtools.mutation count                      # every module's mutants counted, none run, then table
     mutmut results / mutmut show NAME / mutmut browse      # mutmut's own views of the same results
 
 What mutmut mutates, which tests it runs and what it copies into `mutants/` is `[tool.mutmut]` in pyproject.toml.
@@ -21,21 +22,25 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime
+import hashlib
 import json
 import os
 import platform
 import sys
 import tomllib
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "mutation.md"
 EQUIVALENT = REPO / "tests" / "data" / "mutation_equivalent.toml"
 BEGIN = "<!-- mutation table: made by `python -m devtools.mutation table`; do not edit by hand -->"
 END = "<!-- end of the mutation table -->"
-JUDGED_BY = REPO / "mutants" / "devtools-mutation-tests.json"  # each module's --tests, as its last run had them
+# each module's last whole judgement, committed: mutants/ is git-ignored and mutmut forgets the verdicts of another
+# `--tests` selection, so rows judged by separate runs (and sessions) are kept here, each with the text it judged
+RECORD = REPO / "devtools" / "mutation_results.json"
+SOURCES = ("src", "hydra_plugins")  # [tool.mutmut]'s source_paths
 FAST_TIER = 'the fast tier (`-m "not slow"`, pyproject.toml\'s `[tool.mutmut]`)'
 HEADER = (
     "| module | mutants | killed | timeout | survived | no test | not run | score | survivors' reasons | measured on |",
@@ -97,8 +102,9 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats":
 
 
 def run(names: list[str], max_children: int | None, tests: list[str] | None = None) -> int:
-    """mutmut's `run` in this process, from the repo's root (mutmut works in ./mutants). `tests`: judge by these
-    fast tests only, in place of the whole fast tier (quicker; kills fewer, so its score is a lower bound)."""
+    """mutmut's `run` in this process, from the repo's root (mutmut works in ./mutants), then the modules it judged
+    written to the record. `tests`: judge by these fast tests only, in place of the whole fast tier (quicker; kills
+    fewer, so its score is a lower bound)."""
     os.chdir(REPO)
     from mutmut.configuration import config
 
@@ -110,6 +116,7 @@ def run(names: list[str], max_children: int | None, tests: list[str] | None = No
         config().pytest_add_cli_args_test_selection = [*config().pytest_add_cli_args_test_selection, *tests]
     (REPO / "mutants").mkdir(exist_ok=True)
     before = _timings(REPO / "mutants")
+    hashes = source_hashes()  # the source mutmut mutates now: an edit made while it runs is not what it judged
     site = REPO / "mutants" / ".subprocess-shim"
     site.mkdir(parents=True, exist_ok=True)
     (site / "sitecustomize.py").write_text(SUBPROCESS_SHIM, encoding="utf-8")
@@ -121,12 +128,22 @@ def run(names: list[str], max_children: int | None, tests: list[str] | None = No
     _keep_the_src_package()
     try:
         main._run(names, max_children)
-    except SystemExit as stop:  # mutmut exits on a failed baseline: the table is still made from what it has
+    except SystemExit as stop:  # mutmut exits on a failed baseline: the record keeps what it has judged
         if stop.code not in (None, 0):
             print(f"mutmut stopped (exit {stop.code})", file=sys.stderr)
             return int(stop.code) if isinstance(stop.code, int) else 1
     finally:
-        _record_judges(before, _timings(REPO / "mutants"), tests or [])
+        write_record(
+            record(
+                load_record(),
+                results(REPO / "mutants"),
+                before,
+                _timings(REPO / "mutants"),
+                hashes,
+                tests or [],
+                f"{today()}, {machine()}",
+            )
+        )
     return 0
 
 
@@ -140,60 +157,85 @@ def _timings(mutants: Path) -> dict[str, dict[str, float]]:
     }
 
 
-def _judges() -> dict[str, list[str]]:
-    """module path -> the `--tests` that judged its mutants last ([] for the fast tier)."""
-    recorded = json.loads(JUDGED_BY.read_text(encoding="utf-8")) if JUDGED_BY.is_file() else {}
-    return recorded if isinstance(recorded, dict) else {}
+def source_files(root: Path | None = None) -> list[str]:
+    """Every module mutmut mutates ([tool.mutmut]'s source_paths), as paths from the repo's root."""
+    root = root or REPO
+    return sorted(str(p.relative_to(root)) for folder in SOURCES for p in (root / folder).rglob("*.py"))
 
 
-def _record_judges(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]], tests: list[str]) -> None:
-    """The modules with a mutant run in this run (a duration new or changed) were judged by `tests`."""
-    judges = _judges()
-    for path, durations in after.items():
-        if any(before.get(path, {}).get(key) != seconds for key, seconds in durations.items()):
-            judges[path] = tests
-    JUDGED_BY.write_text(json.dumps(judges, indent=1, sort_keys=True), encoding="utf-8")
+def source_hashes(root: Path | None = None) -> dict[str, str]:
+    """sha256 of each module's text: a recorded verdict holds for that text only."""
+    root = root or REPO
+    return {path: hashlib.sha256((root / path).read_bytes()).hexdigest() for path in source_files(root)}
+
+
+def today() -> str:
+    return f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}"
 
 
 @dataclass
 class Module:
-    """One source file's results: mutmut's exit code for each of its mutants (None: not run yet)."""
+    """One source file's verdicts: counts, and the survivors and untested mutants by name (what the table and the
+    equivalent-mutant check read). `tests`: the `--tests` that judged it ([]: the fast tier); `sha256`: the text
+    judged."""
 
     path: str
-    exit_codes: dict[str, int | None]
+    mutants: int
+    killed: int = 0
+    timeout: int = 0
+    survived: list[str] = field(default_factory=list)
+    no_test: list[str] = field(default_factory=list)
+    not_run: int = 0
     seconds: float = 0.0
-    measured: str = ""
-    reasons: dict[str, str] = field(default_factory=dict)
+    measured: str = "-"
+    tests: list[str] = field(default_factory=list)
+    sha256: str = ""
 
-    def count(self, codes: set[int]) -> int:
-        return sum(code in codes for code in self.exit_codes.values())
+    @classmethod
+    def from_meta(cls, path: str, data: dict[str, Any]) -> Module:
+        """From mutmut's result file (`mutants/<path>.meta`: each mutant's exit code, None for not run)."""
+        codes: dict[str, int | None] = data["exit_code_by_key"]
+        return cls(
+            path=path,
+            mutants=len(codes),
+            killed=sum(code in KILLED for code in codes.values()),
+            timeout=sum(code in TIMEOUT for code in codes.values()),
+            survived=sorted(name for name, code in codes.items() if code in SURVIVED),
+            no_test=sorted(name for name, code in codes.items() if code in NO_TEST),
+            not_run=sum(code is None for code in codes.values()),
+            seconds=round(sum(data.get("durations_by_key", {}).values()), 1),
+        )
 
     @property
-    def survivors(self) -> list[str]:
-        return sorted(name for name, code in self.exit_codes.items() if code in SURVIVED)
+    def judged(self) -> int:
+        return self.mutants - self.not_run
 
-    def row(self) -> str:
-        killed, timeout = self.count(KILLED), self.count(TIMEOUT)
-        survived, no_test = self.count(SURVIVED), self.count(NO_TEST)
-        not_run = sum(code is None for code in self.exit_codes.values())
-        equivalent = [name for name in self.survivors if name in self.reasons]
-        judged = killed + timeout + survived + no_test - len(equivalent)
-        score = f"{100 * (killed + timeout) / judged:.1f} %" if judged else "-"
-        said = [f"`{name.rpartition('.')[2]}`: {self.reasons[name]}" for name in equivalent]
-        unexplained = survived - len(equivalent)
-        if unexplained:
-            said.append(f"{unexplained} not explained yet")
+    def score(self, reasons: dict[str, str]) -> str:
+        """Killed and timed out over those judged, the survivors named equivalent left out."""
+        equivalent = [name for name in self.survived if name in reasons]
+        judged = self.judged - len(equivalent)
+        return f"{100 * (self.killed + self.timeout) / judged:.1f} %" if judged else "-"
+
+    def row(self, reasons: dict[str, str], sha256: str | None) -> str:
+        """The table's row; `sha256`: the module's text now (None: the file is gone), against the one judged."""
+        equivalent = [name for name in self.survived if name in reasons]
+        said = [f"`{name.rpartition('.')[2]}`: {reasons[name]}" for name in equivalent]
+        if len(self.survived) > len(equivalent):
+            said.append(f"{len(self.survived) - len(equivalent)} not explained yet")
+        measured, score = self.measured, self.score(reasons)
+        if self.judged and sha256 != self.sha256:
+            measured, score = f"{self.measured}; the source changed since: run it again", "stale"
         cells = (
             f"`{self.path}`",
-            str(len(self.exit_codes)),
-            str(killed),
-            str(timeout),
-            str(survived),
-            str(no_test),
-            str(not_run),
+            str(self.mutants),
+            str(self.killed),
+            str(self.timeout),
+            str(len(self.survived)),
+            str(len(self.no_test)),
+            str(self.not_run),
             score,
             "; ".join(said) or "-",
-            self.measured,
+            measured,
         )
         return "| " + " | ".join(cells) + " |"
 
@@ -205,27 +247,69 @@ def load_equivalent(path: Path = EQUIVALENT) -> dict[str, dict[str, str]]:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
-def results(mutants: Path, equivalent: dict[str, dict[str, str]]) -> list[Module]:
-    """Every source file with a mutmut result file (`mutants/<path>.meta`), sorted by path; a file with no mutant
-    (nothing to mutate) is left out."""
-    out = []
-    for meta in sorted(mutants.rglob("*.py.meta")):
-        data = json.loads(meta.read_text(encoding="utf-8"))
-        codes = data["exit_code_by_key"]
-        if not codes:
-            continue
-        stamp = datetime.datetime.fromtimestamp(meta.stat().st_mtime, datetime.UTC)
-        ran = any(code is not None for code in codes.values())
-        out.append(
-            Module(
-                path=str(meta.relative_to(mutants)).removesuffix(".meta"),
-                exit_codes=codes,
-                seconds=sum(data.get("durations_by_key", {}).values()),
-                measured=f"{stamp:%Y-%m-%d}, {machine()}" if ran else "-",
-                reasons={name: entry["reason"] for name, entry in equivalent.items()},
-            )
-        )
+def results(mutants: Path) -> dict[str, Module]:
+    """Every source file with a mutmut result file (`mutants/<path>.meta`), by path."""
+    return {
+        path: Module.from_meta(path, json.loads(meta.read_text(encoding="utf-8")))
+        for meta in sorted(mutants.rglob("*.py.meta"))
+        for path in [str(meta.relative_to(mutants)).removesuffix(".meta")]
+    }
+
+
+def record(
+    kept: dict[str, Module],
+    found: dict[str, Module],
+    before: dict[str, dict[str, float]],
+    after: dict[str, dict[str, float]],
+    hashes: dict[str, str],
+    tests: list[str],
+    measured: str,
+) -> dict[str, Module]:
+    """The record after a run (`before`/`after`: each module's per-mutant durations around it; a mutant run has a
+    new one). A module this run judged takes this run's verdicts, unless it judged only part of it and the record
+    holds a whole judgement of the same text (mutmut forgets the verdicts of another `--tests` selection: the
+    record does not). A module not run keeps the record's row for the same text; one whose text changed since is
+    counted, none judged."""
+    out = dict(kept)
+    for path, module in found.items():
+        ran_now = any(before.get(path, {}).get(key) != s for key, s in after.get(path, {}).items())
+        sha256 = hashes.get(path, "")
+        old = kept.get(path)
+        same_text = old is not None and old.sha256 == sha256
+        whole_kept = same_text and old is not None and old.not_run == 0
+        if ran_now and (module.not_run == 0 or not whole_kept):
+            out[path] = replace(module, measured=measured, tests=list(tests), sha256=sha256)
+        elif not same_text:
+            out[path] = Module(path, module.mutants, not_run=module.mutants, sha256=sha256)
     return out
+
+
+def counted(kept: dict[str, Module], hashes: dict[str, str], root: Path | None = None) -> dict[str, Module]:
+    """The record with every module's mutants counted (mutmut's own mutation of each file, none run): a module
+    whose recorded text is the same keeps its row; the others are counted, none judged."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    root = root or REPO
+    out = dict(kept)
+    for path, sha256 in hashes.items():
+        old = kept.get(path)
+        if old is None or old.sha256 != sha256:
+            n = len(mutate_file_contents(path, (root / path).read_text(encoding="utf-8"), None, None).mutant_names)
+            out[path] = Module(path, n, not_run=n, sha256=sha256)
+    return out
+
+
+def load_record(path: Path | None = None) -> dict[str, Module]:
+    """The committed record (devtools/mutation_results.json): each module's last whole judgement."""
+    path = path or RECORD
+    if not path.is_file():
+        return {}
+    return {p: Module(path=p, **fields) for p, fields in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def write_record(modules: dict[str, Module], path: Path | None = None) -> None:
+    data = {p: {k: v for k, v in asdict(m).items() if k != "path"} for p, m in sorted(modules.items())}
+    (path or RECORD).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def machine() -> str:
@@ -239,43 +323,59 @@ def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
-def ran(modules: list[Module]) -> list[Module]:
-    """The modules with at least one mutant run: the table's rows."""
-    return [m for m in modules if any(code is not None for code in m.exit_codes.values())]
-
-
-def table(modules: list[Module], only_run: bool = True) -> str:
-    """The markdown table: one row per module that has a result (`only_run`: at least one mutant run), and a last
-    row of the totals."""
-    shown = ran(modules) if only_run else modules
-    rows = [*HEADER, *(m.row() for m in shown)]
+def table(modules: dict[str, Module], hashes: dict[str, str], equivalent: dict[str, dict[str, str]]) -> str:
+    """The markdown table: a row for each module with mutants (every module of `hashes`: one mutmut has not counted
+    yet shows dashes), the totals, then a line for the modules with nothing to mutate and the lines that say which
+    tests judged which rows."""
+    reasons = {name: entry["reason"] for name, entry in equivalent.items()}
+    rows = list(HEADER)
+    shown = [m for m in modules.values() if m.mutants]
+    for path in sorted(set(hashes) | {m.path for m in shown}):
+        module = modules.get(path)
+        if module is None:
+            rows.append(f"| `{path}` | - | - | - | - | - | - | - | - | not counted yet |")
+        elif module.mutants:
+            rows.append(module.row(reasons, hashes.get(path)))
     if shown:
-        every: dict[str, int | None] = {}
-        reasons: dict[str, str] = {}
-        for m in shown:
-            every.update(m.exit_codes)
-            reasons.update(m.reasons)
-        total = Module("all of the above", every, reasons=reasons).row().split(" | ")
-        total[8] = "-"  # the reasons are the rows'
-        total[0] = "| **all of the above**"
-        rows.append(" | ".join(total))
-    return "\n".join(rows)
+        total = Module(
+            "all of the above",
+            mutants=sum(m.mutants for m in shown),
+            killed=sum(m.killed for m in shown),
+            timeout=sum(m.timeout for m in shown),
+            survived=[name for m in shown for name in m.survived],
+            no_test=[name for m in shown for name in m.no_test],
+            not_run=sum(m.not_run for m in shown),
+            sha256="-",
+        ).row(reasons, "-")
+        cells = total.split(" | ")
+        cells[0], cells[8] = "| **all of the above**", "-"  # the reasons are the rows'
+        rows.append(" | ".join(cells))
+    empty = sorted(m.path for m in modules.values() if not m.mutants)
+    lines = ["\n".join(rows), ""]
+    if empty:
+        lines.append(f"Nothing to mutate in {', '.join(f'`{p}`' for p in empty)}.")
+        lines.append("")
+    lines.append(judged_by(shown))
+    return "\n".join(lines)
 
 
 def judged_by(modules: list[Module]) -> str:
-    """The lines under the table: which tests judged each row's mutants (its module's last run)."""
-    judges = _judges()
-    narrower = {m.path: judges[m.path] for m in modules if judges.get(m.path)}
-    if not narrower:
-        return f"Judged by {FAST_TIER}."
-    lines = [
-        f"- `{path}`: judged by these fast tests only (`--tests`): {', '.join(f'`{t}`' for t in tests)}; the fast "
-        "tier kills at least as many."
-        for path, tests in narrower.items()
-    ]
-    if len(narrower) < len(modules):
-        lines.append(f"- the other rows: judged by {FAST_TIER}.")
-    return "\n".join(lines)
+    """The lines under the table: which tests judged which rows, each selection said once."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for m in modules:
+        if m.judged:
+            groups.setdefault(tuple(m.tests), []).append(m.path)
+    lines = []
+    for tests, paths in sorted(groups.items()):
+        rows = ", ".join(f"`{p}`" for p in paths)
+        if tests:
+            lines.append(
+                f"- {rows}: judged by these fast tests only (`--tests`; the fast tier kills at least as many): "
+                + ", ".join(f"`{t}`" for t in tests)
+            )
+        else:
+            lines.append(f"- {rows}: judged by {FAST_TIER}")
+    return "\n".join(lines) or "No mutant judged yet."
 
 
 def write_table(text: str, page: Path = PAGE) -> None:
@@ -289,13 +389,10 @@ def write_table(text: str, page: Path = PAGE) -> None:
 
 
 def per_mutant_seconds(modules: list[Module]) -> tuple[int, float]:
-    """How many mutants were run and their mean seconds each (mutmut's own per-mutant durations)."""
-    ran = Counter()
-    seconds = 0.0
-    for m in modules:
-        ran["n"] += sum(code is not None and code not in NO_TEST for code in m.exit_codes.values())
-        seconds += m.seconds
-    return ran["n"], seconds / max(1, ran["n"])
+    """How many mutants were run (judged, less those no test calls) and their mean seconds each (mutmut's own
+    per-mutant durations)."""
+    n = sum(m.judged - len(m.no_test) for m in modules)
+    return n, sum(m.seconds for m in modules) / max(1, n)
 
 
 def source_of(name: str) -> Path:
@@ -384,26 +481,32 @@ def main(argv: list[str] | None = None) -> int:
         "--tests",
         nargs="+",
         help="judge by these fast tests only (files, modules' doctests), not the whole fast tier: quicker, a lower "
-        "bound on its kills; results of another selection are judged again",
+        "bound on its kills",
     )
-    commands.add_parser("table", help="write docs/mutation.md's table from mutants/, nothing run")
+    commands.add_parser("table", help="write docs/mutation.md's table from the record, nothing run")
+    commands.add_parser("count", help="count every module's mutants into the record (none run), then the table")
     args = parser.parse_args(argv)
     code = 0
+    if args.command == "count":
+        _keep_the_src_package()
+        write_record(counted(load_record(), source_hashes()))
     if args.command == "run":
         code = run(args.names, args.max_children, args.tests)
         if code == 2:
             return code
-    modules = results(REPO / "mutants", load_equivalent())
+    modules = load_record()
     if not modules:
-        print("error: no mutmut results in mutants/; run `python -m devtools.mutation run` first", file=sys.stderr)
+        print(
+            f"error: no mutation record ({RECORD.name}); run `python -m devtools.mutation run` first", file=sys.stderr
+        )
         return 2
     try:
-        write_table(table(modules) + "\n\n" + judged_by(ran(modules)))
+        write_table(table(modules, source_hashes(), load_equivalent()))
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    n, mean = per_mutant_seconds(modules)
-    total = sum(len(m.exit_codes) for m in modules)
+    n, mean = per_mutant_seconds(list(modules.values()))
+    total = sum(m.mutants for m in modules.values())
     print(f"{PAGE.relative_to(REPO)}: table written; {n} mutants run, {mean:.2f} s each; {total} mutants in all")
     return code
 

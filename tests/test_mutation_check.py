@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -45,50 +44,94 @@ def _cells(row: str) -> list[str]:
     return [cell.strip() for cell in row.strip().strip("|").split(" | ")]
 
 
+HASHES = {"src/metrics/paired.py": "aa", "src/metrics/draws.py": "bb", "src/metrics/empty.py": "cc"}
+
+
+def _judged(tmp_path: Path, path: str, codes: dict[str, int | None], tests: list[str] | None = None, **kw):
+    """`path`'s module as a run that judged `codes` records it (the run's mutmut result file made first)."""
+    _meta(tmp_path, path, codes, **kw)
+    found = mutation.results(tmp_path)
+    return mutation.record(
+        {}, {path: found[path]}, {}, mutation._timings(tmp_path), HASHES, tests or [], "today, here"
+    )[path]
+
+
 @PROMISE
 def test_the_table_counts_each_modules_verdicts_and_shows_the_equivalent_survivors_reasons(tmp_path):
     """Exit codes as mutmut's stats read them (1 killed, 36 timeout, 0 survived, 33 no test, None not run); the score
-    leaves the named equivalent survivors out of its denominator; a module with nothing run has no row."""
+    leaves the named equivalent survivors out of its denominator; a module with no mutants has a line, not a row;
+    a module mutmut has not counted has a row of dashes."""
     name = "src.metrics.paired.x_holm__mutmut_"
     codes = {f"{name}{i}": 1 for i in range(1, 7)} | {f"{name}7": 36, f"{name}8": 0, f"{name}9": 0, f"{name}10": 33}
-    _meta(tmp_path, "src/metrics/paired.py", codes)
-    _meta(tmp_path, "src/metrics/draws.py", {"src.metrics.draws.x_f__mutmut_1": None})
-    _meta(tmp_path, "src/metrics/empty.py", {})
+    modules = {
+        "src/metrics/paired.py": _judged(tmp_path, "src/metrics/paired.py", codes),
+        "src/metrics/empty.py": _judged(tmp_path, "src/metrics/empty.py", {}),
+    }
     equivalent = {f"{name}8": {"change": "round(running, 13)", "reason": "twelve digits are all a p-value shows"}}
-    modules = mutation.results(tmp_path, equivalent)
-    assert [m.path for m in modules] == ["src/metrics/draws.py", "src/metrics/paired.py"]
-    lines = mutation.table(modules).splitlines()
+    lines = mutation.table(modules, HASHES, equivalent).splitlines()
     assert tuple(lines[:2]) == mutation.HEADER
-    row, total = _cells(lines[2]), _cells(lines[3])
+    uncounted, row, total = _cells(lines[2]), _cells(lines[3]), _cells(lines[4])
+    assert uncounted == ["`src/metrics/draws.py`", *["-"] * 8, "not counted yet"]
     assert row[:8] == ["`src/metrics/paired.py`", "10", "6", "1", "2", "1", "0", "77.8 %"]  # 7 of 9 judged
     assert row[8] == "`x_holm__mutmut_8`: twelve digits are all a p-value shows; 1 not explained yet"
+    assert row[9] == "today, here"
     assert total[0] == "**all of the above**" and total[1:8] == row[1:8]
-    assert len(lines) == 4  # draws.py: nothing run, no row
+    assert lines[6] == "Nothing to mutate in `src/metrics/empty.py`."
+    assert lines[8] == f"- `src/metrics/paired.py`: judged by {mutation.FAST_TIER}"
 
 
 def test_an_unexplained_survivor_counts_against_the_score(tmp_path):
-    _meta(tmp_path, "src/a.py", {"src.a.x_f__mutmut_1": 1, "src.a.x_f__mutmut_2": 0})
-    (row,) = mutation.table(mutation.results(tmp_path, {})).splitlines()[2:3]
-    assert _cells(row)[7] == "50.0 %" and _cells(row)[8] == "1 not explained yet"
+    module = _judged(tmp_path, "src/metrics/paired.py", {"src.a.x_f__mutmut_1": 1, "src.a.x_f__mutmut_2": 0})
+    row = _cells(module.row({}, HASHES["src/metrics/paired.py"]))
+    assert row[7] == "50.0 %" and row[8] == "1 not explained yet"
 
 
-def test_the_lines_under_the_table_name_each_rows_own_narrower_tests(tmp_path, monkeypatch):
-    monkeypatch.setattr(mutation, "JUDGED_BY", tmp_path / "tests.json")
-    _meta(tmp_path, "src/a.py", {"src.a.x_f__mutmut_1": 1})
-    _meta(tmp_path, "src/b.py", {"src.b.x_g__mutmut_1": 1})
-    modules = mutation.results(tmp_path, {})
-    assert mutation.judged_by(modules) == f"Judged by {mutation.FAST_TIER}."
-    # a run of a's mutants by its own tests, then one of b's by the fast tier: each row keeps its own judges
-    before = mutation._timings(tmp_path)
-    _meta(tmp_path, "src/a.py", {"src.a.x_f__mutmut_1": 1}, seconds=2.0)
-    mutation._record_judges(before, mutation._timings(tmp_path), ["tests/test_a.py"])
-    before = mutation._timings(tmp_path)
-    _meta(tmp_path, "src/b.py", {"src.b.x_g__mutmut_1": 1}, seconds=3.0)
-    mutation._record_judges(before, mutation._timings(tmp_path), [])
-    assert mutation.judged_by(modules) == (
-        "- `src/a.py`: judged by these fast tests only (`--tests`): `tests/test_a.py`; the fast tier kills at least "
-        f"as many.\n- the other rows: judged by {mutation.FAST_TIER}."
+def test_a_row_whose_source_changed_since_it_was_judged_reads_stale(tmp_path):
+    module = _judged(tmp_path, "src/metrics/paired.py", {"src.a.x_f__mutmut_1": 1})
+    row = _cells(module.row({}, "another text"))
+    assert row[7] == "stale" and row[9] == "today, here; the source changed since: run it again"
+    assert _cells(module.row({}, HASHES["src/metrics/paired.py"]))[7] == "100.0 %"
+
+
+def test_the_record_keeps_each_modules_last_whole_judgement_across_runs_of_other_tests(tmp_path):
+    """A run judges a with its own tests; a later run of b's mutants (mutmut forgetting a's verdicts, as it does
+    for another selection) leaves a's row as judged; a part-judgement of a does not replace its whole one; an edit
+    of a's text makes it counted, none judged, until it is run again."""
+    a, b = "src/metrics/paired.py", "src/metrics/draws.py"
+    a_codes, b_codes = {"src.metrics.paired.x_f__mutmut_1": 1}, {"src.metrics.draws.x_g__mutmut_1": 0}
+    _meta(tmp_path, a, a_codes)
+    _meta(tmp_path, b, dict.fromkeys(b_codes))
+    first = mutation.record(
+        {}, mutation.results(tmp_path), {}, mutation._timings(tmp_path), HASHES, ["tests/test_a.py"], "one"
     )
+    assert (first[a].killed, first[a].tests, first[a].sha256) == (1, ["tests/test_a.py"], "aa")
+    assert first[a].measured == "one"
+    assert first[b].not_run == 1 and first[b].judged == 0
+    before = mutation._timings(tmp_path)
+    _meta(tmp_path, a, dict.fromkeys(a_codes))  # mutmut forgot a's verdicts
+    _meta(tmp_path, b, b_codes, seconds=2.0)
+    second = mutation.record(first, mutation.results(tmp_path), before, mutation._timings(tmp_path), HASHES, [], "two")
+    assert second[a] == first[a], "a's row is the judgement its own run made"
+    assert (second[b].survived, second[b].tests, second[b].measured) == (["src.metrics.draws.x_g__mutmut_1"], [], "two")
+    assert mutation.judged_by([second[a], second[b]]).splitlines() == [
+        f"- `{b}`: judged by {mutation.FAST_TIER}",
+        f"- `{a}`: judged by these fast tests only (`--tests`; the fast tier kills at least as many): "
+        "`tests/test_a.py`",
+    ]
+    two_mutants = a_codes | {"src.metrics.paired.x_f__mutmut_2": None}
+    before = mutation._timings(tmp_path)
+    _meta(tmp_path, a, two_mutants, seconds=3.0)  # part of a judged: the whole judgement stays
+    third = mutation.record(second, mutation.results(tmp_path), before, mutation._timings(tmp_path), HASHES, [], "3")
+    assert third[a] == first[a]
+    edited = HASHES | {a: "a2"}
+    fourth = mutation.record(third, mutation.results(tmp_path), mutation._timings(tmp_path), {}, edited, [], "4")
+    assert (fourth[a].mutants, fourth[a].not_run, fourth[a].sha256) == (2, 2, "a2")
+
+
+def test_the_record_reads_back_what_it_wrote(tmp_path):
+    module = _judged(tmp_path, "src/metrics/paired.py", {"src.a.x_f__mutmut_1": 1, "src.a.x_f__mutmut_2": 0})
+    mutation.write_record({module.path: module}, tmp_path / "record.json")
+    assert mutation.load_record(tmp_path / "record.json") == {module.path: module}
 
 
 def test_the_table_replaces_only_what_lies_between_its_markers(tmp_path):
@@ -101,44 +144,24 @@ def test_the_table_replaces_only_what_lies_between_its_markers(tmp_path):
         mutation.write_table("| new |", page)
 
 
-def test_without_results_the_command_says_what_to_run_and_exits_2(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(mutation, "REPO", tmp_path)
+def test_without_a_record_the_command_says_what_to_run_and_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(mutation, "RECORD", tmp_path / "none.json")
     assert mutation.main(["table"]) == 2
     assert "run `python -m devtools.mutation run` first" in capsys.readouterr().err
 
 
 @PROMISE
-def test_docs_mutation_md_holds_a_table_in_the_generators_form_whose_totals_add_up():
-    """The page's table lies between the generator's markers, has its header, and each row's counts and score agree
-    with each other (the table itself is made from mutants/, which git ignores)."""
+def test_docs_mutation_md_holds_the_table_the_command_makes_from_the_committed_record():
+    """The page's table is what `python -m devtools.mutation table` writes from devtools/mutation_results.json and
+    the source as it is: a row for every module of src/ and hydra_plugins/, a stale one said so."""
     text = (REPO / "docs" / "mutation.md").read_text(encoding="utf-8")
     assert text.count(mutation.BEGIN) == 1 and text.count(mutation.END) == 1
-    lines = text.split(mutation.BEGIN)[1].split(mutation.END)[0].strip().splitlines()
-    assert tuple(lines[:2]) == mutation.HEADER
-    rows = [_cells(line) for line in lines[2:] if line.startswith("|")]
-    judges = [line for line in lines[2:] if not line.startswith("|") and line]
-    assert judges, "the lines under the table say which tests judged the mutants"
-    if judges[0].startswith("Judged by "):  # every row by the fast tier
-        assert len(judges) == 1, judges
-    else:
-        assert all(line.startswith("- ") for line in judges), judges
-    named = {line.split("`")[1] for line in judges if line.startswith("- `")}
-    assert named <= {row[0].strip("`") for row in rows}, "each line under the table names a row's module"
-    assert rows, "the table has no row: run `python -m devtools.mutation run` and commit the page"
-    *modules, total = rows
-    assert total[0] == "**all of the above**"
-    equivalent = mutation.load_equivalent()
-    for row in modules:
-        assert len(row) == len(_cells(mutation.HEADER[0])), row
-        assert (REPO / row[0].strip("`")).is_file(), f"{row[0]}: no such source file"
-        mutants, killed, timeout, survived, no_test, not_run = map(int, row[1:7])
-        assert killed + timeout + survived + no_test + not_run == mutants, row
-        named = len(re.findall(r"`x[_\u01c1][^`]*`:", row[8]))
-        judged = killed + timeout + survived + no_test - named
-        assert row[7] == f"{100 * (killed + timeout) / judged:.1f} %", row
-    for column in range(1, 7):
-        assert int(total[column]) == sum(int(row[column]) for row in modules), mutation.HEADER[0].split("|")[column + 1]
-    assert named <= len(equivalent)
+    shown = text.split(mutation.BEGIN)[1].split(mutation.END)[0].strip()
+    made = mutation.table(mutation.load_record(), mutation.source_hashes(), mutation.load_equivalent())
+    assert shown == made.strip(), "docs/mutation.md's table is not today's: run `python -m devtools.mutation table`"
+    rows = {row.split(" | ")[0].removeprefix("| ").strip("`") for row in made.splitlines() if row.startswith("| `")}
+    counted = rows | {path for path, module in mutation.load_record().items() if not module.mutants}
+    assert set(mutation.source_files()) <= counted, "every module of src/ and hydra_plugins/ has a row or a line"
 
 
 @PROMISE
@@ -220,3 +243,20 @@ def test_mutating_only_the_named_functions_makes_their_mutants_as_mutating_the_w
         name: get_diff_for_mutant(name.removeprefix("src.toy."), source=whole.code, path=Path("src/toy.py"))
         for name in names
     }
+
+
+def test_count_records_every_modules_mutants_as_mutmut_makes_them_keeping_judged_rows(tmp_path):
+    """`count`: each module's mutants are mutmut's own for the whole file, none judged; a row recorded for the same
+    text stays as it is, one for another text is counted again."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "toy.py").write_text("def f(a, b=2):\n    return a + b * 3 if a > 1 else 'x'\n")
+    (tmp_path / "src" / "kept.py").write_text("def g(n):\n    return n - 1\n")
+    hashes = mutation.source_hashes(tmp_path)
+    judged = mutation.Module("src/kept.py", 2, killed=2, sha256=hashes["src/kept.py"])
+    stale = mutation.Module("src/toy.py", 1, killed=1, sha256="another text")
+    out = mutation.counted({"src/kept.py": judged, "src/toy.py": stale}, hashes, tmp_path)
+    n = len(mutate_file_contents("src/toy.py", (tmp_path / "src" / "toy.py").read_text(), None, None).mutant_names)
+    assert n > 0 and out["src/toy.py"] == mutation.Module("src/toy.py", n, not_run=n, sha256=hashes["src/toy.py"])
+    assert out["src/kept.py"] == judged
