@@ -337,14 +337,17 @@ def table(modules: dict[str, Module], hashes: dict[str, str], equivalent: dict[s
         elif module.mutants:
             rows.append(module.row(reasons, hashes.get(path)))
     if shown:
+        # a stale row's verdicts are of another text: the total counts its mutants as not run
+        now = [m if not m.judged or m.sha256 == hashes.get(m.path) else Module(m.path, m.mutants, not_run=m.mutants)
+               for m in shown]
         total = Module(
             "all of the above",
-            mutants=sum(m.mutants for m in shown),
-            killed=sum(m.killed for m in shown),
-            timeout=sum(m.timeout for m in shown),
-            survived=[name for m in shown for name in m.survived],
-            no_test=[name for m in shown for name in m.no_test],
-            not_run=sum(m.not_run for m in shown),
+            mutants=sum(m.mutants for m in now),
+            killed=sum(m.killed for m in now),
+            timeout=sum(m.timeout for m in now),
+            survived=[name for m in now for name in m.survived],
+            no_test=[name for m in now for name in m.no_test],
+            not_run=sum(m.not_run for m in now),
             sha256="-",
         ).row(reasons, "-")
         cells = total.split(" | ")

@@ -93,6 +93,16 @@ def test_a_row_whose_source_changed_since_it_was_judged_reads_stale(tmp_path):
     assert _cells(module.row({}, HASHES["src/metrics/paired.py"]))[7] == "100.0 %"
 
 
+def test_the_total_counts_a_stale_rows_mutants_as_not_run(tmp_path):
+    """A stale row's verdicts are of a text that is gone: the total leaves them out of its score."""
+    fresh = _judged(tmp_path, "src/metrics/paired.py", {"src.a.x_f__mutmut_1": 1, "src.a.x_f__mutmut_2": 0})
+    stale = _judged(tmp_path, "src/metrics/draws.py", {"src.b.x_g__mutmut_1": 1, "src.b.x_g__mutmut_2": 1})
+    hashes = {**HASHES, "src/metrics/draws.py": "edited since"}
+    lines = mutation.table({fresh.path: fresh, stale.path: stale}, hashes, {}).splitlines()
+    total = _cells(next(line for line in lines if "all of the above" in line))
+    assert total[1:8] == ["4", "1", "0", "1", "0", "2", "50.0 %"]
+
+
 def test_the_record_keeps_each_modules_last_whole_judgement_across_runs_of_other_tests(tmp_path):
     """A run judges a with its own tests; a later run of b's mutants (mutmut forgetting a's verdicts, as it does
     for another selection) leaves a's row as judged; a part-judgement of a does not replace its whole one; an edit
