@@ -338,8 +338,10 @@ def table(modules: dict[str, Module], hashes: dict[str, str], equivalent: dict[s
             rows.append(module.row(reasons, hashes.get(path)))
     if shown:
         # a stale row's verdicts are of another text: the total counts its mutants as not run
-        now = [m if not m.judged or m.sha256 == hashes.get(m.path) else Module(m.path, m.mutants, not_run=m.mutants)
-               for m in shown]
+        now = [
+            m if not m.judged or m.sha256 == hashes.get(m.path) else Module(m.path, m.mutants, not_run=m.mutants)
+            for m in shown
+        ]
         total = Module(
             "all of the above",
             mutants=sum(m.mutants for m in now),

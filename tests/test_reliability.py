@@ -219,7 +219,8 @@ def test_a_sweep_marks_its_job_runs_left_by_a_dead_process_killed_at_its_end(tmp
 
     from .test_offline_mode import sweep_config
 
-    _, config = sweep_config(tmp_path, "s", [f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"])
+    tracking = [f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.offline_dir={tmp_path}/offline"]
+    _, config = sweep_config(tmp_path, "s", tracking)  # an offline folder of its own, not the shared default
     callback = MlflowSweepCallback()
     callback.sweep_dir = tmp_path / "s" / "sweep"
     callback.sweep_dir.mkdir(parents=True)

@@ -104,3 +104,34 @@ def test_a_row_another_job_changed_first_is_a_race():
         except StaleDataError as stale:
             raise MlflowException(str(stale), error_code="INTERNAL_ERROR") from stale
     assert mlflow_adapter.is_race(caught.value) and store.is_race(caught.value)
+
+
+def test_an_errors_chain_is_every_cause_context_and_driver_error_once_even_in_a_cycle():
+    """`chain` reads the errors below one (what it was raised from, while handling, a DB-API wrapper's `orig`),
+    each once: an error met again (two links to one error, or errors that name each other) is passed over and the
+    rest still read."""
+    driver = sqlite3.OperationalError("database is locked")
+    shared, other = ValueError("shared"), KeyError("other")
+    wrapper = RuntimeError("wrapped")
+    wrapper.orig = driver  # as SQLAlchemy's DBAPIError keeps the driver's error
+    top = MlflowException("top")
+    top.__cause__, top.__context__ = other, shared
+    other.__context__ = wrapper
+    shared.__context__ = top  # a cycle back to the first
+    found = list(mlflow_adapter.chain(top))
+    assert sorted(map(id, found)) == sorted(map(id, (top, shared, other, wrapper, driver)))
+    met_twice = LookupError("met twice")
+    first = TypeError("first")
+    first.__cause__, first.__context__, first.orig = other, met_twice, met_twice  # read last: orig, then context
+    assert {id(e) for e in mlflow_adapter.chain(first)} == {id(e) for e in (first, met_twice, other, wrapper, driver)}
+
+
+def test_a_store_error_is_shown_as_its_last_cause_on_one_line_cut_only_past_the_limit():
+    """`short`: MLflow's and urllib3's nested messages ("... Caused by ...") shown as the innermost cause alone, on
+    one line; a text of exactly the limit kept whole, a longer one cut to it with an ellipsis."""
+    nested = "API request failed\n (Caused by ProtocolError(reset)) Caused by: (XMLParseError: bad tag)"
+    assert store.short(RuntimeError(nested)) == "XMLParseError: bad tag)"
+    assert store.short(RuntimeError("no cause given here")) == "no cause given here"
+    assert store.short(RuntimeError("x" * 160)) == "x" * 160
+    assert store.short(RuntimeError("x" * 161)) == "x" * 157 + "..."
+    assert store.short(RuntimeError("y" * 30), limit=20) == "y" * 17 + "..."

@@ -37,6 +37,7 @@ from src.sweep import state as sweep_state
 from src.tracking import offline as tracking_offline, store
 from src.tracking.dead_runs import mark_dead_runs
 from src.tracking.identity import JOB_INDEPENDENT_KEYS
+from src.tracking.names import param_text
 from src.tracking.provenance import git_commit
 
 log = logging.getLogger(__name__)
@@ -357,7 +358,7 @@ class MlflowSweepCallback(Callback):
                 "sweep.json",
             )
         )
-        store.with_retries(lambda: client.log_param(parent_id, "overrides", redact(" ".join(overrides))[:6000]))
+        store.with_retries(lambda: client.log_param(parent_id, "overrides", param_text(redact(" ".join(overrides)))))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self.finish(interrupted=False)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from src.tracking import review, store
+from src.tracking import names, review, store
 
 
 def log_run(
@@ -23,9 +23,7 @@ def log_run(
     with nothing SURE, are skipped in MLflow and kept in metrics.json; per-subject values in subjects.csv)."""
     finite, subjects = review.review_view(metrics)
     review.write_subjects(subjects, artifacts_dir)
-    store.with_retries(
-        lambda: mlflow.log_params({k: ("null" if v is None else str(v)[:6000]) for k, v in params.items()})
-    )
+    store.with_retries(lambda: mlflow.log_params({k: names.param_text(v) for k, v in params.items()}))
     store.with_retries(lambda: mlflow.log_metrics(finite))
     store.with_retries(lambda: mlflow.set_tags(dict(tags)))
     store.log_artifacts(mlflow.MlflowClient(), mlflow.active_run().info.run_id, artifacts_dir)

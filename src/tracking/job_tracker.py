@@ -18,7 +18,7 @@ from src.common.errors import UserError
 from src.common.paths import expand_path
 from src.tracking import offline, review, store
 from src.tracking.dead_runs import HEARTBEAT_S, mark_interrupted_runs
-from src.tracking.names import metric_name
+from src.tracking.names import metric_name, param_text
 
 if TYPE_CHECKING:
     from mlflow.data.pandas_dataset import PandasDataset
@@ -291,7 +291,7 @@ class JobTracker:
             lambda: self.client.log_batch(
                 run_id,
                 metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-                params=[Param(k, "null" if v is None else str(v)[:6000]) for k, v in params.items()],
+                params=[Param(k, param_text(v)) for k, v in params.items()],
                 tags=[RunTag(k, str(v)) for k, v in tags.items()],
             ),
             doing=doing,

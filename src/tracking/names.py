@@ -26,6 +26,19 @@ def metric_name(mlflow_name: str) -> str:
     return mlflow_name.replace(MLFLOW_AT, "@")
 
 
+PARAM_LIMIT = 6000  # MLflow's MAX_PARAM_VAL_LENGTH (mlflow.utils.validation, checked by a test): characters it keeps
+
+
+def param_text(value: object) -> str:
+    """A param's value as every run of this tool logs it: text, None as "null", cut at PARAM_LIMIT characters (MLflow
+    would refuse a longer one).
+
+    >>> param_text(None), param_text(0.5), len(param_text("x" * 7000))
+    ('null', '0.5', 6000)
+    """
+    return "null" if value is None else str(value)[:PARAM_LIMIT]
+
+
 # where runs go unless tracking.uri / --tracking-uri says otherwise (a SQLite file beside the working folder)
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_EXPERIMENT = "mcq-consistency"  # tracking.experiment unless a config or --experiment says otherwise

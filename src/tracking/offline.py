@@ -100,7 +100,7 @@ def apply_pending_closes(offline_dir: str | Path, uri: str | None = None) -> int
             store.check_tracking(entry["uri"])
             client = MlflowClient(tracking_uri=entry["uri"])
             for run_id in _pending_runs(client, entry):
-                for key, value in entry.get("tags", {}).items():
+                for key, value in entry["tags"].items():
                     # B023, a closure over a loop variable: called at once, inside the loop
                     store.with_retries(lambda: client.set_tag(run_id, key, value))  # noqa: B023
                 status, end_time = entry["status"], entry["end_time"]

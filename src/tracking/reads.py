@@ -14,14 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from src.tracking import store
+from src.tracking import names, store
 
 if TYPE_CHECKING:
     import pandas as pd
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
-
-PARAM_LIMIT = 6000  # characters of a param value MLflow stores (longer ones are cut, not refused)
 
 
 def _client(tracking_uri: str) -> MlflowClient:
@@ -81,19 +79,19 @@ def log_folder_run(
     tags: Mapping[str, str],
     params: Mapping[str, object],
 ) -> str:
-    """A finished run named `name` in the experiment, with `tags`, `params` (each value as text, cut at
-    PARAM_LIMIT characters) and the files of `folder` as its artifacts; returns its id. The run is closed FAILED
+    """A finished run named `name` in the experiment, with `tags`, `params` (each value as text,
+    `names.param_text`) and the files of `folder` as its artifacts; returns its id. The run is closed FAILED
     when logging fails (KILLED when interrupted), and the error raised."""
     client = _client(tracking_uri)
     run = store.with_retries(lambda: client.create_run(experiment_id, run_name=name, tags=dict(tags)))
     run_id = run.info.run_id
     try:
         for key, value in params.items():
-            store.with_retries(functools.partial(client.log_param, run_id, key, str(value)[:PARAM_LIMIT]))
+            store.with_retries(functools.partial(client.log_param, run_id, key, names.param_text(value)))
         # a snapshot, so the artifacts match what this call wrote: hard links (the report is replaced whole, by
         # renames, never written over in place), so its bytes are on disk once with a local store
         with tempfile.TemporaryDirectory(dir=Path(folder).parent, prefix=".snapshot-") as tmp:
-            shutil.copytree(folder, Path(tmp) / "report", dirs_exist_ok=True, copy_function=_link_or_copy)
+            shutil.copytree(folder, Path(tmp) / "report", copy_function=_link_or_copy)
             store.with_retries(lambda: store.log_artifacts(client, run_id, Path(tmp) / "report"))
     except BaseException as err:  # Ctrl-C too: no comparison run is left RUNNING
         status = "KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED"
