@@ -3,8 +3,10 @@ checkout wherever the tool is started, "unknown" where git cannot tell, and the 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 import types
 from importlib.metadata import version
 from pathlib import Path
@@ -30,6 +32,17 @@ def test_the_commit_is_unknown_where_git_is_missing_fails_or_says_nothing(monkey
     for run in (missing, hangs, lambda *a, **k: subprocess.CompletedProcess(a, 128, stdout="", stderr="not a repo")):
         monkeypatch.setattr(subprocess, "run", run)
         assert provenance.git_commit() == "unknown"
+
+
+def test_a_git_that_hangs_is_abandoned_after_git_timeout_s(tmp_path, monkeypatch):
+    fake = tmp_path / "git"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(provenance, "GIT_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    assert provenance.git_commit() == "unknown"
+    assert time.monotonic() - started < 10  # bounded by the timeout, not the 30 s the git sleeps
 
 
 def test_the_provenance_tags_are_the_versions_the_torch_kernels_and_the_kernel_variables_set(monkeypatch):

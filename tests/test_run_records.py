@@ -59,13 +59,13 @@ def test_an_artifact_is_downloaded_into_the_folder_asked_for(runs, tmp_path):
         records.download_artifact(without, RECORDS_FILE, folder, uri, missing="the run has no such file")
 
 
-def runs_sharing_a_prefix(uri: str, db, prefix: str) -> list[str]:
-    """Two runs whose ids start with `prefix` (the store's rows renamed: MLflow's own ids are random)."""
+def runs_sharing_a_prefix(uri: str, db, prefix: str, n: int = 3) -> list[str]:
+    """`n` runs whose ids start with `prefix` (the store's rows renamed: MLflow's own ids are random)."""
     import sqlite3
 
     client = store.client(uri)
     exp = store.experiment_id(client, "prefixes", uri)
-    ids = [client.create_run(exp).info.run_id for _ in range(2)]
+    ids = [client.create_run(exp).info.run_id for _ in range(n)]
     conn = sqlite3.connect(db)
     with conn:
         for run_id in ids:
@@ -78,13 +78,20 @@ def runs_sharing_a_prefix(uri: str, db, prefix: str) -> list[str]:
 
 def test_a_prefix_of_several_runs_is_refused_naming_two_of_them_and_asking_for_more(runs, tmp_path):
     uri = runs[0]
-    first, second = runs_sharing_a_prefix(uri, tmp_path / "mlflow.db", "abcdef01")
+    shared = runs_sharing_a_prefix(uri, tmp_path / "mlflow.db", "abcdef01", n=3)
     with pytest.raises(UserError) as caught:
         records.resolve_run_id("abcdef01", uri)
-    assert str(caught.value) in {
-        f"--run: 'abcdef01' is the start of several run ids at {uri} ({a}, {b}, ...); give more characters"
-        for a, b in ((first, second), (second, first))
-    }
+    message = str(caught.value)
+    named = [run_id for run_id in shared if run_id in message]
+    assert len(named) == 2  # three match: two are named, then "..."
+    assert message == (
+        f"--run: 'abcdef01' is the start of several run ids at {uri} ({named[0]}, {named[1]}, ...); "
+        "give more characters"
+    ) or message == (
+        f"--run: 'abcdef01' is the start of several run ids at {uri} ({named[1]}, {named[0]}, ...); "
+        "give more characters"
+    )
+    first = shared[0]
     assert records.resolve_run_id(first[:12], uri) == first  # more characters: one run
 
 

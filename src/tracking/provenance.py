@@ -9,11 +9,18 @@ import sys
 from pathlib import Path
 
 
+GIT_TIMEOUT_S = 5.0  # a git that hangs (a stale lock on a network file system) costs a job this much, then "unknown"
+
+
 def git_commit() -> str:
     try:
         return (
             subprocess.run(
-                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=GIT_TIMEOUT_S,
+                cwd=Path(__file__).parent,
             ).stdout.strip()
             or "unknown"
         )

@@ -50,11 +50,8 @@ def resolve_run_id(run_id: str, tracking_uri: str, *, key: str = "--run") -> str
             f"or its first {SHORT_ID_LENGTH} or more characters ({uri_key} must point at its store)"
         )
     experiments = [e.experiment_id for e in client.search_experiments()]
-    found = (
-        client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'", max_results=3)
-        if experiments
-        else []
-    )
+    # three at most: one is the answer, two make the refusal's example (a store without experiments finds none)
+    found = client.search_runs(experiments, filter_string=f"attributes.run_id LIKE '{run_id}%'", max_results=3)
     if len(found) == 1:
         return str(found[0].info.run_id)
     if not found:

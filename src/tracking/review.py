@@ -374,8 +374,4 @@ def questions_dataset(questions: Iterable[Question], *, name: str) -> PandasData
             for q in questions
         ]
     )
-    from mlflow.data.code_dataset_source import CodeDatasetSource
-    from mlflow.tracking.context import registry as context_registry
-
-    source = CodeDatasetSource(tags=context_registry.resolve_tags())  # as MLflow's own
-    return from_pandas(frame, name=name, targets="answer", source=source)
+    return from_pandas(frame, name=name, targets="answer")  # source: MLflow's own (the code that ran, its tags)
