@@ -84,9 +84,21 @@ def test_search_all_pages_past_a_page(tmp_path, empty_mlflow_db, monkeypatch):
     exp = client.create_experiment("paged")
     first = client.create_run(exp, tags={"kind": "job"})
     copy_runs(tmp_path / "mlflow.db", first.info.run_id, 24)
-    monkeypatch.setattr(store, "PAGE_SIZE", 10)  # 25 runs: three pages
+    sweep = client.create_run(exp, tags={"kind": "sweep"}).info.run_id  # not a job: filtered out
+    monkeypatch.setattr(store, "PAGE_SIZE", 10)  # 25 job runs: three pages
+    pages = []
+    search = client.search_runs
+
+    def paged(*args, **kwargs):
+        found = search(*args, **kwargs)
+        pages.append(len(found))
+        return found
+
+    monkeypatch.setattr(client, "search_runs", paged)
     found = store.search_all(client, [exp], "tags.kind = 'job'", order_by=["attributes.start_time ASC"])
     assert len({r.info.run_id for r in found}) == 25 and found[0].info.run_id == first.info.run_id
+    assert sweep not in {r.info.run_id for r in found} and pages == [10, 10, 5]  # a page at most per call
+    assert len({r.info.run_id for r in store.search_all(client, [exp])}) == 26  # no filter: every run
 
 
 def note_closes(folder: str, uri: str, run_ids: list[str]) -> None:
@@ -157,16 +169,25 @@ def test_a_store_missing_a_table_is_reported_at_once_not_retried(tmp_path, empty
 
 
 def test_a_store_of_an_older_mlflow_is_refused_in_one_line(tmp_path, empty_mlflow_db, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
     shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     with sqlite3.connect(tmp_path / "mlflow.db") as conn:
         conn.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")  # MLflow's first schema
     uri = f"sqlite:///{tmp_path}/mlflow.db"
+    db = tmp_path / "mlflow.db"
+    before = db.read_bytes()
+    with pytest.raises(Exception, match="out-of-date database schema") as mlflows:  # MLflow's own refusal
+        MlflowClient(tracking_uri=uri).search_experiments()
+    assert len(" ".join(str(mlflows.value).split())) > 200  # so the line shows it cut
     monkeypatch.setattr(store, "_OPENED", set())
     with pytest.raises(UserError) as err:
         store.open_store(uri)
-    line = str(err.value)
-    assert "\n" not in line and "older MLflow" in line and "mlflow db upgrade" in line and ".bak" in line
-    assert (tmp_path / "mlflow.db").read_bytes() == (tmp_path / "mlflow.db").read_bytes()  # left as it was
+    assert str(err.value) == (
+        f"config key tracking.uri: the store {db} was made by an older MLflow ({store.short(mlflows.value, 200)}); "
+        f"copy it (cp {db} {db}.bak), then run mlflow db upgrade {uri}, or point tracking.uri at a new store"
+    )
+    assert db.read_bytes() == before  # left as it was
 
 
 def test_the_response_cache_a_job_opens_is_closed_however_the_job_ends(run_job_in, monkeypatch):

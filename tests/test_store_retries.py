@@ -74,3 +74,13 @@ def test_mlflows_retries_fit_the_budget_and_stop_at_ten():
         assert retries == 10 or (2 ** (retries + 1) - 2) + retries > budget, budget  # one more would not
         assert timeout == max(5, -(-budget // (retries + 1)))
     assert store.client_retries(3600)[0] == 10
+
+
+def test_a_lock_is_tried_twelve_times_by_default_waits_doubling_from_0_1_s_capped_at_5_s(monkeypatch):
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    op, calls = locked_store(fails=100)
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        store.with_retries(op)
+    assert len(calls) == 12
+    assert slept == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0, 5.0, 5.0], abs=1e-9)

@@ -103,3 +103,137 @@ def test_a_store_in_a_folder_that_exists_is_checked_without_complaint(tmp_path):
     store.check_tracking(f"sqlite:///{tmp_path}/runs/mlflow.db")
     store.check_tracking(f"sqlite:///{tmp_path}/new/runs/mlflow.db")  # its parents made too
     assert (tmp_path / "new" / "runs").is_dir()
+
+
+def test_a_sqlite_uri_with_tilde_or_a_variable_is_the_path_the_shell_means(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs"))
+    assert store.local_uri("sqlite:///~/m/mlflow.db") == f"sqlite:///{tmp_path}/home/m/mlflow.db"
+    assert store.local_uri("sqlite:///$RUNS/mlflow.db") == f"sqlite:///{tmp_path}/runs/mlflow.db"
+    assert store.local_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_a_store_folder_that_cannot_be_made_is_one_line_naming_it(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(UserError) as caught:
+        store.check_tracking(f"sqlite:///{tmp_path}/file/sub/mlflow.db")
+    assert str(caught.value) == (
+        f"config key tracking.uri: cannot create {tmp_path}/file/sub (Not a directory); "
+        "point tracking.uri at a writable sqlite:/// path"
+    )
+
+
+class HealthServer:
+    """A server on 127.0.0.1 that answers `GET /health` (MLflow's) with 200 and anything else with 404, the paths
+    asked recorded; `silent=True`: it accepts connections and never answers."""
+
+    def __init__(self, silent: bool = False):
+        import http.server
+        import socket
+        import threading
+
+        self.paths: list[str] = []
+        paths = self.paths
+        if silent:
+            self.sock = socket.socket()
+            self.sock.bind(("127.0.0.1", 0))
+            self.sock.listen(8)
+            self.port = self.sock.getsockname()[1]
+            self.server = None
+            return
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                asked = self.requestline.split()[1]  # as sent: http.server's own `path` folds a leading "//"
+                paths.append(asked)
+                self.send_response(200 if asked == "/health" else 404)
+                self.end_headers()
+                self.wfile.write(b"OK")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        else:
+            self.sock.close()
+
+
+@pytest.mark.parametrize("given", ["http://127.0.0.1:{port}", "http://127.0.0.1:{port}/"])
+def test_a_servers_health_is_asked_at_its_own_health_path_with_or_without_a_trailing_slash(given):
+    server = HealthServer()
+    try:
+        store.check_tracking(given.format(port=server.port))
+    finally:
+        server.close()
+    assert server.paths == ["/health"]
+
+
+def test_a_server_that_does_not_answer_its_health_check_is_down_after_health_timeout_s(monkeypatch):
+    import time
+
+    server = HealthServer(silent=True)
+    monkeypatch.setattr(store, "HEALTH_TIMEOUT_S", 0.3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(
+            UserError, match=r"^config key tracking.uri: MLflow server http://127.0.0.1:\d+ is unreachable"
+        ):
+            store.check_tracking(f"http://127.0.0.1:{server.port}")
+    finally:
+        server.close()
+    assert time.monotonic() - started < 5  # the timeout, not the socket's default (none)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_server_that_refuses_connections_is_one_line_saying_what_to_do(scheme):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(UserError) as caught:
+        store.check_tracking(f"{scheme}://127.0.0.1:{port}")
+    line = str(caught.value)
+    assert line.startswith(f"config key tracking.uri: MLflow server {scheme}://127.0.0.1:{port} is unreachable (")
+    assert line.endswith(f"); start it, set tracking.on_outage=offline or tracking.uri={store.DEFAULT_URI}")
+
+
+def test_tracking_options_left_out_are_the_schemas_defaults_and_a_wrong_one_is_one_line():
+    store.check_options({})  # on_outage=fail, retry_budget_s=20: the schema's defaults, accepted
+    store.check_options({"on_outage": "offline", "retry_budget_s": 0})
+    with pytest.raises(UserError) as caught:
+        store.check_options({"on_outage": "retry"})
+    assert str(caught.value) == (
+        "config key tracking.on_outage: 'retry' is not a choice; choose fail (stop the job, exit 2) or offline "
+        "(log to tracking.offline_dir, upload later with python -m src.sync)"
+    )
+
+
+def test_the_tracking_options_are_the_nodes_values_an_empty_offline_dir_the_default():
+    node = {
+        "uri": "http://127.0.0.1:5000",
+        "experiment": "study",
+        "offline": True,
+        "offline_dir": "/scratch/offline",
+        "on_outage": "offline",
+        "retry_budget_s": 7,
+    }
+    options = store.TrackingOptions.of(node)
+    assert options == store.TrackingOptions(
+        uri="http://127.0.0.1:5000",
+        experiment="study",
+        offline=True,
+        offline_dir="/scratch/offline",
+        on_outage="offline",
+        retry_budget_s=7.0,
+    )
+    assert options.job_uri == "sqlite:////scratch/offline/mlflow.db"
+    assert store.TrackingOptions.of({**node, "offline_dir": ""}).offline_dir == "mlruns/offline"
+    assert store.TrackingOptions.of({**node, "offline_dir": None}).offline_dir == "mlruns/offline"

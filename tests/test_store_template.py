@@ -80,3 +80,77 @@ def test_a_cache_that_cannot_be_written_leaves_the_store_to_mlflows_migrations(c
     store.open_store(f"sqlite:///{tmp_path}/s/mlflow.db")
     assert cache.migrations and cache.migrations[0].parent == tmp_path / "s"  # made in place, beside the store
     assert store.client(f"sqlite:///{tmp_path}/s/mlflow.db").get_experiment("0").name == "Default"
+
+
+def test_a_template_is_made_in_the_folder_asked_for(cache, tmp_path):
+    template = store.store_template(tmp_path / "mine")
+    assert template == tmp_path / "mine" / f"mlflow-{mlflow_adapter.schema_revision()}.db"
+    assert mlflow_adapter.empty_store_revision(template) == mlflow_adapter.schema_revision()
+    assert not (cache.path / store.TEMPLATES).exists()
+
+
+def dead_pid() -> int:
+    import subprocess
+    import sys
+
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+
+
+@pytest.mark.parametrize("made", ["a store", "a store in place", "a template"])
+def test_a_killed_creations_temporary_is_removed_and_the_log_says_what_left_it(
+    cache, tmp_path, monkeypatch, made, caplog
+):
+    """A temporary left by a creation whose process died (this host, its pid gone) is removed before the next one,
+    and the log line names what left it: a store's creation (copied from the template, or migrated in place where
+    the cache cannot be written) or the template's."""
+    import logging
+
+    from src.common import owners
+
+    if made == "a template":
+        target = cache.path / store.TEMPLATES / f"mlflow-{mlflow_adapter.schema_revision()}.db"
+    else:
+        target = tmp_path / "s" / "mlflow.db"
+    target.parent.mkdir(parents=True)
+    left = target.parent / f".{target.name}.tmp-{owners.host()}-{dead_pid()}-0a1b2c3d"
+    left.write_bytes(b"half a store")
+    if made == "a store in place":
+
+        def unwritable(folder=None):
+            raise PermissionError(13, "Permission denied", str(cache.path))
+
+        monkeypatch.setattr(store, "store_template", unwritable)
+    caplog.set_level(logging.INFO, logger=owners.__name__)
+    if made == "a template":
+        store.store_template()
+    else:
+        store.open_store(f"sqlite:///{target}")
+    assert not left.exists()
+    what = "an interrupted store template" if made == "a template" else "an interrupted store creation"
+    assert f"removed {left}, left by {what}" in caplog.messages
+
+
+def test_a_store_is_opened_in_new_nested_folders_or_over_an_empty_file_once_per_process(cache, tmp_path, monkeypatch):
+    made = []  # the stores made by the tool's own creation (a template's copy, renamed into place whole)
+    create = store._create_sqlite_store
+    monkeypatch.setattr(store, "_create_sqlite_store", lambda db: (made.append(db), create(db)))
+    nested = f"sqlite:///{tmp_path}/a/b/c/mlflow.db"
+    store.open_store(nested)
+    assert store.client(nested).get_experiment("0").name == "Default"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "mlflow.db").touch()  # a file someone touched, or a creation killed before writing
+    store.open_store(f"sqlite:///{tmp_path}/empty/mlflow.db")
+    assert store.client(f"sqlite:///{tmp_path}/empty/mlflow.db").get_experiment("0").name == "Default"
+    assert made == [tmp_path / "a" / "b" / "c" / "mlflow.db", tmp_path / "empty" / "mlflow.db"]
+
+    def no_second_check(uri):
+        raise AssertionError(f"{uri} opened again")
+
+    monkeypatch.setattr(store, "client", no_second_check)
+    store.open_store(nested)  # opened before in this process: no second check
+
+
+def test_a_server_store_is_left_to_its_server(cache, monkeypatch):
+    monkeypatch.setattr(store, "_OPENED", set())
+    store.open_store("http://127.0.0.1:9")  # nothing made, nothing asked: the server's schema is its own
+    assert not cache.migrations

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 GIT_TIMEOUT_S = 5.0  # a git that hangs (a stale lock on a network file system) costs a job this much, then "unknown"
 
 

@@ -71,6 +71,9 @@ def job_tracking_uri(tracking_cfg: Mapping[str, Any]) -> str:
     return local_uri(str(tracking_cfg["uri"]))
 
 
+HEALTH_TIMEOUT_S = 5.0  # a server that accepts the connection but does not answer its health check in this long is down
+
+
 def check_tracking(uri: str) -> None:
     """Fail fast, before any compute, when the tracking store cannot be reached."""
     db = sqlite_path(uri)
@@ -85,7 +88,7 @@ def check_tracking(uri: str) -> None:
         return
     if uri.startswith(("http://", "https://")):
         try:
-            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HEALTH_TIMEOUT_S).read()
         except OSError as err:
             raise UserError(
                 f"config key tracking.uri: MLflow server {uri} is unreachable ({err}); start it, set "
@@ -334,7 +337,7 @@ def client_retries(budget_s: float) -> tuple[int, int]:
     >>> client_retries(20), client_retries(5), client_retries(0)
     ((4, 5), (2, 5), (1, 5))
     """
-    retries = 0
+    retries = 1  # the first retry waits 0 s: every budget allows it
     while retries < 10 and (2 ** (retries + 1) - 2) + retries <= budget_s:
         retries += 1
     return retries, max(5, math.ceil(budget_s / (retries + 1)))
